@@ -1,0 +1,393 @@
+//! The storage trait every ledger backend implements, and what it returns.
+//!
+//! The trait is storage only: read, conditional write, lock. Planning,
+//! seeding, reconciliation and verification live in [`crate::plan`] and
+//! [`crate::migrator`], written once over this trait.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::entry::{CorruptEntry, LedgerEntry};
+use crate::slug::Slug;
+use crate::time::Timestamp;
+
+/// The key that holds the legacy integer.
+pub const VERSION_KEY: &str = "version";
+
+/// The legacy integer `version`, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum LegacyVersion {
+    /// No `version` key.
+    #[default]
+    Absent,
+    /// A valid non-negative integer.
+    Known(u64),
+    /// A value that is not an integer: legacy seeding cannot be decided.
+    Corrupt {
+        /// The value as stored (cut to a printable length).
+        raw: String,
+    },
+}
+
+impl LegacyVersion {
+    /// Interprets the stored string of the `version` key.
+    pub fn parse(raw: &str) -> Self {
+        match raw.trim().parse::<u64>() {
+            Ok(v) => LegacyVersion::Known(v),
+            Err(_) => LegacyVersion::Corrupt {
+                raw: raw.chars().take(80).collect(),
+            },
+        }
+    }
+}
+
+/// One slug's stored record: a valid entry, or a value that failed to parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// A well-formed entry.
+    Entry(LedgerEntry),
+    /// A value that failed to parse. Neither absent nor present.
+    Corrupt(CorruptEntry),
+}
+
+impl Record {
+    /// The entry, if this record is valid.
+    pub fn entry(&self) -> Option<&LedgerEntry> {
+        match self {
+            Record::Entry(e) => Some(e),
+            Record::Corrupt(_) => None,
+        }
+    }
+}
+
+/// Everything a ledger holds, read in one call.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LedgerSnapshot {
+    /// The legacy integer.
+    pub version: LegacyVersion,
+    /// Records by slug.
+    pub records: BTreeMap<Slug, Record>,
+    /// Keys with the `m.` prefix whose remainder is not a slug. They belong
+    /// to no migration the engine can name, so they block nothing, but they
+    /// are reported: somebody wrote them by hand.
+    pub unreadable_keys: Vec<CorruptEntry>,
+    /// Opaque revision of the stored object (a resourceVersion, a counter).
+    pub revision: Option<String>,
+}
+
+impl LedgerSnapshot {
+    /// Builds a snapshot from a backend's raw `key → string` data, the shape
+    /// of a ConfigMap: `version` plus one JSON value per `m.<slug>` key.
+    /// Other keys are ignored (they belong to other owners).
+    pub fn from_raw_data<'a>(
+        data: impl IntoIterator<Item = (&'a str, &'a str)>,
+        revision: Option<String>,
+    ) -> Self {
+        let mut snapshot = LedgerSnapshot {
+            revision,
+            ..LedgerSnapshot::default()
+        };
+        for (key, value) in data {
+            if key == VERSION_KEY {
+                snapshot.version = LegacyVersion::parse(value);
+                continue;
+            }
+            match Slug::from_ledger_key(key) {
+                None => {}
+                Some(Ok(slug)) => {
+                    let record = match LedgerEntry::decode(key, value) {
+                        Ok(entry) => Record::Entry(entry),
+                        Err(corrupt) => Record::Corrupt(corrupt),
+                    };
+                    snapshot.records.insert(slug, record);
+                }
+                Some(Err(e)) => snapshot.unreadable_keys.push(CorruptEntry::new(
+                    key,
+                    value,
+                    format!("the key is not 'm.<slug>': {e}"),
+                )),
+            }
+        }
+        snapshot
+    }
+
+    /// The record for `slug`, if any key exists for it.
+    pub fn record(&self, slug: &Slug) -> Option<&Record> {
+        self.records.get(slug)
+    }
+
+    /// The valid entry for `slug`, if there is one.
+    pub fn entry(&self, slug: &Slug) -> Option<&LedgerEntry> {
+        self.records.get(slug).and_then(Record::entry)
+    }
+
+    /// Every corrupt record, by slug.
+    pub fn corrupt(&self) -> impl Iterator<Item = (&Slug, &CorruptEntry)> {
+        self.records.iter().filter_map(|(slug, r)| match r {
+            Record::Corrupt(c) => Some((slug, c)),
+            Record::Entry(_) => None,
+        })
+    }
+}
+
+/// How [`Ledger::write`] treats keys that already exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WriteMode {
+    /// Write only keys that do not exist yet; existing keys (valid or
+    /// corrupt) are left untouched and reported. Used for seeding and
+    /// revocation, which must never overwrite history.
+    OnlyIfAbsent,
+    /// Write every key, overwriting. Used to record a run's outcome, under
+    /// the run lock.
+    Replace,
+}
+
+/// What a write did, key by key.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WriteReport {
+    /// Keys this call wrote.
+    pub written: Vec<Slug>,
+    /// Keys left untouched because they already existed ([`WriteMode::OnlyIfAbsent`]).
+    pub already_present: Vec<Slug>,
+}
+
+/// A held run lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// Who holds it (pod name, host and pid, ...).
+    pub holder: String,
+    /// Backend-specific token that proves this holder's tenure (a
+    /// resourceVersion, a counter), checked on renew and release.
+    pub token: String,
+    /// When this holder acquired it.
+    pub acquired_at: Timestamp,
+    /// When it lapses unless renewed.
+    pub expires_at: Timestamp,
+}
+
+/// What went wrong talking to a ledger. Backends map their own errors onto
+/// these kinds; `ledger` is always the backend's [`Ledger::describe`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LedgerError {
+    /// A write to a ledger object that does not exist.
+    #[error("{ledger}: {operation} failed: the ledger does not exist")]
+    NotFound {
+        /// The ledger.
+        ledger: String,
+        /// The operation.
+        operation: &'static str,
+    },
+    /// [`Ledger::create`] found the object already there; nothing was changed.
+    #[error("{ledger}: create failed: the ledger already exists")]
+    AlreadyExists {
+        /// The ledger.
+        ledger: String,
+    },
+    /// A conditional write kept losing races and gave up.
+    #[error("{ledger}: {operation} gave up after {attempts} conflicting concurrent writes")]
+    Conflict {
+        /// The ledger.
+        ledger: String,
+        /// The operation.
+        operation: &'static str,
+        /// How many times it tried.
+        attempts: u32,
+    },
+    /// The write would exceed the backend's size budget; nothing was written.
+    #[error(
+        "{ledger}: ledger full: the write would grow it to {would_be_bytes} bytes, above the {budget_bytes}-byte budget (now {current_bytes} bytes, {entry_count} entries)"
+    )]
+    Full {
+        /// The ledger.
+        ledger: String,
+        /// Current size.
+        current_bytes: u64,
+        /// Size after the refused write.
+        would_be_bytes: u64,
+        /// The budget.
+        budget_bytes: u64,
+        /// Entries stored now.
+        entry_count: usize,
+    },
+    /// A failure that may succeed if retried (after the backend's own retries).
+    #[error("{ledger}: {operation} failed (transient, may be retried): {message}")]
+    Transient {
+        /// The ledger.
+        ledger: String,
+        /// The operation.
+        operation: &'static str,
+        /// Details.
+        message: String,
+    },
+    /// A failure retrying will not fix: permissions, validation, bad config.
+    #[error("{ledger}: {operation} failed: {message}")]
+    Permanent {
+        /// The ledger.
+        ledger: String,
+        /// The operation.
+        operation: &'static str,
+        /// Details.
+        message: String,
+    },
+    /// The stored object as a whole cannot be read (not one entry: the
+    /// container itself), so nothing in it can be trusted.
+    #[error("{ledger}: the stored ledger is unreadable: {reason}")]
+    Unreadable {
+        /// The ledger.
+        ledger: String,
+        /// Why.
+        reason: String,
+    },
+    /// Someone else holds the run lock.
+    #[error("{ledger}: the run lock is held by {holder} until {expires_at}")]
+    LockHeld {
+        /// The ledger.
+        ledger: String,
+        /// The current holder.
+        holder: String,
+        /// When the holder's lease lapses unless renewed.
+        expires_at: Timestamp,
+    },
+    /// A renew found that this holder no longer holds the lock.
+    #[error("{ledger}: the run lock was lost by {holder}: {reason}")]
+    LockLost {
+        /// The ledger.
+        ledger: String,
+        /// The holder that lost it.
+        holder: String,
+        /// What happened.
+        reason: String,
+    },
+}
+
+impl LedgerError {
+    /// True for errors worth retrying at a higher level.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            LedgerError::Transient { .. } | LedgerError::Conflict { .. }
+        )
+    }
+}
+
+/// Storage for one cluster's applied set.
+///
+/// Every method is a single logical operation on the backend's object. All
+/// backends (ConfigMap, custom resource, memory, file) behave identically,
+/// which the conformance suite (`testing` feature) proves.
+///
+/// Guarantees every implementation gives:
+/// - **Fail closed.** An error is never turned into an empty answer. A value
+///   that cannot be parsed is reported as [`Record::Corrupt`], never as
+///   absent; a container that cannot be parsed is [`LedgerError::Unreadable`].
+/// - **Atomic writes.** A call either stores all of the entries it writes or
+///   none of them.
+/// - **No deletes.** Nothing in this trait removes an entry, and writes touch
+///   only the `m.<slug>` keys they name: other keys (`version`, other
+///   owners' data, labels, annotations) are left as they are.
+#[async_trait]
+pub trait Ledger: Send + Sync + fmt::Debug {
+    /// A human-readable name for messages: `configmap cozy-system/cozystack-version`.
+    fn describe(&self) -> String;
+
+    /// Reads everything in one call.
+    ///
+    /// `Ok(None)` means no ledger object exists (a fresh install); an object
+    /// that exists with no entries is `Ok(Some(snapshot))` with empty records.
+    /// Idempotent and side-effect free.
+    async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError>;
+
+    /// Creates the ledger object holding exactly `entries`, in one write.
+    ///
+    /// If the object already exists, returns [`LedgerError::AlreadyExists`]
+    /// and changes nothing: creation never overwrites. Slugs must be unique.
+    async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError>;
+
+    /// Writes `entries` into the existing ledger, atomically.
+    ///
+    /// With [`WriteMode::OnlyIfAbsent`] keys that exist (valid or corrupt)
+    /// are skipped and listed in [`WriteReport::already_present`]; the check
+    /// and the write are one conditional operation, retried internally on
+    /// conflict a bounded number of times ([`LedgerError::Conflict`] after
+    /// that). Repeating the same call is therefore idempotent. With
+    /// [`WriteMode::Replace`] every key is written. A missing ledger object
+    /// is [`LedgerError::NotFound`]; exceeding the size budget is
+    /// [`LedgerError::Full`] and writes nothing.
+    async fn write(
+        &self,
+        entries: &[(Slug, LedgerEntry)],
+        mode: WriteMode,
+    ) -> Result<WriteReport, LedgerError>;
+
+    /// Takes the run lock for `holder` for `ttl`.
+    ///
+    /// Succeeds if the lock is free, expired, or already held by `holder`
+    /// (which renews it). Otherwise returns [`LedgerError::LockHeld`] naming
+    /// the holder; it never waits. The lock is independent of the ledger
+    /// object, so it can be taken before a fresh install creates it.
+    async fn acquire_lock(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError>;
+
+    /// Extends a held lock by `ttl` from now.
+    ///
+    /// Returns [`LedgerError::LockLost`] if the lease expired and someone
+    /// else took it (or it was released); the caller must stop mutating.
+    async fn renew_lock(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError>;
+
+    /// Releases a held lock. Idempotent: releasing a lock that this holder
+    /// no longer holds succeeds and leaves the current holder alone.
+    async fn release_lock(&self, lease: &Lease) -> Result<(), LedgerError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entry::EntryState;
+
+    #[test]
+    fn raw_data_splits_into_version_entries_corrupt_and_unreadable() {
+        let ok = LedgerEntry::new(EntryState::Ok, Timestamp::from_unix(0)).encode();
+        let data = [
+            ("version", "45"),
+            ("m.good", ok.as_str()),
+            ("m.broken", "{"),
+            ("m.Bad_Key", ok.as_str()),
+            ("owner-note", "ignored"),
+        ];
+        let snap = LedgerSnapshot::from_raw_data(data, Some("7".into()));
+        assert_eq!(snap.version, LegacyVersion::Known(45));
+        let good = Slug::parse("good").unwrap();
+        let broken = Slug::parse("broken").unwrap();
+        assert!(snap.entry(&good).is_some());
+        assert!(matches!(snap.record(&broken), Some(Record::Corrupt(c)) if c.key == "m.broken"));
+        assert!(
+            snap.entry(&broken).is_none(),
+            "a corrupt record has no entry"
+        );
+        assert_eq!(snap.corrupt().count(), 1);
+        assert_eq!(snap.unreadable_keys.len(), 1);
+        assert_eq!(snap.unreadable_keys[0].key, "m.Bad_Key");
+        assert_eq!(snap.records.len(), 2);
+        assert_eq!(snap.revision.as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn version_values_that_are_not_integers_are_corrupt() {
+        assert_eq!(LegacyVersion::parse(" 12 "), LegacyVersion::Known(12));
+        assert!(matches!(
+            LegacyVersion::parse("v45"),
+            LegacyVersion::Corrupt { .. }
+        ));
+        assert!(matches!(
+            LegacyVersion::parse("-1"),
+            LegacyVersion::Corrupt { .. }
+        ));
+        assert!(matches!(
+            LegacyVersion::parse(""),
+            LegacyVersion::Corrupt { .. }
+        ));
+    }
+}

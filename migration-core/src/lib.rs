@@ -1,0 +1,44 @@
+//! # migration-core
+//!
+//! The engine that replaces a global migration integer with slug identities,
+//! an applied-set ledger, a release-assigned order and two execution tiers.
+//! The behaviour contract is `shared/spec/ENGINE.md`; this crate implements
+//! the parts that do not touch a cluster:
+//!
+//! - [`Slug`], [`Tier`], [`OnError`] and the script [`header`] parser;
+//! - loading a [`MigrationsTree`] from disk, with checksums;
+//! - the [`Manifest`] (`order.d/`) and the stable topological [`order`];
+//! - [`LedgerEntry`] and the storage-only [`Ledger`] trait every backend
+//!   implements;
+//! - the pure [`plan()`] function and the [`Migrator`], which seeds and
+//!   records through a ledger.
+//!
+//! It depends on neither kube nor an async runtime.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod digest;
+pub mod entry;
+pub mod header;
+pub mod ledger;
+pub mod manifest;
+pub mod migrator;
+pub mod order;
+pub mod plan;
+pub mod slug;
+pub mod time;
+pub mod tree;
+
+pub use digest::Sha256Digest;
+pub use entry::{CorruptEntry, EntryState, LedgerEntry};
+pub use header::{Header, HeaderError, OnError, Tier};
+pub use ledger::{
+    Lease, Ledger, LedgerError, LedgerSnapshot, LegacyVersion, Record, WriteMode, WriteReport,
+};
+pub use manifest::{Batch, BatchName, Manifest, ManifestEntry, ManifestError};
+pub use migrator::{MigrateError, Migrator, Prepared};
+pub use order::{Cycle, Edge, OrderError, stable_topo_sort};
+pub use plan::{Plan, PlanContext, PlanError, PlanRequest, Refusal, TierSelection, plan};
+pub use slug::{Slug, SlugError};
+pub use time::{Clock, ManualClock, SystemClock, Timestamp};
+pub use tree::{LoadOptions, MigrationsTree, Script, TreeError, TreeProblem};

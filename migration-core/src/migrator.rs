@@ -1,0 +1,217 @@
+//! The policy layer over a [`Ledger`]: read, plan, seed, record, reconcile.
+//!
+//! Backends only store; everything that decides lives here, once, so the
+//! hook runner and the operator share one behaviour.
+
+use crate::entry::LedgerEntry;
+use crate::ledger::{Ledger, LedgerError, LedgerSnapshot, WriteMode};
+use crate::plan::{Plan, PlanContext, PlanError, PlanRequest, SeedMode, plan};
+use crate::slug::Slug;
+use crate::time::Clock;
+use crate::tree::MigrationsTree;
+
+/// How many times a seeding or recording write is attempted when its reply
+/// is an error that may hide a write that took effect.
+pub const WRITE_ATTEMPTS: u32 = 3;
+
+/// What went wrong while preparing or recording.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MigrateError {
+    /// The plan refused; nothing ran and nothing was written.
+    #[error(transparent)]
+    Refused(#[from] PlanError),
+    /// The ledger failed.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// A record could not be confirmed: the write reported an error and the
+    /// ledger now holds something other than what was written.
+    #[error(
+        "{ledger}: recording '{slug}' failed ({cause}) and the ledger does not hold the intended entry"
+    )]
+    Unconfirmed {
+        /// The ledger.
+        ledger: String,
+        /// The slug.
+        slug: Slug,
+        /// The write error.
+        cause: LedgerError,
+    },
+}
+
+/// A plan whose seeding has been written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    /// The plan (its `pending` list is what runs).
+    pub plan: Plan,
+    /// Slugs this call's seeding actually wrote.
+    pub written: Vec<Slug>,
+}
+
+/// Reads, plans and writes through one ledger for one tree.
+#[derive(Debug)]
+pub struct Migrator<'a> {
+    tree: &'a MigrationsTree,
+    ledger: &'a dyn Ledger,
+    clock: &'a dyn Clock,
+    image: Option<String>,
+    allowed_interpreters: Vec<String>,
+}
+
+impl<'a> Migrator<'a> {
+    /// A migrator over `tree` and `ledger`, stamping times from `clock`.
+    pub fn new(tree: &'a MigrationsTree, ledger: &'a dyn Ledger, clock: &'a dyn Clock) -> Self {
+        Migrator {
+            tree,
+            ledger,
+            clock,
+            image: None,
+            allowed_interpreters: PlanContext::default_interpreters(),
+        }
+    }
+
+    /// Records `image` as the image migrations run from.
+    pub fn with_image(mut self, image: Option<String>) -> Self {
+        self.image = image;
+        self
+    }
+
+    /// Replaces the allowed shebang lines.
+    pub fn with_allowed_interpreters(mut self, allowed: Vec<String>) -> Self {
+        self.allowed_interpreters = allowed;
+        self
+    }
+
+    /// The tree.
+    pub fn tree(&self) -> &MigrationsTree {
+        self.tree
+    }
+
+    /// The ledger.
+    pub fn ledger(&self) -> &dyn Ledger {
+        self.ledger
+    }
+
+    /// The plan context at the current time.
+    pub fn context(&self) -> PlanContext {
+        PlanContext {
+            now: self.clock.now().truncated(),
+            image: self.image.clone(),
+            allowed_interpreters: self.allowed_interpreters.clone(),
+        }
+    }
+
+    /// Reads the ledger and plans, writing nothing (a dry run).
+    pub async fn plan(&self, request: &PlanRequest) -> Result<Plan, MigrateError> {
+        let snapshot = self.ledger.read().await?;
+        Ok(plan(
+            self.tree,
+            snapshot.as_ref(),
+            request,
+            &self.context(),
+        )?)
+    }
+
+    /// Reads the ledger, plans, and writes the plan's seeding (fresh-install
+    /// creation, legacy and revoked entries) before anything runs.
+    ///
+    /// A fresh-install creation that loses a race to another creator, or
+    /// whose reply was lost, is re-planned against the ledger that now
+    /// exists, so nothing is overwritten and nothing is seeded twice.
+    pub async fn prepare(&self, request: &PlanRequest) -> Result<Prepared, MigrateError> {
+        let mut last_error = None;
+        for attempt in 1..=WRITE_ATTEMPTS {
+            let snapshot = self.ledger.read().await?;
+            let plan = plan(self.tree, snapshot.as_ref(), request, &self.context())?;
+            if plan.seed.is_empty() {
+                return Ok(Prepared {
+                    plan,
+                    written: Vec::new(),
+                });
+            }
+            let entries: Vec<(Slug, LedgerEntry)> = plan
+                .seed
+                .iter()
+                .map(|s| (s.slug.clone(), s.entry.clone()))
+                .collect();
+            let result = match plan.seed_mode {
+                SeedMode::Create => self
+                    .ledger
+                    .create(&entries)
+                    .await
+                    .map(|()| entries.iter().map(|e| e.0.clone()).collect()),
+                SeedMode::IfAbsent => self
+                    .ledger
+                    .write(&entries, WriteMode::OnlyIfAbsent)
+                    .await
+                    .map(|report| report.written),
+            };
+            match result {
+                Ok(written) => {
+                    tracing::info!(
+                        written = written.len(),
+                        fresh_install = plan.fresh_install,
+                        "seeded ledger"
+                    );
+                    return Ok(Prepared { plan, written });
+                }
+                // Someone else created it: plan again against their ledger.
+                Err(LedgerError::AlreadyExists { .. }) => {
+                    tracing::info!(attempt, "ledger appeared during fresh install; re-planning");
+                }
+                // The write may or may not have happened: re-read and re-plan,
+                // which is safe because seeding never overwrites.
+                Err(e) if e.is_transient() => {
+                    tracing::warn!(attempt, error = %e, "seeding write failed; re-reading the ledger");
+                    last_error = Some(e);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(last_error
+            .unwrap_or(LedgerError::Conflict {
+                ledger: self.ledger.describe(),
+                operation: "seed",
+                attempts: WRITE_ATTEMPTS,
+            })
+            .into())
+    }
+
+    /// Records one outcome, overwriting (the caller holds the run lock).
+    ///
+    /// If the write reports an error, the ledger is re-read: when it already
+    /// holds exactly `entry` the reply was lost and the record stands;
+    /// otherwise a transient error is retried. The outcome is never written
+    /// twice under different contents and never assumed.
+    pub async fn record(&self, slug: &Slug, entry: &LedgerEntry) -> Result<(), MigrateError> {
+        let entries = [(slug.clone(), entry.clone())];
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let error = match self.ledger.write(&entries, WriteMode::Replace).await {
+                Ok(_) => return Ok(()),
+                Err(e) => e,
+            };
+            match self.ledger.read().await {
+                Ok(Some(snapshot)) if holds(&snapshot, slug, entry) => {
+                    tracing::warn!(slug = %slug, error = %error, "write reply lost, but the entry is in place");
+                    return Ok(());
+                }
+                _ if error.is_transient() && attempt < WRITE_ATTEMPTS => {
+                    tracing::warn!(slug = %slug, attempt, error = %error, "recording failed; retrying");
+                }
+                _ => {
+                    return Err(MigrateError::Unconfirmed {
+                        ledger: self.ledger.describe(),
+                        slug: slug.clone(),
+                        cause: error,
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn holds(snapshot: &LedgerSnapshot, slug: &Slug, entry: &LedgerEntry) -> bool {
+    snapshot.entry(slug) == Some(entry)
+}

@@ -1,0 +1,295 @@
+//! The identity of a migration: its slug (spec §2).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The longest slug the grammar allows, in bytes (and characters: slugs are ASCII).
+pub const MAX_SLUG_LEN: usize = 60;
+
+/// The prefix that turns a slug into its ledger key (`m.<slug>`).
+pub const LEDGER_KEY_PREFIX: &str = "m.";
+
+/// A migration's identity: `^[a-z0-9]+(-[a-z0-9]+)*$`, 1 to 60 characters.
+///
+/// A `Slug` can only be obtained by parsing ([`Slug::parse`], [`FromStr`] or
+/// serde deserialisation, which validates too), so holding one proves the
+/// grammar holds. Legacy integer names such as `45` are valid slugs.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Slug(String);
+
+/// Why a string is not a slug.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SlugError {
+    /// The input was empty.
+    #[error("slug is empty")]
+    Empty,
+    /// The input is longer than [`MAX_SLUG_LEN`].
+    #[error("slug {input:?} is {len} characters long; the limit is {MAX_SLUG_LEN}")]
+    TooLong {
+        /// The offending input, cut to a printable length.
+        input: String,
+        /// Its length in characters.
+        len: usize,
+    },
+    /// A character outside `[a-z0-9-]`.
+    #[error(
+        "slug {input:?} has {found:?} at position {position}; only lowercase ASCII letters, digits and '-' are allowed"
+    )]
+    InvalidChar {
+        /// The offending input, cut to a printable length.
+        input: String,
+        /// The character that is not allowed.
+        found: char,
+        /// Zero-based character position of `found`.
+        position: usize,
+    },
+    /// A `-` at the start or end, or two in a row.
+    #[error(
+        "slug {input:?} has a misplaced '-' at position {position}; dashes separate non-empty words"
+    )]
+    MisplacedDash {
+        /// The offending input, cut to a printable length.
+        input: String,
+        /// Zero-based character position of the dash.
+        position: usize,
+    },
+}
+
+/// Cuts hostile input down to something safe to print in an error.
+fn printable(input: &str) -> String {
+    const LIMIT: usize = 80;
+    if input.chars().count() <= LIMIT {
+        input.to_owned()
+    } else {
+        let mut cut: String = input.chars().take(LIMIT).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+impl Slug {
+    /// Parses and validates a slug.
+    ///
+    /// The error says what is wrong and at which character position.
+    pub fn parse(input: &str) -> Result<Self, SlugError> {
+        if input.is_empty() {
+            return Err(SlugError::Empty);
+        }
+        let len = input.chars().count();
+        if len > MAX_SLUG_LEN {
+            return Err(SlugError::TooLong {
+                input: printable(input),
+                len,
+            });
+        }
+        let mut previous_dash = true; // a leading dash is misplaced
+        for (position, c) in input.chars().enumerate() {
+            match c {
+                'a'..='z' | '0'..='9' => previous_dash = false,
+                '-' if previous_dash => {
+                    return Err(SlugError::MisplacedDash {
+                        input: printable(input),
+                        position,
+                    });
+                }
+                '-' => previous_dash = true,
+                found => {
+                    return Err(SlugError::InvalidChar {
+                        input: printable(input),
+                        found,
+                        position,
+                    });
+                }
+            }
+        }
+        if previous_dash {
+            return Err(SlugError::MisplacedDash {
+                input: printable(input),
+                position: len - 1,
+            });
+        }
+        Ok(Slug(input.to_owned()))
+    }
+
+    /// The slug as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The ledger key for this slug: `m.<slug>` (spec §2).
+    pub fn ledger_key(&self) -> String {
+        format!("{LEDGER_KEY_PREFIX}{}", self.0)
+    }
+
+    /// Interprets a ledger key.
+    ///
+    /// Returns `None` when the key is not a migration key at all (no `m.`
+    /// prefix, e.g. `version`), and `Some(Err(..))` when it has the prefix but
+    /// what follows is not a slug: such a key is a corrupt record, never
+    /// something to ignore silently.
+    pub fn from_ledger_key(key: &str) -> Option<Result<Self, SlugError>> {
+        key.strip_prefix(LEDGER_KEY_PREFIX).map(Slug::parse)
+    }
+}
+
+impl fmt::Display for Slug {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Slug {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Slug({})", self.0)
+    }
+}
+
+impl FromStr for Slug {
+    type Err = SlugError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Slug::parse(s)
+    }
+}
+
+impl AsRef<str> for Slug {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Serialize for Slug {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Slug {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(deserializer)?;
+        Slug::parse(&raw).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_words_joined_by_single_dashes() {
+        for ok in ["a", "redis-failover-group-label", "45", "a1-b2-c3", "x-9"] {
+            assert_eq!(Slug::parse(ok).unwrap().as_str(), ok);
+        }
+    }
+
+    #[test]
+    fn accepts_exactly_sixty_characters_and_rejects_sixty_one() {
+        let sixty = "a".repeat(60);
+        assert!(Slug::parse(&sixty).is_ok());
+        let err = Slug::parse(&"a".repeat(61)).unwrap_err();
+        assert!(matches!(err, SlugError::TooLong { len: 61, .. }), "{err}");
+    }
+
+    #[test]
+    fn rejects_empty_input() {
+        assert_eq!(Slug::parse(""), Err(SlugError::Empty));
+    }
+
+    #[test]
+    fn names_the_position_of_an_uppercase_letter() {
+        let err = Slug::parse("redis-Fix").unwrap_err();
+        assert_eq!(
+            err,
+            SlugError::InvalidChar {
+                input: "redis-Fix".into(),
+                found: 'F',
+                position: 6
+            }
+        );
+        assert!(err.to_string().contains("position 6"));
+    }
+
+    #[test]
+    fn rejects_unicode_look_alikes() {
+        // Cyrillic 'а' (U+0430) looks like Latin 'a'.
+        let err = Slug::parse("redis-f\u{0430}ilover").unwrap_err();
+        assert!(matches!(
+            err,
+            SlugError::InvalidChar {
+                found: '\u{0430}',
+                position: 7,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn rejects_path_traversal() {
+        assert!(matches!(
+            Slug::parse("../../etc/passwd"),
+            Err(SlugError::InvalidChar {
+                found: '.',
+                position: 0,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn rejects_leading_trailing_and_double_dashes() {
+        assert!(matches!(
+            Slug::parse("-a"),
+            Err(SlugError::MisplacedDash { position: 0, .. })
+        ));
+        assert!(matches!(
+            Slug::parse("a-"),
+            Err(SlugError::MisplacedDash { position: 1, .. })
+        ));
+        assert!(matches!(
+            Slug::parse("a--b"),
+            Err(SlugError::MisplacedDash { position: 2, .. })
+        ));
+        assert!(matches!(
+            Slug::parse("-"),
+            Err(SlugError::MisplacedDash { position: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_underscores_spaces_and_dots() {
+        for bad in ["a_b", "a b", "a.b", "a\nb", "a\0b"] {
+            assert!(
+                matches!(Slug::parse(bad), Err(SlugError::InvalidChar { .. })),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_for_huge_input_is_cut_to_a_printable_size() {
+        let huge = "A".repeat(100_000);
+        let message = Slug::parse(&huge).unwrap_err().to_string();
+        assert!(message.len() < 400, "{} bytes", message.len());
+    }
+
+    #[test]
+    fn ledger_key_round_trips() {
+        let slug = Slug::parse("etcd-crds-precreate").unwrap();
+        assert_eq!(slug.ledger_key(), "m.etcd-crds-precreate");
+        assert_eq!(Slug::from_ledger_key(&slug.ledger_key()), Some(Ok(slug)));
+        assert_eq!(Slug::from_ledger_key("version"), None);
+        assert!(matches!(Slug::from_ledger_key("m.Bad"), Some(Err(_))));
+    }
+
+    #[test]
+    fn deserialisation_validates() {
+        let ok: Slug = serde_json::from_str("\"abc-1\"").unwrap();
+        assert_eq!(ok.as_str(), "abc-1");
+        let err = serde_json::from_str::<Slug>("\"ABC\"").unwrap_err();
+        assert!(err.to_string().contains("position 0"), "{err}");
+        assert_eq!(serde_json::to_string(&ok).unwrap(), "\"abc-1\"");
+    }
+}
