@@ -548,8 +548,14 @@ mod tests {
             "#!/bin/sh\n# cozystack-migration: tier pre-apply\n# cozystack-migration: on-error=warn\n",
         )
         .unwrap_err();
-        assert!(matches!(errors[0], HeaderError::Malformed { line: 2, .. }), "{errors:?}");
-        assert!(matches!(errors[1], HeaderError::MissingKey { key: "tier", .. }), "{errors:?}");
+        assert!(
+            matches!(errors[0], HeaderError::Malformed { line: 2, .. }),
+            "{errors:?}"
+        );
+        assert!(
+            matches!(errors[1], HeaderError::MissingKey { key: "tier", .. }),
+            "{errors:?}"
+        );
         assert_eq!(errors.len(), 2);
     }
 

@@ -26,6 +26,8 @@ pub mod migrator;
 pub mod order;
 pub mod plan;
 pub mod slug;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod time;
 pub mod tree;
 

@@ -1,0 +1,134 @@
+//! The in-memory ledger.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use migration_core::ledger::{Lease, Ledger, LedgerError, LedgerSnapshot, WriteMode, WriteReport};
+use migration_core::{Clock, LedgerEntry, Slug, SystemClock};
+
+use crate::DEFAULT_BUDGET_BYTES;
+use crate::document::{Document, Stored};
+
+/// A ledger held in memory. Clones share the same storage, like two clients
+/// of one API server, so tests can race handles against each other.
+///
+/// It keeps raw strings per key exactly as a ConfigMap does, so corrupt
+/// values can be planted with [`MemoryLedger::put_raw`], and it enforces the
+/// same size budget as the ConfigMap backend by default.
+#[derive(Debug, Clone)]
+pub struct MemoryLedger {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    name: String,
+    doc: Mutex<Document>,
+    clock: Arc<dyn Clock>,
+    budget: Option<u64>,
+}
+
+impl Default for MemoryLedger {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryLedger {
+    /// An absent ledger on the system clock with the default budget.
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock))
+    }
+
+    /// An absent ledger whose lock expiry follows `clock`.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        Self::build(clock, Some(DEFAULT_BUDGET_BYTES))
+    }
+
+    /// An absent ledger with an explicit size budget (`None`: unlimited).
+    pub fn with_clock_and_budget(clock: Arc<dyn Clock>, budget: Option<u64>) -> Self {
+        Self::build(clock, budget)
+    }
+
+    fn build(clock: Arc<dyn Clock>, budget: Option<u64>) -> Self {
+        MemoryLedger {
+            shared: Arc::new(Shared {
+                name: "memory ledger".to_owned(),
+                doc: Mutex::new(Document::default()),
+                clock,
+                budget,
+            }),
+        }
+    }
+
+    fn doc(&self) -> MutexGuard<'_, Document> {
+        // A panic in another test thread must not turn into a second panic here.
+        self.shared
+            .doc
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stores `value` under `key` verbatim, creating the ledger object if it
+    /// is absent. For tests: plants corrupt values or the `version` key.
+    pub fn put_raw(&self, key: &str, value: &str) {
+        let mut doc = self.doc();
+        let stored = doc.ledger.get_or_insert_with(Stored::default);
+        stored.data.insert(key.to_owned(), value.to_owned());
+        stored.revision += 1;
+    }
+
+    /// The raw stored value of `key`.
+    pub fn raw(&self, key: &str) -> Option<String> {
+        self.doc()
+            .ledger
+            .as_ref()
+            .and_then(|s| s.data.get(key).cloned())
+    }
+
+    /// Every raw key and value, or `None` when the object is absent.
+    pub fn raw_data(&self) -> Option<std::collections::BTreeMap<String, String>> {
+        self.doc().ledger.as_ref().map(|s| s.data.clone())
+    }
+}
+
+#[async_trait]
+impl Ledger for MemoryLedger {
+    fn describe(&self) -> String {
+        self.shared.name.clone()
+    }
+
+    async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
+        Ok(self.doc().snapshot())
+    }
+
+    async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
+        self.doc()
+            .create(&self.shared.name, self.shared.budget, entries)
+    }
+
+    async fn write(
+        &self,
+        entries: &[(Slug, LedgerEntry)],
+        mode: WriteMode,
+    ) -> Result<WriteReport, LedgerError> {
+        self.doc()
+            .write(&self.shared.name, self.shared.budget, entries, mode)
+    }
+
+    async fn acquire_lock(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
+        let now = self.shared.clock.now();
+        self.doc().acquire(&self.shared.name, holder, ttl, now)
+    }
+
+    async fn renew_lock(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
+        let now = self.shared.clock.now();
+        self.doc().renew(&self.shared.name, lease, ttl, now)
+    }
+
+    async fn release_lock(&self, lease: &Lease) -> Result<(), LedgerError> {
+        self.doc().release(lease);
+        Ok(())
+    }
+}

@@ -1,0 +1,96 @@
+//! The shared backend conformance suite, run by the memory and file ledgers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ledger_memory::{DEFAULT_BUDGET_BYTES, FileLedger, MemoryLedger};
+use migration_core::testing::Harness;
+use migration_core::{Ledger, ManualClock, Timestamp};
+
+fn clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::new(Timestamp::from_unix(1_786_529_040)))
+}
+
+struct MemoryHarness {
+    ledger: MemoryLedger,
+    clock: Arc<ManualClock>,
+}
+
+async fn memory_harness() -> MemoryHarness {
+    let clock = clock();
+    MemoryHarness {
+        ledger: MemoryLedger::with_clock(clock.clone()),
+        clock,
+    }
+}
+
+#[async_trait]
+impl Harness for MemoryHarness {
+    async fn ledger(&self) -> Arc<dyn Ledger> {
+        Arc::new(self.ledger.clone())
+    }
+    async fn plant_raw(&self, key: &str, value: &str) {
+        self.ledger.put_raw(key, value);
+    }
+    async fn raw(&self, key: &str) -> Option<String> {
+        self.ledger.raw(key)
+    }
+    fn advance_clock(&self, by: Duration) {
+        self.clock.advance(by);
+    }
+    fn budget_bytes(&self) -> Option<u64> {
+        Some(DEFAULT_BUDGET_BYTES)
+    }
+}
+
+struct FileHarness {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    clock: Arc<ManualClock>,
+}
+
+async fn file_harness() -> FileHarness {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state").join("ledger.json");
+    FileHarness {
+        _dir: dir,
+        path,
+        clock: clock(),
+    }
+}
+
+#[async_trait]
+impl Harness for FileHarness {
+    async fn ledger(&self) -> Arc<dyn Ledger> {
+        // A new handle per call: separate objects sharing only the file.
+        Arc::new(FileLedger::with_clock(&self.path, self.clock.clone()))
+    }
+    async fn plant_raw(&self, key: &str, value: &str) {
+        FileLedger::new(&self.path).put_raw(key, value).unwrap();
+    }
+    async fn raw(&self, key: &str) -> Option<String> {
+        FileLedger::new(&self.path)
+            .raw_data()
+            .unwrap()
+            .and_then(|d| d.get(key).cloned())
+    }
+    fn advance_clock(&self, by: Duration) {
+        self.clock.advance(by);
+    }
+    fn budget_bytes(&self) -> Option<u64> {
+        Some(DEFAULT_BUDGET_BYTES)
+    }
+}
+
+mod memory {
+    use super::memory_harness;
+    migration_core::ledger_conformance_tests!(memory_harness);
+}
+
+mod file {
+    use super::file_harness;
+    migration_core::ledger_conformance_tests!(file_harness);
+}

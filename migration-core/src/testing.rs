@@ -1,0 +1,482 @@
+//! The backend conformance suite (feature `testing`).
+//!
+//! Every [`Ledger`] implementation runs these cases unchanged, which is what
+//! "the backends behave identically" means in practice. A backend's test file
+//! implements [`Harness`] and expands [`ledger_conformance_tests!`]:
+//!
+//! ```ignore
+//! async fn harness() -> MyHarness { /* ... */ }
+//! migration_core::ledger_conformance_tests!(harness);
+//! ```
+//!
+//! Each case panics with a message naming the broken guarantee.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::entry::{EntryState, LedgerEntry};
+use crate::ledger::{Ledger, LedgerError, LegacyVersion, Record, WriteMode};
+use crate::slug::Slug;
+use crate::time::Timestamp;
+
+/// What the suite needs from a backend under test.
+#[async_trait]
+pub trait Harness: Send + Sync {
+    /// A client for the ledger under test. Every call returns a handle to the
+    /// same stored ledger (a new client where the backend has clients), so
+    /// concurrency cases can race two handles. Initially no ledger exists.
+    async fn ledger(&self) -> Arc<dyn Ledger>;
+
+    /// Stores `value` under `key` verbatim, bypassing the engine (for
+    /// planting corrupt values and the `version` key). The ledger exists.
+    async fn plant_raw(&self, key: &str, value: &str);
+
+    /// Reads a raw stored key, bypassing the engine (`None` if absent).
+    async fn raw(&self, key: &str) -> Option<String>;
+
+    /// Moves the clock the backend uses for lock expiry forward.
+    fn advance_clock(&self, by: Duration);
+
+    /// The backend's size budget in bytes, if it has one.
+    fn budget_bytes(&self) -> Option<u64>;
+}
+
+/// A deterministic valid entry.
+pub fn sample_entry(state: EntryState, n: u32) -> LedgerEntry {
+    let mut entry = LedgerEntry {
+        batch: Some("00001-v1.0.0".into()),
+        image: Some(format!("registry.example/migrations@sha256:{:064x}", n)),
+        sha256: Some(crate::digest::Sha256Digest::of(&n.to_be_bytes())),
+        attempts: n,
+        ..LedgerEntry::new(state, Timestamp::from_unix(1_786_529_040 + i64::from(n)))
+    };
+    if state == EntryState::Failed {
+        entry.reason = Some("exit-status-1".into());
+        entry.message = Some(format!("tail of output {n}"));
+    }
+    entry
+}
+
+/// `s-<n>` as a slug.
+pub fn slug(n: usize) -> Slug {
+    Slug::parse(&format!("s-{n}")).unwrap()
+}
+
+fn entries(range: std::ops::Range<usize>, state: EntryState) -> Vec<(Slug, LedgerEntry)> {
+    range
+        .map(|n| (slug(n), sample_entry(state, n as u32)))
+        .collect()
+}
+
+pub async fn absent_ledger_reads_as_none(h: &impl Harness) {
+    let ledger = h.ledger().await;
+    assert_eq!(
+        ledger.read().await.unwrap(),
+        None,
+        "a missing ledger must read as None (fresh install)"
+    );
+}
+
+pub async fn empty_ledger_is_not_absent(h: &impl Harness) {
+    let ledger = h.ledger().await;
+    ledger.create(&[]).await.unwrap();
+    let snapshot = ledger
+        .read()
+        .await
+        .unwrap()
+        .expect("an empty ledger exists");
+    assert!(snapshot.records.is_empty());
+    assert_eq!(snapshot.version, LegacyVersion::Absent);
+}
+
+pub async fn create_stores_every_entry_exactly(h: &impl Harness) {
+    let ledger = h.ledger().await;
+    let mut written = entries(0..20, EntryState::SkippedFreshInstall);
+    written[3].1 = sample_entry(EntryState::Failed, 3);
+    written[4]
+        .1
+        .extra
+        .insert("future_field".into(), serde_json::json!({"k": [1, 2]}));
+    ledger.create(&written).await.unwrap();
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert_eq!(snapshot.records.len(), 20);
+    for (slug, entry) in &written {
+        assert_eq!(
+            snapshot.entry(slug),
+            Some(entry),
+            "entry for {slug} must round-trip exactly"
+        );
+    }
+}
+
+pub async fn create_on_existing_ledger_is_already_exists_and_changes_nothing(h: &impl Harness) {
+    let ledger = h.ledger().await;
+    ledger.create(&entries(0..2, EntryState::Ok)).await.unwrap();
+    let err = ledger
+        .create(&entries(0..3, EntryState::SkippedFreshInstall))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, LedgerError::AlreadyExists { .. }),
+        "got {err:?}"
+    );
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert_eq!(snapshot.records.len(), 2, "a refused create must not write");
+    assert_eq!(snapshot.entry(&slug(0)).unwrap().state, EntryState::Ok);
+}
+
+pub async fn write_to_absent_ledger_is_not_found(h: &impl Harness) {
+    let ledger = h.ledger().await;
+    for mode in [WriteMode::OnlyIfAbsent, WriteMode::Replace] {
+        let err = ledger
+            .write(&entries(0..1, EntryState::Ok), mode)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, LedgerError::NotFound { .. }),
+            "{mode:?}: got {err:?}"
+        );
+    }
+    assert_eq!(
+        ledger.read().await.unwrap(),
+        None,
+        "a failed write must not create the ledger"
+    );
+}
+
+pub async fn only_if_absent_skips_existing_keys_and_reports_them(h: &impl Harness) {
+    let ledger = h.ledger().await;
+    ledger.create(&entries(0..2, EntryState::Ok)).await.unwrap();
+    let report = ledger
+        .write(&entries(1..4, EntryState::Legacy), WriteMode::OnlyIfAbsent)
+        .await
+        .unwrap();
+    assert_eq!(report.written, vec![slug(2), slug(3)]);
+    assert_eq!(report.already_present, vec![slug(1)]);
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert_eq!(
+        snapshot.entry(&slug(1)).unwrap().state,
+        EntryState::Ok,
+        "only-if-absent overwrote"
+    );
+    assert_eq!(snapshot.entry(&slug(3)).unwrap().state, EntryState::Legacy);
+    // Repeating is idempotent.
+    let again = ledger
+        .write(&entries(1..4, EntryState::Legacy), WriteMode::OnlyIfAbsent)
+        .await
+        .unwrap();
+    assert!(again.written.is_empty());
+    assert_eq!(again.already_present.len(), 3);
+}
+
+pub async fn only_if_absent_never_overwrites_a_corrupt_value(h: &impl Harness) {
+    let ledger = h.ledger().await;
+    ledger.create(&[]).await.unwrap();
+    h.plant_raw("m.s-0", "{not json").await;
+    let report = ledger
+        .write(&entries(0..1, EntryState::Legacy), WriteMode::OnlyIfAbsent)
+        .await
+        .unwrap();
+    assert_eq!(
+        report.already_present,
+        vec![slug(0)],
+        "a corrupt key is present, not absent"
+    );
+    assert_eq!(
+        h.raw("m.s-0").await.as_deref(),
+        Some("{not json"),
+        "the corrupt value must be left for a human"
+    );
+}
+
+pub async fn replace_overwrites(h: &impl Harness) {
+    let ledger = h.ledger().await;
+    ledger.create(&entries(0..2, EntryState::Ok)).await.unwrap();
+    let newer = sample_entry(EntryState::Failed, 9);
+    let report = ledger
+        .write(&[(slug(1), newer.clone())], WriteMode::Replace)
+        .await
+        .unwrap();
+    assert_eq!(report.written, vec![slug(1)]);
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert_eq!(snapshot.entry(&slug(1)), Some(&newer));
+    assert_eq!(
+        snapshot.entry(&slug(0)).unwrap().state,
+        EntryState::Ok,
+        "other keys untouched"
+    );
+}
+
+pub async fn corrupt_values_read_as_corrupt_naming_the_key(h: &impl Harness) {
+    let ledger = h.ledger().await;
+    ledger.create(&entries(0..1, EntryState::Ok)).await.unwrap();
+    h.plant_raw("m.broken", "{\"state\":\"ok\"").await;
+    h.plant_raw("m.Not_A_Slug", "{}").await;
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    let broken = Slug::parse("broken").unwrap();
+    match snapshot.record(&broken) {
+        Some(Record::Corrupt(c)) => assert_eq!(c.key, "m.broken"),
+        other => panic!("a corrupt value must read as Corrupt, got {other:?}"),
+    }
+    assert_eq!(snapshot.unreadable_keys.len(), 1);
+    assert_eq!(snapshot.unreadable_keys[0].key, "m.Not_A_Slug");
+    assert!(
+        snapshot.entry(&slug(0)).is_some(),
+        "one corrupt key must not hide the others"
+    );
+}
+
+pub async fn version_key_is_read_and_never_written(h: &impl Harness) {
+    let ledger = h.ledger().await;
+    ledger.create(&[]).await.unwrap();
+    h.plant_raw("version", "45").await;
+    h.plant_raw("owner-note", "kept").await;
+    assert_eq!(
+        ledger.read().await.unwrap().unwrap().version,
+        LegacyVersion::Known(45)
+    );
+    ledger
+        .write(&entries(0..3, EntryState::Legacy), WriteMode::OnlyIfAbsent)
+        .await
+        .unwrap();
+    ledger
+        .write(&entries(0..1, EntryState::Ok), WriteMode::Replace)
+        .await
+        .unwrap();
+    assert_eq!(
+        h.raw("version").await.as_deref(),
+        Some("45"),
+        "the engine must not touch 'version'"
+    );
+    assert_eq!(
+        h.raw("owner-note").await.as_deref(),
+        Some("kept"),
+        "writes must leave foreign keys"
+    );
+    h.plant_raw("version", "v45").await;
+    assert!(matches!(
+        ledger.read().await.unwrap().unwrap().version,
+        LegacyVersion::Corrupt { .. }
+    ));
+}
+
+pub async fn concurrent_writers_lose_no_update(h: &impl Harness) {
+    let first = h.ledger().await;
+    first.create(&[]).await.unwrap();
+    let mut handles = Vec::new();
+    for _ in 0..4 {
+        handles.push(h.ledger().await);
+    }
+    // Four clients write disjoint keys at once: all must land.
+    let writes = handles.iter().enumerate().map(|(i, ledger)| {
+        let batch = entries(i * 5..i * 5 + 5, EntryState::Legacy);
+        async move { ledger.write(&batch, WriteMode::OnlyIfAbsent).await }
+    });
+    for result in futures_util::future::join_all(writes).await {
+        result.unwrap();
+    }
+    let snapshot = first.read().await.unwrap().unwrap();
+    assert_eq!(snapshot.records.len(), 20, "a concurrent write was lost");
+    // Four clients race for the same key: exactly one wins, none overwrites.
+    let racers = handles.iter().enumerate().map(|(i, ledger)| {
+        let entry = vec![(slug(100), sample_entry(EntryState::Ok, i as u32))];
+        async move { ledger.write(&entry, WriteMode::OnlyIfAbsent).await }
+    });
+    let reports: Vec<_> = futures_util::future::join_all(racers)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let winners: Vec<usize> = reports
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.written == vec![slug(100)])
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(
+        winners.len(),
+        1,
+        "exactly one only-if-absent writer must win: {reports:?}"
+    );
+    let stored = first.read().await.unwrap().unwrap();
+    assert_eq!(
+        stored.entry(&slug(100)),
+        Some(&sample_entry(EntryState::Ok, winners[0] as u32))
+    );
+}
+
+pub async fn a_write_above_the_budget_is_refused_whole(h: &impl Harness) {
+    let Some(budget) = h.budget_bytes() else {
+        return;
+    };
+    let ledger = h.ledger().await;
+    ledger.create(&entries(0..3, EntryState::Ok)).await.unwrap();
+    let mut huge = sample_entry(EntryState::Failed, 7);
+    huge.message = Some("x".repeat(usize::try_from(budget).unwrap()));
+    let batch = vec![
+        (slug(10), sample_entry(EntryState::Ok, 10)),
+        (slug(11), huge),
+    ];
+    let err = ledger.write(&batch, WriteMode::Replace).await.unwrap_err();
+    match &err {
+        LedgerError::Full {
+            budget_bytes,
+            entry_count,
+            current_bytes,
+            would_be_bytes,
+            ..
+        } => {
+            assert_eq!(*budget_bytes, budget);
+            assert_eq!(*entry_count, 3);
+            assert!(would_be_bytes > budget_bytes && current_bytes < budget_bytes);
+        }
+        other => panic!("expected Full, got {other:?}"),
+    }
+    assert!(err.to_string().contains("ledger full"));
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert_eq!(
+        snapshot.records.len(),
+        3,
+        "a refused write must write nothing, not part of the batch"
+    );
+    let err = ledger.create(&[]).await.unwrap_err();
+    assert!(matches!(err, LedgerError::AlreadyExists { .. }));
+}
+
+pub async fn a_create_above_the_budget_is_refused(h: &impl Harness) {
+    let Some(budget) = h.budget_bytes() else {
+        return;
+    };
+    let ledger = h.ledger().await;
+    let per_entry = sample_entry(EntryState::SkippedFreshInstall, 0)
+        .encode()
+        .len() as u64
+        + 8;
+    let n = usize::try_from(budget / per_entry + 10).unwrap();
+    let err = ledger
+        .create(&entries(0..n, EntryState::SkippedFreshInstall))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LedgerError::Full { .. }), "got {err:?}");
+    assert_eq!(
+        ledger.read().await.unwrap(),
+        None,
+        "a refused create must not leave an object"
+    );
+}
+
+pub async fn lock_excludes_a_second_holder_until_released(h: &impl Harness) {
+    let a = h.ledger().await;
+    let b = h.ledger().await;
+    let ttl = Duration::from_secs(60);
+    let lease = a.acquire_lock("runner-a", ttl).await.unwrap();
+    assert_eq!(lease.holder, "runner-a");
+    assert!(lease.expires_at > lease.acquired_at);
+    match b.acquire_lock("runner-b", ttl).await {
+        Err(LedgerError::LockHeld { holder, .. }) => assert_eq!(holder, "runner-a"),
+        other => panic!("a held lock must refuse another holder, got {other:?}"),
+    }
+    a.release_lock(&lease).await.unwrap();
+    let lease_b = b.acquire_lock("runner-b", ttl).await.unwrap();
+    assert_eq!(lease_b.holder, "runner-b");
+    // Release is idempotent, and a stale lease cannot release the new holder.
+    a.release_lock(&lease).await.unwrap();
+    assert!(matches!(
+        a.acquire_lock("runner-a", ttl).await,
+        Err(LedgerError::LockHeld { .. })
+    ));
+}
+
+pub async fn lock_can_be_taken_before_the_ledger_exists(h: &impl Harness) {
+    let ledger = h.ledger().await;
+    let lease = ledger
+        .acquire_lock("runner-a", Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(
+        ledger.read().await.unwrap(),
+        None,
+        "taking the lock must not create the ledger"
+    );
+    ledger.release_lock(&lease).await.unwrap();
+}
+
+pub async fn same_holder_reacquires_and_renew_extends(h: &impl Harness) {
+    let ledger = h.ledger().await;
+    let ttl = Duration::from_secs(60);
+    let first = ledger.acquire_lock("runner-a", ttl).await.unwrap();
+    h.advance_clock(Duration::from_secs(10));
+    let again = ledger.acquire_lock("runner-a", ttl).await.unwrap();
+    assert!(
+        again.expires_at > first.expires_at,
+        "re-acquiring by the holder must extend"
+    );
+    h.advance_clock(Duration::from_secs(10));
+    let renewed = ledger.renew_lock(&again, ttl).await.unwrap();
+    assert!(renewed.expires_at > again.expires_at);
+    ledger.release_lock(&renewed).await.unwrap();
+}
+
+pub async fn an_expired_lock_can_be_taken_over_and_the_old_holder_loses_it(h: &impl Harness) {
+    let a = h.ledger().await;
+    let b = h.ledger().await;
+    let ttl = Duration::from_secs(30);
+    let stale = a.acquire_lock("crashed-runner", ttl).await.unwrap();
+    h.advance_clock(Duration::from_secs(31));
+    let lease = b
+        .acquire_lock("runner-b", ttl)
+        .await
+        .expect("an expired lock must be free");
+    assert_eq!(lease.holder, "runner-b");
+    match a.renew_lock(&stale, ttl).await {
+        Err(LedgerError::LockLost { holder, .. }) => assert_eq!(holder, "crashed-runner"),
+        other => panic!("renewing a lost lock must fail, got {other:?}"),
+    }
+    a.release_lock(&stale).await.unwrap();
+    match a.acquire_lock("someone-else", ttl).await {
+        Err(LedgerError::LockHeld { holder, .. }) => assert_eq!(holder, "runner-b"),
+        other => panic!("a stale release must not free the new holder's lock, got {other:?}"),
+    }
+}
+
+/// Expands to one `#[tokio::test]` per conformance case. `$harness` is an
+/// async function returning a fresh [`Harness`] each time it is called.
+#[macro_export]
+macro_rules! ledger_conformance_tests {
+    ($harness:ident) => {
+        $crate::ledger_conformance_tests!(@cases $harness;
+            absent_ledger_reads_as_none,
+            empty_ledger_is_not_absent,
+            create_stores_every_entry_exactly,
+            create_on_existing_ledger_is_already_exists_and_changes_nothing,
+            write_to_absent_ledger_is_not_found,
+            only_if_absent_skips_existing_keys_and_reports_them,
+            only_if_absent_never_overwrites_a_corrupt_value,
+            replace_overwrites,
+            corrupt_values_read_as_corrupt_naming_the_key,
+            version_key_is_read_and_never_written,
+            concurrent_writers_lose_no_update,
+            a_write_above_the_budget_is_refused_whole,
+            a_create_above_the_budget_is_refused,
+            lock_excludes_a_second_holder_until_released,
+            lock_can_be_taken_before_the_ledger_exists,
+            same_holder_reacquires_and_renew_extends,
+            an_expired_lock_can_be_taken_over_and_the_old_holder_loses_it,
+        );
+    };
+    (@cases $harness:ident; $($case:ident),* $(,)?) => {
+        mod conformance {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let harness = super::$harness().await;
+                    $crate::testing::$case(&harness).await;
+                }
+            )*
+        }
+    };
+}
