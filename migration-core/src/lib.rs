@@ -19,6 +19,7 @@
 
 pub mod digest;
 pub mod entry;
+pub mod generate;
 pub mod header;
 pub mod ledger;
 pub mod manifest;
@@ -33,6 +34,7 @@ pub mod tree;
 
 pub use digest::Sha256Digest;
 pub use entry::{CorruptEntry, EntryState, LedgerEntry};
+pub use generate::{generate, GenerateError, ReleaseHistory, ScriptInfo, TagTree};
 pub use header::{Header, HeaderError, OnError, Tier};
 pub use ledger::{
     Lease, Ledger, LedgerError, LedgerSnapshot, LegacyVersion, Record, WriteMode, WriteReport,
@@ -43,4 +45,4 @@ pub use order::{Cycle, Edge, OrderError, stable_topo_sort};
 pub use plan::{Plan, PlanContext, PlanError, PlanRequest, Refusal, TierSelection, plan};
 pub use slug::{Slug, SlugError};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
-pub use tree::{LoadOptions, MigrationsTree, Script, TreeError, TreeProblem};
+pub use tree::{LoadOptions, MigrationsTree, Script, TreeError, TreeFiles, TreeProblem};

@@ -562,7 +562,9 @@ pub fn plan(
 
     // Step 3, retention floor.
     for (batch, line) in manifest.iter() {
+        // A retired line whose script is present is a stale manifest, refused above.
         if line.retired
+            && tree.script(&line.slug).is_none()
             && !tree.is_revoked(&line.slug)
             && snapshot.record(&line.slug).is_none()
             && !seeded.contains_key(&line.slug)

@@ -246,6 +246,23 @@ pub struct MigrationsTree {
     manifest: Option<Manifest>,
 }
 
+/// The raw files of a tree, before validation: what the disk loader reads,
+/// and what a caller can assemble from elsewhere (a git tag's objects, a
+/// test) to get exactly the same validation.
+#[derive(Debug, Clone, Default)]
+pub struct TreeFiles {
+    /// Files in tier directories: tier, file name, bytes.
+    pub scripts: Vec<(Tier, String, Vec<u8>)>,
+    /// Files under `lib/`, by `/`-separated path relative to `lib/`.
+    pub lib: Vec<(String, Vec<u8>)>,
+    /// The `revoked` file, if present.
+    pub revoked: Option<Vec<u8>>,
+    /// The `legacy-map` file, if present.
+    pub legacy_map: Option<Vec<u8>>,
+    /// The files of `order.d/`, if the directory is present.
+    pub order: Option<Vec<(String, Vec<u8>)>>,
+}
+
 impl MigrationsTree {
     /// Loads and validates the tree at `root` with default limits.
     pub fn load(root: &Path) -> Result<Self, TreeError> {
@@ -255,91 +272,90 @@ impl MigrationsTree {
     /// Loads and validates the tree at `root`.
     pub fn load_with(root: &Path, options: LoadOptions) -> Result<Self, TreeError> {
         let _span = tracing::debug_span!("load_tree", root = %root.display()).entered();
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| TreeError::Io { path, source }
-        };
-        let canonical_root = fs::canonicalize(root).map_err(io(root))?;
-        let has_tier_dir = Tier::ALL
-            .iter()
-            .any(|t| canonical_root.join(t.as_str()).is_dir());
+        let canonical_root =
+            fs::canonicalize(root).map_err(|source| TreeError::Io { path: root.to_path_buf(), source })?;
+        let has_tier_dir = Tier::ALL.iter().any(|t| canonical_root.join(t.as_str()).is_dir());
         if !has_tier_dir {
-            return Err(TreeError::NotATree {
-                root: root.to_path_buf(),
-            });
+            return Err(TreeError::NotATree { root: root.to_path_buf() });
         }
-        let mut loader = Loader {
-            root: &canonical_root,
-            display_root: root,
-            options,
-            problems: Vec::new(),
-        };
-
-        let mut scripts: BTreeMap<Slug, Script> = BTreeMap::new();
+        let mut loader = Loader { root: &canonical_root, display_root: root, options, problems: Vec::new() };
+        let mut files = TreeFiles::default();
         for tier in Tier::ALL {
-            for script in loader.load_tier(tier)? {
-                if let Some(first) = scripts.get(&script.slug) {
-                    loader.problems.push(TreeProblem::DuplicateSlug {
-                        slug: script.slug.clone(),
-                        first: first.relative_path.clone(),
-                        second: script.relative_path.clone(),
-                    });
-                } else {
-                    scripts.insert(script.slug.clone(), script);
-                }
+            loader.read_tier(tier, &mut files.scripts)?;
+        }
+        files.lib = loader.read_lib()?;
+        files.revoked = loader.read_optional(REVOKED_FILE)?;
+        files.legacy_map = loader.read_optional(LEGACY_MAP_FILE)?;
+        files.order = loader.read_order()?;
+        let read_problems = std::mem::take(&mut loader.problems);
+        Self::assemble(canonical_root, root, files, read_problems)
+    }
+
+    /// Validates a tree given as raw files; `root` is where it lives (used
+    /// for running scripts and in messages). Same checks as [`Self::load`],
+    /// minus those that only make sense on a file system (symlinks).
+    pub fn from_files(root: PathBuf, files: TreeFiles) -> Result<Self, TreeError> {
+        let display = root.clone();
+        Self::assemble(root, &display, files, Vec::new())
+    }
+
+    fn assemble(
+        root: PathBuf,
+        display_root: &Path,
+        files: TreeFiles,
+        mut problems: Vec<TreeProblem>,
+    ) -> Result<Self, TreeError> {
+        let mut scripts: BTreeMap<Slug, Script> = BTreeMap::new();
+        for (tier, name, bytes) in &files.scripts {
+            let Some(script) = validate_script(*tier, name, bytes, &mut problems) else { continue };
+            if let Some(first) = scripts.get(&script.slug) {
+                problems.push(TreeProblem::DuplicateSlug {
+                    slug: script.slug.clone(),
+                    first: first.relative_path.clone(),
+                    second: script.relative_path.clone(),
+                });
+            } else {
+                scripts.insert(script.slug.clone(), script);
             }
         }
-        let lib_sha256 = loader.lib_digest()?;
-        let revoked = match loader.read_optional(REVOKED_FILE)? {
-            Some(bytes) => match parse_revoked(Path::new(REVOKED_FILE), &bytes) {
-                Ok(list) => list,
-                Err(problems) => {
-                    loader.problems.extend(problems);
-                    Vec::new()
-                }
-            },
-            None => Vec::new(),
-        };
-        let legacy_map = match loader.read_optional(LEGACY_MAP_FILE)? {
-            Some(bytes) => match parse_legacy_map(Path::new(LEGACY_MAP_FILE), &bytes) {
-                Ok(list) => list,
-                Err(problems) => {
-                    loader.problems.extend(problems);
-                    Vec::new()
-                }
-            },
-            None => Vec::new(),
-        };
-        let order_dir = canonical_root.join(ORDER_DIR);
-        let manifest = if order_dir.is_dir() {
-            match Manifest::load_dir(&order_dir) {
-                Ok(m) => Some(m),
-                Err(errors) => {
-                    loader.problems.extend(
-                        errors
-                            .into_iter()
-                            .map(|source| TreeProblem::Manifest { source }),
-                    );
-                    None
-                }
+        let mut lib = LibDigest::new();
+        for (path, bytes) in files.lib {
+            lib.add_file(path, bytes);
+        }
+        let lib_sha256 = lib.finish();
+        let revoked = match files.revoked.map(|b| parse_revoked(Path::new(REVOKED_FILE), &b)) {
+            Some(Ok(list)) => list,
+            Some(Err(found)) => {
+                problems.extend(found);
+                Vec::new()
             }
-        } else {
-            None
+            None => Vec::new(),
+        };
+        let legacy_map = match files.legacy_map.map(|b| parse_legacy_map(Path::new(LEGACY_MAP_FILE), &b)) {
+            Some(Ok(list)) => list,
+            Some(Err(found)) => {
+                problems.extend(found);
+                Vec::new()
+            }
+            None => Vec::new(),
+        };
+        let manifest = match files.order.map(Manifest::parse_files) {
+            Some(Ok(m)) => Some(m),
+            Some(Err(errors)) => {
+                problems.extend(errors.into_iter().map(|source| TreeProblem::Manifest { source }));
+                None
+            }
+            None => None,
         };
 
         for script in scripts.values() {
             for req in &script.header.requires {
                 if req.target == script.slug {
-                    loader.problems.push(TreeProblem::SelfRequirement {
-                        file: script.relative_path.clone(),
-                        line: req.line,
-                    });
+                    problems.push(TreeProblem::SelfRequirement { file: script.relative_path.clone(), line: req.line });
                 } else if !scripts.contains_key(&req.target)
-                    && !manifest
-                        .as_ref()
-                        .is_some_and(|m| m.position(&req.target).is_some())
+                    && !manifest.as_ref().is_some_and(|m| m.position(&req.target).is_some())
                 {
-                    loader.problems.push(TreeProblem::UnknownRequirement {
+                    problems.push(TreeProblem::UnknownRequirement {
                         file: script.relative_path.clone(),
                         line: req.line,
                         target: req.target.clone(),
@@ -348,20 +364,10 @@ impl MigrationsTree {
             }
         }
 
-        if !loader.problems.is_empty() {
-            return Err(TreeError::Invalid {
-                root: root.to_path_buf(),
-                problems: loader.problems,
-            });
+        if !problems.is_empty() {
+            return Err(TreeError::Invalid { root: display_root.to_path_buf(), problems });
         }
-        Ok(MigrationsTree {
-            root: canonical_root,
-            scripts,
-            lib_sha256,
-            revoked,
-            legacy_map,
-            manifest,
-        })
+        Ok(MigrationsTree { root, scripts, lib_sha256, revoked, legacy_map, manifest })
     }
 
     /// The tree root (canonical).
@@ -525,136 +531,107 @@ impl Loader<'_> {
         Ok(out)
     }
 
-    fn load_tier(&mut self, tier: Tier) -> Result<Vec<Script>, TreeError> {
+    fn read_tier(&mut self, tier: Tier, out: &mut Vec<(Tier, String, Vec<u8>)>) -> Result<(), TreeError> {
         let dir = self.root.join(tier.as_str());
-        if !dir.exists() {
-            return Ok(Vec::new());
+        if fs::symlink_metadata(&dir).is_err() {
+            return Ok(());
         }
         let Resolved::Dir(dir) = self.resolve(&dir)? else {
-            return Ok(Vec::new());
+            return Ok(());
         };
-        let mut scripts = Vec::new();
         for (path, name) in self.sorted_entries(&dir)? {
             let Some(name) = name else {
-                self.problems.push(TreeProblem::NonUtf8Name {
-                    path: self.relative(&path),
-                });
+                self.problems.push(TreeProblem::NonUtf8Name { path: self.relative(&path) });
                 continue;
             };
             if PLACEHOLDER_FILES.contains(&name.as_str()) {
                 continue;
             }
-            let relative = PathBuf::from(tier.as_str()).join(&name);
-            let slug = match Slug::parse(&name) {
-                Ok(slug) => slug,
-                Err(source) => {
-                    self.problems.push(TreeProblem::BadScriptName {
-                        file: relative,
-                        source,
-                    });
-                    continue;
+            match self.resolve(&path)? {
+                Resolved::File(target, len) => {
+                    if let Some(bytes) = self.read_capped(&path, &target, len)? {
+                        out.push((tier, name, bytes));
+                    }
                 }
-            };
-            let (target, len) = match self.resolve(&path)? {
-                Resolved::File(target, len) => (target, len),
-                Resolved::Dir(_) => {
-                    self.problems.push(TreeProblem::UnexpectedEntry {
-                        path: relative,
-                        reason: "a directory where a script belongs; tier directories are flat",
-                    });
-                    continue;
-                }
-                Resolved::Rejected => continue,
-            };
-            let Some(bytes) = self.read_capped(&path, &target, len)? else {
-                continue;
-            };
-            let header = match parse_header(&relative, &bytes) {
-                Ok(h) => h,
-                Err(errors) => {
-                    self.problems
-                        .extend(errors.into_iter().map(TreeProblem::Header));
-                    continue;
-                }
-            };
-            if header.tier != tier {
-                let line = tier_line(&bytes);
-                self.problems.push(TreeProblem::TierMismatch {
-                    file: relative,
-                    line,
-                    declared: header.tier,
-                    directory: tier,
-                });
-                continue;
+                Resolved::Dir(_) => self.problems.push(TreeProblem::UnexpectedEntry {
+                    path: PathBuf::from(tier.as_str()).join(&name),
+                    reason: "a directory where a script belongs; tier directories are flat",
+                }),
+                Resolved::Rejected => {}
             }
-            scripts.push(Script {
-                slug,
-                tier,
-                relative_path: relative,
-                header,
-                sha256: Sha256Digest::of(&bytes),
-                len: bytes.len() as u64,
-            });
         }
-        Ok(scripts)
+        Ok(())
     }
 
-    fn lib_digest(&mut self) -> Result<Sha256Digest, TreeError> {
-        let mut digest = LibDigest::new();
+    fn read_lib(&mut self) -> Result<Vec<(String, Vec<u8>)>, TreeError> {
+        let mut files = Vec::new();
         let lib = self.root.join(LIB_DIR);
-        if !lib.exists() {
-            return Ok(digest.finish());
+        if fs::symlink_metadata(&lib).is_err() {
+            return Ok(files);
         }
-        let mut count = 0usize;
         // Explicit stack: a deep directory chain cannot overflow recursion.
-        let mut stack: Vec<(PathBuf, String)> = vec![(lib.clone(), String::new())];
+        let mut stack: Vec<(PathBuf, String)> = vec![(lib, String::new())];
         while let Some((dir, prefix)) = stack.pop() {
-            let Resolved::Dir(dir) = self.resolve(&dir)? else {
-                continue;
-            };
+            let Resolved::Dir(dir) = self.resolve(&dir)? else { continue };
             for (path, name) in self.sorted_entries(&dir)? {
                 let Some(name) = name else {
-                    self.problems.push(TreeProblem::NonUtf8Name {
-                        path: self.relative(&path),
-                    });
+                    self.problems.push(TreeProblem::NonUtf8Name { path: self.relative(&path) });
                     continue;
                 };
-                let rel = if prefix.is_empty() {
-                    name
-                } else {
-                    format!("{prefix}/{name}")
-                };
+                let rel = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
                 // Symlinked directories are refused: following them could loop.
-                let is_symlink = fs::symlink_metadata(&path)
-                    .map_err(self.io(&path))?
-                    .file_type()
-                    .is_symlink();
+                let is_symlink = fs::symlink_metadata(&path).map_err(self.io(&path))?.file_type().is_symlink();
                 match self.resolve(&path)? {
                     Resolved::File(target, len) => {
-                        count += 1;
-                        if count > self.options.max_lib_files {
+                        if files.len() >= self.options.max_lib_files {
                             self.problems.push(TreeProblem::TooManyFiles {
                                 path: PathBuf::from(LIB_DIR),
                                 limit: self.options.max_lib_files,
                             });
-                            return Ok(digest.finish());
+                            return Ok(files);
                         }
                         if let Some(bytes) = self.read_capped(&path, &target, len)? {
-                            digest.add_file(rel, bytes);
+                            files.push((rel, bytes));
                         }
                     }
-                    Resolved::Dir(_) if is_symlink => {
-                        self.problems.push(TreeProblem::UnexpectedEntry {
-                            path: self.relative(&path),
-                            reason: "symlinked directory under lib/ (not followed)",
-                        })
-                    }
+                    Resolved::Dir(_) if is_symlink => self.problems.push(TreeProblem::UnexpectedEntry {
+                        path: self.relative(&path),
+                        reason: "symlinked directory under lib/ (not followed)",
+                    }),
                     Resolved::Dir(sub) => stack.push((sub, rel)),
                     Resolved::Rejected => {}
                 }
             }
         }
-        Ok(digest.finish())
+        Ok(files)
+    }
+
+    fn read_order(&mut self) -> Result<Option<Vec<(String, Vec<u8>)>>, TreeError> {
+        let dir = self.root.join(ORDER_DIR);
+        if fs::symlink_metadata(&dir).is_err() {
+            return Ok(None);
+        }
+        let Resolved::Dir(dir) = self.resolve(&dir)? else { return Ok(None) };
+        let mut files = Vec::new();
+        for (path, name) in self.sorted_entries(&dir)? {
+            let Some(name) = name else {
+                self.problems.push(TreeProblem::NonUtf8Name { path: self.relative(&path) });
+                continue;
+            };
+            match self.resolve(&path)? {
+                Resolved::File(target, len) => {
+                    if let Some(bytes) = self.read_capped(&path, &target, len)? {
+                        files.push((name, bytes));
+                    }
+                }
+                Resolved::Dir(_) => self.problems.push(TreeProblem::UnexpectedEntry {
+                    path: self.relative(&path),
+                    reason: "a directory inside order.d/",
+                }),
+                Resolved::Rejected => {}
+            }
+        }
+        Ok(Some(files))
     }
 
     fn read_optional(&mut self, name: &str) -> Result<Option<Vec<u8>>, TreeError> {
@@ -674,6 +651,31 @@ impl Loader<'_> {
             Resolved::Rejected => Ok(None),
         }
     }
+}
+
+/// Checks one script file: its name is a slug, its header parses, and its
+/// tier is its directory. Problems go to `problems`.
+fn validate_script(tier: Tier, name: &str, bytes: &[u8], problems: &mut Vec<TreeProblem>) -> Option<Script> {
+    let relative = PathBuf::from(tier.as_str()).join(name);
+    let slug = match Slug::parse(name) {
+        Ok(slug) => slug,
+        Err(source) => {
+            problems.push(TreeProblem::BadScriptName { file: relative, source });
+            return None;
+        }
+    };
+    let header = match parse_header(&relative, bytes) {
+        Ok(h) => h,
+        Err(errors) => {
+            problems.extend(errors.into_iter().map(TreeProblem::Header));
+            return None;
+        }
+    };
+    if header.tier != tier {
+        problems.push(TreeProblem::TierMismatch { file: relative, line: tier_line(bytes), declared: header.tier, directory: tier });
+        return None;
+    }
+    Some(Script { slug, tier, relative_path: relative, header, sha256: Sha256Digest::of(bytes), len: bytes.len() as u64 })
 }
 
 /// Line of the `tier=` directive, for the mismatch message.
