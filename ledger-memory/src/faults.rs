@@ -149,14 +149,12 @@ impl FaultyLedger {
             Some(state.pinned.remove(i).1)
         } else if let Some(scheduled) = state.schedule.pop_front() {
             scheduled
-        } else if let Some(i) = state
-            .per_operation
-            .iter()
-            .position(|(op, _)| *op == operation)
-        {
-            Some(state.per_operation.remove(i).1)
         } else {
-            None
+            let queued = state
+                .per_operation
+                .iter()
+                .position(|(op, _)| *op == operation);
+            queued.map(|i| state.per_operation.remove(i).1)
         };
         state.calls.push((operation, fault));
         fault

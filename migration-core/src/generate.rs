@@ -11,7 +11,7 @@ use std::fmt;
 use crate::digest::Sha256Digest;
 use crate::header::Tier;
 use crate::manifest::{Batch, BatchName, Manifest, ManifestEntry};
-use crate::order::{stable_topo_sort, Cycle, Edge};
+use crate::order::{Cycle, Edge, stable_topo_sort};
 use crate::slug::Slug;
 use crate::tree::{LegacyPair, MigrationsTree};
 
@@ -97,7 +97,9 @@ impl fmt::Display for Place {
 #[non_exhaustive]
 pub enum GenerateProblem {
     /// The immutability guard: one identity, two contents.
-    #[error("'{slug}' has different content in {first} ({first_sha}) and {second} ({second_sha}); a shipped slug is immutable, so ship the change under a new slug")]
+    #[error(
+        "'{slug}' has different content in {first} ({first_sha}) and {second} ({second_sha}); a shipped slug is immutable, so ship the change under a new slug"
+    )]
     ContentChanged {
         /// The slug.
         slug: Slug,
@@ -119,7 +121,9 @@ pub enum GenerateProblem {
         target: Slug,
     },
     /// A `requires` target placed in a later batch.
-    #[error("'{slug}' (batch {batch}) requires '{target}', which is only in later batch {target_batch}")]
+    #[error(
+        "'{slug}' (batch {batch}) requires '{target}', which is only in later batch {target_batch}"
+    )]
     RequiresLater {
         /// The dependent.
         slug: Slug,
@@ -175,13 +179,20 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
     let _span = tracing::debug_span!("generate_manifest", tags = history.line.len()).entered();
     let mut problems = immutability_problems(history);
     if history.line.len() >= crate::manifest::UNTAGGED_SEQUENCE as usize {
-        problems.push(GenerateProblem::TooManyTags { count: history.line.len() });
+        problems.push(GenerateProblem::TooManyTags {
+            count: history.line.len(),
+        });
         return Err(GenerateError { problems });
     }
 
     // Requires of each slug, from the first place that has it.
     let mut requires: HashMap<&Slug, &[Slug]> = HashMap::new();
-    for (slug, info) in history.line.iter().flat_map(|t| t.scripts.iter()).chain(history.disk.iter()) {
+    for (slug, info) in history
+        .line
+        .iter()
+        .flat_map(|t| t.scripts.iter())
+        .chain(history.disk.iter())
+    {
         requires.entry(slug).or_insert(&info.requires);
     }
 
@@ -190,17 +201,31 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
     let on_disk = |s: &Slug| history.disk.contains_key(s);
 
     if !history.legacy.is_empty() {
-        let entries =
-            history.legacy.iter().map(|s| ManifestEntry { slug: s.clone(), retired: !on_disk(s) }).collect();
+        let entries = history
+            .legacy
+            .iter()
+            .map(|s| ManifestEntry {
+                slug: s.clone(),
+                retired: !on_disk(s),
+            })
+            .collect();
         for s in &history.legacy {
             assigned.insert(s.clone(), 0);
         }
-        batches.push(Batch { name: BatchName::legacy(), entries });
+        batches.push(Batch {
+            name: BatchName::legacy(),
+            entries,
+        });
     }
 
     let mut pending_batches: Vec<(BatchName, Vec<Slug>)> = Vec::new();
     for (i, tag) in history.line.iter().enumerate() {
-        let fresh: Vec<Slug> = tag.scripts.keys().filter(|s| !assigned.contains_key(*s)).cloned().collect();
+        let fresh: Vec<Slug> = tag
+            .scripts
+            .keys()
+            .filter(|s| !assigned.contains_key(*s))
+            .cloned()
+            .collect();
         if fresh.is_empty() {
             continue;
         }
@@ -208,7 +233,10 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
         let name = match BatchName::new(sequence, &tag.tag) {
             Ok(name) => name,
             Err(e) => {
-                problems.push(GenerateProblem::BadTag { tag: tag.tag.clone(), reason: e.reason.to_owned() });
+                problems.push(GenerateProblem::BadTag {
+                    tag: tag.tag.clone(),
+                    reason: e.reason.to_owned(),
+                });
                 continue;
             }
         };
@@ -218,7 +246,12 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
         }
         pending_batches.push((name, fresh));
     }
-    let untagged: Vec<Slug> = history.disk.keys().filter(|s| !assigned.contains_key(*s)).cloned().collect();
+    let untagged: Vec<Slug> = history
+        .disk
+        .keys()
+        .filter(|s| !assigned.contains_key(*s))
+        .cloned()
+        .collect();
     if !untagged.is_empty() {
         let index = batches.len() + pending_batches.len();
         for s in &untagged {
@@ -227,13 +260,14 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
         pending_batches.push((BatchName::untagged(), untagged));
     }
 
-    let batch_name = |index: usize, batches: &[Batch], pending: &[(BatchName, Vec<Slug>)]| -> String {
-        if index < batches.len() {
-            batches[index].name.to_string()
-        } else {
-            pending[index - batches.len()].0.to_string()
-        }
-    };
+    let batch_name =
+        |index: usize, batches: &[Batch], pending: &[(BatchName, Vec<Slug>)]| -> String {
+            if index < batches.len() {
+                batches[index].name.to_string()
+            } else {
+                pending[index - batches.len()].0.to_string()
+            }
+        };
 
     // The legacy batch keeps integer order; its requires may only point back.
     if let Some(legacy) = batches.first().filter(|b| b.name.is_legacy()) {
@@ -241,13 +275,20 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
             for target in requires.get(&line.slug).copied().unwrap_or_default() {
                 let earlier = legacy.entries[..pos].iter().any(|e| &e.slug == target);
                 match assigned.get(target) {
-                    None => problems.push(GenerateProblem::RequiresUnknown { slug: line.slug.clone(), target: target.clone() }),
+                    None => problems.push(GenerateProblem::RequiresUnknown {
+                        slug: line.slug.clone(),
+                        target: target.clone(),
+                    }),
                     Some(0) if earlier => {}
                     Some(&t) => problems.push(GenerateProblem::RequiresLater {
                         slug: line.slug.clone(),
                         batch: legacy.name.to_string(),
                         target: target.clone(),
-                        target_batch: if t == 0 { legacy.name.to_string() } else { batch_name(t, &batches, &pending_batches) },
+                        target_batch: if t == 0 {
+                            legacy.name.to_string()
+                        } else {
+                            batch_name(t, &batches, &pending_batches)
+                        },
                     }),
                 }
             }
@@ -261,8 +302,14 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
         for slug in slugs {
             for target in requires.get(slug).copied().unwrap_or_default() {
                 match assigned.get(target) {
-                    None => problems.push(GenerateProblem::RequiresUnknown { slug: slug.clone(), target: target.clone() }),
-                    Some(&t) if t == index => edges.push(Edge { dependent: slug.clone(), target: target.clone() }),
+                    None => problems.push(GenerateProblem::RequiresUnknown {
+                        slug: slug.clone(),
+                        target: target.clone(),
+                    }),
+                    Some(&t) if t == index => edges.push(Edge {
+                        dependent: slug.clone(),
+                        target: target.clone(),
+                    }),
                     Some(&t) if t > index => problems.push(GenerateProblem::RequiresLater {
                         slug: slug.clone(),
                         batch: name.to_string(),
@@ -276,12 +323,24 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
         match stable_topo_sort(slugs, &edges) {
             Ok(order) => batches.push(Batch {
                 name: name.clone(),
-                entries: order.into_iter().map(|s| ManifestEntry { retired: !on_disk(&s), slug: s }).collect(),
+                entries: order
+                    .into_iter()
+                    .map(|s| ManifestEntry {
+                        retired: !on_disk(&s),
+                        slug: s,
+                    })
+                    .collect(),
             }),
             Err(e) => {
-                problems.extend(e.cycles.into_iter().map(|cycle| GenerateProblem::Cycle { batch: name.to_string(), cycle }));
+                problems.extend(e.cycles.into_iter().map(|cycle| GenerateProblem::Cycle {
+                    batch: name.to_string(),
+                    cycle,
+                }));
                 // Keep indices aligned for later messages.
-                batches.push(Batch { name: name.clone(), entries: Vec::new() });
+                batches.push(Batch {
+                    name: name.clone(),
+                    entries: Vec::new(),
+                });
             }
         }
     }
@@ -292,7 +351,10 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
     Manifest::from_batches(batches).map_err(|errors| GenerateError {
         problems: errors
             .into_iter()
-            .map(|e| GenerateProblem::BadTag { tag: String::new(), reason: e.to_string() })
+            .map(|e| GenerateProblem::BadTag {
+                tag: String::new(),
+                reason: e.to_string(),
+            })
             .collect(),
     })
 }
@@ -306,7 +368,11 @@ fn immutability_problems(history: &ReleaseHistory) -> Vec<GenerateProblem> {
         .line
         .iter()
         .chain(history.other_tags.iter())
-        .flat_map(|t| t.scripts.iter().map(move |(s, i)| (Place::Tag(t.tag.clone()), s, i.sha256)))
+        .flat_map(|t| {
+            t.scripts
+                .iter()
+                .map(move |(s, i)| (Place::Tag(t.tag.clone()), s, i.sha256))
+        })
         .chain(history.disk.iter().map(|(s, i)| (Place::Disk, s, i.sha256)));
     for (place, slug, sha) in places {
         match seen.get(slug) {
@@ -350,12 +416,18 @@ mod tests {
     fn tag(name: &str, scripts: &[(&str, &str, &[&str])]) -> TagTree {
         TagTree {
             tag: name.into(),
-            scripts: scripts.iter().map(|(slug, content, req)| (s(slug), info(content, req))).collect(),
+            scripts: scripts
+                .iter()
+                .map(|(slug, content, req)| (s(slug), info(content, req)))
+                .collect(),
         }
     }
 
     fn disk(scripts: &[(&str, &str, &[&str])]) -> BTreeMap<Slug, ScriptInfo> {
-        scripts.iter().map(|(slug, content, req)| (s(slug), info(content, req))).collect()
+        scripts
+            .iter()
+            .map(|(slug, content, req)| (s(slug), info(content, req)))
+            .collect()
     }
 
     fn rendered(m: &Manifest) -> Vec<(String, String)> {
@@ -367,10 +439,21 @@ mod tests {
         let history = ReleaseHistory {
             line: vec![
                 tag("v1.0.0", &[("b", "b", &[]), ("a", "a", &[])]),
-                tag("v1.1.0", &[("a", "a", &[]), ("b", "b", &[]), ("c", "c", &[])]),
-                tag("v1.1.1", &[("a", "a", &[]), ("b", "b", &[]), ("c", "c", &[])]),
+                tag(
+                    "v1.1.0",
+                    &[("a", "a", &[]), ("b", "b", &[]), ("c", "c", &[])],
+                ),
+                tag(
+                    "v1.1.1",
+                    &[("a", "a", &[]), ("b", "b", &[]), ("c", "c", &[])],
+                ),
             ],
-            disk: disk(&[("a", "a", &[]), ("b", "b", &[]), ("c", "c", &[]), ("d", "d", &[])]),
+            disk: disk(&[
+                ("a", "a", &[]),
+                ("b", "b", &[]),
+                ("c", "c", &[]),
+                ("d", "d", &[]),
+            ]),
             ..ReleaseHistory::default()
         };
         assert_eq!(
@@ -386,7 +469,10 @@ mod tests {
     #[test]
     fn legacy_slugs_go_only_to_the_legacy_batch_in_integer_order() {
         let history = ReleaseHistory {
-            line: vec![tag("v1.0.0", &[("z-old", "z", &[]), ("a-old", "a", &[]), ("new", "n", &[])])],
+            line: vec![tag(
+                "v1.0.0",
+                &[("z-old", "z", &[]), ("a-old", "a", &[]), ("new", "n", &[])],
+            )],
             disk: disk(&[("a-old", "a", &[]), ("new", "n", &[])]),
             legacy: vec![s("z-old"), s("a-old")],
             ..ReleaseHistory::default()
@@ -394,7 +480,10 @@ mod tests {
         assert_eq!(
             rendered(&generate(&history).unwrap()),
             [
-                ("00000-legacy".to_string(), "z-old retired\na-old\n".to_string()),
+                (
+                    "00000-legacy".to_string(),
+                    "z-old retired\na-old\n".to_string()
+                ),
                 ("00001-v1.0.0".to_string(), "new\n".to_string()),
             ]
         );
@@ -418,14 +507,31 @@ mod tests {
             disk: disk(&[("kept", "k", &[])]),
             ..ReleaseHistory::default()
         };
-        assert_eq!(rendered(&generate(&history).unwrap())[0].1, "gone retired\nkept\n");
+        assert_eq!(
+            rendered(&generate(&history).unwrap())[0].1,
+            "gone retired\nkept\n"
+        );
     }
 
     #[test]
     fn requires_reorders_within_a_batch_and_may_point_back() {
         let history = ReleaseHistory {
-            line: vec![tag("v1", &[("base", "b", &[])]), tag("v2", &[("base", "b", &[]), ("a", "a", &["z", "base"]), ("z", "z", &[])])],
-            disk: disk(&[("base", "b", &[]), ("a", "a", &["z", "base"]), ("z", "z", &[])]),
+            line: vec![
+                tag("v1", &[("base", "b", &[])]),
+                tag(
+                    "v2",
+                    &[
+                        ("base", "b", &[]),
+                        ("a", "a", &["z", "base"]),
+                        ("z", "z", &[]),
+                    ],
+                ),
+            ],
+            disk: disk(&[
+                ("base", "b", &[]),
+                ("a", "a", &["z", "base"]),
+                ("z", "z", &[]),
+            ]),
             ..ReleaseHistory::default()
         };
         assert_eq!(rendered(&generate(&history).unwrap())[1].1, "z\na\n");
@@ -435,7 +541,11 @@ mod tests {
     fn requires_naming_a_later_batch_or_nothing_is_an_error() {
         let history = ReleaseHistory {
             line: vec![tag("v1", &[("early", "e", &["late"])])],
-            disk: disk(&[("early", "e", &["late"]), ("late", "l", &[]), ("x", "x", &["ghost"])]),
+            disk: disk(&[
+                ("early", "e", &["late"]),
+                ("late", "l", &[]),
+                ("x", "x", &["ghost"]),
+            ]),
             ..ReleaseHistory::default()
         };
         let err = generate(&history).unwrap_err();
@@ -457,7 +567,10 @@ mod tests {
         };
         let err = generate(&history).unwrap_err();
         assert_eq!(err.problems.len(), 1);
-        assert_eq!(err.problems[0].to_string(), "batch 99999-untagged: requires cycle: a requires b requires a");
+        assert_eq!(
+            err.problems[0].to_string(),
+            "batch 99999-untagged: requires cycle: a requires b requires a"
+        );
     }
 
     #[test]
@@ -471,16 +584,29 @@ mod tests {
         let err = generate(&history).unwrap_err();
         let text: Vec<String> = err.problems.iter().map(ToString::to_string).collect();
         assert_eq!(text.len(), 2, "{text:?}");
-        assert!(text[0].starts_with("'45' has different content in tag v1.5.0"), "{}", text[0]);
+        assert!(
+            text[0].starts_with("'45' has different content in tag v1.5.0"),
+            "{}",
+            text[0]
+        );
         assert!(text[0].contains("and tag v1.6.0"), "{}", text[0]);
-        assert!(text[1].starts_with("'x' has different content in tag v1.5.0"), "{}", text[1]);
+        assert!(
+            text[1].starts_with("'x' has different content in tag v1.5.0"),
+            "{}",
+            text[1]
+        );
         assert!(text[1].contains("and the working tree"), "{}", text[1]);
     }
 
     #[test]
     fn tag_names_that_cannot_be_file_names_are_refused() {
-        let history = ReleaseHistory { line: vec![tag("release/1.0", &[("a", "a", &[])])], ..ReleaseHistory::default() };
+        let history = ReleaseHistory {
+            line: vec![tag("release/1.0", &[("a", "a", &[])])],
+            ..ReleaseHistory::default()
+        };
         let err = generate(&history).unwrap_err();
-        assert!(matches!(&err.problems[..], [GenerateProblem::BadTag { tag, .. }] if tag == "release/1.0"));
+        assert!(
+            matches!(&err.problems[..], [GenerateProblem::BadTag { tag, .. }] if tag == "release/1.0")
+        );
     }
 }

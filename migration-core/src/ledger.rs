@@ -1,7 +1,7 @@
 //! The storage trait every ledger backend implements, and what it returns.
 //!
 //! The trait is storage only: read, conditional write, lock. Planning,
-//! seeding, reconciliation and verification live in [`crate::plan`] and
+//! seeding, reconciliation and verification live in [`mod@crate::plan`] and
 //! [`crate::migrator`], written once over this trait.
 
 use std::collections::BTreeMap;

@@ -34,7 +34,7 @@ pub mod tree;
 
 pub use digest::Sha256Digest;
 pub use entry::{CorruptEntry, EntryState, LedgerEntry};
-pub use generate::{generate, GenerateError, ReleaseHistory, ScriptInfo, TagTree};
+pub use generate::{GenerateError, ReleaseHistory, ScriptInfo, TagTree, generate};
 pub use header::{Header, HeaderError, OnError, Tier};
 pub use ledger::{
     Lease, Ledger, LedgerError, LedgerSnapshot, LegacyVersion, Record, WriteMode, WriteReport,

@@ -123,7 +123,10 @@ impl<'a> Migrator<'a> {
         for attempt in 1..=WRITE_ATTEMPTS {
             let snapshot = self.ledger.read().await?;
             let plan = plan(self.tree, snapshot.as_ref(), request, &self.context())?;
-            if plan.seed.is_empty() {
+            // A fresh install creates the ledger even when there is nothing
+            // to seed: otherwise the next run would be "fresh" again and
+            // record the first new migration as skipped instead of running it.
+            if plan.seed.is_empty() && !plan.fresh_install {
                 return Ok(Prepared {
                     plan,
                     written: Vec::new(),

@@ -590,19 +590,17 @@ pub fn plan(
         let slug = &line.slug;
         let record = snapshot.record(slug);
         let script = tree.script(slug);
-        if let (Some(Record::Entry(entry)), Some(script)) = (record, script) {
-            if let Some(recorded) = entry.sha256.filter(|r| *r != script.sha256) {
-                checksum_mismatches.push(ChecksumMismatch {
-                    slug: slug.clone(),
-                    recorded,
-                    on_disk: script.sha256,
-                });
-            }
+        if let (Some(Record::Entry(entry)), Some(script)) = (record, script)
+            && let Some(recorded) = entry.sha256.filter(|r| *r != script.sha256)
+        {
+            checksum_mismatches.push(ChecksumMismatch {
+                slug: slug.clone(),
+                recorded,
+                on_disk: script.sha256,
+            });
         }
-        if let Some(only) = &request.only {
-            if only != slug {
-                continue;
-            }
+        if request.only.as_ref().is_some_and(|only| only != slug) {
+            continue;
         }
         let is_only = request.only.as_ref() == Some(slug);
         if tree.is_revoked(slug) {
@@ -667,8 +665,7 @@ pub fn plan(
         }
         if !context
             .allowed_interpreters
-            .iter()
-            .any(|i| *i == script.header.shebang)
+            .contains(&script.header.shebang)
         {
             problems.push(Refusal::InterpreterNotAllowed {
                 slug: slug.clone(),
@@ -722,13 +719,14 @@ pub fn plan(
             unmet,
         });
     }
-    if let Some(only) = &request.only {
-        if manifest.position(only).is_none() && tree.script(only).is_none() {
-            problems.push(Refusal::OnlyNotInTree {
-                slug: only.clone(),
-                retired: false,
-            });
-        }
+    if let Some(only) = &request.only
+        && manifest.position(only).is_none()
+        && tree.script(only).is_none()
+    {
+        problems.push(Refusal::OnlyNotInTree {
+            slug: only.clone(),
+            retired: false,
+        });
     }
 
     if !problems.is_empty() {

@@ -2,7 +2,7 @@
 //!
 //! Every [`Ledger`] implementation runs these cases unchanged, which is what
 //! "the backends behave identically" means in practice. A backend's test file
-//! implements [`Harness`] and expands [`ledger_conformance_tests!`]:
+//! implements [`Harness`] and expands [`crate::ledger_conformance_tests!`]:
 //!
 //! ```ignore
 //! async fn harness() -> MyHarness { /* ... */ }

@@ -272,13 +272,24 @@ impl MigrationsTree {
     /// Loads and validates the tree at `root`.
     pub fn load_with(root: &Path, options: LoadOptions) -> Result<Self, TreeError> {
         let _span = tracing::debug_span!("load_tree", root = %root.display()).entered();
-        let canonical_root =
-            fs::canonicalize(root).map_err(|source| TreeError::Io { path: root.to_path_buf(), source })?;
-        let has_tier_dir = Tier::ALL.iter().any(|t| canonical_root.join(t.as_str()).is_dir());
+        let canonical_root = fs::canonicalize(root).map_err(|source| TreeError::Io {
+            path: root.to_path_buf(),
+            source,
+        })?;
+        let has_tier_dir = Tier::ALL
+            .iter()
+            .any(|t| canonical_root.join(t.as_str()).is_dir());
         if !has_tier_dir {
-            return Err(TreeError::NotATree { root: root.to_path_buf() });
+            return Err(TreeError::NotATree {
+                root: root.to_path_buf(),
+            });
         }
-        let mut loader = Loader { root: &canonical_root, display_root: root, options, problems: Vec::new() };
+        let mut loader = Loader {
+            root: &canonical_root,
+            display_root: root,
+            options,
+            problems: Vec::new(),
+        };
         let mut files = TreeFiles::default();
         for tier in Tier::ALL {
             loader.read_tier(tier, &mut files.scripts)?;
@@ -307,7 +318,9 @@ impl MigrationsTree {
     ) -> Result<Self, TreeError> {
         let mut scripts: BTreeMap<Slug, Script> = BTreeMap::new();
         for (tier, name, bytes) in &files.scripts {
-            let Some(script) = validate_script(*tier, name, bytes, &mut problems) else { continue };
+            let Some(script) = validate_script(*tier, name, bytes, &mut problems) else {
+                continue;
+            };
             if let Some(first) = scripts.get(&script.slug) {
                 problems.push(TreeProblem::DuplicateSlug {
                     slug: script.slug.clone(),
@@ -323,7 +336,10 @@ impl MigrationsTree {
             lib.add_file(path, bytes);
         }
         let lib_sha256 = lib.finish();
-        let revoked = match files.revoked.map(|b| parse_revoked(Path::new(REVOKED_FILE), &b)) {
+        let revoked = match files
+            .revoked
+            .map(|b| parse_revoked(Path::new(REVOKED_FILE), &b))
+        {
             Some(Ok(list)) => list,
             Some(Err(found)) => {
                 problems.extend(found);
@@ -331,7 +347,10 @@ impl MigrationsTree {
             }
             None => Vec::new(),
         };
-        let legacy_map = match files.legacy_map.map(|b| parse_legacy_map(Path::new(LEGACY_MAP_FILE), &b)) {
+        let legacy_map = match files
+            .legacy_map
+            .map(|b| parse_legacy_map(Path::new(LEGACY_MAP_FILE), &b))
+        {
             Some(Ok(list)) => list,
             Some(Err(found)) => {
                 problems.extend(found);
@@ -342,7 +361,11 @@ impl MigrationsTree {
         let manifest = match files.order.map(Manifest::parse_files) {
             Some(Ok(m)) => Some(m),
             Some(Err(errors)) => {
-                problems.extend(errors.into_iter().map(|source| TreeProblem::Manifest { source }));
+                problems.extend(
+                    errors
+                        .into_iter()
+                        .map(|source| TreeProblem::Manifest { source }),
+                );
                 None
             }
             None => None,
@@ -351,9 +374,14 @@ impl MigrationsTree {
         for script in scripts.values() {
             for req in &script.header.requires {
                 if req.target == script.slug {
-                    problems.push(TreeProblem::SelfRequirement { file: script.relative_path.clone(), line: req.line });
+                    problems.push(TreeProblem::SelfRequirement {
+                        file: script.relative_path.clone(),
+                        line: req.line,
+                    });
                 } else if !scripts.contains_key(&req.target)
-                    && !manifest.as_ref().is_some_and(|m| m.position(&req.target).is_some())
+                    && manifest
+                        .as_ref()
+                        .is_none_or(|m| m.position(&req.target).is_none())
                 {
                     problems.push(TreeProblem::UnknownRequirement {
                         file: script.relative_path.clone(),
@@ -365,9 +393,19 @@ impl MigrationsTree {
         }
 
         if !problems.is_empty() {
-            return Err(TreeError::Invalid { root: display_root.to_path_buf(), problems });
+            return Err(TreeError::Invalid {
+                root: display_root.to_path_buf(),
+                problems,
+            });
         }
-        Ok(MigrationsTree { root, scripts, lib_sha256, revoked, legacy_map, manifest })
+        Ok(MigrationsTree {
+            root,
+            scripts,
+            lib_sha256,
+            revoked,
+            legacy_map,
+            manifest,
+        })
     }
 
     /// The tree root (canonical).
@@ -421,6 +459,9 @@ impl MigrationsTree {
         self
     }
 }
+
+/// Files by name, as read from one directory.
+type NamedFiles = Vec<(String, Vec<u8>)>;
 
 struct Loader<'a> {
     root: &'a Path,
@@ -531,7 +572,11 @@ impl Loader<'_> {
         Ok(out)
     }
 
-    fn read_tier(&mut self, tier: Tier, out: &mut Vec<(Tier, String, Vec<u8>)>) -> Result<(), TreeError> {
+    fn read_tier(
+        &mut self,
+        tier: Tier,
+        out: &mut Vec<(Tier, String, Vec<u8>)>,
+    ) -> Result<(), TreeError> {
         let dir = self.root.join(tier.as_str());
         if fs::symlink_metadata(&dir).is_err() {
             return Ok(());
@@ -541,7 +586,9 @@ impl Loader<'_> {
         };
         for (path, name) in self.sorted_entries(&dir)? {
             let Some(name) = name else {
-                self.problems.push(TreeProblem::NonUtf8Name { path: self.relative(&path) });
+                self.problems.push(TreeProblem::NonUtf8Name {
+                    path: self.relative(&path),
+                });
                 continue;
             };
             if PLACEHOLDER_FILES.contains(&name.as_str()) {
@@ -572,15 +619,26 @@ impl Loader<'_> {
         // Explicit stack: a deep directory chain cannot overflow recursion.
         let mut stack: Vec<(PathBuf, String)> = vec![(lib, String::new())];
         while let Some((dir, prefix)) = stack.pop() {
-            let Resolved::Dir(dir) = self.resolve(&dir)? else { continue };
+            let Resolved::Dir(dir) = self.resolve(&dir)? else {
+                continue;
+            };
             for (path, name) in self.sorted_entries(&dir)? {
                 let Some(name) = name else {
-                    self.problems.push(TreeProblem::NonUtf8Name { path: self.relative(&path) });
+                    self.problems.push(TreeProblem::NonUtf8Name {
+                        path: self.relative(&path),
+                    });
                     continue;
                 };
-                let rel = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
+                let rel = if prefix.is_empty() {
+                    name
+                } else {
+                    format!("{prefix}/{name}")
+                };
                 // Symlinked directories are refused: following them could loop.
-                let is_symlink = fs::symlink_metadata(&path).map_err(self.io(&path))?.file_type().is_symlink();
+                let is_symlink = fs::symlink_metadata(&path)
+                    .map_err(self.io(&path))?
+                    .file_type()
+                    .is_symlink();
                 match self.resolve(&path)? {
                     Resolved::File(target, len) => {
                         if files.len() >= self.options.max_lib_files {
@@ -594,10 +652,12 @@ impl Loader<'_> {
                             files.push((rel, bytes));
                         }
                     }
-                    Resolved::Dir(_) if is_symlink => self.problems.push(TreeProblem::UnexpectedEntry {
-                        path: self.relative(&path),
-                        reason: "symlinked directory under lib/ (not followed)",
-                    }),
+                    Resolved::Dir(_) if is_symlink => {
+                        self.problems.push(TreeProblem::UnexpectedEntry {
+                            path: self.relative(&path),
+                            reason: "symlinked directory under lib/ (not followed)",
+                        })
+                    }
                     Resolved::Dir(sub) => stack.push((sub, rel)),
                     Resolved::Rejected => {}
                 }
@@ -606,16 +666,20 @@ impl Loader<'_> {
         Ok(files)
     }
 
-    fn read_order(&mut self) -> Result<Option<Vec<(String, Vec<u8>)>>, TreeError> {
+    fn read_order(&mut self) -> Result<Option<NamedFiles>, TreeError> {
         let dir = self.root.join(ORDER_DIR);
         if fs::symlink_metadata(&dir).is_err() {
             return Ok(None);
         }
-        let Resolved::Dir(dir) = self.resolve(&dir)? else { return Ok(None) };
+        let Resolved::Dir(dir) = self.resolve(&dir)? else {
+            return Ok(None);
+        };
         let mut files = Vec::new();
         for (path, name) in self.sorted_entries(&dir)? {
             let Some(name) = name else {
-                self.problems.push(TreeProblem::NonUtf8Name { path: self.relative(&path) });
+                self.problems.push(TreeProblem::NonUtf8Name {
+                    path: self.relative(&path),
+                });
                 continue;
             };
             match self.resolve(&path)? {
@@ -655,12 +719,20 @@ impl Loader<'_> {
 
 /// Checks one script file: its name is a slug, its header parses, and its
 /// tier is its directory. Problems go to `problems`.
-fn validate_script(tier: Tier, name: &str, bytes: &[u8], problems: &mut Vec<TreeProblem>) -> Option<Script> {
+fn validate_script(
+    tier: Tier,
+    name: &str,
+    bytes: &[u8],
+    problems: &mut Vec<TreeProblem>,
+) -> Option<Script> {
     let relative = PathBuf::from(tier.as_str()).join(name);
     let slug = match Slug::parse(name) {
         Ok(slug) => slug,
         Err(source) => {
-            problems.push(TreeProblem::BadScriptName { file: relative, source });
+            problems.push(TreeProblem::BadScriptName {
+                file: relative,
+                source,
+            });
             return None;
         }
     };
@@ -672,10 +744,22 @@ fn validate_script(tier: Tier, name: &str, bytes: &[u8], problems: &mut Vec<Tree
         }
     };
     if header.tier != tier {
-        problems.push(TreeProblem::TierMismatch { file: relative, line: tier_line(bytes), declared: header.tier, directory: tier });
+        problems.push(TreeProblem::TierMismatch {
+            file: relative,
+            line: tier_line(bytes),
+            declared: header.tier,
+            directory: tier,
+        });
         return None;
     }
-    Some(Script { slug, tier, relative_path: relative, header, sha256: Sha256Digest::of(bytes), len: bytes.len() as u64 })
+    Some(Script {
+        slug,
+        tier,
+        relative_path: relative,
+        header,
+        sha256: Sha256Digest::of(bytes),
+        len: bytes.len() as u64,
+    })
 }
 
 /// Line of the `tier=` directive, for the mismatch message.

@@ -4,13 +4,13 @@
 
 mod common;
 
-use common::{Tree, NOW};
+use common::{NOW, Tree};
 use migration_core::header::Tier;
 use migration_core::ledger::{LedgerSnapshot, Record};
 use migration_core::plan::{SeedKind, SeedMode, SkipReason, Unmet};
 use migration_core::{
-    plan, EntryState, LedgerEntry, MigrationsTree, Plan, PlanContext, PlanError, PlanRequest, Refusal, Slug,
-    TierSelection,
+    EntryState, LedgerEntry, MigrationsTree, Plan, PlanContext, PlanError, PlanRequest, Refusal,
+    Slug, TierSelection, plan,
 };
 
 fn s(x: &str) -> Slug {
@@ -30,7 +30,11 @@ fn entry(state: EntryState) -> String {
     e.encode()
 }
 
-fn run(tree: &MigrationsTree, snapshot: Option<&LedgerSnapshot>, request: PlanRequest) -> Result<Plan, PlanError> {
+fn run(
+    tree: &MigrationsTree,
+    snapshot: Option<&LedgerSnapshot>,
+    request: PlanRequest,
+) -> Result<Plan, PlanError> {
     plan(tree, snapshot, &request, &PlanContext::at(NOW))
 }
 
@@ -58,13 +62,20 @@ fn basic() -> MigrationsTree {
 
 #[test]
 fn fresh_install_seeds_every_slug_including_retired_in_one_create_and_runs_nothing() {
-    let tree = Tree::new().pre("a").bg("c").manifest(&[("00001-v1", "gone retired\na\n"), ("00002-v2", "c\n")]).build();
+    let tree = Tree::new()
+        .pre("a")
+        .bg("c")
+        .manifest(&[("00001-v1", "gone retired\na\n"), ("00002-v2", "c\n")])
+        .build();
     let p = run(&tree, None, pre()).unwrap();
     assert!(p.fresh_install);
     assert_eq!(p.seed_mode, SeedMode::Create);
     assert!(p.pending.is_empty(), "a fresh install runs nothing");
-    let seeded: Vec<(&str, EntryState, Option<&str>)> =
-        p.seed.iter().map(|e| (e.slug.as_str(), e.entry.state, e.entry.batch.as_deref())).collect();
+    let seeded: Vec<(&str, EntryState, Option<&str>)> = p
+        .seed
+        .iter()
+        .map(|e| (e.slug.as_str(), e.entry.state, e.entry.batch.as_deref()))
+        .collect();
     assert_eq!(
         seeded,
         [
@@ -73,8 +84,14 @@ fn fresh_install_seeds_every_slug_including_retired_in_one_create_and_runs_nothi
             ("c", EntryState::SkippedFreshInstall, Some("00002-v2")),
         ]
     );
-    assert_eq!(p.seed[1].entry.sha256, Some(tree.script(&s("a")).unwrap().sha256));
-    assert_eq!(p.seed[0].entry.sha256, None, "a retired slug has no script to checksum");
+    assert_eq!(
+        p.seed[1].entry.sha256,
+        Some(tree.script(&s("a")).unwrap().sha256)
+    );
+    assert_eq!(
+        p.seed[0].entry.sha256, None,
+        "a retired slug has no script to checksum"
+    );
 }
 
 #[test]
@@ -90,9 +107,22 @@ fn recorded_slugs_are_skipped_and_the_other_tier_is_left_alone() {
     let snapshot = ledger(&[("m.a", &entry(EntryState::Ok))]);
     let p = run(&basic(), Some(&snapshot), pre()).unwrap();
     assert_eq!(pending(&p), ["b"]);
-    assert!(p.skipped.iter().any(|k| k.slug == s("a") && k.reason == SkipReason::Recorded(EntryState::Ok)));
-    assert!(p.skipped.iter().any(|k| k.slug == s("c") && k.reason == SkipReason::OtherTier(Tier::Background)));
-    let bg = run(&basic(), Some(&snapshot), PlanRequest::tier(Tier::Background)).unwrap();
+    assert!(
+        p.skipped
+            .iter()
+            .any(|k| k.slug == s("a") && k.reason == SkipReason::Recorded(EntryState::Ok))
+    );
+    assert!(
+        p.skipped
+            .iter()
+            .any(|k| k.slug == s("c") && k.reason == SkipReason::OtherTier(Tier::Background))
+    );
+    let bg = run(
+        &basic(),
+        Some(&snapshot),
+        PlanRequest::tier(Tier::Background),
+    )
+    .unwrap();
     assert_eq!(pending(&bg), ["c"]);
 }
 
@@ -118,17 +148,32 @@ fn legacy_seeding_records_only_integers_below_version_and_only_where_absent() {
     let snapshot = ledger(&[("version", "3"), ("m.two", &entry(EntryState::Ok))]);
     let p = run(&tree, Some(&snapshot), pre()).unwrap();
     let seeded: Vec<(&str, SeedKind)> = p.seed.iter().map(|e| (e.slug.as_str(), e.kind)).collect();
-    assert_eq!(seeded, [("one", SeedKind::Legacy)], "two is recorded already, three is not below 3");
+    assert_eq!(
+        seeded,
+        [("one", SeedKind::Legacy)],
+        "two is recorded already, three is not below 3"
+    );
     assert_eq!(p.seed[0].entry.state, EntryState::Legacy);
     assert_eq!(p.seed[0].entry.batch.as_deref(), Some("00000-legacy"));
-    assert_eq!(pending(&p), ["three", "new"], "legacy slugs at or above version run, in order");
+    assert_eq!(
+        pending(&p),
+        ["three", "new"],
+        "legacy slugs at or above version run, in order"
+    );
 }
 
 #[test]
 fn a_corrupt_version_with_a_legacy_map_is_fatal() {
-    let tree = Tree::new().pre("one").legacy_map("1 one\n").manifest(&[("00000-legacy", "one\n")]).build();
+    let tree = Tree::new()
+        .pre("one")
+        .legacy_map("1 one\n")
+        .manifest(&[("00000-legacy", "one\n")])
+        .build();
     let err = run(&tree, Some(&ledger(&[("version", "v45")])), pre()).unwrap_err();
-    assert_eq!(refusals(err), [Refusal::CorruptVersion { raw: "v45".into() }]);
+    assert_eq!(
+        refusals(err),
+        [Refusal::CorruptVersion { raw: "v45".into() }]
+    );
     // Without a legacy map the integer is irrelevant: warn, do not refuse.
     let p = run(&basic(), Some(&ledger(&[("version", "v45")])), pre()).unwrap();
     assert_eq!(p.warnings.len(), 1);
@@ -136,34 +181,68 @@ fn a_corrupt_version_with_a_legacy_map_is_fatal() {
 
 #[test]
 fn revoked_slugs_are_recorded_revoked_only_where_absent_and_never_run() {
-    let tree = Tree::new().pre("a").pre("bad").pre("old-bad").revoked("bad\nold-bad\n").manifest(&[("00001-v1", "a\nbad\nold-bad\n")]).build();
+    let tree = Tree::new()
+        .pre("a")
+        .pre("bad")
+        .pre("old-bad")
+        .revoked("bad\nold-bad\n")
+        .manifest(&[("00001-v1", "a\nbad\nold-bad\n")])
+        .build();
     let snapshot = ledger(&[("m.old-bad", &entry(EntryState::Ok))]);
     let p = run(&tree, Some(&snapshot), pre()).unwrap();
     assert_eq!(pending(&p), ["a"]);
-    let seeded: Vec<(&str, SeedKind, EntryState)> =
-        p.seed.iter().map(|e| (e.slug.as_str(), e.kind, e.entry.state)).collect();
-    assert_eq!(seeded, [("bad", SeedKind::Revoked, EntryState::Revoked)], "revocation never rewrites the ok entry");
+    let seeded: Vec<(&str, SeedKind, EntryState)> = p
+        .seed
+        .iter()
+        .map(|e| (e.slug.as_str(), e.kind, e.entry.state))
+        .collect();
+    assert_eq!(
+        seeded,
+        [("bad", SeedKind::Revoked, EntryState::Revoked)],
+        "revocation never rewrites the ok entry"
+    );
 }
 
 #[test]
 fn retired_slugs_are_skipped_when_recorded() {
-    let tree = Tree::new().pre("b").manifest(&[("00001-v1", "a retired\nb\n")]).build();
-    let p = run(&tree, Some(&ledger(&[("m.a", &entry(EntryState::Ok))])), pre()).unwrap();
+    let tree = Tree::new()
+        .pre("b")
+        .manifest(&[("00001-v1", "a retired\nb\n")])
+        .build();
+    let p = run(
+        &tree,
+        Some(&ledger(&[("m.a", &entry(EntryState::Ok))])),
+        pre(),
+    )
+    .unwrap();
     assert_eq!(pending(&p), ["b"]);
 }
 
 #[test]
 fn the_retention_floor_refuses_and_names_a_release_that_still_ships_the_script() {
-    let tree = Tree::new().pre("b").manifest(&[("00001-v1.7.0", "a retired\n"), ("00002-v1.8.0", "b\n")]).build();
+    let tree = Tree::new()
+        .pre("b")
+        .manifest(&[("00001-v1.7.0", "a retired\n"), ("00002-v1.8.0", "b\n")])
+        .build();
     let err = run(&tree, Some(&ledger(&[])), pre()).unwrap_err();
     let problems = refusals(err);
-    assert_eq!(problems, [Refusal::RetentionFloor { slug: s("a"), release: "v1.7.0".into() }]);
+    assert_eq!(
+        problems,
+        [Refusal::RetentionFloor {
+            slug: s("a"),
+            release: "v1.7.0".into()
+        }]
+    );
     assert!(problems[0].to_string().contains("upgrade through v1.7.0"));
 }
 
 #[test]
 fn a_retired_and_revoked_slug_needs_no_entry() {
-    let tree = Tree::new().pre("b").revoked("a\n").manifest(&[("00001-v1", "a retired\nb\n")]).build();
+    let tree = Tree::new()
+        .pre("b")
+        .revoked("a\n")
+        .manifest(&[("00001-v1", "a retired\nb\n")])
+        .build();
     let p = run(&tree, Some(&ledger(&[])), pre()).unwrap();
     assert_eq!(pending(&p), ["b"]);
     assert_eq!(p.seed[0].kind, SeedKind::Revoked);
@@ -171,7 +250,11 @@ fn a_retired_and_revoked_slug_needs_no_entry() {
 
 #[test]
 fn legacy_seeding_satisfies_the_retention_floor() {
-    let tree = Tree::new().pre("b").legacy_map("7 a\n").manifest(&[("00000-legacy", "a retired\n"), ("00001-v1", "b\n")]).build();
+    let tree = Tree::new()
+        .pre("b")
+        .legacy_map("7 a\n")
+        .manifest(&[("00000-legacy", "a retired\n"), ("00001-v1", "b\n")])
+        .build();
     let p = run(&tree, Some(&ledger(&[("version", "8")])), pre()).unwrap();
     assert_eq!(p.seed[0].kind, SeedKind::Legacy);
     assert_eq!(pending(&p), ["b"]);
@@ -189,9 +272,18 @@ fn every_fatal_condition_is_reported_before_anything_runs() {
     assert_eq!(
         problems,
         [
-            Refusal::NotInManifest { slug: s("stray"), path: "pre-apply/stray".into() },
-            Refusal::ScriptMissing { slug: s("missing"), batch: "00001-v1".into() },
-            Refusal::RetiredButPresent { slug: s("zombie"), batch: "00001-v1".into() },
+            Refusal::NotInManifest {
+                slug: s("stray"),
+                path: "pre-apply/stray".into()
+            },
+            Refusal::ScriptMissing {
+                slug: s("missing"),
+                batch: "00001-v1".into()
+            },
+            Refusal::RetiredButPresent {
+                slug: s("zombie"),
+                batch: "00001-v1".into()
+            },
         ]
     );
     // The same problems refuse a fresh install too.
@@ -201,7 +293,10 @@ fn every_fatal_condition_is_reported_before_anything_runs() {
 #[test]
 fn a_missing_manifest_is_fatal() {
     let tree = Tree::new().pre("a").build();
-    assert!(matches!(&refusals(run(&tree, None, pre()).unwrap_err())[..], [Refusal::NoManifest { .. }]));
+    assert!(matches!(
+        &refusals(run(&tree, None, pre()).unwrap_err())[..],
+        [Refusal::NoManifest { .. }]
+    ));
 }
 
 #[test]
@@ -224,14 +319,27 @@ fn a_corrupt_entry_of_the_other_tier_is_a_warning_not_a_refusal() {
     let p = run(&basic(), Some(&snapshot), pre()).unwrap();
     assert_eq!(pending(&p), ["a", "b"]);
     assert_eq!(p.warnings.len(), 1);
-    assert!(run(&basic(), Some(&snapshot), PlanRequest::tier(Tier::Background)).is_err());
+    assert!(
+        run(
+            &basic(),
+            Some(&snapshot),
+            PlanRequest::tier(Tier::Background)
+        )
+        .is_err()
+    );
 }
 
 #[test]
 fn a_corrupt_entry_for_a_retired_slug_is_fatal() {
-    let tree = Tree::new().pre("b").manifest(&[("00001-v1", "a retired\nb\n")]).build();
+    let tree = Tree::new()
+        .pre("b")
+        .manifest(&[("00001-v1", "a retired\nb\n")])
+        .build();
     let problems = refusals(run(&tree, Some(&ledger(&[("m.a", "{")])), pre()).unwrap_err());
-    assert!(matches!(&problems[..], [Refusal::CorruptEntry { .. }]), "{problems:?}");
+    assert!(
+        matches!(&problems[..], [Refusal::CorruptEntry { .. }]),
+        "{problems:?}"
+    );
 }
 
 #[test]
@@ -254,11 +362,20 @@ fn a_checksum_change_of_a_recorded_script_is_reported_and_not_rerun() {
 
 #[test]
 fn only_reruns_a_recorded_slug_and_carries_its_previous_entry() {
-    let snapshot = ledger(&[("m.a", &entry(EntryState::Ok)), ("m.b", &entry(EntryState::Failed))]);
-    let request = PlanRequest { tiers: TierSelection::One(Tier::PreApply), only: Some(s("b")) };
+    let snapshot = ledger(&[
+        ("m.a", &entry(EntryState::Ok)),
+        ("m.b", &entry(EntryState::Failed)),
+    ]);
+    let request = PlanRequest {
+        tiers: TierSelection::One(Tier::PreApply),
+        only: Some(s("b")),
+    };
     let p = run(&basic(), Some(&snapshot), request).unwrap();
     assert_eq!(pending(&p), ["b"]);
-    assert_eq!(p.pending[0].previous.as_ref().unwrap().state, EntryState::Failed);
+    assert_eq!(
+        p.pending[0].previous.as_ref().unwrap().state,
+        EntryState::Failed
+    );
 }
 
 #[test]
@@ -271,25 +388,59 @@ fn only_refuses_revoked_unknown_retired_wrong_tier_and_missing_ledger() {
         .manifest(&[("00001-v1", "gone retired\na\nbad\nc\n")])
         .build();
     let snap = ledger(&[("m.gone", &entry(EntryState::Ok))]);
-    let only = |slug: &str| PlanRequest { tiers: TierSelection::One(Tier::PreApply), only: Some(s(slug)) };
+    let only = |slug: &str| PlanRequest {
+        tiers: TierSelection::One(Tier::PreApply),
+        only: Some(s(slug)),
+    };
     let first = |r: Result<Plan, PlanError>| refusals(r.unwrap_err()).remove(0);
-    assert_eq!(first(run(&tree, Some(&snap), only("bad"))), Refusal::OnlyRevoked { slug: s("bad") });
-    assert_eq!(first(run(&tree, Some(&snap), only("nope"))), Refusal::OnlyNotInTree { slug: s("nope"), retired: false });
-    assert_eq!(first(run(&tree, Some(&snap), only("gone"))), Refusal::OnlyNotInTree { slug: s("gone"), retired: true });
+    assert_eq!(
+        first(run(&tree, Some(&snap), only("bad"))),
+        Refusal::OnlyRevoked { slug: s("bad") }
+    );
+    assert_eq!(
+        first(run(&tree, Some(&snap), only("nope"))),
+        Refusal::OnlyNotInTree {
+            slug: s("nope"),
+            retired: false
+        }
+    );
+    assert_eq!(
+        first(run(&tree, Some(&snap), only("gone"))),
+        Refusal::OnlyNotInTree {
+            slug: s("gone"),
+            retired: true
+        }
+    );
     assert_eq!(
         first(run(&tree, Some(&snap), only("c"))),
-        Refusal::OnlyWrongTier { slug: s("c"), actual: Tier::Background, requested: Tier::PreApply }
+        Refusal::OnlyWrongTier {
+            slug: s("c"),
+            actual: Tier::Background,
+            requested: Tier::PreApply
+        }
     );
-    assert_eq!(first(run(&tree, None, only("a"))), Refusal::OnlyWithoutLedger { slug: s("a") });
-    let any_tier = PlanRequest { tiers: TierSelection::All, only: Some(s("c")) };
+    assert_eq!(
+        first(run(&tree, None, only("a"))),
+        Refusal::OnlyWithoutLedger { slug: s("a") }
+    );
+    let any_tier = PlanRequest {
+        tiers: TierSelection::All,
+        only: Some(s("c")),
+    };
     assert_eq!(pending(&run(&tree, Some(&snap), any_tier).unwrap()), ["c"]);
 }
 
 #[test]
 fn only_refuses_a_corrupt_entry_for_its_slug() {
     let snapshot = ledger(&[("m.a", "{")]);
-    let request = PlanRequest { tiers: TierSelection::One(Tier::PreApply), only: Some(s("a")) };
-    assert!(matches!(&refusals(run(&basic(), Some(&snapshot), request).unwrap_err())[..], [Refusal::CorruptEntry { .. }]));
+    let request = PlanRequest {
+        tiers: TierSelection::One(Tier::PreApply),
+        only: Some(s("a")),
+    };
+    assert!(matches!(
+        &refusals(run(&basic(), Some(&snapshot), request).unwrap_err())[..],
+        [Refusal::CorruptEntry { .. }]
+    ));
 }
 
 #[test]
@@ -299,14 +450,27 @@ fn a_disallowed_interpreter_is_refused_by_plan() {
         .manifest(&[("00001-v1", "py\n")])
         .build();
     let problems = refusals(run(&tree, Some(&ledger(&[])), pre()).unwrap_err());
-    assert!(matches!(&problems[..], [Refusal::InterpreterNotAllowed { shebang, .. }] if shebang == "/usr/bin/python3"));
+    assert!(
+        matches!(&problems[..], [Refusal::InterpreterNotAllowed { shebang, .. }] if shebang == "/usr/bin/python3")
+    );
 }
 
 #[test]
 fn a_requirement_placed_later_in_the_manifest_is_fatal() {
-    let tree = Tree::new().script(Tier::PreApply, "a", &["b"]).pre("b").manifest(&[("00001-v1", "a\n"), ("00002-v2", "b\n")]).build();
+    let tree = Tree::new()
+        .script(Tier::PreApply, "a", &["b"])
+        .pre("b")
+        .manifest(&[("00001-v1", "a\n"), ("00002-v2", "b\n")])
+        .build();
     let problems = refusals(run(&tree, Some(&ledger(&[])), pre()).unwrap_err());
-    assert_eq!(problems, [Refusal::RequiresLater { slug: s("a"), target: s("b"), target_batch: "00002-v2".into() }]);
+    assert_eq!(
+        problems,
+        [Refusal::RequiresLater {
+            slug: s("a"),
+            target: s("b"),
+            target_batch: "00002-v2".into()
+        }]
+    );
 }
 
 #[test]
@@ -315,9 +479,16 @@ fn requirements_that_failed_were_revoked_or_have_not_run_are_marked_unmet() {
         .pre("failed-one")
         .pre("revoked-one")
         .bg("later")
-        .script(Tier::PreApply, "dependent", &["failed-one", "revoked-one", "later"])
+        .script(
+            Tier::PreApply,
+            "dependent",
+            &["failed-one", "revoked-one", "later"],
+        )
         .revoked("revoked-one\n")
-        .manifest(&[("00001-v1", "failed-one\nlater\nrevoked-one\n"), ("00002-v2", "dependent\n")])
+        .manifest(&[
+            ("00001-v1", "failed-one\nlater\nrevoked-one\n"),
+            ("00002-v2", "dependent\n"),
+        ])
         .build();
     let snapshot = ledger(&[("m.failed-one", &entry(EntryState::Failed))]);
     let p = run(&tree, Some(&snapshot), pre()).unwrap();
@@ -342,13 +513,25 @@ fn a_requirement_pending_earlier_in_the_same_run_is_met() {
 
 #[test]
 fn legacy_and_revoked_slugs_missing_from_the_manifest_are_fatal() {
-    let tree = Tree::new().pre("a").legacy_map("1 lost\n").revoked("typo\n").manifest(&[("00001-v1", "a\n")]).build();
+    let tree = Tree::new()
+        .pre("a")
+        .legacy_map("1 lost\n")
+        .revoked("typo\n")
+        .manifest(&[("00001-v1", "a\n")])
+        .build();
     let problems = refusals(run(&tree, Some(&ledger(&[])), pre()).unwrap_err());
     assert_eq!(
         problems,
         [
-            Refusal::LegacyNotInManifest { slug: s("lost"), number: 1, line: 1 },
-            Refusal::RevokedNotInManifest { slug: s("typo"), line: 1 },
+            Refusal::LegacyNotInManifest {
+                slug: s("lost"),
+                number: 1,
+                line: 1
+            },
+            Refusal::RevokedNotInManifest {
+                slug: s("typo"),
+                line: 1
+            },
         ]
     );
 }
@@ -361,5 +544,8 @@ fn pending_migrations_carry_what_the_runner_needs() {
     assert_eq!(b.relative_path, std::path::PathBuf::from("pre-apply/b"));
     assert_eq!(b.tier, Tier::PreApply);
     assert!(b.previous.is_none());
-    assert!(matches!(ledger(&[("m.x", "{")]).record(&s("x")), Some(Record::Corrupt(_))));
+    assert!(matches!(
+        ledger(&[("m.x", "{")]).record(&s("x")),
+        Some(Record::Corrupt(_))
+    ));
 }

@@ -12,7 +12,9 @@ use migration_core::header::{HeaderError, OnError, Tier};
 use migration_core::{LoadOptions, MigrationsTree, Slug, TreeError, TreeProblem};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trees").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/trees")
+        .join(name)
 }
 
 fn problems(name: &str) -> Vec<TreeProblem> {
@@ -37,22 +39,48 @@ fn a_valid_tree_loads_with_scripts_lists_manifest_and_checksums() {
     let root = fixture("valid");
     let tree = MigrationsTree::load(&root).unwrap();
     let slugs: Vec<&str> = tree.scripts().keys().map(Slug::as_str).collect();
-    assert_eq!(slugs, ["45", "bad-idea", "etcd-crds-precreate", "redis-failover-group-label", "reindex-search"]);
+    assert_eq!(
+        slugs,
+        [
+            "45",
+            "bad-idea",
+            "etcd-crds-precreate",
+            "redis-failover-group-label",
+            "reindex-search"
+        ]
+    );
     let redis = tree.script(&slug("redis-failover-group-label")).unwrap();
     assert_eq!(redis.tier, Tier::PreApply);
     assert_eq!(redis.header.on_error, OnError::Warn);
     assert_eq!(redis.header.requires[0].target, slug("etcd-crds-precreate"));
     let bytes = std::fs::read(root.join("pre-apply/redis-failover-group-label")).unwrap();
-    assert_eq!(redis.sha256, Sha256Digest::of(&bytes), "a script's checksum is the SHA-256 of its bytes");
-    assert_eq!(tree.script(&slug("reindex-search")).unwrap().tier, Tier::Background);
+    assert_eq!(
+        redis.sha256,
+        Sha256Digest::of(&bytes),
+        "a script's checksum is the SHA-256 of its bytes"
+    );
+    assert_eq!(
+        tree.script(&slug("reindex-search")).unwrap().tier,
+        Tier::Background
+    );
     assert!(tree.is_revoked(&slug("bad-idea")));
     assert_eq!(tree.legacy_map()[0].number, 45);
     assert_eq!(tree.manifest().unwrap().len(), 5);
 
     let mut lib = LibDigest::new();
-    lib.add_file("helpers.sh".into(), std::fs::read(root.join("lib/helpers.sh")).unwrap());
-    lib.add_file("sub/vars.sh".into(), std::fs::read(root.join("lib/sub/vars.sh")).unwrap());
-    assert_eq!(tree.lib_sha256(), lib.finish(), "lib_sha256 covers every helper by relative path");
+    lib.add_file(
+        "helpers.sh".into(),
+        std::fs::read(root.join("lib/helpers.sh")).unwrap(),
+    );
+    lib.add_file(
+        "sub/vars.sh".into(),
+        std::fs::read(root.join("lib/sub/vars.sh")).unwrap(),
+    );
+    assert_eq!(
+        tree.lib_sha256(),
+        lib.finish(),
+        "lib_sha256 covers every helper by relative path"
+    );
 }
 
 #[test]
@@ -65,57 +93,87 @@ fn missing_tier_key_names_the_file() {
 
 #[test]
 fn tier_mismatch_names_file_line_and_both_tiers() {
-    assert_eq!(only_problem("tier-mismatch"), "pre-apply/x:2: header says tier=background but the script is in pre-apply/");
+    assert_eq!(
+        only_problem("tier-mismatch"),
+        "pre-apply/x:2: header says tier=background but the script is in pre-apply/"
+    );
 }
 
 #[test]
 fn a_slug_in_both_tiers_is_refused() {
     let text = only_problem("slug-in-both-tiers");
-    assert!(text.contains("'x' exists in both pre-apply/x and background/x"), "{text}");
+    assert!(
+        text.contains("'x' exists in both pre-apply/x and background/x"),
+        "{text}"
+    );
 }
 
 #[test]
 fn a_file_name_that_is_not_a_slug_is_refused_not_skipped() {
     let text = only_problem("bad-script-name");
-    assert!(text.starts_with("pre-apply/Fix_Thing.sh: the file name is not a valid slug"), "{text}");
+    assert!(
+        text.starts_with("pre-apply/Fix_Thing.sh: the file name is not a valid slug"),
+        "{text}"
+    );
 }
 
 #[test]
 fn requires_naming_nothing_is_refused_with_its_line() {
-    assert_eq!(only_problem("unknown-requires"), "pre-apply/x:4: requires=ghost, but no script or manifest line has that slug");
+    assert_eq!(
+        only_problem("unknown-requires"),
+        "pre-apply/x:4: requires=ghost, but no script or manifest line has that slug"
+    );
 }
 
 #[test]
 fn a_script_requiring_itself_is_refused() {
-    assert_eq!(only_problem("self-requires"), "pre-apply/x:4: the script requires itself");
+    assert_eq!(
+        only_problem("self-requires"),
+        "pre-apply/x:4: the script requires itself"
+    );
 }
 
 #[test]
 fn bad_revoked_line_names_file_and_line() {
     let text = only_problem("bad-revoked");
-    assert!(text.starts_with("revoked:2: expected one slug per line"), "{text}");
+    assert!(
+        text.starts_with("revoked:2: expected one slug per line"),
+        "{text}"
+    );
 }
 
 #[test]
 fn bad_legacy_map_line_names_file_and_line() {
-    assert_eq!(only_problem("bad-legacy-map"), "legacy-map:2: integer 45 is already mapped on line 1");
+    assert_eq!(
+        only_problem("bad-legacy-map"),
+        "legacy-map:2: integer 45 is already mapped on line 1"
+    );
 }
 
 #[test]
 fn a_manifest_listing_a_slug_twice_is_refused() {
-    assert_eq!(only_problem("manifest-lists-slug-twice"), "order.d/00002-v2:1: slug 'x' is already listed at 00001-v1:1");
+    assert_eq!(
+        only_problem("manifest-lists-slug-twice"),
+        "order.d/00002-v2:1: slug 'x' is already listed at 00001-v1:1"
+    );
 }
 
 #[test]
 fn a_subdirectory_in_a_tier_is_refused() {
     let text = only_problem("subdirectory-in-tier");
-    assert!(text.starts_with("pre-apply/nested: a directory where a script belongs"), "{text}");
+    assert!(
+        text.starts_with("pre-apply/nested: a directory where a script belongs"),
+        "{text}"
+    );
 }
 
 #[test]
 fn a_header_directive_below_the_body_is_refused() {
     let text = only_problem("header-directive-below-body");
-    assert!(text.starts_with("pre-apply/x:5: header directive outside the leading comment block"), "{text}");
+    assert!(
+        text.starts_with("pre-apply/x:5: header directive outside the leading comment block"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -136,10 +194,26 @@ fn every_problem_in_a_tree_is_reported_at_once() {
     let problems = problems("many-problems-at-once");
     let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
     assert_eq!(problems.len(), 4, "{text:#?}");
-    assert!(problems.iter().any(|p| matches!(p, TreeProblem::Header(HeaderError::MissingShebang { .. }))));
-    assert!(problems.iter().any(|p| matches!(p, TreeProblem::TierMismatch { .. })));
-    assert!(problems.iter().any(|p| matches!(p, TreeProblem::BadScriptName { .. })));
-    assert!(problems.iter().any(|p| matches!(p, TreeProblem::BadListLine { line: 2, .. })));
+    assert!(
+        problems
+            .iter()
+            .any(|p| matches!(p, TreeProblem::Header(HeaderError::MissingShebang { .. })))
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| matches!(p, TreeProblem::TierMismatch { .. }))
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| matches!(p, TreeProblem::BadScriptName { .. }))
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| matches!(p, TreeProblem::BadListLine { line: 2, .. }))
+    );
 }
 
 #[cfg(unix)]
@@ -156,7 +230,9 @@ mod hostile {
 
     fn invalid(dir: &Path) -> Vec<String> {
         match MigrationsTree::load(dir) {
-            Err(TreeError::Invalid { problems, .. }) => problems.iter().map(ToString::to_string).collect(),
+            Err(TreeError::Invalid { problems, .. }) => {
+                problems.iter().map(ToString::to_string).collect()
+            }
             other => panic!("expected Invalid, got {other:?}"),
         }
     }
@@ -165,11 +241,19 @@ mod hostile {
     fn a_symlinked_script_pointing_outside_the_tree_is_refused() {
         let dir = base();
         let outside = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(outside.path(), common::script_text(Tier::PreApply, OnError::Abort, &[], "rm -rf /")).unwrap();
+        std::fs::write(
+            outside.path(),
+            common::script_text(Tier::PreApply, OnError::Abort, &[], "rm -rf /"),
+        )
+        .unwrap();
         symlink(outside.path(), dir.path().join("pre-apply/escape")).unwrap();
         let text = invalid(dir.path());
         assert_eq!(text.len(), 1, "{text:?}");
-        assert!(text[0].starts_with("pre-apply/escape: symlink points outside the migrations tree"), "{}", text[0]);
+        assert!(
+            text[0].starts_with("pre-apply/escape: symlink points outside the migrations tree"),
+            "{}",
+            text[0]
+        );
     }
 
     #[test]
@@ -192,14 +276,20 @@ mod hostile {
         std::fs::create_dir_all(dir.path().join("lib")).unwrap();
         symlink("/etc/hostname", dir.path().join("lib/host")).unwrap();
         let text = invalid(dir.path());
-        assert!(text[0].starts_with("lib/host: symlink points outside"), "{text:?}");
+        assert!(
+            text[0].starts_with("lib/host: symlink points outside"),
+            "{text:?}"
+        );
     }
 
     #[test]
     fn a_dangling_symlink_is_refused() {
         let dir = base();
         symlink("nowhere", dir.path().join("pre-apply/dangling")).unwrap();
-        assert_eq!(invalid(dir.path()), ["pre-apply/dangling: dangling symlink"]);
+        assert_eq!(
+            invalid(dir.path()),
+            ["pre-apply/dangling: dangling symlink"]
+        );
     }
 
     #[test]
@@ -209,13 +299,19 @@ mod hostile {
         // Sparse: costs no disk, but stat reports 100 MB.
         file.set_len(100 * 1024 * 1024).unwrap();
         let text = invalid(dir.path());
-        assert_eq!(text, ["pre-apply/huge: 104857600 bytes is above the 1048576-byte limit"]);
+        assert_eq!(
+            text,
+            ["pre-apply/huge: 104857600 bytes is above the 1048576-byte limit"]
+        );
     }
 
     #[test]
     fn the_size_cap_is_configurable() {
         let dir = base();
-        let options = LoadOptions { max_file_bytes: 10, ..LoadOptions::default() };
+        let options = LoadOptions {
+            max_file_bytes: 10,
+            ..LoadOptions::default()
+        };
         let err = MigrationsTree::load_with(dir.path(), options).unwrap_err();
         assert!(err.to_string().contains("above the 10-byte limit"), "{err}");
     }
@@ -228,7 +324,10 @@ mod hostile {
         std::fs::write(dir.path().join("pre-apply").join(name), b"#!/bin/sh\n").unwrap();
         let text = invalid(dir.path());
         assert_eq!(text.len(), 1);
-        assert!(text[0].ends_with("the file name is not valid UTF-8"), "{text:?}");
+        assert!(
+            text[0].ends_with("the file name is not valid UTF-8"),
+            "{text:?}"
+        );
     }
 
     #[test]
@@ -241,7 +340,11 @@ mod hostile {
 
     #[test]
     fn disk_and_memory_loading_agree() {
-        let built = common::Tree::new().pre("a").script(Tier::Background, "b", &["a"]).lib("h.sh", "x").revoked("b\n");
+        let built = common::Tree::new()
+            .pre("a")
+            .script(Tier::Background, "b", &["a"])
+            .lib("h.sh", "x")
+            .revoked("b\n");
         let dir = tempfile::tempdir().unwrap();
         built.write_to(dir.path());
         let from_disk = MigrationsTree::load(dir.path()).unwrap();

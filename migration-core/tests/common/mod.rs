@@ -12,7 +12,9 @@ pub const NOW: Timestamp = Timestamp::from_unix(1_786_529_040);
 
 /// A script's text with a valid header.
 pub fn script_text(tier: Tier, on_error: OnError, requires: &[&str], body: &str) -> String {
-    let mut text = format!("#!/bin/sh\n# cozystack-migration: tier={tier}\n# cozystack-migration: on-error={on_error}\n");
+    let mut text = format!(
+        "#!/bin/sh\n# cozystack-migration: tier={tier}\n# cozystack-migration: on-error={on_error}\n"
+    );
     for r in requires {
         text.push_str(&format!("# cozystack-migration: requires={r}\n"));
     }
@@ -35,13 +37,24 @@ impl Tree {
 
     pub fn script(mut self, tier: Tier, slug: &str, requires: &[&str]) -> Self {
         let text = script_text(tier, OnError::Abort, requires, &format!("echo {slug}"));
-        self.files.scripts.push((tier, slug.to_owned(), text.into_bytes()));
+        self.files
+            .scripts
+            .push((tier, slug.to_owned(), text.into_bytes()));
         self
     }
 
-    pub fn script_with(mut self, tier: Tier, slug: &str, on_error: OnError, requires: &[&str], body: &str) -> Self {
+    pub fn script_with(
+        mut self,
+        tier: Tier,
+        slug: &str,
+        on_error: OnError,
+        requires: &[&str],
+        body: &str,
+    ) -> Self {
         let text = script_text(tier, on_error, requires, body);
-        self.files.scripts.push((tier, slug.to_owned(), text.into_bytes()));
+        self.files
+            .scripts
+            .push((tier, slug.to_owned(), text.into_bytes()));
         self
     }
 
@@ -54,7 +67,9 @@ impl Tree {
     }
 
     pub fn raw_script(mut self, tier: Tier, name: &str, bytes: &[u8]) -> Self {
-        self.files.scripts.push((tier, name.to_owned(), bytes.to_vec()));
+        self.files
+            .scripts
+            .push((tier, name.to_owned(), bytes.to_vec()));
         self
     }
 
@@ -69,13 +84,20 @@ impl Tree {
     }
 
     pub fn lib(mut self, path: &str, text: &str) -> Self {
-        self.files.lib.push((path.to_owned(), text.as_bytes().to_vec()));
+        self.files
+            .lib
+            .push((path.to_owned(), text.as_bytes().to_vec()));
         self
     }
 
     /// Sets `order.d/` from `(file name, contents)` pairs.
     pub fn manifest(mut self, batches: &[(&str, &str)]) -> Self {
-        self.files.order = Some(batches.iter().map(|(n, c)| (n.to_string(), c.as_bytes().to_vec())).collect());
+        self.files.order = Some(
+            batches
+                .iter()
+                .map(|(n, c)| (n.to_string(), c.as_bytes().to_vec()))
+                .collect(),
+        );
         self
     }
 
@@ -117,5 +139,9 @@ impl Tree {
 
 /// Runs a future to completion on a fresh current-thread runtime.
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
 }

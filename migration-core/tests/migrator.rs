@@ -1,0 +1,345 @@
+//! The migrator's writes under faults: seeding and recording reconcile lost
+//! replies and races instead of duplicating, overwriting or assuming.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{NOW, Tree};
+use ledger_memory::{Fault, FaultyLedger, MemoryLedger, Operation};
+use migration_core::header::Tier;
+use migration_core::{
+    EntryState, Ledger, LedgerEntry, LedgerError, ManualClock, MigrateError, MigrationsTree,
+    Migrator, PlanRequest, Slug,
+};
+
+fn s(x: &str) -> Slug {
+    Slug::parse(x).unwrap()
+}
+
+fn tree() -> MigrationsTree {
+    Tree::new()
+        .pre("a")
+        .pre("b")
+        .pre("legacy-one")
+        .legacy_map("1 legacy-one\n")
+        .manifest(&[("00000-legacy", "legacy-one\n"), ("00001-v1", "a\nb\n")])
+        .build()
+}
+
+fn setup() -> (MemoryLedger, FaultyLedger, ManualClock) {
+    let memory = MemoryLedger::new();
+    let faulty = FaultyLedger::new(Arc::new(memory.clone()));
+    (memory, faulty, ManualClock::new(NOW))
+}
+
+fn ok(n: u32) -> LedgerEntry {
+    LedgerEntry {
+        attempts: n,
+        ..LedgerEntry::new(EntryState::Ok, NOW)
+    }
+}
+
+#[tokio::test]
+async fn fresh_install_creates_the_ledger_once_and_a_second_prepare_finds_nothing() {
+    let (memory, faulty, clock) = setup();
+    let tree = tree();
+    let migrator = Migrator::new(&tree, &faulty, &clock);
+    let first = migrator
+        .prepare(&PlanRequest::tier(Tier::PreApply))
+        .await
+        .unwrap();
+    assert!(first.plan.fresh_install);
+    assert_eq!(first.written.len(), 3);
+    assert!(first.plan.pending.is_empty());
+    assert_eq!(
+        faulty.count(Operation::Create),
+        1,
+        "one request seeds everything"
+    );
+    let data = memory.raw_data().unwrap();
+    let second = migrator
+        .prepare(&PlanRequest::tier(Tier::PreApply))
+        .await
+        .unwrap();
+    assert!(!second.plan.fresh_install);
+    assert!(second.written.is_empty() && second.plan.pending.is_empty());
+    assert_eq!(
+        memory.raw_data().unwrap(),
+        data,
+        "a second prepare must not rewrite anything"
+    );
+}
+
+#[tokio::test]
+async fn a_lost_reply_on_fresh_install_is_reconciled_without_a_second_create() {
+    let (memory, faulty, clock) = setup();
+    let tree = tree();
+    faulty.fail_next(Operation::Create, Fault::LostReply);
+    let prepared = Migrator::new(&tree, &faulty, &clock)
+        .prepare(&PlanRequest::tier(Tier::PreApply))
+        .await
+        .unwrap();
+    assert!(
+        !prepared.plan.fresh_install,
+        "the re-read sees the ledger the lost create made"
+    );
+    assert!(
+        prepared.plan.pending.is_empty(),
+        "nothing may run on a fresh install, even after a lost reply"
+    );
+    assert_eq!(faulty.count(Operation::Create), 1);
+    assert_eq!(memory.raw_data().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn losing_the_fresh_install_race_replans_against_the_winner() {
+    let (memory, _, clock) = setup();
+    let tree = tree();
+    // Another installer got there first with its own (empty) ledger.
+    memory.create(&[]).await.unwrap();
+    let fresh_view = FaultyLedger::new(Arc::new(AbsentOnce {
+        inner: memory.clone(),
+        served: Default::default(),
+    }));
+    let prepared = Migrator::new(&tree, &fresh_view, &clock)
+        .prepare(&PlanRequest::tier(Tier::PreApply))
+        .await
+        .unwrap();
+    assert!(!prepared.plan.fresh_install);
+    assert_eq!(
+        prepared.plan.pending.len(),
+        3,
+        "an existing empty ledger runs everything"
+    );
+    assert_eq!(
+        fresh_view.count(Operation::Create),
+        1,
+        "the lost race is detected by AlreadyExists"
+    );
+}
+
+/// Reads as absent once (a stale view), then truthfully.
+#[derive(Debug)]
+struct AbsentOnce {
+    inner: MemoryLedger,
+    served: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl Ledger for AbsentOnce {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    async fn read(&self) -> Result<Option<migration_core::LedgerSnapshot>, LedgerError> {
+        if !self.served.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Ok(None);
+        }
+        self.inner.read().await
+    }
+    async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
+        self.inner.create(entries).await
+    }
+    async fn write(
+        &self,
+        entries: &[(Slug, LedgerEntry)],
+        mode: migration_core::WriteMode,
+    ) -> Result<migration_core::WriteReport, LedgerError> {
+        self.inner.write(entries, mode).await
+    }
+    async fn acquire_lock(
+        &self,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<migration_core::Lease, LedgerError> {
+        self.inner.acquire_lock(holder, ttl).await
+    }
+    async fn renew_lock(
+        &self,
+        lease: &migration_core::Lease,
+        ttl: std::time::Duration,
+    ) -> Result<migration_core::Lease, LedgerError> {
+        self.inner.renew_lock(lease, ttl).await
+    }
+    async fn release_lock(&self, lease: &migration_core::Lease) -> Result<(), LedgerError> {
+        self.inner.release_lock(lease).await
+    }
+}
+
+#[tokio::test]
+async fn legacy_seeding_survives_a_lost_reply_and_a_transient_error() {
+    let (memory, faulty, clock) = setup();
+    let tree = tree();
+    memory.put_raw("version", "5");
+    faulty.fail_next(Operation::Write, Fault::LostReply);
+    faulty.fail_next(Operation::Write, Fault::Transient);
+    let prepared = Migrator::new(&tree, &faulty, &clock)
+        .prepare(&PlanRequest::tier(Tier::PreApply))
+        .await
+        .unwrap();
+    assert_eq!(
+        memory.raw("m.legacy-one").map(|v| v.contains("\"legacy\"")),
+        Some(true)
+    );
+    let pending: Vec<&str> = prepared
+        .plan
+        .pending
+        .iter()
+        .map(|p| p.slug.as_str())
+        .collect();
+    assert_eq!(pending, ["a", "b"]);
+}
+
+#[tokio::test]
+async fn a_permanent_seeding_error_fails_closed_naming_the_operation() {
+    let (memory, faulty, clock) = setup();
+    let tree = tree();
+    memory.put_raw("version", "5");
+    faulty.fail_next(Operation::Write, Fault::Permanent);
+    let err = Migrator::new(&tree, &faulty, &clock)
+        .prepare(&PlanRequest::tier(Tier::PreApply))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            MigrateError::Ledger(LedgerError::Permanent {
+                operation: "write",
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+    assert!(memory.raw("m.legacy-one").is_none());
+}
+
+#[tokio::test]
+async fn transient_seeding_errors_give_up_after_bounded_attempts() {
+    let (_, faulty, clock) = setup();
+    let tree = tree();
+    for _ in 0..5 {
+        faulty.fail_next(Operation::Create, Fault::Transient);
+    }
+    let err = Migrator::new(&tree, &faulty, &clock)
+        .prepare(&PlanRequest::tier(Tier::PreApply))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, MigrateError::Ledger(LedgerError::Transient { .. })),
+        "{err:?}"
+    );
+    assert_eq!(
+        faulty.count(Operation::Create),
+        migration_core::migrator::WRITE_ATTEMPTS as usize
+    );
+}
+
+#[tokio::test]
+async fn a_record_whose_reply_is_lost_is_confirmed_by_reading_it_back() {
+    let (memory, faulty, clock) = setup();
+    let tree = tree();
+    memory.create(&[]).await.unwrap();
+    faulty.fail_next(Operation::Write, Fault::LostReply);
+    Migrator::new(&tree, &faulty, &clock)
+        .record(&s("a"), &ok(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        faulty.count(Operation::Write),
+        1,
+        "a confirmed write is not repeated"
+    );
+    assert_eq!(memory.raw("m.a"), Some(ok(1).encode()));
+}
+
+#[tokio::test]
+async fn a_transient_record_failure_is_retried() {
+    let (memory, faulty, clock) = setup();
+    let tree = tree();
+    memory.create(&[]).await.unwrap();
+    faulty.fail_next(Operation::Write, Fault::Transient);
+    Migrator::new(&tree, &faulty, &clock)
+        .record(&s("a"), &ok(2))
+        .await
+        .unwrap();
+    assert_eq!(faulty.count(Operation::Write), 2);
+    assert_eq!(memory.raw("m.a"), Some(ok(2).encode()));
+}
+
+#[tokio::test]
+async fn a_record_that_cannot_be_confirmed_is_an_error_not_a_success() {
+    let (memory, faulty, clock) = setup();
+    let tree = tree();
+    memory.create(&[]).await.unwrap();
+    faulty.fail_next(Operation::Write, Fault::Permanent);
+    let err = Migrator::new(&tree, &faulty, &clock)
+        .record(&s("a"), &ok(1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, MigrateError::Unconfirmed { slug, .. } if slug.as_str() == "a"),
+        "{err:?}"
+    );
+    assert!(memory.raw("m.a").is_none());
+}
+
+#[tokio::test]
+async fn a_record_is_not_confirmed_by_a_different_entry() {
+    let (memory, faulty, clock) = setup();
+    let tree = tree();
+    memory.create(&[(s("a"), ok(7))]).await.unwrap();
+    faulty.fail_next(Operation::Write, Fault::Permanent);
+    let err = Migrator::new(&tree, &faulty, &clock)
+        .record(&s("a"), &ok(8))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, MigrateError::Unconfirmed { .. }));
+}
+
+#[tokio::test]
+async fn a_dry_run_plan_writes_nothing() {
+    let (memory, faulty, clock) = setup();
+    let tree = tree();
+    let plan = Migrator::new(&tree, &faulty, &clock)
+        .plan(&PlanRequest::tier(Tier::PreApply))
+        .await
+        .unwrap();
+    assert!(plan.fresh_install);
+    assert!(memory.raw_data().is_none());
+    assert_eq!(faulty.calls().len(), 1);
+}
+
+#[tokio::test]
+async fn a_fresh_install_with_nothing_to_seed_still_creates_the_ledger() {
+    // Found by the release-line property test: without the object, the next
+    // upgrade looked like a fresh install again and its first new migration
+    // was recorded skipped-fresh-install instead of running.
+    let (memory, faulty, clock) = setup();
+    let empty = Tree::new().manifest(&[]).build();
+    let prepared = Migrator::new(&empty, &faulty, &clock)
+        .prepare(&PlanRequest::tier(Tier::PreApply))
+        .await
+        .unwrap();
+    assert!(prepared.plan.fresh_install);
+    assert_eq!(
+        memory.raw_data(),
+        Some(Default::default()),
+        "an empty ledger object must exist"
+    );
+    let later = Tree::new()
+        .pre("first-new")
+        .manifest(&[("00001-v2", "first-new\n")])
+        .build();
+    let upgrade = Migrator::new(&later, &faulty, &clock)
+        .prepare(&PlanRequest::tier(Tier::PreApply))
+        .await
+        .unwrap();
+    assert!(!upgrade.plan.fresh_install);
+    assert_eq!(
+        upgrade.plan.pending.len(),
+        1,
+        "the first migration after an empty install must run"
+    );
+}
