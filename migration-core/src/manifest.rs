@@ -452,6 +452,29 @@ impl Manifest {
             .collect()
     }
 
+    /// Writes the batch files into `dir` (the `order.d` directory itself),
+    /// creating it if needed. Each file is replaced atomically; files in
+    /// `dir` that are not batches of this manifest (a stale untagged batch,
+    /// for instance) are removed, so the directory holds exactly this
+    /// manifest afterwards. Subdirectories are left alone.
+    pub fn write_dir(&self, dir: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let files = self.render();
+        for (name, contents) in &files {
+            let tmp = dir.join(format!(".{name}.tmp"));
+            std::fs::write(&tmp, contents.as_bytes())?;
+            std::fs::rename(&tmp, dir.join(name))?;
+        }
+        for item in std::fs::read_dir(dir)? {
+            let item = item?;
+            let keep = item.file_name().to_str().is_some_and(|n| files.iter().any(|(f, _)| f == n));
+            if !keep && item.file_type()?.is_file() {
+                std::fs::remove_file(item.path())?;
+            }
+        }
+        Ok(())
+    }
+
     /// The batches in order.
     pub fn batches(&self) -> &[Batch] {
         &self.batches
@@ -640,6 +663,18 @@ mod tests {
             &errors[..],
             [ManifestError::BadLine { line: 2, .. }]
         ));
+    }
+
+    #[test]
+    fn write_dir_leaves_exactly_the_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("99999-untagged"), "stale\n").unwrap();
+        let m = Manifest::parse_files(files(&[("00001-v1", "a\n")])).unwrap();
+        m.write_dir(dir.path()).unwrap();
+        let names: Vec<String> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        assert_eq!(names, ["00001-v1"]);
+        assert_eq!(Manifest::load_dir(dir.path()).unwrap(), m);
     }
 
     #[test]

@@ -37,6 +37,11 @@ pub struct LoadOptions {
     pub max_file_bytes: u64,
     /// Most files accepted under `lib/`.
     pub max_lib_files: usize,
+    /// Read `order.d/`. Off when the manifest is about to be generated: a
+    /// stale one must not block its own regeneration, and `requires` targets
+    /// that only a manifest knows (retired slugs) are then checked by
+    /// generation instead.
+    pub read_manifest: bool,
 }
 
 impl Default for LoadOptions {
@@ -44,6 +49,7 @@ impl Default for LoadOptions {
         LoadOptions {
             max_file_bytes: 1024 * 1024,
             max_lib_files: 10_000,
+            read_manifest: true,
         }
     }
 }
@@ -297,9 +303,11 @@ impl MigrationsTree {
         files.lib = loader.read_lib()?;
         files.revoked = loader.read_optional(REVOKED_FILE)?;
         files.legacy_map = loader.read_optional(LEGACY_MAP_FILE)?;
-        files.order = loader.read_order()?;
+        if options.read_manifest {
+            files.order = loader.read_order()?;
+        }
         let read_problems = std::mem::take(&mut loader.problems);
-        Self::assemble(canonical_root, root, files, read_problems)
+        Self::assemble(canonical_root, root, files, read_problems, options.read_manifest)
     }
 
     /// Validates a tree given as raw files; `root` is where it lives (used
@@ -307,7 +315,7 @@ impl MigrationsTree {
     /// minus those that only make sense on a file system (symlinks).
     pub fn from_files(root: PathBuf, files: TreeFiles) -> Result<Self, TreeError> {
         let display = root.clone();
-        Self::assemble(root, &display, files, Vec::new())
+        Self::assemble(root, &display, files, Vec::new(), true)
     }
 
     fn assemble(
@@ -315,6 +323,7 @@ impl MigrationsTree {
         display_root: &Path,
         files: TreeFiles,
         mut problems: Vec<TreeProblem>,
+        check_requires: bool,
     ) -> Result<Self, TreeError> {
         let mut scripts: BTreeMap<Slug, Script> = BTreeMap::new();
         for (tier, name, bytes) in &files.scripts {
@@ -378,7 +387,8 @@ impl MigrationsTree {
                         file: script.relative_path.clone(),
                         line: req.line,
                     });
-                } else if !scripts.contains_key(&req.target)
+                } else if check_requires
+                    && !scripts.contains_key(&req.target)
                     && manifest
                         .as_ref()
                         .is_none_or(|m| m.position(&req.target).is_none())

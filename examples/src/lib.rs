@@ -1,0 +1,12 @@
+//! Programs built on the migration engine.
+//!
+//! The `migrate` command (the CLI that platform engineers and CI use, and
+//! the hook runner inside the pre-upgrade Job) is assembled from these
+//! modules; the binaries stay thin.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod exit;
+pub mod git;
+pub mod report;
+pub mod spec;

@@ -1,0 +1,149 @@
+//! Kubernetes `Status` failures, shaped as the real API server shapes them.
+
+use serde_json::{Map, Value, json};
+
+use crate::resource::ResourceDef;
+
+/// A failed request, rendered as a `kind: Status` body.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiError {
+    pub(crate) code: u16,
+    /// Empty for errors the real server does not classify (it then omits `reason`).
+    pub(crate) reason: String,
+    pub(crate) message: String,
+    pub(crate) details: Option<Value>,
+    pub(crate) retry_after: Option<u64>,
+}
+
+impl ApiError {
+    pub(crate) fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason: reason.to_string(),
+            message: message.into(),
+            details: None,
+            retry_after: None,
+        }
+    }
+
+    fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    pub(crate) fn not_found(res: &ResourceDef, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", res.qualified()),
+        )
+        .with_details(resource_details(res, name))
+    }
+
+    pub(crate) fn already_exists(res: &ResourceDef, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", res.qualified()),
+        )
+        .with_details(resource_details(res, name))
+    }
+
+    /// The optimistic-concurrency failure (stale `metadata.resourceVersion`).
+    pub(crate) fn conflict(res: &ResourceDef, name: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; \
+                 please apply your changes to the latest version and try again",
+                res.qualified()
+            ),
+        )
+        .with_details(resource_details(res, name))
+    }
+
+    /// A failed delete or update precondition (uid or resourceVersion).
+    pub(crate) fn precondition(
+        res: &ResourceDef,
+        name: &str,
+        what: &str,
+        want: &str,
+        have: &str,
+    ) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: \
+                 {what} in precondition: {want}, {what} in object meta: {have}",
+                res.qualified()
+            ),
+        )
+        .with_details(resource_details(res, name))
+    }
+
+    /// A field validation failure; `details.kind` is the Kind here, not the plural, as in the real server.
+    pub(crate) fn invalid(
+        res: &ResourceDef,
+        name: &str,
+        field: &str,
+        cause: &str,
+        detail: &str,
+    ) -> Self {
+        let mut details = Map::new();
+        details.insert("name".into(), Value::from(name));
+        if !res.group.is_empty() {
+            details.insert("group".into(), Value::from(res.group.as_str()));
+        }
+        details.insert("kind".into(), Value::from(res.kind.as_str()));
+        details.insert(
+            "causes".into(),
+            json!([{ "reason": cause, "message": detail, "field": field }]),
+        );
+        Self::new(
+            422,
+            "Invalid",
+            format!("{} \"{name}\" is invalid: {field}: {detail}", res.kind),
+        )
+        .with_details(Value::Object(details))
+    }
+
+    pub(crate) fn to_status(&self) -> Value {
+        let mut status = Map::new();
+        status.insert("kind".into(), Value::from("Status"));
+        status.insert("apiVersion".into(), Value::from("v1"));
+        status.insert("metadata".into(), json!({}));
+        status.insert("status".into(), Value::from("Failure"));
+        status.insert("message".into(), Value::from(self.message.as_str()));
+        if !self.reason.is_empty() {
+            status.insert("reason".into(), Value::from(self.reason.as_str()));
+        }
+        if let Some(details) = &self.details {
+            status.insert("details".into(), details.clone());
+        } else if let Some(secs) = self.retry_after {
+            status.insert("details".into(), json!({ "retryAfterSeconds": secs }));
+        }
+        status.insert("code".into(), Value::from(self.code));
+        Value::Object(status)
+    }
+}
+
+/// `details` as the generic registry fills it: `kind` carries the plural resource name.
+pub(crate) fn resource_details(res: &ResourceDef, name: &str) -> Value {
+    let mut details = Map::new();
+    details.insert("name".into(), Value::from(name));
+    if !res.group.is_empty() {
+        details.insert("group".into(), Value::from(res.group.as_str()));
+    }
+    details.insert("kind".into(), Value::from(res.plural.as_str()));
+    Value::Object(details)
+}
