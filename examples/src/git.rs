@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use migration_core::generate::{ReleaseHistory, ScriptInfo, TagTree};
-use migration_core::header::{parse_header, Tier};
+use migration_core::header::{Tier, parse_header};
 use migration_core::{Sha256Digest, Slug};
 
 /// Why the release history could not be read. Every variant is fatal:
@@ -45,13 +45,17 @@ pub enum GitError {
         repo: PathBuf,
     },
     /// A tag that matches the pattern but is not a semantic version.
-    #[error("tag {tag:?} matches the release pattern but is not a semantic version (vMAJOR.MINOR.PATCH[-PRERELEASE])")]
+    #[error(
+        "tag {tag:?} matches the release pattern but is not a semantic version (vMAJOR.MINOR.PATCH[-PRERELEASE])"
+    )]
     NotSemver {
         /// The tag.
         tag: String,
     },
     /// Release order and history order disagree on this line.
-    #[error("release tag {earlier} is not an ancestor of {later}, though it sorts before it: the line's history does not follow release order, so the manifest would insert a batch in the middle")]
+    #[error(
+        "release tag {earlier} is not an ancestor of {later}, though it sorts before it: the line's history does not follow release order, so the manifest would insert a batch in the middle"
+    )]
     NotLinear {
         /// The tag that sorts first.
         earlier: String,
@@ -105,7 +109,10 @@ impl Version {
         let mut nums = [0u64; 3];
         for n in &mut nums {
             let part = parts.next()?;
-            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) || (part.len() > 1 && part.starts_with('0')) {
+            if part.is_empty()
+                || !part.bytes().all(|b| b.is_ascii_digit())
+                || (part.len() > 1 && part.starts_with('0'))
+            {
                 return None;
             }
             *n = part.parse().ok()?;
@@ -118,7 +125,8 @@ impl Version {
             Some(p) => p
                 .split('.')
                 .map(|id| {
-                    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+                    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                    {
                         None
                     } else if id.bytes().all(|b| b.is_ascii_digit()) {
                         id.parse().ok().map(PreId::Num)
@@ -134,26 +142,28 @@ impl Version {
 
 impl Ord for Version {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.core.cmp(&other.core).then_with(|| match (self.pre.is_empty(), other.pre.is_empty()) {
-            (true, true) => Ordering::Equal,
-            // A pre-release sorts before its release.
-            (true, false) => Ordering::Greater,
-            (false, true) => Ordering::Less,
-            (false, false) => {
-                for (a, b) in self.pre.iter().zip(&other.pre) {
-                    let o = match (a, b) {
-                        (PreId::Num(x), PreId::Num(y)) => x.cmp(y),
-                        (PreId::Num(_), PreId::Alpha(_)) => Ordering::Less,
-                        (PreId::Alpha(_), PreId::Num(_)) => Ordering::Greater,
-                        (PreId::Alpha(x), PreId::Alpha(y)) => x.cmp(y),
-                    };
-                    if o != Ordering::Equal {
-                        return o;
+        self.core
+            .cmp(&other.core)
+            .then_with(|| match (self.pre.is_empty(), other.pre.is_empty()) {
+                (true, true) => Ordering::Equal,
+                // A pre-release sorts before its release.
+                (true, false) => Ordering::Greater,
+                (false, true) => Ordering::Less,
+                (false, false) => {
+                    for (a, b) in self.pre.iter().zip(&other.pre) {
+                        let o = match (a, b) {
+                            (PreId::Num(x), PreId::Num(y)) => x.cmp(y),
+                            (PreId::Num(_), PreId::Alpha(_)) => Ordering::Less,
+                            (PreId::Alpha(_), PreId::Num(_)) => Ordering::Greater,
+                            (PreId::Alpha(x), PreId::Alpha(y)) => x.cmp(y),
+                        };
+                        if o != Ordering::Equal {
+                            return o;
+                        }
                     }
+                    self.pre.len().cmp(&other.pre.len())
                 }
-                self.pre.len().cmp(&other.pre.len())
-            }
-        })
+            })
     }
 }
 
@@ -172,7 +182,9 @@ pub struct Repo {
 impl Repo {
     /// The repository at `root`.
     pub fn new(root: &Path) -> Self {
-        Repo { root: root.to_path_buf() }
+        Repo {
+            root: root.to_path_buf(),
+        }
     }
 
     fn git(&self, args: &[&str]) -> Result<Vec<u8>, GitError> {
@@ -182,7 +194,10 @@ impl Repo {
             .args(args)
             .stdin(Stdio::null())
             .output()
-            .map_err(|source| GitError::Spawn { repo: self.root.clone(), source })?;
+            .map_err(|source| GitError::Spawn {
+                repo: self.root.clone(),
+                source,
+            })?;
         if !output.status.success() {
             return Err(GitError::Command {
                 repo: self.root.clone(),
@@ -195,18 +210,30 @@ impl Repo {
 
     fn lines(&self, args: &[&str]) -> Result<Vec<String>, GitError> {
         let out = self.git(args)?;
-        Ok(String::from_utf8_lossy(&out).lines().map(str::to_owned).filter(|l| !l.is_empty()).collect())
+        Ok(String::from_utf8_lossy(&out)
+            .lines()
+            .map(str::to_owned)
+            .filter(|l| !l.is_empty())
+            .collect())
     }
 
     fn is_ancestor(&self, earlier: &str, later: &str) -> Result<bool, GitError> {
         let status = Command::new("git")
             .arg("-C")
             .arg(&self.root)
-            .args(["merge-base", "--is-ancestor", &format!("refs/tags/{earlier}"), &format!("refs/tags/{later}")])
+            .args([
+                "merge-base",
+                "--is-ancestor",
+                &format!("refs/tags/{earlier}"),
+                &format!("refs/tags/{later}"),
+            ])
             .stdin(Stdio::null())
             .stderr(Stdio::piped())
             .status()
-            .map_err(|source| GitError::Spawn { repo: self.root.clone(), source })?;
+            .map_err(|source| GitError::Spawn {
+                repo: self.root.clone(),
+                source,
+            })?;
         match status.code() {
             Some(0) => Ok(true),
             Some(1) => Ok(false),
@@ -232,12 +259,18 @@ impl Repo {
     ) -> Result<ReleaseHistory, GitError> {
         let shallow = self.lines(&["rev-parse", "--is-shallow-repository"])?;
         if shallow.first().map(String::as_str) != Some("false") {
-            return Err(GitError::Shallow { repo: self.root.clone() });
+            return Err(GitError::Shallow {
+                repo: self.root.clone(),
+            });
         }
         let sort = |tags: Vec<String>| -> Result<Vec<(Version, String)>, GitError> {
             let mut v = tags
                 .into_iter()
-                .map(|t| Version::parse(&t).map(|v| (v, t.clone())).ok_or(GitError::NotSemver { tag: t }))
+                .map(|t| {
+                    Version::parse(&t)
+                        .map(|v| (v, t.clone()))
+                        .ok_or(GitError::NotSemver { tag: t })
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             v.sort();
             Ok(v)
@@ -246,40 +279,83 @@ impl Repo {
         let all = sort(self.lines(&["tag", "--list", pattern])?)?;
         for pair in line.windows(2) {
             if !self.is_ancestor(&pair[0].1, &pair[1].1)? {
-                return Err(GitError::NotLinear { earlier: pair[0].1.clone(), later: pair[1].1.clone() });
+                return Err(GitError::NotLinear {
+                    earlier: pair[0].1.clone(),
+                    later: pair[1].1.clone(),
+                });
             }
         }
         let on_line: std::collections::HashSet<&String> = line.iter().map(|(_, t)| t).collect();
 
         let mut reader = BlobReader::start(&self.root)?;
         let mut read_tag = |tag: &str| self.tag_tree(tag, path, &mut reader);
-        let line_trees = line.iter().map(|(_, t)| read_tag(t)).collect::<Result<Vec<_>, _>>()?;
+        let line_trees = line
+            .iter()
+            .map(|(_, t)| read_tag(t))
+            .collect::<Result<Vec<_>, _>>()?;
         let other_trees = all
             .iter()
             .filter(|(_, t)| !on_line.contains(t))
             .map(|(_, t)| read_tag(t))
             .collect::<Result<Vec<_>, _>>()?;
         reader.finish()?;
-        Ok(ReleaseHistory { line: line_trees, other_tags: other_trees, disk, legacy })
+        Ok(ReleaseHistory {
+            line: line_trees,
+            other_tags: other_trees,
+            disk,
+            legacy,
+        })
     }
 
-    fn tag_tree(&self, tag: &str, path: &str, reader: &mut BlobReader) -> Result<TagTree, GitError> {
+    fn tag_tree(
+        &self,
+        tag: &str,
+        path: &str,
+        reader: &mut BlobReader,
+    ) -> Result<TagTree, GitError> {
         let path = path.trim_matches('/');
-        let prefix = if path.is_empty() || path == "." { String::new() } else { format!("{path}/") };
-        let dirs: Vec<String> = Tier::ALL.iter().map(|t| format!("{prefix}{}", t.as_str())).collect();
-        let mut args = vec!["ls-tree".to_owned(), "-z".to_owned(), format!("refs/tags/{tag}^{{commit}}"), "--".to_owned()];
+        let prefix = if path.is_empty() || path == "." {
+            String::new()
+        } else {
+            format!("{path}/")
+        };
+        let dirs: Vec<String> = Tier::ALL
+            .iter()
+            .map(|t| format!("{prefix}{}", t.as_str()))
+            .collect();
+        let mut args = vec![
+            "ls-tree".to_owned(),
+            "-z".to_owned(),
+            format!("refs/tags/{tag}^{{commit}}"),
+            "--".to_owned(),
+        ];
         args.extend(dirs.iter().map(|d| format!("{d}/")));
         let args_ref: Vec<&str> = args.iter().map(String::as_str).collect();
         let listing = self.git(&args_ref)?;
         let mut scripts = BTreeMap::new();
         for record in listing.split(|&b| b == 0).filter(|r| !r.is_empty()) {
             let text = String::from_utf8_lossy(record);
-            let bad = |reason: &str| GitError::BadEntry { tag: tag.to_owned(), path: text.to_string(), reason: reason.to_owned() };
-            let (meta, file) = text.split_once('\t').ok_or_else(|| bad("unparseable ls-tree record"))?;
+            let bad = |reason: &str| GitError::BadEntry {
+                tag: tag.to_owned(),
+                path: text.to_string(),
+                reason: reason.to_owned(),
+            };
+            let (meta, file) = text
+                .split_once('\t')
+                .ok_or_else(|| bad("unparseable ls-tree record"))?;
             let mut meta = meta.split(' ');
-            let (mode, kind, oid) = (meta.next().unwrap_or(""), meta.next().unwrap_or(""), meta.next().unwrap_or(""));
-            let (dir, name) = file.rsplit_once('/').ok_or_else(|| bad("not inside a tier directory"))?;
-            let Some(tier) = Tier::ALL.into_iter().find(|t| dir == format!("{prefix}{}", t.as_str())) else {
+            let (mode, kind, oid) = (
+                meta.next().unwrap_or(""),
+                meta.next().unwrap_or(""),
+                meta.next().unwrap_or(""),
+            );
+            let (dir, name) = file
+                .rsplit_once('/')
+                .ok_or_else(|| bad("not inside a tier directory"))?;
+            let Some(tier) = Tier::ALL
+                .into_iter()
+                .find(|t| dir == format!("{prefix}{}", t.as_str()))
+            else {
                 return Err(bad("not directly inside a tier directory"));
             };
             if name == ".gitkeep" || name == ".keep" {
@@ -288,14 +364,18 @@ impl Repo {
             if kind != "blob" || !(mode == "100644" || mode == "100755") {
                 return Err(bad("not a regular file (symlink, directory or submodule)"));
             }
-            let slug = Slug::parse(name).map_err(|e| bad(&format!("file name is not a slug: {e}")))?;
+            let slug =
+                Slug::parse(name).map_err(|e| bad(&format!("file name is not a slug: {e}")))?;
             let bytes = reader.read(oid)?;
             let header = parse_header(Path::new(file), &bytes).map_err(|errors| {
                 let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
                 bad(&text.join("; "))
             })?;
             if header.tier != tier {
-                return Err(bad(&format!("header says tier={} but the file is in {}/", header.tier, tier)));
+                return Err(bad(&format!(
+                    "header says tier={} but the file is in {}/",
+                    header.tier, tier
+                )));
             }
             let info = ScriptInfo {
                 tier,
@@ -306,7 +386,10 @@ impl Repo {
                 return Err(bad("the same slug is in both tiers"));
             }
         }
-        Ok(TagTree { tag: tag.to_owned(), scripts })
+        Ok(TagTree {
+            tag: tag.to_owned(),
+            scripts,
+        })
     }
 }
 
@@ -329,34 +412,59 @@ impl BlobReader {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|source| GitError::Spawn { repo: repo.to_path_buf(), source })?;
-        let protocol = |detail: &str| GitError::Protocol { args: "cat-file --batch".into(), detail: detail.into() };
+            .map_err(|source| GitError::Spawn {
+                repo: repo.to_path_buf(),
+                source,
+            })?;
+        let protocol = |detail: &str| GitError::Protocol {
+            args: "cat-file --batch".into(),
+            detail: detail.into(),
+        };
         let stdin = child.stdin.take().ok_or_else(|| protocol("no stdin"))?;
         let stdout = BufReader::new(child.stdout.take().ok_or_else(|| protocol("no stdout"))?);
-        Ok(BlobReader { child, stdin, stdout, cache: HashMap::new() })
+        Ok(BlobReader {
+            child,
+            stdin,
+            stdout,
+            cache: HashMap::new(),
+        })
     }
 
     fn read(&mut self, oid: &str) -> Result<Vec<u8>, GitError> {
         if let Some(bytes) = self.cache.get(oid) {
             return Ok(bytes.clone());
         }
-        let protocol = |detail: String| GitError::Protocol { args: "cat-file --batch".into(), detail };
-        writeln!(self.stdin, "{oid}").and_then(|()| self.stdin.flush()).map_err(|e| protocol(e.to_string()))?;
+        let protocol = |detail: String| GitError::Protocol {
+            args: "cat-file --batch".into(),
+            detail,
+        };
+        writeln!(self.stdin, "{oid}")
+            .and_then(|()| self.stdin.flush())
+            .map_err(|e| protocol(e.to_string()))?;
         let mut header = String::new();
-        self.stdout.read_line(&mut header).map_err(|e| protocol(e.to_string()))?;
+        self.stdout
+            .read_line(&mut header)
+            .map_err(|e| protocol(e.to_string()))?;
         let mut fields = header.split_whitespace();
         let (_, kind, size) = (fields.next(), fields.next(), fields.next());
         if kind != Some("blob") {
             return Err(protocol(format!("object {oid}: {}", header.trim())));
         }
-        let size: usize = size.and_then(|s| s.parse().ok()).ok_or_else(|| protocol(format!("bad header {header:?}")))?;
+        let size: usize = size
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| protocol(format!("bad header {header:?}")))?;
         // Same cap as loading a tree from disk: a hostile tag cannot exhaust memory.
-        let cap = usize::try_from(migration_core::LoadOptions::default().max_file_bytes).unwrap_or(usize::MAX);
+        let cap = usize::try_from(migration_core::LoadOptions::default().max_file_bytes)
+            .unwrap_or(usize::MAX);
         if size > cap {
-            return Err(protocol(format!("object {oid} is {size} bytes, above the {cap}-byte script limit")));
+            return Err(protocol(format!(
+                "object {oid} is {size} bytes, above the {cap}-byte script limit"
+            )));
         }
         let mut bytes = vec![0u8; size + 1];
-        self.stdout.read_exact(&mut bytes).map_err(|e| protocol(e.to_string()))?;
+        self.stdout
+            .read_exact(&mut bytes)
+            .map_err(|e| protocol(e.to_string()))?;
         bytes.pop(); // the newline after the content
         self.cache.insert(oid.to_owned(), bytes.clone());
         Ok(bytes)
@@ -379,17 +487,43 @@ mod tests {
 
     #[test]
     fn pre_releases_sort_before_their_release() {
-        let mut tags = vec!["v1.7.1", "v1.7.0", "v1.7.0-rc.2", "v1.7.0-rc.1", "v1.6.10", "v1.6.9", "v1.7.0-rc.10", "v1.7.0-alpha"];
+        let mut tags = vec![
+            "v1.7.1",
+            "v1.7.0",
+            "v1.7.0-rc.2",
+            "v1.7.0-rc.1",
+            "v1.6.10",
+            "v1.6.9",
+            "v1.7.0-rc.10",
+            "v1.7.0-alpha",
+        ];
         tags.sort_by_key(|t| v(t));
         assert_eq!(
             tags,
-            ["v1.6.9", "v1.6.10", "v1.7.0-alpha", "v1.7.0-rc.1", "v1.7.0-rc.2", "v1.7.0-rc.10", "v1.7.0", "v1.7.1"]
+            [
+                "v1.6.9",
+                "v1.6.10",
+                "v1.7.0-alpha",
+                "v1.7.0-rc.1",
+                "v1.7.0-rc.2",
+                "v1.7.0-rc.10",
+                "v1.7.0",
+                "v1.7.1"
+            ]
         );
     }
 
     #[test]
     fn non_versions_are_rejected() {
-        for bad in ["vfoo", "v1.2", "v1.2.3.4", "v01.2.3", "v1.2.3-", "v1.2.3-rc..1", "v1.2.x"] {
+        for bad in [
+            "vfoo",
+            "v1.2",
+            "v1.2.3.4",
+            "v01.2.3",
+            "v1.2.3-",
+            "v1.2.3-rc..1",
+            "v1.2.x",
+        ] {
             assert!(Version::parse(bad).is_none(), "{bad}");
         }
         assert_eq!(v("v1.2.3+build.5"), v("v1.2.3"));

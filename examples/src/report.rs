@@ -198,7 +198,10 @@ impl PlanView {
                     unmet: p
                         .unmet
                         .iter()
-                        .map(|(slug, why)| UnmetView { slug: slug.to_string(), reason: why.to_string() })
+                        .map(|(slug, why)| UnmetView {
+                            slug: slug.to_string(),
+                            reason: why.to_string(),
+                        })
                         .collect(),
                 })
                 .collect(),
@@ -212,7 +215,11 @@ impl PlanView {
                         SkipReason::Retired => ("retired", None),
                         SkipReason::OtherTier(_) => ("other-tier", None),
                     };
-                    SkippedView { slug: s.slug.to_string(), reason, state }
+                    SkippedView {
+                        slug: s.slug.to_string(),
+                        reason,
+                        state,
+                    }
                 })
                 .collect(),
             checksum_mismatches: plan
@@ -231,10 +238,26 @@ impl PlanView {
     /// Text for people.
     pub fn text(&self, colour: bool) -> String {
         let mut out = String::new();
-        let only = self.only.as_ref().map(|o| format!(", ONLY={o}")).unwrap_or_default();
-        let _ = writeln!(out, "{}", paint(&format!("plan for tier {}{only} on {}", self.tier, self.ledger), Colour::Bold, colour));
+        let only = self
+            .only
+            .as_ref()
+            .map(|o| format!(", ONLY={o}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{}",
+            paint(
+                &format!("plan for tier {}{only} on {}", self.tier, self.ledger),
+                Colour::Bold,
+                colour
+            )
+        );
         if self.fresh_install {
-            let _ = writeln!(out, "fresh install: the ledger will be created with {} entries; nothing runs", self.seed.len());
+            let _ = writeln!(
+                out,
+                "fresh install: the ledger will be created with {} entries; nothing runs",
+                self.seed.len()
+            );
         } else if !self.seed.is_empty() {
             let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
             for s in &self.seed {
@@ -257,13 +280,30 @@ impl PlanView {
                         note = format!("requires {}", p.requires.join(", "));
                     }
                     if !p.unmet.is_empty() {
-                        let unmet: Vec<String> = p.unmet.iter().map(|u| format!("{} {}", u.slug, u.reason)).collect();
-                        note = paint(&format!("BLOCKED: {}", unmet.join("; ")), Colour::Red, colour);
+                        let unmet: Vec<String> = p
+                            .unmet
+                            .iter()
+                            .map(|u| format!("{} {}", u.slug, u.reason))
+                            .collect();
+                        note = paint(
+                            &format!("BLOCKED: {}", unmet.join("; ")),
+                            Colour::Red,
+                            colour,
+                        );
                     }
                     if p.attempts_before > 0 {
-                        note = format!("{note} (re-run; {} attempt(s) so far)", p.attempts_before).trim().to_owned();
+                        note = format!("{note} (re-run; {} attempt(s) so far)", p.attempts_before)
+                            .trim()
+                            .to_owned();
                     }
-                    vec![format!("  {}.", i + 1), p.slug.clone(), p.tier.to_owned(), p.on_error.to_owned(), p.batch.clone(), note]
+                    vec![
+                        format!("  {}.", i + 1),
+                        p.slug.clone(),
+                        p.tier.to_owned(),
+                        p.on_error.to_owned(),
+                        p.batch.clone(),
+                        note,
+                    ]
                 })
                 .collect();
             out.push_str(&table(&rows));
@@ -274,21 +314,36 @@ impl PlanView {
                 *reasons.entry(s.reason).or_default() += 1;
             }
             let parts: Vec<String> = reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
-            let _ = writeln!(out, "{}", paint(&format!("skipped: {}", parts.join(", ")), Colour::Dim, colour));
+            let _ = writeln!(
+                out,
+                "{}",
+                paint(
+                    &format!("skipped: {}", parts.join(", ")),
+                    Colour::Dim,
+                    colour
+                )
+            );
         }
         for m in &self.checksum_mismatches {
             let _ = writeln!(
                 out,
                 "{}",
                 paint(
-                    &format!("warning: {} changed on disk since it was recorded (recorded {}, now {}); it is not re-run", m.slug, m.recorded, m.on_disk),
+                    &format!(
+                        "warning: {} changed on disk since it was recorded (recorded {}, now {}); it is not re-run",
+                        m.slug, m.recorded, m.on_disk
+                    ),
                     Colour::Yellow,
                     colour
                 )
             );
         }
         for w in &self.warnings {
-            let _ = writeln!(out, "{}", paint(&format!("warning: {w}"), Colour::Yellow, colour));
+            let _ = writeln!(
+                out,
+                "{}",
+                paint(&format!("warning: {w}"), Colour::Yellow, colour)
+            );
         }
         out
     }
@@ -357,7 +412,9 @@ impl StatusView {
             entries: Vec::new(),
             corrupt: Vec::new(),
         };
-        let Some(snapshot) = snapshot else { return view };
+        let Some(snapshot) = snapshot else {
+            return view;
+        };
         match &snapshot.version {
             LegacyVersion::Known(v) => view.version = Some(*v),
             LegacyVersion::Corrupt { raw } => view.version_corrupt = Some(raw.clone()),
@@ -379,15 +436,22 @@ impl StatusView {
                         message: e.message.clone(),
                     });
                 }
-                Record::Corrupt(c) => view.corrupt.push(CorruptView { key: c.key.clone(), reason: c.reason.clone() }),
+                Record::Corrupt(c) => view.corrupt.push(CorruptView {
+                    key: c.key.clone(),
+                    reason: c.reason.clone(),
+                }),
             }
         }
         for c in &snapshot.unreadable_keys {
-            view.corrupt.push(CorruptView { key: c.key.clone(), reason: c.reason.clone() });
+            view.corrupt.push(CorruptView {
+                key: c.key.clone(),
+                reason: c.reason.clone(),
+            });
         }
         // Failures first: that is what a person opens the status for.
         view.entries.sort_by(|a, b| {
-            (a.state != EntryState::Failed.as_str(), &a.slug).cmp(&(b.state != EntryState::Failed.as_str(), &b.slug))
+            (a.state != EntryState::Failed.as_str(), &a.slug)
+                .cmp(&(b.state != EntryState::Failed.as_str(), &b.slug))
         });
         view
     }
@@ -396,17 +460,37 @@ impl StatusView {
     pub fn text(&self, colour: bool) -> String {
         let mut out = String::new();
         if !self.exists {
-            let _ = writeln!(out, "{}: no ledger (a fresh install will create it)", self.ledger);
+            let _ = writeln!(
+                out,
+                "{}: no ledger (a fresh install will create it)",
+                self.ledger
+            );
             return out;
         }
-        let counts: Vec<String> = self.counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        let counts: Vec<String> = self
+            .counts
+            .iter()
+            .map(|(s, n)| format!("{n} {s}"))
+            .collect();
         let version = match (&self.version, &self.version_corrupt) {
             (Some(v), _) => format!(", legacy version {v}"),
             (None, Some(raw)) => format!(", legacy version CORRUPT ({raw:?})"),
             _ => String::new(),
         };
-        let summary = if counts.is_empty() { "empty".to_owned() } else { counts.join(", ") };
-        let _ = writeln!(out, "{}", paint(&format!("{}: {summary}{version}", self.ledger), Colour::Bold, colour));
+        let summary = if counts.is_empty() {
+            "empty".to_owned()
+        } else {
+            counts.join(", ")
+        };
+        let _ = writeln!(
+            out,
+            "{}",
+            paint(
+                &format!("{}: {summary}{version}", self.ledger),
+                Colour::Bold,
+                colour
+            )
+        );
         let mut rows = vec![vec![
             "SLUG".to_owned(),
             "STATE".to_owned(),
@@ -441,7 +525,15 @@ impl StatusView {
             out.push_str(&table(&rows));
         }
         for c in &self.corrupt {
-            let _ = writeln!(out, "{}", paint(&format!("CORRUPT {}: {}", c.key, c.reason), Colour::Red, colour));
+            let _ = writeln!(
+                out,
+                "{}",
+                paint(
+                    &format!("CORRUPT {}: {}", c.key, c.reason),
+                    Colour::Red,
+                    colour
+                )
+            );
         }
         out
     }
@@ -497,7 +589,10 @@ impl ManifestView {
                     entries: b
                         .entries
                         .iter()
-                        .map(|e| BatchLineView { slug: e.slug.to_string(), retired: e.retired })
+                        .map(|e| BatchLineView {
+                            slug: e.slug.to_string(),
+                            retired: e.retired,
+                        })
                         .collect(),
                 })
                 .collect(),
@@ -511,7 +606,11 @@ impl ManifestView {
         match &self.written_to {
             Some(dir) => {
                 let lines: usize = self.batches.iter().map(|b| b.entries.len()).sum();
-                let _ = writeln!(out, "wrote {} batch file(s), {lines} line(s), to {dir}", self.batches.len());
+                let _ = writeln!(
+                    out,
+                    "wrote {} batch file(s), {lines} line(s), to {dir}",
+                    self.batches.len()
+                );
             }
             None => {
                 for (name, contents) in manifest.render() {

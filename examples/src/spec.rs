@@ -31,7 +31,10 @@ impl FromStr for LedgerSpec {
     type Err = SpecError;
 
     fn from_str(input: &str) -> Result<Self, Self::Err> {
-        let bad = |reason: &str| SpecError { input: input.chars().take(120).collect(), reason: reason.to_owned() };
+        let bad = |reason: &str| SpecError {
+            input: input.chars().take(120).collect(),
+            reason: reason.to_owned(),
+        };
         let Some((kind, rest)) = input.split_once(':') else {
             return Err(bad("no ':' after the backend name"));
         };
@@ -71,8 +74,14 @@ mod tests {
 
     #[test]
     fn parses_file_and_memory() {
-        assert_eq!("file:/var/lib/ledger.json".parse(), Ok(LedgerSpec::File("/var/lib/ledger.json".into())));
-        assert_eq!("file:rel/x.json".parse(), Ok(LedgerSpec::File("rel/x.json".into())));
+        assert_eq!(
+            "file:/var/lib/ledger.json".parse(),
+            Ok(LedgerSpec::File("/var/lib/ledger.json".into()))
+        );
+        assert_eq!(
+            "file:rel/x.json".parse(),
+            Ok(LedgerSpec::File("rel/x.json".into()))
+        );
         assert_eq!("memory:".parse(), Ok(LedgerSpec::Memory));
     }
 

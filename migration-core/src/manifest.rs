@@ -467,7 +467,10 @@ impl Manifest {
         }
         for item in std::fs::read_dir(dir)? {
             let item = item?;
-            let keep = item.file_name().to_str().is_some_and(|n| files.iter().any(|(f, _)| f == n));
+            let keep = item
+                .file_name()
+                .to_str()
+                .is_some_and(|n| files.iter().any(|(f, _)| f == n));
             if !keep && item.file_type()?.is_file() {
                 std::fs::remove_file(item.path())?;
             }
@@ -671,8 +674,10 @@ mod tests {
         std::fs::write(dir.path().join("99999-untagged"), "stale\n").unwrap();
         let m = Manifest::parse_files(files(&[("00001-v1", "a\n")])).unwrap();
         m.write_dir(dir.path()).unwrap();
-        let names: Vec<String> =
-            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
         assert_eq!(names, ["00001-v1"]);
         assert_eq!(Manifest::load_dir(dir.path()).unwrap(), m);
     }

@@ -307,7 +307,13 @@ impl MigrationsTree {
             files.order = loader.read_order()?;
         }
         let read_problems = std::mem::take(&mut loader.problems);
-        Self::assemble(canonical_root, root, files, read_problems, options.read_manifest)
+        Self::assemble(
+            canonical_root,
+            root,
+            files,
+            read_problems,
+            options.read_manifest,
+        )
     }
 
     /// Validates a tree given as raw files; `root` is where it lives (used

@@ -11,14 +11,19 @@ use examples::exit;
 use examples::git::{GitError, Repo};
 use examples::report::{ErrorView, Format, ManifestView, PlanView, StatusView};
 use examples::spec::LedgerSpec;
-use migration_core::generate::{generate, ReleaseHistory};
+use migration_core::generate::{ReleaseHistory, generate};
 use migration_core::{
-    LoadOptions, MigrateError, MigrationsTree, Migrator, PlanRequest, Slug, SystemClock, Tier, TierSelection, TreeError,
+    LoadOptions, MigrateError, MigrationsTree, Migrator, PlanRequest, Slug, SystemClock, Tier,
+    TierSelection, TreeError,
 };
 use serde::Serialize;
 
 #[derive(Debug, Parser)]
-#[command(name = "migrate", version, about = "Slug-identified cluster migrations with an applied-set ledger")]
+#[command(
+    name = "migrate",
+    version,
+    about = "Slug-identified cluster migrations with an applied-set ledger"
+)]
 struct Cli {
     /// Output format: aligned text for people, or one stable JSON document.
     #[arg(long, global = true, value_enum, default_value = "text")]
@@ -97,7 +102,11 @@ struct Failure {
 
 impl Failure {
     fn new(code: u8, kind: &'static str, problems: Vec<String>) -> Self {
-        Failure { code, kind, problems }
+        Failure {
+            code,
+            kind,
+            problems,
+        }
     }
 }
 
@@ -107,7 +116,10 @@ impl From<TreeError> for Failure {
             TreeError::Invalid { root, problems } => Failure::new(
                 exit::BAD_INPUT,
                 "bad-input",
-                problems.iter().map(|p| format!("{}: {p}", root.display())).collect(),
+                problems
+                    .iter()
+                    .map(|p| format!("{}: {p}", root.display()))
+                    .collect(),
             ),
             TreeError::Io { .. } => Failure::new(exit::BAD_INPUT, "bad-input", vec![e.to_string()]),
             other => Failure::new(exit::BAD_INPUT, "bad-input", vec![other.to_string()]),
@@ -121,16 +133,26 @@ impl From<GitError> for Failure {
             GitError::Spawn { .. } => exit::ENVIRONMENT,
             _ => exit::BAD_INPUT,
         };
-        Failure::new(code, if code == exit::ENVIRONMENT { "environment" } else { "bad-input" }, vec![e.to_string()])
+        Failure::new(
+            code,
+            if code == exit::ENVIRONMENT {
+                "environment"
+            } else {
+                "bad-input"
+            },
+            vec![e.to_string()],
+        )
     }
 }
 
 impl From<MigrateError> for Failure {
     fn from(e: MigrateError) -> Self {
         match e {
-            MigrateError::Refused(plan) => {
-                Failure::new(exit::REFUSED, "refused", plan.problems.iter().map(ToString::to_string).collect())
-            }
+            MigrateError::Refused(plan) => Failure::new(
+                exit::REFUSED,
+                "refused",
+                plan.problems.iter().map(ToString::to_string).collect(),
+            ),
             other => Failure::new(exit::ENVIRONMENT, "environment", vec![other.to_string()]),
         }
     }
@@ -161,7 +183,11 @@ impl Out {
     fn fail(&self, failure: &Failure) {
         match self.format {
             Format::Json => {
-                let view = ErrorView { error: failure.kind, exit_code: failure.code, problems: failure.problems.clone() };
+                let view = ErrorView {
+                    error: failure.kind,
+                    exit_code: failure.code,
+                    problems: failure.problems.clone(),
+                };
                 self.emit(&view, |_| String::new());
             }
             Format::Text => {
@@ -176,26 +202,51 @@ impl Out {
 async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
     let clock = SystemClock;
     match cli.command {
-        Command::Plan { tree, ledger, tier, only } => {
+        Command::Plan {
+            tree,
+            ledger,
+            tier,
+            only,
+        } => {
             let tree = MigrationsTree::load(&tree)?;
             let ledger = ledger.open();
             let migrator = Migrator::new(&tree, ledger.as_ref(), &clock);
-            let request = PlanRequest { tiers: tier.into(), only };
+            let request = PlanRequest {
+                tiers: tier.into(),
+                only,
+            };
             let plan = migrator.plan(&request).await?;
             let view = PlanView::new(&plan, &ledger.describe());
             out.emit(&view, |c| view.text(c));
         }
-        Command::Manifest { repo, path, tag_pattern, out: dir } => {
-            let options = LoadOptions { read_manifest: false, ..LoadOptions::default() };
+        Command::Manifest {
+            repo,
+            path,
+            tag_pattern,
+            out: dir,
+        } => {
+            let options = LoadOptions {
+                read_manifest: false,
+                ..LoadOptions::default()
+            };
             let tree = MigrationsTree::load_with(&repo.join(&path), options)?;
             let disk = ReleaseHistory::disk_from_tree(&tree);
             let legacy = ReleaseHistory::legacy_from_pairs(tree.legacy_map());
             let history = Repo::new(&repo).history(&path, &tag_pattern, disk, legacy)?;
-            let manifest = generate(&history)
-                .map_err(|e| Failure::new(exit::BAD_INPUT, "bad-input", e.problems.iter().map(ToString::to_string).collect()))?;
+            let manifest = generate(&history).map_err(|e| {
+                Failure::new(
+                    exit::BAD_INPUT,
+                    "bad-input",
+                    e.problems.iter().map(ToString::to_string).collect(),
+                )
+            })?;
             if let Some(dir) = &dir {
                 manifest.write_dir(dir).map_err(|e| {
-                    Failure::new(exit::ENVIRONMENT, "environment", vec![format!("writing {}: {e}", dir.display())])
+                    Failure::new(
+                        exit::ENVIRONMENT,
+                        "environment",
+                        vec![format!("writing {}: {e}", dir.display())],
+                    )
                 })?;
             }
             let view = ManifestView::new(&manifest, dir.map(|d| d.display().to_string()));
@@ -215,13 +266,20 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MIGRATE_LOG").unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("MIGRATE_LOG")
+                .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let out = Out { format: cli.output, colour: std::io::stdout().is_terminal() };
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let out = Out {
+        format: cli.output,
+        colour: std::io::stdout().is_terminal(),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("migrate: cannot start the async runtime: {e}");
