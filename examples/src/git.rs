@@ -5,7 +5,6 @@
 //! small on 2 cores, and `git` is on every machine that has a checkout. All
 //! blob contents are read through one `git cat-file --batch` process.
 
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -13,6 +12,7 @@ use std::process::{Command, Stdio};
 
 use migration_core::generate::{ReleaseHistory, ScriptInfo, TagTree};
 use migration_core::header::{Tier, parse_header};
+use migration_core::version::Version;
 use migration_core::{Sha256Digest, Slug};
 
 /// Why the release history could not be read. Every variant is fatal:
@@ -80,97 +80,6 @@ pub enum GitError {
         /// What was wrong.
         detail: String,
     },
-}
-
-/// A semantic version as release tags use it: `v1.7.0-rc.1`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Version {
-    core: [u64; 3],
-    pre: Vec<PreId>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum PreId {
-    Num(u64),
-    Alpha(String),
-}
-
-impl Version {
-    /// Parses a tag: an optional leading `v`, `MAJOR.MINOR.PATCH`, an
-    /// optional `-PRERELEASE`, an optional `+BUILD` (ignored for order).
-    pub fn parse(tag: &str) -> Option<Version> {
-        let s = tag.strip_prefix('v').unwrap_or(tag);
-        let s = s.split_once('+').map_or(s, |(v, _)| v);
-        let (core, pre) = match s.split_once('-') {
-            Some((c, p)) => (c, Some(p)),
-            None => (s, None),
-        };
-        let mut parts = core.split('.');
-        let mut nums = [0u64; 3];
-        for n in &mut nums {
-            let part = parts.next()?;
-            if part.is_empty()
-                || !part.bytes().all(|b| b.is_ascii_digit())
-                || (part.len() > 1 && part.starts_with('0'))
-            {
-                return None;
-            }
-            *n = part.parse().ok()?;
-        }
-        if parts.next().is_some() {
-            return None;
-        }
-        let pre = match pre {
-            None => Vec::new(),
-            Some(p) => p
-                .split('.')
-                .map(|id| {
-                    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                    {
-                        None
-                    } else if id.bytes().all(|b| b.is_ascii_digit()) {
-                        id.parse().ok().map(PreId::Num)
-                    } else {
-                        Some(PreId::Alpha(id.to_owned()))
-                    }
-                })
-                .collect::<Option<Vec<_>>>()?,
-        };
-        Some(Version { core: nums, pre })
-    }
-}
-
-impl Ord for Version {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.core
-            .cmp(&other.core)
-            .then_with(|| match (self.pre.is_empty(), other.pre.is_empty()) {
-                (true, true) => Ordering::Equal,
-                // A pre-release sorts before its release.
-                (true, false) => Ordering::Greater,
-                (false, true) => Ordering::Less,
-                (false, false) => {
-                    for (a, b) in self.pre.iter().zip(&other.pre) {
-                        let o = match (a, b) {
-                            (PreId::Num(x), PreId::Num(y)) => x.cmp(y),
-                            (PreId::Num(_), PreId::Alpha(_)) => Ordering::Less,
-                            (PreId::Alpha(_), PreId::Num(_)) => Ordering::Greater,
-                            (PreId::Alpha(x), PreId::Alpha(y)) => x.cmp(y),
-                        };
-                        if o != Ordering::Equal {
-                            return o;
-                        }
-                    }
-                    self.pre.len().cmp(&other.pre.len())
-                }
-            })
-    }
-}
-
-impl PartialOrd for Version {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
 }
 
 /// A repository and the migrations path inside it.
@@ -474,58 +383,5 @@ impl BlobReader {
         drop(self.stdin);
         let _ = self.child.wait();
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn v(s: &str) -> Version {
-        Version::parse(s).unwrap()
-    }
-
-    #[test]
-    fn pre_releases_sort_before_their_release() {
-        let mut tags = vec![
-            "v1.7.1",
-            "v1.7.0",
-            "v1.7.0-rc.2",
-            "v1.7.0-rc.1",
-            "v1.6.10",
-            "v1.6.9",
-            "v1.7.0-rc.10",
-            "v1.7.0-alpha",
-        ];
-        tags.sort_by_key(|t| v(t));
-        assert_eq!(
-            tags,
-            [
-                "v1.6.9",
-                "v1.6.10",
-                "v1.7.0-alpha",
-                "v1.7.0-rc.1",
-                "v1.7.0-rc.2",
-                "v1.7.0-rc.10",
-                "v1.7.0",
-                "v1.7.1"
-            ]
-        );
-    }
-
-    #[test]
-    fn non_versions_are_rejected() {
-        for bad in [
-            "vfoo",
-            "v1.2",
-            "v1.2.3.4",
-            "v01.2.3",
-            "v1.2.3-",
-            "v1.2.3-rc..1",
-            "v1.2.x",
-        ] {
-            assert!(Version::parse(bad).is_none(), "{bad}");
-        }
-        assert_eq!(v("v1.2.3+build.5"), v("v1.2.3"));
     }
 }

@@ -8,5 +8,8 @@
 
 pub mod exit;
 pub mod git;
+pub mod lint;
+pub mod render;
 pub mod report;
+pub mod scaffold;
 pub mod spec;

@@ -31,6 +31,8 @@ pub mod slug;
 pub mod testing;
 pub mod time;
 pub mod tree;
+pub mod verify;
+pub mod version;
 
 pub use digest::Sha256Digest;
 pub use entry::{CorruptEntry, EntryState, LedgerEntry};

@@ -205,6 +205,48 @@ pub enum TreeProblem {
     },
 }
 
+impl TreeProblem {
+    /// The file (relative to the tree root) and line the problem is about,
+    /// where it has them.
+    pub fn location(&self) -> (Option<PathBuf>, Option<usize>) {
+        match self {
+            TreeProblem::Header(h) => (Some(h.file().to_path_buf()), h.line()),
+            TreeProblem::BadScriptName { file, .. } => (Some(file.clone()), None),
+            TreeProblem::UnexpectedEntry { path, .. }
+            | TreeProblem::NonUtf8Name { path }
+            | TreeProblem::SymlinkEscapes { path, .. }
+            | TreeProblem::TooLarge { path, .. }
+            | TreeProblem::TooManyFiles { path, .. } => (Some(path.clone()), None),
+            TreeProblem::TierMismatch { file, line, .. }
+            | TreeProblem::SelfRequirement { file, line }
+            | TreeProblem::UnknownRequirement { file, line, .. }
+            | TreeProblem::BadListLine { file, line, .. } => (Some(file.clone()), Some(*line)),
+            TreeProblem::DuplicateSlug { second, .. } => (Some(second.clone()), None),
+            TreeProblem::Manifest { .. } => (Some(PathBuf::from(ORDER_DIR)), None),
+        }
+    }
+
+    /// A short stable identifier of the kind of problem, for lint output.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            TreeProblem::Header(_) => "header",
+            TreeProblem::BadScriptName { .. } => "slug",
+            TreeProblem::UnexpectedEntry { .. }
+            | TreeProblem::NonUtf8Name { .. }
+            | TreeProblem::TooManyFiles { .. } => "layout",
+            TreeProblem::TierMismatch { .. } => "tier",
+            TreeProblem::DuplicateSlug { .. } => "duplicate-slug",
+            TreeProblem::SelfRequirement { .. } | TreeProblem::UnknownRequirement { .. } => {
+                "requires"
+            }
+            TreeProblem::SymlinkEscapes { .. } => "symlink",
+            TreeProblem::TooLarge { .. } => "size",
+            TreeProblem::BadListLine { .. } => "list-file",
+            TreeProblem::Manifest { .. } => "manifest",
+        }
+    }
+}
+
 /// Why a tree could not be loaded.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

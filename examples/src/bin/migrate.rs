@@ -9,12 +9,18 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use examples::exit;
 use examples::git::{GitError, Repo};
+use examples::lint::{Level, LintConfig, lint};
+use examples::render::{configmap_json, configmap_yaml};
 use examples::report::{ErrorView, Format, ManifestView, PlanView, StatusView};
+use examples::scaffold::{ScaffoldError, scaffold};
 use examples::spec::LedgerSpec;
 use migration_core::generate::{ReleaseHistory, generate};
+use migration_core::header::OnError;
+use migration_core::verify::verify;
+use migration_core::version::Version;
 use migration_core::{
-    LoadOptions, MigrateError, MigrationsTree, Migrator, PlanRequest, Slug, SystemClock, Tier,
-    TierSelection, TreeError,
+    Clock, LedgerEntry, LoadOptions, MigrateError, MigrationsTree, Migrator, PlanContext,
+    PlanRequest, Slug, SystemClock, Tier, TierSelection, TreeError,
 };
 use serde::Serialize;
 
@@ -53,6 +59,40 @@ impl From<TierArg> for TierSelection {
     }
 }
 
+/// What `seed-fresh --render` produces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum RenderKind {
+    /// A ConfigMap manifest (YAML in text mode, an object in JSON mode).
+    Configmap,
+}
+
+/// Exactly one tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OneTier {
+    /// The blocking tier.
+    PreApply,
+    /// The background tier.
+    Background,
+}
+
+impl From<OneTier> for Tier {
+    fn from(t: OneTier) -> Self {
+        match t {
+            OneTier::PreApply => Tier::PreApply,
+            OneTier::Background => Tier::Background,
+        }
+    }
+}
+
+/// A failure policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OnErrorArg {
+    /// Stop the upgrade.
+    Abort,
+    /// Record failed and continue.
+    Warn,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Print the plan the engine would carry out, writing nothing.
@@ -85,6 +125,67 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Check a migrations tree: headers, slugs, dialect, fail-open patterns, tests.
+    Lint {
+        /// The migrations tree.
+        tree: PathBuf,
+        /// The one shebang every script must use (without '#!').
+        #[arg(long, default_value = "/bin/sh")]
+        shebang: String,
+        /// Where script tests live, relative to the tree.
+        #[arg(long, default_value = "tests")]
+        tests_dir: PathBuf,
+        /// Commands that call the cluster (repeatable; default kubectl and kube).
+        #[arg(long = "kubectl-command")]
+        kubectl_commands: Vec<String>,
+        /// Name of the ledger ConfigMap scripts must not write.
+        #[arg(long, default_value = "cozystack-version")]
+        ledger_name: String,
+    },
+    /// Seed a fresh install explicitly, or render the seeded ledger as a ConfigMap.
+    SeedFresh {
+        /// The migrations tree (with a generated order.d/).
+        tree: PathBuf,
+        /// Seed this ledger (it must not exist yet).
+        #[arg(long, env = "MIGRATE_LEDGER", conflicts_with = "render")]
+        ledger: Option<LedgerSpec>,
+        /// Print the seeded ledger as a manifest instead of writing it.
+        #[arg(long, value_enum)]
+        render: Option<RenderKind>,
+        /// Namespace of the rendered ConfigMap.
+        #[arg(long, default_value = "cozy-system")]
+        namespace: String,
+        /// Name of the rendered ConfigMap.
+        #[arg(long, default_value = "cozystack-version")]
+        name: String,
+    },
+    /// Assert that nothing was skipped: every manifest slug has a terminal entry.
+    Verify {
+        /// The migrations tree (with a generated order.d/).
+        tree: PathBuf,
+        /// The ledger.
+        #[arg(long, env = "MIGRATE_LEDGER")]
+        ledger: LedgerSpec,
+        /// Additionally require 'ok' for every slug first shipped after this release tag.
+        #[arg(long)]
+        since: Option<String>,
+    },
+    /// Scaffold a new migration script and its test stub.
+    New {
+        /// The migrations tree.
+        tree: PathBuf,
+        /// The new slug.
+        slug: Slug,
+        /// Its tier.
+        #[arg(long, value_enum, default_value = "pre-apply")]
+        tier: OneTier,
+        /// Its failure policy.
+        #[arg(long, value_enum, default_value = "abort")]
+        on_error: OnErrorArg,
+        /// Where script tests live, relative to the tree.
+        #[arg(long, default_value = "tests")]
+        tests_dir: PathBuf,
+    },
     /// Print the ledger: failures first, then every entry.
     Status {
         /// The ledger: file:PATH or memory:.
@@ -106,6 +207,15 @@ impl Failure {
             code,
             kind,
             problems,
+        }
+    }
+
+    /// A failure whose details were already printed as the command's output.
+    fn quiet(code: u8) -> Self {
+        Failure {
+            code,
+            kind: "",
+            problems: Vec::new(),
         }
     }
 }
@@ -181,6 +291,9 @@ impl Out {
     }
 
     fn fail(&self, failure: &Failure) {
+        if failure.kind.is_empty() {
+            return;
+        }
         match self.format {
             Format::Json => {
                 let view = ErrorView {
@@ -251,6 +364,186 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
             }
             let view = ManifestView::new(&manifest, dir.map(|d| d.display().to_string()));
             out.emit(&view, |_| view.text(&manifest));
+        }
+        Command::Lint {
+            tree,
+            shebang,
+            tests_dir,
+            kubectl_commands,
+            ledger_name,
+        } => {
+            let mut config = LintConfig {
+                shebang,
+                tests_dir,
+                ledger_name,
+                ..LintConfig::default()
+            };
+            if !kubectl_commands.is_empty() {
+                config.kubectl_commands = kubectl_commands;
+            }
+            let findings = lint(&tree, &config)?;
+            let errors = findings.iter().filter(|f| f.level == Level::Error).count();
+            let view = serde_json::json!({
+                "findings": findings,
+                "errors": errors,
+                "warnings": findings.len() - errors,
+            });
+            out.emit(&view, |_| {
+                let mut text = String::new();
+                for f in &findings {
+                    let at = f.line.map(|l| format!(":{l}")).unwrap_or_default();
+                    let level = match f.level {
+                        Level::Error => "error",
+                        Level::Warning => "warning",
+                    };
+                    text.push_str(&format!(
+                        "{}{at}: {level}[{}] {}\n",
+                        f.file, f.rule, f.message
+                    ));
+                }
+                text.push_str(&format!(
+                    "{errors} error(s), {} warning(s)\n",
+                    findings.len() - errors
+                ));
+                text
+            });
+            if errors > 0 {
+                return Err(Failure::quiet(exit::BAD_INPUT));
+            }
+        }
+        Command::SeedFresh {
+            tree,
+            ledger,
+            render,
+            namespace,
+            name,
+        } => {
+            let tree = MigrationsTree::load(&tree)?;
+            let context = PlanContext::at(clock.now().truncated());
+            let plan =
+                migration_core::plan(&tree, None, &PlanRequest::tier(Tier::PreApply), &context)
+                    .map_err(MigrateError::from)?;
+            let entries: Vec<(Slug, LedgerEntry)> = plan
+                .seed
+                .iter()
+                .map(|e| (e.slug.clone(), e.entry.clone()))
+                .collect();
+            match (ledger, render) {
+                (Some(spec), None) => {
+                    let ledger = spec.open();
+                    if ledger.read().await?.is_some() {
+                        return Err(Failure::new(
+                            exit::REFUSED,
+                            "refused",
+                            vec![format!(
+                                "{}: the ledger already exists; fresh-install seeding is only for a new cluster and never overwrites",
+                                ledger.describe()
+                            )],
+                        ));
+                    }
+                    ledger.create(&entries).await?;
+                    let view =
+                        serde_json::json!({"ledger": ledger.describe(), "seeded": entries.len()});
+                    out.emit(&view, |_| {
+                        format!(
+                            "{}: created with {} skipped-fresh-install entries\n",
+                            ledger.describe(),
+                            entries.len()
+                        )
+                    });
+                }
+                (None, Some(RenderKind::Configmap)) => {
+                    let json = configmap_json(&namespace, &name, &entries);
+                    out.emit(&json, |_| configmap_yaml(&namespace, &name, &entries));
+                }
+                _ => {
+                    return Err(Failure::new(
+                        exit::BAD_INPUT,
+                        "bad-input",
+                        vec![
+                            "seed-fresh needs exactly one of --ledger SPEC or --render configmap"
+                                .into(),
+                        ],
+                    ));
+                }
+            }
+        }
+        Command::Verify {
+            tree,
+            ledger,
+            since,
+        } => {
+            let tree = MigrationsTree::load(&tree)?;
+            let Some(manifest) = tree.manifest() else {
+                return Err(Failure::new(
+                    exit::BAD_INPUT,
+                    "bad-input",
+                    vec![format!("{}: no order.d/ manifest", tree.root().display())],
+                ));
+            };
+            let since = match since {
+                Some(tag) => Some(Version::parse(&tag).ok_or_else(|| {
+                    Failure::new(
+                        exit::BAD_INPUT,
+                        "bad-input",
+                        vec![format!("--since {tag:?} is not a release version")],
+                    )
+                })?),
+                None => None,
+            };
+            let ledger = ledger.open();
+            let snapshot = ledger.read().await?;
+            let result = verify(&tree, manifest, snapshot.as_ref(), since.as_ref());
+            let problems: Vec<String> = result.problems.iter().map(ToString::to_string).collect();
+            let view = serde_json::json!({
+                "ledger": ledger.describe(),
+                "checked": result.checked,
+                "ok": problems.is_empty(),
+                "problems": problems,
+            });
+            out.emit(&view, |_| {
+                if problems.is_empty() {
+                    format!(
+                        "verified {} migration(s): every one has a terminal entry\n",
+                        result.checked
+                    )
+                } else {
+                    problems
+                        .iter()
+                        .map(|p| format!("NOT VERIFIED: {p}\n"))
+                        .collect()
+                }
+            });
+            if !problems.is_empty() {
+                return Err(Failure::quiet(exit::VERIFY_FAILED));
+            }
+        }
+        Command::New {
+            tree,
+            slug,
+            tier,
+            on_error,
+            tests_dir,
+        } => {
+            let on_error = match on_error {
+                OnErrorArg::Abort => OnError::Abort,
+                OnErrorArg::Warn => OnError::Warn,
+            };
+            let made = scaffold(&tree, &slug, tier.into(), on_error, &tests_dir).map_err(|e| {
+                let code = if matches!(e, ScaffoldError::Io { .. }) {
+                    exit::ENVIRONMENT
+                } else {
+                    exit::BAD_INPUT
+                };
+                Failure::new(code, "bad-input", vec![e.to_string()])
+            })?;
+            out.emit(&made, |_| {
+                format!(
+                    "created {}\ncreated {}\n",
+                    made.script.display(),
+                    made.test.display()
+                )
+            });
         }
         Command::Status { ledger } => {
             let ledger = ledger.open();

@@ -11,7 +11,8 @@ pub(crate) struct ApiError {
     /// Empty for errors the real server does not classify (it then omits `reason`).
     pub(crate) reason: String,
     pub(crate) message: String,
-    pub(crate) details: Option<Value>,
+    /// Boxed: a `Value` is large, and this error travels in every `Result`.
+    pub(crate) details: Option<Box<Value>>,
     pub(crate) retry_after: Option<u64>,
 }
 
@@ -27,7 +28,7 @@ impl ApiError {
     }
 
     fn with_details(mut self, details: Value) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 
@@ -128,7 +129,7 @@ impl ApiError {
             status.insert("reason".into(), Value::from(self.reason.as_str()));
         }
         if let Some(details) = &self.details {
-            status.insert("details".into(), details.clone());
+            status.insert("details".into(), (**details).clone());
         } else if let Some(secs) = self.retry_after {
             status.insert("details".into(), json!({ "retryAfterSeconds": secs }));
         }

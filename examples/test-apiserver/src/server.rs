@@ -123,7 +123,7 @@ fn not_served() -> ApiError {
         "NotFound",
         "the server could not find the requested resource",
     );
-    err.details = Some(json!({}));
+    err.details = Some(Box::new(json!({})));
     err
 }
 

@@ -1,0 +1,81 @@
+//! Rendering a seeded ledger as a Kubernetes manifest, so a Helm chart can
+//! create the ledger already seeded at install time.
+
+use std::fmt::Write as _;
+
+use migration_core::{LedgerEntry, Slug};
+
+/// A YAML string literal: single-quoted, with `'` doubled. Every ledger value
+/// (compact JSON) is safe in this form, whatever it contains.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// A ConfigMap manifest holding `entries` under `m.<slug>` keys.
+pub fn configmap_yaml(namespace: &str, name: &str, entries: &[(Slug, LedgerEntry)]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "apiVersion: v1");
+    let _ = writeln!(out, "kind: ConfigMap");
+    let _ = writeln!(out, "metadata:");
+    let _ = writeln!(out, "  name: {}", quote(name));
+    let _ = writeln!(out, "  namespace: {}", quote(namespace));
+    let _ = writeln!(out, "  annotations:");
+    let _ = writeln!(out, "    helm.sh/resource-policy: keep");
+    if entries.is_empty() {
+        let _ = writeln!(out, "data: {{}}");
+    } else {
+        let _ = writeln!(out, "data:");
+        for (slug, entry) in entries {
+            let _ = writeln!(
+                out,
+                "  {}: {}",
+                quote(&slug.ledger_key()),
+                quote(&entry.encode())
+            );
+        }
+    }
+    out
+}
+
+/// The same ConfigMap as a JSON object.
+pub fn configmap_json(
+    namespace: &str,
+    name: &str,
+    entries: &[(Slug, LedgerEntry)],
+) -> serde_json::Value {
+    let data: serde_json::Map<String, serde_json::Value> = entries
+        .iter()
+        .map(|(s, e)| (s.ledger_key(), serde_json::Value::String(e.encode())))
+        .collect();
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": {"helm.sh/resource-policy": "keep"},
+        },
+        "data": data,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use migration_core::{EntryState, Timestamp};
+
+    #[test]
+    fn yaml_quotes_values_so_any_json_survives() {
+        let mut entry = LedgerEntry::new(EntryState::SkippedFreshInstall, Timestamp::from_unix(0));
+        entry.image = Some("it's: {odd} #image".into());
+        let yaml = configmap_yaml(
+            "cozy-system",
+            "cozystack-version",
+            &[(Slug::parse("a").unwrap(), entry.clone())],
+        );
+        let line = yaml.lines().find(|l| l.starts_with("  'm.a'")).unwrap();
+        let value = line.split_once(": ").unwrap().1;
+        let unquoted = value.trim_matches('\'').replace("''", "'");
+        assert_eq!(LedgerEntry::decode("m.a", &unquoted).unwrap(), entry);
+    }
+}

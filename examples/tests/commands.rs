@@ -1,0 +1,325 @@
+//! plan, status, seed-fresh, verify and new, through the real binary.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Repo, json, migrate};
+
+/// A repository with v1.0.0 (a, b) and v1.1.0 (c), manifest generated.
+fn released() -> Repo {
+    let repo = Repo::new();
+    repo.add("pre-apply", "a", "echo a");
+    repo.add("background", "b", "echo b");
+    repo.commit("1.0");
+    repo.tag("v1.0.0");
+    repo.add("pre-apply", "c", "echo c");
+    repo.commit("1.1");
+    repo.tag("v1.1.0");
+    let (code, _, err) = repo.manifest();
+    assert_eq!(code, 0, "{err}");
+    repo
+}
+
+fn ledger_arg(dir: &tempfile::TempDir) -> String {
+    format!("file:{}", dir.path().join("ledger.json").display())
+}
+
+#[test]
+fn plan_on_a_fresh_cluster_seeds_and_runs_nothing_then_writes_nothing() {
+    let repo = released();
+    let state = tempfile::tempdir().unwrap();
+    let (code, doc, err) = json(&[
+        "plan",
+        repo.tree().to_str().unwrap(),
+        "--ledger",
+        &ledger_arg(&state),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["fresh_install"], true);
+    assert_eq!(doc["seed"].as_array().unwrap().len(), 3);
+    assert!(doc["pending"].as_array().unwrap().is_empty());
+    assert!(
+        !state.path().join("ledger.json").exists(),
+        "plan is a dry run"
+    );
+}
+
+#[test]
+fn plan_lists_pending_in_order_with_what_the_runner_needs() {
+    let repo = released();
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(
+        state.path().join("ledger.json"),
+        r#"{"format":"migration-ledger/v1","ledger":{"revision":1,"data":{}},"lock":null,"lock_generation":0}"#,
+    )
+    .unwrap();
+    let (code, doc, err) = json(&[
+        "plan",
+        repo.tree().to_str().unwrap(),
+        "--ledger",
+        &ledger_arg(&state),
+        "--tier",
+        "pre-apply",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let pending: Vec<&str> = doc["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["slug"].as_str().unwrap())
+        .collect();
+    assert_eq!(pending, ["a", "c"]);
+    assert_eq!(doc["pending"][1]["batch"], "00002-v1.1.0");
+    assert_eq!(doc["pending"][1]["path"], "pre-apply/c");
+    assert_eq!(doc["pending"][1]["sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(
+        doc["skipped"][0],
+        serde_json::json!({"slug": "b", "reason": "other-tier"})
+    );
+}
+
+#[test]
+fn a_refused_plan_exits_3_naming_every_problem() {
+    let repo = released();
+    repo.add("pre-apply", "stray", "echo not in the manifest");
+    let state = tempfile::tempdir().unwrap();
+    let (code, doc, _) = json(&[
+        "plan",
+        repo.tree().to_str().unwrap(),
+        "--ledger",
+        &ledger_arg(&state),
+    ]);
+    assert_eq!(code, 3);
+    assert_eq!(doc["error"], "refused");
+    assert!(
+        doc["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("'stray' is on disk but in no manifest batch"),
+        "{doc}"
+    );
+}
+
+#[test]
+fn a_tree_that_does_not_load_exits_2_naming_the_file() {
+    let repo = released();
+    repo.write("pre-apply/broken", "#!/bin/sh\n");
+    let (code, doc, _) = json(&["plan", repo.tree().to_str().unwrap(), "--ledger", "memory:"]);
+    assert_eq!(code, 2);
+    assert!(
+        doc["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("pre-apply/broken"),
+        "{doc}"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let out = migrate()
+        .args(["plan", "x", "--ledger", "s3:bucket"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown backend"));
+    let out = migrate()
+        .args([
+            "plan",
+            "x",
+            "--ledger",
+            "memory:",
+            "--only",
+            "../../etc/passwd",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("position 0"));
+}
+
+#[test]
+fn seed_fresh_creates_the_ledger_once_and_refuses_an_existing_one() {
+    let repo = released();
+    let state = tempfile::tempdir().unwrap();
+    let tree = repo.tree();
+    let (code, doc, err) = json(&[
+        "seed-fresh",
+        tree.to_str().unwrap(),
+        "--ledger",
+        &ledger_arg(&state),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["seeded"], 3);
+    let (code, doc, _) = json(&[
+        "seed-fresh",
+        tree.to_str().unwrap(),
+        "--ledger",
+        &ledger_arg(&state),
+    ]);
+    assert_eq!(code, 3, "{doc}");
+    let (_, status, _) = json(&["status", "--ledger", &ledger_arg(&state)]);
+    assert_eq!(status["counts"]["skipped-fresh-install"], 3);
+}
+
+#[test]
+fn seed_fresh_renders_a_configmap_a_chart_can_ship() {
+    let repo = released();
+    let (code, doc, err) = json(&[
+        "seed-fresh",
+        repo.tree().to_str().unwrap(),
+        "--render",
+        "configmap",
+        "--namespace",
+        "ns",
+        "--name",
+        "led",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["kind"], "ConfigMap");
+    assert_eq!(doc["metadata"]["namespace"], "ns");
+    let data = doc["data"].as_object().unwrap();
+    assert_eq!(data.len(), 3);
+    let entry: serde_json::Value = serde_json::from_str(data["m.c"].as_str().unwrap()).unwrap();
+    assert_eq!(entry["state"], "skipped-fresh-install");
+    assert_eq!(entry["batch"], "00002-v1.1.0");
+    let yaml = migrate()
+        .args([
+            "seed-fresh",
+            repo.tree().to_str().unwrap(),
+            "--render",
+            "configmap",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&yaml.stdout);
+    assert!(
+        text.starts_with("apiVersion: v1\nkind: ConfigMap\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  'm.a': '{\"state\":\"skipped-fresh-install\""),
+        "{text}"
+    );
+}
+
+#[test]
+fn verify_fails_on_missing_entries_and_since_rejects_a_fresh_install() {
+    let repo = released();
+    let state = tempfile::tempdir().unwrap();
+    let tree = repo.tree();
+    let tree = tree.to_str().unwrap();
+    let (code, doc, _) = json(&["verify", tree, "--ledger", &ledger_arg(&state)]);
+    assert_eq!(code, 5);
+    assert_eq!(doc["problems"].as_array().unwrap().len(), 3);
+    json(&["seed-fresh", tree, "--ledger", &ledger_arg(&state)]);
+    let (code, doc, _) = json(&["verify", tree, "--ledger", &ledger_arg(&state)]);
+    assert_eq!((code, &doc["ok"]), (0, &serde_json::json!(true)));
+    let (code, doc, _) = json(&[
+        "verify",
+        tree,
+        "--ledger",
+        &ledger_arg(&state),
+        "--since",
+        "v1.0.0",
+    ]);
+    assert_eq!(code, 5, "{doc}");
+    let problem = doc["problems"][0].as_str().unwrap();
+    assert!(
+        problem.contains("'c'") && problem.contains("not 'ok'"),
+        "{problem}"
+    );
+}
+
+#[test]
+fn status_lists_failures_first() {
+    let state = tempfile::tempdir().unwrap();
+    let ok = r#"{\"state\":\"ok\",\"at\":\"2026-01-01T00:00:00Z\",\"attempts\":1}"#;
+    let failed = r#"{\"state\":\"failed\",\"at\":\"2026-01-02T00:00:00Z\",\"attempts\":3,\"reason\":\"exit-status\",\"message\":\"boom\"}"#;
+    let doc = format!(
+        r#"{{"format":"migration-ledger/v1","ledger":{{"revision":1,"data":{{"version":"7","m.a":"{ok}","m.z":"{failed}","m.bad":"{{"}}}},"lock":null,"lock_generation":0}}"#
+    );
+    std::fs::write(state.path().join("ledger.json"), doc).unwrap();
+    let (code, doc, err) = json(&["status", "--ledger", &ledger_arg(&state)]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["version"], 7);
+    assert_eq!(doc["entries"][0]["slug"], "z");
+    assert_eq!(doc["entries"][0]["reason"], "exit-status");
+    assert_eq!(doc["entries"][1]["slug"], "a");
+    assert_eq!(doc["corrupt"][0]["key"], "m.bad");
+    let text = migrate()
+        .args(["status", "--ledger", &ledger_arg(&state)])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[1].starts_with("SLUG"), "{text}");
+    assert!(
+        lines[2].starts_with("z ") && lines[2].contains("exit-status: boom"),
+        "{text}"
+    );
+    assert!(
+        !text.contains('\x1b'),
+        "no colour when stdout is not a terminal"
+    );
+}
+
+#[test]
+fn status_of_a_missing_ledger_says_so() {
+    let state = tempfile::tempdir().unwrap();
+    let (code, doc, _) = json(&["status", "--ledger", &ledger_arg(&state)]);
+    assert_eq!((code, &doc["exists"]), (0, &serde_json::json!(false)));
+}
+
+#[test]
+fn an_unreadable_ledger_file_exits_1() {
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(state.path().join("ledger.json"), "{broken").unwrap();
+    let (code, doc, _) = json(&["status", "--ledger", &ledger_arg(&state)]);
+    assert_eq!(code, 1);
+    assert!(
+        doc["problems"][0].as_str().unwrap().contains("unreadable"),
+        "{doc}"
+    );
+}
+
+#[test]
+fn new_scaffolds_a_lint_clean_pair_and_refuses_a_slug_that_ever_shipped() {
+    let repo = released();
+    std::fs::remove_dir_all(repo.tree().join("order.d")).unwrap();
+    let tree = repo.tree();
+    let tree = tree.to_str().unwrap();
+    let (code, doc, err) = json(&[
+        "new",
+        tree,
+        "relabel-pvcs",
+        "--tier",
+        "background",
+        "--on-error",
+        "warn",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let script = std::fs::read_to_string(doc["script"].as_str().unwrap()).unwrap();
+    assert!(script.contains("tier=background") && script.contains("on-error=warn"));
+    assert!(std::path::Path::new(doc["test"].as_str().unwrap()).is_file());
+    // The scaffold follows the conventions lint enforces.
+    let findings = json(&["lint", tree]).1;
+    let about_new: Vec<_> = findings["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["file"].as_str().unwrap().contains("relabel-pvcs"))
+        .collect();
+    assert!(about_new.is_empty(), "{about_new:?}");
+    // Exists now.
+    assert_eq!(json(&["new", tree, "relabel-pvcs"]).0, 2);
+    // Retired: deleted from disk but shipped in v1.0.0.
+    repo.remove("pre-apply", "a");
+    let (code, doc, _) = json(&["new", tree, "a"]);
+    assert_eq!(code, 2);
+    assert!(
+        doc["problems"][0].as_str().unwrap().contains("git history"),
+        "{doc}"
+    );
+}

@@ -1,0 +1,178 @@
+//! Helpers for driving the real `migrate` binary against scratch trees and
+//! git repositories.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The binary under test.
+pub fn migrate() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_migrate"));
+    cmd.env_remove("MIGRATE_LEDGER")
+        .env_remove("ONLY")
+        .env("MIGRATE_LOG", "error");
+    cmd
+}
+
+/// Runs `migrate ARGS --output json` and returns (exit code, parsed stdout).
+pub fn json(args: &[&str]) -> (i32, serde_json::Value, String) {
+    let out = migrate()
+        .args(args)
+        .args(["--output", "json"])
+        .output()
+        .unwrap();
+    parse(out)
+}
+
+pub fn parse(out: Output) -> (i32, serde_json::Value, String) {
+    let code = out.status.code().unwrap_or(-1);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\nstderr: {stderr}"));
+    (code, value, stderr)
+}
+
+/// A script with a valid header.
+pub fn script(tier: &str, on_error: &str, requires: &[&str], body: &str) -> String {
+    let mut s = format!(
+        "#!/bin/sh\n# cozystack-migration: tier={tier}\n# cozystack-migration: on-error={on_error}\n"
+    );
+    for r in requires {
+        s.push_str(&format!("# cozystack-migration: requires={r}\n"));
+    }
+    s.push_str("set -eu\n");
+    s.push_str(body);
+    s.push('\n');
+    s
+}
+
+/// A scratch git repository with a `migrations/` tree.
+pub struct Repo {
+    pub dir: tempfile::TempDir,
+}
+
+impl Repo {
+    pub fn new() -> Self {
+        let repo = Repo {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        repo.git(&["init", "--quiet", "-b", "main"]);
+        std::fs::create_dir_all(repo.tree().join("pre-apply")).unwrap();
+        std::fs::create_dir_all(repo.tree().join("background")).unwrap();
+        std::fs::write(repo.tree().join("pre-apply/.gitkeep"), "").unwrap();
+        std::fs::write(repo.tree().join("background/.gitkeep"), "").unwrap();
+        repo
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn tree(&self) -> PathBuf {
+        self.dir.path().join("migrations")
+    }
+
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(self.dir.path())
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@example.invalid",
+                "-c",
+                "commit.gpgsign=false",
+                "-c",
+                "tag.gpgsign=false",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
+    /// Writes `migrations/<tier>/<slug>` with a header.
+    pub fn add(&self, tier: &str, slug: &str, body: &str) {
+        self.add_requiring(tier, slug, &[], body);
+    }
+
+    pub fn add_requiring(&self, tier: &str, slug: &str, requires: &[&str], body: &str) {
+        std::fs::write(
+            self.tree().join(tier).join(slug),
+            script(tier, "abort", requires, body),
+        )
+        .unwrap();
+    }
+
+    pub fn remove(&self, tier: &str, slug: &str) {
+        std::fs::remove_file(self.tree().join(tier).join(slug)).unwrap();
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let p = self.tree().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    pub fn commit(&self, message: &str) {
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "--quiet", "--allow-empty", "-m", message]);
+    }
+
+    pub fn tag(&self, tag: &str) {
+        self.git(&["tag", tag]);
+    }
+
+    /// Generates the manifest into `migrations/order.d` and returns the JSON document.
+    pub fn manifest(&self) -> (i32, serde_json::Value, String) {
+        let out_dir = self.tree().join("order.d");
+        json(&[
+            "manifest",
+            "--repo",
+            self.path().to_str().unwrap(),
+            "--path",
+            "migrations",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
+    }
+
+    /// The manifest as `[(batch, [lines])]`, from the JSON document.
+    pub fn batches(doc: &serde_json::Value) -> Vec<(String, Vec<String>)> {
+        doc["batches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| {
+                let lines = b["entries"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| {
+                        let slug = e["slug"].as_str().unwrap().to_owned();
+                        if e["retired"].as_bool().unwrap() {
+                            format!("{slug} retired")
+                        } else {
+                            slug
+                        }
+                    })
+                    .collect();
+                (b["name"].as_str().unwrap().to_owned(), lines)
+            })
+            .collect()
+    }
+}
+
+pub fn batches(list: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+    list.iter()
+        .map(|(n, l)| (n.to_string(), l.iter().map(|s| s.to_string()).collect()))
+        .collect()
+}

@@ -1,0 +1,341 @@
+//! `migrate manifest` on real git repositories built by the test.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Repo, batches, json};
+
+#[test]
+fn tags_on_the_main_line_become_batches_and_new_work_is_untagged() {
+    let repo = Repo::new();
+    repo.add("pre-apply", "b", "echo b");
+    repo.add("pre-apply", "a", "echo a");
+    repo.commit("1.0");
+    repo.tag("v1.0.0");
+    repo.add("background", "c", "echo c");
+    repo.commit("1.1");
+    repo.tag("v1.1.0-rc.1");
+    repo.tag("v1.1.0");
+    repo.add("pre-apply", "d", "echo d");
+    repo.commit("work in progress");
+    let (code, doc, err) = repo.manifest();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        Repo::batches(&doc),
+        batches(&[
+            ("00001-v1.0.0", &["a", "b"]),
+            ("00002-v1.1.0-rc.1", &["c"]),
+            ("99999-untagged", &["d"])
+        ])
+    );
+    let files: Vec<String> = std::fs::read_dir(repo.tree().join("order.d"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(
+        files,
+        ["00001-v1.0.0", "00002-v1.1.0-rc.1", "99999-untagged"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.tree().join("order.d/00001-v1.0.0")).unwrap(),
+        "a\nb\n"
+    );
+}
+
+#[test]
+fn a_build_exactly_at_a_tag_has_no_untagged_batch_and_is_a_prefix_of_later_builds() {
+    let repo = Repo::new();
+    repo.add("pre-apply", "a", "echo a");
+    repo.commit("1.0");
+    repo.tag("v1.0.0");
+    let (_, at_tag, _) = repo.manifest();
+    assert_eq!(Repo::batches(&at_tag), batches(&[("00001-v1.0.0", &["a"])]));
+    repo.add("pre-apply", "b", "echo b");
+    repo.commit("1.1");
+    repo.tag("v1.1.0");
+    let (_, later, _) = repo.manifest();
+    assert_eq!(Repo::batches(&later)[..1], Repo::batches(&at_tag)[..]);
+}
+
+#[test]
+fn legacy_map_slugs_go_first_in_integer_order() {
+    let repo = Repo::new();
+    repo.add("pre-apply", "zeta", "echo 1");
+    repo.add("pre-apply", "alpha", "echo 2");
+    repo.add("pre-apply", "new", "echo 3");
+    repo.write("legacy-map", "1 zeta\n2 alpha\n");
+    repo.commit("1.0");
+    repo.tag("v1.0.0");
+    let (code, doc, err) = repo.manifest();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        Repo::batches(&doc),
+        batches(&[
+            ("00000-legacy", &["zeta", "alpha"]),
+            ("00001-v1.0.0", &["new"])
+        ])
+    );
+}
+
+#[test]
+fn a_backport_with_the_same_content_lands_in_each_lines_own_batch() {
+    let repo = Repo::new();
+    repo.add("pre-apply", "a", "echo a");
+    repo.commit("1.0");
+    repo.tag("v1.0.0");
+    repo.git(&["checkout", "--quiet", "-b", "release-1.0"]);
+    repo.add("pre-apply", "fix", "echo fix");
+    repo.commit("backport fix");
+    repo.tag("v1.0.1");
+    let (code, on_branch, err) = repo.manifest();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        Repo::batches(&on_branch),
+        batches(&[("00001-v1.0.0", &["a"]), ("00002-v1.0.1", &["fix"])])
+    );
+    repo.git(&["checkout", "--quiet", "main"]);
+    std::fs::remove_dir_all(repo.tree().join("order.d")).unwrap();
+    repo.add("pre-apply", "fix", "echo fix");
+    repo.add("pre-apply", "c", "echo c");
+    repo.commit("1.1 with the fix");
+    repo.tag("v1.1.0");
+    let (code, on_main, err) = repo.manifest();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        Repo::batches(&on_main),
+        batches(&[("00001-v1.0.0", &["a"]), ("00002-v1.1.0", &["c", "fix"])])
+    );
+}
+
+#[test]
+fn a_backport_with_different_content_under_the_same_slug_fails_naming_both_tags() {
+    let repo = Repo::new();
+    repo.add("pre-apply", "a", "echo a");
+    repo.commit("1.5");
+    repo.tag("v1.5.0");
+    repo.git(&["checkout", "--quiet", "-b", "release-1.5"]);
+    repo.add("pre-apply", "45", "echo one thing");
+    repo.commit("slot 45 on 1.5");
+    repo.tag("v1.5.1");
+    repo.git(&["checkout", "--quiet", "main"]);
+    repo.add("pre-apply", "45", "echo something else");
+    repo.commit("slot 45 on 1.6");
+    repo.tag("v1.6.0");
+    let (code, doc, _) = repo.manifest();
+    assert_eq!(code, 2);
+    let problems = doc["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    let text = problems[0].as_str().unwrap();
+    assert!(
+        text.starts_with("'45' has different content in tag v1.6.0"),
+        "{text}"
+    );
+    assert!(text.contains("and tag v1.5.1"), "{text}");
+    assert!(
+        !repo.tree().join("order.d").exists(),
+        "a failed generation writes nothing"
+    );
+}
+
+#[test]
+fn editing_a_shipped_script_fails_naming_the_slug_the_tag_and_the_working_tree() {
+    let repo = Repo::new();
+    repo.add("pre-apply", "a", "echo a");
+    repo.add("pre-apply", "b", "echo b");
+    repo.commit("1.0");
+    repo.tag("v1.0.0");
+    repo.add("pre-apply", "a", "echo a, improved");
+    repo.add("pre-apply", "b", "echo b, improved");
+    let (code, doc, _) = repo.manifest();
+    assert_eq!(code, 2);
+    let problems: Vec<&str> = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        problems.len(),
+        2,
+        "every offending slug is named: {problems:?}"
+    );
+    assert!(problems[0].starts_with("'a' has different content in tag v1.0.0"));
+    assert!(problems[0].contains("the working tree"));
+    assert!(problems[1].starts_with("'b' "));
+}
+
+#[test]
+fn a_deleted_shipped_script_stays_as_a_retired_line() {
+    let repo = Repo::new();
+    repo.add("pre-apply", "a", "echo a");
+    repo.add("pre-apply", "old", "echo old");
+    repo.commit("1.0");
+    repo.tag("v1.0.0");
+    repo.remove("pre-apply", "old");
+    repo.commit("retire old");
+    repo.tag("v1.1.0");
+    let (code, doc, err) = repo.manifest();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        Repo::batches(&doc),
+        batches(&[("00001-v1.0.0", &["a", "old retired"])])
+    );
+}
+
+#[test]
+fn a_late_merged_old_migration_lands_at_the_end_never_in_the_middle() {
+    let repo = Repo::new();
+    repo.add("pre-apply", "a", "echo a");
+    repo.commit("1.0");
+    repo.tag("v1.0.0");
+    // A pull request branched here, written long ago, alphabetically early.
+    repo.git(&["checkout", "--quiet", "-b", "old-pr"]);
+    repo.add("pre-apply", "aaa-old-pr", "echo old");
+    repo.commit("old pr");
+    repo.git(&["checkout", "--quiet", "main"]);
+    repo.add("pre-apply", "b", "echo b");
+    repo.commit("1.1");
+    repo.tag("v1.1.0");
+    let (_, before, _) = repo.manifest();
+    std::fs::remove_dir_all(repo.tree().join("order.d")).unwrap();
+    repo.git(&["merge", "--quiet", "--no-edit", "old-pr"]);
+    let (code, after, err) = repo.manifest();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        Repo::batches(&after),
+        batches(&[
+            ("00001-v1.0.0", &["a"]),
+            ("00002-v1.1.0", &["b"]),
+            ("99999-untagged", &["aaa-old-pr"])
+        ])
+    );
+    assert_eq!(Repo::batches(&after)[..2], Repo::batches(&before)[..]);
+}
+
+#[test]
+fn requires_reorders_within_a_batch() {
+    let repo = Repo::new();
+    repo.add_requiring("pre-apply", "a-uses-z", &["z-base"], "echo a");
+    repo.add("pre-apply", "z-base", "echo z");
+    repo.add("pre-apply", "m", "echo m");
+    repo.commit("1.0");
+    repo.tag("v1.0.0");
+    let (code, doc, err) = repo.manifest();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        Repo::batches(&doc),
+        batches(&[("00001-v1.0.0", &["m", "z-base", "a-uses-z"])])
+    );
+}
+
+#[test]
+fn a_shallow_clone_is_refused() {
+    let repo = Repo::new();
+    repo.add("pre-apply", "a", "echo a");
+    repo.commit("1.0");
+    repo.tag("v1.0.0");
+    repo.add("pre-apply", "b", "echo b");
+    repo.commit("1.1");
+    repo.tag("v1.1.0");
+    let clone = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", repo.path().display());
+    let status = std::process::Command::new("git")
+        .args(["clone", "--quiet", "--depth", "1", &url])
+        .arg(clone.path().join("c"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (code, doc, _) = json(&[
+        "manifest",
+        "--repo",
+        clone.path().join("c").to_str().unwrap(),
+        "--path",
+        "migrations",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        doc["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("shallow clone"),
+        "{doc}"
+    );
+}
+
+#[test]
+fn merging_a_release_branch_back_breaks_release_order_and_is_refused() {
+    let repo = Repo::new();
+    repo.add("pre-apply", "a", "echo a");
+    repo.commit("1.0");
+    repo.tag("v1.0.0");
+    repo.git(&["checkout", "--quiet", "-b", "release-1.0"]);
+    repo.add("pre-apply", "fix", "echo fix");
+    repo.commit("fix");
+    repo.tag("v1.0.1");
+    repo.git(&["checkout", "--quiet", "main"]);
+    repo.add("pre-apply", "b", "echo b");
+    repo.commit("1.1");
+    repo.tag("v1.1.0");
+    repo.git(&["merge", "--quiet", "--no-edit", "release-1.0"]);
+    let (code, doc, _) = repo.manifest();
+    assert_eq!(code, 2);
+    let text = doc["problems"][0].as_str().unwrap();
+    assert!(
+        text.contains("v1.0.1 is not an ancestor of v1.1.0"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_tag_that_matches_the_pattern_but_is_not_a_version_is_refused() {
+    let repo = Repo::new();
+    repo.add("pre-apply", "a", "echo a");
+    repo.commit("1.0");
+    repo.tag("very-important");
+    let (code, doc, _) = repo.manifest();
+    assert_eq!(code, 2);
+    assert!(
+        doc["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("\"very-important\""),
+        "{doc}"
+    );
+    // A narrower pattern leaves it out.
+    let (code, _, err) = json(&[
+        "manifest",
+        "--repo",
+        repo.path().to_str().unwrap(),
+        "--path",
+        "migrations",
+        "--tag-pattern",
+        "v[0-9]*",
+    ]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn without_out_the_files_are_printed() {
+    let repo = Repo::new();
+    repo.add("pre-apply", "a", "echo a");
+    repo.commit("1.0");
+    repo.tag("v1.0.0");
+    let out = common::migrate()
+        .args([
+            "manifest",
+            "--repo",
+            repo.path().to_str().unwrap(),
+            "--path",
+            "migrations",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "==> 00001-v1.0.0 <==\na\n"
+    );
+}

@@ -1,0 +1,248 @@
+//! Verification: the upgrade-lane assertion that nothing was silently skipped.
+
+use std::fmt;
+
+use crate::entry::EntryState;
+use crate::ledger::{LedgerSnapshot, Record};
+use crate::manifest::Manifest;
+use crate::slug::Slug;
+use crate::tree::MigrationsTree;
+use crate::version::Version;
+
+/// Why a slug fails verification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VerifyProblem {
+    /// A non-retired manifest slug with no entry at all.
+    Missing {
+        /// The slug.
+        slug: Slug,
+        /// Its batch.
+        batch: String,
+    },
+    /// An entry that cannot be read.
+    Corrupt {
+        /// The slug.
+        slug: Slug,
+        /// The ledger key.
+        key: String,
+    },
+    /// A slug first shipped after the `since` release that is not `ok`.
+    NotOk {
+        /// The slug.
+        slug: Slug,
+        /// Its batch.
+        batch: String,
+        /// What it is instead.
+        state: EntryState,
+    },
+}
+
+impl fmt::Display for VerifyProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VerifyProblem::Missing { slug, batch } => {
+                write!(f, "'{slug}' ({batch}) has no ledger entry")
+            }
+            VerifyProblem::Corrupt { slug, key } => {
+                write!(f, "'{slug}': ledger key '{key}' is corrupt")
+            }
+            VerifyProblem::NotOk { slug, batch, state } => {
+                write!(
+                    f,
+                    "'{slug}' ({batch}) shipped after the baseline release but is '{state}', not 'ok'"
+                )
+            }
+        }
+    }
+}
+
+/// The result of [`verify`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Verification {
+    /// Slugs checked.
+    pub checked: usize,
+    /// Every problem found; empty means the ledger passes.
+    pub problems: Vec<VerifyProblem>,
+}
+
+/// Checks that every non-retired manifest slug has a terminal entry and,
+/// when `since` names a release, that every slug first shipped after it
+/// (its batch comes after that release's batch, or is untagged) is `ok`
+/// specifically, so that a fresh install cannot pass trivially. Revoked
+/// slugs are exempt from the `ok` requirement.
+///
+/// A batch is after `since` when its label is a later version; the untagged
+/// batch is always after, the legacy batch never. A label that is not a
+/// version cannot be placed, so it counts as after: verification is then
+/// stricter, never laxer.
+pub fn verify(
+    tree: &MigrationsTree,
+    manifest: &Manifest,
+    snapshot: Option<&LedgerSnapshot>,
+    since: Option<&Version>,
+) -> Verification {
+    let mut result = Verification::default();
+    for (batch, line) in manifest.iter() {
+        let shipped_after = since.is_some_and(|since| {
+            !batch.name.is_legacy()
+                && (batch.name.is_untagged()
+                    || Version::parse(batch.name.label()).is_none_or(|v| v > *since))
+        });
+        if line.retired && !shipped_after {
+            continue;
+        }
+        result.checked += 1;
+        let batch_name = batch.name.to_string();
+        match snapshot.and_then(|s| s.record(&line.slug)) {
+            None if line.retired => {}
+            None => result.problems.push(VerifyProblem::Missing {
+                slug: line.slug.clone(),
+                batch: batch_name,
+            }),
+            Some(Record::Corrupt(c)) => result.problems.push(VerifyProblem::Corrupt {
+                slug: line.slug.clone(),
+                key: c.key.clone(),
+            }),
+            Some(Record::Entry(entry)) => {
+                let exempt = tree.is_revoked(&line.slug) && entry.state == EntryState::Revoked;
+                if shipped_after && entry.state != EntryState::Ok && !exempt {
+                    result.problems.push(VerifyProblem::NotOk {
+                        slug: line.slug.clone(),
+                        batch: batch_name,
+                        state: entry.state,
+                    });
+                }
+            }
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entry::LedgerEntry;
+    use crate::time::Timestamp;
+    use crate::tree::TreeFiles;
+
+    fn tree(revoked: &str) -> (MigrationsTree, Manifest) {
+        let script = |tier: &str| {
+            format!("#!/bin/sh\n# cozystack-migration: tier={tier}\n# cozystack-migration: on-error=abort\n").into_bytes()
+        };
+        let files = TreeFiles {
+            scripts: vec![
+                (crate::Tier::PreApply, "old".into(), script("pre-apply")),
+                (crate::Tier::PreApply, "new".into(), script("pre-apply")),
+                (crate::Tier::PreApply, "bad".into(), script("pre-apply")),
+                (crate::Tier::PreApply, "next".into(), script("pre-apply")),
+            ],
+            revoked: Some(revoked.as_bytes().to_vec()),
+            order: Some(vec![
+                ("00001-v1.0.0".into(), b"old\ngone retired\n".to_vec()),
+                ("00002-v1.1.0".into(), b"new\nbad\n".to_vec()),
+                ("99999-untagged".into(), b"next\n".to_vec()),
+            ]),
+            ..TreeFiles::default()
+        };
+        let tree = MigrationsTree::from_files("/t".into(), files).unwrap();
+        let manifest = tree.manifest().unwrap().clone();
+        (tree, manifest)
+    }
+
+    fn snapshot(entries: &[(&str, EntryState)]) -> LedgerSnapshot {
+        let encoded: Vec<(String, String)> = entries
+            .iter()
+            .map(|(s, state)| {
+                let mut e = LedgerEntry::new(*state, Timestamp::from_unix(0));
+                if *state == EntryState::Failed {
+                    e.reason = Some("r".into());
+                    e.message = Some("m".into());
+                }
+                (format!("m.{s}"), e.encode())
+            })
+            .collect();
+        LedgerSnapshot::from_raw_data(encoded.iter().map(|(k, v)| (k.as_str(), v.as_str())), None)
+    }
+
+    fn names(v: &Verification) -> Vec<String> {
+        v.problems.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn every_non_retired_slug_needs_a_terminal_entry() {
+        let (tree, manifest) = tree("");
+        let snap = snapshot(&[("old", EntryState::Ok), ("new", EntryState::Failed)]);
+        let v = verify(&tree, &manifest, Some(&snap), None);
+        assert_eq!(v.checked, 4);
+        assert_eq!(
+            names(&v),
+            [
+                "'bad' (00002-v1.1.0) has no ledger entry",
+                "'next' (99999-untagged) has no ledger entry"
+            ]
+        );
+        assert_eq!(
+            verify(&tree, &manifest, None, None).problems.len(),
+            4,
+            "no ledger: everything is missing"
+        );
+    }
+
+    #[test]
+    fn since_demands_ok_for_everything_shipped_later_so_a_fresh_install_cannot_pass() {
+        let (tree, manifest) = tree("");
+        let fresh = snapshot(&[
+            ("old", EntryState::SkippedFreshInstall),
+            ("gone", EntryState::SkippedFreshInstall),
+            ("new", EntryState::SkippedFreshInstall),
+            ("bad", EntryState::SkippedFreshInstall),
+            ("next", EntryState::SkippedFreshInstall),
+        ]);
+        assert!(
+            verify(&tree, &manifest, Some(&fresh), None)
+                .problems
+                .is_empty()
+        );
+        let since = Version::parse("v1.0.0").unwrap();
+        let v = verify(&tree, &manifest, Some(&fresh), Some(&since));
+        assert_eq!(v.problems.len(), 3, "{:?}", names(&v));
+        assert!(
+            v.problems
+                .iter()
+                .all(|p| matches!(p, VerifyProblem::NotOk { .. }))
+        );
+    }
+
+    #[test]
+    fn revoked_slugs_recorded_revoked_pass_since() {
+        let (tree, manifest) = tree("bad\n");
+        let snap = snapshot(&[
+            ("old", EntryState::Ok),
+            ("new", EntryState::Ok),
+            ("bad", EntryState::Revoked),
+            ("next", EntryState::Ok),
+        ]);
+        let since = Version::parse("v1.0.0").unwrap();
+        assert!(
+            verify(&tree, &manifest, Some(&snap), Some(&since))
+                .problems
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn corrupt_entries_fail_verification() {
+        let (tree, manifest) = tree("");
+        let mut snap = snapshot(&[
+            ("new", EntryState::Ok),
+            ("bad", EntryState::Ok),
+            ("next", EntryState::Ok),
+        ]);
+        snap.records.insert(
+            Slug::parse("old").unwrap(),
+            Record::Corrupt(crate::CorruptEntry::new("m.old", "{", "eof".into())),
+        );
+        let v = verify(&tree, &manifest, Some(&snap), None);
+        assert_eq!(names(&v), ["'old': ledger key 'm.old' is corrupt"]);
+    }
+}
