@@ -43,7 +43,20 @@ if [ ! -f "$LEDGER" ]; then
     printf '{"format":"migration-ledger/v1","ledger":{"revision":1,"data":{"version":"44"}},"lock":null,"lock_generation":0}\n' > "$LEDGER"
 fi
 
+# The scripts call kubectl through lib/kube.sh; the demo points it at a
+# stand-in cluster with two tenants (examples/demo/tests/fake-kubectl).
+export KUBECTL="$REPO/migrations/tests/fake-kubectl"
+export MIGRATION_IMAGE="ghcr.io/example/platform-migrations@sha256:$(printf demo | sha256sum | cut -c1-64)"
+
 echo "== plan (pre-apply)"
 "$MIGRATE" plan "$REPO/migrations" --ledger "file:$LEDGER" --tier pre-apply
+echo "== run the blocking tier (the pre-upgrade hook Job)"
+"$MIGRATE" run "$REPO/migrations" --ledger "file:$LEDGER" --tier pre-apply
+echo "== run the background tier (what the operator's Jobs do, one slug at a time)"
+"$MIGRATE" run "$REPO/migrations" --ledger "file:$LEDGER" --tier background
 echo "== status"
 "$MIGRATE" status --ledger "file:$LEDGER"
+echo "== run again: nothing is pending"
+"$MIGRATE" run "$REPO/migrations" --ledger "file:$LEDGER" --tier pre-apply
+echo "== verify: every migration has a terminal entry, everything after v1.7.0 is ok"
+"$MIGRATE" verify "$REPO/migrations" --ledger "file:$LEDGER" --since v1.7.0

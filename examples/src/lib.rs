@@ -11,5 +11,6 @@ pub mod git;
 pub mod lint;
 pub mod render;
 pub mod report;
+pub mod runner;
 pub mod scaffold;
 pub mod spec;

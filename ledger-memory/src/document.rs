@@ -8,7 +8,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use migration_core::ledger::{Lease, LedgerError, LedgerSnapshot, WriteMode, WriteReport};
+use migration_core::ledger::{
+    ATTEMPT_KEY_PREFIX, AttemptMark, Lease, LedgerError, LedgerSnapshot, WriteMode, WriteReport,
+};
 use migration_core::{LedgerEntry, Slug, Timestamp};
 use serde::{Deserialize, Serialize};
 
@@ -161,6 +163,45 @@ impl Document {
             stored.revision += 1;
         }
         Ok(report)
+    }
+
+    pub(crate) fn note_attempt(
+        &mut self,
+        name: &str,
+        budget: Option<u64>,
+        slug: &Slug,
+        token: &str,
+        floor: u32,
+    ) -> Result<u32, LedgerError> {
+        let Some(stored) = self.ledger.as_mut() else {
+            return Err(LedgerError::NotFound {
+                ledger: name.to_owned(),
+                operation: "note attempt",
+            });
+        };
+        let key = format!("{ATTEMPT_KEY_PREFIX}{slug}");
+        let current = match stored.data.get(&key) {
+            Some(raw) => {
+                Some(
+                    AttemptMark::decode(&key, raw).map_err(|c| LedgerError::Permanent {
+                        ledger: name.to_owned(),
+                        operation: "note attempt",
+                        message: c.to_string(),
+                    })?,
+                )
+            }
+            None => None,
+        };
+        let next = AttemptMark::next(current.as_ref(), token, floor);
+        if current.as_ref() == Some(&next) {
+            return Ok(next.count);
+        }
+        let mut data = stored.data.clone();
+        data.insert(key, next.encode());
+        check_budget(name, budget, &stored.data, &data)?;
+        stored.data = data;
+        stored.revision += 1;
+        Ok(next.count)
     }
 
     pub(crate) fn acquire(

@@ -18,6 +18,8 @@ pub enum Operation {
     Create,
     /// [`Ledger::write`].
     Write,
+    /// [`Ledger::note_attempt`].
+    NoteAttempt,
     /// [`Ledger::acquire_lock`].
     AcquireLock,
     /// [`Ledger::renew_lock`].
@@ -33,6 +35,7 @@ impl Operation {
             Operation::Read => "read",
             Operation::Create => "create",
             Operation::Write => "write",
+            Operation::NoteAttempt => "note attempt",
             Operation::AcquireLock => "acquire lock",
             Operation::RenewLock => "renew lock",
             Operation::ReleaseLock => "release lock",
@@ -220,6 +223,14 @@ impl Ledger for FaultyLedger {
     ) -> Result<WriteReport, LedgerError> {
         self.call(Operation::Write, self.inner.write(entries, mode))
             .await
+    }
+
+    async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
+        self.call(
+            Operation::NoteAttempt,
+            self.inner.note_attempt(slug, token, floor),
+        )
+        .await
     }
 
     async fn acquire_lock(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {

@@ -207,6 +207,13 @@ impl Ledger for FileLedger {
         self.mutate("write", |doc| doc.write(&name, self.budget, entries, mode))
     }
 
+    async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
+        let name = self.name();
+        self.mutate("note attempt", |doc| {
+            doc.note_attempt(&name, self.budget, slug, token, floor)
+        })
+    }
+
     async fn acquire_lock(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         let name = self.name();
         let now = self.clock.now();

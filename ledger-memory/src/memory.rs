@@ -117,6 +117,11 @@ impl Ledger for MemoryLedger {
             .write(&self.shared.name, self.shared.budget, entries, mode)
     }
 
+    async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
+        self.doc()
+            .note_attempt(&self.shared.name, self.shared.budget, slug, token, floor)
+    }
+
     async fn acquire_lock(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         let now = self.shared.clock.now();
         self.doc().acquire(&self.shared.name, holder, ttl, now)

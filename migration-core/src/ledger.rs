@@ -17,6 +17,51 @@ use crate::time::Timestamp;
 /// The key that holds the legacy integer.
 pub const VERSION_KEY: &str = "version";
 
+/// Prefix of the keys that count started executions (`a.<slug>`).
+pub const ATTEMPT_KEY_PREFIX: &str = "a.";
+
+/// The durable count of started executions of one slug, written before each
+/// execution so that a crash between a script's effect and its record still
+/// counts: `{"count":2,"token":"<run token>"}`. The token makes noting one
+/// execution idempotent when a reply is lost and the call is repeated.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttemptMark {
+    /// Executions started so far.
+    pub count: u32,
+    /// The token of the execution that last incremented the count.
+    pub token: String,
+}
+
+impl AttemptMark {
+    /// Compact JSON, as stored.
+    pub fn encode(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Parses a stored value; a value that does not parse is corrupt.
+    pub fn decode(key: &str, raw: &str) -> Result<Self, CorruptEntry> {
+        serde_json::from_str(raw).map_err(|e| CorruptEntry::new(key, raw, e.to_string()))
+    }
+
+    /// The mark after noting one more execution under `token`, starting from
+    /// at least `floor` (the attempts an existing entry already records).
+    /// Noting the same token twice changes nothing.
+    pub fn next(current: Option<&AttemptMark>, token: &str, floor: u32) -> AttemptMark {
+        match current {
+            Some(mark) if mark.token == token => mark.clone(),
+            Some(mark) => AttemptMark {
+                count: mark.count.max(floor).saturating_add(1),
+                token: token.to_owned(),
+            },
+            None => AttemptMark {
+                count: floor.saturating_add(1),
+                token: token.to_owned(),
+            },
+        }
+    }
+}
+
 /// The legacy integer `version`, as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum LegacyVersion {
@@ -74,6 +119,9 @@ pub struct LedgerSnapshot {
     /// to no migration the engine can name, so they block nothing, but they
     /// are reported: somebody wrote them by hand.
     pub unreadable_keys: Vec<CorruptEntry>,
+    /// Started executions per slug (`a.<slug>` keys); more started than
+    /// recorded means a run died mid-migration.
+    pub attempts_started: BTreeMap<Slug, u32>,
     /// Opaque revision of the stored object (a resourceVersion, a counter).
     pub revision: Option<String>,
 }
@@ -93,6 +141,20 @@ impl LedgerSnapshot {
         for (key, value) in data {
             if key == VERSION_KEY {
                 snapshot.version = LegacyVersion::parse(value);
+                continue;
+            }
+            if let Some(rest) = key.strip_prefix(ATTEMPT_KEY_PREFIX) {
+                match (Slug::parse(rest), AttemptMark::decode(key, value)) {
+                    (Ok(slug), Ok(mark)) => {
+                        snapshot.attempts_started.insert(slug, mark.count);
+                    }
+                    (Err(e), _) => {
+                        snapshot
+                            .unreadable_keys
+                            .push(CorruptEntry::new(key, value, e.to_string()))
+                    }
+                    (_, Err(corrupt)) => snapshot.unreadable_keys.push(corrupt),
+                }
                 continue;
             }
             match Slug::from_ledger_key(key) {
@@ -323,6 +385,18 @@ pub trait Ledger: Send + Sync + fmt::Debug {
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError>;
 
+    /// Durably counts one started execution of `slug` and returns the count.
+    ///
+    /// Called before a script runs, so a crash after the script's effect but
+    /// before its record still counts the execution. The new count is
+    /// `max(stored, floor) + 1`, where `floor` is what an existing entry
+    /// already records. Idempotent per `token`: repeating the call with the
+    /// token that last incremented returns the same count without
+    /// incrementing (a lost reply retried is not a second execution). Stored
+    /// beside the entries (ConfigMap key `a.<slug>`); the ledger must exist
+    /// ([`LedgerError::NotFound`] otherwise).
+    async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError>;
+
     /// Takes the run lock for `holder` for `ttl`.
     ///
     /// Succeeds if the lock is free, expired, or already held by `holder`
@@ -372,6 +446,47 @@ mod tests {
         assert_eq!(snap.unreadable_keys[0].key, "m.Bad_Key");
         assert_eq!(snap.records.len(), 2);
         assert_eq!(snap.revision.as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn attempt_marks_count_once_per_token_and_respect_the_floor() {
+        let first = AttemptMark::next(None, "t1", 0);
+        assert_eq!(first.count, 1);
+        assert_eq!(
+            AttemptMark::next(Some(&first), "t1", 0),
+            first,
+            "same token: no increment"
+        );
+        let second = AttemptMark::next(Some(&first), "t2", 0);
+        assert_eq!(second.count, 2);
+        assert_eq!(
+            AttemptMark::next(Some(&second), "t3", 5).count,
+            6,
+            "an entry's attempts are a floor"
+        );
+        assert_eq!(AttemptMark::next(None, "t", 3).count, 4);
+        let raw = second.encode();
+        assert_eq!(raw, r#"{"count":2,"token":"t2"}"#);
+        assert_eq!(AttemptMark::decode("a.x", &raw).unwrap(), second);
+        assert!(AttemptMark::decode("a.x", "{").is_err());
+    }
+
+    #[test]
+    fn attempt_keys_are_read_into_the_snapshot() {
+        let snap = LedgerSnapshot::from_raw_data(
+            [
+                ("a.good", r#"{"count":3,"token":"t"}"#),
+                ("a.bad", "x"),
+                ("a.No", r#"{"count":1,"token":"t"}"#),
+            ],
+            None,
+        );
+        assert_eq!(
+            snap.attempts_started.get(&Slug::parse("good").unwrap()),
+            Some(&3)
+        );
+        assert_eq!(snap.unreadable_keys.len(), 2);
+        assert!(snap.records.is_empty());
     }
 
     #[test]

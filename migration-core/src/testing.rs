@@ -369,6 +369,29 @@ pub async fn a_create_above_the_budget_is_refused(h: &impl Harness) {
     );
 }
 
+pub async fn note_attempt_counts_once_per_token_and_needs_the_ledger(h: &impl Harness) {
+    let ledger = h.ledger().await;
+    let err = ledger.note_attempt(&slug(1), "t1", 0).await.unwrap_err();
+    assert!(matches!(err, LedgerError::NotFound { .. }), "got {err:?}");
+    ledger.create(&entries(0..1, EntryState::Ok)).await.unwrap();
+    assert_eq!(ledger.note_attempt(&slug(1), "t1", 0).await.unwrap(), 1);
+    assert_eq!(
+        ledger.note_attempt(&slug(1), "t1", 0).await.unwrap(),
+        1,
+        "same token must not count twice"
+    );
+    assert_eq!(ledger.note_attempt(&slug(1), "t2", 0).await.unwrap(), 2);
+    assert_eq!(
+        ledger.note_attempt(&slug(0), "t3", 7).await.unwrap(),
+        8,
+        "the floor is respected"
+    );
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert_eq!(snapshot.attempts_started.get(&slug(1)), Some(&2));
+    assert_eq!(snapshot.records.len(), 1, "attempt marks are not entries");
+    assert!(h.raw("a.s-1").await.unwrap().contains("\"count\":2"));
+}
+
 pub async fn lock_excludes_a_second_holder_until_released(h: &impl Harness) {
     let a = h.ledger().await;
     let b = h.ledger().await;
@@ -462,6 +485,7 @@ macro_rules! ledger_conformance_tests {
             concurrent_writers_lose_no_update,
             a_write_above_the_budget_is_refused_whole,
             a_create_above_the_budget_is_refused,
+            note_attempt_counts_once_per_token_and_needs_the_ledger,
             lock_excludes_a_second_holder_until_released,
             lock_can_be_taken_before_the_ledger_exists,
             same_holder_reacquires_and_renew_extends,

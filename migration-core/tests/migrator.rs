@@ -149,6 +149,9 @@ impl Ledger for AbsentOnce {
     ) -> Result<migration_core::WriteReport, LedgerError> {
         self.inner.write(entries, mode).await
     }
+    async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
+        self.inner.note_attempt(slug, token, floor).await
+    }
     async fn acquire_lock(
         &self,
         holder: &str,

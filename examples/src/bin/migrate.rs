@@ -5,6 +5,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use examples::exit;
@@ -12,6 +13,7 @@ use examples::git::{GitError, Repo};
 use examples::lint::{Level, LintConfig, lint};
 use examples::render::{configmap_json, configmap_yaml};
 use examples::report::{ErrorView, Format, ManifestView, PlanView, StatusView};
+use examples::runner::{self, RunConfig, RunError, StdConsole};
 use examples::scaffold::{ScaffoldError, scaffold};
 use examples::spec::LedgerSpec;
 use migration_core::generate::{ReleaseHistory, generate};
@@ -186,6 +188,44 @@ enum Command {
         #[arg(long, default_value = "tests")]
         tests_dir: PathBuf,
     },
+    /// Run the pending migrations of one tier (the hook runner).
+    Run {
+        /// The migrations tree (with a generated order.d/).
+        tree: PathBuf,
+        /// The ledger.
+        #[arg(long, env = "MIGRATE_LEDGER")]
+        ledger: LedgerSpec,
+        /// The tier to run.
+        #[arg(long, value_enum, default_value = "pre-apply")]
+        tier: OneTier,
+        /// Re-run exactly this slug, even if recorded.
+        #[arg(long, env = "ONLY")]
+        only: Option<Slug>,
+        /// The image reference the scripts run from (recorded in entries).
+        #[arg(long, env = "MIGRATION_IMAGE")]
+        image: Option<String>,
+        /// Namespace passed to scripts as MIGRATION_NAMESPACE.
+        #[arg(long, env = "MIGRATION_NAMESPACE", default_value = "cozy-system")]
+        namespace: String,
+        /// Per-script timeout in seconds.
+        #[arg(long, default_value_t = 900)]
+        timeout: u64,
+        /// Seconds between SIGTERM and SIGKILL when stopping a script.
+        #[arg(long, default_value_t = 10)]
+        grace: u64,
+        /// Seconds to wait for another runner's lock.
+        #[arg(long, default_value_t = 300)]
+        lock_wait: u64,
+        /// Lifetime of the run lock in seconds (renewed every third).
+        #[arg(long, default_value_t = 60)]
+        lock_ttl: u64,
+        /// Lock holder identity (default: $POD_NAME or host name, plus the pid).
+        #[arg(long)]
+        holder: Option<String>,
+        /// Allowed shebang (repeatable; default /bin/sh and /bin/bash).
+        #[arg(long = "allow-interpreter")]
+        allow_interpreters: Vec<String>,
+    },
     /// Print the ledger: failures first, then every entry.
     Status {
         /// The ledger: file:PATH or memory:.
@@ -272,6 +312,67 @@ impl From<migration_core::LedgerError> for Failure {
     fn from(e: migration_core::LedgerError) -> Self {
         Failure::new(exit::ENVIRONMENT, "environment", vec![e.to_string()])
     }
+}
+
+/// `$POD_NAME` (set by the Job's downward API) or the host name, plus the pid.
+fn default_holder() -> String {
+    let host = std::env::var("POD_NAME")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown-host".into());
+    format!("{host}/pid-{}", std::process::id())
+}
+
+/// Turns SIGTERM and SIGINT into the runner's interrupt flag.
+fn spawn_signal_forwarder(tx: tokio::sync::watch::Sender<bool>) -> Result<(), Failure> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let fail = |e: std::io::Error| {
+        Failure::new(
+            exit::ENVIRONMENT,
+            "environment",
+            vec![format!("cannot handle signals: {e}")],
+        )
+    };
+    let mut term = signal(SignalKind::terminate()).map_err(fail)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(fail)?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        let _ = tx.send(true);
+    });
+    Ok(())
+}
+
+/// Maps a run error to its exit code, printing the partial report in JSON mode.
+fn run_failure(e: RunError, out: &Out) -> Failure {
+    let (code, kind) = match &e {
+        RunError::Refused(_) | RunError::Unsafe { .. } => (exit::REFUSED, "refused"),
+        RunError::MigrationFailed { .. } | RunError::Interrupted { .. } => {
+            (exit::MIGRATION_FAILED, "migration-failed")
+        }
+        _ => (exit::ENVIRONMENT, "environment"),
+    };
+    let problems = match &e {
+        RunError::Refused(plan) => plan.problems.iter().map(ToString::to_string).collect(),
+        other => vec![other.to_string()],
+    };
+    if let (
+        RunError::MigrationFailed { report, .. } | RunError::Interrupted { report, .. },
+        Format::Json,
+    ) = (&e, out.format)
+    {
+        let doc = serde_json::json!({"error": kind, "exit_code": code, "problems": problems, "report": report});
+        out.emit(&doc, |_| String::new());
+        return Failure::quiet(code);
+    }
+    Failure::new(code, kind, problems)
 }
 
 struct Out {
@@ -544,6 +645,43 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
                     made.test.display()
                 )
             });
+        }
+        Command::Run {
+            tree,
+            ledger,
+            tier,
+            only,
+            image,
+            namespace,
+            timeout,
+            grace,
+            lock_wait,
+            lock_ttl,
+            holder,
+            allow_interpreters,
+        } => {
+            let tree = MigrationsTree::load(&tree)?;
+            let ledger = ledger.open();
+            let mut config = RunConfig::new(tier.into(), holder.unwrap_or_else(default_holder));
+            config.only = only;
+            config.image = image;
+            config.namespace = namespace;
+            config.timeout = Duration::from_secs(timeout);
+            config.grace = Duration::from_secs(grace);
+            config.lock_wait = Duration::from_secs(lock_wait);
+            config.lock_ttl = Duration::from_secs(lock_ttl.max(1));
+            if !allow_interpreters.is_empty() {
+                config.allowed_interpreters = allow_interpreters;
+            }
+            let console = StdConsole {
+                stderr_only: out.format == Format::Json,
+            };
+            let (tx, rx) = tokio::sync::watch::channel(false);
+            spawn_signal_forwarder(tx)?;
+            match runner::run(&tree, ledger.as_ref(), &clock, &config, &console, rx).await {
+                Ok(report) => out.emit(&report, |_| String::new()),
+                Err(e) => return Err(run_failure(e, out)),
+            }
         }
         Command::Status { ledger } => {
             let ledger = ledger.open();

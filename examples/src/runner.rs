@@ -1,0 +1,943 @@
+//! The hook runner: executes pending migrations safely (spec §6, §7).
+//!
+//! One run: take the run lock (waiting a bounded time), plan and seed,
+//! refuse before anything runs if the plan or a pending script is unsafe,
+//! then run each pending script in manifest order under errexit, in its own
+//! process group, streaming its output prefixed with the slug, with a
+//! timeout, and record each outcome itself. The lock is released on every
+//! exit path.
+//!
+//! How fail-fast is guaranteed: scripts run with errexit (`-e`, plus
+//! `-o pipefail` under bash). errexit cannot see everything: a command
+//! substitution used as a `for` word list that fails yields zero iterations
+//! and status 0, and `kubectl ... || true` turns a failure into success. So
+//! before anything runs, every pending script is scanned for those patterns
+//! (and for writes to the ledger), and the run is refused if one is found.
+//! A runner that cannot tell whether a script did its work does not run it.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use migration_core::header::{OnError, Tier};
+use migration_core::plan::PendingMigration;
+use migration_core::{
+    Clock, EntryState, Lease, Ledger, LedgerEntry, LedgerError, MigrateError, MigrationsTree,
+    Migrator, PlanError, PlanRequest, Slug, TierSelection,
+};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::sync::watch;
+
+use crate::lint::{Finding, Level, LintConfig, lint_script};
+
+/// Rules whose findings make the runner refuse a script: patterns that let a
+/// failed script report success, and writes to the ledger.
+pub const UNSAFE_AT_RUNTIME: [&str; 3] = [
+    "for-command-substitution",
+    "kubectl-error-ignored",
+    "ledger-write",
+];
+
+/// Everything a run needs besides the tree and the ledger.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The tier to run.
+    pub tier: Tier,
+    /// `ONLY=<slug>`: re-run exactly this slug.
+    pub only: Option<Slug>,
+    /// The image the scripts run from, recorded in entries.
+    pub image: Option<String>,
+    /// The namespace passed to scripts as `MIGRATION_NAMESPACE`.
+    pub namespace: String,
+    /// Per-script time limit.
+    pub timeout: Duration,
+    /// Time between SIGTERM and SIGKILL when stopping a script.
+    pub grace: Duration,
+    /// Lifetime of the run lock; renewed every third of it.
+    pub lock_ttl: Duration,
+    /// How long to wait for another runner's lock before giving up.
+    pub lock_wait: Duration,
+    /// Who holds the lock (pod name, host and pid).
+    pub holder: String,
+    /// Bytes of output kept for a failure's `message`.
+    pub tail_bytes: usize,
+    /// Allowed shebang lines.
+    pub allowed_interpreters: Vec<String>,
+    /// Settings for the pre-run safety scan.
+    pub lint: LintConfig,
+}
+
+impl RunConfig {
+    /// Defaults for `tier`: 15-minute timeout, 10-second grace, 60-second
+    /// lock renewed every 20 seconds, up to 5 minutes waiting for the lock,
+    /// a 4 KiB failure tail.
+    pub fn new(tier: Tier, holder: String) -> Self {
+        RunConfig {
+            tier,
+            only: None,
+            image: None,
+            namespace: "cozy-system".into(),
+            timeout: Duration::from_secs(15 * 60),
+            grace: Duration::from_secs(10),
+            lock_ttl: Duration::from_secs(60),
+            lock_wait: Duration::from_secs(300),
+            holder,
+            tail_bytes: 4096,
+            allowed_interpreters: migration_core::PlanContext::default_interpreters(),
+            lint: LintConfig::default(),
+        }
+    }
+}
+
+/// Where progress and script output go.
+pub trait Console: Send + Sync {
+    /// One line of a script's output.
+    fn script_line(&self, slug: &Slug, line: &str);
+    /// One line of the runner's own progress.
+    fn progress(&self, line: &str);
+}
+
+/// Prints to the process's stdout (or stderr when stdout carries a JSON
+/// document).
+#[derive(Debug, Clone, Copy)]
+pub struct StdConsole {
+    /// Send everything to stderr.
+    pub stderr_only: bool,
+}
+
+impl Console for StdConsole {
+    fn script_line(&self, slug: &Slug, line: &str) {
+        if self.stderr_only {
+            eprintln!("[{slug}] {line}");
+        } else {
+            println!("[{slug}] {line}");
+        }
+    }
+
+    fn progress(&self, line: &str) {
+        if self.stderr_only {
+            eprintln!("migrate: {line}");
+        } else {
+            println!("migrate: {line}");
+        }
+    }
+}
+
+/// How one migration ended in this run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Exit 0, recorded `ok`.
+    Ok,
+    /// Failed under `on-error=warn`, recorded `failed`.
+    Failed,
+    /// Not executed because a requirement is unmet; recorded `failed` (warn).
+    Blocked,
+    /// Failed under `on-error=abort`: nothing recorded, the run stopped.
+    Aborted,
+    /// Stopped by SIGTERM/SIGINT: nothing recorded, the run stopped.
+    Interrupted,
+}
+
+/// One migration's result.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MigrationResult {
+    /// The slug.
+    pub slug: String,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Why it failed, if it did.
+    pub reason: Option<String>,
+    /// Executions counted so far (including this one).
+    pub attempts: u32,
+    /// Wall time, in milliseconds.
+    pub duration_ms: u128,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunReport {
+    /// The tier.
+    pub tier: String,
+    /// The ONLY slug.
+    pub only: Option<String>,
+    /// The ledger did not exist (nothing ran).
+    pub fresh_install: bool,
+    /// Entries written before running (fresh install, legacy, revoked).
+    pub seeded: usize,
+    /// Migrations pending at the start.
+    pub pending: usize,
+    /// Per-migration results, in order.
+    pub results: Vec<MigrationResult>,
+    /// Wall time of the whole run, in milliseconds.
+    pub elapsed_ms: u128,
+}
+
+impl RunReport {
+    fn count(&self, outcome: &Outcome) -> usize {
+        self.results
+            .iter()
+            .filter(|r| &r.outcome == outcome)
+            .count()
+    }
+
+    /// The closing summary line.
+    pub fn summary(&self) -> String {
+        let not_run = self.pending - self.results.len();
+        format!(
+            "done: {} ok, {} failed, {} blocked, {} not run, in {:.1}s",
+            self.count(&Outcome::Ok),
+            self.count(&Outcome::Failed),
+            self.count(&Outcome::Blocked),
+            not_run + self.count(&Outcome::Aborted) + self.count(&Outcome::Interrupted),
+            self.elapsed_ms as f64 / 1000.0
+        )
+    }
+}
+
+/// Why a run stopped early or did not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The plan refused; nothing ran.
+    #[error(transparent)]
+    Refused(PlanError),
+    /// A pending script has a pattern that could hide its failure; nothing ran.
+    #[error("refusing to run: {} unsafe pattern(s) in pending scripts:\n{}", findings.len(), findings.iter().map(|f| format!("  {}:{}: [{}] {}", f.file, f.line.unwrap_or(0), f.rule, f.message)).collect::<Vec<_>>().join("\n"))]
+    Unsafe {
+        /// The findings.
+        findings: Vec<Finding>,
+    },
+    /// The ledger failed.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// Recording an outcome failed after the script ran.
+    #[error(
+        "{slug} ran but its outcome could not be recorded: {cause}; the next run executes it again (migrations are safe to run twice)"
+    )]
+    Unrecorded {
+        /// The slug.
+        slug: Slug,
+        /// The error.
+        cause: MigrateError,
+    },
+    /// Another runner held the lock for longer than we were willing to wait.
+    #[error("another runner holds the lock: {cause}; gave up after waiting {waited:?}")]
+    LockBusy {
+        /// The last refusal.
+        cause: LedgerError,
+        /// How long we waited.
+        waited: Duration,
+    },
+    /// The lock was lost mid-run; the current script was stopped.
+    #[error("lost the run lock while running {slug}: {cause}; stopped it and recorded nothing")]
+    LockLost {
+        /// The script that was running.
+        slug: Slug,
+        /// The renew error.
+        cause: LedgerError,
+    },
+    /// An `on-error=abort` migration failed; nothing was recorded for it.
+    #[error("migration {slug} failed ({reason}); nothing recorded, upgrade stopped\n{tail}")]
+    MigrationFailed {
+        /// The slug.
+        slug: Slug,
+        /// Why.
+        reason: String,
+        /// The end of its output.
+        tail: String,
+        /// The report up to the failure.
+        report: Box<RunReport>,
+    },
+    /// SIGTERM or SIGINT arrived; the running script was stopped.
+    #[error("interrupted{}; nothing recorded for the interrupted migration", slug.as_ref().map(|s| format!(" while running {s}")).unwrap_or_default())]
+    Interrupted {
+        /// The script that was running, if any.
+        slug: Option<Slug>,
+        /// The report up to the interruption.
+        report: Box<RunReport>,
+    },
+    /// A script could not be started.
+    #[error("cannot start {slug}: {message}")]
+    Spawn {
+        /// The slug.
+        slug: Slug,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Keeps the output tail within a byte budget, by whole lines.
+#[derive(Debug, Default)]
+struct Tail {
+    lines: VecDeque<String>,
+    bytes: usize,
+    cap: usize,
+}
+
+impl Tail {
+    fn push(&mut self, line: &str) {
+        let mut line = line.to_owned();
+        if line.len() > self.cap {
+            let mut cut = line.len() - self.cap;
+            while !line.is_char_boundary(cut) {
+                cut += 1;
+            }
+            line = line[cut..].to_owned();
+        }
+        self.bytes += line.len() + 1;
+        self.lines.push_back(line);
+        while self.bytes > self.cap {
+            match self.lines.pop_front() {
+                Some(old) => self.bytes -= old.len() + 1,
+                None => break,
+            }
+        }
+    }
+
+    fn text(&self) -> String {
+        self.lines.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// How one execution ended.
+enum Exec {
+    Success,
+    Failed { reason: String, tail: String },
+    Interrupted,
+    LockLost(LedgerError),
+}
+
+/// Holds the lease and renews it.
+struct LeaseKeeper<'a> {
+    ledger: &'a dyn Ledger,
+    lease: Lease,
+    ttl: Duration,
+}
+
+impl LeaseKeeper<'_> {
+    async fn renew(&mut self) -> Result<(), LedgerError> {
+        self.lease = self.ledger.renew_lock(&self.lease, self.ttl).await?;
+        Ok(())
+    }
+}
+
+/// Runs the tier. `interrupt` turns true on SIGTERM/SIGINT (the binary
+/// wires the signals; tests flip it directly).
+pub async fn run(
+    tree: &MigrationsTree,
+    ledger: &dyn Ledger,
+    clock: &dyn Clock,
+    config: &RunConfig,
+    console: &dyn Console,
+    mut interrupt: watch::Receiver<bool>,
+) -> Result<RunReport, RunError> {
+    let started = Instant::now();
+    let lease = acquire(ledger, config, console, &mut interrupt, started).await?;
+    let mut keeper = LeaseKeeper {
+        ledger,
+        lease,
+        ttl: config.lock_ttl,
+    };
+    let result = locked_run(
+        tree,
+        &mut keeper,
+        clock,
+        config,
+        console,
+        &mut interrupt,
+        started,
+    )
+    .await;
+    // Released on every path; a failed release only delays the next runner
+    // until the lease expires, so it is reported, not fatal.
+    if let Err(e) = ledger.release_lock(&keeper.lease).await {
+        console.progress(&format!(
+            "warning: could not release the run lock ({e}); it expires by itself"
+        ));
+    }
+    result
+}
+
+async fn acquire(
+    ledger: &dyn Ledger,
+    config: &RunConfig,
+    console: &dyn Console,
+    interrupt: &mut watch::Receiver<bool>,
+    started: Instant,
+) -> Result<Lease, RunError> {
+    let mut announced = false;
+    loop {
+        match ledger.acquire_lock(&config.holder, config.lock_ttl).await {
+            Ok(lease) => return Ok(lease),
+            Err(cause @ LedgerError::LockHeld { .. }) => {
+                let waited = started.elapsed();
+                if waited >= config.lock_wait {
+                    return Err(RunError::LockBusy { cause, waited });
+                }
+                if !announced {
+                    console.progress(&format!("waiting for the run lock: {cause}"));
+                    announced = true;
+                }
+                let pause = Duration::from_millis(500).min(config.lock_wait - waited);
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    _ = interrupt.changed() => {}
+                }
+                if *interrupt.borrow() {
+                    return Err(RunError::Interrupted {
+                        slug: None,
+                        report: Box::new(empty_report(config)),
+                    });
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+fn empty_report(config: &RunConfig) -> RunReport {
+    RunReport {
+        tier: config.tier.to_string(),
+        only: config.only.as_ref().map(ToString::to_string),
+        fresh_install: false,
+        seeded: 0,
+        pending: 0,
+        results: Vec::new(),
+        elapsed_ms: 0,
+    }
+}
+
+async fn locked_run(
+    tree: &MigrationsTree,
+    keeper: &mut LeaseKeeper<'_>,
+    clock: &dyn Clock,
+    config: &RunConfig,
+    console: &dyn Console,
+    interrupt: &mut watch::Receiver<bool>,
+    started: Instant,
+) -> Result<RunReport, RunError> {
+    let ledger = keeper.ledger;
+    let migrator = Migrator::new(tree, ledger, clock)
+        .with_image(config.image.clone())
+        .with_allowed_interpreters(config.allowed_interpreters.clone());
+    let request = PlanRequest {
+        tiers: TierSelection::One(config.tier),
+        only: config.only.clone(),
+    };
+    let prepared = migrator.prepare(&request).await.map_err(|e| match e {
+        MigrateError::Refused(plan) => RunError::Refused(plan),
+        MigrateError::Ledger(l) => RunError::Ledger(l),
+        other => RunError::Ledger(LedgerError::Permanent {
+            ledger: ledger.describe(),
+            operation: "prepare",
+            message: other.to_string(),
+        }),
+    })?;
+    let plan = prepared.plan;
+
+    let findings: Vec<Finding> = plan
+        .pending
+        .iter()
+        .flat_map(|p| {
+            let path = tree.root().join(&p.relative_path);
+            let bytes = std::fs::read(&path).unwrap_or_default();
+            lint_script(&p.relative_path.display().to_string(), &bytes, &config.lint)
+        })
+        .filter(|f| f.level == Level::Error && UNSAFE_AT_RUNTIME.contains(&f.rule))
+        .collect();
+    if !findings.is_empty() {
+        return Err(RunError::Unsafe { findings });
+    }
+
+    let mut report = RunReport {
+        tier: config.tier.to_string(),
+        only: config.only.as_ref().map(ToString::to_string),
+        fresh_install: plan.fresh_install,
+        seeded: prepared.written.len(),
+        pending: plan.pending.len(),
+        results: Vec::new(),
+        elapsed_ms: 0,
+    };
+    console.progress(&format!(
+        "{} pending in tier {}{}, {} seeded{}",
+        plan.pending.len(),
+        config.tier,
+        config
+            .only
+            .as_ref()
+            .map(|o| format!(" (ONLY={o})"))
+            .unwrap_or_default(),
+        prepared.written.len(),
+        if plan.fresh_install {
+            " (fresh install: nothing runs)"
+        } else {
+            ""
+        }
+    ));
+    for m in &plan.checksum_mismatches {
+        console.progress(&format!(
+            "warning: {} changed on disk since it was recorded; it is not re-run",
+            m.slug
+        ));
+    }
+
+    // States reached in this run, for requirements of later migrations.
+    let mut reached: HashMap<Slug, EntryState> = HashMap::new();
+    for pending in &plan.pending {
+        if *interrupt.borrow() {
+            report.elapsed_ms = started.elapsed().as_millis();
+            return Err(RunError::Interrupted {
+                slug: None,
+                report: Box::new(report),
+            });
+        }
+        let begun = Instant::now();
+        let previous_attempts = pending.previous.as_ref().map_or(0, |e| e.attempts);
+        let mut unmet: Vec<String> = pending
+            .unmet
+            .iter()
+            .map(|(s, why)| format!("{s} {why}"))
+            .collect();
+        for target in &pending.requires {
+            if let Some(state) = reached.get(target).filter(|s| !s.satisfies_requirement()) {
+                unmet.push(format!("{target} is recorded '{state}' in this run"));
+            }
+        }
+        if !unmet.is_empty() {
+            let reason = "requirement-unmet".to_owned();
+            let message = format!("not run: {}", unmet.join("; "));
+            console.progress(&format!("{}: {message}", pending.slug));
+            if pending.on_error == OnError::Abort {
+                report.results.push(result(
+                    pending,
+                    Outcome::Aborted,
+                    Some(reason.clone()),
+                    previous_attempts,
+                    begun,
+                ));
+                report.elapsed_ms = started.elapsed().as_millis();
+                return Err(RunError::MigrationFailed {
+                    slug: pending.slug.clone(),
+                    reason,
+                    tail: message,
+                    report: Box::new(report),
+                });
+            }
+            let entry = outcome_entry(
+                tree,
+                pending,
+                clock,
+                config,
+                EntryState::Failed,
+                previous_attempts,
+                Some((reason.clone(), message)),
+            );
+            record(&migrator, pending, &entry).await?;
+            reached.insert(pending.slug.clone(), EntryState::Failed);
+            report.results.push(result(
+                pending,
+                Outcome::Blocked,
+                Some(reason),
+                previous_attempts,
+                begun,
+            ));
+            continue;
+        }
+
+        let token = format!("{}/{}/{}", config.holder, pending.slug, clock.now());
+        let attempts = note_attempt(ledger, &pending.slug, &token, previous_attempts).await?;
+        console.progress(&format!(
+            "running {} ({}, on-error={}, attempt {attempts})",
+            pending.slug, pending.batch, pending.on_error
+        ));
+        match execute(
+            tree.root(),
+            pending,
+            config,
+            attempts,
+            console,
+            interrupt,
+            keeper,
+        )
+        .await?
+        {
+            Exec::Success => {
+                let entry =
+                    outcome_entry(tree, pending, clock, config, EntryState::Ok, attempts, None);
+                record(&migrator, pending, &entry).await?;
+                reached.insert(pending.slug.clone(), EntryState::Ok);
+                console.progress(&format!(
+                    "{} ok in {:.1}s",
+                    pending.slug,
+                    begun.elapsed().as_secs_f64()
+                ));
+                report
+                    .results
+                    .push(result(pending, Outcome::Ok, None, attempts, begun));
+            }
+            Exec::Failed { reason, tail } if pending.on_error == OnError::Warn => {
+                let entry = outcome_entry(
+                    tree,
+                    pending,
+                    clock,
+                    config,
+                    EntryState::Failed,
+                    attempts,
+                    Some((reason.clone(), tail)),
+                );
+                record(&migrator, pending, &entry).await?;
+                reached.insert(pending.slug.clone(), EntryState::Failed);
+                console.progress(&format!(
+                    "{} failed ({reason}); on-error=warn: recorded, continuing",
+                    pending.slug
+                ));
+                report.results.push(result(
+                    pending,
+                    Outcome::Failed,
+                    Some(reason),
+                    attempts,
+                    begun,
+                ));
+            }
+            Exec::Failed { reason, tail } => {
+                report.results.push(result(
+                    pending,
+                    Outcome::Aborted,
+                    Some(reason.clone()),
+                    attempts,
+                    begun,
+                ));
+                report.elapsed_ms = started.elapsed().as_millis();
+                return Err(RunError::MigrationFailed {
+                    slug: pending.slug.clone(),
+                    reason,
+                    tail,
+                    report: Box::new(report),
+                });
+            }
+            Exec::Interrupted => {
+                report.results.push(result(
+                    pending,
+                    Outcome::Interrupted,
+                    Some("interrupted".into()),
+                    attempts,
+                    begun,
+                ));
+                report.elapsed_ms = started.elapsed().as_millis();
+                return Err(RunError::Interrupted {
+                    slug: Some(pending.slug.clone()),
+                    report: Box::new(report),
+                });
+            }
+            Exec::LockLost(cause) => {
+                return Err(RunError::LockLost {
+                    slug: pending.slug.clone(),
+                    cause,
+                });
+            }
+        }
+        // Between scripts, make sure the lock is still ours before going on.
+        keeper.renew().await.map_err(|cause| RunError::LockLost {
+            slug: pending.slug.clone(),
+            cause,
+        })?;
+    }
+    report.elapsed_ms = started.elapsed().as_millis();
+    console.progress(&report.summary());
+    Ok(report)
+}
+
+fn result(
+    p: &PendingMigration,
+    outcome: Outcome,
+    reason: Option<String>,
+    attempts: u32,
+    begun: Instant,
+) -> MigrationResult {
+    MigrationResult {
+        slug: p.slug.to_string(),
+        outcome,
+        reason,
+        attempts,
+        duration_ms: begun.elapsed().as_millis(),
+    }
+}
+
+fn outcome_entry(
+    tree: &MigrationsTree,
+    p: &PendingMigration,
+    clock: &dyn Clock,
+    config: &RunConfig,
+    state: EntryState,
+    attempts: u32,
+    failure: Option<(String, String)>,
+) -> LedgerEntry {
+    let (reason, message) = failure.map_or((None, None), |(r, m)| (Some(r), Some(m)));
+    LedgerEntry {
+        sha256: Some(p.sha256),
+        lib_sha256: Some(tree.lib_sha256()),
+        batch: Some(p.batch.clone()),
+        image: config.image.clone(),
+        attempts,
+        reason,
+        message,
+        ..LedgerEntry::new(state, clock.now().truncated())
+    }
+}
+
+async fn record(
+    migrator: &Migrator<'_>,
+    p: &PendingMigration,
+    entry: &LedgerEntry,
+) -> Result<(), RunError> {
+    migrator
+        .record(&p.slug, entry)
+        .await
+        .map_err(|cause| RunError::Unrecorded {
+            slug: p.slug.clone(),
+            cause,
+        })
+}
+
+/// Notes a started execution, retrying a transient failure with the same
+/// token (so a lost reply is not counted twice).
+async fn note_attempt(
+    ledger: &dyn Ledger,
+    slug: &Slug,
+    token: &str,
+    floor: u32,
+) -> Result<u32, RunError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match ledger.note_attempt(slug, token, floor).await {
+            Ok(n) => return Ok(n),
+            Err(e) if e.is_transient() && tries < migration_core::migrator::WRITE_ATTEMPTS => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The interpreter command for a script: its shebang words, then errexit
+/// (and pipefail for bash, which supports it), then the script path.
+fn command_for(shebang: &str, path: &Path) -> tokio::process::Command {
+    let mut words = shebang.split_whitespace();
+    let program = words.next().unwrap_or("/bin/sh");
+    let args: Vec<&str> = words.collect();
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(&args);
+    let is_bash = program.ends_with("/bash") || args.first().is_some_and(|a| *a == "bash");
+    cmd.arg("-e");
+    if is_bash {
+        cmd.args(["-o", "pipefail"]);
+    }
+    cmd.arg(path);
+    cmd
+}
+
+fn signal_group(pgid: i32, signal: Signal) {
+    // ESRCH (the group is gone) is the expected outcome after a clean exit.
+    let _ = killpg(Pid::from_raw(pgid), signal);
+}
+
+async fn pump<R: AsyncRead + Unpin>(
+    reader: R,
+    slug: Slug,
+    console: &dyn Console,
+    tail: Arc<Mutex<Tail>>,
+) {
+    let mut reader = BufReader::new(reader);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&buf);
+                let line = text.trim_end_matches(['\n', '\r']);
+                console.script_line(&slug, line);
+                tail.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(line);
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn execute(
+    root: &Path,
+    pending: &PendingMigration,
+    config: &RunConfig,
+    attempt: u32,
+    console: &dyn Console,
+    interrupt: &mut watch::Receiver<bool>,
+    keeper: &mut LeaseKeeper<'_>,
+) -> Result<Exec, RunError> {
+    let path: PathBuf = root.join(&pending.relative_path);
+    let shebang = std::fs::read(&path)
+        .ok()
+        .and_then(|b| {
+            b.split(|&c| c == b'\n')
+                .next()
+                .map(|l| String::from_utf8_lossy(l).into_owned())
+        })
+        .and_then(|l| l.strip_prefix("#!").map(str::trim).map(str::to_owned))
+        .unwrap_or_else(|| "/bin/sh".into());
+    let mut cmd = command_for(&shebang, &path);
+    cmd.current_dir(root)
+        .env("MIGRATION_SLUG", pending.slug.as_str())
+        .env("MIGRATION_TIER", pending.tier.as_str())
+        .env("MIGRATION_TREE", root)
+        .env("MIGRATION_NAMESPACE", &config.namespace)
+        .env("MIGRATION_BATCH", &pending.batch)
+        .env("MIGRATION_ATTEMPT", attempt.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().map_err(|e| RunError::Spawn {
+        slug: pending.slug.clone(),
+        message: e.to_string(),
+    })?;
+    let pgid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .unwrap_or(0);
+    let tail = Arc::new(Mutex::new(Tail {
+        cap: config.tail_bytes,
+        ..Tail::default()
+    }));
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let readers = async {
+        let out = async {
+            if let Some(s) = stdout {
+                pump(s, pending.slug.clone(), console, tail.clone()).await;
+            }
+        };
+        let err = async {
+            if let Some(s) = stderr {
+                pump(s, pending.slug.clone(), console, tail.clone()).await;
+            }
+        };
+        tokio::join!(out, err);
+    };
+
+    let deadline = tokio::time::Instant::now() + config.timeout;
+    let renew_every = (config.lock_ttl / 3).max(Duration::from_millis(100));
+    let waiting = async {
+        let mut renew =
+            tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
+        loop {
+            tokio::select! {
+                status = child.wait() => {
+                    return match status {
+                        Ok(s) if s.success() => Exec::Success,
+                        Ok(s) => {
+                            use std::os::unix::process::ExitStatusExt;
+                            let reason = match (s.code(), s.signal()) {
+                                (Some(code), _) => format!("exit-status-{code}"),
+                                (None, Some(sig)) => format!("signal-{sig}"),
+                                _ => "unknown-exit".to_owned(),
+                            };
+                            Exec::Failed { reason, tail: String::new() }
+                        }
+                        Err(e) => Exec::Failed { reason: "wait-error".into(), tail: e.to_string() },
+                    };
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    console.progress(&format!("{} timed out after {:?}; stopping its process group", pending.slug, config.timeout));
+                    stop(&mut child, pgid, config.grace).await;
+                    return Exec::Failed { reason: "timeout".into(), tail: String::new() };
+                }
+                _ = interrupt.changed() => {
+                    if *interrupt.borrow() {
+                        console.progress(&format!("interrupted: forwarding SIGTERM to {} and waiting up to {:?}", pending.slug, config.grace));
+                        stop(&mut child, pgid, config.grace).await;
+                        return Exec::Interrupted;
+                    }
+                }
+                _ = renew.tick() => {
+                    if let Err(e) = keeper.renew().await {
+                        stop(&mut child, pgid, config.grace).await;
+                        return Exec::LockLost(e);
+                    }
+                }
+            }
+        }
+    };
+    let (exec, ()) = tokio::join!(
+        async {
+            let exec = waiting.await;
+            // Stragglers left in the group would hold the pipes open.
+            signal_group(pgid, Signal::SIGKILL);
+            exec
+        },
+        readers
+    );
+    let tail = tail.lock().unwrap_or_else(PoisonError::into_inner).text();
+    Ok(match exec {
+        Exec::Failed {
+            reason,
+            tail: extra,
+        } => Exec::Failed {
+            reason,
+            tail: if extra.is_empty() {
+                tail
+            } else {
+                format!("{tail}\n{extra}")
+            },
+        },
+        other => other,
+    })
+}
+
+/// SIGTERM to the whole group, then SIGKILL after the grace period.
+async fn stop(child: &mut tokio::process::Child, pgid: i32, grace: Duration) {
+    signal_group(pgid, Signal::SIGTERM);
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        signal_group(pgid, Signal::SIGKILL);
+        let _ = child.wait().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_keeps_the_last_lines_within_the_budget() {
+        let mut tail = Tail {
+            cap: 10,
+            ..Tail::default()
+        };
+        for line in ["one", "two", "three", "four"] {
+            tail.push(line);
+        }
+        assert_eq!(tail.text(), "three\nfour");
+        tail.push(&"é".repeat(20));
+        assert!(tail.text().len() <= 10);
+        assert!(tail.text().chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn bash_gets_pipefail_and_sh_does_not() {
+        let sh = format!("{:?}", command_for("/bin/sh", Path::new("x")).as_std());
+        let bash = format!(
+            "{:?}",
+            command_for("/usr/bin/env bash", Path::new("x")).as_std()
+        );
+        assert!(sh.contains("\"-e\"") && !sh.contains("pipefail"), "{sh}");
+        assert!(
+            bash.contains("\"bash\" \"-e\" \"-o\" \"pipefail\""),
+            "{bash}"
+        );
+    }
+}
