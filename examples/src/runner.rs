@@ -798,14 +798,23 @@ async fn execute(
         .env("MIGRATION_BATCH", &pending.batch)
         .env("MIGRATION_ATTEMPT", attempt.to_string())
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|e| RunError::Spawn {
+    // One pipe for both streams, as `2>&1` would: the tail then holds the
+    // output in the order the script wrote it.
+    let spawn_error = |e: std::io::Error| RunError::Spawn {
         slug: pending.slug.clone(),
         message: e.to_string(),
-    })?;
+    };
+    let (reader, writer) = std::io::pipe().map_err(spawn_error)?;
+    cmd.stdout(writer.try_clone().map_err(spawn_error)?)
+        .stderr(writer);
+    let mut child = cmd.spawn().map_err(spawn_error)?;
+    // Our copies of the write end must go, or the pipe never reaches EOF.
+    drop(cmd);
+    let output =
+        tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))
+            .map_err(spawn_error)?;
     let pgid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
@@ -814,21 +823,7 @@ async fn execute(
         cap: config.tail_bytes,
         ..Tail::default()
     }));
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let readers = async {
-        let out = async {
-            if let Some(s) = stdout {
-                pump(s, pending.slug.clone(), console, tail.clone()).await;
-            }
-        };
-        let err = async {
-            if let Some(s) = stderr {
-                pump(s, pending.slug.clone(), console, tail.clone()).await;
-            }
-        };
-        tokio::join!(out, err);
-    };
+    let readers = pump(output, pending.slug.clone(), console, tail.clone());
 
     let deadline = tokio::time::Instant::now() + config.timeout;
     let renew_every = (config.lock_ttl / 3).max(Duration::from_millis(100));
