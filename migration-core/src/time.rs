@@ -40,6 +40,21 @@ impl Timestamp {
         self.seconds
     }
 
+    /// The instant `seconds` and `nanos` after the epoch; `None` when
+    /// `nanos` is not below one second.
+    pub const fn from_unix_parts(seconds: i64, nanos: u32) -> Option<Self> {
+        if nanos < 1_000_000_000 {
+            Some(Timestamp { seconds, nanos })
+        } else {
+            None
+        }
+    }
+
+    /// The fraction of the second, in nanoseconds.
+    pub const fn subsec_nanos(&self) -> u32 {
+        self.nanos
+    }
+
     /// The current time from the system clock.
     pub fn now() -> Self {
         match SystemTime::now().duration_since(UNIX_EPOCH) {

@@ -320,6 +320,10 @@ pub struct RequestRecord {
     pub name: Option<String>,
     /// HTTP method and path with query, as sent.
     pub method_path: String,
+    /// The `Content-Type` header, if any.
+    pub content_type: Option<String>,
+    /// The request body as received (reference-counted, so cheap to keep).
+    pub body: bytes::Bytes,
 }
 
 /// Handle on the request log; cheap to clone.

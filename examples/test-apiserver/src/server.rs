@@ -273,24 +273,34 @@ pub(crate) async fn handle(
         namespace: target.and_then(|t| t.namespace.as_deref()),
         name: target.and_then(|t| t.name.as_deref()),
     };
-    shared.requests.record(RequestRecord {
-        verb: call.verb,
-        resource: match call.subresource {
-            Some(sub) => format!("{}/{sub}", call.plural),
-            None => call.plural.to_string(),
-        },
-        group: call.group.to_string(),
-        namespace: call.namespace.map(str::to_string),
-        name: call.name.map(str::to_string),
-        method_path: format!(
-            "{} {}",
-            parts.method,
-            parts.uri.path_and_query().map_or("/", |p| p.as_str())
-        ),
-    });
+    // Every request is logged, the refused oversized ones included.
+    let record = |body: bytes::Bytes| {
+        shared.requests.record(RequestRecord {
+            verb: call.verb,
+            resource: match call.subresource {
+                Some(sub) => format!("{}/{sub}", call.plural),
+                None => call.plural.to_string(),
+            },
+            group: call.group.to_string(),
+            namespace: call.namespace.map(str::to_string),
+            name: call.name.map(str::to_string),
+            method_path: format!(
+                "{} {}",
+                parts.method,
+                parts.uri.path_and_query().map_or("/", |p| p.as_str())
+            ),
+            content_type: parts
+                .headers
+                .get(hyper::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+            body,
+        });
+    };
     let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(err) if err.is::<http_body_util::LengthLimitError>() => {
+            record(bytes::Bytes::new());
             return Ok(error_response(&ApiError::new(
                 413,
                 "RequestEntityTooLarge",
@@ -298,11 +308,13 @@ pub(crate) async fn handle(
             )));
         }
         Err(err) => {
+            record(bytes::Bytes::new());
             return Ok(error_response(&ApiError::bad_request(format!(
                 "reading the body: {err}"
             ))));
         }
     };
+    record(body.clone());
     let action = match target {
         Some(_) => shared.faults.check(&call),
         None => None,

@@ -1,0 +1,478 @@
+//! ConfigMap-specific behaviour: what the object looks like, who may touch
+//! which keys, and how API faults are handled.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger, Options};
+use migration_core::testing::{sample_entry, slug};
+use migration_core::{
+    EntryState, Ledger, LedgerEntry, LedgerError, Sha256Digest, Timestamp, WriteMode,
+};
+use migration_kube::RetryPolicy;
+use serde_json::json;
+use test_apiserver::{FaultRule, LostReply, TestApiServer, Verb};
+
+const NS: &str = "cozy-system";
+const NAME: &str = "cozystack-version";
+
+fn ledger(server: &TestApiServer) -> ConfigMapLedger {
+    let options = Options {
+        retry: RetryPolicy::immediate(6),
+        ..Options::default()
+    };
+    ConfigMapLedger::with_options(server.client(), NS, NAME, options)
+}
+
+fn plant(server: &TestApiServer, data: serde_json::Value) {
+    server
+        .put_object(
+            "configmaps",
+            json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {
+                    "name": NAME, "namespace": NS,
+                    "labels": {"platform.cozystack.io/no-delete": "true"},
+                    "annotations": {"helm.sh/resource-policy": "keep", "meta.helm.sh/release-name": "cozystack"},
+                },
+                "data": data,
+            }),
+        )
+        .unwrap();
+}
+
+fn stored(server: &TestApiServer) -> serde_json::Value {
+    server.object("configmaps", NS, NAME).unwrap()
+}
+
+#[tokio::test]
+async fn writes_keep_labels_annotations_and_foreign_keys() {
+    let server = TestApiServer::start().await;
+    plant(&server, json!({"version": "45", "owner-note": "hands off"}));
+    let l = ledger(&server);
+    l.write(
+        &[(slug(1), sample_entry(EntryState::Legacy, 1))],
+        WriteMode::OnlyIfAbsent,
+    )
+    .await
+    .unwrap();
+    l.write(
+        &[(slug(1), sample_entry(EntryState::Ok, 2))],
+        WriteMode::Replace,
+    )
+    .await
+    .unwrap();
+    l.note_attempt(&slug(2), "t", 0).await.unwrap();
+    let cm = stored(&server);
+    assert_eq!(
+        cm["metadata"]["labels"]["platform.cozystack.io/no-delete"],
+        "true"
+    );
+    assert_eq!(
+        cm["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
+    );
+    assert_eq!(
+        cm["metadata"]["annotations"]["meta.helm.sh/release-name"],
+        "cozystack"
+    );
+    assert_eq!(cm["data"]["version"], "45");
+    assert_eq!(cm["data"]["owner-note"], "hands off");
+    assert_eq!(
+        cm["data"]["m.s-1"],
+        sample_entry(EntryState::Ok, 2).encode()
+    );
+}
+
+#[tokio::test]
+async fn writes_are_merge_patches_carrying_the_resource_version_under_our_field_manager() {
+    let server = TestApiServer::start().await;
+    plant(&server, json!({}));
+    server.requests().reset();
+    ledger(&server)
+        .write(
+            &[(slug(1), sample_entry(EntryState::Ok, 1))],
+            WriteMode::Replace,
+        )
+        .await
+        .unwrap();
+    let log = server.requests().log();
+    let patch = log
+        .iter()
+        .find(|r| r.verb == Verb::Patch)
+        .expect("one patch");
+    assert!(
+        patch.method_path.contains("fieldManager=cozystack-migrate"),
+        "{patch:?}"
+    );
+    assert_eq!(
+        patch.content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    let body: serde_json::Value = serde_json::from_slice(&patch.body).unwrap();
+    assert!(
+        body["metadata"]["resourceVersion"].is_string(),
+        "precondition missing: {body}"
+    );
+    assert_eq!(
+        body["data"].as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["m.s-1"],
+        "only our key"
+    );
+}
+
+/// What `kubectl apply` (client-side) sends: a three-way patch computed from
+/// the last-applied annotation, the new manifest and the live object. Keys
+/// in the last-applied configuration but not in the new one are deleted;
+/// keys it never listed are left alone.
+fn client_side_apply_patch(
+    last_applied: &serde_json::Value,
+    new: &serde_json::Value,
+) -> serde_json::Value {
+    let mut data = serde_json::Map::new();
+    for (k, v) in new["data"].as_object().unwrap() {
+        data.insert(k.clone(), v.clone());
+    }
+    for k in last_applied["data"].as_object().unwrap().keys() {
+        if new["data"].get(k).is_none() {
+            data.insert(k.clone(), serde_json::Value::Null);
+        }
+    }
+    json!({
+        "metadata": {"annotations": {"kubectl.kubernetes.io/last-applied-configuration": new.to_string()}},
+        "data": data,
+    })
+}
+
+#[tokio::test]
+async fn a_kubectl_apply_of_version_by_another_manager_never_prunes_ledger_keys() {
+    let server = TestApiServer::start().await;
+    // The chart created the ConfigMap with kubectl apply: version only.
+    let applied_v45 = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": NAME, "namespace": NS}, "data": {"version": "45"}});
+    plant(&server, json!({"version": "45"}));
+    let mut cm = stored(&server);
+    cm["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] =
+        json!(applied_v45.to_string());
+    server.put_object("configmaps", cm).unwrap();
+    // The engine records entries.
+    let l = ledger(&server);
+    let entries: Vec<_> = (0..5)
+        .map(|n| (slug(n), sample_entry(EntryState::Ok, n as u32)))
+        .collect();
+    l.write(&entries, WriteMode::OnlyIfAbsent).await.unwrap();
+    // A later release's chart applies version 46, and in another release drops the key.
+    let client = server.client();
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(client, NS);
+    let applied_v46 = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": NAME, "namespace": NS}, "data": {"version": "46"}});
+    let params = kube::api::PatchParams {
+        field_manager: Some("kubectl-client-side-apply".into()),
+        ..Default::default()
+    };
+    let patch = client_side_apply_patch(&applied_v45, &applied_v46);
+    api.patch(NAME, &params, &kube::api::Patch::Strategic(&patch))
+        .await
+        .unwrap();
+    let applied_empty = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": NAME, "namespace": NS}, "data": {"note": "x"}});
+    let patch = client_side_apply_patch(&applied_v46, &applied_empty);
+    api.patch(NAME, &params, &kube::api::Patch::Strategic(&patch))
+        .await
+        .unwrap();
+    let snapshot = l.read().await.unwrap().unwrap();
+    assert_eq!(
+        snapshot.records.len(),
+        5,
+        "every m.* key survives the apply"
+    );
+    assert!(
+        stored(&server)["data"].get("version").is_none(),
+        "the apply did prune what it owned (the control)"
+    );
+    // Had the engine put its keys into the last-applied set, the same apply would delete them:
+    let owned = json!({"data": {"version": "46", "m.s-0": "x"}});
+    let hazard = client_side_apply_patch(&owned, &applied_empty);
+    assert!(
+        hazard["data"]["m.s-0"].is_null(),
+        "the hazard the field-scoped patches avoid"
+    );
+}
+
+#[tokio::test]
+async fn transient_errors_are_retried_and_succeed() {
+    let server = TestApiServer::start().await;
+    plant(&server, json!({}));
+    server.faults().inject(
+        FaultRule::on(Verb::Patch, "configmaps")
+            .times(2)
+            .respond(500, "InternalError"),
+    );
+    server.faults().inject(
+        FaultRule::on(Verb::Get, "configmaps")
+            .times(1)
+            .respond(503, "ServiceUnavailable"),
+    );
+    server.requests().reset();
+    let report = ledger(&server)
+        .write(
+            &[(slug(1), sample_entry(EntryState::Ok, 1))],
+            WriteMode::OnlyIfAbsent,
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.written, [slug(1)]);
+    assert_eq!(
+        server.requests().count(Verb::Patch, "configmaps"),
+        3,
+        "two 500s, then success"
+    );
+}
+
+#[tokio::test]
+async fn transient_errors_give_up_after_bounded_attempts_and_say_so() {
+    let server = TestApiServer::start().await;
+    plant(&server, json!({}));
+    server.faults().inject(
+        FaultRule::on(Verb::Patch, "configmaps")
+            .always()
+            .respond(500, "InternalError"),
+    );
+    let err = ledger(&server)
+        .write(
+            &[(slug(1), sample_entry(EntryState::Ok, 1))],
+            WriteMode::Replace,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LedgerError::Transient {
+                operation: "write",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("configmap cozy-system/cozystack-version"),
+        "{err}"
+    );
+    assert!(server.requests().count(Verb::Patch, "configmaps") <= 6);
+}
+
+#[tokio::test]
+async fn permanent_errors_fail_closed_naming_operation_and_object() {
+    let server = TestApiServer::start().await;
+    plant(&server, json!({}));
+    server.faults().inject(
+        FaultRule::on(Verb::Patch, "configmaps")
+            .always()
+            .respond(403, "Forbidden"),
+    );
+    server.requests().reset();
+    let err = ledger(&server)
+        .write(
+            &[(slug(1), sample_entry(EntryState::Ok, 1))],
+            WriteMode::Replace,
+        )
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, LedgerError::Permanent { .. }), "{err:?}");
+    assert!(
+        text.contains("write")
+            && text.contains("configmap cozystack-version")
+            && text.contains("403"),
+        "{text}"
+    );
+    assert_eq!(
+        server.requests().count(Verb::Patch, "configmaps"),
+        1,
+        "a permanent error is not retried"
+    );
+    server.faults().clear();
+    server.faults().inject(
+        FaultRule::on(Verb::Get, "configmaps")
+            .always()
+            .respond(403, "Forbidden"),
+    );
+    let err = ledger(&server).read().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LedgerError::Permanent {
+                operation: "read",
+                ..
+            }
+        ),
+        "an error is never an absent ledger: {err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_lost_reply_on_an_only_if_absent_write_never_duplicates_or_overwrites() {
+    let server = TestApiServer::start().await;
+    plant(&server, json!({}));
+    server.faults().inject(
+        FaultRule::on(Verb::Patch, "configmaps")
+            .once()
+            .lost_reply(LostReply::DropConnection),
+    );
+    let l = ledger(&server);
+    let report = l
+        .write(
+            &[(slug(1), sample_entry(EntryState::Legacy, 1))],
+            WriteMode::OnlyIfAbsent,
+        )
+        .await
+        .unwrap();
+    // The first patch landed; the retry re-read and found the key present.
+    assert_eq!(report.already_present, [slug(1)]);
+    assert_eq!(
+        stored(&server)["data"]["m.s-1"],
+        sample_entry(EntryState::Legacy, 1).encode()
+    );
+}
+
+#[tokio::test]
+async fn a_lost_reply_on_a_record_is_confirmed_by_the_migrator() {
+    let server = TestApiServer::start().await;
+    plant(&server, json!({}));
+    server.faults().inject(
+        FaultRule::on(Verb::Patch, "configmaps")
+            .once()
+            .lost_reply(LostReply::InternalError),
+    );
+    let l = ledger(&server);
+    let entry = LedgerEntry {
+        attempts: 1,
+        ..LedgerEntry::new(EntryState::Ok, Timestamp::from_unix(1))
+    };
+    l.write(&[(slug(1), entry.clone())], WriteMode::Replace)
+        .await
+        .unwrap();
+    assert_eq!(stored(&server)["data"]["m.s-1"], entry.encode());
+}
+
+#[tokio::test]
+async fn a_slow_server_times_out_and_the_retry_succeeds() {
+    let server = TestApiServer::start().await;
+    plant(&server, json!({}));
+    server.faults().inject(
+        FaultRule::on(Verb::Get, "configmaps")
+            .once()
+            .delay(Duration::from_secs(3)),
+    );
+    let mut config = server.config();
+    config.read_timeout = Some(Duration::from_millis(500));
+    let client = kube::Client::try_from(config).unwrap();
+    let l = ConfigMapLedger::with_options(
+        client,
+        NS,
+        NAME,
+        Options {
+            retry: RetryPolicy::immediate(4),
+            ..Options::default()
+        },
+    );
+    assert!(l.read().await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn the_budget_is_enforced_before_the_api_server_sees_the_write() {
+    let server = TestApiServer::start().await;
+    plant(&server, json!({"version": "45"}));
+    server.requests().reset();
+    let mut big = sample_entry(EntryState::Failed, 1);
+    big.message = Some("x".repeat(CONFIGMAP_BUDGET_BYTES as usize));
+    let err = ledger(&server)
+        .write(&[(slug(1), big)], WriteMode::Replace)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, LedgerError::Full { entry_count: 0, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("ledger full"));
+    assert_eq!(
+        server.requests().count(Verb::Patch, "configmaps"),
+        0,
+        "refused before sending"
+    );
+}
+
+#[tokio::test]
+async fn a_realistic_entry_is_compact_and_thousands_fit_the_budget() {
+    let entry = LedgerEntry {
+        sha256: Some(Sha256Digest::of(b"script")),
+        lib_sha256: Some(Sha256Digest::of(b"lib")),
+        batch: Some("00042-v1.7.12".into()),
+        image: Some(format!(
+            "ghcr.io/cozystack/cozystack/migrations@sha256:{}",
+            Sha256Digest::of(b"image")
+        )),
+        attempts: 1,
+        ..LedgerEntry::new(
+            EntryState::Ok,
+            Timestamp::parse("2026-08-12T10:04:00Z").unwrap(),
+        )
+    };
+    let key = slug(1)
+        .ledger_key()
+        .replace("s-1", "redis-failover-group-label");
+    let bytes = key.len() + entry.encode().len();
+    assert!(bytes < 400, "{bytes} bytes per entry");
+    let fit = CONFIGMAP_BUDGET_BYTES as usize / bytes;
+    assert!(fit > 2500, "{fit} entries fit");
+}
+
+#[tokio::test]
+async fn ten_thousand_keys_with_one_corrupt_read_as_exactly_one_corrupt() {
+    let server = TestApiServer::start().await;
+    let mut data = serde_json::Map::new();
+    let value = LedgerEntry::new(EntryState::Ok, Timestamp::from_unix(0)).encode();
+    for n in 0..10_000 {
+        data.insert(format!("m.k{n}"), json!(value));
+    }
+    data.insert("m.k4242".into(), json!("{\"state\":\"ok\""));
+    plant(&server, serde_json::Value::Object(data));
+    let snapshot = ledger(&server).read().await.unwrap().unwrap();
+    assert_eq!(snapshot.records.len(), 10_000);
+    let corrupt: Vec<_> = snapshot
+        .corrupt()
+        .map(|(s, c)| (s.to_string(), c.key.clone()))
+        .collect();
+    assert_eq!(corrupt, [("k4242".to_owned(), "m.k4242".to_owned())]);
+}
+
+#[tokio::test]
+async fn a_chart_created_configmap_with_only_version_is_an_old_cluster_not_a_fresh_install() {
+    let server = TestApiServer::start().await;
+    plant(&server, json!({"version": "12"}));
+    let snapshot = ledger(&server).read().await.unwrap().expect("it exists");
+    assert_eq!(snapshot.version, migration_core::LegacyVersion::Known(12));
+    assert!(snapshot.records.is_empty());
+}
+
+#[tokio::test]
+async fn the_lock_is_a_lease_beside_the_configmap() {
+    let server = TestApiServer::start().await;
+    let l = ledger(&server);
+    let lease = l
+        .acquire_lock("runner-a/pid-1", Duration::from_secs(30))
+        .await
+        .unwrap();
+    let stored = server
+        .object("leases", NS, "cozystack-version-lock")
+        .expect("a Lease");
+    assert_eq!(stored["spec"]["holderIdentity"], "runner-a/pid-1");
+    assert_eq!(stored["spec"]["leaseDurationSeconds"], 30);
+    assert!(stored["spec"]["renewTime"].as_str().unwrap().ends_with('Z'));
+    l.release_lock(&lease).await.unwrap();
+    assert!(
+        server
+            .object("leases", NS, "cozystack-version-lock")
+            .is_none()
+    );
+}
