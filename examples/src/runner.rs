@@ -289,11 +289,13 @@ impl Tail {
             }
             line = line[cut..].to_owned();
         }
-        self.bytes += line.len() + 1;
+        self.bytes += line.len();
         self.lines.push_back(line);
-        while self.bytes > self.cap {
+        // The text joins lines with '\n': its size is the bytes plus one
+        // separator fewer than there are lines.
+        while self.bytes + self.lines.len().saturating_sub(1) > self.cap {
             match self.lines.pop_front() {
-                Some(old) => self.bytes -= old.len() + 1,
+                Some(old) => self.bytes -= old.len(),
                 None => break,
             }
         }

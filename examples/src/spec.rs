@@ -15,11 +15,36 @@ pub enum LedgerSpec {
     File(PathBuf),
     /// `memory:`: an empty in-memory ledger, for dry runs.
     Memory,
+    /// `configmap:NAMESPACE/NAME`: the ConfigMap ledger on the cluster that
+    /// kubeconfig (or the in-cluster service account) points at.
+    ConfigMap {
+        /// The namespace.
+        namespace: String,
+        /// The ConfigMap's name.
+        name: String,
+    },
+}
+
+/// A DNS-1123 label (namespaces): at most 63 of `[a-z0-9-]`, alphanumeric at both ends.
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// A DNS-1123 subdomain (object names): dot-separated labels, at most 253.
+fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 /// Why a `--ledger` value was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid ledger spec {input:?}: {reason} (expected file:PATH or memory:)")]
+#[error(
+    "invalid ledger spec {input:?}: {reason} (expected file:PATH, memory: or configmap:NAMESPACE/NAME)"
+)]
 pub struct SpecError {
     /// The rejected value, cut to a printable length.
     pub input: String,
@@ -44,6 +69,21 @@ impl FromStr for LedgerSpec {
             "file" => Ok(LedgerSpec::File(PathBuf::from(rest))),
             "memory" if rest.is_empty() => Ok(LedgerSpec::Memory),
             "memory" => Err(bad("memory: takes nothing after the colon")),
+            "configmap" => {
+                let (namespace, name) = rest
+                    .split_once('/')
+                    .ok_or_else(|| bad("configmap: needs NAMESPACE/NAME"))?;
+                if !is_dns_label(namespace) {
+                    return Err(bad("the namespace is not a DNS label"));
+                }
+                if !is_dns_subdomain(name) {
+                    return Err(bad("the ConfigMap name is not a DNS subdomain"));
+                }
+                Ok(LedgerSpec::ConfigMap {
+                    namespace: namespace.to_owned(),
+                    name: name.to_owned(),
+                })
+            }
             _ => Err(bad("unknown backend")),
         }
     }
@@ -54,17 +94,27 @@ impl fmt::Display for LedgerSpec {
         match self {
             LedgerSpec::File(p) => write!(f, "file:{}", p.display()),
             LedgerSpec::Memory => f.write_str("memory:"),
+            LedgerSpec::ConfigMap { namespace, name } => write!(f, "configmap:{namespace}/{name}"),
         }
     }
 }
 
 impl LedgerSpec {
-    /// Opens the ledger the spec names.
-    pub fn open(&self) -> Arc<dyn Ledger> {
-        match self {
+    /// Opens the ledger the spec names. Kubernetes backends discover their
+    /// cluster the usual way (`KUBECONFIG`, `~/.kube/config`, in-cluster).
+    pub async fn open(&self) -> Result<Arc<dyn Ledger>, String> {
+        Ok(match self {
             LedgerSpec::File(path) => Arc::new(FileLedger::new(path)),
             LedgerSpec::Memory => Arc::new(MemoryLedger::new()),
-        }
+            LedgerSpec::ConfigMap { namespace, name } => {
+                let client = kube::Client::try_default()
+                    .await
+                    .map_err(|e| format!("cannot reach a Kubernetes API server for {self}: {e}"))?;
+                Arc::new(ledger_configmap::ConfigMapLedger::new(
+                    client, namespace, name,
+                ))
+            }
+        })
     }
 }
 
@@ -83,6 +133,13 @@ mod tests {
             Ok(LedgerSpec::File("rel/x.json".into()))
         );
         assert_eq!("memory:".parse(), Ok(LedgerSpec::Memory));
+        assert_eq!(
+            "configmap:cozy-system/cozystack-version".parse(),
+            Ok(LedgerSpec::ConfigMap {
+                namespace: "cozy-system".into(),
+                name: "cozystack-version".into()
+            })
+        );
     }
 
     #[test]
@@ -94,6 +151,10 @@ mod tests {
             ("memory:x", "takes nothing"),
             ("s3:bucket", "unknown backend"),
             ("file:a\0b", "NUL"),
+            ("configmap:cozy-system", "NAMESPACE/NAME"),
+            ("configmap:Cozy/x", "DNS label"),
+            ("configmap:ns/bad_name", "DNS subdomain"),
+            ("configmap:ns/", "DNS subdomain"),
         ] {
             let err = input.parse::<LedgerSpec>().unwrap_err();
             assert!(err.reason.contains(reason), "{input:?}: {err}");
@@ -102,7 +163,7 @@ mod tests {
 
     #[test]
     fn display_round_trips() {
-        for s in ["file:/x/y.json", "memory:"] {
+        for s in ["file:/x/y.json", "memory:", "configmap:a/b.c"] {
             assert_eq!(s.parse::<LedgerSpec>().unwrap().to_string(), s);
         }
     }

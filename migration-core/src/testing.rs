@@ -466,6 +466,47 @@ pub async fn an_expired_lock_can_be_taken_over_and_the_old_holder_loses_it(h: &i
     }
 }
 
+/// Runs every case in sequence, each on a fresh harness from `make(case)`.
+/// For lanes that cannot use one test per case, such as the opt-in
+/// real-cluster lane (the case name lets `make` pick unique object names).
+pub async fn run_all<H, F, Fut>(make: F)
+where
+    H: Harness,
+    F: Fn(&'static str) -> Fut,
+    Fut: std::future::Future<Output = H>,
+{
+    macro_rules! cases {
+        ($($case:ident),* $(,)?) => {
+            $(
+                let harness = make(stringify!($case)).await;
+                eprintln!("conformance: {}", stringify!($case));
+                $case(&harness).await;
+            )*
+        };
+    }
+    // Keep in the order of `ledger_conformance_tests!`; a test below checks.
+    cases!(
+        absent_ledger_reads_as_none,
+        empty_ledger_is_not_absent,
+        create_stores_every_entry_exactly,
+        create_on_existing_ledger_is_already_exists_and_changes_nothing,
+        write_to_absent_ledger_is_not_found,
+        only_if_absent_skips_existing_keys_and_reports_them,
+        only_if_absent_never_overwrites_a_corrupt_value,
+        replace_overwrites,
+        corrupt_values_read_as_corrupt_naming_the_key,
+        version_key_is_read_and_never_written,
+        concurrent_writers_lose_no_update,
+        a_write_above_the_budget_is_refused_whole,
+        a_create_above_the_budget_is_refused,
+        note_attempt_counts_once_per_token_and_needs_the_ledger,
+        lock_excludes_a_second_holder_until_released,
+        lock_can_be_taken_before_the_ledger_exists,
+        same_holder_reacquires_and_renew_extends,
+        an_expired_lock_can_be_taken_over_and_the_old_holder_loses_it,
+    );
+}
+
 /// Expands to one `#[tokio::test]` per conformance case. `$harness` is an
 /// async function returning a fresh [`Harness`] each time it is called.
 #[macro_export]
@@ -503,4 +544,27 @@ macro_rules! ledger_conformance_tests {
             )*
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    /// The case list appears twice (the test macro and `run_all`); they
+    /// must not drift apart.
+    #[test]
+    fn run_all_and_the_test_macro_list_the_same_cases() {
+        let source = include_str!("testing.rs");
+        let list = |start: &str, end: &str| -> Vec<String> {
+            let from = source.find(start).unwrap() + start.len();
+            let to = from + source[from..].find(end).unwrap();
+            source[from..to]
+                .split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty() && !s.starts_with('$'))
+                .collect()
+        };
+        let in_run_all = list("    cases!(\n", ");");
+        let in_macro = list("@cases $harness;\n", ");");
+        assert_eq!(in_run_all, in_macro);
+        assert!(in_macro.len() >= 18);
+    }
 }

@@ -314,6 +314,12 @@ impl From<migration_core::LedgerError> for Failure {
     }
 }
 
+async fn open(spec: &LedgerSpec) -> Result<std::sync::Arc<dyn migration_core::Ledger>, Failure> {
+    spec.open()
+        .await
+        .map_err(|e| Failure::new(exit::ENVIRONMENT, "environment", vec![e]))
+}
+
 /// `$POD_NAME` (set by the Job's downward API) or the host name, plus the pid.
 fn default_holder() -> String {
     let host = std::env::var("POD_NAME")
@@ -423,7 +429,7 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
             only,
         } => {
             let tree = MigrationsTree::load(&tree)?;
-            let ledger = ledger.open();
+            let ledger = open(&ledger).await?;
             let migrator = Migrator::new(&tree, ledger.as_ref(), &clock);
             let request = PlanRequest {
                 tiers: tier.into(),
@@ -531,7 +537,7 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
                 .collect();
             match (ledger, render) {
                 (Some(spec), None) => {
-                    let ledger = spec.open();
+                    let ledger = open(&spec).await?;
                     if ledger.read().await?.is_some() {
                         return Err(Failure::new(
                             exit::REFUSED,
@@ -592,7 +598,7 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
                 })?),
                 None => None,
             };
-            let ledger = ledger.open();
+            let ledger = open(&ledger).await?;
             let snapshot = ledger.read().await?;
             let result = verify(&tree, manifest, snapshot.as_ref(), since.as_ref());
             let problems: Vec<String> = result.problems.iter().map(ToString::to_string).collect();
@@ -661,7 +667,7 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
             allow_interpreters,
         } => {
             let tree = MigrationsTree::load(&tree)?;
-            let ledger = ledger.open();
+            let ledger = open(&ledger).await?;
             let mut config = RunConfig::new(tier.into(), holder.unwrap_or_else(default_holder));
             config.only = only;
             config.image = image;
@@ -684,7 +690,7 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
             }
         }
         Command::Status { ledger } => {
-            let ledger = ledger.open();
+            let ledger = open(&ledger).await?;
             let snapshot = ledger.read().await?;
             let view = StatusView::new(snapshot.as_ref(), &ledger.describe());
             out.emit(&view, |c| view.text(c));

@@ -1,0 +1,140 @@
+//! `migrate --ledger configmap:NS/NAME` end to end: the real binary finds
+//! the in-process test API server through an ordinary kubeconfig.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{parse, script};
+use test_apiserver::TestApiServer;
+
+fn kubeconfig(dir: &Path, server: &TestApiServer) -> std::path::PathBuf {
+    kubeconfig_for(dir, &server.url())
+}
+
+fn kubeconfig_for(dir: &Path, url: &str) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\nusers:\n- name: test\n  user: {{}}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n    namespace: default\ncurrent-context: test\n",
+        url
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn tree(dir: &Path) -> std::path::PathBuf {
+    let root = dir.join("tree");
+    for d in ["pre-apply", "background", "order.d"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::write(
+        root.join("pre-apply/a"),
+        script("pre-apply", "abort", &[], "echo a"),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("pre-apply/b"),
+        script("pre-apply", "warn", &[], "exit 2"),
+    )
+    .unwrap();
+    std::fs::write(root.join("order.d/00001-v1"), "a\nb\n").unwrap();
+    root
+}
+
+async fn migrate(kubeconfig: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
+    let mut cmd = common::migrate();
+    cmd.args(args)
+        .args(["--output", "json"])
+        .env("KUBECONFIG", kubeconfig)
+        .env_remove("KUBERNETES_SERVICE_HOST");
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    parse(out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_status_and_verify_on_the_configmap_ledger() {
+    let server = TestApiServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = kubeconfig(dir.path(), &server);
+    let root = tree(dir.path());
+    let root = root.to_str().unwrap();
+    server
+        .put_object(
+            "configmaps",
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "cozystack-version", "namespace": "cozy-system", "labels": {"keep": "me"}},
+                "data": {"version": "1"}}),
+        )
+        .unwrap();
+    let spec = "configmap:cozy-system/cozystack-version";
+    let (code, doc, err) = migrate(
+        &kc,
+        &["run", root, "--ledger", spec, "--image", "img@sha256:1"],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let outcomes: Vec<&str> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["ok", "failed"]);
+    let cm = server
+        .object("configmaps", "cozy-system", "cozystack-version")
+        .unwrap();
+    assert_eq!(cm["metadata"]["labels"]["keep"], "me");
+    assert_eq!(cm["data"]["version"], "1");
+    let a: serde_json::Value = serde_json::from_str(cm["data"]["m.a"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (
+            a["state"].as_str(),
+            a["image"].as_str(),
+            a["attempts"].as_u64()
+        ),
+        (Some("ok"), Some("img@sha256:1"), Some(1))
+    );
+    assert!(
+        cm["data"]["a.a"].is_string(),
+        "the attempt mark is stored beside the entry"
+    );
+    assert!(
+        server
+            .object("leases", "cozy-system", "cozystack-version-lock")
+            .is_none(),
+        "the lock was released"
+    );
+    let (code, status, _) = migrate(&kc, &["status", "--ledger", spec]).await;
+    assert_eq!(code, 0);
+    assert_eq!(status["entries"][0]["slug"], "b", "failures first");
+    assert_eq!(status["entries"][0]["reason"], "exit-status-2");
+    let (code, verify, _) = migrate(&kc, &["verify", root, "--ledger", spec]).await;
+    assert_eq!((code, &verify["ok"]), (0, &serde_json::json!(true)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_cluster_is_an_environment_error_not_an_empty_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    // A loopback port with nothing listening: connections are refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let kc = kubeconfig_for(dir.path(), &format!("http://127.0.0.1:{port}"));
+    let (code, doc, _) = migrate(
+        &kc,
+        &[
+            "status",
+            "--ledger",
+            "configmap:cozy-system/cozystack-version",
+        ],
+    )
+    .await;
+    assert_eq!(code, 1, "{doc}");
+    assert_eq!(doc["error"], "environment");
+}
