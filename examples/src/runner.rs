@@ -319,12 +319,31 @@ struct LeaseKeeper<'a> {
     ledger: &'a dyn Ledger,
     lease: Lease,
     ttl: Duration,
+    renewed: Instant,
 }
 
 impl LeaseKeeper<'_> {
+    /// How often the lease is renewed: a third of its lifetime, so two
+    /// renewals can fail before it lapses.
+    fn period(&self) -> Duration {
+        (self.ttl / 3).max(Duration::from_millis(100))
+    }
+
     async fn renew(&mut self) -> Result<(), LedgerError> {
         self.lease = self.ledger.renew_lock(&self.lease, self.ttl).await?;
+        self.renewed = Instant::now();
         Ok(())
+    }
+
+    /// Renews only when a period has passed: between quick scripts the
+    /// lease is still fresh, and renewing anyway would cost two API round
+    /// trips per migration.
+    async fn renew_if_due(&mut self) -> Result<(), LedgerError> {
+        if self.renewed.elapsed() >= self.period() {
+            self.renew().await
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -344,6 +363,7 @@ pub async fn run(
         ledger,
         lease,
         ttl: config.lock_ttl,
+        renewed: Instant::now(),
     };
     let result = locked_run(
         tree,
@@ -828,7 +848,7 @@ async fn execute(
     let readers = pump(output, pending.slug.clone(), console, tail.clone());
 
     let deadline = tokio::time::Instant::now() + config.timeout;
-    let renew_every = (config.lock_ttl / 3).max(Duration::from_millis(100));
+    let renew_every = keeper.period();
     let waiting = async {
         let mut renew =
             tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
