@@ -663,8 +663,8 @@ async fn locked_run(
                 });
             }
         }
-        // Between scripts, make sure the lock is still ours before going on.
-        keeper.renew().await.map_err(|cause| RunError::LockLost {
+        // Between scripts, keep the lock fresh before going on.
+        keeper.renew_if_due().await.map_err(|cause| RunError::LockLost {
             slug: pending.slug.clone(),
             cause,
         })?;
