@@ -9,6 +9,7 @@
 pub mod exit;
 pub mod git;
 pub mod lint;
+pub mod operator;
 pub mod render;
 pub mod report;
 pub mod runner;

@@ -37,6 +37,33 @@ pub fn configmap_yaml(namespace: &str, name: &str, entries: &[(Slug, LedgerEntry
     out
 }
 
+/// A ConfigMap manifest with arbitrary string data (multi-line values as
+/// literal blocks), for the operator's index.
+pub fn configmap_yaml_data(
+    namespace: &str,
+    name: &str,
+    data: &std::collections::BTreeMap<String, String>,
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "apiVersion: v1");
+    let _ = writeln!(out, "kind: ConfigMap");
+    let _ = writeln!(out, "metadata:");
+    let _ = writeln!(out, "  name: {}", quote(name));
+    let _ = writeln!(out, "  namespace: {}", quote(namespace));
+    let _ = writeln!(out, "data:");
+    for (key, value) in data {
+        if value.contains('\n') {
+            let _ = writeln!(out, "  {}: |", quote(key));
+            for line in value.lines() {
+                let _ = writeln!(out, "    {line}");
+            }
+        } else {
+            let _ = writeln!(out, "  {}: {}", quote(key), quote(value));
+        }
+    }
+    out
+}
+
 /// The same ConfigMap as a JSON object.
 pub fn configmap_json(
     namespace: &str,

@@ -664,10 +664,13 @@ async fn locked_run(
             }
         }
         // Between scripts, keep the lock fresh before going on.
-        keeper.renew_if_due().await.map_err(|cause| RunError::LockLost {
-            slug: pending.slug.clone(),
-            cause,
-        })?;
+        keeper
+            .renew_if_due()
+            .await
+            .map_err(|cause| RunError::LockLost {
+                slug: pending.slug.clone(),
+                cause,
+            })?;
     }
     report.elapsed_ms = started.elapsed().as_millis();
     console.progress(&report.summary());

@@ -323,3 +323,60 @@ fn new_scaffolds_a_lint_clean_pair_and_refuses_a_slug_that_ever_shipped() {
         "{doc}"
     );
 }
+
+#[test]
+fn the_index_lists_exactly_the_manifests_runnable_background_slugs_in_order() {
+    let repo = Repo::new();
+    repo.add("background", "zeta", "echo z");
+    repo.add("background", "alpha", "echo a");
+    repo.add("background", "gone", "echo g");
+    repo.add("pre-apply", "not-background", "echo p");
+    repo.add("background", "bad", "echo b");
+    repo.write("revoked", "bad\n");
+    repo.commit("1.0");
+    repo.tag("v1.0.0");
+    repo.remove("background", "gone");
+    repo.add("background", "later", "echo l");
+    repo.commit("1.1");
+    repo.tag("v1.1.0");
+    let (code, _, err) = repo.manifest();
+    assert_eq!(code, 0, "{err}");
+    let tree = repo.tree();
+    let (code, cm, err) = json(&[
+        "index",
+        tree.to_str().unwrap(),
+        "--image",
+        "img@sha256:1",
+        "--tree-path",
+        "/m",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(cm["kind"], "ConfigMap");
+    assert_eq!(cm["metadata"]["name"], "cozystack-migrations-index");
+    let slugs: Vec<&str> = cm["data"]["slugs"].as_str().unwrap().lines().collect();
+    // The manifest's background lines, in order, minus the retired one.
+    let manifest_order: Vec<String> = std::fs::read_dir(tree.join("order.d"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect::<std::collections::BTreeSet<_>>()
+        .iter()
+        .flat_map(|p| {
+            std::fs::read_to_string(p)
+                .unwrap()
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let expected: Vec<&str> = manifest_order
+        .iter()
+        .filter(|l| !l.ends_with(" retired"))
+        .map(String::as_str)
+        .filter(|s| tree.join("background").join(s).exists())
+        .collect();
+    assert_eq!(slugs, expected);
+    assert_eq!(slugs, ["alpha", "bad", "zeta", "later"]);
+    assert_eq!(cm["data"]["revoked"], "bad\n");
+    assert_eq!(cm["data"]["image"], "img@sha256:1");
+    assert_eq!(cm["data"]["tree"], "/m");
+}

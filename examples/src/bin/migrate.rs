@@ -226,6 +226,23 @@ enum Command {
         #[arg(long = "allow-interpreter")]
         allow_interpreters: Vec<String>,
     },
+    /// Render the index ConfigMap the background operator reads.
+    Index {
+        /// The migrations tree (with a generated order.d/).
+        tree: PathBuf,
+        /// The image reference the migrations run from (digest-pinned).
+        #[arg(long)]
+        image: String,
+        /// The tree's path inside the image.
+        #[arg(long, default_value = "/migrations")]
+        tree_path: String,
+        /// Namespace of the ConfigMap.
+        #[arg(long, default_value = "cozy-system")]
+        namespace: String,
+        /// Name of the ConfigMap.
+        #[arg(long, default_value = "cozystack-migrations-index")]
+        name: String,
+    },
     /// Print the ledger: failures first, then every entry.
     Status {
         /// The ledger: file:PATH or memory:.
@@ -688,6 +705,28 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
                 Ok(report) => out.emit(&report, |_| String::new()),
                 Err(e) => return Err(run_failure(e, out)),
             }
+        }
+        Command::Index {
+            tree,
+            image,
+            tree_path,
+            namespace,
+            name,
+        } => {
+            let tree = MigrationsTree::load(&tree)?;
+            let Some(index) = examples::operator::Index::from_tree(&tree, &image, &tree_path)
+            else {
+                return Err(Failure::new(
+                    exit::BAD_INPUT,
+                    "bad-input",
+                    vec![format!("{}: no order.d/ manifest", tree.root().display())],
+                ));
+            };
+            let cm = examples::operator::index_configmap(&index, &namespace, &name);
+            let data = index.to_data();
+            out.emit(&cm, |_| {
+                examples::render::configmap_yaml_data(&namespace, &name, &data)
+            });
         }
         Command::Status { ledger } => {
             let ledger = open(&ledger).await?;
