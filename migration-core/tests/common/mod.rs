@@ -145,3 +145,50 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .unwrap()
         .block_on(f)
 }
+
+/// Records one reliability figure: `target/tmp/reliability/<suite>--<name>.txt`.
+/// `.ci/run` prints them all at the end of a CI run.
+pub fn figure(suite: &str, name: &str, text: &str) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("reliability");
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(
+        dir.join(format!("{suite}--{name}.txt")),
+        format!("{suite}: {name}: {text}\n"),
+    );
+}
+
+/// Runs a property with proptest's runner (cases from `PROPTEST_CASES`, else
+/// `default_cases`), panicking with the minimal failing input, and records
+/// how many inputs were tried.
+pub fn check<S: proptest::strategy::Strategy>(
+    suite: &str,
+    name: &str,
+    default_cases: u32,
+    strategy: S,
+    test: impl Fn(S::Value) -> Result<(), proptest::test_runner::TestCaseError>,
+) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default_cases);
+    let config = proptest::test_runner::Config {
+        cases,
+        failure_persistence: None,
+        ..Default::default()
+    };
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let tried = AtomicU64::new(0);
+    let result = runner.run(&strategy, |value| {
+        tried.fetch_add(1, Ordering::Relaxed);
+        test(value)
+    });
+    if let Err(e) = result {
+        panic!("{name}: {e}");
+    }
+    figure(
+        suite,
+        name,
+        &format!("{} inputs tried, all passed", tried.load(Ordering::Relaxed)),
+    );
+}
