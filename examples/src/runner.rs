@@ -271,6 +271,20 @@ pub enum RunError {
     },
 }
 
+/// Test-only crash points (feature `failpoints`): when `MIGRATE_FAILPOINT`
+/// names this point, the process kills itself with SIGKILL, as a node
+/// failure or OOM kill would, without unwinding or releasing anything. The
+/// reliability suite uses it to crash the real binary at every step
+/// boundary. Without the feature this compiles to nothing.
+fn failpoint(point: &str) {
+    #[cfg(feature = "failpoints")]
+    if std::env::var("MIGRATE_FAILPOINT").is_ok_and(|v| v == point) {
+        let _ = nix::sys::signal::kill(nix::unistd::getpid(), Signal::SIGKILL);
+    }
+    #[cfg(not(feature = "failpoints"))]
+    let _ = point;
+}
+
 /// Keeps the output tail within a byte budget, by whole lines.
 #[derive(Debug, Default)]
 struct Tail {
@@ -329,10 +343,25 @@ impl LeaseKeeper<'_> {
         (self.ttl / 3).max(Duration::from_millis(100))
     }
 
+    /// Renews, retrying transient errors: only a definite answer (the lock
+    /// is someone else's) or persistent failure counts as losing it.
     async fn renew(&mut self) -> Result<(), LedgerError> {
-        self.lease = self.ledger.renew_lock(&self.lease, self.ttl).await?;
-        self.renewed = Instant::now();
-        Ok(())
+        let mut attempt = 1;
+        loop {
+            match self.ledger.renew_lock(&self.lease, self.ttl).await {
+                Ok(lease) => {
+                    self.lease = lease;
+                    self.renewed = Instant::now();
+                    return Ok(());
+                }
+                Err(e)
+                    if e.is_transient() && attempt < migration_core::migrator::WRITE_ATTEMPTS =>
+                {
+                    attempt += 1
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Renews only when a period has passed: between quick scripts the
@@ -358,7 +387,9 @@ pub async fn run(
     mut interrupt: watch::Receiver<bool>,
 ) -> Result<RunReport, RunError> {
     let started = Instant::now();
+    failpoint("before-lock");
     let lease = acquire(ledger, config, console, &mut interrupt, started).await?;
+    failpoint("after-lock");
     let mut keeper = LeaseKeeper {
         ledger,
         lease,
@@ -393,6 +424,7 @@ async fn acquire(
     started: Instant,
 ) -> Result<Lease, RunError> {
     let mut announced = false;
+    let mut transient_failures = 0;
     loop {
         match ledger.acquire_lock(&config.holder, config.lock_ttl).await {
             Ok(lease) => return Ok(lease),
@@ -416,6 +448,13 @@ async fn acquire(
                         report: Box::new(empty_report(config)),
                     });
                 }
+            }
+            Err(e)
+                if e.is_transient()
+                    && transient_failures + 1 < migration_core::migrator::WRITE_ATTEMPTS =>
+            {
+                transient_failures += 1;
+                console.progress(&format!("taking the run lock failed ({e}); retrying"));
             }
             Err(e) => return Err(e.into()),
         }
@@ -460,6 +499,7 @@ async fn locked_run(
             message: other.to_string(),
         }),
     })?;
+    failpoint("after-prepare");
     let plan = prepared.plan;
 
     let findings: Vec<Finding> = plan
@@ -571,8 +611,17 @@ async fn locked_run(
             continue;
         }
 
-        let token = format!("{}/{}/{}", config.holder, pending.slug, clock.now());
-        let attempts = note_attempt(ledger, &pending.slug, &token, previous_attempts).await?;
+        failpoint(&format!("before-script:{}", pending.slug));
+        // The attempt is noted right before the spawn, with nothing that can
+        // fail in between: a crash in that instant over-counts by one, which
+        // errs on the safe side (attempts never under-count executions).
+        let attempts = note_attempt(
+            ledger,
+            &pending.slug,
+            &attempt_token(&config.holder, &pending.slug),
+            previous_attempts,
+        )
+        .await?;
         console.progress(&format!(
             "running {} ({}, on-error={}, attempt {attempts})",
             pending.slug, pending.batch, pending.on_error
@@ -589,9 +638,11 @@ async fn locked_run(
         .await?
         {
             Exec::Success => {
+                failpoint(&format!("after-script:{}", pending.slug));
                 let entry =
                     outcome_entry(tree, pending, clock, config, EntryState::Ok, attempts, None);
                 record(&migrator, pending, &entry).await?;
+                failpoint(&format!("after-record:{}", pending.slug));
                 reached.insert(pending.slug.clone(), EntryState::Ok);
                 console.progress(&format!(
                     "{} ok in {:.1}s",
@@ -727,6 +778,18 @@ async fn record(
             slug: p.slug.clone(),
             cause,
         })
+}
+
+/// A token unique to one execution: holder, slug, wall-clock nanoseconds and
+/// a process-wide counter. It must differ between executions even when the
+/// injected clock stands still, or a re-run would not count.
+fn attempt_token(holder: &str, slug: &Slug) -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{holder}/{slug}/{nanos}/{n}")
 }
 
 /// Notes a started execution, retrying a transient failure with the same

@@ -101,9 +101,24 @@ impl<'a> Migrator<'a> {
         }
     }
 
+    /// Reads the ledger, retrying an error the backend reports as transient
+    /// a bounded number of times (reads have no effect to reconcile).
+    pub async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
+        let mut attempt = 1;
+        loop {
+            match self.ledger.read().await {
+                Err(e) if e.is_transient() && attempt < WRITE_ATTEMPTS => {
+                    tracing::warn!(attempt, error = %e, "reading the ledger failed; retrying");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Reads the ledger and plans, writing nothing (a dry run).
     pub async fn plan(&self, request: &PlanRequest) -> Result<Plan, MigrateError> {
-        let snapshot = self.ledger.read().await?;
+        let snapshot = self.read().await?;
         Ok(plan(
             self.tree,
             snapshot.as_ref(),
@@ -121,7 +136,7 @@ impl<'a> Migrator<'a> {
     pub async fn prepare(&self, request: &PlanRequest) -> Result<Prepared, MigrateError> {
         let mut last_error = None;
         for attempt in 1..=WRITE_ATTEMPTS {
-            let snapshot = self.ledger.read().await?;
+            let snapshot = self.read().await?;
             let plan = plan(self.tree, snapshot.as_ref(), request, &self.context())?;
             // A fresh install creates the ledger even when there is nothing
             // to seed: otherwise the next run would be "fresh" again and

@@ -8,7 +8,7 @@
 //! Loading is all-or-nothing: every content problem in the tree is collected
 //! and returned together, so a broken tree can never be half-used.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -290,6 +290,8 @@ pub struct MigrationsTree {
     scripts: BTreeMap<Slug, Script>,
     lib_sha256: Sha256Digest,
     revoked: Vec<RevokedSlug>,
+    /// The revoked slugs as a set: planning asks once per manifest line.
+    revoked_set: HashSet<Slug>,
     legacy_map: Vec<LegacyPair>,
     manifest: Option<Manifest>,
 }
@@ -456,11 +458,13 @@ impl MigrationsTree {
                 problems,
             });
         }
+        let revoked_set = revoked.iter().map(|r| r.slug.clone()).collect();
         Ok(MigrationsTree {
             root,
             scripts,
             lib_sha256,
             revoked,
+            revoked_set,
             legacy_map,
             manifest,
         })
@@ -498,7 +502,7 @@ impl MigrationsTree {
 
     /// True when `slug` is revoked.
     pub fn is_revoked(&self, slug: &Slug) -> bool {
-        self.revoked.iter().any(|r| &r.slug == slug)
+        self.revoked_set.contains(slug)
     }
 
     /// The legacy map, in ascending integer order.
@@ -863,6 +867,7 @@ fn list_lines(
 pub fn parse_revoked(file: &Path, bytes: &[u8]) -> Result<Vec<RevokedSlug>, Vec<TreeProblem>> {
     let mut problems = Vec::new();
     let mut out: Vec<RevokedSlug> = Vec::new();
+    let mut first_line: HashMap<Slug, usize> = HashMap::new();
     for (line, words) in list_lines(file, bytes, &mut problems) {
         if words.len() != 1 {
             problems.push(TreeProblem::BadListLine {
@@ -874,13 +879,14 @@ pub fn parse_revoked(file: &Path, bytes: &[u8]) -> Result<Vec<RevokedSlug>, Vec<
         }
         match Slug::parse(&words[0]) {
             Ok(slug) => {
-                if let Some(first) = out.iter().find(|r| r.slug == slug) {
+                if let Some(first) = first_line.get(&slug) {
                     problems.push(TreeProblem::BadListLine {
                         file: file.into(),
                         line,
-                        reason: format!("'{slug}' is already revoked on line {}", first.line),
+                        reason: format!("'{slug}' is already revoked on line {first}"),
                     });
                 } else {
+                    first_line.insert(slug.clone(), line);
                     out.push(RevokedSlug { slug, line });
                 }
             }
