@@ -11,14 +11,21 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
 
-/// A ConfigMap manifest holding `entries` under `m.<slug>` keys.
-pub fn configmap_yaml(namespace: &str, name: &str, entries: &[(Slug, LedgerEntry)]) -> String {
+/// The common head of a ConfigMap manifest, up to and including metadata's
+/// name and namespace.
+fn head(namespace: &str, name: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "apiVersion: v1");
     let _ = writeln!(out, "kind: ConfigMap");
     let _ = writeln!(out, "metadata:");
     let _ = writeln!(out, "  name: {}", quote(name));
     let _ = writeln!(out, "  namespace: {}", quote(namespace));
+    out
+}
+
+/// A ConfigMap manifest holding `entries` under `m.<slug>` keys.
+pub fn configmap_yaml(namespace: &str, name: &str, entries: &[(Slug, LedgerEntry)]) -> String {
+    let mut out = head(namespace, name);
     let _ = writeln!(out, "  annotations:");
     let _ = writeln!(out, "    helm.sh/resource-policy: keep");
     if entries.is_empty() {

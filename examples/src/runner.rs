@@ -575,20 +575,15 @@ async fn locked_run(
             let message = format!("not run: {}", unmet.join("; "));
             console.progress(&format!("{}: {message}", pending.slug));
             if pending.on_error == OnError::Abort {
-                report.results.push(result(
+                return Err(aborted(
+                    report,
                     pending,
-                    Outcome::Aborted,
-                    Some(reason.clone()),
+                    reason,
+                    message,
                     previous_attempts,
                     begun,
+                    started,
                 ));
-                report.elapsed_ms = started.elapsed().as_millis();
-                return Err(RunError::MigrationFailed {
-                    slug: pending.slug.clone(),
-                    reason,
-                    tail: message,
-                    report: Box::new(report),
-                });
             }
             let entry = outcome_entry(
                 tree,
@@ -678,20 +673,9 @@ async fn locked_run(
                 ));
             }
             Exec::Failed { reason, tail } => {
-                report.results.push(result(
-                    pending,
-                    Outcome::Aborted,
-                    Some(reason.clone()),
-                    attempts,
-                    begun,
+                return Err(aborted(
+                    report, pending, reason, tail, attempts, begun, started,
                 ));
-                report.elapsed_ms = started.elapsed().as_millis();
-                return Err(RunError::MigrationFailed {
-                    slug: pending.slug.clone(),
-                    reason,
-                    tail,
-                    report: Box::new(report),
-                });
             }
             Exec::Interrupted => {
                 report.results.push(result(
@@ -726,6 +710,32 @@ async fn locked_run(
     report.elapsed_ms = started.elapsed().as_millis();
     console.progress(&report.summary());
     Ok(report)
+}
+
+/// Ends the run for an `on-error=abort` failure: nothing is recorded.
+fn aborted(
+    mut report: RunReport,
+    pending: &PendingMigration,
+    reason: String,
+    tail: String,
+    attempts: u32,
+    begun: Instant,
+    started: Instant,
+) -> RunError {
+    report.results.push(result(
+        pending,
+        Outcome::Aborted,
+        Some(reason.clone()),
+        attempts,
+        begun,
+    ));
+    report.elapsed_ms = started.elapsed().as_millis();
+    RunError::MigrationFailed {
+        slug: pending.slug.clone(),
+        reason,
+        tail,
+        report: Box::new(report),
+    }
 }
 
 fn result(

@@ -151,24 +151,10 @@ impl ConfigMapLedger {
         operation: &'static str,
         attempt: &mut u32,
     ) -> Result<Option<ConfigMap>, LedgerError> {
-        loop {
-            *attempt += 1;
-            match self.api.get_opt(&self.name).await {
-                Ok(cm) => return Ok(cm),
-                Err(e) if classify(&e) == Class::Transient && *attempt < self.retry.attempts => {
-                    tracing::debug!(error = %e, attempt = *attempt, "transient error reading the ledger; retrying");
-                    self.retry.pause(*attempt).await;
-                }
-                Err(e) => {
-                    return Err(ledger_error(
-                        &self.description,
-                        operation,
-                        &self.object(),
-                        &e,
-                    ));
-                }
-            }
-        }
+        self.retry
+            .get_opt(&self.api, &self.name, attempt)
+            .await
+            .map_err(|e| ledger_error(&self.description, operation, &self.object(), &e))
     }
 
     fn full(&self, current: &ConfigMap, would_be: u64) -> LedgerError {

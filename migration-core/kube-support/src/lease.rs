@@ -119,16 +119,10 @@ impl LeaseLock {
         operation: &'static str,
         attempt: &mut u32,
     ) -> Result<Option<KubeLease>, LedgerError> {
-        loop {
-            *attempt += 1;
-            match self.api.get_opt(&self.name).await {
-                Ok(lease) => return Ok(lease),
-                Err(e) if classify(&e) == Class::Transient && *attempt < self.retry.attempts => {
-                    self.retry.pause(*attempt).await;
-                }
-                Err(e) => return Err(self.error(operation, &e)),
-            }
-        }
+        self.retry
+            .get_opt(&self.api, &self.name, attempt)
+            .await
+            .map_err(|e| self.error(operation, &e))
     }
 
     /// Decides whether to retry after a failed write: conflicts and

@@ -57,6 +57,35 @@ impl RetryPolicy {
     }
 }
 
+impl RetryPolicy {
+    /// Reads object `name`, retrying transient errors. `attempt` counts tries
+    /// across the caller's whole operation (reads and writes share the
+    /// budget). `Ok(None)` only for a real 404: an error is never "absent".
+    pub async fn get_opt<K>(
+        &self,
+        api: &kube::Api<K>,
+        name: &str,
+        attempt: &mut u32,
+    ) -> Result<Option<K>, kube::Error>
+    where
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        loop {
+            *attempt += 1;
+            match api.get_opt(name).await {
+                Err(e)
+                    if crate::classify(&e) == crate::Class::Transient
+                        && *attempt < self.attempts =>
+                {
+                    tracing::debug!(error = %e, attempt = *attempt, object = name, "transient read error; retrying");
+                    self.pause(*attempt).await;
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
 /// A number in [0, 1) from the clock's low bits, mixed: jitter needs spread,
 /// not cryptographic quality, and a dependency for it would cost build time.
 fn jitter() -> f64 {
