@@ -474,8 +474,70 @@ pub fn job_for(
     serde_json::from_value(job).unwrap_or_default()
 }
 
-/// Receives (reason, ready, message) whenever the operator decides.
-pub type ConditionSink = Box<dyn Fn(&'static str, bool, String) + Send + Sync>;
+/// Where the operator's readiness goes, for ledger backends that keep
+/// conditions. Called after every decision with a distinct reason per
+/// situation (AllMigrationsDone, MigrationRunning, BackingOff,
+/// RetriesExhausted, CorruptEntry, IndexInvalid).
+#[async_trait::async_trait]
+pub trait ConditionReporter: Send + Sync {
+    /// Reports the current readiness.
+    async fn report(&self, reason: &'static str, ready: bool, message: String);
+}
+
+/// Reports the operator's readiness as the `BackgroundMigrations` condition
+/// of a `MigrationLedger` (the ledger keeps `Ready` for its own entries).
+/// Only changes are written, so a steady state costs no requests.
+pub struct CrdConditions {
+    ledger: ledger_crd::CrdLedger,
+    last: std::sync::Mutex<Option<(&'static str, bool, String)>>,
+}
+
+/// The condition type the operator owns on a `MigrationLedger`.
+pub const OPERATOR_CONDITION: &str = "BackgroundMigrations";
+
+impl CrdConditions {
+    /// Reports on `ledger`.
+    pub fn new(ledger: ledger_crd::CrdLedger) -> Self {
+        CrdConditions {
+            ledger,
+            last: std::sync::Mutex::new(None),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ConditionReporter for CrdConditions {
+    async fn report(&self, reason: &'static str, ready: bool, message: String) {
+        let current = Some((reason, ready, message.clone()));
+        if *self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            == current
+        {
+            return;
+        }
+        let condition = ledger_crd::LedgerCondition {
+            type_: OPERATOR_CONDITION.into(),
+            status: if ready {
+                ledger_crd::ConditionStatus::True
+            } else {
+                ledger_crd::ConditionStatus::False
+            },
+            reason: reason.into(),
+            message,
+        };
+        match self.ledger.set_condition(&condition).await {
+            Ok(()) => {
+                *self
+                    .last
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = current
+            }
+            Err(e) => tracing::warn!(error = %e, reason, "could not report the condition"),
+        }
+    }
+}
 
 /// Everything the reconciler needs.
 pub struct Context {
@@ -491,7 +553,7 @@ pub struct Context {
     pub recorder: Recorder,
     /// Called with (reason, message) when the readiness changes, for
     /// backends that keep conditions.
-    pub on_condition: Option<ConditionSink>,
+    pub conditions: Option<Arc<dyn ConditionReporter>>,
 }
 
 impl Context {
@@ -514,7 +576,7 @@ impl Context {
             config,
             clock,
             recorder,
-            on_condition: None,
+            conditions: None,
         }
     }
 }
@@ -547,9 +609,9 @@ async fn event(ctx: &Context, cm: &ConfigMap, type_: EventType, reason: &str, no
     }
 }
 
-fn condition(ctx: &Context, reason: &'static str, ready: bool, message: String) {
-    if let Some(f) = &ctx.on_condition {
-        f(reason, ready, message);
+async fn condition(ctx: &Context, reason: &'static str, ready: bool, message: String) {
+    if let Some(reporter) = &ctx.conditions {
+        reporter.report(reason, ready, message).await;
     }
 }
 
@@ -561,7 +623,7 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
         Err(e) => {
             tracing::error!(error = %e, "index unusable; doing nothing until it is fixed");
             event(&ctx, &cm, EventType::Warning, "IndexInvalid", e.to_string()).await;
-            condition(&ctx, "IndexInvalid", false, e.to_string());
+            condition(&ctx, "IndexInvalid", false, e.to_string()).await;
             return Err(e.into());
         }
     };
@@ -588,7 +650,8 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
                 "AllMigrationsDone",
                 true,
                 format!("{} background migrations recorded", index.slugs.len()),
-            );
+            )
+            .await;
             Ok(Action::requeue(config.poll * 10))
         }
         Decision::Wait { slug, job } => {
@@ -598,7 +661,8 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
                 "MigrationRunning",
                 false,
                 format!("{slug} is running in job {job}"),
-            );
+            )
+            .await;
             Ok(Action::requeue(config.poll))
         }
         Decision::Create { slug, attempt } => {
@@ -627,7 +691,8 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
                 "MigrationRunning",
                 false,
                 format!("{slug} is running in job {name}"),
-            );
+            )
+            .await;
             Ok(Action::requeue(config.poll))
         }
         Decision::Backoff {
@@ -642,7 +707,8 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
                 "BackingOff",
                 false,
                 format!("{slug} failed {failures} time(s); retrying after {until}"),
-            );
+            )
+            .await;
             Ok(Action::requeue(wait))
         }
         Decision::GiveUp {
@@ -672,7 +738,8 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
                 "RetriesExhausted",
                 false,
                 format!("{slug} failed {failures} time(s)"),
-            );
+            )
+            .await;
             Ok(Action::requeue(Duration::from_secs(1)))
         }
         Decision::Blocked { slug, reason } => {
@@ -685,7 +752,7 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
                 reason.clone(),
             )
             .await;
-            condition(&ctx, "CorruptEntry", false, reason);
+            condition(&ctx, "CorruptEntry", false, reason).await;
             Ok(Action::requeue(config.poll * 5))
         }
     }

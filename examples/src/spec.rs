@@ -23,6 +23,12 @@ pub enum LedgerSpec {
         /// The ConfigMap's name.
         name: String,
     },
+    /// `crd:NAME`: the cluster-scoped `MigrationLedger` custom resource
+    /// (install its CRD first: `migrate crd | kubectl apply -f -`).
+    Crd {
+        /// The ledger object's name (the bundle).
+        name: String,
+    },
 }
 
 /// A DNS-1123 label (namespaces): at most 63 of `[a-z0-9-]`, alphanumeric at both ends.
@@ -43,7 +49,7 @@ fn is_dns_subdomain(s: &str) -> bool {
 /// Why a `--ledger` value was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid ledger spec {input:?}: {reason} (expected file:PATH, memory: or configmap:NAMESPACE/NAME)"
+    "invalid ledger spec {input:?}: {reason} (expected file:PATH, memory:, configmap:NAMESPACE/NAME or crd:NAME)"
 )]
 pub struct SpecError {
     /// The rejected value, cut to a printable length.
@@ -84,6 +90,10 @@ impl FromStr for LedgerSpec {
                     name: name.to_owned(),
                 })
             }
+            "crd" if is_dns_subdomain(rest) => Ok(LedgerSpec::Crd {
+                name: rest.to_owned(),
+            }),
+            "crd" => Err(bad("crd: needs a MigrationLedger name (a DNS subdomain)")),
             _ => Err(bad("unknown backend")),
         }
     }
@@ -95,24 +105,29 @@ impl fmt::Display for LedgerSpec {
             LedgerSpec::File(p) => write!(f, "file:{}", p.display()),
             LedgerSpec::Memory => f.write_str("memory:"),
             LedgerSpec::ConfigMap { namespace, name } => write!(f, "configmap:{namespace}/{name}"),
+            LedgerSpec::Crd { name } => write!(f, "crd:{name}"),
         }
     }
 }
 
 impl LedgerSpec {
+    async fn client(&self) -> Result<kube::Client, String> {
+        kube::Client::try_default()
+            .await
+            .map_err(|e| format!("cannot reach a Kubernetes API server for {self}: {e}"))
+    }
+
     /// Opens the ledger the spec names. Kubernetes backends discover their
     /// cluster the usual way (`KUBECONFIG`, `~/.kube/config`, in-cluster).
     pub async fn open(&self) -> Result<Arc<dyn Ledger>, String> {
         Ok(match self {
             LedgerSpec::File(path) => Arc::new(FileLedger::new(path)),
             LedgerSpec::Memory => Arc::new(MemoryLedger::new()),
-            LedgerSpec::ConfigMap { namespace, name } => {
-                let client = kube::Client::try_default()
-                    .await
-                    .map_err(|e| format!("cannot reach a Kubernetes API server for {self}: {e}"))?;
-                Arc::new(ledger_configmap::ConfigMapLedger::new(
-                    client, namespace, name,
-                ))
+            LedgerSpec::ConfigMap { namespace, name } => Arc::new(
+                ledger_configmap::ConfigMapLedger::new(self.client().await?, namespace, name),
+            ),
+            LedgerSpec::Crd { name } => {
+                Arc::new(ledger_crd::CrdLedger::new(self.client().await?, name))
             }
         })
     }
@@ -155,6 +170,8 @@ mod tests {
             ("configmap:Cozy/x", "DNS label"),
             ("configmap:ns/bad_name", "DNS subdomain"),
             ("configmap:ns/", "DNS subdomain"),
+            ("crd:", "MigrationLedger name"),
+            ("crd:Bad", "MigrationLedger name"),
         ] {
             let err = input.parse::<LedgerSpec>().unwrap_err();
             assert!(err.reason.contains(reason), "{input:?}: {err}");
@@ -163,7 +180,12 @@ mod tests {
 
     #[test]
     fn display_round_trips() {
-        for s in ["file:/x/y.json", "memory:", "configmap:a/b.c"] {
+        for s in [
+            "file:/x/y.json",
+            "memory:",
+            "configmap:a/b.c",
+            "crd:platform",
+        ] {
             assert_eq!(s.parse::<LedgerSpec>().unwrap().to_string(), s);
         }
     }

@@ -138,3 +138,38 @@ async fn an_unreachable_cluster_is_an_environment_error_not_an_empty_ledger() {
     assert_eq!(code, 1, "{doc}");
     assert_eq!(doc["error"], "environment");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_and_status_on_the_custom_resource_ledger() {
+    let server = TestApiServer::start().await;
+    server.register_custom_resource(
+        ledger_crd::GROUP,
+        ledger_crd::VERSION,
+        ledger_crd::PLURAL,
+        ledger_crd::KIND,
+        false,
+        true,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let kc = kubeconfig(dir.path(), &server);
+    let root = tree(dir.path());
+    let root = root.to_str().unwrap();
+    // The first run is a fresh install: the ledger object is created, nothing runs.
+    let (code, doc, err) = migrate(&kc, &["run", root, "--ledger", "crd:platform"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["fresh_install"], true);
+    let object = server
+        .object("migrationledgers.migrations.cozystack.io", "", "platform")
+        .expect("created");
+    assert_eq!(object["status"]["initialized"], true);
+    assert_eq!(
+        object["status"]["entries"]["a"]["state"],
+        "skipped-fresh-install"
+    );
+    let (code, status, _) = migrate(&kc, &["status", "--ledger", "crd:platform"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(status["counts"]["skipped-fresh-install"], 2);
+    let (code, crd, _) = migrate(&kc, &["crd"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(crd["spec"]["names"]["kind"], "MigrationLedger");
+}

@@ -361,3 +361,82 @@ async fn with_two_replicas_only_the_leader_acts() {
     assert_eq!(*acted.lock().unwrap(), ["replica-a", "replica-b"]);
     b.abort();
 }
+
+#[tokio::test]
+async fn with_the_crd_ledger_readiness_is_a_condition_with_a_distinct_reason() {
+    let server = TestApiServer::start().await;
+    server.register_custom_resource(
+        ledger_crd::GROUP,
+        ledger_crd::VERSION,
+        ledger_crd::PLURAL,
+        ledger_crd::KIND,
+        false,
+        true,
+    );
+    let index = Index {
+        image: "img@sha256:1".into(),
+        tree: "/m".into(),
+        slugs: vec![s("only-one")],
+        revoked: vec![],
+    };
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), NS);
+    cms.create(&Default::default(), &index_configmap(&index, NS, INDEX))
+        .await
+        .unwrap();
+    let crd = ledger_crd::CrdLedger::new(server.client(), "platform");
+    crd.create(&[]).await.unwrap();
+    let clock = Arc::new(ManualClock::new(Timestamp::from_unix(1_786_529_040)));
+    let mut ctx = Context::new(
+        server.client(),
+        Arc::new(crd.clone()),
+        OperatorConfig::new(NS),
+        clock.clone(),
+        "r",
+    );
+    ctx.conditions = Some(Arc::new(examples::operator::CrdConditions::new(
+        crd.clone(),
+    )));
+    let ctx = Arc::new(ctx);
+    let condition = || {
+        let object = server
+            .object(
+                &format!("{}.{}", ledger_crd::PLURAL, ledger_crd::GROUP),
+                "",
+                "platform",
+            )
+            .unwrap();
+        let conditions = object["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let c = conditions
+            .iter()
+            .find(|c| c["type"] == examples::operator::OPERATOR_CONDITION)
+            .cloned()
+            .unwrap();
+        (
+            c["status"].as_str().unwrap().to_owned(),
+            c["reason"].as_str().unwrap().to_owned(),
+        )
+    };
+    let cm = Arc::new(cms.get(INDEX).await.unwrap());
+    reconcile(cm.clone(), ctx.clone()).await.unwrap();
+    assert_eq!(
+        condition(),
+        ("False".to_owned(), "MigrationRunning".to_owned())
+    );
+    crd.write(
+        &[(s("only-one"), LedgerEntry::new(EntryState::Ok, clock.now()))],
+        WriteMode::Replace,
+    )
+    .await
+    .unwrap();
+    server
+        .set_job_status(NS, "migrate-only-one-1", json!({"conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": clock.now().to_string()}]}))
+        .unwrap();
+    reconcile(cm, ctx).await.unwrap();
+    assert_eq!(
+        condition(),
+        ("True".to_owned(), "AllMigrationsDone".to_owned())
+    );
+}

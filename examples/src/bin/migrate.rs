@@ -243,6 +243,8 @@ enum Command {
         #[arg(long, default_value = "cozystack-migrations-index")]
         name: String,
     },
+    /// Print the MigrationLedger CRD manifest (for `kubectl apply -f -`).
+    Crd,
     /// Print the ledger: failures first, then every entry.
     Status {
         /// The ledger: file:PATH or memory:.
@@ -727,6 +729,11 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
             out.emit(&cm, |_| {
                 examples::render::configmap_yaml_data(&namespace, &name, &data)
             });
+        }
+        Command::Crd => {
+            let yaml = ledger_crd::crd_manifest();
+            let json = serde_json::to_value(ledger_crd::crd()).unwrap_or_default();
+            out.emit(&json, |_| yaml.clone());
         }
         Command::Status { ledger } => {
             let ledger = open(&ledger).await?;

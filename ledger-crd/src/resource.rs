@@ -1,0 +1,256 @@
+//! The `MigrationLedger` custom resource: its Rust type, its schema, and the
+//! CRD manifest generated from them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::{CustomResource, CustomResourceExt};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+
+/// The API group.
+pub const GROUP: &str = "migrations.cozystack.io";
+/// The API version.
+pub const VERSION: &str = "v1alpha1";
+/// The kind.
+pub const KIND: &str = "MigrationLedger";
+/// The plural resource name (`kubectl get migrationledgers`).
+pub const PLURAL: &str = "migrationledgers";
+
+/// What is declared about a ledger: written by whoever creates the object
+/// (the migration engine on a fresh install, or a chart), never by the
+/// engine afterwards. The object's name identifies the bundle.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+// Each printcolumn(...) repeats the same keys, which the lint takes for duplicates.
+#[allow(clippy::duplicated_attributes)]
+#[kube(
+    group = "migrations.cozystack.io",
+    version = "v1alpha1",
+    kind = "MigrationLedger",
+    plural = "migrationledgers",
+    singular = "migrationledger",
+    shortname = "mledger",
+    status = "MigrationLedgerStatus",
+    derive = "PartialEq",
+    doc = "The applied-set ledger of one bundle's migrations on this cluster: one entry per migration slug, in the status subresource. Written by the migration engine (cozystack-migrate); never edit entries by hand.",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status",
+        description = "False when an entry is failed or corrupt"
+    ),
+    printcolumn(
+        name = "OK",
+        type_ = "integer",
+        json_path = ".status.summary.ok",
+        description = "Entries recorded ok"
+    ),
+    printcolumn(
+        name = "Failed",
+        type_ = "integer",
+        json_path = ".status.summary.failed",
+        description = "Entries recorded failed"
+    ),
+    printcolumn(
+        name = "Other",
+        type_ = "integer",
+        json_path = ".status.summary.other",
+        description = "Entries recorded legacy, revoked or skipped-fresh-install"
+    ),
+    printcolumn(
+        name = "Corrupt",
+        type_ = "integer",
+        json_path = ".status.summary.corrupt",
+        description = "Entries the engine cannot parse (it refuses to act on them)",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Newest",
+        type_ = "date",
+        json_path = ".status.summary.newest",
+        description = "When the newest entry was recorded"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationLedgerSpec {
+    /// The bundle whose migrations this ledger records (informational: the
+    /// object's name is the identity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<String>,
+    /// The legacy integer migration version of a cluster that predates the
+    /// engine, if any: every legacy migration numbered below it counts as
+    /// run. Read by the engine, never written by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<IntOrString>,
+}
+
+/// What the migration engine records, written only through the status
+/// subresource. Entries and attempt marks are decoded one by one, so a
+/// malformed value is reported as corrupt under its own key and hides
+/// nothing else.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationLedgerStatus {
+    /// True once the engine has written this ledger. An object the engine
+    /// created for a fresh install (annotation
+    /// `migrations.cozystack.io/created-by`) counts as absent until then,
+    /// because an API server ignores `.status` on create and seeding takes a
+    /// second request.
+    #[serde(default)]
+    #[schemars(transform = no_default)]
+    pub initialized: bool,
+    /// Entries by migration slug, each exactly the engine's ledger entry.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "entries_schema")]
+    pub entries: BTreeMap<String, serde_json::Value>,
+    /// Started executions by migration slug, counted before each run.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "attempts_schema")]
+    pub attempts: BTreeMap<String, serde_json::Value>,
+    /// Counts for `kubectl get`, recomputed by every status write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<LedgerSummary>,
+    /// `Ready` (no entry is failed or corrupt), maintained by every status
+    /// write, plus conditions other controllers set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// Keeps the API server from defaulting a field the engine alone sets.
+fn no_default(schema: &mut Schema) {
+    schema.remove("default");
+}
+
+/// Entry counts by outcome, for printer columns.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LedgerSummary {
+    /// Entries in state `ok`.
+    pub ok: i64,
+    /// Entries in state `failed`.
+    pub failed: i64,
+    /// Entries in state `legacy`, `revoked` or `skipped-fresh-install`.
+    pub other: i64,
+    /// Entries that do not parse, and keys that are not slugs.
+    pub corrupt: i64,
+    /// The `at` of the newest valid entry (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub newest: Option<String>,
+}
+
+/// The schema of `status.entries`: a map from slug to an entry with exactly
+/// the fields of spec §5.
+///
+/// Each field is typed, so the API server refuses a wrongly typed field and
+/// `kubectl explain` documents them. The value itself has no `type` and keeps
+/// unknown fields: the engine, not the schema, judges corruption, so any
+/// stored value must stay representable (and reported as corrupt, naming its
+/// key), and fields a newer engine records must survive an older CRD rather
+/// than be pruned. No field is an enum or required for the same reason: a
+/// schema that refused a newer engine's state would make the ledger
+/// unwritable during an upgrade.
+fn entries_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "description": "Ledger entries by migration slug.",
+        "type": "object",
+        "additionalProperties": {
+            "description": "One ledger entry: {state, at, sha256, lib_sha256, batch, image, attempts}, plus reason and message when failed.",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "properties": {
+                "state": {
+                    "description": "ok, failed, legacy, revoked or skipped-fresh-install.",
+                    "type": "string",
+                },
+                "at": {
+                    "description": "When the outcome was recorded (RFC 3339).",
+                    "type": "string",
+                    "format": "date-time",
+                },
+                "sha256": {
+                    "description": "SHA-256 of the script that ran, hex.",
+                    "type": "string",
+                },
+                "lib_sha256": {
+                    "description": "SHA-256 of the shared lib/ directory when it ran, hex.",
+                    "type": "string",
+                },
+                "batch": {
+                    "description": "The manifest batch that placed it (informational).",
+                    "type": "string",
+                },
+                "image": {
+                    "description": "The image the script ran from.",
+                    "type": "string",
+                },
+                "attempts": {
+                    "description": "Real executions of this migration on this cluster.",
+                    "type": "integer",
+                    "format": "int64",
+                    "minimum": 0,
+                },
+                "reason": {
+                    "description": "Machine-readable failure reason (failed only).",
+                    "type": "string",
+                },
+                "message": {
+                    "description": "Failure detail, e.g. the tail of the output (failed only).",
+                    "type": "string",
+                },
+            },
+        },
+    })
+}
+
+/// The schema of `status.attempts`; untyped at the value for the same
+/// reasons as [`entries_schema`].
+fn attempts_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "description": "Started executions by migration slug.",
+        "type": "object",
+        "additionalProperties": {
+            "description": "{count, token}: executions started, and the run that started the last one.",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "properties": {
+                "count": {
+                    "type": "integer",
+                    "format": "int64",
+                    "minimum": 0,
+                },
+                "token": {
+                    "type": "string",
+                },
+            },
+        },
+    })
+}
+
+/// The CustomResourceDefinition, generated from [`MigrationLedger`].
+pub fn crd() -> CustomResourceDefinition {
+    MigrationLedger::crd()
+}
+
+/// The CustomResourceDefinition as a YAML document, ready for
+/// `kubectl apply -f -`. A copy is committed as
+/// `ledger-crd/migrationledger.crd.yaml`; a test keeps the two equal.
+pub fn crd_manifest() -> String {
+    let body = match serde_saphyr::to_string(&crd()) {
+        Ok(yaml) => yaml,
+        // The CRD is plain data, so YAML serialisation cannot fail; JSON is
+        // valid YAML, should it ever.
+        Err(_) => serde_json::to_string_pretty(&crd()).unwrap_or_default(),
+    };
+    format!(
+        "# Generated from the Rust type ledger_crd::MigrationLedger; do not edit.\n\
+         # Regenerate: `migrate crd`, or UPDATE_CRD=1 cargo test -p ledger-crd --test crd_manifest\n\
+         {body}"
+    )
+}
