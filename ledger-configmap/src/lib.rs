@@ -24,11 +24,18 @@
 //!   closed with the operation, the object and the key in its message.
 //! - The run lock is a `coordination.k8s.io/v1` Lease `<name>-lock` beside
 //!   the ConfigMap.
+//! - A write costs one request when this handle has seen the object before:
+//!   the last object read or written is kept, and the next conditional patch
+//!   is computed on it and carries its `resourceVersion`. If anyone changed
+//!   the object since, the API server answers 409, the handle reads it again
+//!   and recomputes; an outcome that sends no patch (nothing to write, over
+//!   budget, a repeated attempt token) is always decided on a fresh read.
+//!   [`Ledger::read`] always reads.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -81,6 +88,10 @@ pub struct ConfigMapLedger {
     budget: u64,
     retry: RetryPolicy,
     lock: LeaseLock,
+    /// The last object this handle (and its clones) read or wrote: the base
+    /// of the next conditional patch, so that a write needs no read first.
+    /// The `resourceVersion` precondition makes a stale copy harmless.
+    last_seen: Arc<Mutex<Option<Arc<ConfigMap>>>>,
 }
 
 impl std::fmt::Debug for ConfigMapLedger {
@@ -139,6 +150,7 @@ impl ConfigMapLedger {
             budget: options.budget,
             retry: options.retry,
             lock,
+            last_seen: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -146,15 +158,79 @@ impl ConfigMapLedger {
         format!("configmap {}", self.name)
     }
 
+    fn remember(&self, cm: Option<Arc<ConfigMap>>) {
+        *self
+            .last_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = cm;
+    }
+
+    fn last_seen(&self) -> Option<Arc<ConfigMap>> {
+        self.last_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Reads the object (retrying transient errors) and remembers it.
     async fn get(
         &self,
         operation: &'static str,
         attempt: &mut u32,
-    ) -> Result<Option<ConfigMap>, LedgerError> {
-        self.retry
+    ) -> Result<Option<Arc<ConfigMap>>, LedgerError> {
+        let cm = self
+            .retry
             .get_opt(&self.api, &self.name, attempt)
             .await
-            .map_err(|e| ledger_error(&self.description, operation, &self.object(), &e))
+            .map_err(|e| ledger_error(&self.description, operation, &self.object(), &e))?
+            .map(Arc::new);
+        self.remember(cm.clone());
+        Ok(cm)
+    }
+
+    /// The object a conditional write starts from, and whether it was just
+    /// read: on the first try the last one seen, if any (no request, but
+    /// counted as a try), otherwise a fresh read.
+    async fn base(
+        &self,
+        operation: &'static str,
+        attempt: &mut u32,
+        use_last_seen: &mut bool,
+    ) -> Result<(Arc<ConfigMap>, bool), LedgerError> {
+        if std::mem::take(use_last_seen)
+            && let Some(cm) = self.last_seen()
+        {
+            *attempt += 1;
+            return Ok((cm, false));
+        }
+        match self.get(operation, attempt).await? {
+            Some(cm) => Ok((cm, true)),
+            None => Err(LedgerError::NotFound {
+                ledger: self.description.clone(),
+                operation,
+            }),
+        }
+    }
+
+    /// After a failed patch: forget the object it was based on, and decide
+    /// whether to loop. A 409 on a remembered (not freshly read) object only
+    /// means it was stale: read again at once, without backing off.
+    async fn after_failed_patch(
+        &self,
+        operation: &'static str,
+        e: &kube::Error,
+        attempt: u32,
+        fresh: bool,
+    ) -> Result<(), LedgerError> {
+        self.remember(None);
+        if !fresh && classify(e) == Class::Conflict {
+            tracing::debug!(
+                operation,
+                "the remembered ledger object was stale; re-reading"
+            );
+            return Ok(());
+        }
+        self.retry_after(operation, e, attempt).await
     }
 
     fn full(&self, current: &ConfigMap, would_be: u64) -> LedgerError {
@@ -180,7 +256,8 @@ impl ConfigMapLedger {
         size
     }
 
-    /// One conditional merge patch of `writes` on top of `current`.
+    /// One conditional merge patch of `writes` on top of `current`; the
+    /// object as stored is remembered.
     async fn patch(
         &self,
         current: &ConfigMap,
@@ -194,10 +271,12 @@ impl ConfigMapLedger {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
-        self.api
+        let stored = self
+            .api
             .patch(&self.name, &params, &Patch::Merge(&patch))
-            .await
-            .map(|_| ())
+            .await?;
+        self.remember(Some(Arc::new(stored)));
+        Ok(())
     }
 
     /// Decides whether to loop after a failed patch.
@@ -264,10 +343,12 @@ impl Ledger for ConfigMapLedger {
         let Some(cm) = self.get("read", &mut attempt).await? else {
             return Ok(None);
         };
-        let data = cm.data.unwrap_or_default();
         Ok(Some(LedgerSnapshot::from_raw_data(
-            data.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-            cm.metadata.resource_version,
+            cm.data
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+            cm.metadata.resource_version.clone(),
         )))
     }
 
@@ -295,7 +376,10 @@ impl Ledger for ConfigMapLedger {
         loop {
             attempt += 1;
             match self.api.create(&params, &cm).await {
-                Ok(_) => return Ok(()),
+                Ok(stored) => {
+                    self.remember(Some(Arc::new(stored)));
+                    return Ok(());
+                }
                 // A retry after a lost reply lands here too: the object exists
                 // (maybe ours); the caller re-reads, and nothing is overwritten.
                 Err(e) if classify(&e) == Class::AlreadyExists => {
@@ -319,13 +403,9 @@ impl Ledger for ConfigMapLedger {
         const OP: &str = "write";
         let encoded = encode(&self.description, OP, entries)?;
         let mut attempt = 0;
+        let mut use_last_seen = true;
         loop {
-            let Some(current) = self.get(OP, &mut attempt).await? else {
-                return Err(LedgerError::NotFound {
-                    ledger: self.description.clone(),
-                    operation: OP,
-                });
-            };
+            let (current, fresh) = self.base(OP, &mut attempt, &mut use_last_seen).await?;
             let existing = current.data.as_ref();
             let mut report = WriteReport::default();
             let mut writes = BTreeMap::new();
@@ -338,16 +418,20 @@ impl Ledger for ConfigMapLedger {
                     report.written.push(slug.clone());
                 }
             }
+            let would_be = Self::size_after(&current, &writes);
+            // An answer that sends nothing is only given on a fresh read.
+            if !fresh && (writes.is_empty() || would_be > self.budget) {
+                continue;
+            }
             if writes.is_empty() {
                 return Ok(report);
             }
-            let would_be = Self::size_after(&current, &writes);
             if would_be > self.budget {
                 return Err(self.full(&current, would_be));
             }
             match self.patch(&current, &writes).await {
                 Ok(()) => return Ok(report),
-                Err(e) => self.retry_after(OP, &e, attempt).await?,
+                Err(e) => self.after_failed_patch(OP, &e, attempt, fresh).await?,
             }
         }
     }
@@ -356,36 +440,41 @@ impl Ledger for ConfigMapLedger {
         const OP: &str = "note attempt";
         let key = format!("{ATTEMPT_KEY_PREFIX}{slug}");
         let mut attempt = 0;
+        let mut use_last_seen = true;
         loop {
-            let Some(current) = self.get(OP, &mut attempt).await? else {
-                return Err(LedgerError::NotFound {
-                    ledger: self.description.clone(),
-                    operation: OP,
-                });
-            };
-            let stored =
-                match current.data.as_ref().and_then(|d| d.get(&key)) {
-                    Some(raw) => Some(AttemptMark::decode(&key, raw).map_err(|c| {
-                        LedgerError::Permanent {
+            let (current, fresh) = self.base(OP, &mut attempt, &mut use_last_seen).await?;
+            let stored = match current.data.as_ref().and_then(|d| d.get(&key)) {
+                Some(raw) => match AttemptMark::decode(&key, raw) {
+                    Ok(mark) => Some(mark),
+                    // A refusal is only given on a fresh read.
+                    Err(_) if !fresh => continue,
+                    Err(c) => {
+                        return Err(LedgerError::Permanent {
                             ledger: self.description.clone(),
                             operation: OP,
                             message: c.to_string(),
-                        }
-                    })?),
-                    None => None,
-                };
+                        });
+                    }
+                },
+                None => None,
+            };
             let next = AttemptMark::next(stored.as_ref(), token, floor);
-            if stored.as_ref() == Some(&next) {
-                return Ok(next.count);
-            }
             let writes = BTreeMap::from([(key.clone(), next.encode())]);
             let would_be = Self::size_after(&current, &writes);
+            let unchanged = stored.as_ref() == Some(&next);
+            // An answer that sends nothing is only given on a fresh read.
+            if !fresh && (unchanged || would_be > self.budget) {
+                continue;
+            }
+            if unchanged {
+                return Ok(next.count);
+            }
             if would_be > self.budget {
                 return Err(self.full(&current, would_be));
             }
             match self.patch(&current, &writes).await {
                 Ok(()) => return Ok(next.count),
-                Err(e) => self.retry_after(OP, &e, attempt).await?,
+                Err(e) => self.after_failed_patch(OP, &e, attempt, fresh).await?,
             }
         }
     }
@@ -400,5 +489,244 @@ impl Ledger for ConfigMapLedger {
 
     async fn release_lock(&self, lease: &Lease) -> Result<(), LedgerError> {
         self.lock.release(lease).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The remembered object and Lease: one request per write when nothing
+    //! changed, and a stale copy never decides anything.
+
+    use super::*;
+    use migration_core::{EntryState, Timestamp};
+    use test_apiserver::{TestApiServer, Verb};
+
+    const NS: &str = "cozy-system";
+    const NAME: &str = "cozystack-version";
+
+    fn ledger(server: &TestApiServer) -> ConfigMapLedger {
+        let options = Options {
+            retry: RetryPolicy::immediate(4),
+            ..Options::default()
+        };
+        ConfigMapLedger::with_options(server.client(), NS, NAME, options)
+    }
+
+    fn slug(s: &str) -> Slug {
+        Slug::parse(s).unwrap()
+    }
+
+    fn entry(state: EntryState, attempts: u32) -> LedgerEntry {
+        LedgerEntry {
+            attempts,
+            ..LedgerEntry::new(state, Timestamp::from_unix(1_786_529_040))
+        }
+    }
+
+    fn stored(server: &TestApiServer) -> serde_json::Value {
+        server.object("configmaps", NS, NAME).unwrap()
+    }
+
+    async fn seeded(server: &TestApiServer) -> ConfigMapLedger {
+        server
+            .put_object(
+                "configmaps",
+                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": NAME, "namespace": NS}, "data": {"version": "45"}}),
+            )
+            .unwrap();
+        let l = ledger(server);
+        l.read().await.unwrap().unwrap();
+        server.requests().reset();
+        l
+    }
+
+    #[tokio::test]
+    async fn after_a_read_each_write_is_one_patch() {
+        let server = TestApiServer::start().await;
+        let l = seeded(&server).await;
+        l.note_attempt(&slug("a"), "t1", 0).await.unwrap();
+        l.write(&[(slug("a"), entry(EntryState::Ok, 1))], WriteMode::Replace)
+            .await
+            .unwrap();
+        l.write(
+            &[(slug("b"), entry(EntryState::Legacy, 0))],
+            WriteMode::OnlyIfAbsent,
+        )
+        .await
+        .unwrap();
+        assert_eq!(server.requests().total(), 3);
+        assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 3);
+    }
+
+    #[tokio::test]
+    async fn a_key_written_by_someone_else_meanwhile_is_never_overwritten() {
+        let server = TestApiServer::start().await;
+        let l = seeded(&server).await;
+        // Another handle (another runner) writes `a` after our read.
+        let other = ledger(&server);
+        other
+            .write(
+                &[(slug("a"), entry(EntryState::Ok, 7))],
+                WriteMode::OnlyIfAbsent,
+            )
+            .await
+            .unwrap();
+        server.requests().reset();
+        let report = l
+            .write(
+                &[(slug("a"), entry(EntryState::Legacy, 0))],
+                WriteMode::OnlyIfAbsent,
+            )
+            .await
+            .unwrap();
+        assert_eq!(report.already_present, [slug("a")]);
+        assert!(report.written.is_empty());
+        assert_eq!(
+            stored(&server)["data"]["m.a"],
+            entry(EntryState::Ok, 7).encode()
+        );
+        // The stale patch is refused (409), then one fresh read decides.
+        assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 1);
+        assert_eq!(server.requests().count(Verb::Get, "configmaps"), 1);
+    }
+
+    #[tokio::test]
+    async fn a_stale_copy_is_re_read_and_the_write_keeps_foreign_changes() {
+        let server = TestApiServer::start().await;
+        let l = seeded(&server).await;
+        let mut cm = stored(&server);
+        cm["data"]["version"] = serde_json::json!("46");
+        server.put_object("configmaps", cm).unwrap();
+        server.requests().reset();
+        l.write(&[(slug("a"), entry(EntryState::Ok, 1))], WriteMode::Replace)
+            .await
+            .unwrap();
+        let cm = stored(&server);
+        assert_eq!(cm["data"]["version"], "46");
+        assert_eq!(cm["data"]["m.a"], entry(EntryState::Ok, 1).encode());
+        assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 2);
+        assert_eq!(server.requests().count(Verb::Get, "configmaps"), 1);
+    }
+
+    #[tokio::test]
+    async fn a_repeated_attempt_token_is_only_answered_from_a_fresh_read() {
+        let server = TestApiServer::start().await;
+        let l = seeded(&server).await;
+        assert_eq!(l.note_attempt(&slug("a"), "t1", 0).await.unwrap(), 1);
+        // Someone else's execution counted meanwhile.
+        assert_eq!(
+            ledger(&server)
+                .note_attempt(&slug("a"), "t2", 0)
+                .await
+                .unwrap(),
+            2
+        );
+        server.requests().reset();
+        // Our copy says "t1, 1": answering 1 from it would be wrong.
+        assert_eq!(l.note_attempt(&slug("a"), "t1", 0).await.unwrap(), 3);
+        assert_eq!(server.requests().count(Verb::Get, "configmaps"), 1);
+    }
+
+    #[tokio::test]
+    async fn nothing_to_write_and_over_budget_are_decided_on_a_fresh_read() {
+        let server = TestApiServer::start().await;
+        let l = seeded(&server).await;
+        l.write(&[(slug("a"), entry(EntryState::Ok, 1))], WriteMode::Replace)
+            .await
+            .unwrap();
+        server.requests().reset();
+        let report = l
+            .write(
+                &[(slug("a"), entry(EntryState::Legacy, 0))],
+                WriteMode::OnlyIfAbsent,
+            )
+            .await
+            .unwrap();
+        assert_eq!(report.already_present, [slug("a")]);
+        assert_eq!(server.requests().count(Verb::Get, "configmaps"), 1);
+        assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 0);
+        let big = LedgerEntry {
+            message: Some("x".repeat(CONFIGMAP_BUDGET_BYTES as usize)),
+            ..entry(EntryState::Failed, 1)
+        };
+        server.requests().reset();
+        let err = l
+            .write(&[(slug("b"), big)], WriteMode::Replace)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, LedgerError::Full { .. }), "{err:?}");
+        assert_eq!(server.requests().count(Verb::Get, "configmaps"), 1);
+        assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 0);
+    }
+
+    #[tokio::test]
+    async fn the_lock_costs_one_request_to_take_one_to_renew_and_one_to_release() {
+        let server = TestApiServer::start().await;
+        let l = ledger(&server);
+        let ttl = Duration::from_secs(30);
+        let lease = l.acquire_lock("runner-a", ttl).await.unwrap();
+        let lease = l.renew_lock(&lease, ttl).await.unwrap();
+        l.release_lock(&lease).await.unwrap();
+        assert_eq!(server.requests().count(Verb::Create, "leases"), 1);
+        assert_eq!(server.requests().count(Verb::Patch, "leases"), 1);
+        assert_eq!(server.requests().count(Verb::Delete, "leases"), 1);
+        assert_eq!(server.requests().total(), 3);
+        assert!(
+            server
+                .object("leases", NS, "cozystack-version-lock")
+                .is_none()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_remembered_lease_taken_over_meanwhile_is_lost_and_left_alone() {
+        let server = TestApiServer::start().await;
+        let clock = Arc::new(migration_core::ManualClock::new(Timestamp::from_unix(
+            1_786_529_040,
+        )));
+        let handle = || {
+            ConfigMapLedger::with_options(
+                server.client(),
+                NS,
+                NAME,
+                Options {
+                    retry: RetryPolicy::immediate(4),
+                    clock: clock.clone(),
+                    ..Options::default()
+                },
+            )
+        };
+        let (a, b) = (handle(), handle());
+        let ttl = Duration::from_secs(30);
+        let lease_a = a.acquire_lock("runner-a", ttl).await.unwrap();
+        // A stalls past its expiry; B takes the lock over.
+        clock.advance(Duration::from_secs(31));
+        let lease_b = b.acquire_lock("runner-b", ttl).await.unwrap();
+        let err = a.renew_lock(&lease_a, ttl).await.unwrap_err();
+        assert!(matches!(err, LedgerError::LockLost { .. }), "{err:?}");
+        a.release_lock(&lease_a).await.unwrap();
+        let stored = server
+            .object("leases", NS, "cozystack-version-lock")
+            .unwrap();
+        assert_eq!(stored["spec"]["holderIdentity"], "runner-b");
+        b.release_lock(&lease_b).await.unwrap();
+        assert!(
+            server
+                .object("leases", NS, "cozystack-version-lock")
+                .is_none()
+        );
+        // Another holder has it. A handle that last saw it there reads it
+        // (one request); a new handle tries to create it first (two).
+        b.acquire_lock("runner-b", ttl).await.unwrap();
+        server.requests().reset();
+        let err = a.acquire_lock("runner-a", ttl).await.unwrap_err();
+        assert!(matches!(err, LedgerError::LockHeld { .. }), "{err:?}");
+        assert_eq!(server.requests().total(), 1);
+        server.requests().reset();
+        let err = handle().acquire_lock("runner-c", ttl).await.unwrap_err();
+        assert!(matches!(err, LedgerError::LockHeld { .. }), "{err:?}");
+        assert_eq!(server.requests().count(Verb::Create, "leases"), 1);
+        assert_eq!(server.requests().total(), 2);
     }
 }

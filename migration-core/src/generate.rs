@@ -185,15 +185,19 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
         return Err(GenerateError { problems });
     }
 
-    // Requires of each slug, from the first place that has it.
+    // Requires of each slug, from the first place that has it (the first
+    // line tag, else the disk). Filled as slugs first appear below, so that
+    // slugs unchanged from one tag to the next cost no lookup.
     let mut requires: HashMap<&Slug, &[Slug]> = HashMap::new();
-    for (slug, info) in history
-        .line
-        .iter()
-        .flat_map(|t| t.scripts.iter())
-        .chain(history.disk.iter())
-    {
-        requires.entry(slug).or_insert(&info.requires);
+    for slug in &history.legacy {
+        let first = history
+            .line
+            .iter()
+            .find_map(|t| t.scripts.get(slug))
+            .or_else(|| history.disk.get(slug));
+        if let Some(info) = first {
+            requires.insert(slug, &info.requires);
+        }
     }
 
     let mut batches: Vec<Batch> = Vec::new();
@@ -219,13 +223,22 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
     }
 
     let mut pending_batches: Vec<(BatchName, Vec<Slug>)> = Vec::new();
+    // Every slug of the previous line tag is assigned, so a slug the
+    // previous tag also has needs no lookup (false after a bad tag name).
+    let mut previous_assigned = false;
     for (i, tag) in history.line.iter().enumerate() {
-        let fresh: Vec<Slug> = tag
-            .scripts
-            .keys()
-            .filter(|s| !assigned.contains_key(*s))
-            .cloned()
-            .collect();
+        let previous = i
+            .checked_sub(1)
+            .map(|p| &history.line[p])
+            .filter(|_| previous_assigned);
+        let mut fresh: Vec<Slug> = Vec::new();
+        for (slug, info, since) in since_previous(previous, tag) {
+            if since == SincePrevious::New && !assigned.contains_key(slug) {
+                requires.entry(slug).or_insert(&info.requires);
+                fresh.push(slug.clone());
+            }
+        }
+        previous_assigned = true;
         if fresh.is_empty() {
             continue;
         }
@@ -237,6 +250,7 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
                     tag: tag.tag.clone(),
                     reason: e.reason.to_owned(),
                 });
+                previous_assigned = false;
                 continue;
             }
         };
@@ -248,9 +262,12 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
     }
     let untagged: Vec<Slug> = history
         .disk
-        .keys()
-        .filter(|s| !assigned.contains_key(*s))
-        .cloned()
+        .iter()
+        .filter(|(s, _)| !assigned.contains_key(*s))
+        .map(|(s, info)| {
+            requires.entry(s).or_insert(&info.requires);
+            s.clone()
+        })
         .collect();
     if !untagged.is_empty() {
         let index = batches.len() + pending_batches.len();
@@ -260,14 +277,14 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
         pending_batches.push((BatchName::untagged(), untagged));
     }
 
-    let batch_name =
-        |index: usize, batches: &[Batch], pending: &[(BatchName, Vec<Slug>)]| -> String {
-            if index < batches.len() {
-                batches[index].name.to_string()
-            } else {
-                pending[index - batches.len()].0.to_string()
-            }
-        };
+    // Every batch's name by index, fixed before `batches` starts growing
+    // below (indexing into a growing list named the wrong batch).
+    let names: Vec<String> = batches
+        .iter()
+        .map(|b| b.name.to_string())
+        .chain(pending_batches.iter().map(|(n, _)| n.to_string()))
+        .collect();
+    let batch_name = |index: usize| names.get(index).cloned().unwrap_or_default();
 
     // The legacy batch keeps integer order; its requires may only point back.
     if let Some(legacy) = batches.first().filter(|b| b.name.is_legacy()) {
@@ -284,11 +301,7 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
                         slug: line.slug.clone(),
                         batch: legacy.name.to_string(),
                         target: target.clone(),
-                        target_batch: if t == 0 {
-                            legacy.name.to_string()
-                        } else {
-                            batch_name(t, &batches, &pending_batches)
-                        },
+                        target_batch: batch_name(t),
                     }),
                 }
             }
@@ -314,7 +327,7 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
                         slug: slug.clone(),
                         batch: name.to_string(),
                         target: target.clone(),
-                        target_batch: batch_name(t, &batches, &pending_batches),
+                        target_batch: batch_name(t),
                     }),
                     Some(_) => {}
                 }
@@ -359,34 +372,80 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
     })
 }
 
+/// How a script of a line tag relates to the previous tag of the line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SincePrevious {
+    /// The previous tag does not have the slug (or there is none).
+    New,
+    /// The previous tag has the slug with other content.
+    Changed,
+    /// The previous tag has the slug with the same content.
+    Same,
+}
+
+/// The scripts of `current`, each with how it relates to `previous`: one
+/// merge walk over the two sorted maps, no lookups. Consecutive tags share
+/// almost all their scripts, so this replaces a hash lookup per (tag, slug)
+/// pair with a sequential comparison.
+fn since_previous<'a>(
+    previous: Option<&'a TagTree>,
+    current: &'a TagTree,
+) -> impl Iterator<Item = (&'a Slug, &'a ScriptInfo, SincePrevious)> + 'a {
+    let mut previous = previous.map(|p| p.scripts.iter().peekable());
+    current.scripts.iter().map(move |(slug, info)| {
+        let since = match previous.as_mut() {
+            None => SincePrevious::New,
+            Some(prev) => {
+                while prev.next_if(|(p, _)| *p < slug).is_some() {}
+                match prev.next_if(|(p, _)| *p == slug) {
+                    Some((_, p)) if p.sha256 == info.sha256 => SincePrevious::Same,
+                    Some(_) => SincePrevious::Changed,
+                    None => SincePrevious::New,
+                }
+            }
+        };
+        (slug, info, since)
+    })
+}
+
 /// Same slug, different content, anywhere: every offending slug once, with
 /// the first two places that disagree.
 fn immutability_problems(history: &ReleaseHistory) -> Vec<GenerateProblem> {
-    let mut seen: BTreeMap<&Slug, (Place, Sha256Digest)> = BTreeMap::new();
+    // Places are kept as borrowed tag names until a problem is reported:
+    // every (tag, slug) pair passes through here, so allocating a `Place`
+    // per pair dominated generation. `seen` is hashed (one lookup per pair);
+    // `reported` stays sorted, which orders the problems by slug.
+    let mut seen: HashMap<&Slug, (Option<&str>, Sha256Digest)> = HashMap::new();
     let mut reported: BTreeMap<&Slug, GenerateProblem> = BTreeMap::new();
-    let places = history
-        .line
-        .iter()
-        .chain(history.other_tags.iter())
-        .flat_map(|t| {
+    let place = |tag: Option<&str>| tag.map_or(Place::Disk, |t| Place::Tag(t.to_owned()));
+    // A line tag's entry identical to the previous line tag's was already
+    // compared when that tag was walked: skipping it changes nothing.
+    let line = history.line.iter().enumerate().flat_map(|(i, t)| {
+        let previous = i.checked_sub(1).map(|p| &history.line[p]);
+        since_previous(previous, t)
+            .filter(|(_, _, since)| *since != SincePrevious::Same)
+            .map(move |(s, info, _)| (Some(t.tag.as_str()), s, info.sha256))
+    });
+    let places = line
+        .chain(history.other_tags.iter().flat_map(|t| {
             t.scripts
                 .iter()
-                .map(move |(s, i)| (Place::Tag(t.tag.clone()), s, i.sha256))
-        })
-        .chain(history.disk.iter().map(|(s, i)| (Place::Disk, s, i.sha256)));
-    for (place, slug, sha) in places {
+                .map(move |(s, i)| (Some(t.tag.as_str()), s, i.sha256))
+        }))
+        .chain(history.disk.iter().map(|(s, i)| (None, s, i.sha256)));
+    for (here, slug, sha) in places {
         match seen.get(slug) {
             None => {
-                seen.insert(slug, (place, sha));
+                seen.insert(slug, (here, sha));
             }
             Some((first, first_sha)) if *first_sha != sha && !reported.contains_key(slug) => {
                 reported.insert(
                     slug,
                     GenerateProblem::ContentChanged {
                         slug: slug.clone(),
-                        first: first.clone(),
+                        first: place(*first),
                         first_sha: *first_sha,
-                        second: place,
+                        second: place(here),
                         second_sha: sha,
                     },
                 );
@@ -432,6 +491,69 @@ mod tests {
 
     fn rendered(m: &Manifest) -> Vec<(String, String)> {
         m.render()
+    }
+
+    #[test]
+    fn a_slug_that_leaves_the_line_and_returns_changed_is_caught_with_both_tags() {
+        let history = ReleaseHistory {
+            line: vec![
+                tag("v1.0.0", &[("a", "x", &[]), ("b", "b", &[])]),
+                tag("v1.1.0", &[("b", "b", &[])]),
+                tag("v1.2.0", &[("a", "y", &[]), ("b", "b", &[])]),
+                tag("v1.3.0", &[("a", "y", &[]), ("b", "b", &[])]),
+            ],
+            disk: disk(&[("a", "y", &[]), ("b", "b", &[])]),
+            ..ReleaseHistory::default()
+        };
+        let problems = generate(&history).unwrap_err().problems;
+        assert_eq!(
+            problems,
+            [GenerateProblem::ContentChanged {
+                slug: s("a"),
+                first: Place::Tag("v1.0.0".into()),
+                first_sha: Sha256Digest::of(b"x"),
+                second: Place::Tag("v1.2.0".into()),
+                second_sha: Sha256Digest::of(b"y"),
+            }]
+        );
+    }
+
+    #[test]
+    fn requires_come_from_the_first_tag_that_ships_the_slug() {
+        // `a` requires `b` from v1.1.0 on (and on disk), but shipped first in
+        // v1.0.0 without it: the first place decides, so v1.0.0 stays
+        // alphabetical. Unchanged tags add nothing; `e` is untagged and its
+        // requires come from the disk.
+        let history = ReleaseHistory {
+            line: vec![
+                tag("v1.0.0", &[("a", "a", &[]), ("b", "b", &[])]),
+                tag("v1.1.0", &[("a", "a", &["b"]), ("b", "b", &[])]),
+                tag(
+                    "v1.2.0",
+                    &[("a", "a", &["b"]), ("b", "b", &[]), ("d", "d", &[])],
+                ),
+                tag(
+                    "v1.2.1",
+                    &[("a", "a", &["b"]), ("b", "b", &[]), ("d", "d", &[])],
+                ),
+            ],
+            disk: disk(&[
+                ("a", "a", &["b"]),
+                ("b", "b", &[]),
+                ("d", "d", &[]),
+                ("e", "e", &["f"]),
+                ("f", "f", &[]),
+            ]),
+            ..ReleaseHistory::default()
+        };
+        assert_eq!(
+            rendered(&generate(&history).unwrap()),
+            [
+                ("00001-v1.0.0".to_string(), "a\nb\n".to_string()),
+                ("00003-v1.2.0".to_string(), "d\n".to_string()),
+                ("99999-untagged".to_string(), "f\ne\n".to_string()),
+            ]
+        );
     }
 
     #[test]
@@ -556,6 +678,30 @@ mod tests {
                 "'early' (batch 00001-v1) requires 'late', which is only in later batch 99999-untagged",
                 "'x' requires 'ghost', which is in no batch",
             ]
+        );
+    }
+
+    #[test]
+    fn requires_later_names_the_target_batch_even_past_the_first_tagged_batch() {
+        let history = ReleaseHistory {
+            line: vec![
+                tag("v1", &[("a", "a", &[])]),
+                tag("v2", &[("a", "a", &[]), ("b", "b", &["c"])]),
+                tag(
+                    "v3",
+                    &[("a", "a", &[]), ("b", "b", &["c"]), ("c", "c", &[])],
+                ),
+            ],
+            disk: disk(&[("a", "a", &[]), ("b", "b", &["c"]), ("c", "c", &[])]),
+            ..ReleaseHistory::default()
+        };
+        let err = generate(&history).unwrap_err();
+        assert_eq!(
+            err.problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["'b' (batch 00002-v2) requires 'c', which is only in later batch 00003-v3"]
         );
     }
 

@@ -802,28 +802,48 @@ impl<'a> Lines<'a> {
             offsets.push(total);
             total += batch.entries.len();
         }
-        let line_of = |slug: &Slug| {
-            manifest
-                .position(slug)
-                .map(|p| offsets[p.batch] + p.index)
-        };
+        let line_of = |slug: &Slug| manifest.position(slug).map(|p| offsets[p.batch] + p.index);
         let mut lines = Lines {
             scripts: vec![None; total],
             records: vec![None; total],
             revoked: vec![false; total],
             unlisted: Vec::new(),
         };
-        for (slug, script) in tree.scripts() {
-            match line_of(slug) {
-                Some(i) => lines.scripts[i] = Some(script),
-                None => lines.unlisted.push(script),
-            }
-        }
-        if let Some(snapshot) = ledger {
-            for (slug, record) in &snapshot.records {
-                if let Some(i) = line_of(slug) {
-                    lines.records[i] = Some(record);
+        // Scripts and records are both sorted by slug: walk them together,
+        // so that a slug with both costs one lookup, not two.
+        let mut scripts = tree.scripts().iter().peekable();
+        let mut records = ledger
+            .into_iter()
+            .flat_map(|snapshot| snapshot.records.iter())
+            .peekable();
+        loop {
+            let (slug, script, record) = match (scripts.peek(), records.peek()) {
+                (None, None) => break,
+                (Some((s, _)), Some((r, _))) if s == r => {
+                    let (slug, script) = scripts.next().unzip();
+                    let record = records.next().map(|(_, record)| record);
+                    (slug, script, record)
                 }
+                (Some((s, _)), Some((r, _))) if r < s => {
+                    let (slug, record) = records.next().unzip();
+                    (slug, None, record)
+                }
+                (Some(_), _) => {
+                    let (slug, script) = scripts.next().unzip();
+                    (slug, script, None)
+                }
+                (None, Some(_)) => {
+                    let (slug, record) = records.next().unzip();
+                    (slug, None, record)
+                }
+            };
+            let Some(slug) = slug else { break };
+            match line_of(slug) {
+                Some(i) => {
+                    lines.scripts[i] = script;
+                    lines.records[i] = record;
+                }
+                None => lines.unlisted.extend(script),
             }
         }
         for revoked in tree.revoked() {

@@ -742,11 +742,15 @@ proptest! {
 
     #[test]
     fn snapshot_parsing_never_panics_and_classifies_every_key(
-        data in proptest::collection::btree_map("(m\\.)?[a-zA-Z0-9_.-]{0,10}", "\\PC{0,40}", 0..12),
+        data in proptest::collection::btree_map("([ma]\\.)?[a-zA-Z0-9_.-]{0,10}", "\\PC{0,40}|\\{\"count\":[0-9],\"token\":\"t\"\\}", 0..12),
     ) {
         let snapshot = LedgerSnapshot::from_raw_data(data.iter().map(|(k, v)| (k.as_str(), v.as_str())), None);
-        let m_keys = data.keys().filter(|k| k.starts_with("m.")).count();
-        prop_assert_eq!(snapshot.records.len() + snapshot.unreadable_keys.len(), m_keys);
+        // Entry keys and attempt-mark keys: each lands in exactly one place.
+        let ledger_keys = data.keys().filter(|k| k.starts_with("m.") || k.starts_with("a.")).count();
+        prop_assert_eq!(
+            snapshot.records.len() + snapshot.attempts_started.len() + snapshot.unreadable_keys.len(),
+            ledger_keys
+        );
     }
 }
 

@@ -6,8 +6,16 @@
 //! `renewTime + leaseDurationSeconds`, judged on the acquirer's clock, as
 //! client-go's leader election does. Every change carries the Lease's
 //! resourceVersion as a precondition, so two acquirers cannot both win.
+//!
+//! Round trips: the handle remembers the Lease as it last saw it. Acquiring
+//! when it does not know the Lease to exist creates it directly (the
+//! previous holder deleted it on release, so that is the usual case: one
+//! request); renewing and releasing a Lease it holds send the write straight
+//! away with the remembered resourceVersion (one request each). A 409 means
+//! the remembered copy is stale: the handle reads the Lease and decides
+//! again, exactly as without the memory.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
@@ -30,6 +38,20 @@ pub struct LeaseLock {
     ledger: String,
     clock: Arc<dyn Clock>,
     retry: RetryPolicy,
+    /// What this handle (and its clones) last learned from the API server.
+    seen: Arc<Mutex<Seen>>,
+}
+
+/// The Lease as this handle last saw it.
+#[derive(Debug, Clone, Default)]
+enum Seen {
+    /// Never looked, or the last write's outcome is unknown.
+    #[default]
+    Unknown,
+    /// Not there.
+    Absent,
+    /// There, as returned by the last read or write.
+    Present(Box<KubeLease>),
 }
 
 impl std::fmt::Debug for LeaseLock {
@@ -103,7 +125,46 @@ impl LeaseLock {
             ledger: ledger.to_owned(),
             clock,
             retry,
+            seen: Arc::new(Mutex::new(Seen::Unknown)),
         }
+    }
+
+    fn seen(&self) -> Seen {
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn remember(&self, seen: Seen) {
+        *self.seen.lock().unwrap_or_else(PoisonError::into_inner) = seen;
+    }
+
+    /// The remembered Lease, if it is `lease`'s tenure.
+    fn remembered_tenure(&self, lease: &Lease) -> Option<Holding> {
+        match self.seen() {
+            Seen::Present(current) => {
+                let h = holding(&current);
+                (h.holder.as_deref() == Some(lease.holder.as_str()) && h.token == lease.token)
+                    .then_some(h)
+            }
+            Seen::Unknown | Seen::Absent => None,
+        }
+    }
+
+    /// A failed write on a remembered copy: forget it, and back off unless
+    /// the 409 only says the copy was stale (then read at once).
+    async fn after_remembered_write(
+        &self,
+        operation: &'static str,
+        e: &kube::Error,
+        attempt: u32,
+    ) -> Result<(), LedgerError> {
+        self.remember(Seen::Unknown);
+        if classify(e) == Class::Conflict {
+            return Ok(());
+        }
+        self.retry_after(operation, e, attempt).await
     }
 
     fn error(&self, operation: &'static str, e: &kube::Error) -> LedgerError {
@@ -119,10 +180,16 @@ impl LeaseLock {
         operation: &'static str,
         attempt: &mut u32,
     ) -> Result<Option<KubeLease>, LedgerError> {
-        self.retry
+        let lease = self
+            .retry
             .get_opt(&self.api, &self.name, attempt)
             .await
-            .map_err(|e| self.error(operation, &e))
+            .map_err(|e| self.error(operation, &e))?;
+        self.remember(match &lease {
+            Some(l) => Seen::Present(Box::new(l.clone())),
+            None => Seen::Absent,
+        });
+        Ok(lease)
     }
 
     /// Decides whether to retry after a failed write: conflicts and
@@ -159,40 +226,80 @@ impl LeaseLock {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
-        self.api
+        let result = self
+            .api
             .patch(&self.name, &params, &Patch::Merge(&patch))
-            .await
+            .await;
+        self.remember(match &result {
+            Ok(l) => Seen::Present(Box::new(l.clone())),
+            Err(_) => Seen::Unknown,
+        });
+        result
+    }
+
+    /// Creates the Lease held by `holder` from `now`.
+    async fn create(
+        &self,
+        operation: &'static str,
+        holder: &str,
+        ttl: Duration,
+        now: Timestamp,
+    ) -> Result<Result<KubeLease, kube::Error>, LedgerError> {
+        let lease: KubeLease = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": self.name },
+            "spec": {
+                "holderIdentity": holder,
+                "leaseDurationSeconds": Self::seconds(ttl),
+                "acquireTime": micro(now),
+                "renewTime": micro(now),
+                "leaseTransitions": 0,
+            }
+        }))
+        .map_err(|e| LedgerError::Permanent {
+            ledger: self.ledger.clone(),
+            operation,
+            message: e.to_string(),
+        })?;
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        let result = self.api.create(&params, &lease).await;
+        self.remember(match &result {
+            Ok(l) => Seen::Present(Box::new(l.clone())),
+            Err(_) => Seen::Unknown,
+        });
+        Ok(result)
+    }
+
+    fn held(holder: &str, stored: &KubeLease) -> Lease {
+        let h = holding(stored);
+        Lease {
+            holder: holder.to_owned(),
+            token: h.token,
+            acquired_at: h.acquired,
+            expires_at: h.expires,
+        }
     }
 
     /// Takes the lock for `holder`; see [`migration_core::Ledger::acquire_lock`].
     pub async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         const OP: &str = "acquire lock";
         let mut attempt = 0;
+        // Not known to exist: create it directly, without reading first. If
+        // it does exist, read it and decide below.
+        if !matches!(self.seen(), Seen::Present(_)) {
+            attempt += 1;
+            match self.create(OP, holder, ttl, self.clock.now()).await? {
+                Ok(stored) => return Ok(Self::held(holder, &stored)),
+                Err(e) if classify(&e) == Class::AlreadyExists => {}
+                Err(e) => self.retry_after(OP, &e, attempt).await?,
+            }
+        }
         loop {
             let now = self.clock.now();
             let result = match self.get(OP, &mut attempt).await? {
-                None => {
-                    let lease: KubeLease = serde_json::from_value(serde_json::json!({
-                        "metadata": { "name": self.name },
-                        "spec": {
-                            "holderIdentity": holder,
-                            "leaseDurationSeconds": Self::seconds(ttl),
-                            "acquireTime": micro(now),
-                            "renewTime": micro(now),
-                            "leaseTransitions": 0,
-                        }
-                    }))
-                    .map_err(|e| LedgerError::Permanent {
-                        ledger: self.ledger.clone(),
-                        operation: OP,
-                        message: e.to_string(),
-                    })?;
-                    let params = PostParams {
-                        field_manager: Some(FIELD_MANAGER.to_owned()),
-                        ..PostParams::default()
-                    };
-                    self.api.create(&params, &lease).await
-                }
+                None => self.create(OP, holder, ttl, now).await?,
                 Some(current) => {
                     let h = holding(&current);
                     let ours = h.holder.as_deref() == Some(holder);
@@ -218,15 +325,7 @@ impl LeaseLock {
                 }
             };
             match result {
-                Ok(lease) => {
-                    let h = holding(&lease);
-                    return Ok(Lease {
-                        holder: holder.to_owned(),
-                        token: h.token,
-                        acquired_at: h.acquired,
-                        expires_at: h.expires,
-                    });
-                }
+                Ok(stored) => return Ok(Self::held(holder, &stored)),
                 Err(e) => self.retry_after(OP, &e, attempt).await?,
             }
         }
@@ -244,6 +343,16 @@ impl LeaseLock {
     pub async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
         const OP: &str = "renew lock";
         let mut attempt = 0;
+        // Still ours as last seen: write straight away; the resourceVersion
+        // precondition fails if anything changed since.
+        if let Some(h) = self.remembered_tenure(lease) {
+            attempt += 1;
+            let spec = serde_json::json!({ "leaseDurationSeconds": Self::seconds(ttl), "renewTime": micro(self.clock.now()) });
+            match self.set(h.resource_version, spec).await {
+                Ok(updated) => return Ok(Self::held(&lease.holder, &updated)),
+                Err(e) => self.after_remembered_write(OP, &e, attempt).await?,
+            }
+        }
         loop {
             let Some(current) = self.get(OP, &mut attempt).await? else {
                 return Err(self.lost(lease, "the lease was released".into()));
@@ -256,15 +365,7 @@ impl LeaseLock {
             let now = self.clock.now();
             let spec = serde_json::json!({ "leaseDurationSeconds": Self::seconds(ttl), "renewTime": micro(now) });
             match self.set(h.resource_version, spec).await {
-                Ok(updated) => {
-                    let h = holding(&updated);
-                    return Ok(Lease {
-                        holder: lease.holder.clone(),
-                        token: h.token,
-                        acquired_at: h.acquired,
-                        expires_at: h.expires,
-                    });
-                }
+                Ok(updated) => return Ok(Self::held(&lease.holder, &updated)),
                 Err(e) => self.retry_after(OP, &e, attempt).await?,
             }
         }
@@ -274,6 +375,15 @@ impl LeaseLock {
     pub async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
         const OP: &str = "release lock";
         let mut attempt = 0;
+        // Still ours as last seen: delete straight away, on the condition
+        // that nothing changed since.
+        if let Some(h) = self.remembered_tenure(lease) {
+            attempt += 1;
+            match self.delete(h.resource_version).await {
+                Ok(()) => return Ok(()),
+                Err(e) => self.after_remembered_write(OP, &e, attempt).await?,
+            }
+        }
         loop {
             let Some(current) = self.get(OP, &mut attempt).await? else {
                 return Ok(());
@@ -282,18 +392,32 @@ impl LeaseLock {
             if h.holder.as_deref() != Some(lease.holder.as_str()) || h.token != lease.token {
                 return Ok(());
             }
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    resource_version: h.resource_version,
-                    uid: None,
-                }),
-                ..DeleteParams::default()
-            };
-            match self.api.delete(&self.name, &params).await {
-                Ok(_) => return Ok(()),
-                Err(e) if classify(&e) == Class::NotFound => return Ok(()),
+            match self.delete(h.resource_version).await {
+                Ok(()) => return Ok(()),
                 Err(e) => self.retry_after(OP, &e, attempt).await?,
             }
         }
+    }
+
+    /// Deletes the Lease if its resourceVersion is still `rv`; a Lease
+    /// already gone counts as deleted.
+    async fn delete(&self, rv: Option<String>) -> Result<(), kube::Error> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: rv,
+                uid: None,
+            }),
+            ..DeleteParams::default()
+        };
+        let result = match self.api.delete(&self.name, &params).await {
+            Ok(_) => Ok(()),
+            Err(e) if classify(&e) == Class::NotFound => Ok(()),
+            Err(e) => Err(e),
+        };
+        self.remember(match &result {
+            Ok(()) => Seen::Absent,
+            Err(_) => Seen::Unknown,
+        });
+        result
     }
 }

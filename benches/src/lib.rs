@@ -1,0 +1,14 @@
+//! # benches
+//!
+//! Support for the engine's benchmarks (`cargo bench -p benches`) and for
+//! the round-trip regression test: deterministic input generators
+//! ([`inputs`]), a generated git repository ([`gitrepo`]) and the counted
+//! API round-trip scenarios ([`round_trips`]). See `benches/README.md`.
+
+// Generators of fixed inputs: a failure is a bug in the generator, and a
+// panic naming it is the right answer.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod gitrepo;
+pub mod inputs;
+pub mod round_trips;

@@ -1,0 +1,282 @@
+//! API round trips, counted (not timed) through the in-process test API
+//! server, for the real code paths: [`Migrator::prepare`] and
+//! [`Migrator::record`] over [`ConfigMapLedger`], and the hook runner
+//! ([`examples::runner::run`]) for whole runs.
+//!
+//! Each scenario starts its own server, plants the ledger it needs directly
+//! in storage (not counted), resets the counters, runs the operation, and
+//! returns every request it made.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use examples::runner::{Console, RunConfig, run};
+use ledger_configmap::{ConfigMapLedger, Options};
+use migration_core::{
+    EntryState, LedgerEntry, Migrator, PlanRequest, Slug, SystemClock, Tier, Timestamp,
+};
+use test_apiserver::{TestApiServer, Verb};
+
+use crate::inputs::{LEGACY, PlanInput, image};
+
+/// Namespace of the ledger ConfigMap.
+pub const NAMESPACE: &str = "cozy-system";
+/// Name of the ledger ConfigMap (its Lease is `<name>-lock`).
+pub const NAME: &str = "cozystack-version";
+
+/// The requests one operation made.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// `(verb, resource) → requests`, e.g. `("GET", "configmaps") → 1`.
+    pub by_kind: BTreeMap<(String, String), usize>,
+    /// Every request.
+    pub total: usize,
+    /// `METHOD path` of each request, in order.
+    pub log: Vec<String>,
+}
+
+impl Counts {
+    fn from_server(server: &TestApiServer) -> Self {
+        let log = server.requests().log();
+        let mut by_kind = BTreeMap::new();
+        for r in &log {
+            let verb = match r.verb {
+                Verb::Get => "GET",
+                Verb::List => "LIST",
+                Verb::Watch => "WATCH",
+                Verb::Create => "POST",
+                Verb::Update => "PUT",
+                Verb::Patch => "PATCH",
+                Verb::Delete => "DELETE",
+            };
+            *by_kind
+                .entry((verb.to_owned(), r.resource.clone()))
+                .or_insert(0) += 1;
+        }
+        Counts {
+            by_kind,
+            total: server.requests().total(),
+            log: log.iter().map(|r| r.method_path.clone()).collect(),
+        }
+    }
+
+    /// Requests of one verb on one resource.
+    pub fn count(&self, verb: &str, resource: &str) -> usize {
+        self.by_kind
+            .get(&(verb.to_owned(), resource.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+impl fmt::Display for Counts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self
+            .by_kind
+            .iter()
+            .map(|((verb, res), n)| format!("{n}×{verb} {res}"))
+            .collect();
+        write!(f, "{} ({})", self.total, parts.join(", "))
+    }
+}
+
+/// One counted scenario: what was done, what it cost, the documented
+/// minimum, and what the operation returned.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Short name.
+    pub name: String,
+    /// The requests made.
+    pub counts: Counts,
+    /// The fewest requests the operation can make (see `benches/README.md`).
+    pub minimum: usize,
+    /// What the operation reported (seeded, pending, ...), or its error.
+    pub outcome: String,
+}
+
+fn ledger(server: &TestApiServer) -> ConfigMapLedger {
+    ConfigMapLedger::with_options(server.client(), NAMESPACE, NAME, Options::default())
+}
+
+fn plant(server: &TestApiServer, data: &[(String, String)]) {
+    let data: serde_json::Map<String, serde_json::Value> = data
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+        .collect();
+    server
+        .put_object(
+            "configmaps",
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": NAME, "namespace": NAMESPACE,
+                    "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+                "data": data,
+            }),
+        )
+        .expect("the test server stores the ledger");
+}
+
+/// `Migrator::prepare` for the pre-apply tier on a ledger that already
+/// records every migration of an `n`-migration tree: nothing to seed, nothing
+/// pending. Then one `Migrator::record` right after it (as the runner records
+/// an outcome on the ledger it has just read).
+pub async fn prepare_nothing_pending(n: usize) -> (Scenario, Scenario) {
+    let input = PlanInput::build(n, 0);
+    let server = TestApiServer::start().await;
+    plant(&server, &input.ledger_data);
+    let ledger = ledger(&server);
+    let clock = SystemClock;
+    let migrator = Migrator::new(&input.tree, &ledger, &clock).with_image(Some(image()));
+    server.requests().reset();
+    let prepared = migrator
+        .prepare(&PlanRequest::tier(Tier::PreApply))
+        .await
+        .expect("prepare succeeds");
+    let prepare = Scenario {
+        name: format!("prepare, nothing pending, N={n}"),
+        counts: Counts::from_server(&server),
+        minimum: 1,
+        outcome: format!(
+            "{} pending, {} seeded",
+            prepared.plan.pending.len(),
+            prepared.written.len()
+        ),
+    };
+    server.requests().reset();
+    let slug = input
+        .tree
+        .scripts()
+        .keys()
+        .next()
+        .cloned()
+        .expect("a script");
+    let entry = LedgerEntry {
+        attempts: 2,
+        image: Some(image()),
+        ..LedgerEntry::new(EntryState::Ok, Timestamp::now().truncated())
+    };
+    migrator
+        .record(&slug, &entry)
+        .await
+        .expect("record succeeds");
+    let record = Scenario {
+        name: "record one outcome after prepare".into(),
+        counts: Counts::from_server(&server),
+        minimum: 1,
+        outcome: "recorded".into(),
+    };
+    (prepare, record)
+}
+
+/// `Migrator::prepare` with no ledger object: a fresh install of an
+/// `n`-migration tree (every slug recorded `skipped-fresh-install`).
+pub async fn prepare_fresh_install(n: usize) -> Scenario {
+    let input = PlanInput::build(n, 0);
+    let server = TestApiServer::start().await;
+    let ledger = ledger(&server);
+    let clock = SystemClock;
+    let migrator = Migrator::new(&input.tree, &ledger, &clock).with_image(Some(image()));
+    server.requests().reset();
+    // Too many entries for the 1 MiB budget is refused before anything is
+    // sent: the read is then the only request.
+    let (outcome, minimum) = match migrator.prepare(&PlanRequest::tier(Tier::PreApply)).await {
+        Ok(p) => (format!("{} entries created", p.written.len()), 2),
+        Err(e) => (format!("refused: {e}"), 1),
+    };
+    Scenario {
+        name: format!("prepare, fresh install, N={n}"),
+        counts: Counts::from_server(&server),
+        minimum,
+        outcome,
+    }
+}
+
+/// `Migrator::prepare` on a chart-created ledger holding only `version: 57`:
+/// the 56 legacy-map slugs are seeded `legacy`.
+pub async fn prepare_legacy_seeding() -> Scenario {
+    let input = PlanInput::build(LEGACY, 0);
+    let server = TestApiServer::start().await;
+    plant(&server, &[("version".into(), (LEGACY + 1).to_string())]);
+    let ledger = ledger(&server);
+    let clock = SystemClock;
+    let migrator = Migrator::new(&input.tree, &ledger, &clock).with_image(Some(image()));
+    server.requests().reset();
+    let prepared = migrator
+        .prepare(&PlanRequest::tier(Tier::PreApply))
+        .await
+        .expect("prepare succeeds");
+    Scenario {
+        name: format!("prepare, legacy seeding of {LEGACY} keys"),
+        counts: Counts::from_server(&server),
+        minimum: 2,
+        outcome: format!("{} seeded", prepared.written.len()),
+    }
+}
+
+/// Discards the runner's output.
+struct Quiet;
+
+impl Console for Quiet {
+    fn script_line(&self, _slug: &Slug, _line: &str) {}
+    fn progress(&self, _line: &str) {}
+}
+
+/// A whole hook run (`examples::runner::run`, pre-apply tier) on a ledger
+/// that records `recorded` migrations, with `pending` more to run: real
+/// `/bin/sh` scripts from a temporary directory, the real lock.
+pub async fn runner(recorded: usize, pending: usize) -> Scenario {
+    let input = PlanInput::build(recorded, pending);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    input
+        .write_to(dir.path())
+        .expect("the tree is written to disk");
+    let tree = migration_core::MigrationsTree::load(dir.path()).expect("the tree loads");
+    let server = TestApiServer::start().await;
+    plant(&server, &input.ledger_data);
+    let ledger = ledger(&server);
+    let mut config = RunConfig::new(Tier::PreApply, "bench-runner/pid-1".into());
+    config.image = Some(image());
+    let (_interrupt, interrupted) = tokio::sync::watch::channel(false);
+    server.requests().reset();
+    let outcome = match run(&tree, &ledger, &SystemClock, &config, &Quiet, interrupted).await {
+        Ok(report) => format!(
+            "{} pending, {} results",
+            report.pending,
+            report.results.len()
+        ),
+        Err(e) => format!("failed: {e}"),
+    };
+    Scenario {
+        name: format!("runner, N={recorded} recorded, K={pending} pending"),
+        counts: Counts::from_server(&server),
+        minimum: runner_minimum(pending),
+        outcome,
+    }
+}
+
+/// The fewest requests a hook run with `k` pending migrations can make:
+/// take the lock (1), read the ledger (1), per migration count the attempt
+/// before it runs and record the outcome after (2), release the lock (1).
+pub fn runner_minimum(k: usize) -> usize {
+    3 + 2 * k
+}
+
+/// Every scenario in the README's table, in order.
+pub async fn all() -> Vec<Scenario> {
+    let mut out = Vec::new();
+    for n in [100, 1_000] {
+        let (prepare, record) = prepare_nothing_pending(n).await;
+        out.push(prepare);
+        if n == 100 {
+            out.push(record);
+        }
+    }
+    for n in [100, 1_000, 10_000] {
+        out.push(prepare_fresh_install(n).await);
+    }
+    out.push(prepare_legacy_seeding().await);
+    for k in [0, 1, 10] {
+        out.push(runner(100, k).await);
+    }
+    out
+}
