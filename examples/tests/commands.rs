@@ -49,11 +49,7 @@ fn plan_on_a_fresh_cluster_seeds_and_runs_nothing_then_writes_nothing() {
 fn plan_lists_pending_in_order_with_what_the_runner_needs() {
     let repo = released();
     let state = tempfile::tempdir().unwrap();
-    std::fs::write(
-        state.path().join("ledger.json"),
-        r#"{"format":"migration-ledger/v1","ledger":{"revision":1,"data":{}},"lock":null,"lock_generation":0}"#,
-    )
-    .unwrap();
+    common::empty_file_ledger(&state.path().join("ledger.json"));
     let (code, doc, err) = json(&[
         "plan",
         repo.tree().to_str().unwrap(),

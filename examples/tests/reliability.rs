@@ -692,12 +692,7 @@ fn sigkill_of_the_real_binary_at_every_step_boundary_then_a_rerun_completes() {
     }
     for point in &points {
         let scenario = Scenario::new(false);
-        let ledger = format!("file:{}", scenario.dir.path().join("ledger.json").display());
-        std::fs::write(
-            scenario.dir.path().join("ledger.json"),
-            r#"{"format":"migration-ledger/v1","ledger":{"revision":1,"data":{}},"lock":null,"lock_generation":0}"#,
-        )
-        .unwrap();
+        let ledger = common::empty_file_ledger(&scenario.dir.path().join("ledger.json"));
         let crashed = migrate_run(&scenario.root(), &ledger, &["--lock-ttl", "1"], Some(point));
         assert_eq!(
             crashed.status.code(),
@@ -740,12 +735,7 @@ fn concurrent_runner_processes_on_one_file_ledger_run_each_slug_once() {
         let rounds = if soak() { 20 } else { 3 };
         for _ in 0..rounds {
             let scenario = Scenario::new(false);
-            let ledger = format!("file:{}", scenario.dir.path().join("ledger.json").display());
-            std::fs::write(
-                scenario.dir.path().join("ledger.json"),
-                r#"{"format":"migration-ledger/v1","ledger":{"revision":1,"data":{}},"lock":null,"lock_generation":0}"#,
-            )
-            .unwrap();
+            let ledger = common::empty_file_ledger(&scenario.dir.path().join("ledger.json"));
             let children: Vec<_> = (0..runners)
                 .map(|i| {
                     let mut cmd = common::migrate();
@@ -864,12 +854,7 @@ fn kube_setup_ledger(server: &TestApiServer) -> ConfigMapLedger {
 #[test]
 fn the_lock_of_a_runner_that_died_expires_and_the_next_one_proceeds() {
     let scenario = Scenario::new(false);
-    let ledger = format!("file:{}", scenario.dir.path().join("ledger.json").display());
-    std::fs::write(
-        scenario.dir.path().join("ledger.json"),
-        r#"{"format":"migration-ledger/v1","ledger":{"revision":1,"data":{}},"lock":null,"lock_generation":0}"#,
-    )
-    .unwrap();
+    let ledger = common::empty_file_ledger(&scenario.dir.path().join("ledger.json"));
     let died = migrate_run(
         &scenario.root(),
         &ledger,

@@ -50,11 +50,7 @@ impl Tree {
 
     /// Creates an empty ledger so runs are upgrades, not fresh installs.
     fn existing_ledger(self) -> Self {
-        std::fs::write(
-            self.file("ledger.json"),
-            r#"{"format":"migration-ledger/v1","ledger":{"revision":1,"data":{}},"lock":null,"lock_generation":0}"#,
-        )
-        .unwrap();
+        common::empty_file_ledger(&self.file("ledger.json"));
         self
     }
 

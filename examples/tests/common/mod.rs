@@ -176,3 +176,11 @@ pub fn batches(list: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
         .map(|(n, l)| (n.to_string(), l.iter().map(|s| s.to_string()).collect()))
         .collect()
 }
+
+/// Writes an existing but empty file ledger at `path` (an upgrade, not a
+/// fresh install) and returns its `--ledger` spec.
+pub fn empty_file_ledger(path: &Path) -> String {
+    std::fs::write(path, r#"{"format":"migration-ledger/v1","ledger":{"revision":1,"data":{}},"lock":null,"lock_generation":0}"#)
+        .unwrap();
+    format!("file:{}", path.display())
+}
