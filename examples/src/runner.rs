@@ -505,12 +505,7 @@ async fn locked_run(
     let findings: Vec<Finding> = plan
         .pending
         .iter()
-        .flat_map(|p| {
-            let path = tree.root().join(&p.relative_path);
-            let bytes = std::fs::read(&path).unwrap_or_default();
-            lint_script(&p.relative_path.display().to_string(), &bytes, &config.lint)
-        })
-        .filter(|f| f.level == Level::Error && UNSAFE_AT_RUNTIME.contains(&f.rule))
+        .flat_map(|p| scan(tree, p, &config.lint))
         .collect();
     if !findings.is_empty() {
         return Err(RunError::Unsafe { findings });
@@ -621,8 +616,12 @@ async fn locked_run(
             "running {} ({}, on-error={}, attempt {attempts})",
             pending.slug, pending.batch, pending.on_error
         ));
+        let shebang = tree
+            .script(&pending.slug)
+            .map_or("/bin/sh", |sc| sc.header.shebang.as_str());
         match execute(
             tree.root(),
+            shebang,
             pending,
             config,
             attempts,
@@ -710,6 +709,32 @@ async fn locked_run(
     report.elapsed_ms = started.elapsed().as_millis();
     console.progress(&report.summary());
     Ok(report)
+}
+
+/// The pre-run safety scan of one pending script. The bytes scanned must be
+/// the bytes the plan checksummed: a script that cannot be read, or changed
+/// since the tree was loaded, is refused rather than run unscanned.
+fn scan(tree: &MigrationsTree, pending: &PendingMigration, lint: &LintConfig) -> Vec<Finding> {
+    let file = pending.relative_path.display().to_string();
+    let refuse = |message: String| {
+        vec![Finding {
+            file: file.clone(),
+            line: None,
+            rule: "changed-on-disk",
+            level: Level::Error,
+            message,
+        }]
+    };
+    match std::fs::read(tree.root().join(&pending.relative_path)) {
+        Err(e) => refuse(format!("cannot be read before running: {e}")),
+        Ok(bytes) if migration_core::Sha256Digest::of(&bytes) != pending.sha256 => {
+            refuse("changed on disk since the tree was loaded; load it again".into())
+        }
+        Ok(bytes) => lint_script(&file, &bytes, lint)
+            .into_iter()
+            .filter(|f| f.level == Level::Error && UNSAFE_AT_RUNTIME.contains(&f.rule))
+            .collect(),
+    }
 }
 
 /// Ends the run for an `on-error=abort` failure: nothing is recorded.
@@ -870,6 +895,7 @@ async fn pump<R: AsyncRead + Unpin>(
 #[allow(clippy::too_many_arguments)]
 async fn execute(
     root: &Path,
+    shebang: &str,
     pending: &PendingMigration,
     config: &RunConfig,
     attempt: u32,
@@ -878,16 +904,7 @@ async fn execute(
     keeper: &mut LeaseKeeper<'_>,
 ) -> Result<Exec, RunError> {
     let path: PathBuf = root.join(&pending.relative_path);
-    let shebang = std::fs::read(&path)
-        .ok()
-        .and_then(|b| {
-            b.split(|&c| c == b'\n')
-                .next()
-                .map(|l| String::from_utf8_lossy(l).into_owned())
-        })
-        .and_then(|l| l.strip_prefix("#!").map(str::trim).map(str::to_owned))
-        .unwrap_or_else(|| "/bin/sh".into());
-    let mut cmd = command_for(&shebang, &path);
+    let mut cmd = command_for(shebang, &path);
     cmd.current_dir(root)
         .env("MIGRATION_SLUG", pending.slug.as_str())
         .env("MIGRATION_TIER", pending.tier.as_str())
@@ -1018,6 +1035,42 @@ mod tests {
         tail.push(&"é".repeat(20));
         assert!(tail.text().len() <= 10);
         assert!(tail.text().chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn a_script_changed_or_removed_after_loading_is_refused_not_run_unscanned() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("pre-apply")).unwrap();
+        std::fs::create_dir_all(root.join("order.d")).unwrap();
+        let header = "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n";
+        std::fs::write(root.join("pre-apply/a"), format!("{header}echo safe\n")).unwrap();
+        std::fs::write(root.join("order.d/00001-v1"), "a\n").unwrap();
+        let tree = MigrationsTree::load(root).unwrap();
+        let snapshot = migration_core::LedgerSnapshot::default();
+        let plan = migration_core::plan(
+            &tree,
+            Some(&snapshot),
+            &PlanRequest::tier(Tier::PreApply),
+            &migration_core::PlanContext::at(migration_core::Timestamp::from_unix(0)),
+        )
+        .unwrap();
+        let pending = &plan.pending[0];
+        assert!(scan(&tree, pending, &LintConfig::default()).is_empty());
+        std::fs::write(
+            root.join("pre-apply/a"),
+            format!("{header}for x in $(false); do :; done\n"),
+        )
+        .unwrap();
+        let findings = scan(&tree, pending, &LintConfig::default());
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].rule, "changed-on-disk");
+        std::fs::remove_file(root.join("pre-apply/a")).unwrap();
+        assert!(
+            scan(&tree, pending, &LintConfig::default())[0]
+                .message
+                .contains("cannot be read")
+        );
     }
 
     #[test]
