@@ -126,32 +126,56 @@ impl Repo {
             .collect())
     }
 
-    fn is_ancestor(&self, earlier: &str, later: &str) -> Result<bool, GitError> {
-        let status = Command::new("git")
-            .arg("-C")
-            .arg(&self.root)
-            .args([
-                "merge-base",
-                "--is-ancestor",
-                &format!("refs/tags/{earlier}"),
-                &format!("refs/tags/{later}"),
-            ])
-            .stdin(Stdio::null())
-            .stderr(Stdio::piped())
-            .status()
-            .map_err(|source| GitError::Spawn {
-                repo: self.root.clone(),
-                source,
-            })?;
-        match status.code() {
-            Some(0) => Ok(true),
-            Some(1) => Ok(false),
-            _ => Err(GitError::Command {
-                repo: self.root.clone(),
-                args: format!("merge-base --is-ancestor {earlier} {later}"),
-                stderr: format!("exit status {status}"),
-            }),
+    /// Checks that each tag of the line is an ancestor of the next one,
+    /// with two git processes in all: one lists the commit of every tag, one
+    /// the parents of every commit reachable from HEAD; ancestry
+    /// is then walked in memory (one `merge-base` per pair cost half the
+    /// adapter's time at 300 tags).
+    fn check_linear(&self, line: &[(Version, String)]) -> Result<(), GitError> {
+        if line.len() < 2 {
+            return Ok(());
         }
+        let mut commit_of: HashMap<String, String> = HashMap::new();
+        for row in self.lines(&[
+            "for-each-ref",
+            "--format=%(refname:strip=2) %(objectname) %(*objectname)",
+            "refs/tags",
+        ])? {
+            let mut fields = row.split(' ');
+            let (name, object, peeled) = (fields.next(), fields.next(), fields.next());
+            if let (Some(name), Some(object)) = (name, object) {
+                // Annotated tags peel to their commit; lightweight ones are the commit.
+                let commit = peeled.filter(|p| !p.is_empty()).unwrap_or(object);
+                commit_of.insert(name.to_owned(), commit.to_owned());
+            }
+        }
+        let mut parents: HashMap<String, Vec<String>> = HashMap::new();
+        // Every line tag is merged into HEAD, so HEAD's history holds them all.
+        for row in self.lines(&["rev-list", "--parents", "HEAD"])? {
+            let mut ids = row.split(' ').map(str::to_owned);
+            if let Some(commit) = ids.next() {
+                parents.insert(commit, ids.collect());
+            }
+        }
+        let protocol = |tag: &str| GitError::Protocol {
+            args: "for-each-ref refs/tags".into(),
+            detail: format!("no commit for tag {tag}"),
+        };
+        for pair in line.windows(2) {
+            let earlier = commit_of
+                .get(&pair[0].1)
+                .ok_or_else(|| protocol(&pair[0].1))?;
+            let later = commit_of
+                .get(&pair[1].1)
+                .ok_or_else(|| protocol(&pair[1].1))?;
+            if !reaches(&parents, later, earlier) {
+                return Err(GitError::NotLinear {
+                    earlier: pair[0].1.clone(),
+                    later: pair[1].1.clone(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Reads the release history of the line that HEAD is on.
@@ -186,14 +210,7 @@ impl Repo {
         };
         let line = sort(self.lines(&["tag", "--merged", "HEAD", "--list", pattern])?)?;
         let all = sort(self.lines(&["tag", "--list", pattern])?)?;
-        for pair in line.windows(2) {
-            if !self.is_ancestor(&pair[0].1, &pair[1].1)? {
-                return Err(GitError::NotLinear {
-                    earlier: pair[0].1.clone(),
-                    later: pair[1].1.clone(),
-                });
-            }
-        }
+        self.check_linear(&line)?;
         let on_line: std::collections::HashSet<&String> = line.iter().map(|(_, t)| t).collect();
 
         let mut reader = BlobReader::start(&self.root)?;
@@ -300,6 +317,27 @@ impl Repo {
             scripts,
         })
     }
+}
+
+/// Whether `target` is `from` or one of its ancestors in `parents`.
+fn reaches(parents: &HashMap<String, Vec<String>>, from: &str, target: &str) -> bool {
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut stack = vec![from];
+    while let Some(commit) = stack.pop() {
+        if commit == target {
+            return true;
+        }
+        if seen.insert(commit) {
+            stack.extend(
+                parents
+                    .get(commit)
+                    .into_iter()
+                    .flatten()
+                    .map(String::as_str),
+            );
+        }
+    }
+    false
 }
 
 /// One long-lived `git cat-file --batch` process, with a cache by object id:
