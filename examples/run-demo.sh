@@ -14,7 +14,7 @@ WORK="$ROOT/target/demo"
 [ "${1:-}" = "--reset" ] && rm -rf "$WORK"
 mkdir -p "$WORK"
 
-cargo build --quiet -p examples --bin migrate
+cargo build --quiet -p migrate --bin migrate
 MIGRATE="$ROOT/target/debug/migrate"
 
 # A scratch repository whose tags ship the demo's migrations in two releases.

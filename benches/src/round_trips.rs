@@ -1,7 +1,7 @@
 //! API round trips, counted (not timed) through the in-process test API
 //! server, for the real code paths: [`Migrator::prepare`] and
 //! [`Migrator::record`] over [`ConfigMapLedger`], and the hook runner
-//! ([`examples::runner::run`]) for whole runs.
+//! ([`migrate::runner::run`]) for whole runs.
 //!
 //! Each scenario starts its own server, plants the ledger it needs directly
 //! in storage (not counted), resets the counters, runs the operation, and
@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use examples::runner::{Console, RunConfig, run};
 use ledger_configmap::{ConfigMapLedger, Options};
+use migrate::runner::{Console, RunConfig, run};
 use migration_core::{
     EntryState, LedgerEntry, Migrator, PlanRequest, Slug, SystemClock, Tier, Timestamp,
 };
@@ -221,7 +221,7 @@ impl Console for Quiet {
     fn progress(&self, _line: &str) {}
 }
 
-/// A whole hook run (`examples::runner::run`, pre-apply tier) on a ledger
+/// A whole hook run (`migrate::runner::run`, pre-apply tier) on a ledger
 /// that records `recorded` migrations, with `pending` more to run: real
 /// `/bin/sh` scripts from a temporary directory, the real lock.
 pub async fn runner(recorded: usize, pending: usize) -> Scenario {

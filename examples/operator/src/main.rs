@@ -1,14 +1,14 @@
 //! `migrate-operator`: runs background-tier migrations one at a time, each
 //! in a Job, from the image named by the index ConfigMap. See the README
-//! and `examples/operator/` for the manifests it needs.
+//! and `examples/operator/deploy/` for the manifests it needs.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use examples::operator::{Context, Leadership, OperatorConfig, Retries, run_controller};
-use examples::spec::LedgerSpec;
+use migrate::spec::LedgerSpec;
+use migrate_operator::{Context, Leadership, OperatorConfig, Retries, run_controller};
 use migration_core::SystemClock;
 
 #[derive(Debug, Parser)]
@@ -68,7 +68,7 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("migrate-operator: cannot start the runtime: {e}");
-            return ExitCode::from(examples::exit::ENVIRONMENT);
+            return ExitCode::from(migrate::exit::ENVIRONMENT);
         }
     };
     runtime.block_on(async move {
@@ -76,14 +76,14 @@ fn main() -> ExitCode {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("migrate-operator: cannot reach the API server: {e}");
-                return ExitCode::from(examples::exit::ENVIRONMENT);
+                return ExitCode::from(migrate::exit::ENVIRONMENT);
             }
         };
         let ledger = match cli.ledger.open().await {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("migrate-operator: {e}");
-                return ExitCode::from(examples::exit::ENVIRONMENT);
+                return ExitCode::from(migrate::exit::ENVIRONMENT);
             }
         };
         let identity = cli
@@ -116,6 +116,6 @@ fn main() -> ExitCode {
         );
         tracing::info!(%identity, "starting; campaigning for leadership");
         leadership.run(|| run_controller(ctx.clone())).await;
-        ExitCode::from(examples::exit::SUCCESS)
+        ExitCode::from(migrate::exit::SUCCESS)
     })
 }

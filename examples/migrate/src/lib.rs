@@ -8,8 +8,8 @@
 
 pub mod exit;
 pub mod git;
+pub mod index;
 pub mod lint;
-pub mod operator;
 pub mod render;
 pub mod report;
 pub mod runner;

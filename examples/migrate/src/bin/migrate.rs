@@ -8,14 +8,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use examples::exit;
-use examples::git::{GitError, Repo};
-use examples::lint::{Level, LintConfig, lint};
-use examples::render::{configmap_json, configmap_yaml};
-use examples::report::{ErrorView, Format, ManifestView, PlanView, StatusView};
-use examples::runner::{self, RunConfig, RunError, StdConsole};
-use examples::scaffold::{ScaffoldError, scaffold};
-use examples::spec::LedgerSpec;
+use migrate::exit;
+use migrate::git::{GitError, Repo};
+use migrate::lint::{Level, LintConfig, lint};
+use migrate::render::{configmap_json, configmap_yaml};
+use migrate::report::{ErrorView, Format, ManifestView, PlanView, StatusView};
+use migrate::runner::{self, RunConfig, RunError, StdConsole};
+use migrate::scaffold::{ScaffoldError, scaffold};
+use migrate::spec::LedgerSpec;
 use migration_core::generate::{ReleaseHistory, generate};
 use migration_core::header::OnError;
 use migration_core::verify::verify;
@@ -716,18 +716,17 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
             name,
         } => {
             let tree = MigrationsTree::load(&tree)?;
-            let Some(index) = examples::operator::Index::from_tree(&tree, &image, &tree_path)
-            else {
+            let Some(index) = migrate::index::Index::from_tree(&tree, &image, &tree_path) else {
                 return Err(Failure::new(
                     exit::BAD_INPUT,
                     "bad-input",
                     vec![format!("{}: no order.d/ manifest", tree.root().display())],
                 ));
             };
-            let cm = examples::operator::index_configmap(&index, &namespace, &name);
+            let cm = migrate::index::index_configmap(&index, &namespace, &name);
             let data = index.to_data();
             out.emit(&cm, |_| {
-                examples::render::configmap_yaml_data(&namespace, &name, &data)
+                migrate::render::configmap_yaml_data(&namespace, &name, &data)
             });
         }
         Command::Crd => {

@@ -54,7 +54,7 @@ fn a_clean_tree_has_no_findings_and_exits_zero() {
 
 #[test]
 fn the_demo_tree_is_clean() {
-    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("demo");
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../demo");
     assert_eq!(rules(&demo), (0, vec![]));
 }
 

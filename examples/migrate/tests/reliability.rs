@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use examples::runner::{self, Console, RunConfig, RunError};
 use ledger_configmap::{ConfigMapLedger, Options};
 use ledger_memory::{Fault, FaultyLedger, MemoryLedger};
+use migrate::runner::{self, Console, RunConfig, RunError};
 use migration_core::{
     EntryState, Lease, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, ManualClock,
     MigrationsTree, Slug, Tier, Timestamp, WriteMode, WriteReport,
@@ -902,7 +902,7 @@ fn ledger_specs_from_the_command_line_never_panic() {
             seed ^= seed << 17;
             spec.push(alphabet[(seed % alphabet.len() as u64) as usize]);
         }
-        if let Err(e) = spec.parse::<examples::spec::LedgerSpec>() {
+        if let Err(e) = spec.parse::<migrate::spec::LedgerSpec>() {
             assert!(e.to_string().len() < 400);
         }
         tried += 1;

@@ -7,13 +7,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use examples::operator::{
-    ATTEMPT_LABEL, Context, Index, Leadership, OperatorConfig, Retries, SLUG_LABEL,
-    index_configmap, reconcile, run_controller,
-};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use ledger_configmap::{ConfigMapLedger, Options};
+use migrate_operator::{
+    ATTEMPT_LABEL, Context, Index, Leadership, OperatorConfig, Retries, SLUG_LABEL,
+    index_configmap, reconcile, run_controller,
+};
 use migration_core::{
     Clock, EntryState, Ledger, LedgerEntry, ManualClock, Slug, Timestamp, WriteMode,
 };
@@ -393,9 +393,7 @@ async fn with_the_crd_ledger_readiness_is_a_condition_with_a_distinct_reason() {
         clock.clone(),
         "r",
     );
-    ctx.conditions = Some(Arc::new(examples::operator::CrdConditions::new(
-        crd.clone(),
-    )));
+    ctx.conditions = Some(Arc::new(migrate_operator::CrdConditions::new(crd.clone())));
     let ctx = Arc::new(ctx);
     let condition = || {
         let object = server
@@ -411,7 +409,7 @@ async fn with_the_crd_ledger_readiness_is_a_condition_with_a_distinct_reason() {
             .unwrap_or_default();
         let c = conditions
             .iter()
-            .find(|c| c["type"] == examples::operator::OPERATOR_CONDITION)
+            .find(|c| c["type"] == migrate_operator::OPERATOR_CONDITION)
             .cloned()
             .unwrap();
         (

@@ -1,0 +1,175 @@
+//! The index ConfigMap: what the current release ships for the background
+//! tier, rendered by `migrate index` and read by the operator.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::ObjectMeta;
+use migration_core::Slug;
+
+/// Index ConfigMap keys.
+pub mod index_keys {
+    /// The image reference migrations run from.
+    pub const IMAGE: &str = "image";
+    /// The migrations tree's path inside the image.
+    pub const TREE: &str = "tree";
+    /// Background slugs in manifest order, one per line.
+    pub const SLUGS: &str = "slugs";
+    /// Revoked slugs, one per line.
+    pub const REVOKED: &str = "revoked";
+}
+
+/// The index: what the current release ships for the background tier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Index {
+    /// The image reference.
+    pub image: String,
+    /// The tree's path inside the image.
+    pub tree: String,
+    /// Background slugs, in manifest order.
+    pub slugs: Vec<Slug>,
+    /// Revoked slugs.
+    pub revoked: Vec<Slug>,
+}
+
+/// Why an index ConfigMap cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("index {name}: {reason}")]
+pub struct IndexError {
+    /// The ConfigMap.
+    pub name: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl Index {
+    /// Reads an index ConfigMap. A missing or malformed key is an error:
+    /// an index that cannot be read is never "nothing to do".
+    pub fn from_configmap(cm: &ConfigMap) -> Result<Index, IndexError> {
+        let name = cm.name_any();
+        let bad = |reason: String| IndexError {
+            name: name.clone(),
+            reason,
+        };
+        let data = cm.data.clone().unwrap_or_default();
+        let get = |key: &str| {
+            data.get(key)
+                .cloned()
+                .ok_or_else(|| bad(format!("missing key '{key}'")))
+        };
+        let image = get(index_keys::IMAGE)?;
+        if image.trim().is_empty() {
+            return Err(bad("empty image".into()));
+        }
+        let tree = get(index_keys::TREE)?;
+        let list = |key: &str, text: &str| -> Result<Vec<Slug>, IndexError> {
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .enumerate()
+                .map(|(i, l)| Slug::parse(l).map_err(|e| bad(format!("{key} line {}: {e}", i + 1))))
+                .collect()
+        };
+        let slugs = list(index_keys::SLUGS, &get(index_keys::SLUGS)?)?;
+        let revoked = list(
+            index_keys::REVOKED,
+            data.get(index_keys::REVOKED).map_or("", String::as_str),
+        )?;
+        Ok(Index {
+            image: image.trim().to_owned(),
+            tree,
+            slugs,
+            revoked,
+        })
+    }
+
+    /// The index as ConfigMap data.
+    pub fn to_data(&self) -> BTreeMap<String, String> {
+        let lines = |v: &[Slug]| v.iter().map(|s| format!("{s}\n")).collect::<String>();
+        BTreeMap::from([
+            (index_keys::IMAGE.to_owned(), self.image.clone()),
+            (index_keys::TREE.to_owned(), self.tree.clone()),
+            (index_keys::SLUGS.to_owned(), lines(&self.slugs)),
+            (index_keys::REVOKED.to_owned(), lines(&self.revoked)),
+        ])
+    }
+
+    /// Builds the index from a tree's manifest: background slugs whose
+    /// scripts exist, in manifest order (retired lines cannot run).
+    pub fn from_tree(
+        tree: &migration_core::MigrationsTree,
+        image: &str,
+        tree_path: &str,
+    ) -> Option<Index> {
+        let manifest = tree.manifest()?;
+        let slugs = manifest
+            .iter()
+            .filter(|(_, line)| !line.retired)
+            .filter(|(_, line)| {
+                tree.script(&line.slug)
+                    .is_some_and(|s| s.tier == migration_core::Tier::Background)
+            })
+            .map(|(_, line)| line.slug.clone())
+            .collect();
+        let revoked = tree.revoked().iter().map(|r| r.slug.clone()).collect();
+        Some(Index {
+            image: image.to_owned(),
+            tree: tree_path.to_owned(),
+            slugs,
+            revoked,
+        })
+    }
+}
+
+/// Builds the index ConfigMap object.
+pub fn index_configmap(index: &Index, namespace: &str, name: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            ..ObjectMeta::default()
+        },
+        data: Some(index.to_data()),
+        ..ConfigMap::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(x: &str) -> Slug {
+        Slug::parse(x).unwrap()
+    }
+
+    fn index(slugs: &[&str], revoked: &[&str]) -> Index {
+        Index {
+            image: "img".into(),
+            tree: "/migrations".into(),
+            slugs: slugs.iter().map(|x| s(x)).collect(),
+            revoked: revoked.iter().map(|x| s(x)).collect(),
+        }
+    }
+
+    #[test]
+    fn the_index_round_trips_and_rejects_bad_slugs() {
+        let i = index(&["a", "b"], &["c"]);
+        let cm = index_configmap(&i, "ns", "idx");
+        assert_eq!(Index::from_configmap(&cm).unwrap(), i);
+        let mut bad = cm.clone();
+        bad.data
+            .as_mut()
+            .unwrap()
+            .insert("slugs".into(), "ok\nNot Ok\n".into());
+        assert!(
+            Index::from_configmap(&bad)
+                .unwrap_err()
+                .reason
+                .contains("slugs line 2")
+        );
+        let mut missing = cm;
+        missing.data.as_mut().unwrap().remove("image");
+        assert!(Index::from_configmap(&missing).is_err());
+    }
+}

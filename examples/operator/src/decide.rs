@@ -1,0 +1,395 @@
+//! The pure decision: what the operator does next, from the index, the
+//! ledger and the Jobs that exist.
+
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+use migration_core::ledger::{LedgerSnapshot, Record};
+use migration_core::{Slug, Timestamp};
+
+use crate::*;
+
+/// What a Job says about its run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobState {
+    /// Still running (or pending).
+    Active,
+    /// Completed successfully at the given time.
+    Succeeded(Timestamp),
+    /// Failed at the given time, with the controller's message.
+    Failed(Timestamp, String),
+}
+
+/// The part of a Job the decision needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobView {
+    /// The Job's name.
+    pub name: String,
+    /// The slug it runs.
+    pub slug: Slug,
+    /// Its attempt number.
+    pub attempt: u32,
+    /// Its state.
+    pub state: JobState,
+}
+
+impl JobView {
+    /// Reads a Job created by the operator (`None` for a Job without our labels).
+    pub fn from_job(job: &Job) -> Option<JobView> {
+        let labels = job.metadata.labels.as_ref()?;
+        let slug = Slug::parse(labels.get(SLUG_LABEL)?).ok()?;
+        let attempt = labels
+            .get(ATTEMPT_LABEL)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(1);
+        let status = job.status.clone().unwrap_or_default();
+        let conditions = status.conditions.unwrap_or_default();
+        let finished = |kind: &str| {
+            conditions
+                .iter()
+                .find(|c| c.type_ == kind && c.status == "True")
+                .map(|c| {
+                    let at = c
+                        .last_transition_time
+                        .as_ref()
+                        .map(|t| Timestamp::from_unix(t.0.as_second()))
+                        .unwrap_or(Timestamp::from_unix(0));
+                    (at, c.message.clone().unwrap_or_default())
+                })
+        };
+        let state = if let Some((at, _)) = finished("Complete") {
+            JobState::Succeeded(at)
+        } else if let Some((at, message)) = finished("Failed") {
+            JobState::Failed(at, message)
+        } else {
+            JobState::Active
+        };
+        Some(JobView {
+            name: job.name_any(),
+            slug,
+            attempt,
+            state,
+        })
+    }
+}
+
+/// Retry settings for failed Jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retries {
+    /// Jobs tried per slug before giving up.
+    pub limit: u32,
+    /// Wait after the first failure; doubles after each further one.
+    pub base: Duration,
+    /// Longest wait.
+    pub cap: Duration,
+}
+
+impl Default for Retries {
+    fn default() -> Self {
+        Retries {
+            limit: 3,
+            base: Duration::from_secs(30),
+            cap: Duration::from_secs(600),
+        }
+    }
+}
+
+impl Retries {
+    /// The wait after `failures` failures.
+    pub fn backoff(&self, failures: u32) -> Duration {
+        self.base
+            .saturating_mul(1 << failures.saturating_sub(1).min(16))
+            .min(self.cap)
+    }
+}
+
+/// What to do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing is pending.
+    Idle,
+    /// A Job is running for this slug; wait for it (adopting it if it
+    /// predates this process).
+    Wait {
+        /// The slug.
+        slug: Slug,
+        /// The running Job.
+        job: String,
+    },
+    /// Create the Job for this attempt.
+    Create {
+        /// The slug.
+        slug: Slug,
+        /// The attempt number (1-based).
+        attempt: u32,
+    },
+    /// The last attempt failed; wait until the backoff has passed.
+    Backoff {
+        /// The slug.
+        slug: Slug,
+        /// When the next attempt may start.
+        until: Timestamp,
+        /// Failures so far.
+        failures: u32,
+    },
+    /// The retry limit is reached: ensure a `failed` entry, then move on.
+    GiveUp {
+        /// The slug.
+        slug: Slug,
+        /// Failed attempts.
+        failures: u32,
+        /// The last failure's message.
+        message: String,
+    },
+    /// The ledger entry for this slug cannot be read: stop, do not guess.
+    Blocked {
+        /// The slug.
+        slug: Slug,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Decides the next step. Pure: same inputs, same decision.
+pub fn decide(
+    index: &Index,
+    ledger: Option<&LedgerSnapshot>,
+    jobs: &[JobView],
+    now: Timestamp,
+    retries: &Retries,
+) -> Decision {
+    for slug in &index.slugs {
+        if index.revoked.contains(slug) {
+            continue;
+        }
+        match ledger.and_then(|l| l.record(slug)) {
+            Some(Record::Entry(_)) => continue,
+            Some(Record::Corrupt(c)) => {
+                return Decision::Blocked {
+                    slug: slug.clone(),
+                    reason: c.to_string(),
+                };
+            }
+            None => {}
+        }
+        let mine: Vec<&JobView> = jobs.iter().filter(|j| &j.slug == slug).collect();
+        if let Some(active) = mine.iter().find(|j| j.state == JobState::Active) {
+            return Decision::Wait {
+                slug: slug.clone(),
+                job: active.name.clone(),
+            };
+        }
+        // A Job that succeeded without the runner recording anything did not
+        // do the work as far as anyone can prove: it counts as a failure.
+        let failures: Vec<(Timestamp, String)> = mine
+            .iter()
+            .filter_map(|j| match &j.state {
+                JobState::Failed(at, message) => Some((*at, message.clone())),
+                JobState::Succeeded(at) => Some((
+                    *at,
+                    format!("job {} succeeded but recorded nothing", j.name),
+                )),
+                JobState::Active => None,
+            })
+            .collect();
+        let count = u32::try_from(failures.len()).unwrap_or(u32::MAX);
+        let last = failures.iter().max_by_key(|(at, _)| *at).cloned();
+        let next_attempt = mine.iter().map(|j| j.attempt).max().unwrap_or(0) + 1;
+        return match last {
+            None => Decision::Create {
+                slug: slug.clone(),
+                attempt: next_attempt,
+            },
+            Some((_, message)) if count >= retries.limit => Decision::GiveUp {
+                slug: slug.clone(),
+                failures: count,
+                message,
+            },
+            Some((at, _)) => {
+                let until = at.plus(retries.backoff(count));
+                if now < until {
+                    Decision::Backoff {
+                        slug: slug.clone(),
+                        until,
+                        failures: count,
+                    }
+                } else {
+                    Decision::Create {
+                        slug: slug.clone(),
+                        attempt: next_attempt,
+                    }
+                }
+            }
+        };
+    }
+    Decision::Idle
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use migration_core::{EntryState, LedgerEntry};
+
+    fn s(x: &str) -> Slug {
+        Slug::parse(x).unwrap()
+    }
+
+    fn index(slugs: &[&str], revoked: &[&str]) -> Index {
+        Index {
+            image: "img".into(),
+            tree: "/migrations".into(),
+            slugs: slugs.iter().map(|x| s(x)).collect(),
+            revoked: revoked.iter().map(|x| s(x)).collect(),
+        }
+    }
+
+    fn ledger(entries: &[(&str, EntryState)]) -> LedgerSnapshot {
+        let data: Vec<(String, String)> = entries
+            .iter()
+            .map(|(slug, state)| {
+                let mut e = LedgerEntry::new(*state, Timestamp::from_unix(0));
+                if *state == EntryState::Failed {
+                    e.reason = Some("r".into());
+                    e.message = Some("m".into());
+                }
+                (format!("m.{slug}"), e.encode())
+            })
+            .collect();
+        LedgerSnapshot::from_raw_data(data.iter().map(|(k, v)| (k.as_str(), v.as_str())), None)
+    }
+
+    fn job(slug: &str, attempt: u32, state: JobState) -> JobView {
+        JobView {
+            name: job_name(&s(slug), attempt),
+            slug: s(slug),
+            attempt,
+            state,
+        }
+    }
+
+    const NOW: Timestamp = Timestamp::from_unix(10_000);
+
+    #[test]
+    fn the_first_pending_slug_in_index_order_gets_the_only_job() {
+        let d = decide(
+            &index(&["b", "a", "c"], &[]),
+            Some(&ledger(&[("b", EntryState::Ok)])),
+            &[],
+            NOW,
+            &Retries::default(),
+        );
+        assert_eq!(
+            d,
+            Decision::Create {
+                slug: s("a"),
+                attempt: 1
+            }
+        );
+    }
+
+    #[test]
+    fn revoked_and_recorded_slugs_never_get_a_job() {
+        let l = ledger(&[("a", EntryState::Failed), ("b", EntryState::Revoked)]);
+        assert_eq!(
+            decide(
+                &index(&["a", "b", "bad"], &["bad"]),
+                Some(&l),
+                &[],
+                NOW,
+                &Retries::default()
+            ),
+            Decision::Idle
+        );
+    }
+
+    #[test]
+    fn a_running_job_is_waited_for_not_duplicated() {
+        let d = decide(
+            &index(&["a", "b"], &[]),
+            None,
+            &[job("a", 1, JobState::Active)],
+            NOW,
+            &Retries::default(),
+        );
+        assert_eq!(
+            d,
+            Decision::Wait {
+                slug: s("a"),
+                job: "migrate-a-1".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_failure_backs_off_exponentially_then_retries_then_gives_up() {
+        let r = Retries {
+            limit: 3,
+            base: Duration::from_secs(30),
+            cap: Duration::from_secs(600),
+        };
+        let i = index(&["a", "b"], &[]);
+        let f1 = job("a", 1, JobState::Failed(NOW, "boom".into()));
+        assert_eq!(
+            decide(&i, None, std::slice::from_ref(&f1), NOW, &r),
+            Decision::Backoff {
+                slug: s("a"),
+                until: NOW.plus(Duration::from_secs(30)),
+                failures: 1
+            }
+        );
+        let later = NOW.plus(Duration::from_secs(31));
+        assert_eq!(
+            decide(&i, None, std::slice::from_ref(&f1), later, &r),
+            Decision::Create {
+                slug: s("a"),
+                attempt: 2
+            }
+        );
+        let f2 = job("a", 2, JobState::Failed(later, "boom".into()));
+        assert_eq!(
+            decide(&i, None, &[f1.clone(), f2.clone()], later, &r),
+            Decision::Backoff {
+                slug: s("a"),
+                until: later.plus(Duration::from_secs(60)),
+                failures: 2
+            }
+        );
+        let f3 = job("a", 3, JobState::Failed(later, "last words".into()));
+        assert_eq!(
+            decide(&i, None, &[f1, f2, f3], later, &r),
+            Decision::GiveUp {
+                slug: s("a"),
+                failures: 3,
+                message: "last words".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_job_that_succeeded_without_a_record_counts_as_a_failure() {
+        let d = decide(
+            &index(&["a"], &[]),
+            None,
+            &[job("a", 1, JobState::Succeeded(NOW))],
+            NOW,
+            &Retries::default(),
+        );
+        assert!(matches!(d, Decision::Backoff { failures: 1, .. }), "{d:?}");
+    }
+
+    #[test]
+    fn a_corrupt_entry_blocks_the_queue() {
+        let l = LedgerSnapshot::from_raw_data([("m.a", "{")], None);
+        assert!(matches!(
+            decide(
+                &index(&["a", "b"], &[]),
+                Some(&l),
+                &[],
+                NOW,
+                &Retries::default()
+            ),
+            Decision::Blocked { .. }
+        ));
+    }
+}

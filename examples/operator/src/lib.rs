@@ -1,0 +1,42 @@
+//! The background-tier operator (spec §7): runs background migrations one
+//! at a time, each in a Job, from the image the index ConfigMap names.
+//!
+//! The decision of what to do next is a pure function ([`decide`]) of the
+//! index, the ledger and the Jobs that exist; the reconciler only carries it
+//! out. That keeps every rule testable without a cluster:
+//!
+//! - pending work is the index order minus recorded minus revoked;
+//! - strictly one Job at a time, in index order; a running Job (even one
+//!   created before a restart) is adopted, never duplicated;
+//! - a failed Job is retried with exponential backoff up to a limit, then a
+//!   `failed` entry is ensured and the slug is not retried again (only a
+//!   manual `ONLY=<slug>` run re-runs it);
+//! - a corrupt ledger entry stops the queue at that slug: the operator does
+//!   not guess.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod conditions;
+pub mod controller;
+pub mod decide;
+pub mod job;
+pub mod leader;
+pub mod reconcile;
+
+pub use conditions::{ConditionReporter, CrdConditions, OPERATOR_CONDITION};
+pub use controller::run_controller;
+pub use decide::{Decision, JobState, JobView, Retries, decide};
+pub use job::{OperatorConfig, job_for, job_name};
+pub use leader::Leadership;
+pub use migrate::index::{Index, IndexError, index_configmap, index_keys};
+pub use reconcile::{Context, OperatorError, error_policy, reconcile};
+
+/// Label on every Job the operator creates.
+pub const MANAGED_BY: (&str, &str) = (
+    "app.kubernetes.io/managed-by",
+    "cozystack-migrations-operator",
+);
+/// Label naming the slug a Job runs.
+pub const SLUG_LABEL: &str = "migrations.cozystack.io/slug";
+/// Label with the attempt number of a Job.
+pub const ATTEMPT_LABEL: &str = "migrations.cozystack.io/attempt";
