@@ -47,7 +47,7 @@ use migration_core::{
     Clock, Lease, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, SystemClock, WriteMode,
     WriteReport,
 };
-use migration_kube::{Class, LeaseLock, RetryPolicy, classify, ledger_error};
+use migration_kube::{Backoff, Class, LeaseLock, RetryPolicy, classify, ledger_error};
 
 /// A ConfigMap holds at most this many bytes of data (keys plus values).
 pub const CONFIGMAP_BUDGET_BYTES: u64 = 1024 * 1024;

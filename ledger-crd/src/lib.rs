@@ -111,6 +111,7 @@ use migration_core::{
 use migration_kube::{Class, LeaseLock, classify, ledger_error};
 use serde_json::{Map, Value, json};
 
+use migration_kube::Backoff;
 pub use migration_kube::RetryPolicy;
 pub use resource::{
     GROUP, KIND, LedgerSummary, MigrationLedger, MigrationLedgerSpec, MigrationLedgerStatus,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use migration_core::ledger::{Lease, Ledger, LedgerError, LedgerSnapshot, WriteMode, WriteReport};
+use migration_core::retry::{NoSleep, RetryPolicy};
 use migration_core::{LedgerEntry, Slug};
 
 /// A ledger operation, as counted and matched by [`FaultyLedger`].
@@ -77,6 +78,7 @@ pub enum Fault {
 pub struct FaultyLedger {
     inner: Arc<dyn Ledger>,
     state: Arc<Mutex<FaultState>>,
+    retry: RetryPolicy,
 }
 
 #[derive(Debug, Default)]
@@ -88,12 +90,23 @@ struct FaultState {
 }
 
 impl FaultyLedger {
-    /// Wraps `inner` with no faults.
+    /// Wraps `inner` with no faults; every fault reaches the caller.
     pub fn new(inner: Arc<dyn Ledger>) -> Self {
         FaultyLedger {
             inner,
             state: Arc::new(Mutex::new(FaultState::default())),
+            retry: RetryPolicy::immediate(1),
         }
+    }
+
+    /// Behaves as a backend that retries its own transient failures under
+    /// `policy`: each fault hits one request, and every request is a call in
+    /// the log. This is how the Kubernetes backends treat a 500 or a dropped
+    /// connection, so the policy layer above sees only what retries could
+    /// not absorb.
+    pub fn with_retries(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
     }
 
     fn state(&self) -> MutexGuard<'_, FaultState> {
@@ -184,20 +197,29 @@ impl FaultyLedger {
         }
     }
 
-    async fn call<T: Send>(
-        &self,
-        operation: Operation,
-        run: impl std::future::Future<Output = Result<T, LedgerError>> + Send,
-    ) -> Result<T, LedgerError> {
-        match self.decide(operation) {
-            None => run.await,
-            Some(Fault::LostReply) => {
-                // The effect happens; the answer does not arrive.
-                let _ = run.await;
-                Err(self.error(operation, Fault::LostReply))
-            }
-            Some(fault) => Err(self.error(operation, fault)),
-        }
+    async fn call<T, F, Fut>(&self, operation: Operation, mut request: F) -> Result<T, LedgerError>
+    where
+        T: Send,
+        F: FnMut() -> Fut + Send,
+        Fut: std::future::Future<Output = Result<T, LedgerError>> + Send,
+    {
+        self.retry
+            .run(&NoSleep, || {
+                let fault = self.decide(operation);
+                let run = request();
+                async move {
+                    match fault {
+                        None => run.await,
+                        Some(Fault::LostReply) => {
+                            // The effect happens; the answer does not arrive.
+                            let _ = run.await;
+                            Err(self.error(operation, Fault::LostReply))
+                        }
+                        Some(fault) => Err(self.error(operation, fault)),
+                    }
+                }
+            })
+            .await
     }
 }
 
@@ -208,11 +230,11 @@ impl Ledger for FaultyLedger {
     }
 
     async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
-        self.call(Operation::Read, self.inner.read()).await
+        self.call(Operation::Read, || self.inner.read()).await
     }
 
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
-        self.call(Operation::Create, self.inner.create(entries))
+        self.call(Operation::Create, || self.inner.create(entries))
             .await
     }
 
@@ -221,30 +243,31 @@ impl Ledger for FaultyLedger {
         entries: &[(Slug, LedgerEntry)],
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
-        self.call(Operation::Write, self.inner.write(entries, mode))
+        self.call(Operation::Write, || self.inner.write(entries, mode))
             .await
     }
 
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
-        self.call(
-            Operation::NoteAttempt,
-            self.inner.note_attempt(slug, token, floor),
-        )
+        self.call(Operation::NoteAttempt, || {
+            self.inner.note_attempt(slug, token, floor)
+        })
         .await
     }
 
     async fn acquire_lock(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
-        self.call(Operation::AcquireLock, self.inner.acquire_lock(holder, ttl))
-            .await
+        self.call(Operation::AcquireLock, || {
+            self.inner.acquire_lock(holder, ttl)
+        })
+        .await
     }
 
     async fn renew_lock(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
-        self.call(Operation::RenewLock, self.inner.renew_lock(lease, ttl))
+        self.call(Operation::RenewLock, || self.inner.renew_lock(lease, ttl))
             .await
     }
 
     async fn release_lock(&self, lease: &Lease) -> Result<(), LedgerError> {
-        self.call(Operation::ReleaseLock, self.inner.release_lock(lease))
+        self.call(Operation::ReleaseLock, || self.inner.release_lock(lease))
             .await
     }
 }

@@ -26,6 +26,8 @@ pub mod manifest;
 pub mod migrator;
 pub mod order;
 pub mod plan;
+pub mod retry;
+pub mod run;
 pub mod slug;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -45,6 +47,7 @@ pub use manifest::{Batch, BatchName, Manifest, ManifestEntry, ManifestError};
 pub use migrator::{MigrateError, Migrator, Prepared};
 pub use order::{Cycle, Edge, OrderError, stable_topo_sort};
 pub use plan::{Plan, PlanContext, PlanError, PlanRequest, Refusal, TierSelection, plan};
+pub use run::{Outcome, Run, Step, Verdict};
 pub use slug::{Slug, SlugError};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 pub use tree::{LoadOptions, MigrationsTree, Script, TreeError, TreeFiles, TreeProblem};

@@ -10,9 +10,9 @@ use crate::slug::Slug;
 use crate::time::Clock;
 use crate::tree::MigrationsTree;
 
-/// How many times a seeding or recording write is attempted when its reply
-/// is an error that may hide a write that took effect.
-pub const WRITE_ATTEMPTS: u32 = 3;
+/// How many times preparation plans again after the ledger appeared under
+/// it (another runner's fresh install won the race). Each round re-reads.
+pub const PREPARE_ROUNDS: u32 = 3;
 
 /// What went wrong while preparing or recording.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -101,19 +101,10 @@ impl<'a> Migrator<'a> {
         }
     }
 
-    /// Reads the ledger, retrying an error the backend reports as transient
-    /// a bounded number of times (reads have no effect to reconcile).
+    /// Reads the ledger. Transient errors were already retried by the
+    /// backend; what reaches here is final.
     pub async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
-        let mut attempt = 1;
-        loop {
-            match self.ledger.read().await {
-                Err(e) if e.is_transient() && attempt < WRITE_ATTEMPTS => {
-                    tracing::warn!(attempt, error = %e, "reading the ledger failed; retrying");
-                    attempt += 1;
-                }
-                other => return other,
-            }
-        }
+        self.ledger.read().await
     }
 
     /// Reads the ledger and plans, writing nothing (a dry run).
@@ -134,8 +125,7 @@ impl<'a> Migrator<'a> {
     /// whose reply was lost, is re-planned against the ledger that now
     /// exists, so nothing is overwritten and nothing is seeded twice.
     pub async fn prepare(&self, request: &PlanRequest) -> Result<Prepared, MigrateError> {
-        let mut last_error = None;
-        for attempt in 1..=WRITE_ATTEMPTS {
+        for attempt in 1..=PREPARE_ROUNDS {
             let snapshot = self.read().await?;
             let plan = plan(self.tree, snapshot.as_ref(), request, &self.context())?;
             // A fresh install creates the ledger even when there is nothing
@@ -177,59 +167,69 @@ impl<'a> Migrator<'a> {
                 Err(LedgerError::AlreadyExists { .. }) => {
                     tracing::info!(attempt, "ledger appeared during fresh install; re-planning");
                 }
-                // The write may or may not have happened: re-read and re-plan,
-                // which is safe because seeding never overwrites.
+                // The backend gave up retrying, but the write may have taken
+                // effect with its reply lost: re-read once and plan again,
+                // which is safe because seeding never overwrites. If seeding
+                // is still to do, the error stands (no retry on top of the
+                // backend's).
                 Err(e) if e.is_transient() => {
-                    tracing::warn!(attempt, error = %e, "seeding write failed; re-reading the ledger");
-                    last_error = Some(e);
+                    tracing::warn!(error = %e, "seeding write failed; re-reading the ledger");
+                    let snapshot = self.read().await?;
+                    let again = plan_again(self, snapshot.as_ref(), request)?;
+                    if again.seed.is_empty() && !again.fresh_install {
+                        return Ok(Prepared {
+                            plan: again,
+                            written: Vec::new(),
+                        });
+                    }
+                    return Err(e.into());
                 }
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(last_error
-            .unwrap_or(LedgerError::Conflict {
-                ledger: self.ledger.describe(),
-                operation: "seed",
-                attempts: WRITE_ATTEMPTS,
-            })
-            .into())
+        Err(LedgerError::Conflict {
+            ledger: self.ledger.describe(),
+            operation: "seed",
+            attempts: PREPARE_ROUNDS,
+        }
+        .into())
     }
 
     /// Records one outcome, overwriting (the caller holds the run lock).
     ///
-    /// If the write reports an error, the ledger is re-read: when it already
-    /// holds exactly `entry` the reply was lost and the record stands;
-    /// otherwise a transient error is retried. The outcome is never written
-    /// twice under different contents and never assumed.
+    /// The backend retries transient errors itself. If the write still
+    /// reports an error, the ledger is re-read: when it already holds exactly
+    /// `entry` the reply was lost and the record stands; otherwise the record
+    /// is unconfirmed. The outcome is never written twice under different
+    /// contents and never assumed.
     pub async fn record(&self, slug: &Slug, entry: &LedgerEntry) -> Result<(), MigrateError> {
         let entries = [(slug.clone(), entry.clone())];
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let error = match self.ledger.write(&entries, WriteMode::Replace).await {
-                Ok(_) => return Ok(()),
-                Err(e) => e,
-            };
-            match self.ledger.read().await {
-                Ok(Some(snapshot)) if holds(&snapshot, slug, entry) => {
-                    tracing::warn!(slug = %slug, error = %error, "write reply lost, but the entry is in place");
-                    return Ok(());
-                }
-                _ if error.is_transient() && attempt < WRITE_ATTEMPTS => {
-                    tracing::warn!(slug = %slug, attempt, error = %error, "recording failed; retrying");
-                }
-                _ => {
-                    return Err(MigrateError::Unconfirmed {
-                        ledger: self.ledger.describe(),
-                        slug: slug.clone(),
-                        cause: error,
-                    });
-                }
+        let error = match self.ledger.write(&entries, WriteMode::Replace).await {
+            Ok(_) => return Ok(()),
+            Err(e) => e,
+        };
+        match self.ledger.read().await {
+            Ok(Some(snapshot)) if holds(&snapshot, slug, entry) => {
+                tracing::warn!(slug = %slug, error = %error, "write reply lost, but the entry is in place");
+                Ok(())
             }
+            _ => Err(MigrateError::Unconfirmed {
+                ledger: self.ledger.describe(),
+                slug: slug.clone(),
+                cause: error,
+            }),
         }
     }
 }
 
 fn holds(snapshot: &LedgerSnapshot, slug: &Slug, entry: &LedgerEntry) -> bool {
     snapshot.entry(slug) == Some(entry)
+}
+
+fn plan_again(
+    migrator: &Migrator<'_>,
+    snapshot: Option<&LedgerSnapshot>,
+    request: &PlanRequest,
+) -> Result<Plan, PlanError> {
+    plan(migrator.tree, snapshot, request, &migrator.context())
 }

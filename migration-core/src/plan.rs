@@ -133,6 +133,17 @@ pub enum Unmet {
     Revoked,
     /// The target belongs to the other tier and has not run yet.
     NotRun(Tier),
+    /// The target ran earlier in this run and ended in a state that does
+    /// not put its effect in place.
+    RecordedInThisRun(EntryState),
+}
+
+impl Unmet {
+    /// Why a target recorded `state` earlier in the same run leaves its
+    /// dependents unmet, or `None` when it satisfies them.
+    pub fn in_this_run(state: EntryState) -> Option<Unmet> {
+        (!state.satisfies_requirement()).then_some(Unmet::RecordedInThisRun(state))
+    }
 }
 
 impl fmt::Display for Unmet {
@@ -141,6 +152,7 @@ impl fmt::Display for Unmet {
             Unmet::Recorded(state) => write!(f, "is recorded '{state}'"),
             Unmet::Revoked => f.write_str("is revoked"),
             Unmet::NotRun(tier) => write!(f, "is in the {tier} tier and has not run"),
+            Unmet::RecordedInThisRun(state) => write!(f, "is recorded '{state}' in this run"),
         }
     }
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use common::{NOW, Tree};
 use ledger_memory::{Fault, FaultyLedger, MemoryLedger, Operation};
 use migration_core::header::Tier;
+use migration_core::retry::RetryPolicy;
 use migration_core::{
     EntryState, Ledger, LedgerEntry, LedgerError, ManualClock, MigrateError, MigrationsTree,
     Migrator, PlanRequest, Slug,
@@ -29,7 +30,19 @@ fn tree() -> MigrationsTree {
         .build()
 }
 
+/// The backend's own retries of transient failures, as a Kubernetes backend
+/// has them: the migrator does not retry on top.
+const RETRIES: RetryPolicy = RetryPolicy::immediate(3);
+
 fn setup() -> (MemoryLedger, FaultyLedger, ManualClock) {
+    let memory = MemoryLedger::new();
+    let faulty = FaultyLedger::new(Arc::new(memory.clone())).with_retries(RETRIES);
+    (memory, faulty, ManualClock::new(NOW))
+}
+
+/// Faults as they reach the migrator after the backend's retries gave up:
+/// what the migrator's own reconciliation must handle.
+fn setup_without_backend_retries() -> (MemoryLedger, FaultyLedger, ManualClock) {
     let memory = MemoryLedger::new();
     let faulty = FaultyLedger::new(Arc::new(memory.clone()));
     (memory, faulty, ManualClock::new(NOW))
@@ -75,7 +88,7 @@ async fn fresh_install_creates_the_ledger_once_and_a_second_prepare_finds_nothin
 
 #[tokio::test]
 async fn a_lost_reply_on_fresh_install_is_reconciled_without_a_second_create() {
-    let (memory, faulty, clock) = setup();
+    let (memory, faulty, clock) = setup_without_backend_retries();
     let tree = tree();
     faulty.fail_next(Operation::Create, Fault::LostReply);
     let prepared = Migrator::new(&tree, &faulty, &clock)
@@ -233,15 +246,12 @@ async fn transient_seeding_errors_give_up_after_bounded_attempts() {
         matches!(err, MigrateError::Ledger(LedgerError::Transient { .. })),
         "{err:?}"
     );
-    assert_eq!(
-        faulty.count(Operation::Create),
-        migration_core::migrator::WRITE_ATTEMPTS as usize
-    );
+    assert_eq!(faulty.count(Operation::Create), RETRIES.attempts as usize);
 }
 
 #[tokio::test]
 async fn a_record_whose_reply_is_lost_is_confirmed_by_reading_it_back() {
-    let (memory, faulty, clock) = setup();
+    let (memory, faulty, clock) = setup_without_backend_retries();
     let tree = tree();
     memory.create(&[]).await.unwrap();
     faulty.fail_next(Operation::Write, Fault::LostReply);

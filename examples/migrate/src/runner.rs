@@ -15,17 +15,19 @@
 //! (and for writes to the ledger), and the run is refused if one is found.
 //! A runner that cannot tell whether a script did its work does not run it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use migration_core::header::{OnError, Tier};
+use migration_core::header::Tier;
 use migration_core::plan::PendingMigration;
+use migration_core::run::{REQUIREMENT_UNMET, previous_attempts};
 use migration_core::{
-    Clock, EntryState, Lease, Ledger, LedgerEntry, LedgerError, MigrateError, MigrationsTree,
-    Migrator, PlanError, PlanRequest, Slug, TierSelection,
+    Clock, EntryState, Lease, Ledger, LedgerError, MigrateError, MigrationsTree, Migrator,
+    Outcome as CoreOutcome, PlanError, PlanRequest, Prepared, Run, Slug, Step, TierSelection,
+    Verdict,
 };
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -343,25 +345,12 @@ impl LeaseKeeper<'_> {
         (self.ttl / 3).max(Duration::from_millis(100))
     }
 
-    /// Renews, retrying transient errors: only a definite answer (the lock
-    /// is someone else's) or persistent failure counts as losing it.
+    /// Renews. The backend retries transient errors; what reaches here
+    /// (the lock is someone else's, or the backend gave up) loses it.
     async fn renew(&mut self) -> Result<(), LedgerError> {
-        let mut attempt = 1;
-        loop {
-            match self.ledger.renew_lock(&self.lease, self.ttl).await {
-                Ok(lease) => {
-                    self.lease = lease;
-                    self.renewed = Instant::now();
-                    return Ok(());
-                }
-                Err(e)
-                    if e.is_transient() && attempt < migration_core::migrator::WRITE_ATTEMPTS =>
-                {
-                    attempt += 1
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        self.lease = self.ledger.renew_lock(&self.lease, self.ttl).await?;
+        self.renewed = Instant::now();
+        Ok(())
     }
 
     /// Renews only when a period has passed: between quick scripts the
@@ -424,7 +413,6 @@ async fn acquire(
     started: Instant,
 ) -> Result<Lease, RunError> {
     let mut announced = false;
-    let mut transient_failures = 0;
     loop {
         match ledger.acquire_lock(&config.holder, config.lock_ttl).await {
             Ok(lease) => return Ok(lease),
@@ -448,13 +436,6 @@ async fn acquire(
                         report: Box::new(empty_report(config)),
                     });
                 }
-            }
-            Err(e)
-                if e.is_transient()
-                    && transient_failures + 1 < migration_core::migrator::WRITE_ATTEMPTS =>
-            {
-                transient_failures += 1;
-                console.progress(&format!("taking the run lock failed ({e}); retrying"));
             }
             Err(e) => return Err(e.into()),
         }
@@ -543,9 +524,11 @@ async fn locked_run(
         ));
     }
 
-    // States reached in this run, for requirements of later migrations.
-    let mut reached: HashMap<Slug, EntryState> = HashMap::new();
-    for pending in &plan.pending {
+    let mut run = migrator.begin(Prepared {
+        plan,
+        written: prepared.written,
+    });
+    while let Some(step) = run.next_step() {
         if *interrupt.borrow() {
             report.elapsed_ms = started.elapsed().as_millis();
             return Err(RunError::Interrupted {
@@ -554,90 +537,90 @@ async fn locked_run(
             });
         }
         let begun = Instant::now();
-        let previous_attempts = pending.previous.as_ref().map_or(0, |e| e.attempts);
-        let mut unmet: Vec<String> = pending
-            .unmet
-            .iter()
-            .map(|(s, why)| format!("{s} {why}"))
-            .collect();
-        for target in &pending.requires {
-            if let Some(state) = reached.get(target).filter(|s| !s.satisfies_requirement()) {
-                unmet.push(format!("{target} is recorded '{state}' in this run"));
+        let pending = step.pending().clone();
+        let (attempts, outcome) = match step {
+            Step::Blocked { unmet, .. } => {
+                console.progress(&format!("{}: not run: {}", pending.slug, unmet.join("; ")));
+                (previous_attempts(&pending), CoreOutcome::Blocked { unmet })
             }
-        }
-        if !unmet.is_empty() {
-            let reason = "requirement-unmet".to_owned();
-            let message = format!("not run: {}", unmet.join("; "));
-            console.progress(&format!("{}: {message}", pending.slug));
-            if pending.on_error == OnError::Abort {
+            Step::Execute(_) => {
+                failpoint(&format!("before-script:{}", pending.slug));
+                // The attempt is noted right before the spawn, with nothing
+                // that can fail in between: a crash in that instant
+                // over-counts by one, which errs on the safe side (attempts
+                // never under-count executions).
+                let attempts = note_attempt(&run, &pending, &config.holder).await?;
+                console.progress(&format!(
+                    "running {} ({}, on-error={}, attempt {attempts})",
+                    pending.slug, pending.batch, pending.on_error
+                ));
+                let shebang = tree
+                    .script(&pending.slug)
+                    .map_or("/bin/sh", |sc| sc.header.shebang.as_str());
+                let outcome = match execute(
+                    tree.root(),
+                    shebang,
+                    &pending,
+                    config,
+                    attempts,
+                    console,
+                    interrupt,
+                    keeper,
+                )
+                .await?
+                {
+                    Exec::Success => {
+                        failpoint(&format!("after-script:{}", pending.slug));
+                        CoreOutcome::Succeeded
+                    }
+                    Exec::Failed { reason, tail } => CoreOutcome::Failed {
+                        reason,
+                        message: tail,
+                    },
+                    Exec::Interrupted => {
+                        report.results.push(result(
+                            &pending,
+                            Outcome::Interrupted,
+                            Some("interrupted".into()),
+                            attempts,
+                            begun,
+                        ));
+                        report.elapsed_ms = started.elapsed().as_millis();
+                        return Err(RunError::Interrupted {
+                            slug: Some(pending.slug.clone()),
+                            report: Box::new(report),
+                        });
+                    }
+                    Exec::LockLost(cause) => {
+                        return Err(RunError::LockLost {
+                            slug: pending.slug.clone(),
+                            cause,
+                        });
+                    }
+                };
+                (attempts, outcome)
+            }
+        };
+        let failure = match &outcome {
+            CoreOutcome::Succeeded => None,
+            CoreOutcome::Failed { reason, .. } => Some((Outcome::Failed, reason.clone())),
+            CoreOutcome::Blocked { .. } => Some((Outcome::Blocked, REQUIREMENT_UNMET.to_owned())),
+        };
+        let verdict = run
+            .finish(&pending, attempts, outcome)
+            .await
+            .map_err(|cause| RunError::Unrecorded {
+                slug: pending.slug.clone(),
+                cause,
+            })?;
+        match verdict {
+            Verdict::Abort { reason, message } => {
                 return Err(aborted(
-                    report,
-                    pending,
-                    reason,
-                    message,
-                    previous_attempts,
-                    begun,
-                    started,
+                    report, &pending, reason, message, attempts, begun, started,
                 ));
             }
-            let entry = outcome_entry(
-                tree,
-                pending,
-                clock,
-                config,
-                EntryState::Failed,
-                previous_attempts,
-                Some((reason.clone(), message)),
-            );
-            record(&migrator, pending, &entry).await?;
-            reached.insert(pending.slug.clone(), EntryState::Failed);
-            report.results.push(result(
-                pending,
-                Outcome::Blocked,
-                Some(reason),
-                previous_attempts,
-                begun,
-            ));
-            continue;
-        }
-
-        failpoint(&format!("before-script:{}", pending.slug));
-        // The attempt is noted right before the spawn, with nothing that can
-        // fail in between: a crash in that instant over-counts by one, which
-        // errs on the safe side (attempts never under-count executions).
-        let attempts = note_attempt(
-            ledger,
-            &pending.slug,
-            &attempt_token(&config.holder, &pending.slug),
-            previous_attempts,
-        )
-        .await?;
-        console.progress(&format!(
-            "running {} ({}, on-error={}, attempt {attempts})",
-            pending.slug, pending.batch, pending.on_error
-        ));
-        let shebang = tree
-            .script(&pending.slug)
-            .map_or("/bin/sh", |sc| sc.header.shebang.as_str());
-        match execute(
-            tree.root(),
-            shebang,
-            pending,
-            config,
-            attempts,
-            console,
-            interrupt,
-            keeper,
-        )
-        .await?
-        {
-            Exec::Success => {
-                failpoint(&format!("after-script:{}", pending.slug));
-                let entry =
-                    outcome_entry(tree, pending, clock, config, EntryState::Ok, attempts, None);
-                record(&migrator, pending, &entry).await?;
+            Verdict::Recorded(EntryState::Ok) => {
                 failpoint(&format!("after-record:{}", pending.slug));
-                reached.insert(pending.slug.clone(), EntryState::Ok);
                 console.progress(&format!(
                     "{} ok in {:.1}s",
                     pending.slug,
@@ -645,56 +628,19 @@ async fn locked_run(
                 ));
                 report
                     .results
-                    .push(result(pending, Outcome::Ok, None, attempts, begun));
+                    .push(result(&pending, Outcome::Ok, None, attempts, begun));
             }
-            Exec::Failed { reason, tail } if pending.on_error == OnError::Warn => {
-                let entry = outcome_entry(
-                    tree,
-                    pending,
-                    clock,
-                    config,
-                    EntryState::Failed,
-                    attempts,
-                    Some((reason.clone(), tail)),
-                );
-                record(&migrator, pending, &entry).await?;
-                reached.insert(pending.slug.clone(), EntryState::Failed);
-                console.progress(&format!(
-                    "{} failed ({reason}); on-error=warn: recorded, continuing",
-                    pending.slug
-                ));
-                report.results.push(result(
-                    pending,
-                    Outcome::Failed,
-                    Some(reason),
-                    attempts,
-                    begun,
-                ));
-            }
-            Exec::Failed { reason, tail } => {
-                return Err(aborted(
-                    report, pending, reason, tail, attempts, begun, started,
-                ));
-            }
-            Exec::Interrupted => {
-                report.results.push(result(
-                    pending,
-                    Outcome::Interrupted,
-                    Some("interrupted".into()),
-                    attempts,
-                    begun,
-                ));
-                report.elapsed_ms = started.elapsed().as_millis();
-                return Err(RunError::Interrupted {
-                    slug: Some(pending.slug.clone()),
-                    report: Box::new(report),
-                });
-            }
-            Exec::LockLost(cause) => {
-                return Err(RunError::LockLost {
-                    slug: pending.slug.clone(),
-                    cause,
-                });
+            Verdict::Recorded(_) => {
+                let (outcome, reason) = failure.unwrap_or((Outcome::Failed, String::new()));
+                if outcome == Outcome::Failed {
+                    console.progress(&format!(
+                        "{} failed ({reason}); on-error=warn: recorded, continuing",
+                        pending.slug
+                    ));
+                }
+                report
+                    .results
+                    .push(result(&pending, outcome, Some(reason), attempts, begun));
             }
         }
         // Between scripts, keep the lock fresh before going on.
@@ -779,42 +725,6 @@ fn result(
     }
 }
 
-fn outcome_entry(
-    tree: &MigrationsTree,
-    p: &PendingMigration,
-    clock: &dyn Clock,
-    config: &RunConfig,
-    state: EntryState,
-    attempts: u32,
-    failure: Option<(String, String)>,
-) -> LedgerEntry {
-    let (reason, message) = failure.map_or((None, None), |(r, m)| (Some(r), Some(m)));
-    LedgerEntry {
-        sha256: Some(p.sha256),
-        lib_sha256: Some(tree.lib_sha256()),
-        batch: Some(p.batch.clone()),
-        image: config.image.clone(),
-        attempts,
-        reason,
-        message,
-        ..LedgerEntry::new(state, clock.now().truncated())
-    }
-}
-
-async fn record(
-    migrator: &Migrator<'_>,
-    p: &PendingMigration,
-    entry: &LedgerEntry,
-) -> Result<(), RunError> {
-    migrator
-        .record(&p.slug, entry)
-        .await
-        .map_err(|cause| RunError::Unrecorded {
-            slug: p.slug.clone(),
-            cause,
-        })
-}
-
 /// A token unique to one execution: holder, slug, wall-clock nanoseconds and
 /// a process-wide counter. It must differ between executions even when the
 /// injected clock stands still, or a re-run would not count.
@@ -827,23 +737,14 @@ fn attempt_token(holder: &str, slug: &Slug) -> String {
     format!("{holder}/{slug}/{nanos}/{n}")
 }
 
-/// Notes a started execution, retrying a transient failure with the same
-/// token (so a lost reply is not counted twice).
+/// Notes a started execution under a token unique to it.
 async fn note_attempt(
-    ledger: &dyn Ledger,
-    slug: &Slug,
-    token: &str,
-    floor: u32,
+    run: &Run<'_, '_>,
+    pending: &PendingMigration,
+    holder: &str,
 ) -> Result<u32, RunError> {
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        match ledger.note_attempt(slug, token, floor).await {
-            Ok(n) => return Ok(n),
-            Err(e) if e.is_transient() && tries < migration_core::migrator::WRITE_ATTEMPTS => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
+    let token = attempt_token(holder, &pending.slug);
+    Ok(run.note_attempt(pending, &token).await?)
 }
 
 /// The interpreter command for a script: its shebang words, then errexit

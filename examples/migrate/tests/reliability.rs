@@ -232,7 +232,8 @@ fn schedule(
     let memory = MemoryLedger::with_clock(Arc::new(ManualClock::new(NOW)));
     let expected = prepare(kind, &memory, &scenario, &clock);
     let before = memory.raw_data().unwrap_or_default();
-    let faulty = FaultyLedger::new(Arc::new(memory.clone()));
+    let faulty = FaultyLedger::new(Arc::new(memory.clone()))
+        .with_retries(migration_core::retry::RetryPolicy::immediate(3));
     faults(&faulty);
     let outcome = run(&tree, &faulty, &clock, only_for(kind));
     let succeeded = outcome.is_ok();
@@ -344,7 +345,8 @@ fn baseline(kind: Kind) -> (usize, BTreeMap<String, String>) {
     let clock = ManualClock::new(NOW);
     let memory = MemoryLedger::with_clock(Arc::new(ManualClock::new(NOW)));
     prepare(kind, &memory, &scenario, &clock);
-    let faulty = FaultyLedger::new(Arc::new(memory.clone()));
+    let faulty = FaultyLedger::new(Arc::new(memory.clone()))
+        .with_retries(migration_core::retry::RetryPolicy::immediate(3));
     run(&tree, &faulty, &clock, only_for(kind)).unwrap();
     (faulty.calls().len(), memory.raw_data().unwrap())
 }

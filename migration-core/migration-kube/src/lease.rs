@@ -25,7 +25,7 @@ use kube::{Api, Client};
 use migration_core::{Clock, Lease, LedgerError, Timestamp};
 
 use crate::error::{Class, classify, ledger_error};
-use crate::retry::RetryPolicy;
+use crate::retry::{Backoff, RetryPolicy};
 
 /// The field manager for our writes to Leases.
 const FIELD_MANAGER: &str = "cozystack-migrate";

@@ -20,4 +20,4 @@ mod retry;
 
 pub use error::{Class, classify, ledger_error};
 pub use lease::LeaseLock;
-pub use retry::RetryPolicy;
+pub use retry::{Backoff, RetryPolicy};
