@@ -3,7 +3,7 @@
 //! The migration ledger stored in a ConfigMap, by default
 //! `cozy-system/cozystack-version`: key `version` holds the legacy integer
 //! (read, never written, by the engine), one key `m.<slug>` per entry holds
-//! its compact JSON, and `a.<slug>` counts started executions (spec §5).
+//! its compact JSON, and `a.<slug>` counts started executions (CONTRACT.md §5).
 //!
 //! Kubernetes API level: k8s-openapi's `v1_33` (the platform's floor).
 //!

@@ -148,7 +148,7 @@ pub struct LedgerSummary {
 }
 
 /// The schema of `status.entries`: a map from slug to an entry with exactly
-/// the fields of spec §5.
+/// the fields of CONTRACT.md §5.
 ///
 /// Each field is typed, so the API server refuses a wrongly typed field and
 /// `kubectl explain` documents them. The value itself has no `type` and keeps

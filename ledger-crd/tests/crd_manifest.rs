@@ -159,7 +159,7 @@ fn entries_are_typed_objects_that_keep_unknown_fields() {
     expected.sort_unstable();
     let mut fields = fields;
     fields.sort_unstable();
-    assert_eq!(fields, expected, "exactly the fields of spec §5");
+    assert_eq!(fields, expected, "exactly the fields of CONTRACT.md §5");
     assert_eq!(entry["properties"]["attempts"]["type"], "integer");
     assert_eq!(entry["properties"]["at"]["format"], "date-time");
     assert_eq!(

@@ -1,4 +1,4 @@
-//! SHA-256 digests: a script's checksum and the `lib/` directory digest (spec §3).
+//! SHA-256 digests: a script's checksum and the `lib/` directory digest (CONTRACT.md §3).
 
 use std::fmt;
 use std::str::FromStr;

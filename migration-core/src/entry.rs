@@ -1,4 +1,4 @@
-//! Ledger entries: the JSON record kept per slug (spec §5).
+//! Ledger entries: the JSON record kept per slug (CONTRACT.md §5).
 
 use std::fmt;
 use std::str::FromStr;
@@ -76,7 +76,7 @@ impl FromStr for EntryState {
 
 /// One ledger record.
 ///
-/// The JSON shape is exactly spec §5:
+/// The JSON shape is exactly CONTRACT.md §5:
 /// `{"state":"ok","at":"…","sha256":"…","lib_sha256":"…","batch":"…","image":"…","attempts":1}`,
 /// with `reason` and `message` for `failed`. Optional fields are omitted when
 /// unknown (a `legacy` entry has no checksum). Fields this version does not

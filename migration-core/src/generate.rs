@@ -1,4 +1,4 @@
-//! Manifest generation from a release history (spec §4), as a pure function.
+//! Manifest generation from a release history (CONTRACT.md §4), as a pure function.
 //!
 //! The git adapter (in the command-line tool) reads tags and trees; this
 //! module decides. Input: the tags of one release line in semantic-version
@@ -166,7 +166,7 @@ pub struct GenerateError {
     pub problems: Vec<GenerateProblem>,
 }
 
-/// Generates the manifest (spec §4 steps 1 to 5).
+/// Generates the manifest (CONTRACT.md §4 steps 1 to 5).
 ///
 /// - `00000-legacy`: the legacy-map slugs in integer order;
 /// - `NNNNN-<tag>` for the Nth tag of the line (1-based) that first ships

@@ -1,4 +1,4 @@
-//! The script header (spec §3): shebang plus `# cozystack-migration: key=value` lines.
+//! The script header (CONTRACT.md §3): shebang plus `# cozystack-migration: key=value` lines.
 
 use std::fmt;
 use std::path::{Path, PathBuf};

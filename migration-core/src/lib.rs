@@ -2,7 +2,7 @@
 //!
 //! The engine that replaces a global migration integer with slug identities,
 //! an applied-set ledger, a release-assigned order and two execution tiers.
-//! The behaviour contract is `shared/spec/ENGINE.md`; this crate implements
+//! The behaviour contract is `migration-core/CONTRACT.md`; this crate implements
 //! the parts that do not touch a cluster:
 //!
 //! - [`Slug`], [`Tier`], [`OnError`] and the script [`header`] parser;

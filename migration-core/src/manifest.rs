@@ -1,4 +1,4 @@
-//! The manifest: `order.d/` batch files that fix the execution order (spec §4).
+//! The manifest: `order.d/` batch files that fix the execution order (CONTRACT.md §4).
 
 use std::collections::HashMap;
 use std::fmt;

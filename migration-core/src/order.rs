@@ -1,4 +1,4 @@
-//! The stable topological sort used inside a batch (spec §4.3).
+//! The stable topological sort used inside a batch (CONTRACT.md §4.3).
 //!
 //! Slugs are ordered alphabetically, then reordered just enough that every
 //! `requires` target precedes its dependent. Concretely the result is the

@@ -1,4 +1,4 @@
-//! Planning: what runs, what is seeded, and what is refused (spec §6).
+//! Planning: what runs, what is seeded, and what is refused (CONTRACT.md §6).
 //!
 //! [`plan`] is a pure function of the tree, the ledger snapshot and the
 //! request. It performs every check before anything runs and returns either
@@ -450,7 +450,7 @@ impl Plan {
     }
 }
 
-/// Plans a run (spec §6). `ledger` is `None` when no ledger object exists.
+/// Plans a run (CONTRACT.md §6). `ledger` is `None` when no ledger object exists.
 pub fn plan(
     tree: &MigrationsTree,
     ledger: Option<&LedgerSnapshot>,

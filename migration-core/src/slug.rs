@@ -1,4 +1,4 @@
-//! The identity of a migration: its slug (spec §2).
+//! The identity of a migration: its slug (CONTRACT.md §2).
 
 use std::fmt;
 use std::str::FromStr;
@@ -119,7 +119,7 @@ impl Slug {
         &self.0
     }
 
-    /// The ledger key for this slug: `m.<slug>` (spec §2).
+    /// The ledger key for this slug: `m.<slug>` (CONTRACT.md §2).
     pub fn ledger_key(&self) -> String {
         format!("{LEDGER_KEY_PREFIX}{}", self.0)
     }

@@ -1,4 +1,4 @@
-//! Loading a migrations tree from disk (spec §3).
+//! Loading a migrations tree from disk (CONTRACT.md §3).
 //!
 //! ```text
 //! migrations/

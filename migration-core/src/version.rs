@@ -1,4 +1,4 @@
-//! Release versions: the order in which a line's tags are walked (spec §4.1).
+//! Release versions: the order in which a line's tags are walked (CONTRACT.md §4.1).
 
 use std::cmp::Ordering;
 use std::fmt;

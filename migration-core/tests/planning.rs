@@ -1,4 +1,4 @@
-//! The planner (spec §6), scenario by scenario, through the pure function.
+//! The planner (CONTRACT.md §6), scenario by scenario, through the pure function.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,4 +1,4 @@
-//! The git adapter for manifest generation (spec §4): which release tags a
+//! The git adapter for manifest generation (CONTRACT.md §4): which release tags a
 //! build sees, in what order, and what each tag shipped.
 //!
 //! It shells out to `git` rather than linking a git library: the build stays

@@ -1,4 +1,4 @@
-//! The hook runner: executes pending migrations safely (spec §6, §7).
+//! The hook runner: executes pending migrations safely (CONTRACT.md §6, §7).
 //!
 //! One run: take the run lock (waiting a bounded time), plan and seed,
 //! refuse before anything runs if the plan or a pending script is unsafe,

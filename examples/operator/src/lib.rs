@@ -1,4 +1,4 @@
-//! The background-tier operator (spec §7): runs background migrations one
+//! The background-tier operator (CONTRACT.md §7): runs background migrations one
 //! at a time, each in a Job, from the image the index ConfigMap names.
 //!
 //! The decision of what to do next is a pure function ([`decide`]) of the
