@@ -43,6 +43,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use migration_core::ledger::{ATTEMPT_KEY_PREFIX, AttemptMark};
+use migration_core::lock::Lock;
 use migration_core::{
     Clock, Lease, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, SystemClock, WriteMode,
     WriteReport,
@@ -478,16 +479,19 @@ impl Ledger for ConfigMapLedger {
             }
         }
     }
+}
 
-    async fn acquire_lock(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
+#[async_trait]
+impl Lock for ConfigMapLedger {
+    async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         self.lock.acquire(holder, ttl).await
     }
 
-    async fn renew_lock(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
         self.lock.renew(lease, ttl).await
     }
 
-    async fn release_lock(&self, lease: &Lease) -> Result<(), LedgerError> {
+    async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
         self.lock.release(lease).await
     }
 }
@@ -665,9 +669,9 @@ mod tests {
         let server = TestApiServer::start().await;
         let l = ledger(&server);
         let ttl = Duration::from_secs(30);
-        let lease = l.acquire_lock("runner-a", ttl).await.unwrap();
-        let lease = l.renew_lock(&lease, ttl).await.unwrap();
-        l.release_lock(&lease).await.unwrap();
+        let lease = l.acquire("runner-a", ttl).await.unwrap();
+        let lease = l.renew(&lease, ttl).await.unwrap();
+        l.release(&lease).await.unwrap();
         assert_eq!(server.requests().count(Verb::Create, "leases"), 1);
         assert_eq!(server.requests().count(Verb::Patch, "leases"), 1);
         assert_eq!(server.requests().count(Verb::Delete, "leases"), 1);
@@ -699,18 +703,18 @@ mod tests {
         };
         let (a, b) = (handle(), handle());
         let ttl = Duration::from_secs(30);
-        let lease_a = a.acquire_lock("runner-a", ttl).await.unwrap();
+        let lease_a = a.acquire("runner-a", ttl).await.unwrap();
         // A stalls past its expiry; B takes the lock over.
         clock.advance(Duration::from_secs(31));
-        let lease_b = b.acquire_lock("runner-b", ttl).await.unwrap();
-        let err = a.renew_lock(&lease_a, ttl).await.unwrap_err();
+        let lease_b = b.acquire("runner-b", ttl).await.unwrap();
+        let err = a.renew(&lease_a, ttl).await.unwrap_err();
         assert!(matches!(err, LedgerError::LockLost { .. }), "{err:?}");
-        a.release_lock(&lease_a).await.unwrap();
+        a.release(&lease_a).await.unwrap();
         let stored = server
             .object("leases", NS, "cozystack-version-lock")
             .unwrap();
         assert_eq!(stored["spec"]["holderIdentity"], "runner-b");
-        b.release_lock(&lease_b).await.unwrap();
+        b.release(&lease_b).await.unwrap();
         assert!(
             server
                 .object("leases", NS, "cozystack-version-lock")
@@ -718,13 +722,13 @@ mod tests {
         );
         // Another holder has it. A handle that last saw it there reads it
         // (one request); a new handle tries to create it first (two).
-        b.acquire_lock("runner-b", ttl).await.unwrap();
+        b.acquire("runner-b", ttl).await.unwrap();
         server.requests().reset();
-        let err = a.acquire_lock("runner-a", ttl).await.unwrap_err();
+        let err = a.acquire("runner-a", ttl).await.unwrap_err();
         assert!(matches!(err, LedgerError::LockHeld { .. }), "{err:?}");
         assert_eq!(server.requests().total(), 1);
         server.requests().reset();
-        let err = handle().acquire_lock("runner-c", ttl).await.unwrap_err();
+        let err = handle().acquire("runner-c", ttl).await.unwrap_err();
         assert!(matches!(err, LedgerError::LockHeld { .. }), "{err:?}");
         assert_eq!(server.requests().count(Verb::Create, "leases"), 1);
         assert_eq!(server.requests().total(), 2);

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger, Options};
+use migration_core::Lock;
 use migration_core::testing::{sample_entry, slug};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, LedgerError, Sha256Digest, Timestamp, WriteMode,
@@ -460,7 +461,7 @@ async fn the_lock_is_a_lease_beside_the_configmap() {
     let server = TestApiServer::start().await;
     let l = ledger(&server);
     let lease = l
-        .acquire_lock("runner-a/pid-1", Duration::from_secs(30))
+        .acquire("runner-a/pid-1", Duration::from_secs(30))
         .await
         .unwrap();
     let stored = server
@@ -469,7 +470,7 @@ async fn the_lock_is_a_lease_beside_the_configmap() {
     assert_eq!(stored["spec"]["holderIdentity"], "runner-a/pid-1");
     assert_eq!(stored["spec"]["leaseDurationSeconds"], 30);
     assert!(stored["spec"]["renewTime"].as_str().unwrap().ends_with('Z'));
-    l.release_lock(&lease).await.unwrap();
+    l.release(&lease).await.unwrap();
     assert!(
         server
             .object("leases", NS, "cozystack-version-lock")

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger, Options};
 use migration_core::testing::Harness;
-use migration_core::{Ledger, ManualClock, Timestamp};
+use migration_core::{LockedLedger, ManualClock, Timestamp};
 use migration_kube::RetryPolicy;
 use test_apiserver::TestApiServer;
 
@@ -30,7 +30,7 @@ async fn harness() -> KubeHarness {
 
 #[async_trait]
 impl Harness for KubeHarness {
-    async fn ledger(&self) -> Arc<dyn Ledger> {
+    async fn ledger(&self) -> Arc<dyn LockedLedger> {
         let options = Options {
             clock: self.clock.clone(),
             retry: RetryPolicy::immediate(8),

@@ -15,7 +15,7 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
 use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger, Options};
 use migration_core::testing::Harness;
-use migration_core::{Ledger, ManualClock, Timestamp};
+use migration_core::{LockedLedger, ManualClock, Timestamp};
 
 struct Real {
     client: Client,
@@ -26,7 +26,7 @@ struct Real {
 
 #[async_trait]
 impl Harness for Real {
-    async fn ledger(&self) -> Arc<dyn Ledger> {
+    async fn ledger(&self) -> Arc<dyn LockedLedger> {
         let options = Options {
             clock: self.clock.clone(),
             ..Options::default()

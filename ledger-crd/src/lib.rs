@@ -104,6 +104,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::core::Request;
 use kube::{Client, Resource};
 use migration_core::ledger::{ATTEMPT_KEY_PREFIX, AttemptMark};
+use migration_core::lock::Lock;
 use migration_core::{
     Clock, Lease, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, SystemClock, WriteMode,
     WriteReport,
@@ -847,16 +848,19 @@ impl Ledger for CrdLedger {
         })
         .await
     }
+}
 
-    async fn acquire_lock(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
+#[async_trait]
+impl Lock for CrdLedger {
+    async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         self.lock.acquire(holder, ttl).await
     }
 
-    async fn renew_lock(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
         self.lock.renew(lease, ttl).await
     }
 
-    async fn release_lock(&self, lease: &Lease) -> Result<(), LedgerError> {
+    async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
         self.lock.release(lease).await
     }
 }

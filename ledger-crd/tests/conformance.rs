@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ledger_crd::{CrdLedger, DEFAULT_BUDGET_BYTES, Options, RetryPolicy};
 use migration_core::testing::Harness;
-use migration_core::{Ledger, ManualClock, Timestamp};
+use migration_core::{LockedLedger, ManualClock, Timestamp};
 use test_apiserver::TestApiServer;
 
 const NAME: &str = "cozystack";
@@ -34,7 +34,7 @@ async fn harness() -> KubeHarness {
 
 #[async_trait]
 impl Harness for KubeHarness {
-    async fn ledger(&self) -> Arc<dyn Ledger> {
+    async fn ledger(&self) -> Arc<dyn LockedLedger> {
         let options = Options {
             clock: self.clock.clone(),
             retry: RetryPolicy::immediate(8),

@@ -17,6 +17,7 @@ use ledger_crd::{
     ConditionStatus, CrdLedger, DEFAULT_BUDGET_BYTES, ETCD_REQUEST_LIMIT_BYTES, LedgerCondition,
     MigrationLedger, Options, RetryPolicy,
 };
+use migration_core::Lock;
 use migration_core::testing::{sample_entry, slug};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, LedgerError, LegacyVersion, ManualClock, Record, Slug,
@@ -1254,14 +1255,14 @@ async fn the_lock_is_a_lease_in_the_lease_namespace() {
     let server = served().await;
     let l = ledger(&server);
     let lease = l
-        .acquire_lock("runner-a/pid-1", Duration::from_secs(30))
+        .acquire("runner-a/pid-1", Duration::from_secs(30))
         .await
         .unwrap();
     let stored = server
         .object("leases", "cozy-system", "cozystack-lock")
         .expect("a Lease in cozy-system");
     assert_eq!(stored["spec"]["holderIdentity"], "runner-a/pid-1");
-    l.release_lock(&lease).await.unwrap();
+    l.release(&lease).await.unwrap();
     assert!(
         server
             .object("leases", "cozy-system", "cozystack-lock")
@@ -1278,7 +1279,7 @@ async fn the_lock_is_a_lease_in_the_lease_namespace() {
         },
     );
     custom
-        .acquire_lock("runner-b", Duration::from_secs(30))
+        .acquire("runner-b", Duration::from_secs(30))
         .await
         .unwrap();
     assert!(

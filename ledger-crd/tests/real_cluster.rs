@@ -26,7 +26,7 @@ use kube::core::{ApiResource, DynamicObject};
 use kube::{Api, Client, CustomResourceExt};
 use ledger_crd::{CrdLedger, DEFAULT_BUDGET_BYTES, MigrationLedger, Options};
 use migration_core::testing::Harness;
-use migration_core::{Ledger, ManualClock, Timestamp};
+use migration_core::{LockedLedger, ManualClock, Timestamp};
 use serde_json::json;
 
 /// The field manager of the lane's CRD apply and planted values.
@@ -50,7 +50,7 @@ impl Real {
 
 #[async_trait]
 impl Harness for Real {
-    async fn ledger(&self) -> Arc<dyn Ledger> {
+    async fn ledger(&self) -> Arc<dyn LockedLedger> {
         let options = Options {
             lease_namespace: self.namespace.clone(),
             clock: self.clock.clone(),

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use migration_core::ledger::{Lease, Ledger, LedgerError, LedgerSnapshot, WriteMode, WriteReport};
+use migration_core::ledger::{Ledger, LedgerError, LedgerSnapshot, WriteMode, WriteReport};
+use migration_core::lock::{Lease, Lock, LockedLedger};
 use migration_core::retry::{NoSleep, RetryPolicy};
 use migration_core::{LedgerEntry, Slug};
 
@@ -21,11 +22,11 @@ pub enum Operation {
     Write,
     /// [`Ledger::note_attempt`].
     NoteAttempt,
-    /// [`Ledger::acquire_lock`].
+    /// [`Lock::acquire`].
     AcquireLock,
-    /// [`Ledger::renew_lock`].
+    /// [`Lock::renew`].
     RenewLock,
-    /// [`Ledger::release_lock`].
+    /// [`Lock::release`].
     ReleaseLock,
 }
 
@@ -76,7 +77,7 @@ pub enum Fault {
 /// logged, so tests can count round trips.
 #[derive(Debug, Clone)]
 pub struct FaultyLedger {
-    inner: Arc<dyn Ledger>,
+    inner: Arc<dyn LockedLedger>,
     state: Arc<Mutex<FaultState>>,
     retry: RetryPolicy,
 }
@@ -91,7 +92,7 @@ struct FaultState {
 
 impl FaultyLedger {
     /// Wraps `inner` with no faults; every fault reaches the caller.
-    pub fn new(inner: Arc<dyn Ledger>) -> Self {
+    pub fn new(inner: Arc<dyn LockedLedger>) -> Self {
         FaultyLedger {
             inner,
             state: Arc::new(Mutex::new(FaultState::default())),
@@ -253,21 +254,22 @@ impl Ledger for FaultyLedger {
         })
         .await
     }
+}
 
-    async fn acquire_lock(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
-        self.call(Operation::AcquireLock, || {
-            self.inner.acquire_lock(holder, ttl)
-        })
-        .await
-    }
-
-    async fn renew_lock(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
-        self.call(Operation::RenewLock, || self.inner.renew_lock(lease, ttl))
+#[async_trait]
+impl Lock for FaultyLedger {
+    async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
+        self.call(Operation::AcquireLock, || self.inner.acquire(holder, ttl))
             .await
     }
 
-    async fn release_lock(&self, lease: &Lease) -> Result<(), LedgerError> {
-        self.call(Operation::ReleaseLock, || self.inner.release_lock(lease))
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
+        self.call(Operation::RenewLock, || self.inner.renew(lease, ttl))
+            .await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
+        self.call(Operation::ReleaseLock, || self.inner.release(lease))
             .await
     }
 }

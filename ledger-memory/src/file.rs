@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use migration_core::ledger::{Lease, Ledger, LedgerError, LedgerSnapshot, WriteMode, WriteReport};
+use migration_core::lock::Lock;
 use migration_core::{Clock, LedgerEntry, Slug, SystemClock};
 
 use crate::DEFAULT_BUDGET_BYTES;
@@ -213,20 +214,23 @@ impl Ledger for FileLedger {
             doc.note_attempt(&name, self.budget, slug, token, floor)
         })
     }
+}
 
-    async fn acquire_lock(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
+#[async_trait]
+impl Lock for FileLedger {
+    async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         let name = self.name();
         let now = self.clock.now();
         self.mutate("acquire lock", |doc| doc.acquire(&name, holder, ttl, now))
     }
 
-    async fn renew_lock(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
         let name = self.name();
         let now = self.clock.now();
         self.mutate("renew lock", |doc| doc.renew(&name, lease, ttl, now))
     }
 
-    async fn release_lock(&self, lease: &Lease) -> Result<(), LedgerError> {
+    async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
         self.mutate("release lock", |doc| {
             doc.release(lease);
             Ok(())

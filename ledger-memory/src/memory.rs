@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use migration_core::ledger::{Lease, Ledger, LedgerError, LedgerSnapshot, WriteMode, WriteReport};
+use migration_core::lock::Lock;
 use migration_core::{Clock, LedgerEntry, Slug, SystemClock};
 
 use crate::DEFAULT_BUDGET_BYTES;
@@ -121,18 +122,21 @@ impl Ledger for MemoryLedger {
         self.doc()
             .note_attempt(&self.shared.name, self.shared.budget, slug, token, floor)
     }
+}
 
-    async fn acquire_lock(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
+#[async_trait]
+impl Lock for MemoryLedger {
+    async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         let now = self.shared.clock.now();
         self.doc().acquire(&self.shared.name, holder, ttl, now)
     }
 
-    async fn renew_lock(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
         let now = self.shared.clock.now();
         self.doc().renew(&self.shared.name, lease, ttl, now)
     }
 
-    async fn release_lock(&self, lease: &Lease) -> Result<(), LedgerError> {
+    async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
         self.doc().release(lease);
         Ok(())
     }

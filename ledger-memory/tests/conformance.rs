@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ledger_memory::{DEFAULT_BUDGET_BYTES, FileLedger, MemoryLedger};
 use migration_core::testing::Harness;
-use migration_core::{Ledger, ManualClock, Timestamp};
+use migration_core::{LockedLedger, ManualClock, Timestamp};
 
 fn clock() -> Arc<ManualClock> {
     Arc::new(ManualClock::new(Timestamp::from_unix(1_786_529_040)))
@@ -29,7 +29,7 @@ async fn memory_harness() -> MemoryHarness {
 
 #[async_trait]
 impl Harness for MemoryHarness {
-    async fn ledger(&self) -> Arc<dyn Ledger> {
+    async fn ledger(&self) -> Arc<dyn LockedLedger> {
         Arc::new(self.ledger.clone())
     }
     async fn plant_raw(&self, key: &str, value: &str) {
@@ -64,7 +64,7 @@ async fn file_harness() -> FileHarness {
 
 #[async_trait]
 impl Harness for FileHarness {
-    async fn ledger(&self) -> Arc<dyn Ledger> {
+    async fn ledger(&self) -> Arc<dyn LockedLedger> {
         // A new handle per call: separate objects sharing only the file.
         Arc::new(FileLedger::with_clock(&self.path, self.clock.clone()))
     }

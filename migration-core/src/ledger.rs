@@ -1,14 +1,16 @@
 //! The storage trait every ledger backend implements, and what it returns.
 //!
-//! The trait is storage only: read, conditional write, lock. Planning,
+//! The trait is storage only: read and conditional write. The run lock is
+//! its own trait, [`crate::lock::Lock`]. Planning,
 //! seeding, reconciliation and verification live in [`mod@crate::plan`] and
 //! [`crate::migrator`], written once over this trait.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::time::Duration;
 
 use async_trait::async_trait;
+
+pub use crate::lock::Lease;
 
 use crate::entry::{CorruptEntry, LedgerEntry};
 use crate::slug::Slug;
@@ -216,20 +218,6 @@ pub struct WriteReport {
     pub already_present: Vec<Slug>,
 }
 
-/// A held run lock.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lease {
-    /// Who holds it (pod name, host and pid, ...).
-    pub holder: String,
-    /// Backend-specific token that proves this holder's tenure (a
-    /// resourceVersion, a counter), checked on renew and release.
-    pub token: String,
-    /// When this holder acquired it.
-    pub acquired_at: Timestamp,
-    /// When it lapses unless renewed.
-    pub expires_at: Timestamp,
-}
-
 /// What went wrong talking to a ledger. Backends map their own errors onto
 /// these kinds; `ledger` is always the backend's [`Ledger::describe`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -396,24 +384,6 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     /// beside the entries (ConfigMap key `a.<slug>`); the ledger must exist
     /// ([`LedgerError::NotFound`] otherwise).
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError>;
-
-    /// Takes the run lock for `holder` for `ttl`.
-    ///
-    /// Succeeds if the lock is free, expired, or already held by `holder`
-    /// (which renews it). Otherwise returns [`LedgerError::LockHeld`] naming
-    /// the holder; it never waits. The lock is independent of the ledger
-    /// object, so it can be taken before a fresh install creates it.
-    async fn acquire_lock(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError>;
-
-    /// Extends a held lock by `ttl` from now.
-    ///
-    /// Returns [`LedgerError::LockLost`] if the lease expired and someone
-    /// else took it (or it was released); the caller must stop mutating.
-    async fn renew_lock(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError>;
-
-    /// Releases a held lock. Idempotent: releasing a lock that this holder
-    /// no longer holds succeeds and leaves the current holder alone.
-    async fn release_lock(&self, lease: &Lease) -> Result<(), LedgerError>;
 }
 
 #[cfg(test)]

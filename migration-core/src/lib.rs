@@ -22,6 +22,7 @@ pub mod entry;
 pub mod generate;
 pub mod header;
 pub mod ledger;
+pub mod lock;
 pub mod manifest;
 pub mod migrator;
 pub mod order;
@@ -41,8 +42,9 @@ pub use entry::{CorruptEntry, EntryState, LedgerEntry};
 pub use generate::{GenerateError, ReleaseHistory, ScriptInfo, TagTree, generate};
 pub use header::{Header, HeaderError, OnError, Tier};
 pub use ledger::{
-    Lease, Ledger, LedgerError, LedgerSnapshot, LegacyVersion, Record, WriteMode, WriteReport,
+    Ledger, LedgerError, LedgerSnapshot, LegacyVersion, Record, WriteMode, WriteReport,
 };
+pub use lock::{Lease, Lock, LockKeeper, LockedLedger};
 pub use manifest::{Batch, BatchName, Manifest, ManifestEntry, ManifestError};
 pub use migrator::{MigrateError, Migrator, Prepared};
 pub use order::{Cycle, Edge, OrderError, stable_topo_sort};

@@ -24,6 +24,15 @@ pub enum MigrateError {
     /// The ledger failed.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    /// Fresh-install seeding was asked for, but the ledger exists: seeding
+    /// is only for a new cluster and never touches an existing ledger.
+    #[error(
+        "{ledger}: the ledger already exists; fresh-install seeding is only for a new cluster and never overwrites"
+    )]
+    Exists {
+        /// The ledger.
+        ledger: String,
+    },
     /// A record could not be confirmed: the write reported an error and the
     /// ledger now holds something other than what was written.
     #[error(
@@ -203,22 +212,81 @@ impl<'a> Migrator<'a> {
     /// is unconfirmed. The outcome is never written twice under different
     /// contents and never assumed.
     pub async fn record(&self, slug: &Slug, entry: &LedgerEntry) -> Result<(), MigrateError> {
-        let entries = [(slug.clone(), entry.clone())];
-        let error = match self.ledger.write(&entries, WriteMode::Replace).await {
-            Ok(_) => return Ok(()),
-            Err(e) => e,
+        record(self.ledger, slug, entry, WriteMode::Replace)
+            .await
+            .map(|_| ())
+    }
+
+    /// The entries a fresh install seeds: every manifest slug of either
+    /// tier, `skipped-fresh-install` (revoked ones `revoked`). Pure: reads
+    /// no ledger (for `seed-fresh --render`).
+    pub fn fresh_install_entries(&self) -> Result<Vec<(Slug, LedgerEntry)>, PlanError> {
+        let plan = plan(
+            self.tree,
+            None,
+            &PlanRequest::tier(crate::header::Tier::PreApply),
+            &self.context(),
+        )?;
+        Ok(plan.seed.into_iter().map(|s| (s.slug, s.entry)).collect())
+    }
+
+    /// Creates the ledger of a new cluster with [`Self::fresh_install_entries`].
+    /// Refuses with [`MigrateError::Exists`] when a ledger exists (or
+    /// appears meanwhile): unlike [`Self::prepare`], it never seeds into an
+    /// existing ledger. Returns the slugs written.
+    pub async fn seed_fresh(&self) -> Result<Vec<Slug>, MigrateError> {
+        let exists = || MigrateError::Exists {
+            ledger: self.ledger.describe(),
         };
-        match self.ledger.read().await {
-            Ok(Some(snapshot)) if holds(&snapshot, slug, entry) => {
-                tracing::warn!(slug = %slug, error = %error, "write reply lost, but the entry is in place");
-                Ok(())
-            }
-            _ => Err(MigrateError::Unconfirmed {
-                ledger: self.ledger.describe(),
-                slug: slug.clone(),
-                cause: error,
-            }),
+        if self.read().await?.is_some() {
+            return Err(exists());
         }
+        let entries = self.fresh_install_entries()?;
+        match self.ledger.create(&entries).await {
+            Ok(()) => Ok(entries.into_iter().map(|(slug, _)| slug).collect()),
+            Err(LedgerError::AlreadyExists { .. }) => Err(exists()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Writes one entry through `ledger` and confirms it. The backend retries
+/// transient errors itself; if the write still fails, the ledger is re-read:
+/// with [`WriteMode::Replace`] the record stands only when the ledger holds
+/// exactly `entry` (the reply was lost); with [`WriteMode::OnlyIfAbsent`]
+/// when the slug holds any entry (ours, or one that was already there, which
+/// only-if-absent never replaces). Otherwise the record is unconfirmed.
+/// Returns whether the ledger now holds `entry` itself.
+///
+/// This is the one recording path: the runner's outcomes (through
+/// [`Migrator::record`]) and the operator's give-up both use it.
+pub async fn record(
+    ledger: &dyn Ledger,
+    slug: &Slug,
+    entry: &LedgerEntry,
+    mode: WriteMode,
+) -> Result<bool, MigrateError> {
+    let entries = [(slug.clone(), entry.clone())];
+    let error = match ledger.write(&entries, mode).await {
+        Ok(report) => return Ok(report.already_present.is_empty()),
+        Err(e) => e,
+    };
+    match ledger.read().await {
+        Ok(Some(snapshot)) if holds(&snapshot, slug, entry) => {
+            tracing::warn!(slug = %slug, error = %error, "write reply lost, but the entry is in place");
+            Ok(true)
+        }
+        Ok(Some(snapshot))
+            if mode == WriteMode::OnlyIfAbsent && snapshot.record(slug).is_some() =>
+        {
+            tracing::warn!(slug = %slug, error = %error, "write failed, but the slug already holds an entry");
+            Ok(false)
+        }
+        _ => Err(MigrateError::Unconfirmed {
+            ledger: ledger.describe(),
+            slug: slug.clone(),
+            cause: error,
+        }),
     }
 }
 

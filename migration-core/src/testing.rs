@@ -19,7 +19,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::entry::{EntryState, LedgerEntry};
-use crate::ledger::{Ledger, LedgerError, LegacyVersion, Record, WriteMode};
+use crate::ledger::{LedgerError, LegacyVersion, Record, WriteMode};
+use crate::lock::LockedLedger;
 use crate::slug::Slug;
 use crate::time::Timestamp;
 
@@ -29,7 +30,7 @@ pub trait Harness: Send + Sync {
     /// A client for the ledger under test. Every call returns a handle to the
     /// same stored ledger (a new client where the backend has clients), so
     /// concurrency cases can race two handles. Initially no ledger exists.
-    async fn ledger(&self) -> Arc<dyn Ledger>;
+    async fn ledger(&self) -> Arc<dyn LockedLedger>;
 
     /// Stores `value` under `key` verbatim, bypassing the engine (for
     /// planting corrupt values and the `version` key). The ledger exists.
@@ -396,20 +397,20 @@ pub async fn lock_excludes_a_second_holder_until_released(h: &impl Harness) {
     let a = h.ledger().await;
     let b = h.ledger().await;
     let ttl = Duration::from_secs(60);
-    let lease = a.acquire_lock("runner-a", ttl).await.unwrap();
+    let lease = a.acquire("runner-a", ttl).await.unwrap();
     assert_eq!(lease.holder, "runner-a");
     assert!(lease.expires_at > lease.acquired_at);
-    match b.acquire_lock("runner-b", ttl).await {
+    match b.acquire("runner-b", ttl).await {
         Err(LedgerError::LockHeld { holder, .. }) => assert_eq!(holder, "runner-a"),
         other => panic!("a held lock must refuse another holder, got {other:?}"),
     }
-    a.release_lock(&lease).await.unwrap();
-    let lease_b = b.acquire_lock("runner-b", ttl).await.unwrap();
+    a.release(&lease).await.unwrap();
+    let lease_b = b.acquire("runner-b", ttl).await.unwrap();
     assert_eq!(lease_b.holder, "runner-b");
     // Release is idempotent, and a stale lease cannot release the new holder.
-    a.release_lock(&lease).await.unwrap();
+    a.release(&lease).await.unwrap();
     assert!(matches!(
-        a.acquire_lock("runner-a", ttl).await,
+        a.acquire("runner-a", ttl).await,
         Err(LedgerError::LockHeld { .. })
     ));
 }
@@ -417,7 +418,7 @@ pub async fn lock_excludes_a_second_holder_until_released(h: &impl Harness) {
 pub async fn lock_can_be_taken_before_the_ledger_exists(h: &impl Harness) {
     let ledger = h.ledger().await;
     let lease = ledger
-        .acquire_lock("runner-a", Duration::from_secs(30))
+        .acquire("runner-a", Duration::from_secs(30))
         .await
         .unwrap();
     assert_eq!(
@@ -425,42 +426,42 @@ pub async fn lock_can_be_taken_before_the_ledger_exists(h: &impl Harness) {
         None,
         "taking the lock must not create the ledger"
     );
-    ledger.release_lock(&lease).await.unwrap();
+    ledger.release(&lease).await.unwrap();
 }
 
 pub async fn same_holder_reacquires_and_renew_extends(h: &impl Harness) {
     let ledger = h.ledger().await;
     let ttl = Duration::from_secs(60);
-    let first = ledger.acquire_lock("runner-a", ttl).await.unwrap();
+    let first = ledger.acquire("runner-a", ttl).await.unwrap();
     h.advance_clock(Duration::from_secs(10));
-    let again = ledger.acquire_lock("runner-a", ttl).await.unwrap();
+    let again = ledger.acquire("runner-a", ttl).await.unwrap();
     assert!(
         again.expires_at > first.expires_at,
         "re-acquiring by the holder must extend"
     );
     h.advance_clock(Duration::from_secs(10));
-    let renewed = ledger.renew_lock(&again, ttl).await.unwrap();
+    let renewed = ledger.renew(&again, ttl).await.unwrap();
     assert!(renewed.expires_at > again.expires_at);
-    ledger.release_lock(&renewed).await.unwrap();
+    ledger.release(&renewed).await.unwrap();
 }
 
 pub async fn an_expired_lock_can_be_taken_over_and_the_old_holder_loses_it(h: &impl Harness) {
     let a = h.ledger().await;
     let b = h.ledger().await;
     let ttl = Duration::from_secs(30);
-    let stale = a.acquire_lock("crashed-runner", ttl).await.unwrap();
+    let stale = a.acquire("crashed-runner", ttl).await.unwrap();
     h.advance_clock(Duration::from_secs(31));
     let lease = b
-        .acquire_lock("runner-b", ttl)
+        .acquire("runner-b", ttl)
         .await
         .expect("an expired lock must be free");
     assert_eq!(lease.holder, "runner-b");
-    match a.renew_lock(&stale, ttl).await {
+    match a.renew(&stale, ttl).await {
         Err(LedgerError::LockLost { holder, .. }) => assert_eq!(holder, "crashed-runner"),
         other => panic!("renewing a lost lock must fail, got {other:?}"),
     }
-    a.release_lock(&stale).await.unwrap();
-    match a.acquire_lock("someone-else", ttl).await {
+    a.release(&stale).await.unwrap();
+    match a.acquire("someone-else", ttl).await {
         Err(LedgerError::LockHeld { holder, .. }) => assert_eq!(holder, "runner-b"),
         other => panic!("a stale release must not free the new holder's lock, got {other:?}"),
     }

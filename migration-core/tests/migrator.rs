@@ -165,22 +165,26 @@ impl Ledger for AbsentOnce {
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
         self.inner.note_attempt(slug, token, floor).await
     }
-    async fn acquire_lock(
+}
+
+#[async_trait::async_trait]
+impl migration_core::Lock for AbsentOnce {
+    async fn acquire(
         &self,
         holder: &str,
         ttl: std::time::Duration,
     ) -> Result<migration_core::Lease, LedgerError> {
-        self.inner.acquire_lock(holder, ttl).await
+        self.inner.acquire(holder, ttl).await
     }
-    async fn renew_lock(
+    async fn renew(
         &self,
         lease: &migration_core::Lease,
         ttl: std::time::Duration,
     ) -> Result<migration_core::Lease, LedgerError> {
-        self.inner.renew_lock(lease, ttl).await
+        self.inner.renew(lease, ttl).await
     }
-    async fn release_lock(&self, lease: &migration_core::Lease) -> Result<(), LedgerError> {
-        self.inner.release_lock(lease).await
+    async fn release(&self, lease: &migration_core::Lease) -> Result<(), LedgerError> {
+        self.inner.release(lease).await
     }
 }
 

@@ -25,9 +25,9 @@ use migration_core::header::Tier;
 use migration_core::plan::PendingMigration;
 use migration_core::run::{REQUIREMENT_UNMET, previous_attempts};
 use migration_core::{
-    Clock, EntryState, Lease, Ledger, LedgerError, MigrateError, MigrationsTree, Migrator,
-    Outcome as CoreOutcome, PlanError, PlanRequest, Prepared, Run, Slug, Step, TierSelection,
-    Verdict,
+    Clock, EntryState, LedgerError, Lock, LockKeeper, LockedLedger, MigrateError, MigrationsTree,
+    Migrator, Outcome as CoreOutcome, PlanError, PlanRequest, Prepared, Run, Slug, Step,
+    TierSelection, Verdict,
 };
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -330,46 +330,11 @@ enum Exec {
     LockLost(LedgerError),
 }
 
-/// Holds the lease and renews it.
-struct LeaseKeeper<'a> {
-    ledger: &'a dyn Ledger,
-    lease: Lease,
-    ttl: Duration,
-    renewed: Instant,
-}
-
-impl LeaseKeeper<'_> {
-    /// How often the lease is renewed: a third of its lifetime, so two
-    /// renewals can fail before it lapses.
-    fn period(&self) -> Duration {
-        (self.ttl / 3).max(Duration::from_millis(100))
-    }
-
-    /// Renews. The backend retries transient errors; what reaches here
-    /// (the lock is someone else's, or the backend gave up) loses it.
-    async fn renew(&mut self) -> Result<(), LedgerError> {
-        self.lease = self.ledger.renew_lock(&self.lease, self.ttl).await?;
-        self.renewed = Instant::now();
-        Ok(())
-    }
-
-    /// Renews only when a period has passed: between quick scripts the
-    /// lease is still fresh, and renewing anyway would cost two API round
-    /// trips per migration.
-    async fn renew_if_due(&mut self) -> Result<(), LedgerError> {
-        if self.renewed.elapsed() >= self.period() {
-            self.renew().await
-        } else {
-            Ok(())
-        }
-    }
-}
-
 /// Runs the tier. `interrupt` turns true on SIGTERM/SIGINT (the binary
 /// wires the signals; tests flip it directly).
 pub async fn run(
     tree: &MigrationsTree,
-    ledger: &dyn Ledger,
+    ledger: &dyn LockedLedger,
     clock: &dyn Clock,
     config: &RunConfig,
     console: &dyn Console,
@@ -377,18 +342,14 @@ pub async fn run(
 ) -> Result<RunReport, RunError> {
     let started = Instant::now();
     failpoint("before-lock");
-    let lease = acquire(ledger, config, console, &mut interrupt, started).await?;
+    let mut keeper = acquire(ledger, config, console, &mut interrupt, started).await?;
     failpoint("after-lock");
-    let mut keeper = LeaseKeeper {
-        ledger,
-        lease,
-        ttl: config.lock_ttl,
-        renewed: Instant::now(),
-    };
+    let migrator = Migrator::new(tree, ledger, clock)
+        .with_image(config.image.clone())
+        .with_allowed_interpreters(config.allowed_interpreters.clone());
     let result = locked_run(
-        tree,
+        &migrator,
         &mut keeper,
-        clock,
         config,
         console,
         &mut interrupt,
@@ -397,7 +358,7 @@ pub async fn run(
     .await;
     // Released on every path; a failed release only delays the next runner
     // until the lease expires, so it is reported, not fatal.
-    if let Err(e) = ledger.release_lock(&keeper.lease).await {
+    if let Err(e) = keeper.release().await {
         console.progress(&format!(
             "warning: could not release the run lock ({e}); it expires by itself"
         ));
@@ -405,17 +366,17 @@ pub async fn run(
     result
 }
 
-async fn acquire(
-    ledger: &dyn Ledger,
+async fn acquire<'l>(
+    lock: &'l dyn Lock,
     config: &RunConfig,
     console: &dyn Console,
     interrupt: &mut watch::Receiver<bool>,
     started: Instant,
-) -> Result<Lease, RunError> {
+) -> Result<LockKeeper<'l>, RunError> {
     let mut announced = false;
     loop {
-        match ledger.acquire_lock(&config.holder, config.lock_ttl).await {
-            Ok(lease) => return Ok(lease),
+        match LockKeeper::acquire(lock, &config.holder, config.lock_ttl).await {
+            Ok(keeper) => return Ok(keeper),
             Err(cause @ LedgerError::LockHeld { .. }) => {
                 let waited = started.elapsed();
                 if waited >= config.lock_wait {
@@ -455,18 +416,14 @@ fn empty_report(config: &RunConfig) -> RunReport {
 }
 
 async fn locked_run(
-    tree: &MigrationsTree,
-    keeper: &mut LeaseKeeper<'_>,
-    clock: &dyn Clock,
+    migrator: &Migrator<'_>,
+    keeper: &mut LockKeeper<'_>,
     config: &RunConfig,
     console: &dyn Console,
     interrupt: &mut watch::Receiver<bool>,
     started: Instant,
 ) -> Result<RunReport, RunError> {
-    let ledger = keeper.ledger;
-    let migrator = Migrator::new(tree, ledger, clock)
-        .with_image(config.image.clone())
-        .with_allowed_interpreters(config.allowed_interpreters.clone());
+    let tree = migrator.tree();
     let request = PlanRequest {
         tiers: TierSelection::One(config.tier),
         only: config.only.clone(),
@@ -475,7 +432,7 @@ async fn locked_run(
         MigrateError::Refused(plan) => RunError::Refused(plan),
         MigrateError::Ledger(l) => RunError::Ledger(l),
         other => RunError::Ledger(LedgerError::Permanent {
-            ledger: ledger.describe(),
+            ledger: migrator.ledger().describe(),
             operation: "prepare",
             message: other.to_string(),
         }),
@@ -802,7 +759,7 @@ async fn execute(
     attempt: u32,
     console: &dyn Console,
     interrupt: &mut watch::Receiver<bool>,
-    keeper: &mut LeaseKeeper<'_>,
+    keeper: &mut LockKeeper<'_>,
 ) -> Result<Exec, RunError> {
     let path: PathBuf = root.join(&pending.relative_path);
     let mut cmd = command_for(shebang, &path);

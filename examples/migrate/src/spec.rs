@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use ledger_memory::{FileLedger, MemoryLedger};
-use migration_core::Ledger;
+use migration_core::LockedLedger;
 
 /// A parsed `--ledger` value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,7 +119,7 @@ impl LedgerSpec {
 
     /// Opens the ledger the spec names. Kubernetes backends discover their
     /// cluster the usual way (`KUBECONFIG`, `~/.kube/config`, in-cluster).
-    pub async fn open(&self) -> Result<Arc<dyn Ledger>, String> {
+    pub async fn open(&self) -> Result<Arc<dyn LockedLedger>, String> {
         Ok(match self {
             LedgerSpec::File(path) => Arc::new(FileLedger::new(path)),
             LedgerSpec::Memory => Arc::new(MemoryLedger::new()),

@@ -21,6 +21,7 @@ use migration_core::{
     EntryState, Lease, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, ManualClock,
     MigrationsTree, Slug, Tier, Timestamp, WriteMode, WriteReport,
 };
+use migration_core::{Lock, LockedLedger};
 use migration_kube::RetryPolicy;
 use test_apiserver::{FaultRule, LostReply, TestApiServer};
 
@@ -122,7 +123,7 @@ fn config(only: Option<&str>) -> RunConfig {
 
 fn run(
     tree: &MigrationsTree,
-    ledger: &dyn Ledger,
+    ledger: &dyn LockedLedger,
     clock: &ManualClock,
     only: Option<&str>,
 ) -> Result<runner::RunReport, RunError> {
@@ -268,10 +269,9 @@ fn schedule(
             "no migration may fail from a ledger fault: {text}"
         );
         // The crashed run may hold the lock; a fresh runner waits it out.
-        let lease =
-            common_block_on(memory.acquire_lock("reliability-runner", Duration::from_secs(1)));
+        let lease = common_block_on(memory.acquire("reliability-runner", Duration::from_secs(1)));
         if let Ok(lease) = lease {
-            common_block_on(memory.release_lock(&lease)).unwrap();
+            common_block_on(memory.release(&lease)).unwrap();
         }
         run(&tree, &memory, &clock, only_for(kind))
             .unwrap_or_else(|e| panic!("recovery run failed: {e}"));
@@ -482,13 +482,13 @@ async fn fault_schedules_through_the_test_api_server_keep_every_invariant() {
     );
 }
 
-async fn kube_setup(server: &TestApiServer) -> (Scenario, Arc<dyn Ledger>) {
+async fn kube_setup(server: &TestApiServer) -> (Scenario, Arc<dyn LockedLedger>) {
     let scenario = Scenario::new(false);
     let options = Options {
         retry: RetryPolicy::immediate(6),
         ..Options::default()
     };
-    let ledger: Arc<dyn Ledger> = Arc::new(ConfigMapLedger::with_options(
+    let ledger: Arc<dyn LockedLedger> = Arc::new(ConfigMapLedger::with_options(
         server.client(),
         "cozy-system",
         "cozystack-version",
@@ -503,7 +503,7 @@ async fn kube_setup(server: &TestApiServer) -> (Scenario, Arc<dyn Ledger>) {
 
 async fn kube_run(
     scenario: &Scenario,
-    ledger: Arc<dyn Ledger>,
+    ledger: Arc<dyn LockedLedger>,
 ) -> Result<runner::RunReport, RunError> {
     let tree = scenario.tree();
     let (_tx, rx) = tokio::sync::watch::channel(false);
@@ -602,14 +602,18 @@ impl Ledger for Crashing {
         }
         result
     }
-    async fn acquire_lock(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
-        crashing!(self, self.inner.acquire_lock(holder, ttl).await)
+}
+
+#[async_trait]
+impl migration_core::Lock for Crashing {
+    async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
+        crashing!(self, self.inner.acquire(holder, ttl).await)
     }
-    async fn renew_lock(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
-        crashing!(self, self.inner.renew_lock(lease, ttl).await)
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
+        crashing!(self, self.inner.renew(lease, ttl).await)
     }
-    async fn release_lock(&self, lease: &Lease) -> Result<(), LedgerError> {
-        crashing!(self, self.inner.release_lock(lease).await)
+    async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
+        crashing!(self, self.inner.release(lease).await)
     }
 }
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use migration_core::Clock;
+use migration_core::{Clock, LockKeeper};
 
 /// Leader election: a Lease in the operator's namespace. Only the holder
 /// reconciles; a replica that loses it stops acting until it wins it back.
@@ -15,6 +15,12 @@ pub struct Leadership {
 }
 
 impl Leadership {
+    /// How often a follower tries to take the lease: as often as the
+    /// leader renews it, so a lapsed lease is taken within a period.
+    fn campaign_period(&self) -> Duration {
+        (self.ttl / 3).max(Duration::from_millis(200))
+    }
+
     /// Leader election through Lease `name` in `namespace`.
     pub fn new(
         client: Client,
@@ -48,27 +54,23 @@ impl Leadership {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = ()>,
     {
-        let period = (self.ttl / 3).max(Duration::from_millis(200));
         loop {
-            let lease = match self.lock.acquire(&self.identity, self.ttl).await {
-                Ok(lease) => lease,
+            let mut keeper = match LockKeeper::acquire(&self.lock, &self.identity, self.ttl).await {
+                Ok(keeper) => keeper,
                 Err(e) => {
                     tracing::debug!(error = %e, "not the leader; campaigning");
-                    tokio::time::sleep(period).await;
+                    tokio::time::sleep(self.campaign_period()).await;
                     continue;
                 }
             };
             tracing::info!(identity = %self.identity, "became the leader");
-            let mut lease = lease;
+            let period = keeper.period();
             let keep = async {
                 loop {
                     tokio::time::sleep(period).await;
-                    match self.lock.renew(&lease, self.ttl).await {
-                        Ok(renewed) => lease = renewed,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "lost leadership; stopping");
-                            return;
-                        }
+                    if let Err(e) = keeper.renew().await {
+                        tracing::warn!(error = %e, "lost leadership; stopping");
+                        return;
                     }
                 }
             };

@@ -68,6 +68,9 @@ pub enum OperatorError {
     /// The index is unusable.
     #[error(transparent)]
     Index(#[from] IndexError),
+    /// A record could not be confirmed.
+    #[error(transparent)]
+    Record(#[from] migration_core::MigrateError),
 }
 
 async fn event(ctx: &Context, cm: &ConfigMap, type_: EventType, reason: &str, note: String) {
@@ -201,11 +204,16 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
                 attempts,
                 ..LedgerEntry::new(EntryState::Failed, now.truncated())
             };
-            let report = ctx
-                .ledger
-                .write(&[(slug.clone(), entry)], WriteMode::OnlyIfAbsent)
-                .await?;
-            tracing::warn!(%slug, failures, written = !report.written.is_empty(), "decision: give up; recorded failed, not retrying");
+            // The same recording path as the runner's: a lost reply is
+            // reconciled by reading back, never assumed either way.
+            let written = migration_core::migrator::record(
+                ctx.ledger.as_ref(),
+                &slug,
+                &entry,
+                WriteMode::OnlyIfAbsent,
+            )
+            .await?;
+            tracing::warn!(%slug, failures, written, "decision: give up; recorded failed, not retrying");
             event(&ctx, &cm, EventType::Warning, "RetriesExhausted", format!("{slug} failed {failures} time(s); recorded failed; re-run by hand with ONLY={slug}")).await;
             condition(
                 &ctx,

@@ -421,3 +421,29 @@ impl LeaseLock {
         result
     }
 }
+
+#[async_trait::async_trait]
+impl migration_core::Lock for LeaseLock {
+    async fn acquire(
+        &self,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<migration_core::Lease, migration_core::LedgerError> {
+        LeaseLock::acquire(self, holder, ttl).await
+    }
+
+    async fn renew(
+        &self,
+        lease: &migration_core::Lease,
+        ttl: std::time::Duration,
+    ) -> Result<migration_core::Lease, migration_core::LedgerError> {
+        LeaseLock::renew(self, lease, ttl).await
+    }
+
+    async fn release(
+        &self,
+        lease: &migration_core::Lease,
+    ) -> Result<(), migration_core::LedgerError> {
+        LeaseLock::release(self, lease).await
+    }
+}

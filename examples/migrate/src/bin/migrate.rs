@@ -333,7 +333,9 @@ impl From<migration_core::LedgerError> for Failure {
     }
 }
 
-async fn open(spec: &LedgerSpec) -> Result<std::sync::Arc<dyn migration_core::Ledger>, Failure> {
+async fn open(
+    spec: &LedgerSpec,
+) -> Result<std::sync::Arc<dyn migration_core::LockedLedger>, Failure> {
     spec.open()
         .await
         .map_err(|e| Failure::new(exit::ENVIRONMENT, "environment", vec![e]))
