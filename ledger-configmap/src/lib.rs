@@ -344,13 +344,19 @@ impl Ledger for ConfigMapLedger {
         let Some(cm) = self.get("read", &mut attempt).await? else {
             return Ok(None);
         };
-        Ok(Some(LedgerSnapshot::from_raw_data(
+        let mut snapshot = LedgerSnapshot::from_raw_data(
             cm.data
                 .iter()
                 .flatten()
                 .map(|(k, v)| (k.as_str(), v.as_str())),
             cm.metadata.resource_version.clone(),
-        )))
+        );
+        snapshot.usage = Some(migration_core::Usage {
+            used_bytes: configmap_size(&cm),
+            budget_bytes: self.budget,
+            record_overhead_bytes: 0,
+        });
+        Ok(Some(snapshot))
     }
 
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {

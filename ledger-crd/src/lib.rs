@@ -131,6 +131,12 @@ pub const ETCD_REQUEST_LIMIT_BYTES: u64 = 1_572_864;
 /// metadata the API server stamps on each write.
 pub const BUDGET_HEADROOM_BYTES: u64 = 32 * 1024;
 
+/// What one new record costs a custom-resource ledger beyond its key and
+/// value, as an upper bound: its field-ownership records (a `"f:<name>":{}`
+/// per field) and the JSON punctuation around it, plus room for the summary
+/// and the `Ready` condition's message naming it.
+pub const RECORD_OVERHEAD_BYTES: u64 = 1024;
+
 /// The default size budget of one ledger object.
 pub const DEFAULT_BUDGET_BYTES: u64 = ETCD_REQUEST_LIMIT_BYTES - BUDGET_HEADROOM_BYTES;
 
@@ -704,7 +710,15 @@ impl Ledger for CrdLedger {
         let view = View::new(&object).map_err(|reason| self.unreadable(reason))?;
         match view.lifecycle() {
             Lifecycle::Seeding => Ok(None),
-            Lifecycle::Live => Ok(Some(view.snapshot())),
+            Lifecycle::Live => {
+                let mut snapshot = view.snapshot();
+                snapshot.usage = Some(migration_core::Usage {
+                    used_bytes: json_size(view.object),
+                    budget_bytes: self.budget,
+                    record_overhead_bytes: RECORD_OVERHEAD_BYTES,
+                });
+                Ok(Some(snapshot))
+            }
         }
     }
 

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use migration_core::ledger::{
-    ATTEMPT_KEY_PREFIX, AttemptMark, Lease, LedgerError, LedgerSnapshot, WriteMode, WriteReport,
+    ATTEMPT_KEY_PREFIX, AttemptMark, Lease, LedgerError, LedgerSnapshot, Usage, WriteMode,
+    WriteReport,
 };
 use migration_core::{LedgerEntry, Slug, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -106,12 +107,18 @@ fn check_budget(
 }
 
 impl Document {
-    pub(crate) fn snapshot(&self) -> Option<LedgerSnapshot> {
+    pub(crate) fn snapshot(&self, budget: Option<u64>) -> Option<LedgerSnapshot> {
         self.ledger.as_ref().map(|stored| {
-            LedgerSnapshot::from_raw_data(
+            let mut snapshot = LedgerSnapshot::from_raw_data(
                 stored.data.iter().map(|(k, v)| (k.as_str(), v.as_str())),
                 Some(stored.revision.to_string()),
-            )
+            );
+            snapshot.usage = budget.map(|budget_bytes| Usage {
+                used_bytes: data_size(&stored.data),
+                budget_bytes,
+                record_overhead_bytes: 0,
+            });
+            snapshot
         })
     }
 

@@ -191,7 +191,7 @@ impl Ledger for FileLedger {
     async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
         // The file is only ever replaced by rename, so a plain read sees a
         // whole old or a whole new document without taking the lock.
-        Ok(self.load("read")?.snapshot())
+        Ok(self.load("read")?.snapshot(self.budget))
     }
 
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {

@@ -101,7 +101,7 @@ impl Ledger for MemoryLedger {
     }
 
     async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
-        Ok(self.doc().snapshot())
+        Ok(self.doc().snapshot(self.shared.budget))
     }
 
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {

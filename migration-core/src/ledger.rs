@@ -126,6 +126,33 @@ pub struct LedgerSnapshot {
     pub attempts_started: BTreeMap<Slug, u32>,
     /// Opaque revision of the stored object (a resourceVersion, a counter).
     pub revision: Option<String>,
+    /// How full the stored object is, for backends with a size budget
+    /// (`None`: the backend has none). The runner checks it before each
+    /// script, so a ledger that cannot hold the outcome refuses before the
+    /// script runs instead of after.
+    pub usage: Option<Usage>,
+}
+
+/// How much of its size budget a stored ledger object uses, in bytes, as the
+/// backend counts it (a ConfigMap: keys and values of `data` and
+/// `binaryData`; a custom resource: its stored JSON with field-ownership
+/// records).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// Bytes stored now.
+    pub used_bytes: u64,
+    /// The most the object may hold.
+    pub budget_bytes: u64,
+    /// Bytes a new record costs beyond its key and value (ownership records,
+    /// JSON punctuation, summaries), as an upper bound.
+    pub record_overhead_bytes: u64,
+}
+
+impl Usage {
+    /// Bytes still free.
+    pub fn free_bytes(&self) -> u64 {
+        self.budget_bytes.saturating_sub(self.used_bytes)
+    }
 }
 
 impl LedgerSnapshot {

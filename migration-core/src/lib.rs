@@ -42,7 +42,7 @@ pub use entry::{CorruptEntry, EntryState, LedgerEntry};
 pub use generate::{GenerateError, ReleaseHistory, ScriptInfo, TagTree, generate};
 pub use header::{Header, HeaderError, OnError, Tier};
 pub use ledger::{
-    Ledger, LedgerError, LedgerSnapshot, LegacyVersion, Record, WriteMode, WriteReport,
+    Ledger, LedgerError, LedgerSnapshot, LegacyVersion, Record, Usage, WriteMode, WriteReport,
 };
 pub use lock::{Lease, Lock, LockKeeper, LockedLedger};
 pub use manifest::{Batch, BatchName, Manifest, ManifestEntry, ManifestError};

@@ -4,7 +4,7 @@
 //! hook runner and the operator share one behaviour.
 
 use crate::entry::LedgerEntry;
-use crate::ledger::{Ledger, LedgerError, LedgerSnapshot, WriteMode};
+use crate::ledger::{Ledger, LedgerError, LedgerSnapshot, Usage, WriteMode};
 use crate::plan::{Plan, PlanContext, PlanError, PlanRequest, SeedMode, plan};
 use crate::slug::Slug;
 use crate::time::Clock;
@@ -33,6 +33,26 @@ pub enum MigrateError {
         /// The ledger.
         ledger: String,
     },
+    /// The ledger cannot hold the largest record the next migration can
+    /// produce; it was not executed (its outcome could not be recorded, and
+    /// the next run would execute it again).
+    #[error(
+        "{ledger}: no room to record '{slug}' before running it: its attempt mark and an entry with a full failure message need up to {need_bytes} bytes, but only {free_bytes} of the {budget_bytes}-byte budget are free ({entry_count} entries fill it); free room (retire old entries, or a larger-budget backend) and run again"
+    )]
+    NoRoom {
+        /// The ledger.
+        ledger: String,
+        /// The migration that was not executed.
+        slug: Slug,
+        /// Bytes reserved for its records.
+        need_bytes: u64,
+        /// Bytes free in the budget.
+        free_bytes: u64,
+        /// The budget.
+        budget_bytes: u64,
+        /// Entries stored.
+        entry_count: usize,
+    },
     /// A record could not be confirmed: the write reported an error and the
     /// ledger now holds something other than what was written.
     #[error(
@@ -55,6 +75,9 @@ pub struct Prepared {
     pub plan: Plan,
     /// Slugs this call's seeding actually wrote.
     pub written: Vec<Slug>,
+    /// How full the ledger was when planned, plus what the seeding wrote
+    /// (`None` when the backend has no budget, or on a fresh install).
+    pub usage: Option<Usage>,
 }
 
 /// Reads, plans and writes through one ledger for one tree.
@@ -140,10 +163,12 @@ impl<'a> Migrator<'a> {
             // A fresh install creates the ledger even when there is nothing
             // to seed: otherwise the next run would be "fresh" again and
             // record the first new migration as skipped instead of running it.
+            let usage = snapshot.as_ref().and_then(|s| s.usage);
             if plan.seed.is_empty() && !plan.fresh_install {
                 return Ok(Prepared {
                     plan,
                     written: Vec::new(),
+                    usage,
                 });
             }
             let entries: Vec<(Slug, LedgerEntry)> = plan
@@ -170,7 +195,17 @@ impl<'a> Migrator<'a> {
                         fresh_install = plan.fresh_install,
                         "seeded ledger"
                     );
-                    return Ok(Prepared { plan, written });
+                    let usage = usage.map(|mut u| {
+                        for (slug, entry) in entries.iter().filter(|(s, _)| written.contains(s)) {
+                            u.used_bytes += record_bytes(slug, entry, &u);
+                        }
+                        u
+                    });
+                    return Ok(Prepared {
+                        plan,
+                        written,
+                        usage,
+                    });
                 }
                 // Someone else created it: plan again against their ledger.
                 Err(LedgerError::AlreadyExists { .. }) => {
@@ -189,6 +224,7 @@ impl<'a> Migrator<'a> {
                         return Ok(Prepared {
                             plan: again,
                             written: Vec::new(),
+                            usage: snapshot.and_then(|s| s.usage),
                         });
                     }
                     return Err(e.into());
@@ -300,4 +336,10 @@ fn plan_again(
     request: &PlanRequest,
 ) -> Result<Plan, PlanError> {
     plan(migrator.tree, snapshot, request, &migrator.context())
+}
+
+/// Bytes one entry costs a ledger with `usage`: its key, its stored value and
+/// the backend's per-record overhead.
+pub(crate) fn record_bytes(slug: &Slug, entry: &LedgerEntry, usage: &Usage) -> u64 {
+    (slug.ledger_key().len() + entry.encode().len()) as u64 + usage.record_overhead_bytes
 }

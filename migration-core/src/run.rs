@@ -15,8 +15,8 @@ use std::collections::HashMap;
 
 use crate::entry::{EntryState, LedgerEntry};
 use crate::header::OnError;
-use crate::ledger::LedgerError;
-use crate::migrator::{MigrateError, Migrator, Prepared};
+use crate::ledger::{AttemptMark, LedgerError, Usage};
+use crate::migrator::{MigrateError, Migrator, Prepared, record_bytes};
 use crate::plan::{PendingMigration, Plan, Unmet};
 use crate::slug::Slug;
 
@@ -82,6 +82,17 @@ pub enum Verdict {
     },
 }
 
+/// The most bytes of output a failure's `message` holds unless the caller
+/// says otherwise ([`Run::with_message_limit`]).
+pub const DEFAULT_MESSAGE_LIMIT_BYTES: usize = 4096;
+
+/// The longest attempt token [`Run::note_attempt`] accepts, so the room an
+/// attempt mark takes is bounded before it is written.
+pub const MAX_TOKEN_BYTES: usize = 512;
+
+/// The longest failure reason [`Run::finish`] records, for the same reason.
+pub const MAX_REASON_BYTES: usize = 64;
+
 /// One run over a prepared plan.
 #[derive(Debug)]
 pub struct Run<'m, 'a> {
@@ -90,6 +101,9 @@ pub struct Run<'m, 'a> {
     next: usize,
     /// States reached in this run, for requirements of later migrations.
     reached: HashMap<Slug, EntryState>,
+    /// The ledger's fill, kept up to date with what this run writes.
+    usage: Option<Usage>,
+    message_limit: usize,
 }
 
 impl<'a> Migrator<'a> {
@@ -98,14 +112,24 @@ impl<'a> Migrator<'a> {
     pub fn begin(&self, prepared: Prepared) -> Run<'_, 'a> {
         Run {
             migrator: self,
+            usage: prepared.usage,
             prepared,
             next: 0,
             reached: HashMap::new(),
+            message_limit: DEFAULT_MESSAGE_LIMIT_BYTES,
         }
     }
 }
 
 impl Run<'_, '_> {
+    /// Bounds the output a failure records to `bytes` (before JSON
+    /// escaping); the caller must cut its messages to it, and the room
+    /// reserved before each script is computed from it.
+    pub fn with_message_limit(mut self, bytes: usize) -> Self {
+        self.message_limit = bytes;
+        self
+    }
+
     /// The plan being run.
     pub fn plan(&self) -> &Plan {
         &self.prepared.plan
@@ -118,9 +142,16 @@ impl Run<'_, '_> {
 
     /// The next migration and whether it may execute, or `None` when every
     /// pending migration has been handed out.
-    pub fn next_step(&mut self) -> Option<Step> {
-        let pending = self.prepared.plan.pending.get(self.next)?.clone();
-        self.next += 1;
+    ///
+    /// Before a migration may execute, the ledger must have room for the
+    /// largest record it can produce (its attempt mark and an entry with a
+    /// full failure message): otherwise this is [`MigrateError::NoRoom`] and
+    /// the script must not run, since its outcome could not be recorded and
+    /// the next run would execute it again.
+    pub fn next_step(&mut self) -> Result<Option<Step>, MigrateError> {
+        let Some(pending) = self.prepared.plan.pending.get(self.next).cloned() else {
+            return Ok(None);
+        };
         let mut unmet: Vec<String> = pending
             .unmet
             .iter()
@@ -135,11 +166,67 @@ impl Run<'_, '_> {
                 unmet.push(format!("{target} {why}"));
             }
         }
-        Some(if unmet.is_empty() {
+        if unmet.is_empty() {
+            self.check_room(&pending)?;
+        }
+        self.next += 1;
+        Ok(Some(if unmet.is_empty() {
             Step::Execute(pending)
         } else {
             Step::Blocked { pending, unmet }
-        })
+        }))
+    }
+
+    /// Refuses when the ledger cannot hold the largest record `pending` can
+    /// produce.
+    fn check_room(&self, pending: &PendingMigration) -> Result<(), MigrateError> {
+        let Some(usage) = self.usage else {
+            return Ok(());
+        };
+        let need = self.largest_record_bytes(pending, &usage);
+        let would_be = usage.used_bytes.saturating_add(need);
+        if would_be > usage.budget_bytes {
+            return Err(MigrateError::NoRoom {
+                ledger: self.migrator.ledger().describe(),
+                slug: pending.slug.clone(),
+                need_bytes: need,
+                free_bytes: usage.free_bytes(),
+                budget_bytes: usage.budget_bytes,
+                entry_count: self.entry_count(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Entries the ledger holds now, as far as this run knows.
+    fn entry_count(&self) -> usize {
+        let plan = &self.prepared.plan;
+        plan.skipped
+            .iter()
+            .filter(|s| matches!(s.reason, crate::plan::SkipReason::Recorded(_)))
+            .count()
+            + self.prepared.written.len()
+            + self.reached.len()
+    }
+
+    /// The attempt mark with the longest token plus a `failed` entry whose
+    /// message is the limit's worth of characters that JSON escapes the
+    /// most (six bytes each), with the longest reason and the most attempts.
+    fn largest_record_bytes(&self, pending: &PendingMigration, usage: &Usage) -> u64 {
+        let entry = self.entry(
+            pending,
+            EntryState::Failed,
+            u32::MAX,
+            Some((
+                "r".repeat(MAX_REASON_BYTES),
+                "\u{1}".repeat(self.message_limit),
+            )),
+        );
+        let mark = AttemptMark {
+            count: u32::MAX,
+            token: "t".repeat(MAX_TOKEN_BYTES),
+        };
+        record_bytes(&pending.slug, &entry, usage) + attempt_bytes(&pending.slug, &mark, usage)
     }
 
     /// Notes that `pending` is about to execute and returns the executions
@@ -147,15 +234,34 @@ impl Run<'_, '_> {
     /// execution: noting twice with one token counts once, so a lost reply
     /// retried by the backend is not counted twice.
     pub async fn note_attempt(
-        &self,
+        &mut self,
         pending: &PendingMigration,
         token: &str,
     ) -> Result<u32, LedgerError> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(LedgerError::Permanent {
+                ledger: self.migrator.ledger().describe(),
+                operation: "note attempt",
+                message: format!(
+                    "attempt token of {} bytes is longer than {MAX_TOKEN_BYTES}",
+                    token.len()
+                ),
+            });
+        }
         let floor = previous_attempts(pending);
-        self.migrator
+        let count = self
+            .migrator
             .ledger()
             .note_attempt(&pending.slug, token, floor)
-            .await
+            .await?;
+        if let Some(usage) = self.usage.as_mut() {
+            let mark = AttemptMark {
+                count,
+                token: token.to_owned(),
+            };
+            usage.used_bytes += attempt_bytes(&pending.slug, &mark, usage);
+        }
+        Ok(count)
     }
 
     /// Records `outcome` of `pending` (executed `attempts` times so far), or
@@ -171,7 +277,13 @@ impl Run<'_, '_> {
     ) -> Result<Verdict, MigrateError> {
         let (state, failure) = match outcome {
             Outcome::Succeeded => (EntryState::Ok, None),
-            Outcome::Failed { reason, message } => (EntryState::Failed, Some((reason, message))),
+            Outcome::Failed { reason, message } => (
+                EntryState::Failed,
+                Some((
+                    cut_front(&reason, MAX_REASON_BYTES),
+                    cut_tail(&message, self.message_limit),
+                )),
+            ),
             Outcome::Blocked { unmet } => (
                 EntryState::Failed,
                 Some((
@@ -190,6 +302,9 @@ impl Run<'_, '_> {
         }
         let entry = self.entry(pending, state, attempts, failure);
         self.migrator.record(&pending.slug, &entry).await?;
+        if let Some(usage) = self.usage.as_mut() {
+            usage.used_bytes += record_bytes(&pending.slug, &entry, usage);
+        }
         self.reached.insert(pending.slug.clone(), state);
         Ok(Verdict::Recorded(state))
     }
@@ -222,4 +337,43 @@ impl Run<'_, '_> {
 /// re-run carries the recorded entry's count on.
 pub fn previous_attempts(pending: &PendingMigration) -> u32 {
     pending.previous.as_ref().map_or(0, |e| e.attempts)
+}
+
+/// Bytes an attempt mark costs a ledger with `usage`.
+fn attempt_bytes(slug: &Slug, mark: &AttemptMark, usage: &Usage) -> u64 {
+    (crate::ledger::ATTEMPT_KEY_PREFIX.len() + slug.as_str().len() + mark.encode().len()) as u64
+        + usage.record_overhead_bytes
+}
+
+/// The first `limit` bytes of `text`, on a character boundary.
+fn cut_front(text: &str, limit: usize) -> String {
+    let mut end = text.len().min(limit);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+/// The last `limit` bytes of `text`, on a character boundary: the end of a
+/// script's output is what explains its failure.
+fn cut_tail(text: &str, limit: usize) -> String {
+    let mut start = text.len().saturating_sub(limit);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    text[start..].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_keep_whole_characters_and_the_end_of_the_output() {
+        assert_eq!(cut_tail("abcdef", 3), "def");
+        assert_eq!(cut_tail("aé", 1), "");
+        assert_eq!(cut_tail("short", 10), "short");
+        assert_eq!(cut_front("éa", 1), "");
+        assert_eq!(cut_front("reason", 3), "rea");
+    }
 }

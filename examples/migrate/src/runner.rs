@@ -217,6 +217,10 @@ pub enum RunError {
     /// The ledger failed.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    /// The ledger has no room for the next migration's records; it was not
+    /// executed.
+    #[error(transparent)]
+    NoRoom(MigrateError),
     /// Recording an outcome failed after the script ran.
     #[error(
         "{slug} ran but its outcome could not be recorded: {cause}; the next run executes it again (migrations are safe to run twice)"
@@ -481,11 +485,14 @@ async fn locked_run(
         ));
     }
 
-    let mut run = migrator.begin(Prepared {
-        plan,
-        written: prepared.written,
-    });
-    while let Some(step) = run.next_step() {
+    let mut run = migrator
+        .begin(Prepared {
+            plan,
+            written: prepared.written,
+            usage: prepared.usage,
+        })
+        .with_message_limit(config.tail_bytes);
+    while let Some(step) = run.next_step().map_err(RunError::NoRoom)? {
         if *interrupt.borrow() {
             report.elapsed_ms = started.elapsed().as_millis();
             return Err(RunError::Interrupted {
@@ -506,7 +513,7 @@ async fn locked_run(
                 // that can fail in between: a crash in that instant
                 // over-counts by one, which errs on the safe side (attempts
                 // never under-count executions).
-                let attempts = note_attempt(&run, &pending, &config.holder).await?;
+                let attempts = note_attempt(&mut run, &pending, &config.holder).await?;
                 console.progress(&format!(
                     "running {} ({}, on-error={}, attempt {attempts})",
                     pending.slug, pending.batch, pending.on_error
@@ -696,7 +703,7 @@ fn attempt_token(holder: &str, slug: &Slug) -> String {
 
 /// Notes a started execution under a token unique to it.
 async fn note_attempt(
-    run: &Run<'_, '_>,
+    run: &mut Run<'_, '_>,
     pending: &PendingMigration,
     holder: &str,
 ) -> Result<u32, RunError> {

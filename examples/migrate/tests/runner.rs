@@ -637,3 +637,44 @@ fn a_fresh_install_runs_nothing() {
     assert!(tree.lines("log").is_empty());
     assert_eq!(tree.entry("a").unwrap()["state"], "skipped-fresh-install");
 }
+
+#[test]
+fn a_ledger_without_room_for_the_next_record_refuses_before_the_script_runs() {
+    let tree = Tree::new(&[
+        (
+            "pre-apply",
+            "first",
+            "abort",
+            r#"echo ran >> "$SCRATCH/first""#,
+        ),
+        (
+            "pre-apply",
+            "second",
+            "abort",
+            r#"echo ran >> "$SCRATCH/second""#,
+        ),
+    ]);
+    // Someone else's key fills the file ledger's 1 MiB budget but for 20 KiB:
+    // room for an ok record, not for the largest record a script can
+    // produce (its attempt mark and an entry with a 4 KiB failure tail,
+    // JSON-escaped), which is what must be free before it runs.
+    let budget = 1024 * 1024;
+    let padding = "p".repeat(budget - "padding".len() - 20 * 1024);
+    std::fs::write(
+        tree.file("ledger.json"),
+        format!(
+            r#"{{"format":"migration-ledger/v1","ledger":{{"revision":1,"data":{{"padding":"{padding}"}}}},"lock":null,"lock_generation":0}}"#
+        ),
+    )
+    .unwrap();
+    let (code, doc, _) = tree.run(&[]);
+    assert_eq!(code, 3, "{doc}");
+    let problems = doc["problems"].to_string();
+    assert!(problems.contains("no room to record 'first'"), "{problems}");
+    assert!(problems.contains("1048576-byte budget"), "{problems}");
+    assert!(
+        !tree.file("first").exists() && !tree.file("second").exists(),
+        "no script may run when its outcome could not be recorded"
+    );
+    assert_eq!(tree.entry("first"), None, "nothing is recorded");
+}

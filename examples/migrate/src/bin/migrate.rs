@@ -380,7 +380,9 @@ fn spawn_signal_forwarder(tx: tokio::sync::watch::Sender<bool>) -> Result<(), Fa
 /// Maps a run error to its exit code, printing the partial report in JSON mode.
 fn run_failure(e: RunError, out: &Out) -> Failure {
     let (code, kind) = match &e {
-        RunError::Refused(_) | RunError::Unsafe { .. } => (exit::REFUSED, "refused"),
+        RunError::Refused(_) | RunError::Unsafe { .. } | RunError::NoRoom(_) => {
+            (exit::REFUSED, "refused")
+        }
         RunError::MigrationFailed { .. } | RunError::Interrupted { .. } => {
             (exit::MIGRATION_FAILED, "migration-failed")
         }

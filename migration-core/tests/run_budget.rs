@@ -1,0 +1,120 @@
+//! The run's room check: a migration executes only when the ledger can hold
+//! the largest record it can produce, counting what the run itself wrote.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{NOW, Tree};
+use ledger_memory::MemoryLedger;
+use migration_core::header::Tier;
+use migration_core::{Ledger, ManualClock, MigrateError, Migrator, Outcome, PlanRequest, Step};
+
+/// A memory ledger with `budget` bytes, existing and empty.
+async fn ledger(budget: u64) -> MemoryLedger {
+    let memory = MemoryLedger::with_clock_and_budget(Arc::new(ManualClock::new(NOW)), Some(budget));
+    memory.create(&[]).await.unwrap();
+    memory
+}
+
+#[tokio::test]
+async fn the_room_reserved_for_one_migration_is_used_up_by_what_it_records() {
+    let tree = Tree::new()
+        .pre("a1")
+        .pre("a2")
+        .manifest(&[("00001-v1", "a1\na2\n")])
+        .build();
+    let clock = ManualClock::new(NOW);
+    // The smallest budget at which the first migration may execute, by
+    // bisection (the check is monotone in the budget).
+    let first_may_execute = |budget: u64| {
+        let tree = &tree;
+        let clock = &clock;
+        async move {
+            let memory = ledger(budget).await;
+            let migrator = Migrator::new(tree, &memory, clock);
+            let prepared = migrator
+                .prepare(&PlanRequest::tier(Tier::PreApply))
+                .await
+                .unwrap();
+            match migrator.begin(prepared).next_step() {
+                Ok(Some(Step::Execute(_))) => true,
+                Err(MigrateError::NoRoom { slug, .. }) if slug.as_str() == "a1" => false,
+                other => panic!("unexpected step {other:?}"),
+            }
+        }
+    };
+    let (mut low, mut high) = (0u64, 1024 * 1024);
+    assert!(first_may_execute(high).await && !first_may_execute(low).await);
+    while high - low > 1 {
+        let mid = (low + high) / 2;
+        if first_may_execute(mid).await {
+            high = mid;
+        } else {
+            low = mid;
+        }
+    }
+    let budget = high;
+    assert!(
+        budget < 64 * 1024,
+        "the reservation must be bounded: {budget}"
+    );
+    let memory = ledger(budget).await;
+    let migrator = Migrator::new(&tree, &memory, &clock);
+    let prepared = migrator
+        .prepare(&PlanRequest::tier(Tier::PreApply))
+        .await
+        .unwrap();
+    let mut run = migrator.begin(prepared);
+    let Ok(Some(Step::Execute(first))) = run.next_step() else {
+        panic!("a1 fits the budget found")
+    };
+    let attempts = run.note_attempt(&first, "token-1").await.unwrap();
+    run.finish(&first, attempts, Outcome::Succeeded)
+        .await
+        .unwrap();
+    // a2 needs as much room as a1 did, and a1's records took some of it:
+    // a2 must not execute, and nothing of it is written.
+    match run.next_step() {
+        Err(MigrateError::NoRoom {
+            slug, budget_bytes, ..
+        }) => {
+            assert_eq!(slug.as_str(), "a2");
+            assert_eq!(budget_bytes, budget);
+        }
+        other => panic!("a2 must be refused for room, got {other:?}"),
+    }
+    assert!(memory.raw("m.a2").is_none() && memory.raw("a.a2").is_none());
+}
+
+#[tokio::test]
+async fn a_ledger_with_room_runs_every_migration() {
+    let tree = Tree::new()
+        .pre("a1")
+        .pre("a2")
+        .manifest(&[("00001-v1", "a1\na2\n")])
+        .build();
+    let clock = ManualClock::new(NOW);
+    let memory = ledger(1024 * 1024).await;
+    let migrator = Migrator::new(&tree, &memory, &clock);
+    let prepared = migrator
+        .prepare(&PlanRequest::tier(Tier::PreApply))
+        .await
+        .unwrap();
+    let mut run = migrator.begin(prepared);
+    let mut ran = Vec::new();
+    while let Some(step) = run.next_step().unwrap() {
+        let Step::Execute(p) = step else {
+            panic!("nothing is blocked here")
+        };
+        let attempts = run
+            .note_attempt(&p, &format!("t-{}", p.slug))
+            .await
+            .unwrap();
+        run.finish(&p, attempts, Outcome::Succeeded).await.unwrap();
+        ran.push(p.slug.to_string());
+    }
+    assert_eq!(ran, ["a1", "a2"]);
+}
