@@ -27,6 +27,7 @@ pub mod manifest;
 pub mod migrator;
 pub mod order;
 pub mod plan;
+pub mod redact;
 pub mod retry;
 pub mod run;
 pub mod slug;

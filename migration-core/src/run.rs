@@ -281,7 +281,7 @@ impl Run<'_, '_> {
                 EntryState::Failed,
                 Some((
                     cut_front(&reason, MAX_REASON_BYTES),
-                    cut_tail(&message, self.message_limit),
+                    recorded_message(&message, self.message_limit),
                 )),
             ),
             Outcome::Blocked { unmet } => (
@@ -320,7 +320,15 @@ impl Run<'_, '_> {
     ) -> LedgerEntry {
         let (reason, message) = failure.map_or((None, None), |(r, m)| (Some(r), Some(m)));
         let context = self.migrator.context();
+        // Fields this engine does not know (written by a newer one) survive
+        // an `ONLY` re-run: the entry is replaced, not the knowledge in it.
+        let extra = pending
+            .previous
+            .as_ref()
+            .map(|e| e.extra.clone())
+            .unwrap_or_default();
         LedgerEntry {
+            extra,
             sha256: Some(pending.sha256),
             lib_sha256: Some(self.migrator.tree().lib_sha256()),
             batch: Some(pending.batch.clone()),
@@ -345,6 +353,22 @@ fn attempt_bytes(slug: &Slug, mark: &AttemptMark, usage: &Usage) -> u64 {
         + usage.record_overhead_bytes
 }
 
+/// A failure's output as recorded: secret-shaped values redacted (the
+/// ledger is readable by more people than the Job's log), then cut to the
+/// last `limit` bytes with a note of what was redacted kept at the end.
+fn recorded_message(output: &str, limit: usize) -> String {
+    let redacted = crate::redact::redact(output);
+    if redacted.count == 0 {
+        return cut_tail(&redacted.text, limit);
+    }
+    let note = format!(
+        "\n[migrate: {} secret-shaped value(s) redacted]",
+        redacted.count
+    );
+    let body = cut_tail(&redacted.text, limit.saturating_sub(note.len()));
+    cut_tail(&format!("{body}{note}"), limit)
+}
+
 /// The first `limit` bytes of `text`, on a character boundary.
 fn cut_front(text: &str, limit: usize) -> String {
     let mut end = text.len().min(limit);
@@ -367,6 +391,16 @@ fn cut_tail(text: &str, limit: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recorded_failure_message_is_redacted_and_stays_within_the_limit() {
+        let output = format!("{}\npassword=hunter2\nexit 1", "x".repeat(5000));
+        let message = recorded_message(&output, 4096);
+        assert!(message.len() <= 4096);
+        assert!(!message.contains("hunter2"));
+        assert!(message.ends_with("[migrate: 1 secret-shaped value(s) redacted]"));
+        assert_eq!(recorded_message("plain", 4096), "plain");
+    }
 
     #[test]
     fn cuts_keep_whole_characters_and_the_end_of_the_output() {

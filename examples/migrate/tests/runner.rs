@@ -678,3 +678,45 @@ fn a_ledger_without_room_for_the_next_record_refuses_before_the_script_runs() {
     );
     assert_eq!(tree.entry("first"), None, "nothing is recorded");
 }
+
+#[test]
+fn a_failure_tail_is_recorded_with_secret_shaped_values_redacted() {
+    let tree = Tree::new(&[(
+        "pre-apply",
+        "leaky",
+        "warn",
+        "echo 'applying with password=hunter2'\necho 'Authorization: Bearer abc.def.ghi'\nexit 3",
+    )])
+    .existing_ledger();
+    let (code, _, err) = tree.run(&[]);
+    assert_eq!(code, 0, "{err}");
+    let entry = tree.entry("leaky").unwrap();
+    let message = entry["message"].as_str().unwrap();
+    assert!(
+        !message.contains("hunter2") && !message.contains("abc.def.ghi"),
+        "{message}"
+    );
+    assert!(
+        message.contains("2 secret-shaped value(s) redacted"),
+        "{message}"
+    );
+    assert_eq!(entry["reason"], "exit-status-3");
+}
+
+#[test]
+fn an_only_rerun_keeps_entry_fields_written_by_a_newer_engine() {
+    let tree = Tree::new(&[("pre-apply", "again", "abort", "true")]);
+    std::fs::write(
+        tree.file("ledger.json"),
+        r#"{"format":"migration-ledger/v1","ledger":{"revision":1,"data":{"m.again":"{\"state\":\"ok\",\"at\":\"2026-01-01T00:00:00Z\",\"attempts\":1,\"checked_by\":\"engine-v9\"}"}},"lock":null,"lock_generation":0}"#,
+    )
+    .unwrap();
+    let (code, _, err) = tree.run(&["--only", "again"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(tree.entry("again").unwrap()["attempts"], 2);
+    let stored = std::fs::read_to_string(tree.file("ledger.json")).unwrap();
+    assert!(
+        stored.contains(r##"\"checked_by\":\"engine-v9\""##),
+        "the newer engine's field must survive the re-run: {stored}"
+    );
+}
