@@ -99,10 +99,11 @@ fn opens_secret_map(trimmed: &str) -> Option<bool> {
             return Some(false);
         }
         let json = format!("\"{key}\":");
-        if let Some(rest) = trimmed.strip_prefix(&json) {
-            if rest.trim() == "{" {
-                return Some(true);
-            }
+        if trimmed
+            .strip_prefix(&json)
+            .is_some_and(|rest| rest.trim() == "{")
+        {
+            return Some(true);
         }
     }
     None
@@ -142,18 +143,18 @@ fn redact_inline(line: &str) -> (String, usize) {
             redact_next = false;
             continue;
         }
-        if let Some((key, sep, value)) = split_assignment(word) {
-            if is_secret_key(key) {
-                if value.is_empty() {
-                    // `password: value` with the value in the next word.
-                    redact_next = sep == ':';
-                    words.push(word.to_owned());
-                } else {
-                    words.push(format!("{key}{sep}{REDACTED}"));
-                    count += 1;
-                }
-                continue;
+        if let Some((key, sep, value)) = split_assignment(word)
+            && is_secret_key(key)
+        {
+            if value.is_empty() {
+                // `password: value` with the value in the next word.
+                redact_next = sep == ':';
+                words.push(word.to_owned());
+            } else {
+                words.push(format!("{key}{sep}{REDACTED}"));
+                count += 1;
             }
+            continue;
         }
         if looks_like_jwt(word) {
             words.push(REDACTED.to_owned());
