@@ -14,4 +14,5 @@ pub mod render;
 pub mod report;
 pub mod runner;
 pub mod scaffold;
+pub mod shell;
 pub mod spec;

@@ -34,15 +34,11 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::watch;
 
-use crate::lint::{Finding, Level, LintConfig, lint_script};
+use crate::lint::{Finding, Level, LintConfig, lint_pending};
 
 /// Rules whose findings make the runner refuse a script: patterns that let a
 /// failed script report success, and writes to the ledger.
-pub const UNSAFE_AT_RUNTIME: [&str; 3] = [
-    "for-command-substitution",
-    "kubectl-error-ignored",
-    "ledger-write",
-];
+pub const UNSAFE_AT_RUNTIME: &[&str] = crate::lint::BLOCKING_RULES;
 
 /// Everything a run needs besides the tree and the ledger.
 #[derive(Debug, Clone)]
@@ -621,10 +617,11 @@ async fn locked_run(
     Ok(report)
 }
 
-/// The pre-run safety scan of one pending script. The bytes scanned must be
+/// The pre-run safety scan of one pending script and the `lib/` helpers it
+/// sources (made public for `plan`). The bytes scanned must be
 /// the bytes the plan checksummed: a script that cannot be read, or changed
 /// since the tree was loaded, is refused rather than run unscanned.
-fn scan(tree: &MigrationsTree, pending: &PendingMigration, lint: &LintConfig) -> Vec<Finding> {
+pub fn scan(tree: &MigrationsTree, pending: &PendingMigration, lint: &LintConfig) -> Vec<Finding> {
     let file = pending.relative_path.display().to_string();
     let refuse = |message: String| {
         vec![Finding {
@@ -640,7 +637,7 @@ fn scan(tree: &MigrationsTree, pending: &PendingMigration, lint: &LintConfig) ->
         Ok(bytes) if migration_core::Sha256Digest::of(&bytes) != pending.sha256 => {
             refuse("changed on disk since the tree was loaded; load it again".into())
         }
-        Ok(bytes) => lint_script(&file, &bytes, lint)
+        Ok(bytes) => lint_pending(tree.root(), &file, &bytes, lint)
             .into_iter()
             .filter(|f| f.level == Level::Error && UNSAFE_AT_RUNTIME.contains(&f.rule))
             .collect(),

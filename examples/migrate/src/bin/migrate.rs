@@ -10,11 +10,12 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use migrate::exit;
 use migrate::git::{GitError, Repo};
-use migrate::lint::{Level, LintConfig, lint};
+use migrate::lint::{Level, LintConfig, lint_tree};
 use migrate::render::{configmap_json, configmap_yaml};
 use migrate::report::{ErrorView, Format, ManifestView, PlanView, StatusView};
 use migrate::runner::{self, RunConfig, RunError, StdConsole};
 use migrate::scaffold::{ScaffoldError, scaffold};
+use migrate::shell::shellcheck;
 use migrate::spec::LedgerSpec;
 use migration_core::generate::{ReleaseHistory, generate};
 use migration_core::header::OnError;
@@ -86,6 +87,17 @@ impl From<OneTier> for Tier {
     }
 }
 
+/// The level of shellcheck's findings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ShellcheckLevel {
+    /// Its findings fail lint.
+    Error,
+    /// Reported, not failing.
+    Warning,
+    /// Do not run shellcheck.
+    Off,
+}
+
 /// A failure policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum OnErrorArg {
@@ -137,12 +149,18 @@ enum Command {
         /// Where script tests live, relative to the tree.
         #[arg(long, default_value = "tests")]
         tests_dir: PathBuf,
-        /// Commands that call the cluster (repeatable; default kubectl and kube).
+        /// Commands that call the cluster (repeatable; default kubectl, kube, helm, flux).
         #[arg(long = "kubectl-command")]
         kubectl_commands: Vec<String>,
         /// Name of the ledger ConfigMap scripts must not write.
         #[arg(long, default_value = "cozystack-version")]
         ledger_name: String,
+        /// The level of shellcheck's findings (when shellcheck is on PATH).
+        #[arg(long, value_enum, default_value = "warning")]
+        shellcheck_level: ShellcheckLevel,
+        /// The least severe shellcheck finding reported (shellcheck -S).
+        #[arg(long, value_enum, default_value = "style")]
+        shellcheck_severity: shellcheck::Severity,
     },
     /// Seed a fresh install explicitly, or render the seeded ledger as a ConfigMap.
     SeedFresh {
@@ -460,7 +478,32 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
             };
             let plan = migrator.plan(&request).await?;
             let view = PlanView::new(&plan, &ledger.describe());
-            out.emit(&view, |c| view.text(c));
+            // What `run` would refuse: the same pre-run scan of the pending
+            // scripts (and the helpers they source).
+            let lint = LintConfig::default();
+            let unsafe_findings: Vec<_> = plan
+                .pending
+                .iter()
+                .flat_map(|p| runner::scan(&tree, p, &lint))
+                .collect();
+            if unsafe_findings.is_empty() {
+                out.emit(&view, |c| view.text(c));
+            } else {
+                let refusal = RunError::Unsafe {
+                    findings: unsafe_findings,
+                };
+                let problems = vec![refusal.to_string()];
+                let doc = serde_json::json!({
+                    "error": "refused",
+                    "exit_code": exit::REFUSED,
+                    "problems": problems,
+                    "plan": view,
+                });
+                out.emit(&doc, |c| {
+                    format!("{}run would refuse this plan: {refusal}\n", view.text(c))
+                });
+                return Err(Failure::quiet(exit::REFUSED));
+            }
         }
         Command::Manifest {
             repo,
@@ -501,26 +544,46 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
             tests_dir,
             kubectl_commands,
             ledger_name,
+            shellcheck_level,
+            shellcheck_severity,
         } => {
             let mut config = LintConfig {
                 shebang,
                 tests_dir,
                 ledger_name,
+                shellcheck: shellcheck::Settings {
+                    level: match shellcheck_level {
+                        ShellcheckLevel::Error => Some(Level::Error),
+                        ShellcheckLevel::Warning => Some(Level::Warning),
+                        ShellcheckLevel::Off => None,
+                    },
+                    severity: shellcheck_severity,
+                },
                 ..LintConfig::default()
             };
             if !kubectl_commands.is_empty() {
                 config.kubectl_commands = kubectl_commands;
             }
-            let findings = lint(&tree, &config)?;
+            let report = lint_tree(&tree, &config)?;
+            let findings = &report.findings;
             let errors = findings.iter().filter(|f| f.level == Level::Error).count();
             let view = serde_json::json!({
                 "findings": findings,
                 "errors": errors,
                 "warnings": findings.len() - errors,
+                "waived": report.waived,
+                "shellcheck": report.shellcheck,
             });
             out.emit(&view, |_| {
                 let mut text = String::new();
-                for f in &findings {
+                for w in &report.waived {
+                    let at = w.line.map(|l| format!(":{l}")).unwrap_or_default();
+                    text.push_str(&format!(
+                        "{}{at}: waived[{}] {} (waiver at line {}: {})\n",
+                        w.file, w.rule, w.message, w.waiver_line, w.reason
+                    ));
+                }
+                for f in findings {
                     let at = f.line.map(|l| format!(":{l}")).unwrap_or_default();
                     let level = match f.level {
                         Level::Error => "error",
@@ -531,9 +594,14 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
                         f.file, f.rule, f.message
                     ));
                 }
+                let sc = &report.shellcheck;
+                if let (true, false, Some(note)) = (sc.enabled, sc.ran, &sc.note) {
+                    text.push_str(&format!("note: {note}\n"));
+                }
                 text.push_str(&format!(
-                    "{errors} error(s), {} warning(s)\n",
-                    findings.len() - errors
+                    "{errors} error(s), {} warning(s), {} waived\n",
+                    findings.len() - errors,
+                    report.waived.len()
                 ));
                 text
             });
