@@ -460,6 +460,20 @@ mod tests {
     }
 
     #[test]
+    fn a_command_after_a_line_continuation_is_reported_at_its_own_line() {
+        let text = script("kubectl get a || \\\n  kubectl get b || true");
+        let findings = lint_script("f", text.as_bytes(), &LintConfig::default());
+        let at: Vec<(Option<usize>, &str)> = findings.iter().map(|f| (f.line, f.rule)).collect();
+        assert_eq!(
+            at,
+            [
+                (Some(5), "cluster-command-in-condition"),
+                (Some(6), "kubectl-error-ignored")
+            ]
+        );
+    }
+
+    #[test]
     fn comments_are_not_linted() {
         assert!(rules(&script("# for ns in $(kubectl get ns); do ... || true")).is_empty());
     }

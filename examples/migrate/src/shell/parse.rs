@@ -36,9 +36,14 @@ pub fn program(text: &str) -> Result<ast::Program, ParseFailure> {
     })
 }
 
-/// The start line of a word, when the parser recorded one.
+/// The start line of a word, when the parser recorded one. Counted back
+/// from the word's end: a token's recorded start includes the line
+/// continuation (`\` newline) before it, its end does not.
 pub fn word_line(w: &ast::Word) -> Option<usize> {
-    w.loc.as_ref().map(|l| l.start.line)
+    w.loc.as_ref().map(|l| {
+        let newlines = w.value.bytes().filter(|b| *b == b'\n').count();
+        l.end.line.saturating_sub(newlines).max(1)
+    })
 }
 
 /// The pieces of a word; a word the expansion grammar rejects is one

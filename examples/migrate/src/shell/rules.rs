@@ -840,7 +840,9 @@ impl<'a> Walker<'a> {
                 },
                 ast::IoRedirect::HereDocument(_, doc) => {
                     if doc.requires_expansion {
-                        let line = parse::word_line(&doc.doc).unwrap_or(1);
+                        // A body starts on its own line: no continuation
+                        // before it, so its recorded start is right.
+                        let line = doc.doc.loc.as_ref().map_or(1, |l| l.start.line);
                         for sub in parse::heredoc_substitutions(&doc.doc.value) {
                             self.walk_substitution(&sub, line, ctx, why.clone());
                         }
@@ -1415,7 +1417,15 @@ impl<'a> Walker<'a> {
                         .resolve(&word.value, &ctx.file.rel, &self.script, &self.vars);
                 match resolution {
                     Resolution::InTree(rel) => self.walk_sourced(&rel, ctx, sink, site),
-                    Resolution::Outside | Resolution::Missing(_) => {}
+                    Resolution::Outside => {}
+                    Resolution::Missing(rel) => self.push(
+                        site,
+                        "source-unresolved",
+                        format!(
+                            "'{name} {}' reads {rel}, which is not in the tree (scripts run from the tree root); name the file from the root: . \"$MIGRATION_TREE/lib/NAME.sh\"",
+                            word.value
+                        ),
+                    ),
                     Resolution::Unresolved => self.push(
                         site,
                         "source-unresolved",
@@ -1431,13 +1441,10 @@ impl<'a> Walker<'a> {
     }
 
     fn walk_eval(&mut self, sub: &parse::Substitution, line: usize, ctx: &Ctx, sink: &Sink) {
-        let program = match parse::program(&sub.text) {
-            Ok(p) => p,
-            Err(e) => {
-                let file = ctx.file.clone();
-                self.parse_failure(&file, ctx.line(line) - 1, &e);
-                return;
-            }
+        // A string eval'd is data until it runs; one the parser cannot read
+        // is left to the run-time checks rather than refused.
+        let Ok(program) = parse::program(&sub.text) else {
+            return;
         };
         let base = ctx.line(line) - 1;
         self.register(&program, &ctx.file, base);
@@ -1450,17 +1457,22 @@ impl<'a> Walker<'a> {
     }
 
     fn set(&mut self, args: &[String], site: &Site) {
-        let mut iter = args.iter().filter_map(|a| parse::literal(a)).peekable();
+        let mut iter = args.iter().filter_map(|a| parse::literal(a));
         while let Some(a) = iter.next() {
-            let option = if a == "-o" || a == "+o" {
+            let on = a.starts_with('-');
+            if a == "--" || !(on || a.starts_with('+')) || a.len() < 2 {
+                // Positional parameters from here on.
+                break;
+            }
+            let flags = &a[1..];
+            // `-o name`, and `-euo name` (the name follows the flags).
+            let option = if flags.ends_with('o') {
                 iter.next()
             } else {
                 None
             };
-            let on = a.starts_with('-');
-            let flags_e =
-                option.is_none() && a.len() > 1 && !a.starts_with("--") && a[1..].contains('e');
-            if flags_e || option.as_deref() == Some("errexit") {
+            let e_flag = flags.contains('e');
+            if e_flag || option.as_deref() == Some("errexit") {
                 if on {
                     self.set_e_off = false;
                 } else {
