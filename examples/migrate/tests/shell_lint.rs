@@ -242,9 +242,9 @@ fn assert_every_fixture_refused(doc: &serde_json::Value, fixtures: &[Fixture]) {
     );
 }
 
-#[test]
-fn run_refuses_every_error_level_masking_fixture_before_anything_runs() {
-    let fixtures = error_fixtures();
+/// A tree with every fixture of `fixtures` pending on an existing ledger:
+/// (tree, ledger state directory, `--ledger` spec).
+fn pending(fixtures: &[Fixture]) -> (tempfile::TempDir, tempfile::TempDir, String) {
     let scripts: Vec<(&str, &str)> = fixtures
         .iter()
         .map(|f| (f.name.as_str(), f.text.as_str()))
@@ -252,6 +252,13 @@ fn run_refuses_every_error_level_masking_fixture_before_anything_runs() {
     let dir = tree(&scripts);
     let state = tempfile::tempdir().unwrap();
     let ledger = common::empty_file_ledger(&state.path().join("ledger.json"));
+    (dir, state, ledger)
+}
+
+#[test]
+fn run_refuses_every_error_level_masking_fixture_before_anything_runs() {
+    let fixtures = error_fixtures();
+    let (dir, _state, ledger) = pending(&fixtures);
     let (code, doc, _) = json(&["run", dir.path().to_str().unwrap(), "--ledger", &ledger]);
     assert_eq!(code, 3, "{doc}");
     assert_every_fixture_refused(&doc, &fixtures);
@@ -262,13 +269,7 @@ fn run_refuses_every_error_level_masking_fixture_before_anything_runs() {
 #[test]
 fn plan_exits_3_with_the_plan_when_run_would_refuse_a_pending_script() {
     let fixtures = error_fixtures();
-    let scripts: Vec<(&str, &str)> = fixtures
-        .iter()
-        .map(|f| (f.name.as_str(), f.text.as_str()))
-        .collect();
-    let dir = tree(&scripts);
-    let state = tempfile::tempdir().unwrap();
-    let ledger = common::empty_file_ledger(&state.path().join("ledger.json"));
+    let (dir, _state, ledger) = pending(&fixtures);
     let (code, doc, _) = json(&["plan", dir.path().to_str().unwrap(), "--ledger", &ledger]);
     assert_eq!(code, 3, "{doc}");
     assert_eq!(doc["error"], "refused");
@@ -291,13 +292,7 @@ fn plan_exits_3_with_the_plan_when_run_would_refuse_a_pending_script() {
 #[test]
 fn plan_and_run_accept_every_legitimate_fixture() {
     let fixtures = load("legitimate");
-    let scripts: Vec<(&str, &str)> = fixtures
-        .iter()
-        .map(|f| (f.name.as_str(), f.text.as_str()))
-        .collect();
-    let dir = tree(&scripts);
-    let state = tempfile::tempdir().unwrap();
-    let ledger = common::empty_file_ledger(&state.path().join("ledger.json"));
+    let (dir, _state, ledger) = pending(&fixtures);
     let (code, doc, _) = json(&["plan", dir.path().to_str().unwrap(), "--ledger", &ledger]);
     assert_eq!(code, 0, "{doc}");
     assert_eq!(doc["pending"].as_array().unwrap().len(), fixtures.len());

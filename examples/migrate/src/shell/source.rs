@@ -149,13 +149,6 @@ fn expand(
     script: &str,
     vars: &HashMap<String, String>,
 ) -> Option<String> {
-    let dir_of = |file: &str| {
-        let parent = Path::new(file)
-            .parent()
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        format!("@ROOT@/{parent}")
-    };
     let mut out = String::new();
     for piece in parse::path_pieces(word) {
         match piece {
@@ -211,11 +204,16 @@ fn command_path(
         "${BASH_SOURCE[0]}" | "$BASH_SOURCE" | "${BASH_SOURCE}" => current,
         _ => return None,
     };
+    Some(dir_of(file))
+}
+
+/// The root-marked directory of a tree-relative file.
+fn dir_of(file: &str) -> String {
     let parent = Path::new(file)
         .parent()
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_default();
-    Some(format!("@ROOT@/{parent}"))
+    format!("@ROOT@/{parent}")
 }
 
 /// Normalizes a relative path; `None` when it climbs above the root.
