@@ -276,6 +276,8 @@ pub struct Walker<'a> {
     vars: HashMap<String, String>,
     /// Variables holding a cluster command (`KUBECTL`, and assigned ones).
     cluster_vars: HashSet<String>,
+    /// Aliases of a cluster command (`alias k=kubectl`).
+    cluster_aliases: HashSet<String>,
     /// Function and file walks done: (name, sink, errexit, state).
     walked: HashSet<(String, Sink, Option<Why>, bool, bool)>,
     stack: Vec<String>,
@@ -310,6 +312,7 @@ impl<'a> Walker<'a> {
             called: HashSet::new(),
             vars: HashMap::new(),
             cluster_vars,
+            cluster_aliases: HashSet::new(),
             walked: HashSet::new(),
             stack: Vec::new(),
             sourced_at: HashMap::new(),
@@ -1130,7 +1133,7 @@ impl<'a> Walker<'a> {
                     if self.functions.contains_key(t) {
                         return Cmd::Function(t.to_owned(), args);
                     }
-                    if self.is_cluster_name(t) {
+                    if self.is_cluster_name(t) || self.cluster_aliases.contains(t) {
                         return Cmd::Cluster {
                             name: t.to_owned(),
                             path: t.contains('/'),
@@ -1392,6 +1395,15 @@ impl<'a> Walker<'a> {
                 self.inherit_errexit = true;
             }
             "trap" => self.trap(args, site),
+            "alias" => {
+                for a in args.iter().filter_map(|a| parse::literal(a)) {
+                    if let Some((alias, value)) = a.split_once('=')
+                        && self.is_cluster_name(value.split_whitespace().next().unwrap_or(""))
+                    {
+                        self.cluster_aliases.insert(alias.to_owned());
+                    }
+                }
+            }
             "eval" => {
                 let parts: Option<Vec<String>> = args.iter().map(|a| parse::literal(a)).collect();
                 if let Some(parts) = parts {
