@@ -1,0 +1,163 @@
+//! Why a plan refuses: every fatal condition, each naming what to fix.
+
+use crate::header::Tier;
+use crate::slug::Slug;
+
+/// A fatal condition: the plan refuses and nothing runs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// `order.d/` has not been generated.
+    #[error("no manifest: {root}/order.d does not exist (generate it with 'migrate manifest')")]
+    NoManifest {
+        /// The tree root.
+        root: String,
+    },
+    /// A script on disk that no batch lists (the manifest is stale).
+    #[error("{path}: slug '{slug}' is on disk but in no manifest batch (regenerate order.d)")]
+    NotInManifest {
+        /// The slug.
+        slug: Slug,
+        /// Its path.
+        path: String,
+    },
+    /// A manifest slug, not retired, whose script is absent.
+    #[error(
+        "manifest {batch} lists '{slug}' but its script is absent (and the line is not 'retired')"
+    )]
+    ScriptMissing {
+        /// The slug.
+        slug: Slug,
+        /// Its batch.
+        batch: String,
+    },
+    /// A manifest line flagged retired whose script is present.
+    #[error(
+        "manifest {batch} flags '{slug}' retired but its script is on disk (regenerate order.d)"
+    )]
+    RetiredButPresent {
+        /// The slug.
+        slug: Slug,
+        /// Its batch.
+        batch: String,
+    },
+    /// A legacy-map slug the manifest does not list.
+    #[error("legacy-map line {line} maps {number} to '{slug}', which is in no manifest batch")]
+    LegacyNotInManifest {
+        /// The slug.
+        slug: Slug,
+        /// The integer.
+        number: u64,
+        /// Line in legacy-map.
+        line: usize,
+    },
+    /// A revoked slug the manifest does not list: probably a typo.
+    #[error("revoked line {line}: '{slug}' is in no manifest batch")]
+    RevokedNotInManifest {
+        /// The slug.
+        slug: Slug,
+        /// Line in `revoked`.
+        line: usize,
+    },
+    /// An unreadable record on the path of this run.
+    #[error(
+        "ledger key '{key}' is corrupt ({reason}); refusing to act on '{slug}' (repair or remove the key by hand)"
+    )]
+    CorruptEntry {
+        /// The slug.
+        slug: Slug,
+        /// The ledger key.
+        key: String,
+        /// Why it is corrupt.
+        reason: String,
+    },
+    /// The `version` key is not an integer, so legacy seeding cannot be decided.
+    #[error(
+        "ledger 'version' value {raw:?} is not an integer; cannot decide which legacy migrations ran"
+    )]
+    CorruptVersion {
+        /// The stored value.
+        raw: String,
+    },
+    /// A retired slug this cluster never recorded: the cluster skipped the
+    /// release window in which the script existed.
+    #[error(
+        "'{slug}' was retired but this cluster has no entry for it; upgrade through {release} (which still ships the script) first"
+    )]
+    RetentionFloor {
+        /// The slug.
+        slug: Slug,
+        /// The release (batch label) that first shipped it.
+        release: String,
+    },
+    /// A script whose shebang is not an allowed shell.
+    #[error("{path}: shebang '#!{shebang}' is not an allowed interpreter (allowed: {allowed})")]
+    InterpreterNotAllowed {
+        /// The slug.
+        slug: Slug,
+        /// Its path.
+        path: String,
+        /// Its shebang.
+        shebang: String,
+        /// The allowed list.
+        allowed: String,
+    },
+    /// A `requires` target placed after its dependent.
+    #[error("'{slug}' requires '{target}', which the manifest places after it (in {target_batch})")]
+    RequiresLater {
+        /// The dependent.
+        slug: Slug,
+        /// The target.
+        target: Slug,
+        /// The target's batch.
+        target_batch: String,
+    },
+    /// A `requires` target not in the manifest.
+    #[error("'{slug}' requires '{target}', which is in no manifest batch")]
+    RequiresUnknown {
+        /// The dependent.
+        slug: Slug,
+        /// The target.
+        target: Slug,
+    },
+    /// `ONLY` on a cluster with no ledger.
+    #[error(
+        "ONLY={slug}: the ledger does not exist yet; run without ONLY first (a fresh install seeds it)"
+    )]
+    OnlyWithoutLedger {
+        /// The slug.
+        slug: Slug,
+    },
+    /// `ONLY` naming a slug with no script on disk.
+    #[error("ONLY={slug}: no script with that slug is in the tree{}", if *retired { " (it is retired)" } else { "" })]
+    OnlyNotInTree {
+        /// The slug.
+        slug: Slug,
+        /// It is a retired manifest slug.
+        retired: bool,
+    },
+    /// `ONLY` naming a revoked slug.
+    #[error("ONLY={slug}: the slug is revoked and must never run")]
+    OnlyRevoked {
+        /// The slug.
+        slug: Slug,
+    },
+    /// `ONLY` naming a slug of the other tier.
+    #[error("ONLY={slug}: the slug is in the {actual} tier, not {requested}")]
+    OnlyWrongTier {
+        /// The slug.
+        slug: Slug,
+        /// Its tier.
+        actual: Tier,
+        /// The tier requested.
+        requested: Tier,
+    },
+}
+
+/// The plan refused: every fatal problem found, nothing ran or was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("refusing to run: {} problem(s):\n{}", problems.len(), problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
+pub struct PlanError {
+    /// Every fatal problem.
+    pub problems: Vec<Refusal>,
+}
