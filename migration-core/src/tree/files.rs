@@ -1,0 +1,223 @@
+//! Raw tree files into a validated tree: the checks every source of files
+//! (the disk loader, a git tag's objects, a test) goes through alike.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::lists::{parse_legacy_map, parse_revoked};
+use super::{LEGACY_MAP_FILE, MigrationsTree, REVOKED_FILE, Script, TreeError, TreeProblem};
+use crate::digest::{LibDigest, Sha256Digest};
+use crate::header::{Tier, parse_header};
+use crate::manifest::Manifest;
+use crate::slug::Slug;
+
+/// The raw files of a tree, before validation: what the disk loader reads,
+/// and what a caller can assemble from elsewhere (a git tag's objects, a
+/// test) to get exactly the same validation.
+#[derive(Debug, Clone, Default)]
+pub struct TreeFiles {
+    /// Files in tier directories: tier, file name, bytes.
+    pub scripts: Vec<(Tier, String, Vec<u8>)>,
+    /// Files under `lib/`, by `/`-separated path relative to `lib/`.
+    pub lib: Vec<(String, Vec<u8>)>,
+    /// The `revoked` file, if present.
+    pub revoked: Option<Vec<u8>>,
+    /// The `legacy-map` file, if present.
+    pub legacy_map: Option<Vec<u8>>,
+    /// The files of `order.d/`, if the directory is present.
+    pub order: Option<Vec<(String, Vec<u8>)>>,
+}
+
+impl MigrationsTree {
+    /// Validates a tree given as raw files; `root` is where it lives (used
+    /// for running scripts and in messages). Same checks as [`Self::load`],
+    /// minus those that only make sense on a file system (symlinks).
+    pub fn from_files(root: PathBuf, files: TreeFiles) -> Result<Self, TreeError> {
+        let display = root.clone();
+        Self::assemble(root, &display, files, Vec::new(), true)
+    }
+
+    /// Validates `files` on top of the `problems` found while reading them;
+    /// `check_requires` is off when no manifest was read (see
+    /// [`super::LoadOptions::read_manifest`]).
+    pub(super) fn assemble(
+        root: PathBuf,
+        display_root: &Path,
+        files: TreeFiles,
+        mut problems: Vec<TreeProblem>,
+        check_requires: bool,
+    ) -> Result<Self, TreeError> {
+        let scripts = validate_scripts(&files.scripts, &mut problems);
+        let mut lib = LibDigest::new();
+        for (path, bytes) in files.lib {
+            lib.add_file(path, bytes);
+        }
+        let lib_sha256 = lib.finish();
+        let revoked = parse_list(files.revoked, REVOKED_FILE, parse_revoked, &mut problems);
+        let legacy_map = parse_list(
+            files.legacy_map,
+            LEGACY_MAP_FILE,
+            parse_legacy_map,
+            &mut problems,
+        );
+        let manifest = match files.order.map(Manifest::parse_files) {
+            Some(Ok(m)) => Some(m),
+            Some(Err(errors)) => {
+                problems.extend(
+                    errors
+                        .into_iter()
+                        .map(|source| TreeProblem::Manifest { source }),
+                );
+                None
+            }
+            None => None,
+        };
+        requirement_problems(&scripts, manifest.as_ref(), check_requires, &mut problems);
+        if !problems.is_empty() {
+            return Err(TreeError::Invalid {
+                root: display_root.to_path_buf(),
+                problems,
+            });
+        }
+        let revoked_set = revoked.iter().map(|r| r.slug.clone()).collect();
+        Ok(MigrationsTree {
+            root,
+            scripts,
+            lib_sha256,
+            revoked,
+            revoked_set,
+            legacy_map,
+            manifest,
+        })
+    }
+}
+
+/// Validates every script file and keys them by slug; a slug in both tiers
+/// is a problem, the first one found is kept.
+fn validate_scripts(
+    files: &[(Tier, String, Vec<u8>)],
+    problems: &mut Vec<TreeProblem>,
+) -> BTreeMap<Slug, Script> {
+    let mut scripts: BTreeMap<Slug, Script> = BTreeMap::new();
+    for (tier, name, bytes) in files {
+        let Some(script) = validate_script(*tier, name, bytes, problems) else {
+            continue;
+        };
+        if let Some(first) = scripts.get(&script.slug) {
+            problems.push(TreeProblem::DuplicateSlug {
+                slug: script.slug.clone(),
+                first: first.relative_path.clone(),
+                second: script.relative_path.clone(),
+            });
+        } else {
+            scripts.insert(script.slug.clone(), script);
+        }
+    }
+    scripts
+}
+
+/// A script that requires itself, and (with `check_requires`) a `requires`
+/// target that neither the tree nor the manifest knows.
+fn requirement_problems(
+    scripts: &BTreeMap<Slug, Script>,
+    manifest: Option<&Manifest>,
+    check_requires: bool,
+    problems: &mut Vec<TreeProblem>,
+) {
+    for script in scripts.values() {
+        for req in &script.header.requires {
+            if req.target == script.slug {
+                problems.push(TreeProblem::SelfRequirement {
+                    file: script.relative_path.clone(),
+                    line: req.line,
+                });
+            } else if check_requires
+                && !scripts.contains_key(&req.target)
+                && manifest.is_none_or(|m| m.position(&req.target).is_none())
+            {
+                problems.push(TreeProblem::UnknownRequirement {
+                    file: script.relative_path.clone(),
+                    line: req.line,
+                    target: req.target.clone(),
+                });
+            }
+        }
+    }
+}
+
+/// A list file's parser: [`parse_revoked`] or [`parse_legacy_map`].
+type ListParser<T> = fn(&Path, &[u8]) -> Result<Vec<T>, Vec<TreeProblem>>;
+
+/// The list parsed from an optional list file; when it has problems they
+/// join `problems` and the list is empty.
+fn parse_list<T>(
+    bytes: Option<Vec<u8>>,
+    name: &str,
+    parse: ListParser<T>,
+    problems: &mut Vec<TreeProblem>,
+) -> Vec<T> {
+    match bytes.map(|b| parse(Path::new(name), &b)) {
+        Some(Ok(list)) => list,
+        Some(Err(found)) => {
+            problems.extend(found);
+            Vec::new()
+        }
+        None => Vec::new(),
+    }
+}
+
+/// Checks one script file: its name is a slug, its header parses, and its
+/// tier is its directory. Problems go to `problems`.
+fn validate_script(
+    tier: Tier,
+    name: &str,
+    bytes: &[u8],
+    problems: &mut Vec<TreeProblem>,
+) -> Option<Script> {
+    let relative = PathBuf::from(tier.as_str()).join(name);
+    let slug = match Slug::parse(name) {
+        Ok(slug) => slug,
+        Err(source) => {
+            problems.push(TreeProblem::BadScriptName {
+                file: relative,
+                source,
+            });
+            return None;
+        }
+    };
+    let header = match parse_header(&relative, bytes) {
+        Ok(h) => h,
+        Err(errors) => {
+            problems.extend(errors.into_iter().map(TreeProblem::Header));
+            return None;
+        }
+    };
+    if header.tier != tier {
+        problems.push(TreeProblem::TierMismatch {
+            file: relative,
+            line: tier_line(bytes),
+            declared: header.tier,
+            directory: tier,
+        });
+        return None;
+    }
+    Some(Script {
+        slug,
+        tier,
+        relative_path: relative,
+        header,
+        sha256: Sha256Digest::of(bytes),
+        len: bytes.len() as u64,
+    })
+}
+
+/// Line of the `tier=` directive, for the mismatch message.
+fn tier_line(bytes: &[u8]) -> usize {
+    bytes
+        .split(|&b| b == b'\n')
+        .position(|l| {
+            let l = String::from_utf8_lossy(l);
+            l.contains(crate::header::HEADER_MARKER) && l.contains("tier")
+        })
+        .map_or(1, |i| i + 1)
+}

@@ -1,0 +1,128 @@
+//! Loading a migrations tree from disk (CONTRACT.md §3).
+//!
+//! ```text
+//! migrations/
+//!   pre-apply/<slug>   background/<slug>   lib/   revoked   legacy-map   order.d/
+//! ```
+//!
+//! Loading is all-or-nothing: every content problem in the tree is collected
+//! and returned together, so a broken tree can never be half-used.
+//!
+//! - `load`: reading the files from disk ([`MigrationsTree::load`]);
+//! - `files`: validating raw [`TreeFiles`], whatever their source
+//!   ([`MigrationsTree::from_files`]);
+//! - `lists`: the `revoked` and `legacy-map` list files;
+//! - `problems`: what can be wrong ([`TreeProblem`], [`TreeError`]).
+
+mod files;
+mod lists;
+mod load;
+mod problems;
+
+pub use files::TreeFiles;
+pub use lists::{LegacyPair, RevokedSlug, parse_legacy_map, parse_revoked};
+pub use load::LoadOptions;
+pub use problems::{TreeError, TreeProblem};
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use crate::digest::Sha256Digest;
+use crate::header::{Header, Tier};
+use crate::manifest::Manifest;
+use crate::slug::Slug;
+
+/// Name of the shared-helpers directory.
+pub const LIB_DIR: &str = "lib";
+/// Name of the revocation list.
+pub const REVOKED_FILE: &str = "revoked";
+/// Name of the legacy integer map.
+pub const LEGACY_MAP_FILE: &str = "legacy-map";
+/// Name of the generated manifest directory.
+pub const ORDER_DIR: &str = "order.d";
+/// File names tolerated (and ignored) inside tier directories, because git
+/// cannot keep an empty directory without one.
+pub const PLACEHOLDER_FILES: [&str; 2] = [".gitkeep", ".keep"];
+
+/// One migration script on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Script {
+    /// Its identity (the file name).
+    pub slug: Slug,
+    /// Its tier (the directory, equal to the header's).
+    pub tier: Tier,
+    /// Path relative to the tree root, e.g. `pre-apply/redis-fix`.
+    pub relative_path: PathBuf,
+    /// The parsed header.
+    pub header: Header,
+    /// SHA-256 of the script's bytes.
+    pub sha256: Sha256Digest,
+    /// Size in bytes.
+    pub len: u64,
+}
+
+/// A loaded, validated migrations tree.
+#[derive(Debug, Clone)]
+pub struct MigrationsTree {
+    root: PathBuf,
+    scripts: BTreeMap<Slug, Script>,
+    lib_sha256: Sha256Digest,
+    revoked: Vec<RevokedSlug>,
+    /// The revoked slugs as a set: planning asks once per manifest line.
+    revoked_set: HashSet<Slug>,
+    legacy_map: Vec<LegacyPair>,
+    manifest: Option<Manifest>,
+}
+
+impl MigrationsTree {
+    /// The tree root (canonical).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Every script, by slug.
+    pub fn scripts(&self) -> &BTreeMap<Slug, Script> {
+        &self.scripts
+    }
+
+    /// The script for `slug`, if it is on disk.
+    pub fn script(&self, slug: &Slug) -> Option<&Script> {
+        self.scripts.get(slug)
+    }
+
+    /// Absolute path of a script.
+    pub fn script_path(&self, script: &Script) -> PathBuf {
+        self.root.join(&script.relative_path)
+    }
+
+    /// Digest of `lib/` (algorithm [`crate::digest::LibDigest::ALGORITHM`]).
+    pub fn lib_sha256(&self) -> Sha256Digest {
+        self.lib_sha256
+    }
+
+    /// The revocation list, in file order.
+    pub fn revoked(&self) -> &[RevokedSlug] {
+        &self.revoked
+    }
+
+    /// True when `slug` is revoked.
+    pub fn is_revoked(&self, slug: &Slug) -> bool {
+        self.revoked_set.contains(slug)
+    }
+
+    /// The legacy map, in ascending integer order.
+    pub fn legacy_map(&self) -> &[LegacyPair] {
+        &self.legacy_map
+    }
+
+    /// The manifest from `order.d/`, if it has been generated.
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref()
+    }
+
+    /// Replaces the manifest (after generating it in memory).
+    pub fn with_manifest(mut self, manifest: Manifest) -> Self {
+        self.manifest = Some(manifest);
+        self
+    }
+}

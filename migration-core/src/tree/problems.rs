@@ -1,0 +1,201 @@
+//! What can be wrong with a tree: each content problem names the file and,
+//! where there is one, the line; a tree that cannot be loaded says why.
+
+use std::path::PathBuf;
+
+use super::ORDER_DIR;
+use crate::header::{HeaderError, Tier};
+use crate::manifest::ManifestError;
+use crate::slug::{Slug, SlugError};
+
+/// A content problem in the tree. Each names the file and, where there is
+/// one, the line.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TreeProblem {
+    /// A header problem.
+    #[error(transparent)]
+    Header(#[from] HeaderError),
+    /// A file in a tier directory whose name is not a slug.
+    #[error("{}: the file name is not a valid slug: {source}", file.display())]
+    BadScriptName {
+        /// The file.
+        file: PathBuf,
+        /// The slug error.
+        source: SlugError,
+    },
+    /// Something that is not a regular file where a script or helper belongs.
+    #[error("{}: {reason}", path.display())]
+    UnexpectedEntry {
+        /// The entry.
+        path: PathBuf,
+        /// Why it is not accepted.
+        reason: &'static str,
+    },
+    /// A name that is not valid UTF-8 (slugs and helper paths are ASCII).
+    #[error("{}: the file name is not valid UTF-8", path.display())]
+    NonUtf8Name {
+        /// The path, lossily printed.
+        path: PathBuf,
+    },
+    /// The header's tier is not the directory the script is in.
+    #[error("{}:{line}: header says tier={declared} but the script is in {directory}/", file.display())]
+    TierMismatch {
+        /// The script.
+        file: PathBuf,
+        /// Line of the `tier` directive.
+        line: usize,
+        /// What the header says.
+        declared: Tier,
+        /// Where it is.
+        directory: Tier,
+    },
+    /// The same slug in both tier directories.
+    #[error("slug '{slug}' exists in both {} and {}; slugs are unique across tiers", first.display(), second.display())]
+    DuplicateSlug {
+        /// The slug.
+        slug: Slug,
+        /// First path.
+        first: PathBuf,
+        /// Second path.
+        second: PathBuf,
+    },
+    /// A script that requires itself.
+    #[error("{}:{line}: the script requires itself", file.display())]
+    SelfRequirement {
+        /// The script.
+        file: PathBuf,
+        /// Line of the directive.
+        line: usize,
+    },
+    /// A `requires` naming a slug that is neither in the tree nor in the manifest.
+    #[error("{}:{line}: requires={target}, but no script or manifest line has that slug", file.display())]
+    UnknownRequirement {
+        /// The script.
+        file: PathBuf,
+        /// Line of the directive.
+        line: usize,
+        /// The missing slug.
+        target: Slug,
+    },
+    /// A symlink that resolves outside the tree.
+    #[error("{}: symlink points outside the migrations tree (to {})", path.display(), target.display())]
+    SymlinkEscapes {
+        /// The symlink.
+        path: PathBuf,
+        /// Where it resolves.
+        target: PathBuf,
+    },
+    /// A file above the size cap; it was not read.
+    #[error("{}: {size} bytes is above the {limit}-byte limit", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// The cap.
+        limit: u64,
+    },
+    /// Too many files under `lib/`.
+    #[error("{}: more than {limit} files", path.display())]
+    TooManyFiles {
+        /// The directory.
+        path: PathBuf,
+        /// The cap.
+        limit: usize,
+    },
+    /// A bad line in `revoked` or `legacy-map`.
+    #[error("{}:{line}: {reason}", file.display())]
+    BadListLine {
+        /// The list file.
+        file: PathBuf,
+        /// One-based line.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A problem in `order.d/`.
+    #[error("{ORDER_DIR}/{source}")]
+    Manifest {
+        /// The manifest problem.
+        source: ManifestError,
+    },
+}
+
+impl TreeProblem {
+    /// The file (relative to the tree root) and line the problem is about,
+    /// where it has them.
+    pub fn location(&self) -> (Option<PathBuf>, Option<usize>) {
+        match self {
+            TreeProblem::Header(h) => (Some(h.file().to_path_buf()), h.line()),
+            TreeProblem::BadScriptName { file, .. } => (Some(file.clone()), None),
+            TreeProblem::UnexpectedEntry { path, .. }
+            | TreeProblem::NonUtf8Name { path }
+            | TreeProblem::SymlinkEscapes { path, .. }
+            | TreeProblem::TooLarge { path, .. }
+            | TreeProblem::TooManyFiles { path, .. } => (Some(path.clone()), None),
+            TreeProblem::TierMismatch { file, line, .. }
+            | TreeProblem::SelfRequirement { file, line }
+            | TreeProblem::UnknownRequirement { file, line, .. }
+            | TreeProblem::BadListLine { file, line, .. } => (Some(file.clone()), Some(*line)),
+            TreeProblem::DuplicateSlug { second, .. } => (Some(second.clone()), None),
+            TreeProblem::Manifest { .. } => (Some(PathBuf::from(ORDER_DIR)), None),
+        }
+    }
+
+    /// A short stable identifier of the kind of problem, for lint output.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            TreeProblem::Header(_) => "header",
+            TreeProblem::BadScriptName { .. } => "slug",
+            TreeProblem::UnexpectedEntry { .. }
+            | TreeProblem::NonUtf8Name { .. }
+            | TreeProblem::TooManyFiles { .. } => "layout",
+            TreeProblem::TierMismatch { .. } => "tier",
+            TreeProblem::DuplicateSlug { .. } => "duplicate-slug",
+            TreeProblem::SelfRequirement { .. } | TreeProblem::UnknownRequirement { .. } => {
+                "requires"
+            }
+            TreeProblem::SymlinkEscapes { .. } => "symlink",
+            TreeProblem::TooLarge { .. } => "size",
+            TreeProblem::BadListLine { .. } => "list-file",
+            TreeProblem::Manifest { .. } => "manifest",
+        }
+    }
+}
+
+/// Why a tree could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TreeError {
+    /// Reading failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path being read.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The directory has neither `pre-apply/` nor `background/`.
+    #[error("{}: not a migrations tree (no pre-apply/ or background/ directory)", root.display())]
+    NotATree {
+        /// The directory given.
+        root: PathBuf,
+    },
+    /// Content problems; every one found is listed.
+    #[error("{} has {} problem(s):\n{}", root.display(), problems.len(), list(problems))]
+    Invalid {
+        /// The tree root.
+        root: PathBuf,
+        /// Every problem found.
+        problems: Vec<TreeProblem>,
+    },
+}
+
+fn list(problems: &[TreeProblem]) -> String {
+    problems
+        .iter()
+        .map(|p| format!("  {p}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
