@@ -1,0 +1,113 @@
+//! What the command prints: stable JSON documents (what tests and tooling
+//! read) and aligned text for people, one module per command's document.
+//! This module holds what they share: the format, colours and tables.
+
+mod lint;
+mod manifest;
+mod plan;
+mod status;
+mod verify;
+
+pub use lint::LintView;
+pub use manifest::{BatchLineView, BatchView, ManifestView};
+pub use plan::{MismatchView, PendingView, PlanView, SeedView, SkippedView, UnmetView};
+pub use status::{CorruptView, EntryView, StatusView};
+pub use verify::VerifyView;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+/// `--output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned text for people; coloured only on a terminal.
+    Text,
+    /// One stable JSON document on stdout.
+    Json,
+}
+
+/// Wraps `text` in an ANSI colour when `enabled`.
+pub fn paint(text: &str, colour: Colour, enabled: bool) -> String {
+    if !enabled {
+        return text.to_owned();
+    }
+    let code = match colour {
+        Colour::Red => "31",
+        Colour::Green => "32",
+        Colour::Yellow => "33",
+        Colour::Dim => "2",
+        Colour::Bold => "1",
+    };
+    format!("\x1b[{code}m{text}\x1b[0m")
+}
+
+/// Appends `text` as one line, painted when `enabled`.
+pub fn paint_line(out: &mut String, text: &str, colour: Colour, enabled: bool) {
+    let _ = writeln!(out, "{}", paint(text, colour, enabled));
+}
+
+/// How many times each name occurs, as `"2 legacy, 1 revoked"` in name order.
+pub fn counted<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for name in names {
+        *counts.entry(name).or_default() += 1;
+    }
+    counts
+        .iter()
+        .map(|(name, n)| format!("{n} {name}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The few colours text output uses.
+#[derive(Debug, Clone, Copy)]
+pub enum Colour {
+    /// Failures.
+    Red,
+    /// Success.
+    Green,
+    /// Warnings.
+    Yellow,
+    /// Secondary detail.
+    Dim,
+    /// Headings.
+    Bold,
+}
+
+/// Renders rows as left-aligned columns separated by two spaces.
+pub fn table(rows: &[Vec<String>]) -> String {
+    let width = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut widths = vec![0usize; width];
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<w$}  ", w = widths[i]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The document printed for any error in JSON mode.
+#[derive(Debug, Serialize)]
+pub struct ErrorView {
+    /// `bad-input`, `refused`, `environment`, `migration-failed`, `verify-failed`.
+    pub error: &'static str,
+    /// The process exit code.
+    pub exit_code: u8,
+    /// One line per problem.
+    pub problems: Vec<String>,
+}

@@ -1,0 +1,267 @@
+//! The `plan` document: what would be seeded, run and skipped.
+
+use std::fmt::Write as _;
+
+use migration_core::Plan;
+use migration_core::plan::{SeedKind, SkipReason};
+use serde::Serialize;
+
+use super::{Colour, counted, paint, paint_line, table};
+
+/// A seeded entry in the plan document.
+#[derive(Debug, Serialize)]
+pub struct SeedView {
+    /// The slug.
+    pub slug: String,
+    /// `fresh-install`, `legacy` or `revoked`.
+    pub kind: &'static str,
+    /// The state written.
+    pub state: &'static str,
+}
+
+/// An unmet requirement.
+#[derive(Debug, Serialize)]
+pub struct UnmetView {
+    /// The required slug.
+    pub slug: String,
+    /// Why it is not met.
+    pub reason: String,
+}
+
+/// A pending migration in the plan document.
+#[derive(Debug, Serialize)]
+pub struct PendingView {
+    /// The slug.
+    pub slug: String,
+    /// Its tier.
+    pub tier: &'static str,
+    /// Its failure policy.
+    pub on_error: &'static str,
+    /// The batch that placed it.
+    pub batch: String,
+    /// Path relative to the tree.
+    pub path: String,
+    /// Checksum on disk.
+    pub sha256: String,
+    /// Executions recorded before this run (ONLY re-runs carry this on).
+    pub attempts_before: u32,
+    /// Slugs it requires.
+    pub requires: Vec<String>,
+    /// Requirements known to be unmet (it will not run).
+    pub unmet: Vec<UnmetView>,
+}
+
+/// A skipped manifest slug.
+#[derive(Debug, Serialize)]
+pub struct SkippedView {
+    /// The slug.
+    pub slug: String,
+    /// `recorded`, `revoked`, `retired` or `other-tier`.
+    pub reason: &'static str,
+    /// The recorded state, for `recorded`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<&'static str>,
+}
+
+/// A checksum mismatch.
+#[derive(Debug, Serialize)]
+pub struct MismatchView {
+    /// The slug.
+    pub slug: String,
+    /// Checksum in the ledger.
+    pub recorded: String,
+    /// Checksum on disk.
+    pub on_disk: String,
+}
+
+/// The `plan` document.
+#[derive(Debug, Serialize)]
+pub struct PlanView {
+    /// The ledger described.
+    pub ledger: String,
+    /// `pre-apply`, `background` or `all`.
+    pub tier: String,
+    /// The ONLY slug, if any.
+    pub only: Option<String>,
+    /// No ledger object existed.
+    pub fresh_install: bool,
+    /// Entries written before anything runs.
+    pub seed: Vec<SeedView>,
+    /// Migrations that run, in order.
+    pub pending: Vec<PendingView>,
+    /// Manifest slugs that do not run, and why.
+    pub skipped: Vec<SkippedView>,
+    /// Recorded slugs whose script changed since.
+    pub checksum_mismatches: Vec<MismatchView>,
+    /// Non-fatal observations.
+    pub warnings: Vec<String>,
+}
+
+impl PlanView {
+    /// Builds the document from a plan.
+    pub fn new(plan: &Plan, ledger: &str) -> Self {
+        PlanView {
+            ledger: ledger.to_owned(),
+            tier: plan.request.tiers.to_string(),
+            only: plan.request.only.as_ref().map(ToString::to_string),
+            fresh_install: plan.fresh_install,
+            seed: plan
+                .seed
+                .iter()
+                .map(|s| SeedView {
+                    slug: s.slug.to_string(),
+                    kind: match s.kind {
+                        SeedKind::FreshInstall => "fresh-install",
+                        SeedKind::Legacy => "legacy",
+                        SeedKind::Revoked => "revoked",
+                    },
+                    state: s.entry.state.as_str(),
+                })
+                .collect(),
+            pending: plan
+                .pending
+                .iter()
+                .map(|p| PendingView {
+                    slug: p.slug.to_string(),
+                    tier: p.tier.as_str(),
+                    on_error: p.on_error.as_str(),
+                    batch: p.batch.clone(),
+                    path: p.relative_path.display().to_string(),
+                    sha256: p.sha256.to_string(),
+                    attempts_before: p.previous.as_ref().map_or(0, |e| e.attempts),
+                    requires: p.requires.iter().map(ToString::to_string).collect(),
+                    unmet: p
+                        .unmet
+                        .iter()
+                        .map(|(slug, why)| UnmetView {
+                            slug: slug.to_string(),
+                            reason: why.to_string(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            skipped: plan
+                .skipped
+                .iter()
+                .map(|s| {
+                    let (reason, state) = match &s.reason {
+                        SkipReason::Recorded(state) => ("recorded", Some(state.as_str())),
+                        SkipReason::Revoked => ("revoked", None),
+                        SkipReason::Retired => ("retired", None),
+                        SkipReason::OtherTier(_) => ("other-tier", None),
+                    };
+                    SkippedView {
+                        slug: s.slug.to_string(),
+                        reason,
+                        state,
+                    }
+                })
+                .collect(),
+            checksum_mismatches: plan
+                .checksum_mismatches
+                .iter()
+                .map(|m| MismatchView {
+                    slug: m.slug.to_string(),
+                    recorded: m.recorded.to_string(),
+                    on_disk: m.on_disk.to_string(),
+                })
+                .collect(),
+            warnings: plan.warnings.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    /// Text for people.
+    pub fn text(&self, colour: bool) -> String {
+        let mut out = String::new();
+        let only = self
+            .only
+            .as_ref()
+            .map(|o| format!(", ONLY={o}"))
+            .unwrap_or_default();
+        let heading = format!("plan for tier {}{only} on {}", self.tier, self.ledger);
+        paint_line(&mut out, &heading, Colour::Bold, colour);
+        if self.fresh_install {
+            let _ = writeln!(
+                out,
+                "fresh install: the ledger will be created with {} entries; nothing runs",
+                self.seed.len()
+            );
+        } else if !self.seed.is_empty() {
+            let kinds = counted(self.seed.iter().map(|s| s.kind));
+            let _ = writeln!(out, "seed before running: {kinds}");
+        }
+        if self.pending.is_empty() {
+            paint_line(&mut out, "nothing pending", Colour::Green, colour);
+        } else {
+            let _ = writeln!(out, "pending ({}):", self.pending.len());
+            let rows: Vec<Vec<String>> = self
+                .pending
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    vec![
+                        format!("  {}.", i + 1),
+                        p.slug.clone(),
+                        p.tier.to_owned(),
+                        p.on_error.to_owned(),
+                        p.batch.clone(),
+                        p.note(colour),
+                    ]
+                })
+                .collect();
+            out.push_str(&table(&rows));
+        }
+        if !self.skipped.is_empty() {
+            let reasons = counted(self.skipped.iter().map(|s| s.reason));
+            paint_line(
+                &mut out,
+                &format!("skipped: {reasons}"),
+                Colour::Dim,
+                colour,
+            );
+        }
+        for m in &self.checksum_mismatches {
+            let warning = format!(
+                "warning: {} changed on disk since it was recorded (recorded {}, now {}); it is not re-run",
+                m.slug, m.recorded, m.on_disk
+            );
+            paint_line(&mut out, &warning, Colour::Yellow, colour);
+        }
+        for w in &self.warnings {
+            paint_line(&mut out, &format!("warning: {w}"), Colour::Yellow, colour);
+        }
+        out
+    }
+}
+
+impl PendingView {
+    /// The last column of its row in the text plan: what it requires, or
+    /// why it is blocked, and how often it ran before.
+    fn note(&self, colour: bool) -> String {
+        let mut note = String::new();
+        if !self.requires.is_empty() {
+            note = format!("requires {}", self.requires.join(", "));
+        }
+        if !self.unmet.is_empty() {
+            let unmet: Vec<String> = self
+                .unmet
+                .iter()
+                .map(|u| format!("{} {}", u.slug, u.reason))
+                .collect();
+            note = paint(
+                &format!("BLOCKED: {}", unmet.join("; ")),
+                Colour::Red,
+                colour,
+            );
+        }
+        if self.attempts_before > 0 {
+            note = format!(
+                "{note} (re-run; {} attempt(s) so far)",
+                self.attempts_before
+            )
+            .trim()
+            .to_owned();
+        }
+        note
+    }
+}

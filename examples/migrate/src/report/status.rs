@@ -1,0 +1,186 @@
+//! The `status` document: the ledger's entries, failures first.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use migration_core::EntryState;
+use migration_core::ledger::{LedgerSnapshot, LegacyVersion, Record};
+use serde::Serialize;
+
+use super::{Colour, paint, paint_line, table};
+
+/// One entry in the `status` document.
+#[derive(Debug, Serialize)]
+pub struct EntryView {
+    /// The slug.
+    pub slug: String,
+    /// The state.
+    pub state: &'static str,
+    /// When it was recorded.
+    pub at: String,
+    /// Real executions.
+    pub attempts: u32,
+    /// The batch.
+    pub batch: Option<String>,
+    /// The image it ran from.
+    pub image: Option<String>,
+    /// The script checksum.
+    pub sha256: Option<String>,
+    /// Failure reason.
+    pub reason: Option<String>,
+    /// Failure detail.
+    pub message: Option<String>,
+}
+
+/// A corrupt key in the `status` document.
+#[derive(Debug, Serialize)]
+pub struct CorruptView {
+    /// The key.
+    pub key: String,
+    /// Why it does not parse.
+    pub reason: String,
+}
+
+/// The `status` document.
+#[derive(Debug, Serialize)]
+pub struct StatusView {
+    /// The ledger described.
+    pub ledger: String,
+    /// Whether the ledger object exists.
+    pub exists: bool,
+    /// The legacy integer, when present and valid.
+    pub version: Option<u64>,
+    /// The raw `version` value when it is not an integer.
+    pub version_corrupt: Option<String>,
+    /// Entry counts by state.
+    pub counts: BTreeMap<&'static str, usize>,
+    /// Entries: failures first, then by slug.
+    pub entries: Vec<EntryView>,
+    /// Keys whose values (or names) do not parse.
+    pub corrupt: Vec<CorruptView>,
+}
+
+impl StatusView {
+    /// Builds the document from a snapshot (`None`: no ledger object).
+    pub fn new(snapshot: Option<&LedgerSnapshot>, ledger: &str) -> Self {
+        let mut view = StatusView {
+            ledger: ledger.to_owned(),
+            exists: snapshot.is_some(),
+            version: None,
+            version_corrupt: None,
+            counts: BTreeMap::new(),
+            entries: Vec::new(),
+            corrupt: Vec::new(),
+        };
+        let Some(snapshot) = snapshot else {
+            return view;
+        };
+        match &snapshot.version {
+            LegacyVersion::Known(v) => view.version = Some(*v),
+            LegacyVersion::Corrupt { raw } => view.version_corrupt = Some(raw.clone()),
+            LegacyVersion::Absent => {}
+        }
+        for (slug, record) in &snapshot.records {
+            match record {
+                Record::Entry(e) => {
+                    *view.counts.entry(e.state.as_str()).or_default() += 1;
+                    view.entries.push(EntryView {
+                        slug: slug.to_string(),
+                        state: e.state.as_str(),
+                        at: e.at.to_string(),
+                        attempts: e.attempts,
+                        batch: e.batch.clone(),
+                        image: e.image.clone(),
+                        sha256: e.sha256.map(|d| d.to_string()),
+                        reason: e.reason.clone(),
+                        message: e.message.clone(),
+                    });
+                }
+                Record::Corrupt(c) => view.corrupt.push(CorruptView {
+                    key: c.key.clone(),
+                    reason: c.reason.clone(),
+                }),
+            }
+        }
+        for c in &snapshot.unreadable_keys {
+            view.corrupt.push(CorruptView {
+                key: c.key.clone(),
+                reason: c.reason.clone(),
+            });
+        }
+        // Failures first: that is what a person opens the status for.
+        view.entries.sort_by(|a, b| {
+            (a.state != EntryState::Failed.as_str(), &a.slug)
+                .cmp(&(b.state != EntryState::Failed.as_str(), &b.slug))
+        });
+        view
+    }
+
+    /// Text for people.
+    pub fn text(&self, colour: bool) -> String {
+        let mut out = String::new();
+        if !self.exists {
+            let _ = writeln!(
+                out,
+                "{}: no ledger (a fresh install will create it)",
+                self.ledger
+            );
+            return out;
+        }
+        let counts: Vec<String> = self
+            .counts
+            .iter()
+            .map(|(s, n)| format!("{n} {s}"))
+            .collect();
+        let version = match (&self.version, &self.version_corrupt) {
+            (Some(v), _) => format!(", legacy version {v}"),
+            (None, Some(raw)) => format!(", legacy version CORRUPT ({raw:?})"),
+            _ => String::new(),
+        };
+        let summary = if counts.is_empty() {
+            "empty".to_owned()
+        } else {
+            counts.join(", ")
+        };
+        let heading = format!("{}: {summary}{version}", self.ledger);
+        paint_line(&mut out, &heading, Colour::Bold, colour);
+        let mut rows = vec![vec![
+            "SLUG".to_owned(),
+            "STATE".to_owned(),
+            "WHEN".to_owned(),
+            "ATTEMPTS".to_owned(),
+            "BATCH".to_owned(),
+            "REASON".to_owned(),
+        ]];
+        for e in &self.entries {
+            let state = match e.state {
+                "failed" => paint(e.state, Colour::Red, colour),
+                "ok" => paint(e.state, Colour::Green, colour),
+                other => other.to_owned(),
+            };
+            let reason = match (&e.reason, &e.message) {
+                (Some(r), Some(m)) => format!("{r}: {}", m.lines().last().unwrap_or("")),
+                (Some(r), None) => r.clone(),
+                _ => String::new(),
+            };
+            rows.push(vec![
+                e.slug.clone(),
+                state,
+                e.at.clone(),
+                e.attempts.to_string(),
+                e.batch.clone().unwrap_or_default(),
+                reason,
+            ]);
+        }
+        if self.entries.is_empty() {
+            let _ = writeln!(out, "no entries");
+        } else {
+            out.push_str(&table(&rows));
+        }
+        for c in &self.corrupt {
+            let corrupt = format!("CORRUPT {}: {}", c.key, c.reason);
+            paint_line(&mut out, &corrupt, Colour::Red, colour);
+        }
+        out
+    }
+}
