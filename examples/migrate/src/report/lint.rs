@@ -1,37 +1,59 @@
-//! The `lint` document: every finding, and how many are errors.
+//! The `lint` document: every finding, the waived ones, and whether
+//! shellcheck ran.
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::lint::{Finding, Level};
+use crate::lint::{Finding, Level, LintReport};
+use crate::shell::shellcheck;
+use crate::shell::waiver::Waived;
 
 /// The `lint` document.
 #[derive(Debug, Serialize)]
 pub struct LintView {
-    /// Every finding, in the order lint reports them.
+    /// Findings standing after waivers, in the order lint reports them.
     pub findings: Vec<Finding>,
     /// Findings at level error: any makes the command fail.
     pub errors: usize,
     /// Findings at level warning.
     pub warnings: usize,
+    /// Findings a waiver accepted, with its reason.
+    pub waived: Vec<Waived>,
+    /// Whether shellcheck ran.
+    pub shellcheck: shellcheck::Status,
 }
 
 impl LintView {
-    /// Builds the document from lint's findings.
-    pub fn new(findings: Vec<Finding>) -> Self {
-        let errors = findings.iter().filter(|f| f.level == Level::Error).count();
+    /// Builds the document from lint's report.
+    pub fn new(report: LintReport) -> Self {
+        let errors = report
+            .findings
+            .iter()
+            .filter(|f| f.level == Level::Error)
+            .count();
         LintView {
-            warnings: findings.len() - errors,
+            warnings: report.findings.len() - errors,
             errors,
-            findings,
+            findings: report.findings,
+            waived: report.waived,
+            shellcheck: report.shellcheck,
         }
     }
 
     /// Text for people: one `file:line: level[rule] message` line a finding,
-    /// the form editors and CI annotators recognise, then the totals.
+    /// the form editors and CI annotators recognise, after the waived ones;
+    /// then why shellcheck did not run, if it did not, and the totals.
     pub fn text(&self) -> String {
         let mut text = String::new();
+        for w in &self.waived {
+            let at = w.line.map(|l| format!(":{l}")).unwrap_or_default();
+            let _ = writeln!(
+                text,
+                "{}{at}: waived[{}] {} (waiver at line {}: {})",
+                w.file, w.rule, w.message, w.waiver_line, w.reason
+            );
+        }
         for f in &self.findings {
             let at = f.line.map(|l| format!(":{l}")).unwrap_or_default();
             let level = match f.level {
@@ -40,10 +62,16 @@ impl LintView {
             };
             let _ = writeln!(text, "{}{at}: {level}[{}] {}", f.file, f.rule, f.message);
         }
+        let sc = &self.shellcheck;
+        if let (true, false, Some(note)) = (sc.enabled, sc.ran, &sc.note) {
+            let _ = writeln!(text, "note: {note}");
+        }
         let _ = writeln!(
             text,
-            "{} error(s), {} warning(s)",
-            self.errors, self.warnings
+            "{} error(s), {} warning(s), {} waived",
+            self.errors,
+            self.warnings,
+            self.waived.len()
         );
         text
     }

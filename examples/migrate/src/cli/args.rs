@@ -1,0 +1,316 @@
+//! The command line: every subcommand and its arguments, as clap parses
+//! them. The help texts are the doc comments, so they are written for the
+//! person typing `migrate --help`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use migration_core::header::OnError;
+use migration_core::{Slug, Tier, TierSelection};
+
+use crate::lint::Level;
+use crate::report::Format;
+use crate::shell::shellcheck;
+use crate::spec::LedgerSpec;
+
+/// The whole command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "migrate",
+    version,
+    about = "Slug-identified cluster migrations with an applied-set ledger"
+)]
+pub struct Cli {
+    /// Output format: aligned text for people, or one stable JSON document.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    pub output: Format,
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Which tier(s) to cover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TierArg {
+    /// The blocking tier.
+    PreApply,
+    /// The background tier.
+    Background,
+    /// Both tiers.
+    All,
+}
+
+impl From<TierArg> for TierSelection {
+    fn from(t: TierArg) -> Self {
+        match t {
+            TierArg::PreApply => TierSelection::One(Tier::PreApply),
+            TierArg::Background => TierSelection::One(Tier::Background),
+            TierArg::All => TierSelection::All,
+        }
+    }
+}
+
+/// What `seed-fresh --render` produces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RenderKind {
+    /// A ConfigMap manifest (YAML in text mode, an object in JSON mode).
+    Configmap,
+}
+
+/// Exactly one tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OneTier {
+    /// The blocking tier.
+    PreApply,
+    /// The background tier.
+    Background,
+}
+
+impl From<OneTier> for Tier {
+    fn from(t: OneTier) -> Self {
+        match t {
+            OneTier::PreApply => Tier::PreApply,
+            OneTier::Background => Tier::Background,
+        }
+    }
+}
+
+/// The level of shellcheck's findings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShellcheckLevel {
+    /// Its findings fail lint.
+    Error,
+    /// Reported, not failing.
+    Warning,
+    /// Do not run shellcheck.
+    Off,
+}
+
+impl From<ShellcheckLevel> for Option<Level> {
+    fn from(level: ShellcheckLevel) -> Self {
+        match level {
+            ShellcheckLevel::Error => Some(Level::Error),
+            ShellcheckLevel::Warning => Some(Level::Warning),
+            ShellcheckLevel::Off => None,
+        }
+    }
+}
+
+/// A failure policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnErrorArg {
+    /// Stop the upgrade.
+    Abort,
+    /// Record failed and continue.
+    Warn,
+}
+
+impl From<OnErrorArg> for OnError {
+    fn from(o: OnErrorArg) -> Self {
+        match o {
+            OnErrorArg::Abort => OnError::Abort,
+            OnErrorArg::Warn => OnError::Warn,
+        }
+    }
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the plan the engine would carry out, writing nothing.
+    Plan(PlanArgs),
+    /// Generate the manifest (order.d/) from the release tags of HEAD's line.
+    Manifest(ManifestArgs),
+    /// Check a migrations tree: headers, slugs, dialect, fail-open patterns, tests.
+    Lint(LintArgs),
+    /// Seed a fresh install explicitly, or render the seeded ledger as a ConfigMap.
+    SeedFresh(SeedFreshArgs),
+    /// Assert that nothing was skipped: every manifest slug has a terminal entry.
+    Verify(VerifyArgs),
+    /// Scaffold a new migration script and its test stub.
+    New(NewArgs),
+    /// Run the pending migrations of one tier (the hook runner).
+    Run(RunArgs),
+    /// Render the index ConfigMap the background operator reads.
+    Index(IndexArgs),
+    /// Print the MigrationLedger CRD manifest (for `kubectl apply -f -`).
+    Crd,
+    /// Print the ledger: failures first, then every entry.
+    Status(StatusArgs),
+}
+
+/// `migrate plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The migrations tree (with a generated order.d/).
+    pub tree: PathBuf,
+    /// The ledger: file:PATH or memory:.
+    #[arg(long, env = "MIGRATE_LEDGER")]
+    pub ledger: LedgerSpec,
+    /// The tier(s) to plan.
+    #[arg(long, value_enum, default_value = "all")]
+    pub tier: TierArg,
+    /// Plan a manual re-run of exactly this slug.
+    #[arg(long, env = "ONLY")]
+    pub only: Option<Slug>,
+}
+
+/// `migrate manifest`.
+#[derive(Debug, Args)]
+pub struct ManifestArgs {
+    /// The git repository.
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// The migrations tree's path inside the repository.
+    #[arg(long)]
+    pub path: String,
+    /// Glob of release tags.
+    #[arg(long, default_value = "v*")]
+    pub tag_pattern: String,
+    /// Write the batch files into this directory (the order.d directory
+    /// itself) instead of printing them.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// `migrate lint`.
+#[derive(Debug, Args)]
+pub struct LintArgs {
+    /// The migrations tree.
+    pub tree: PathBuf,
+    /// The one shebang every script must use (without '#!').
+    #[arg(long, default_value = "/bin/sh")]
+    pub shebang: String,
+    /// Where script tests live, relative to the tree.
+    #[arg(long, default_value = "tests")]
+    pub tests_dir: PathBuf,
+    /// Commands that call the cluster (repeatable; default kubectl, kube, helm, flux).
+    #[arg(long = "kubectl-command")]
+    pub kubectl_commands: Vec<String>,
+    /// Name of the ledger ConfigMap scripts must not write.
+    #[arg(long, default_value = "cozystack-version")]
+    pub ledger_name: String,
+    /// The level of shellcheck's findings (when shellcheck is on PATH).
+    #[arg(long, value_enum, default_value = "warning")]
+    pub shellcheck_level: ShellcheckLevel,
+    /// The least severe shellcheck finding reported (shellcheck -S).
+    #[arg(long, value_enum, default_value = "style")]
+    pub shellcheck_severity: shellcheck::Severity,
+}
+
+/// `migrate seed-fresh`.
+#[derive(Debug, Args)]
+pub struct SeedFreshArgs {
+    /// The migrations tree (with a generated order.d/).
+    pub tree: PathBuf,
+    /// Seed this ledger (it must not exist yet).
+    #[arg(long, env = "MIGRATE_LEDGER", conflicts_with = "render")]
+    pub ledger: Option<LedgerSpec>,
+    /// Print the seeded ledger as a manifest instead of writing it.
+    #[arg(long, value_enum)]
+    pub render: Option<RenderKind>,
+    /// Namespace of the rendered ConfigMap.
+    #[arg(long, default_value = "cozy-system")]
+    pub namespace: String,
+    /// Name of the rendered ConfigMap.
+    #[arg(long, default_value = "cozystack-version")]
+    pub name: String,
+}
+
+/// `migrate verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The migrations tree (with a generated order.d/).
+    pub tree: PathBuf,
+    /// The ledger.
+    #[arg(long, env = "MIGRATE_LEDGER")]
+    pub ledger: LedgerSpec,
+    /// Additionally require 'ok' for every slug first shipped after this release tag.
+    #[arg(long)]
+    pub since: Option<String>,
+}
+
+/// `migrate new`.
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// The migrations tree.
+    pub tree: PathBuf,
+    /// The new slug.
+    pub slug: Slug,
+    /// Its tier.
+    #[arg(long, value_enum, default_value = "pre-apply")]
+    pub tier: OneTier,
+    /// Its failure policy.
+    #[arg(long, value_enum, default_value = "abort")]
+    pub on_error: OnErrorArg,
+    /// Where script tests live, relative to the tree.
+    #[arg(long, default_value = "tests")]
+    pub tests_dir: PathBuf,
+}
+
+/// `migrate run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The migrations tree (with a generated order.d/).
+    pub tree: PathBuf,
+    /// The ledger.
+    #[arg(long, env = "MIGRATE_LEDGER")]
+    pub ledger: LedgerSpec,
+    /// The tier to run.
+    #[arg(long, value_enum, default_value = "pre-apply")]
+    pub tier: OneTier,
+    /// Re-run exactly this slug, even if recorded.
+    #[arg(long, env = "ONLY")]
+    pub only: Option<Slug>,
+    /// The image reference the scripts run from (recorded in entries).
+    #[arg(long, env = "MIGRATION_IMAGE")]
+    pub image: Option<String>,
+    /// Namespace passed to scripts as MIGRATION_NAMESPACE.
+    #[arg(long, env = "MIGRATION_NAMESPACE", default_value = "cozy-system")]
+    pub namespace: String,
+    /// Per-script timeout in seconds.
+    #[arg(long, default_value_t = 900)]
+    pub timeout: u64,
+    /// Seconds between SIGTERM and SIGKILL when stopping a script.
+    #[arg(long, default_value_t = 10)]
+    pub grace: u64,
+    /// Seconds to wait for another runner's lock.
+    #[arg(long, default_value_t = 300)]
+    pub lock_wait: u64,
+    /// Lifetime of the run lock in seconds (renewed every third).
+    #[arg(long, default_value_t = 60)]
+    pub lock_ttl: u64,
+    /// Lock holder identity (default: $POD_NAME or host name, plus the pid).
+    #[arg(long)]
+    pub holder: Option<String>,
+    /// Allowed shebang (repeatable; default /bin/sh and /bin/bash).
+    #[arg(long = "allow-interpreter")]
+    pub allow_interpreters: Vec<String>,
+}
+
+/// `migrate index`.
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// The migrations tree (with a generated order.d/).
+    pub tree: PathBuf,
+    /// The image reference the migrations run from (digest-pinned).
+    #[arg(long)]
+    pub image: String,
+    /// The tree's path inside the image.
+    #[arg(long, default_value = "/migrations")]
+    pub tree_path: String,
+    /// Namespace of the ConfigMap.
+    #[arg(long, default_value = "cozy-system")]
+    pub namespace: String,
+    /// Name of the ConfigMap.
+    #[arg(long, default_value = "cozystack-migrations-index")]
+    pub name: String,
+}
+
+/// `migrate status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The ledger: file:PATH or memory:.
+    #[arg(long, env = "MIGRATE_LEDGER")]
+    pub ledger: LedgerSpec,
+}

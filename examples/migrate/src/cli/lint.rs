@@ -1,0 +1,31 @@
+//! `migrate lint`: checks a tree; any error-level finding fails the command.
+
+use super::args::LintArgs;
+use super::{Failure, Out};
+use crate::exit;
+use crate::lint::{LintConfig, lint_tree};
+use crate::report::LintView;
+use crate::shell::shellcheck;
+
+/// Lints the tree and prints the findings.
+pub fn lint(args: LintArgs, out: &Out) -> Result<(), Failure> {
+    let mut config = LintConfig {
+        shebang: args.shebang,
+        tests_dir: args.tests_dir,
+        ledger_name: args.ledger_name,
+        shellcheck: shellcheck::Settings {
+            level: args.shellcheck_level.into(),
+            severity: args.shellcheck_severity,
+        },
+        ..LintConfig::default()
+    };
+    if !args.kubectl_commands.is_empty() {
+        config.kubectl_commands = args.kubectl_commands;
+    }
+    let view = LintView::new(lint_tree(&args.tree, &config)?);
+    out.emit(&view, |_| view.text());
+    if view.errors > 0 {
+        return Err(Failure::quiet(exit::BAD_INPUT));
+    }
+    Ok(())
+}

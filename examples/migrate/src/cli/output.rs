@@ -1,0 +1,51 @@
+//! Where a command's document goes: one JSON document on stdout, or text
+//! for people; failures to stderr in text mode.
+
+use serde::Serialize;
+
+use super::Failure;
+use crate::report::{ErrorView, Format};
+
+/// The output settings of one invocation.
+#[derive(Debug, Clone, Copy)]
+pub struct Out {
+    /// `--output`.
+    pub format: Format,
+    /// Colour text output (stdout is a terminal).
+    pub colour: bool,
+}
+
+impl Out {
+    /// Prints `document` as JSON, or `text(colour)` in text mode.
+    pub fn emit(&self, document: &impl Serialize, text: impl FnOnce(bool) -> String) {
+        match self.format {
+            Format::Json => match serde_json::to_string_pretty(document) {
+                Ok(json) => println!("{json}"),
+                Err(e) => eprintln!("migrate: cannot encode output: {e}"),
+            },
+            Format::Text => print!("{}", text(self.colour)),
+        }
+    }
+
+    /// Reports `failure`, unless the command already printed its details.
+    pub fn fail(&self, failure: &Failure) {
+        if failure.kind.is_empty() {
+            return;
+        }
+        match self.format {
+            Format::Json => {
+                let view = ErrorView {
+                    error: failure.kind,
+                    exit_code: failure.code,
+                    problems: failure.problems.clone(),
+                };
+                self.emit(&view, |_| String::new());
+            }
+            Format::Text => {
+                for p in &failure.problems {
+                    eprintln!("migrate: {p}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! `migrate plan`: the plan the engine would carry out, writing nothing,
+//! refused (exit 3) when `run` would refuse it.
+
+use migration_core::{MigrationsTree, Migrator, PlanRequest, SystemClock};
+
+use super::args::PlanArgs;
+use super::{Failure, Out, open};
+use crate::exit;
+use crate::lint::LintConfig;
+use crate::report::PlanView;
+use crate::runner::{self, RunError};
+
+/// Plans against the ledger and prints the plan.
+pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
+    let tree = MigrationsTree::load(&args.tree)?;
+    let ledger = open(&args.ledger).await?;
+    let migrator = Migrator::new(&tree, ledger.as_ref(), &SystemClock);
+    let request = PlanRequest {
+        tiers: args.tier.into(),
+        only: args.only,
+    };
+    let plan = migrator.plan(&request).await?;
+    let view = PlanView::new(&plan, &ledger.describe());
+    // What `run` would refuse: the same pre-run scan of the pending
+    // scripts (and the helpers they source).
+    let lint = LintConfig::default();
+    let unsafe_findings: Vec<_> = plan
+        .pending
+        .iter()
+        .flat_map(|p| runner::scan(&tree, p, &lint))
+        .collect();
+    if unsafe_findings.is_empty() {
+        out.emit(&view, |c| view.text(c));
+        return Ok(());
+    }
+    let refusal = RunError::Unsafe {
+        findings: unsafe_findings,
+    };
+    let problems = vec![refusal.to_string()];
+    let doc = serde_json::json!({
+        "error": "refused",
+        "exit_code": exit::REFUSED,
+        "problems": problems,
+        "plan": view,
+    });
+    out.emit(&doc, |c| {
+        format!("{}run would refuse this plan: {refusal}\n", view.text(c))
+    });
+    Err(Failure::quiet(exit::REFUSED))
+}

@@ -1,0 +1,120 @@
+//! `migrate run`: the hook runner's entry point. Loads the tree, opens the
+//! ledger, forwards SIGTERM and SIGINT, and hands over to [`crate::runner`].
+//!
+//! Moved here from the binary as it was; the runner's rework (issue 12)
+//! changes what is inside.
+
+use std::time::Duration;
+
+use migration_core::{MigrationsTree, SystemClock};
+
+use super::args::RunArgs;
+use super::{Failure, Out, open};
+use crate::exit;
+use crate::report::Format;
+use crate::runner::{self, RunConfig, RunError, StdConsole};
+
+/// Runs the pending migrations of one tier and prints the run report.
+pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
+    let clock = SystemClock;
+    let RunArgs {
+        tree,
+        ledger,
+        tier,
+        only,
+        image,
+        namespace,
+        timeout,
+        grace,
+        lock_wait,
+        lock_ttl,
+        holder,
+        allow_interpreters,
+    } = args;
+    let tree = MigrationsTree::load(&tree)?;
+    let ledger = open(&ledger).await?;
+    let mut config = RunConfig::new(tier.into(), holder.unwrap_or_else(default_holder));
+    config.only = only;
+    config.image = image;
+    config.namespace = namespace;
+    config.timeout = Duration::from_secs(timeout);
+    config.grace = Duration::from_secs(grace);
+    config.lock_wait = Duration::from_secs(lock_wait);
+    config.lock_ttl = Duration::from_secs(lock_ttl.max(1));
+    if !allow_interpreters.is_empty() {
+        config.allowed_interpreters = allow_interpreters;
+    }
+    let console = StdConsole {
+        stderr_only: out.format == Format::Json,
+    };
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    spawn_signal_forwarder(tx)?;
+    match runner::run(&tree, ledger.as_ref(), &clock, &config, &console, rx).await {
+        Ok(report) => out.emit(&report, |_| String::new()),
+        Err(e) => return Err(run_failure(e, out)),
+    }
+    Ok(())
+}
+
+/// `$POD_NAME` (set by the Job's downward API) or the host name, plus the pid.
+fn default_holder() -> String {
+    let host = std::env::var("POD_NAME")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown-host".into());
+    format!("{host}/pid-{}", std::process::id())
+}
+
+/// Turns SIGTERM and SIGINT into the runner's interrupt flag.
+fn spawn_signal_forwarder(tx: tokio::sync::watch::Sender<bool>) -> Result<(), Failure> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let fail = |e: std::io::Error| {
+        Failure::new(
+            exit::ENVIRONMENT,
+            "environment",
+            vec![format!("cannot handle signals: {e}")],
+        )
+    };
+    let mut term = signal(SignalKind::terminate()).map_err(fail)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(fail)?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        let _ = tx.send(true);
+    });
+    Ok(())
+}
+
+/// Maps a run error to its exit code, printing the partial report in JSON mode.
+fn run_failure(e: RunError, out: &Out) -> Failure {
+    let (code, kind) = match &e {
+        RunError::Refused(_) | RunError::Unsafe { .. } | RunError::NoRoom(_) => {
+            (exit::REFUSED, "refused")
+        }
+        RunError::MigrationFailed { .. } | RunError::Interrupted { .. } => {
+            (exit::MIGRATION_FAILED, "migration-failed")
+        }
+        _ => (exit::ENVIRONMENT, "environment"),
+    };
+    let problems = match &e {
+        RunError::Refused(plan) => plan.problems.iter().map(ToString::to_string).collect(),
+        other => vec![other.to_string()],
+    };
+    if let (
+        RunError::MigrationFailed { report, .. } | RunError::Interrupted { report, .. },
+        Format::Json,
+    ) = (&e, out.format)
+    {
+        let doc = serde_json::json!({"error": kind, "exit_code": code, "problems": problems, "report": report});
+        out.emit(&doc, |_| String::new());
+        return Failure::quiet(code);
+    }
+    Failure::new(code, kind, problems)
+}
