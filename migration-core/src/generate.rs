@@ -459,10 +459,7 @@ fn immutability_problems(history: &ReleaseHistory) -> Vec<GenerateProblem> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn s(x: &str) -> Slug {
-        Slug::parse(x).unwrap()
-    }
+    use crate::testing::fixtures::s;
 
     fn info(content: &str, requires: &[&str]) -> ScriptInfo {
         ScriptInfo {

@@ -534,10 +534,7 @@ impl Manifest {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn slug(s: &str) -> Slug {
-        Slug::parse(s).unwrap()
-    }
+    use crate::testing::fixtures::s;
 
     fn files(list: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
         list.iter()
@@ -565,10 +562,7 @@ mod tests {
                 ("00001-v1.7.0".into(), "a".into(), true),
             ]
         );
-        assert_eq!(
-            m.position(&slug("a")),
-            Some(Position { batch: 1, index: 1 })
-        );
+        assert_eq!(m.position(&s("a")), Some(Position { batch: 1, index: 1 }));
         assert_eq!(m.len(), 4);
     }
 

@@ -241,10 +241,8 @@ fn shortest_cycle_through(start: usize, members: &[usize], targets: &[Vec<usize>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::fixtures::s;
 
-    fn s(x: &str) -> Slug {
-        Slug::parse(x).unwrap()
-    }
     fn slugs(xs: &[&str]) -> Vec<Slug> {
         xs.iter().map(|x| s(x)).collect()
     }

@@ -10,8 +10,12 @@
 //! ```
 //!
 //! Each case panics with a message naming the broken guarantee.
+//!
+//! [`fixtures`] holds the slug, clock and tree helpers tests share.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+pub mod fixtures;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -122,29 +122,22 @@ pub fn verify(
 mod tests {
     use super::*;
     use crate::entry::LedgerEntry;
+    use crate::testing::fixtures::TreeBuilder;
     use crate::time::Timestamp;
-    use crate::tree::TreeFiles;
 
     fn tree(revoked: &str) -> (MigrationsTree, Manifest) {
-        let script = |tier: &str| {
-            format!("#!/bin/sh\n# cozystack-migration: tier={tier}\n# cozystack-migration: on-error=abort\n").into_bytes()
-        };
-        let files = TreeFiles {
-            scripts: vec![
-                (crate::Tier::PreApply, "old".into(), script("pre-apply")),
-                (crate::Tier::PreApply, "new".into(), script("pre-apply")),
-                (crate::Tier::PreApply, "bad".into(), script("pre-apply")),
-                (crate::Tier::PreApply, "next".into(), script("pre-apply")),
-            ],
-            revoked: Some(revoked.as_bytes().to_vec()),
-            order: Some(vec![
-                ("00001-v1.0.0".into(), b"old\ngone retired\n".to_vec()),
-                ("00002-v1.1.0".into(), b"new\nbad\n".to_vec()),
-                ("99999-untagged".into(), b"next\n".to_vec()),
-            ]),
-            ..TreeFiles::default()
-        };
-        let tree = MigrationsTree::from_files("/t".into(), files).unwrap();
+        let tree = TreeBuilder::new()
+            .pre("old")
+            .pre("new")
+            .pre("bad")
+            .pre("next")
+            .revoked(revoked)
+            .manifest(&[
+                ("00001-v1.0.0", "old\ngone retired\n"),
+                ("00002-v1.1.0", "new\nbad\n"),
+                ("99999-untagged", "next\n"),
+            ])
+            .build();
         let manifest = tree.manifest().unwrap().clone();
         (tree, manifest)
     }

@@ -7,21 +7,17 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{NOW, Tree};
 use ledger_memory::{Fault, FaultyLedger, MemoryLedger, Operation};
 use migration_core::header::Tier;
 use migration_core::retry::RetryPolicy;
+use migration_core::testing::fixtures::{NOW, TreeBuilder, clock, s};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, LedgerError, ManualClock, MigrateError, MigrationsTree,
     Migrator, PlanRequest, Slug,
 };
 
-fn s(x: &str) -> Slug {
-    Slug::parse(x).unwrap()
-}
-
 fn tree() -> MigrationsTree {
-    Tree::new()
+    TreeBuilder::new()
         .pre("a")
         .pre("b")
         .pre("legacy-one")
@@ -37,7 +33,7 @@ const RETRIES: RetryPolicy = RetryPolicy::immediate(3);
 fn setup() -> (MemoryLedger, FaultyLedger, ManualClock) {
     let memory = MemoryLedger::new();
     let faulty = FaultyLedger::new(Arc::new(memory.clone())).with_retries(RETRIES);
-    (memory, faulty, ManualClock::new(NOW))
+    (memory, faulty, clock())
 }
 
 /// Faults as they reach the migrator after the backend's retries gave up:
@@ -45,7 +41,7 @@ fn setup() -> (MemoryLedger, FaultyLedger, ManualClock) {
 fn setup_without_backend_retries() -> (MemoryLedger, FaultyLedger, ManualClock) {
     let memory = MemoryLedger::new();
     let faulty = FaultyLedger::new(Arc::new(memory.clone()));
-    (memory, faulty, ManualClock::new(NOW))
+    (memory, faulty, clock())
 }
 
 fn ok(n: u32) -> LedgerEntry {
@@ -334,7 +330,7 @@ async fn a_fresh_install_with_nothing_to_seed_still_creates_the_ledger() {
     // upgrade looked like a fresh install again and its first new migration
     // was recorded skipped-fresh-install instead of running.
     let (memory, faulty, clock) = setup();
-    let empty = Tree::new().manifest(&[]).build();
+    let empty = TreeBuilder::new().manifest(&[]).build();
     let prepared = Migrator::new(&empty, &faulty, &clock)
         .prepare(&PlanRequest::tier(Tier::PreApply))
         .await
@@ -345,7 +341,7 @@ async fn a_fresh_install_with_nothing_to_seed_still_creates_the_ledger() {
         Some(Default::default()),
         "an empty ledger object must exist"
     );
-    let later = Tree::new()
+    let later = TreeBuilder::new()
         .pre("first-new")
         .manifest(&[("00001-v2", "first-new\n")])
         .build();

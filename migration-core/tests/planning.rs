@@ -4,18 +4,14 @@
 
 mod common;
 
-use common::{NOW, Tree};
 use migration_core::header::Tier;
 use migration_core::ledger::{LedgerSnapshot, Record};
 use migration_core::plan::{SeedKind, SeedMode, SkipReason, Unmet};
+use migration_core::testing::fixtures::{NOW, TreeBuilder, s};
 use migration_core::{
     EntryState, LedgerEntry, MigrationsTree, Plan, PlanContext, PlanError, PlanRequest, Refusal,
-    Slug, TierSelection, plan,
+    TierSelection, plan,
 };
-
-fn s(x: &str) -> Slug {
-    Slug::parse(x).unwrap()
-}
 
 fn ledger(data: &[(&str, &str)]) -> LedgerSnapshot {
     LedgerSnapshot::from_raw_data(data.iter().copied(), Some("1".into()))
@@ -52,7 +48,7 @@ fn refusals(err: PlanError) -> Vec<Refusal> {
 
 /// pre-apply a, b (b requires a); background c; manifest in one batch.
 fn basic() -> MigrationsTree {
-    Tree::new()
+    TreeBuilder::new()
         .pre("a")
         .script(Tier::PreApply, "b", &["a"])
         .bg("c")
@@ -62,7 +58,7 @@ fn basic() -> MigrationsTree {
 
 #[test]
 fn fresh_install_seeds_every_slug_including_retired_in_one_create_and_runs_nothing() {
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .pre("a")
         .bg("c")
         .manifest(&[("00001-v1", "gone retired\na\n"), ("00002-v2", "c\n")])
@@ -137,7 +133,7 @@ fn every_terminal_state_counts_as_recorded() {
 
 #[test]
 fn legacy_seeding_records_only_integers_below_version_and_only_where_absent() {
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .pre("one")
         .pre("two")
         .pre("three")
@@ -164,7 +160,7 @@ fn legacy_seeding_records_only_integers_below_version_and_only_where_absent() {
 
 #[test]
 fn a_corrupt_version_with_a_legacy_map_is_fatal() {
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .pre("one")
         .legacy_map("1 one\n")
         .manifest(&[("00000-legacy", "one\n")])
@@ -181,7 +177,7 @@ fn a_corrupt_version_with_a_legacy_map_is_fatal() {
 
 #[test]
 fn revoked_slugs_are_recorded_revoked_only_where_absent_and_never_run() {
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .pre("a")
         .pre("bad")
         .pre("old-bad")
@@ -205,7 +201,7 @@ fn revoked_slugs_are_recorded_revoked_only_where_absent_and_never_run() {
 
 #[test]
 fn retired_slugs_are_skipped_when_recorded() {
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .pre("b")
         .manifest(&[("00001-v1", "a retired\nb\n")])
         .build();
@@ -220,7 +216,7 @@ fn retired_slugs_are_skipped_when_recorded() {
 
 #[test]
 fn the_retention_floor_refuses_and_names_a_release_that_still_ships_the_script() {
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .pre("b")
         .manifest(&[("00001-v1.7.0", "a retired\n"), ("00002-v1.8.0", "b\n")])
         .build();
@@ -238,7 +234,7 @@ fn the_retention_floor_refuses_and_names_a_release_that_still_ships_the_script()
 
 #[test]
 fn a_retired_and_revoked_slug_needs_no_entry() {
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .pre("b")
         .revoked("a\n")
         .manifest(&[("00001-v1", "a retired\nb\n")])
@@ -250,7 +246,7 @@ fn a_retired_and_revoked_slug_needs_no_entry() {
 
 #[test]
 fn legacy_seeding_satisfies_the_retention_floor() {
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .pre("b")
         .legacy_map("7 a\n")
         .manifest(&[("00000-legacy", "a retired\n"), ("00001-v1", "b\n")])
@@ -263,7 +259,7 @@ fn legacy_seeding_satisfies_the_retention_floor() {
 #[test]
 fn every_fatal_condition_is_reported_before_anything_runs() {
     // on disk but in no batch; in a batch but not on disk; retired yet present.
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .pre("stray")
         .pre("zombie")
         .manifest(&[("00001-v1", "missing\nzombie retired\n")])
@@ -292,7 +288,7 @@ fn every_fatal_condition_is_reported_before_anything_runs() {
 
 #[test]
 fn a_missing_manifest_is_fatal() {
-    let tree = Tree::new().pre("a").build();
+    let tree = TreeBuilder::new().pre("a").build();
     assert!(matches!(
         &refusals(run(&tree, None, pre()).unwrap_err())[..],
         [Refusal::NoManifest { .. }]
@@ -331,7 +327,7 @@ fn a_corrupt_entry_of_the_other_tier_is_a_warning_not_a_refusal() {
 
 #[test]
 fn a_corrupt_entry_for_a_retired_slug_is_fatal() {
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .pre("b")
         .manifest(&[("00001-v1", "a retired\nb\n")])
         .build();
@@ -380,7 +376,7 @@ fn only_reruns_a_recorded_slug_and_carries_its_previous_entry() {
 
 #[test]
 fn only_refuses_revoked_unknown_retired_wrong_tier_and_missing_ledger() {
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .pre("a")
         .pre("bad")
         .bg("c")
@@ -445,7 +441,7 @@ fn only_refuses_a_corrupt_entry_for_its_slug() {
 
 #[test]
 fn a_disallowed_interpreter_is_refused_by_plan() {
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .raw_script(Tier::PreApply, "py", b"#!/usr/bin/python3\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n")
         .manifest(&[("00001-v1", "py\n")])
         .build();
@@ -457,7 +453,7 @@ fn a_disallowed_interpreter_is_refused_by_plan() {
 
 #[test]
 fn a_requirement_placed_later_in_the_manifest_is_fatal() {
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .script(Tier::PreApply, "a", &["b"])
         .pre("b")
         .manifest(&[("00001-v1", "a\n"), ("00002-v2", "b\n")])
@@ -475,7 +471,7 @@ fn a_requirement_placed_later_in_the_manifest_is_fatal() {
 
 #[test]
 fn requirements_that_failed_were_revoked_or_have_not_run_are_marked_unmet() {
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .pre("failed-one")
         .pre("revoked-one")
         .bg("later")
@@ -513,7 +509,7 @@ fn a_requirement_pending_earlier_in_the_same_run_is_met() {
 
 #[test]
 fn legacy_and_revoked_slugs_missing_from_the_manifest_are_fatal() {
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .pre("a")
         .legacy_map("1 lost\n")
         .revoked("typo\n")

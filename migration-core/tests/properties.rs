@@ -9,7 +9,7 @@ mod common;
 
 use std::collections::{BTreeSet, HashMap};
 
-use common::{NOW, block_on, script_text};
+use common::block_on;
 use ledger_memory::MemoryLedger;
 use migration_core::digest::Sha256Digest;
 use migration_core::generate::{ReleaseHistory, ScriptInfo, TagTree, generate};
@@ -18,9 +18,10 @@ use migration_core::ledger::{LedgerSnapshot, Record};
 use migration_core::manifest::{Batch, BatchName, Manifest, ManifestEntry};
 use migration_core::order::{Edge, stable_topo_sort};
 use migration_core::plan::Refusal;
+use migration_core::testing::fixtures::{NOW, TreeBuilder, clock, s, script_text};
 use migration_core::{
-    EntryState, Ledger, LedgerEntry, ManualClock, MigrateError, MigrationsTree, Migrator,
-    PlanContext, PlanRequest, Slug, Timestamp, TreeFiles, plan,
+    EntryState, Ledger, LedgerEntry, MigrateError, MigrationsTree, Migrator, PlanContext,
+    PlanRequest, Slug, Timestamp, TreeFiles, plan,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -208,7 +209,7 @@ fn upgrade_to(
     cluster: &mut Cluster,
     k: usize,
 ) {
-    let clock = ManualClock::new(NOW);
+    let clock = clock();
     for tier in Tier::ALL {
         let migrator = Migrator::new(&trees[k], ledger, &clock);
         let prepared = match block_on(migrator.prepare(&PlanRequest::tier(tier))) {
@@ -424,7 +425,7 @@ fn entry_for(state: EntryState, n: u32) -> LedgerEntry {
 /// A tree of `n` pre-apply slugs `l0..`, all in the legacy map at their index,
 /// some revoked.
 fn legacy_tree(n: usize, revoked: &BTreeSet<usize>) -> MigrationsTree {
-    let mut tree = common::Tree::new();
+    let mut tree = TreeBuilder::new();
     let mut legacy = String::new();
     let mut order = String::new();
     for i in 0..n {
@@ -488,7 +489,7 @@ proptest! {
         plant(&ledger, &pre);
         ledger.put_raw("version", &version.to_string());
         let before = ledger.raw_data().unwrap();
-        let clock = ManualClock::new(NOW);
+        let clock = clock();
         let migrator = Migrator::new(&tree, &ledger, &clock);
         let first = block_on(migrator.prepare(&PlanRequest::tier(Tier::PreApply)));
         let after = ledger.raw_data().unwrap();
@@ -554,7 +555,7 @@ proptest! {
     fn fresh_install_seeding_is_idempotent(n in 0usize..30) {
         let tree = legacy_tree(n, &BTreeSet::new());
         let ledger = MemoryLedger::new();
-        let clock = ManualClock::new(NOW);
+        let clock = clock();
         let migrator = Migrator::new(&tree, &ledger, &clock);
         let first = block_on(migrator.prepare(&PlanRequest::tier(Tier::PreApply))).unwrap();
         prop_assert!(first.plan.fresh_install && first.plan.pending.is_empty());
@@ -755,14 +756,12 @@ proptest! {
 }
 
 #[test]
-fn the_simulation_can_fail() {
-    // Guard against a vacuous simulation: a line where a migration runs.
+fn the_simulated_upgrade_executes_a_migration_shipped_after_the_install() {
+    // Guards the properties above against a vacuous simulation: they would
+    // pass trivially if simulated clusters never executed anything.
     let line = build_line(2, vec![(1, false, None, None, vec![])]);
     let trees: Vec<MigrationsTree> = (0..2).map(|k| line.tree_at(k)).collect();
     let (cluster, snapshot) = run_cluster(&line, &trees, &[0, 1]);
     assert_eq!(cluster.executions.len(), 1);
-    assert_eq!(
-        snapshot.entry(&Slug::parse("m0").unwrap()).unwrap().state,
-        EntryState::Ok
-    );
+    assert_eq!(snapshot.entry(&s("m0")).unwrap().state, EntryState::Ok);
 }

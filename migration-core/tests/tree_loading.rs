@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use migration_core::digest::{LibDigest, Sha256Digest};
 use migration_core::header::{HeaderError, OnError, Tier};
+use migration_core::testing::fixtures::{TreeBuilder, s, script_text};
 use migration_core::{LoadOptions, MigrationsTree, Slug, TreeError, TreeProblem};
 
 fn fixture(name: &str) -> PathBuf {
@@ -30,10 +31,6 @@ fn only_problem(name: &str) -> String {
     problems[0].to_string()
 }
 
-fn slug(s: &str) -> Slug {
-    Slug::parse(s).unwrap()
-}
-
 #[test]
 fn a_valid_tree_loads_with_scripts_lists_manifest_and_checksums() {
     let root = fixture("valid");
@@ -49,10 +46,10 @@ fn a_valid_tree_loads_with_scripts_lists_manifest_and_checksums() {
             "reindex-search"
         ]
     );
-    let redis = tree.script(&slug("redis-failover-group-label")).unwrap();
+    let redis = tree.script(&s("redis-failover-group-label")).unwrap();
     assert_eq!(redis.tier, Tier::PreApply);
     assert_eq!(redis.header.on_error, OnError::Warn);
-    assert_eq!(redis.header.requires[0].target, slug("etcd-crds-precreate"));
+    assert_eq!(redis.header.requires[0].target, s("etcd-crds-precreate"));
     let bytes = std::fs::read(root.join("pre-apply/redis-failover-group-label")).unwrap();
     assert_eq!(
         redis.sha256,
@@ -60,10 +57,10 @@ fn a_valid_tree_loads_with_scripts_lists_manifest_and_checksums() {
         "a script's checksum is the SHA-256 of its bytes"
     );
     assert_eq!(
-        tree.script(&slug("reindex-search")).unwrap().tier,
+        tree.script(&s("reindex-search")).unwrap().tier,
         Tier::Background
     );
-    assert!(tree.is_revoked(&slug("bad-idea")));
+    assert!(tree.is_revoked(&s("bad-idea")));
     assert_eq!(tree.legacy_map()[0].number, 45);
     assert_eq!(tree.manifest().unwrap().len(), 5);
 
@@ -223,7 +220,7 @@ mod hostile {
 
     fn base() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        let tree = common::Tree::new().pre("ok");
+        let tree = TreeBuilder::new().pre("ok");
         tree.write_to(dir.path());
         dir
     }
@@ -243,7 +240,7 @@ mod hostile {
         let outside = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(
             outside.path(),
-            common::script_text(Tier::PreApply, OnError::Abort, &[], "rm -rf /"),
+            script_text(Tier::PreApply, OnError::Abort, &[], "rm -rf /"),
         )
         .unwrap();
         symlink(outside.path(), dir.path().join("pre-apply/escape")).unwrap();
@@ -262,12 +259,12 @@ mod hostile {
         std::fs::create_dir_all(dir.path().join("shared")).unwrap();
         std::fs::write(
             dir.path().join("shared/real"),
-            common::script_text(Tier::PreApply, OnError::Abort, &[], "echo shared"),
+            script_text(Tier::PreApply, OnError::Abort, &[], "echo shared"),
         )
         .unwrap();
         symlink("../shared/real", dir.path().join("pre-apply/linked")).unwrap();
         let tree = MigrationsTree::load(dir.path()).unwrap();
-        assert!(tree.script(&slug("linked")).is_some());
+        assert!(tree.script(&s("linked")).is_some());
     }
 
     #[test]
@@ -340,7 +337,7 @@ mod hostile {
 
     #[test]
     fn disk_and_memory_loading_agree() {
-        let built = common::Tree::new()
+        let built = TreeBuilder::new()
             .pre("a")
             .script(Tier::Background, "b", &["a"])
             .lib("h.sh", "x")

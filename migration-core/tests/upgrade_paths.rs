@@ -13,15 +13,16 @@ mod common;
 
 use std::collections::{BTreeSet, HashMap};
 
-use common::{NOW, block_on, script_text};
+use common::block_on;
 use ledger_memory::MemoryLedger;
 use migration_core::digest::Sha256Digest;
 use migration_core::generate::{ReleaseHistory, ScriptInfo, TagTree, generate};
 use migration_core::header::{OnError, Tier};
 use migration_core::plan::Refusal;
+use migration_core::testing::fixtures::{NOW, clock, script_text};
 use migration_core::{
-    EntryState, Ledger, LedgerEntry, ManualClock, MigrateError, MigrationsTree, Migrator,
-    PlanContext, PlanRequest, Record, Slug, TreeFiles, plan,
+    EntryState, Ledger, LedgerEntry, MigrateError, MigrationsTree, Migrator, PlanContext,
+    PlanRequest, Record, Slug, TreeFiles, plan,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -291,7 +292,7 @@ fn upgrade(
     cluster: &mut Cluster,
     to: Tag,
 ) {
-    let clock = ManualClock::new(NOW);
+    let clock = clock();
     cluster.upgrades += 1;
     for tier in Tier::ALL {
         let migrator = Migrator::new(&trees[&to], ledger, &clock);
