@@ -8,11 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ledger_memory::{DEFAULT_BUDGET_BYTES, FileLedger, MemoryLedger};
 use migration_core::testing::Harness;
-use migration_core::{LockedLedger, ManualClock, Timestamp};
-
-fn clock() -> Arc<ManualClock> {
-    Arc::new(ManualClock::new(Timestamp::from_unix(1_786_529_040)))
-}
+use migration_core::testing::fixtures::shared_clock;
+use migration_core::{LockedLedger, ManualClock};
 
 struct MemoryHarness {
     ledger: MemoryLedger,
@@ -20,7 +17,7 @@ struct MemoryHarness {
 }
 
 async fn memory_harness() -> MemoryHarness {
-    let clock = clock();
+    let clock = shared_clock();
     MemoryHarness {
         ledger: MemoryLedger::with_clock(clock.clone()),
         clock,
@@ -58,7 +55,7 @@ async fn file_harness() -> FileHarness {
     FileHarness {
         _dir: dir,
         path,
-        clock: clock(),
+        clock: shared_clock(),
     }
 }
 

@@ -9,10 +9,17 @@ use ledger_memory::FileLedger;
 use migration_core::testing::{sample_entry, slug};
 use migration_core::{EntryState, Ledger, LedgerError, WriteMode};
 
-#[tokio::test]
-async fn a_garbage_file_is_unreadable_never_absent() {
+/// Where a test's file ledger lives: `ledger.json` in a fresh directory,
+/// which the caller keeps alive.
+fn scratch_ledger_path() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.json");
+    (dir, path)
+}
+
+#[tokio::test]
+async fn a_garbage_file_is_unreadable_never_absent() {
+    let (_dir, path) = scratch_ledger_path();
     std::fs::write(&path, b"{\"format\": \"migration-ledger/v1\", \"ledg").unwrap();
     let err = FileLedger::new(&path).read().await.unwrap_err();
     assert!(matches!(err, LedgerError::Unreadable { .. }), "{err:?}");
@@ -25,8 +32,7 @@ async fn a_garbage_file_is_unreadable_never_absent() {
 
 #[tokio::test]
 async fn an_unknown_format_tag_is_unreadable() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ledger.json");
+    let (_dir, path) = scratch_ledger_path();
     std::fs::write(
         &path,
         br#"{"format":"migration-ledger/v9","ledger":null,"lock":null,"lock_generation":0}"#,
@@ -38,8 +44,7 @@ async fn an_unknown_format_tag_is_unreadable() {
 
 #[tokio::test]
 async fn the_file_stores_entries_as_configmap_style_strings() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ledger.json");
+    let (dir, path) = scratch_ledger_path();
     let ledger = FileLedger::new(&path);
     ledger
         .create(&[(slug(1), sample_entry(EntryState::Ok, 1))])
