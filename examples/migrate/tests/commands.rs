@@ -4,18 +4,13 @@
 
 mod common;
 
-use common::{Repo, json, migrate};
+use common::{Repo, assert_first_problem, json, migrate};
 
 /// A repository with v1.0.0 (a, b) and v1.1.0 (c), manifest generated.
 fn released() -> Repo {
     let repo = Repo::new();
-    repo.add("pre-apply", "a", "echo a");
-    repo.add("background", "b", "echo b");
-    repo.commit("1.0");
-    repo.tag("v1.0.0");
-    repo.add("pre-apply", "c", "echo c");
-    repo.commit("1.1");
-    repo.tag("v1.1.0");
+    repo.release_with("v1.0.0", &[("pre-apply", "a"), ("background", "b")]);
+    repo.release_with("v1.1.0", &[("pre-apply", "c")]);
     let (code, _, err) = repo.manifest();
     assert_eq!(code, 0, "{err}");
     repo
@@ -88,13 +83,7 @@ fn a_refused_plan_exits_3_naming_every_problem() {
     ]);
     assert_eq!(code, 3);
     assert_eq!(doc["error"], "refused");
-    assert!(
-        doc["problems"][0]
-            .as_str()
-            .unwrap()
-            .contains("'stray' is on disk but in no manifest batch"),
-        "{doc}"
-    );
+    assert_first_problem(&doc, "'stray' is on disk but in no manifest batch");
 }
 
 #[test]
@@ -103,13 +92,7 @@ fn a_tree_that_does_not_load_exits_2_naming_the_file() {
     repo.write("pre-apply/broken", "#!/bin/sh\n");
     let (code, doc, _) = json(&["plan", repo.tree().to_str().unwrap(), "--ledger", "memory:"]);
     assert_eq!(code, 2);
-    assert!(
-        doc["problems"][0]
-            .as_str()
-            .unwrap()
-            .contains("pre-apply/broken"),
-        "{doc}"
-    );
+    assert_first_problem(&doc, "pre-apply/broken");
 }
 
 #[test]
@@ -274,10 +257,7 @@ fn an_unreadable_ledger_file_exits_1() {
     std::fs::write(state.path().join("ledger.json"), "{broken").unwrap();
     let (code, doc, _) = json(&["status", "--ledger", &ledger_arg(&state)]);
     assert_eq!(code, 1);
-    assert!(
-        doc["problems"][0].as_str().unwrap().contains("unreadable"),
-        "{doc}"
-    );
+    assert_first_problem(&doc, "unreadable");
 }
 
 #[test]
@@ -314,10 +294,7 @@ fn new_scaffolds_a_lint_clean_pair_and_refuses_a_slug_that_ever_shipped() {
     repo.remove("pre-apply", "a");
     let (code, doc, _) = json(&["new", tree, "a"]);
     assert_eq!(code, 2);
-    assert!(
-        doc["problems"][0].as_str().unwrap().contains("git history"),
-        "{doc}"
-    );
+    assert_first_problem(&doc, "git history");
 }
 
 #[test]
@@ -329,12 +306,10 @@ fn the_index_lists_exactly_the_manifests_runnable_background_slugs_in_order() {
     repo.add("pre-apply", "not-background", "echo p");
     repo.add("background", "bad", "echo b");
     repo.write("revoked", "bad\n");
-    repo.commit("1.0");
-    repo.tag("v1.0.0");
+    repo.release("v1.0.0");
     repo.remove("background", "gone");
     repo.add("background", "later", "echo l");
-    repo.commit("1.1");
-    repo.tag("v1.1.0");
+    repo.release("v1.1.0");
     let (code, _, err) = repo.manifest();
     assert_eq!(code, 0, "{err}");
     let tree = repo.tree();

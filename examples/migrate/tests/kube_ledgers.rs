@@ -7,7 +7,9 @@ mod common;
 
 use std::path::Path;
 
-use common::{parse, script};
+use common::parse;
+use migration_core::testing::fixtures::{ScratchTree, TreeBuilder};
+use migration_core::{OnError, Tier};
 use test_apiserver::TestApiServer;
 
 fn kubeconfig(dir: &Path, server: &TestApiServer) -> std::path::PathBuf {
@@ -24,23 +26,13 @@ fn kubeconfig_for(dir: &Path, url: &str) -> std::path::PathBuf {
     path
 }
 
-fn tree(dir: &Path) -> std::path::PathBuf {
-    let root = dir.join("tree");
-    for d in ["pre-apply", "background", "order.d"] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
-    }
-    std::fs::write(
-        root.join("pre-apply/a"),
-        script("pre-apply", "abort", &[], "echo a"),
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("pre-apply/b"),
-        script("pre-apply", "warn", &[], "exit 2"),
-    )
-    .unwrap();
-    std::fs::write(root.join("order.d/00001-v1"), "a\nb\n").unwrap();
-    root
+/// The tree both ledgers run: `a` succeeds, `b` fails under on-error=warn.
+fn scratch_tree() -> ScratchTree {
+    TreeBuilder::new()
+        .script_with(Tier::PreApply, "a", OnError::Abort, &[], "echo a")
+        .script_with(Tier::PreApply, "b", OnError::Warn, &[], "exit 2")
+        .manifest(&[("00001-v1", "a\nb\n")])
+        .scratch()
 }
 
 async fn migrate(kubeconfig: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
@@ -58,9 +50,9 @@ async fn migrate(kubeconfig: &Path, args: &[&str]) -> (i32, serde_json::Value, S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_status_and_verify_on_the_configmap_ledger() {
     let server = TestApiServer::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let kc = kubeconfig(dir.path(), &server);
-    let root = tree(dir.path());
+    let scratch = scratch_tree();
+    let kc = kubeconfig(scratch.dir(), &server);
+    let root = scratch.root();
     let root = root.to_str().unwrap();
     server
         .put_object(
@@ -150,9 +142,9 @@ async fn run_and_status_on_the_custom_resource_ledger() {
         false,
         true,
     );
-    let dir = tempfile::tempdir().unwrap();
-    let kc = kubeconfig(dir.path(), &server);
-    let root = tree(dir.path());
+    let scratch = scratch_tree();
+    let kc = kubeconfig(scratch.dir(), &server);
+    let root = scratch.root();
     let root = root.to_str().unwrap();
     // The first run is a fresh install: the ledger object is created, nothing runs.
     let (code, doc, err) = migrate(&kc, &["run", root, "--ledger", "crd:platform"]).await;

@@ -4,15 +4,12 @@
 
 mod common;
 
-use common::{Repo, batches, json};
+use common::{Repo, assert_first_problem, batches, json};
 
 #[test]
 fn tags_on_the_main_line_become_batches_and_new_work_is_untagged() {
     let repo = Repo::new();
-    repo.add("pre-apply", "b", "echo b");
-    repo.add("pre-apply", "a", "echo a");
-    repo.commit("1.0");
-    repo.tag("v1.0.0");
+    repo.release_with("v1.0.0", &[("pre-apply", "b"), ("pre-apply", "a")]);
     repo.add("background", "c", "echo c");
     repo.commit("1.1");
     repo.tag("v1.1.0-rc.1");
@@ -48,14 +45,10 @@ fn tags_on_the_main_line_become_batches_and_new_work_is_untagged() {
 #[test]
 fn a_build_exactly_at_a_tag_has_no_untagged_batch_and_is_a_prefix_of_later_builds() {
     let repo = Repo::new();
-    repo.add("pre-apply", "a", "echo a");
-    repo.commit("1.0");
-    repo.tag("v1.0.0");
+    repo.release_with("v1.0.0", &[("pre-apply", "a")]);
     let (_, at_tag, _) = repo.manifest();
     assert_eq!(Repo::batches(&at_tag), batches(&[("00001-v1.0.0", &["a"])]));
-    repo.add("pre-apply", "b", "echo b");
-    repo.commit("1.1");
-    repo.tag("v1.1.0");
+    repo.release_with("v1.1.0", &[("pre-apply", "b")]);
     let (_, later, _) = repo.manifest();
     assert_eq!(Repo::batches(&later)[..1], Repo::batches(&at_tag)[..]);
 }
@@ -67,8 +60,7 @@ fn legacy_map_slugs_go_first_in_integer_order() {
     repo.add("pre-apply", "alpha", "echo 2");
     repo.add("pre-apply", "new", "echo 3");
     repo.write("legacy-map", "1 zeta\n2 alpha\n");
-    repo.commit("1.0");
-    repo.tag("v1.0.0");
+    repo.release("v1.0.0");
     let (code, doc, err) = repo.manifest();
     assert_eq!(code, 0, "{err}");
     assert_eq!(
@@ -83,25 +75,18 @@ fn legacy_map_slugs_go_first_in_integer_order() {
 #[test]
 fn a_backport_with_the_same_content_lands_in_each_lines_own_batch() {
     let repo = Repo::new();
-    repo.add("pre-apply", "a", "echo a");
-    repo.commit("1.0");
-    repo.tag("v1.0.0");
-    repo.git(&["checkout", "--quiet", "-b", "release-1.0"]);
-    repo.add("pre-apply", "fix", "echo fix");
-    repo.commit("backport fix");
-    repo.tag("v1.0.1");
+    repo.release_with("v1.0.0", &[("pre-apply", "a")]);
+    repo.branch("release-1.0");
+    repo.release_with("v1.0.1", &[("pre-apply", "fix")]);
     let (code, on_branch, err) = repo.manifest();
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         Repo::batches(&on_branch),
         batches(&[("00001-v1.0.0", &["a"]), ("00002-v1.0.1", &["fix"])])
     );
-    repo.git(&["checkout", "--quiet", "main"]);
+    repo.checkout("main");
     std::fs::remove_dir_all(repo.tree().join("order.d")).unwrap();
-    repo.add("pre-apply", "fix", "echo fix");
-    repo.add("pre-apply", "c", "echo c");
-    repo.commit("1.1 with the fix");
-    repo.tag("v1.1.0");
+    repo.release_with("v1.1.0", &[("pre-apply", "fix"), ("pre-apply", "c")]);
     let (code, on_main, err) = repo.manifest();
     assert_eq!(code, 0, "{err}");
     assert_eq!(
@@ -113,17 +98,13 @@ fn a_backport_with_the_same_content_lands_in_each_lines_own_batch() {
 #[test]
 fn a_backport_with_different_content_under_the_same_slug_fails_naming_both_tags() {
     let repo = Repo::new();
-    repo.add("pre-apply", "a", "echo a");
-    repo.commit("1.5");
-    repo.tag("v1.5.0");
-    repo.git(&["checkout", "--quiet", "-b", "release-1.5"]);
+    repo.release_with("v1.5.0", &[("pre-apply", "a")]);
+    repo.branch("release-1.5");
     repo.add("pre-apply", "45", "echo one thing");
-    repo.commit("slot 45 on 1.5");
-    repo.tag("v1.5.1");
-    repo.git(&["checkout", "--quiet", "main"]);
+    repo.release("v1.5.1");
+    repo.checkout("main");
     repo.add("pre-apply", "45", "echo something else");
-    repo.commit("slot 45 on 1.6");
-    repo.tag("v1.6.0");
+    repo.release("v1.6.0");
     let (code, doc, _) = repo.manifest();
     assert_eq!(code, 2);
     let problems = doc["problems"].as_array().unwrap();
@@ -143,10 +124,7 @@ fn a_backport_with_different_content_under_the_same_slug_fails_naming_both_tags(
 #[test]
 fn editing_a_shipped_script_fails_naming_the_slug_the_tag_and_the_working_tree() {
     let repo = Repo::new();
-    repo.add("pre-apply", "a", "echo a");
-    repo.add("pre-apply", "b", "echo b");
-    repo.commit("1.0");
-    repo.tag("v1.0.0");
+    repo.release_with("v1.0.0", &[("pre-apply", "a"), ("pre-apply", "b")]);
     repo.add("pre-apply", "a", "echo a, improved");
     repo.add("pre-apply", "b", "echo b, improved");
     let (code, doc, _) = repo.manifest();
@@ -170,13 +148,9 @@ fn editing_a_shipped_script_fails_naming_the_slug_the_tag_and_the_working_tree()
 #[test]
 fn a_deleted_shipped_script_stays_as_a_retired_line() {
     let repo = Repo::new();
-    repo.add("pre-apply", "a", "echo a");
-    repo.add("pre-apply", "old", "echo old");
-    repo.commit("1.0");
-    repo.tag("v1.0.0");
+    repo.release_with("v1.0.0", &[("pre-apply", "a"), ("pre-apply", "old")]);
     repo.remove("pre-apply", "old");
-    repo.commit("retire old");
-    repo.tag("v1.1.0");
+    repo.release("v1.1.0");
     let (code, doc, err) = repo.manifest();
     assert_eq!(code, 0, "{err}");
     assert_eq!(
@@ -188,20 +162,16 @@ fn a_deleted_shipped_script_stays_as_a_retired_line() {
 #[test]
 fn a_late_merged_old_migration_lands_at_the_end_never_in_the_middle() {
     let repo = Repo::new();
-    repo.add("pre-apply", "a", "echo a");
-    repo.commit("1.0");
-    repo.tag("v1.0.0");
+    repo.release_with("v1.0.0", &[("pre-apply", "a")]);
     // A pull request branched here, written long ago, alphabetically early.
-    repo.git(&["checkout", "--quiet", "-b", "old-pr"]);
+    repo.branch("old-pr");
     repo.add("pre-apply", "aaa-old-pr", "echo old");
     repo.commit("old pr");
-    repo.git(&["checkout", "--quiet", "main"]);
-    repo.add("pre-apply", "b", "echo b");
-    repo.commit("1.1");
-    repo.tag("v1.1.0");
+    repo.checkout("main");
+    repo.release_with("v1.1.0", &[("pre-apply", "b")]);
     let (_, before, _) = repo.manifest();
     std::fs::remove_dir_all(repo.tree().join("order.d")).unwrap();
-    repo.git(&["merge", "--quiet", "--no-edit", "old-pr"]);
+    repo.merge("old-pr");
     let (code, after, err) = repo.manifest();
     assert_eq!(code, 0, "{err}");
     assert_eq!(
@@ -220,9 +190,7 @@ fn requires_reorders_within_a_batch() {
     let repo = Repo::new();
     repo.add_requiring("pre-apply", "a-uses-z", &["z-base"], "echo a");
     repo.add("pre-apply", "z-base", "echo z");
-    repo.add("pre-apply", "m", "echo m");
-    repo.commit("1.0");
-    repo.tag("v1.0.0");
+    repo.release_with("v1.0.0", &[("pre-apply", "m")]);
     let (code, doc, err) = repo.manifest();
     assert_eq!(code, 0, "{err}");
     assert_eq!(
@@ -234,12 +202,8 @@ fn requires_reorders_within_a_batch() {
 #[test]
 fn a_shallow_clone_is_refused() {
     let repo = Repo::new();
-    repo.add("pre-apply", "a", "echo a");
-    repo.commit("1.0");
-    repo.tag("v1.0.0");
-    repo.add("pre-apply", "b", "echo b");
-    repo.commit("1.1");
-    repo.tag("v1.1.0");
+    repo.release_with("v1.0.0", &[("pre-apply", "a")]);
+    repo.release_with("v1.1.0", &[("pre-apply", "b")]);
     let clone = tempfile::tempdir().unwrap();
     let url = format!("file://{}", repo.path().display());
     let status = std::process::Command::new("git")
@@ -256,30 +220,18 @@ fn a_shallow_clone_is_refused() {
         "migrations",
     ]);
     assert_eq!(code, 2);
-    assert!(
-        doc["problems"][0]
-            .as_str()
-            .unwrap()
-            .contains("shallow clone"),
-        "{doc}"
-    );
+    assert_first_problem(&doc, "shallow clone");
 }
 
 #[test]
 fn merging_a_release_branch_back_breaks_release_order_and_is_refused() {
     let repo = Repo::new();
-    repo.add("pre-apply", "a", "echo a");
-    repo.commit("1.0");
-    repo.tag("v1.0.0");
-    repo.git(&["checkout", "--quiet", "-b", "release-1.0"]);
-    repo.add("pre-apply", "fix", "echo fix");
-    repo.commit("fix");
-    repo.tag("v1.0.1");
-    repo.git(&["checkout", "--quiet", "main"]);
-    repo.add("pre-apply", "b", "echo b");
-    repo.commit("1.1");
-    repo.tag("v1.1.0");
-    repo.git(&["merge", "--quiet", "--no-edit", "release-1.0"]);
+    repo.release_with("v1.0.0", &[("pre-apply", "a")]);
+    repo.branch("release-1.0");
+    repo.release_with("v1.0.1", &[("pre-apply", "fix")]);
+    repo.checkout("main");
+    repo.release_with("v1.1.0", &[("pre-apply", "b")]);
+    repo.merge("release-1.0");
     let (code, doc, _) = repo.manifest();
     assert_eq!(code, 2);
     let text = doc["problems"][0].as_str().unwrap();
@@ -292,18 +244,10 @@ fn merging_a_release_branch_back_breaks_release_order_and_is_refused() {
 #[test]
 fn a_tag_that_matches_the_pattern_but_is_not_a_version_is_refused() {
     let repo = Repo::new();
-    repo.add("pre-apply", "a", "echo a");
-    repo.commit("1.0");
-    repo.tag("very-important");
+    repo.release_with("very-important", &[("pre-apply", "a")]);
     let (code, doc, _) = repo.manifest();
     assert_eq!(code, 2);
-    assert!(
-        doc["problems"][0]
-            .as_str()
-            .unwrap()
-            .contains("\"very-important\""),
-        "{doc}"
-    );
+    assert_first_problem(&doc, "\"very-important\"");
     // A narrower pattern leaves it out.
     let (code, _, err) = json(&[
         "manifest",
@@ -320,9 +264,7 @@ fn a_tag_that_matches_the_pattern_but_is_not_a_version_is_refused() {
 #[test]
 fn without_out_the_files_are_printed() {
     let repo = Repo::new();
-    repo.add("pre-apply", "a", "echo a");
-    repo.commit("1.0");
-    repo.tag("v1.0.0");
+    repo.release_with("v1.0.0", &[("pre-apply", "a")]);
     let out = common::migrate()
         .args([
             "manifest",

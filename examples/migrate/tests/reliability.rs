@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::block_on;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -17,23 +19,22 @@ use async_trait::async_trait;
 use ledger_configmap::{ConfigMapLedger, Options};
 use ledger_memory::{Fault, FaultyLedger, MemoryLedger};
 use migrate::runner::{self, Console, RunConfig, RunError};
+use migration_core::testing::fixtures::{
+    NOW, ScratchTree, TreeBuilder, clock, s, shared_clock, write_figure,
+};
 use migration_core::{
     EntryState, Lease, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, ManualClock,
-    MigrationsTree, Slug, Tier, Timestamp, WriteMode, WriteReport,
+    MigrationsTree, OnError, Slug, Tier, WriteMode, WriteReport,
 };
 use migration_core::{Lock, LockedLedger};
 use migration_kube::RetryPolicy;
 use test_apiserver::{FaultRule, LostReply, TestApiServer};
 
-const NOW: Timestamp = Timestamp::from_unix(1_786_529_040);
+/// The slugs an upgrade of the scenario runs, in order.
+const UPGRADE: [&str; 3] = ["good-one", "fails-warn", "good-two"];
 
 fn figure(suite: &str, name: &str, text: &str) {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("reliability");
-    let _ = std::fs::create_dir_all(&dir);
-    let _ = std::fs::write(
-        dir.join(format!("{suite}--{name}.txt")),
-        format!("{suite}: {name}: {text}\n"),
-    );
+    write_figure(Path::new(env!("CARGO_TARGET_TMPDIR")), suite, name, text);
 }
 
 fn soak() -> bool {
@@ -47,69 +48,67 @@ impl Console for Silent {
     fn progress(&self, _: &str) {}
 }
 
-fn s(x: &str) -> Slug {
-    Slug::parse(x).unwrap()
-}
-
 /// A tree where every script appends its slug to `<dir>/effects`, so real
 /// executions can be counted: `good-one` and `good-two` succeed,
 /// `fails-warn` exits 1 under on-error=warn. With `legacy`, three more
 /// scripts `l0..l2` form the legacy map.
 struct Scenario {
-    dir: tempfile::TempDir,
+    scratch: ScratchTree,
 }
 
 impl Scenario {
     fn new(legacy: bool) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("tree");
-        for d in ["pre-apply", "background", "order.d"] {
-            std::fs::create_dir_all(root.join(d)).unwrap();
-        }
         let effect = r#"echo "$MIGRATION_SLUG" >> "$MIGRATION_TREE/../effects""#;
-        let write = |slug: &str, on_error: &str, tail: &str| {
+        let script = |tree: TreeBuilder, slug: &str, on_error: OnError, tail: &str| {
             let body = format!("{effect}{tail}");
-            std::fs::write(
-                root.join("pre-apply").join(slug),
-                common::script("pre-apply", on_error, &[], &body),
-            )
-            .unwrap();
+            tree.script_with(Tier::PreApply, slug, on_error, &[], &body)
         };
-        write("good-one", "abort", "");
-        write("fails-warn", "warn", "\nexit 1");
-        write("good-two", "abort", "");
-        let mut order = String::new();
+        let mut tree = TreeBuilder::new();
+        tree = script(tree, "good-one", OnError::Abort, "");
+        tree = script(tree, "fails-warn", OnError::Warn, "\nexit 1");
+        tree = script(tree, "good-two", OnError::Abort, "");
+        let mut batches = vec![("00001-v1", "good-one\nfails-warn\ngood-two\n")];
         if legacy {
             let mut map = String::new();
             for i in 0..3 {
-                write(&format!("l{i}"), "abort", "");
+                tree = script(tree, &format!("l{i}"), OnError::Abort, "");
                 map.push_str(&format!("{i} l{i}\n"));
             }
-            std::fs::write(root.join("legacy-map"), map).unwrap();
-            std::fs::write(root.join("order.d/00000-legacy"), "l0\nl1\nl2\n").unwrap();
+            tree = tree.legacy_map(&map);
+            batches.insert(0, ("00000-legacy", "l0\nl1\nl2\n"));
         }
-        order.push_str("good-one\nfails-warn\ngood-two\n");
-        std::fs::write(root.join("order.d/00001-v1"), order).unwrap();
-        Scenario { dir }
+        Scenario {
+            scratch: tree.manifest(&batches).scratch(),
+        }
     }
 
     fn tree(&self) -> MigrationsTree {
-        MigrationsTree::load(&self.dir.path().join("tree")).unwrap()
+        self.scratch.load()
     }
 
     fn executions(&self) -> BTreeMap<String, u32> {
         let mut counts = BTreeMap::new();
-        for line in std::fs::read_to_string(self.dir.path().join("effects"))
-            .unwrap_or_default()
-            .lines()
-        {
-            *counts.entry(line.to_owned()).or_insert(0) += 1;
+        for line in self.scratch.lines("effects") {
+            *counts.entry(line).or_insert(0) += 1;
         }
         counts
     }
 
     fn root(&self) -> PathBuf {
-        self.dir.path().join("tree")
+        self.scratch.root()
+    }
+
+    /// Creates the scenario's file ledger, existing but empty (an upgrade),
+    /// and returns its `--ledger` spec.
+    fn file_ledger(&self) -> String {
+        common::empty_file_ledger(&self.scratch.file("ledger.json"))
+    }
+
+    /// What the scenario's file ledger holds.
+    fn file_snapshot(&self) -> LedgerSnapshot {
+        block_on(ledger_memory::FileLedger::new(self.scratch.file("ledger.json")).read())
+            .unwrap()
+            .unwrap()
     }
 }
 
@@ -128,15 +127,7 @@ fn run(
     only: Option<&str>,
 ) -> Result<runner::RunReport, RunError> {
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    common_block_on(runner::run(tree, ledger, clock, &config(only), &Silent, rx))
-}
-
-fn common_block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
+    block_on(runner::run(tree, ledger, clock, &config(only), &Silent, rx))
 }
 
 /// Checks what must hold after any sequence of runs that ended in success.
@@ -196,11 +187,9 @@ fn prepare(
 ) -> Vec<&'static str> {
     match kind {
         Kind::Upgrade => {
-            common_block_on(
-                memory.create(&[(s("pre-recorded"), LedgerEntry::new(EntryState::Ok, NOW))]),
-            )
-            .unwrap();
-            vec!["good-one", "fails-warn", "good-two"]
+            block_on(memory.create(&[(s("pre-recorded"), LedgerEntry::new(EntryState::Ok, NOW))]))
+                .unwrap();
+            UPGRADE.to_vec()
         }
         Kind::FreshInstall => vec![],
         Kind::Legacy => {
@@ -208,9 +197,9 @@ fn prepare(
             vec!["l2", "good-one", "fails-warn", "good-two"]
         }
         Kind::OnlyRerun => {
-            common_block_on(memory.create(&[])).unwrap();
+            block_on(memory.create(&[])).unwrap();
             run(&scenario.tree(), memory, clock, None).unwrap();
-            vec!["good-one", "fails-warn", "good-two"]
+            UPGRADE.to_vec()
         }
     }
 }
@@ -229,8 +218,8 @@ fn schedule(
 ) -> (bool, bool) {
     let scenario = Scenario::new(matches!(kind, Kind::Legacy));
     let tree = scenario.tree();
-    let clock = ManualClock::new(NOW);
-    let memory = MemoryLedger::with_clock(Arc::new(ManualClock::new(NOW)));
+    let clock = clock();
+    let memory = MemoryLedger::with_clock(shared_clock());
     let expected = prepare(kind, &memory, &scenario, &clock);
     let before = memory.raw_data().unwrap_or_default();
     let faulty = FaultyLedger::new(Arc::new(memory.clone()))
@@ -269,9 +258,9 @@ fn schedule(
             "no migration may fail from a ledger fault: {text}"
         );
         // The crashed run may hold the lock; a fresh runner waits it out.
-        let lease = common_block_on(memory.acquire("reliability-runner", Duration::from_secs(1)));
+        let lease = block_on(memory.acquire("reliability-runner", Duration::from_secs(1)));
         if let Ok(lease) = lease {
-            common_block_on(memory.release(&lease)).unwrap();
+            block_on(memory.release(&lease)).unwrap();
         }
         run(&tree, &memory, &clock, only_for(kind))
             .unwrap_or_else(|e| panic!("recovery run failed: {e}"));
@@ -287,7 +276,7 @@ fn schedule(
         }
         assert_eq!(after.get(key), Some(value), "{key} was overwritten");
     }
-    let snapshot = common_block_on(memory.read()).unwrap().unwrap();
+    let snapshot = block_on(memory.read()).unwrap().unwrap();
     let overcounted = noted_without_spawn
         .then(|| {
             let executions = scenario.executions();
@@ -342,8 +331,8 @@ fn comparable(data: &BTreeMap<String, String>) -> BTreeMap<String, String> {
 fn baseline(kind: Kind) -> (usize, BTreeMap<String, String>) {
     let scenario = Scenario::new(matches!(kind, Kind::Legacy));
     let tree = scenario.tree();
-    let clock = ManualClock::new(NOW);
-    let memory = MemoryLedger::with_clock(Arc::new(ManualClock::new(NOW)));
+    let clock = clock();
+    let memory = MemoryLedger::with_clock(shared_clock());
     prepare(kind, &memory, &scenario, &clock);
     let faulty = FaultyLedger::new(Arc::new(memory.clone()))
         .with_retries(migration_core::retry::RetryPolicy::immediate(3));
@@ -461,11 +450,7 @@ async fn fault_schedules_through_the_test_api_server_keep_every_invariant() {
                     .unwrap_or_else(|e| panic!("recovery: {e}"));
             }
             let snapshot = ledger.read().await.unwrap().unwrap();
-            check_final(
-                &scenario,
-                &snapshot,
-                &["good-one", "fails-warn", "good-two"],
-            );
+            check_final(&scenario, &snapshot, &UPGRADE);
             assert_eq!(
                 snapshot.entry(&s("pre-recorded")).unwrap().state,
                 EntryState::Ok
@@ -626,10 +611,10 @@ fn crashes_at_every_step_boundary_in_process_end_recorded_exactly_once() {
         for after in [false, true] {
             let scenario = Scenario::new(false);
             let tree = scenario.tree();
-            let expiry_clock = Arc::new(ManualClock::new(NOW));
+            let expiry_clock = shared_clock();
             let memory = MemoryLedger::with_clock(expiry_clock.clone());
-            common_block_on(memory.create(&[])).unwrap();
-            let clock = ManualClock::new(NOW);
+            block_on(memory.create(&[])).unwrap();
+            let clock = clock();
             let crashing = Crashing::new(memory.clone(), at, after);
             // A crash at the last call (releasing the lock) comes after every
             // record, so that run may report success; all others fail.
@@ -638,15 +623,10 @@ fn crashes_at_every_step_boundary_in_process_end_recorded_exactly_once() {
             expiry_clock.advance(Duration::from_secs(120));
             run(&tree, &memory, &clock, None)
                 .unwrap_or_else(|e| panic!("restart after crash at call {at}: {e}"));
-            let snapshot = common_block_on(memory.read()).unwrap().unwrap();
+            let snapshot = block_on(memory.read()).unwrap().unwrap();
             let window = crashing.noted_then_died.lock().unwrap().clone();
             overcounts += usize::from(window.is_some());
-            check_final_allowing(
-                &scenario,
-                &snapshot,
-                &["good-one", "fails-warn", "good-two"],
-                window.as_deref(),
-            );
+            check_final_allowing(&scenario, &snapshot, &UPGRADE, window.as_deref());
             tried += 1;
         }
     }
@@ -659,6 +639,8 @@ fn crashes_at_every_step_boundary_in_process_end_recorded_exactly_once() {
     );
 }
 
+/// The real binary's `run` on a scenario, dying at `failpoint` if given.
+#[cfg(feature = "failpoints")]
 fn migrate_run(
     root: &Path,
     ledger: &str,
@@ -684,6 +666,9 @@ fn migrate_run(
         .unwrap()
 }
 
+// The crash points exist only in a build with the `failpoints` feature
+// (`cargo test --all-features`); a plain build ignores MIGRATE_FAILPOINT.
+#[cfg(feature = "failpoints")]
 #[test]
 fn sigkill_of_the_real_binary_at_every_step_boundary_then_a_rerun_completes() {
     let mut points = vec![
@@ -698,7 +683,7 @@ fn sigkill_of_the_real_binary_at_every_step_boundary_then_a_rerun_completes() {
     }
     for point in &points {
         let scenario = Scenario::new(false);
-        let ledger = common::empty_file_ledger(&scenario.dir.path().join("ledger.json"));
+        let ledger = scenario.file_ledger();
         let crashed = migrate_run(&scenario.root(), &ledger, &["--lock-ttl", "1"], Some(point));
         assert_eq!(
             crashed.status.code(),
@@ -712,16 +697,8 @@ fn sigkill_of_the_real_binary_at_every_step_boundary_then_a_rerun_completes() {
             "{point}: {}",
             String::from_utf8_lossy(&rerun.stdout)
         );
-        let snapshot = common_block_on(
-            ledger_memory::FileLedger::new(scenario.dir.path().join("ledger.json")).read(),
-        )
-        .unwrap()
-        .unwrap();
-        check_final(
-            &scenario,
-            &snapshot,
-            &["good-one", "fails-warn", "good-two"],
-        );
+        let snapshot = scenario.file_snapshot();
+        check_final(&scenario, &snapshot, &UPGRADE);
     }
     figure(
         "crash-points",
@@ -741,7 +718,7 @@ fn concurrent_runner_processes_on_one_file_ledger_run_each_slug_once() {
         let rounds = if soak() { 20 } else { 3 };
         for _ in 0..rounds {
             let scenario = Scenario::new(false);
-            let ledger = common::empty_file_ledger(&scenario.dir.path().join("ledger.json"));
+            let ledger = scenario.file_ledger();
             let children: Vec<_> = (0..runners)
                 .map(|i| {
                     let mut cmd = common::migrate();
@@ -769,16 +746,8 @@ fn concurrent_runner_processes_on_one_file_ledger_run_each_slug_once() {
                 executions.values().all(|n| *n == 1),
                 "each slug exactly once: {executions:?}"
             );
-            let snapshot = common_block_on(
-                ledger_memory::FileLedger::new(scenario.dir.path().join("ledger.json")).read(),
-            )
-            .unwrap()
-            .unwrap();
-            check_final(
-                &scenario,
-                &snapshot,
-                &["good-one", "fails-warn", "good-two"],
-            );
+            let snapshot = scenario.file_snapshot();
+            check_final(&scenario, &snapshot, &UPGRADE);
             tried += 1;
         }
     }
@@ -837,11 +806,7 @@ async fn concurrent_runners_through_the_test_api_server_run_each_slug_once() {
         assert_eq!(ran, 3, "the runners together ran each pending slug once");
         assert!(scenario.executions().values().all(|n| *n == 1));
         let ledger = kube_setup_ledger(&server);
-        check_final(
-            &scenario,
-            &ledger.read().await.unwrap().unwrap(),
-            &["good-one", "fails-warn", "good-two"],
-        );
+        check_final(&scenario, &ledger.read().await.unwrap().unwrap(), &UPGRADE);
         tried += 1;
     }
     figure(
@@ -857,10 +822,12 @@ fn kube_setup_ledger(server: &TestApiServer) -> ConfigMapLedger {
     ConfigMapLedger::new(server.client(), "cozy-system", "cozystack-version")
 }
 
+// Dies at a crash point: needs the `failpoints` feature, as above.
+#[cfg(feature = "failpoints")]
 #[test]
 fn the_lock_of_a_runner_that_died_expires_and_the_next_one_proceeds() {
     let scenario = Scenario::new(false);
-    let ledger = common::empty_file_ledger(&scenario.dir.path().join("ledger.json"));
+    let ledger = scenario.file_ledger();
     let died = migrate_run(
         &scenario.root(),
         &ledger,
@@ -880,16 +847,8 @@ fn the_lock_of_a_runner_that_died_expires_and_the_next_one_proceeds() {
         started.elapsed() >= Duration::from_millis(500),
         "the next runner had to wait for the lease to lapse"
     );
-    let snapshot = common_block_on(
-        ledger_memory::FileLedger::new(scenario.dir.path().join("ledger.json")).read(),
-    )
-    .unwrap()
-    .unwrap();
-    check_final(
-        &scenario,
-        &snapshot,
-        &["good-one", "fails-warn", "good-two"],
-    );
+    let snapshot = scenario.file_snapshot();
+    check_final(&scenario, &snapshot, &UPGRADE);
 }
 
 #[test]

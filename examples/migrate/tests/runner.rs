@@ -8,40 +8,36 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{migrate, parse, script};
+use common::{assert_first_problem, migrate, parse};
+use migration_core::testing::fixtures::{ScratchTree, TreeBuilder, script_text};
 
-/// A tree whose manifest is one batch listing `scripts` in the given order.
+/// A tree whose manifest is one batch listing `scripts` in the given order,
+/// in a scratch directory that also holds its file ledger; scripts see that
+/// directory as `$SCRATCH`.
 struct Tree {
-    dir: tempfile::TempDir,
+    scratch: ScratchTree,
 }
 
 impl Tree {
     fn new(scripts: &[(&str, &str, &str, &str)]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("tree");
-        for tier in ["pre-apply", "background", "order.d"] {
-            std::fs::create_dir_all(root.join(tier)).unwrap();
-        }
+        let mut builder = TreeBuilder::new();
         let mut order = String::new();
         for (tier, slug, on_error, body) in scripts {
-            std::fs::write(
-                root.join(tier).join(slug),
-                script(tier, on_error, &[], body),
-            )
-            .unwrap();
+            let (tier, on_error) = (tier.parse().unwrap(), on_error.parse().unwrap());
+            builder = builder.script_with(tier, slug, on_error, &[], body);
             order.push_str(&format!("{slug}\n"));
         }
-        std::fs::write(root.join("order.d/00001-v1"), order).unwrap();
-        Tree { dir }
+        let scratch = builder.manifest(&[("00001-v1", &order)]).scratch();
+        Tree { scratch }
     }
 
     fn root(&self) -> PathBuf {
-        self.dir.path().join("tree")
+        self.scratch.root()
     }
 
     /// A file in the scratch directory, outside the tree.
     fn file(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
+        self.scratch.file(name)
     }
 
     fn ledger(&self) -> String {
@@ -76,7 +72,7 @@ impl Tree {
             &self.ledger(),
         ])
         .args(extra)
-        .env("SCRATCH", self.dir.path());
+        .env("SCRATCH", self.scratch.dir());
         cmd
     }
 
@@ -94,11 +90,7 @@ impl Tree {
     }
 
     fn lines(&self, name: &str) -> Vec<String> {
-        std::fs::read_to_string(self.file(name))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
+        self.scratch.lines(name)
     }
 }
 
@@ -208,13 +200,7 @@ fn an_abort_failure_records_nothing_stops_the_run_and_exits_4() {
     let (code, doc, _) = tree.run(&[]);
     assert_eq!(code, 4, "{doc}");
     assert_eq!(doc["error"], "migration-failed");
-    assert!(
-        doc["problems"][0]
-            .as_str()
-            .unwrap()
-            .contains("about to fail"),
-        "{doc}"
-    );
+    assert_first_problem(&doc, "about to fail");
     assert_eq!(outcomes(&doc), [pair("breaks", "aborted")]);
     assert!(tree.entry("breaks").is_none(), "abort records nothing");
     assert!(
@@ -258,7 +244,7 @@ fn a_warn_failure_records_failed_with_the_output_tail_and_continues() {
 #[test]
 fn a_failing_command_substitution_in_a_for_list_is_refused_before_anything_runs() {
     // The hazard: under plain errexit this script succeeds, doing nothing.
-    let hazard = script(
+    let hazard = script_text(
         "pre-apply",
         "abort",
         &[],
@@ -311,13 +297,7 @@ fn kubectl_failures_turned_into_success_are_refused() {
     .existing_ledger();
     let (code, doc, _) = tree.run(&[]);
     assert_eq!(code, 3);
-    assert!(
-        doc["problems"][0]
-            .as_str()
-            .unwrap()
-            .contains("kubectl-error-ignored"),
-        "{doc}"
-    );
+    assert_first_problem(&doc, "kubectl-error-ignored");
 }
 
 #[test]
@@ -330,13 +310,7 @@ fn a_disallowed_interpreter_is_refused_by_plan() {
     std::fs::write(&path, text).unwrap();
     let (code, doc, _) = tree.run(&[]);
     assert_eq!(code, 3);
-    assert!(
-        doc["problems"][0]
-            .as_str()
-            .unwrap()
-            .contains("not an allowed interpreter"),
-        "{doc}"
-    );
+    assert_first_problem(&doc, "not an allowed interpreter");
 }
 
 /// True while `pid` runs; a zombie waiting for a reaper counts as dead (in
@@ -439,7 +413,7 @@ fn sigterm_mid_script_stops_it_records_nothing_and_exits_non_zero() {
     // The lock was released: a new run starts at once (and is interrupted-free).
     std::fs::write(
         tree.root().join("pre-apply/long"),
-        script("pre-apply", "abort", &[], "true"),
+        script_text("pre-apply", "abort", &[], "true"),
     )
     .unwrap();
     let (code, _, err) = tree.run(&["--lock-wait", "0"]);
@@ -471,7 +445,7 @@ fn only_reruns_a_recorded_slug_and_counts_attempts() {
             "json",
         ])
         .env("ONLY", "again")
-        .env("SCRATCH", tree.dir.path())
+        .env("SCRATCH", tree.scratch.dir())
         .output()
         .map(parse)
         .unwrap();
@@ -494,16 +468,10 @@ fn only_refuses_revoked_and_absent_slugs() {
     std::fs::write(tree.root().join("revoked"), "bad\n").unwrap();
     let (code, doc, _) = tree.run(&["--only", "bad"]);
     assert_eq!(code, 3);
-    assert!(
-        doc["problems"][0].as_str().unwrap().contains("revoked"),
-        "{doc}"
-    );
+    assert_first_problem(&doc, "revoked");
     let (code, doc, _) = tree.run(&["--only", "nope"]);
     assert_eq!(code, 3);
-    assert!(
-        doc["problems"][0].as_str().unwrap().contains("no script"),
-        "{doc}"
-    );
+    assert_first_problem(&doc, "no script");
 }
 
 #[test]
@@ -557,13 +525,7 @@ fn a_second_runner_gives_up_with_a_clear_message_when_the_lock_stays_busy() {
     wait_for(&tree.file("started"), Duration::from_secs(20));
     let (code, doc, _) = tree.run(&["--holder", "second", "--lock-wait", "0"]);
     assert_eq!(code, 1, "{doc}");
-    assert!(
-        doc["problems"][0]
-            .as_str()
-            .unwrap()
-            .contains("held by first"),
-        "{doc}"
-    );
+    assert_first_problem(&doc, "held by first");
     let _ = holder.wait_with_output();
 }
 
@@ -603,7 +565,7 @@ fn a_requirement_that_failed_earlier_in_the_run_blocks_its_dependent() {
     let dir = Tree::new(&[("pre-apply", "base", "warn", "exit 1")]).existing_ledger();
     std::fs::write(
         dir.root().join("pre-apply/dependent"),
-        script(
+        script_text(
             "pre-apply",
             "warn",
             &["base"],

@@ -241,6 +241,19 @@ impl ScratchTree {
     }
 }
 
+/// Records one reliability figure as
+/// `<target_tmpdir>/reliability/<suite>--<name>.txt`, where `.ci/run` prints
+/// them all at the end of a run. Pass `env!("CARGO_TARGET_TMPDIR")`. Best
+/// effort: a figure that cannot be written fails no test.
+pub fn write_figure(target_tmpdir: &Path, suite: &str, name: &str, text: &str) {
+    let dir = target_tmpdir.join("reliability");
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(
+        dir.join(format!("{suite}--{name}.txt")),
+        format!("{suite}: {name}: {text}\n"),
+    );
+}
+
 fn create_dir(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
 }

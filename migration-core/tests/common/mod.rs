@@ -18,11 +18,11 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
 /// Records one reliability figure: `target/tmp/reliability/<suite>--<name>.txt`.
 /// `.ci/run` prints them all at the end of a CI run.
 pub fn figure(suite: &str, name: &str, text: &str) {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("reliability");
-    let _ = std::fs::create_dir_all(&dir);
-    let _ = std::fs::write(
-        dir.join(format!("{suite}--{name}.txt")),
-        format!("{suite}: {name}: {text}\n"),
+    migration_core::testing::fixtures::write_figure(
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+        suite,
+        name,
+        text,
     );
 }
 

@@ -6,6 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use migration_core::testing::fixtures::script_text;
+
 /// The binary under test.
 pub fn migrate() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_migrate"));
@@ -34,18 +36,13 @@ pub fn parse(out: Output) -> (i32, serde_json::Value, String) {
     (code, value, stderr)
 }
 
-/// A script with a valid header.
-pub fn script(tier: &str, on_error: &str, requires: &[&str], body: &str) -> String {
-    let mut s = format!(
-        "#!/bin/sh\n# cozystack-migration: tier={tier}\n# cozystack-migration: on-error={on_error}\n"
-    );
-    for r in requires {
-        s.push_str(&format!("# cozystack-migration: requires={r}\n"));
-    }
-    s.push_str("set -eu\n");
-    s.push_str(body);
-    s.push('\n');
-    s
+/// Asserts that the first problem a failed command's document names
+/// mentions `needle`.
+pub fn assert_first_problem(doc: &serde_json::Value, needle: &str) {
+    let first = doc["problems"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("no problems listed: {doc}"));
+    assert!(first.contains(needle), "{doc}");
 }
 
 /// A scratch git repository with a `migrations/` tree.
@@ -107,7 +104,7 @@ impl Repo {
     pub fn add_requiring(&self, tier: &str, slug: &str, requires: &[&str], body: &str) {
         std::fs::write(
             self.tree().join(tier).join(slug),
-            script(tier, "abort", requires, body),
+            script_text(tier, "abort", requires, body),
         )
         .unwrap();
     }
@@ -129,6 +126,36 @@ impl Repo {
 
     pub fn tag(&self, tag: &str) {
         self.git(&["tag", tag]);
+    }
+
+    /// Commits everything as release `tag` and tags it.
+    pub fn release(&self, tag: &str) {
+        self.commit(tag);
+        self.tag(tag);
+    }
+
+    /// Adds each `(tier, slug)` with a body echoing its slug, then
+    /// [`Self::release`]s `tag`.
+    pub fn release_with(&self, tag: &str, scripts: &[(&str, &str)]) {
+        for (tier, slug) in scripts {
+            self.add(tier, slug, &format!("echo {slug}"));
+        }
+        self.release(tag);
+    }
+
+    /// Creates branch `name` at HEAD and switches to it.
+    pub fn branch(&self, name: &str) {
+        self.git(&["checkout", "--quiet", "-b", name]);
+    }
+
+    /// Switches to the existing branch `name`.
+    pub fn checkout(&self, name: &str) {
+        self.git(&["checkout", "--quiet", name]);
+    }
+
+    /// Merges `branch` into the current branch.
+    pub fn merge(&self, branch: &str) {
+        self.git(&["merge", "--quiet", "--no-edit", branch]);
     }
 
     /// Generates the manifest into `migrations/order.d` and returns the JSON document.
@@ -175,6 +202,15 @@ pub fn batches(list: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
     list.iter()
         .map(|(n, l)| (n.to_string(), l.iter().map(|s| s.to_string()).collect()))
         .collect()
+}
+
+/// Runs a future to completion on a fresh current-thread runtime.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
 }
 
 /// Writes an existing but empty file ledger at `path` (an upgrade, not a
