@@ -22,6 +22,7 @@ pub mod entry;
 pub mod generate;
 pub mod header;
 pub mod ledger;
+pub(crate) mod line_file;
 pub mod lock;
 pub mod manifest;
 pub mod migrator;

@@ -5,6 +5,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use crate::line_file;
 use crate::slug::{Slug, SlugError};
 
 /// The flag that marks a line whose script was deleted after it shipped.
@@ -344,19 +345,16 @@ impl Manifest {
                 }
             };
             let mut entries = Vec::new();
-            for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
-                let line = i + 1;
-                let Ok(text) = std::str::from_utf8(raw) else {
+            for (line, words) in line_file::records(&bytes) {
+                let Some(words) = words else {
                     errors.push(ManifestError::BadLine {
                         file: file.clone(),
                         line,
-                        reason: "not valid UTF-8".into(),
+                        reason: line_file::NOT_UTF8.into(),
                     });
                     continue;
                 };
-                let content = text.split_once('#').map_or(text, |(before, _)| before);
-                let mut words = content.split_whitespace();
-                let Some(first) = words.next() else { continue };
+                let first = words[0];
                 let slug = match Slug::parse(first) {
                     Ok(slug) => slug,
                     Err(source) => {
@@ -368,7 +366,7 @@ impl Manifest {
                         continue;
                     }
                 };
-                let retired = match (words.next(), words.next()) {
+                let retired = match (words.get(1).copied(), words.get(2)) {
                     (None, _) => false,
                     (Some(RETIRED_FLAG), None) => true,
                     (Some(flag), None) => {

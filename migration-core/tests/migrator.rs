@@ -13,7 +13,7 @@ use migration_core::retry::RetryPolicy;
 use migration_core::testing::fixtures::{NOW, TreeBuilder, clock, s};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, LedgerError, ManualClock, MigrateError, MigrationsTree,
-    Migrator, PlanRequest, Slug,
+    Migrator, PlanRequest, Prepared, Slug,
 };
 
 fn tree() -> MigrationsTree {
@@ -44,6 +44,17 @@ fn setup_without_backend_retries() -> (MemoryLedger, FaultyLedger, ManualClock) 
     (memory, faulty, clock())
 }
 
+/// Prepares a pre-apply run of `tree` through `ledger`.
+async fn prepare(
+    tree: &MigrationsTree,
+    ledger: &dyn Ledger,
+    clock: &ManualClock,
+) -> Result<Prepared, MigrateError> {
+    Migrator::new(tree, ledger, clock)
+        .prepare(&PlanRequest::tier(Tier::PreApply))
+        .await
+}
+
 fn ok(n: u32) -> LedgerEntry {
     LedgerEntry {
         attempts: n,
@@ -55,11 +66,7 @@ fn ok(n: u32) -> LedgerEntry {
 async fn fresh_install_creates_the_ledger_once_and_a_second_prepare_finds_nothing() {
     let (memory, faulty, clock) = setup();
     let tree = tree();
-    let migrator = Migrator::new(&tree, &faulty, &clock);
-    let first = migrator
-        .prepare(&PlanRequest::tier(Tier::PreApply))
-        .await
-        .unwrap();
+    let first = prepare(&tree, &faulty, &clock).await.unwrap();
     assert!(first.plan.fresh_install);
     assert_eq!(first.written.len(), 3);
     assert!(first.plan.pending.is_empty());
@@ -69,10 +76,7 @@ async fn fresh_install_creates_the_ledger_once_and_a_second_prepare_finds_nothin
         "one request seeds everything"
     );
     let data = memory.raw_data().unwrap();
-    let second = migrator
-        .prepare(&PlanRequest::tier(Tier::PreApply))
-        .await
-        .unwrap();
+    let second = prepare(&tree, &faulty, &clock).await.unwrap();
     assert!(!second.plan.fresh_install);
     assert!(second.written.is_empty() && second.plan.pending.is_empty());
     assert_eq!(
@@ -87,10 +91,7 @@ async fn a_lost_reply_on_fresh_install_is_reconciled_without_a_second_create() {
     let (memory, faulty, clock) = setup_without_backend_retries();
     let tree = tree();
     faulty.fail_next(Operation::Create, Fault::LostReply);
-    let prepared = Migrator::new(&tree, &faulty, &clock)
-        .prepare(&PlanRequest::tier(Tier::PreApply))
-        .await
-        .unwrap();
+    let prepared = prepare(&tree, &faulty, &clock).await.unwrap();
     assert!(
         !prepared.plan.fresh_install,
         "the re-read sees the ledger the lost create made"
@@ -113,10 +114,7 @@ async fn losing_the_fresh_install_race_replans_against_the_winner() {
         inner: memory.clone(),
         served: Default::default(),
     }));
-    let prepared = Migrator::new(&tree, &fresh_view, &clock)
-        .prepare(&PlanRequest::tier(Tier::PreApply))
-        .await
-        .unwrap();
+    let prepared = prepare(&tree, &fresh_view, &clock).await.unwrap();
     assert!(!prepared.plan.fresh_install);
     assert_eq!(
         prepared.plan.pending.len(),
@@ -191,10 +189,7 @@ async fn legacy_seeding_survives_a_lost_reply_and_a_transient_error() {
     memory.put_raw("version", "5");
     faulty.fail_next(Operation::Write, Fault::LostReply);
     faulty.fail_next(Operation::Write, Fault::Transient);
-    let prepared = Migrator::new(&tree, &faulty, &clock)
-        .prepare(&PlanRequest::tier(Tier::PreApply))
-        .await
-        .unwrap();
+    let prepared = prepare(&tree, &faulty, &clock).await.unwrap();
     assert_eq!(
         memory.raw("m.legacy-one").map(|v| v.contains("\"legacy\"")),
         Some(true)
@@ -214,10 +209,7 @@ async fn a_permanent_seeding_error_fails_closed_naming_the_operation() {
     let tree = tree();
     memory.put_raw("version", "5");
     faulty.fail_next(Operation::Write, Fault::Permanent);
-    let err = Migrator::new(&tree, &faulty, &clock)
-        .prepare(&PlanRequest::tier(Tier::PreApply))
-        .await
-        .unwrap_err();
+    let err = prepare(&tree, &faulty, &clock).await.unwrap_err();
     assert!(
         matches!(
             err,
@@ -238,10 +230,7 @@ async fn transient_seeding_errors_give_up_after_bounded_attempts() {
     for _ in 0..5 {
         faulty.fail_next(Operation::Create, Fault::Transient);
     }
-    let err = Migrator::new(&tree, &faulty, &clock)
-        .prepare(&PlanRequest::tier(Tier::PreApply))
-        .await
-        .unwrap_err();
+    let err = prepare(&tree, &faulty, &clock).await.unwrap_err();
     assert!(
         matches!(err, MigrateError::Ledger(LedgerError::Transient { .. })),
         "{err:?}"
@@ -331,10 +320,7 @@ async fn a_fresh_install_with_nothing_to_seed_still_creates_the_ledger() {
     // was recorded skipped-fresh-install instead of running.
     let (memory, faulty, clock) = setup();
     let empty = TreeBuilder::new().manifest(&[]).build();
-    let prepared = Migrator::new(&empty, &faulty, &clock)
-        .prepare(&PlanRequest::tier(Tier::PreApply))
-        .await
-        .unwrap();
+    let prepared = prepare(&empty, &faulty, &clock).await.unwrap();
     assert!(prepared.plan.fresh_install);
     assert_eq!(
         memory.raw_data(),
@@ -345,10 +331,7 @@ async fn a_fresh_install_with_nothing_to_seed_still_creates_the_ledger() {
         .pre("first-new")
         .manifest(&[("00001-v2", "first-new\n")])
         .build();
-    let upgrade = Migrator::new(&later, &faulty, &clock)
-        .prepare(&PlanRequest::tier(Tier::PreApply))
-        .await
-        .unwrap();
+    let upgrade = prepare(&later, &faulty, &clock).await.unwrap();
     assert!(!upgrade.plan.fresh_install);
     assert_eq!(
         upgrade.plan.pending.len(),

@@ -34,6 +34,11 @@ fn run(
     plan(tree, snapshot, &request, &PlanContext::at(NOW))
 }
 
+/// Plans a pre-apply run of `tree` on an existing, empty ledger.
+fn upgrade(tree: &MigrationsTree) -> Result<Plan, PlanError> {
+    run(tree, Some(&ledger(&[])), pre())
+}
+
 fn pre() -> PlanRequest {
     PlanRequest::tier(Tier::PreApply)
 }
@@ -92,7 +97,7 @@ fn fresh_install_seeds_every_slug_including_retired_in_one_create_and_runs_nothi
 
 #[test]
 fn an_existing_but_empty_ledger_is_not_a_fresh_install() {
-    let p = run(&basic(), Some(&ledger(&[])), pre()).unwrap();
+    let p = upgrade(&basic()).unwrap();
     assert!(!p.fresh_install);
     assert!(p.seed.is_empty());
     assert_eq!(pending(&p), ["a", "b"]);
@@ -220,7 +225,7 @@ fn the_retention_floor_refuses_and_names_a_release_that_still_ships_the_script()
         .pre("b")
         .manifest(&[("00001-v1.7.0", "a retired\n"), ("00002-v1.8.0", "b\n")])
         .build();
-    let err = run(&tree, Some(&ledger(&[])), pre()).unwrap_err();
+    let err = upgrade(&tree).unwrap_err();
     let problems = refusals(err);
     assert_eq!(
         problems,
@@ -239,7 +244,7 @@ fn a_retired_and_revoked_slug_needs_no_entry() {
         .revoked("a\n")
         .manifest(&[("00001-v1", "a retired\nb\n")])
         .build();
-    let p = run(&tree, Some(&ledger(&[])), pre()).unwrap();
+    let p = upgrade(&tree).unwrap();
     assert_eq!(pending(&p), ["b"]);
     assert_eq!(p.seed[0].kind, SeedKind::Revoked);
 }
@@ -264,7 +269,7 @@ fn every_fatal_condition_is_reported_before_anything_runs() {
         .pre("zombie")
         .manifest(&[("00001-v1", "missing\nzombie retired\n")])
         .build();
-    let problems = refusals(run(&tree, Some(&ledger(&[])), pre()).unwrap_err());
+    let problems = refusals(upgrade(&tree).unwrap_err());
     assert_eq!(
         problems,
         [
@@ -445,7 +450,7 @@ fn a_disallowed_interpreter_is_refused_by_plan() {
         .raw_script(Tier::PreApply, "py", b"#!/usr/bin/python3\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n")
         .manifest(&[("00001-v1", "py\n")])
         .build();
-    let problems = refusals(run(&tree, Some(&ledger(&[])), pre()).unwrap_err());
+    let problems = refusals(upgrade(&tree).unwrap_err());
     assert!(
         matches!(&problems[..], [Refusal::InterpreterNotAllowed { shebang, .. }] if shebang == "/usr/bin/python3")
     );
@@ -458,7 +463,7 @@ fn a_requirement_placed_later_in_the_manifest_is_fatal() {
         .pre("b")
         .manifest(&[("00001-v1", "a\n"), ("00002-v2", "b\n")])
         .build();
-    let problems = refusals(run(&tree, Some(&ledger(&[])), pre()).unwrap_err());
+    let problems = refusals(upgrade(&tree).unwrap_err());
     assert_eq!(
         problems,
         [Refusal::RequiresLater {
@@ -501,7 +506,7 @@ fn requirements_that_failed_were_revoked_or_have_not_run_are_marked_unmet() {
 
 #[test]
 fn a_requirement_pending_earlier_in_the_same_run_is_met() {
-    let p = run(&basic(), Some(&ledger(&[])), pre()).unwrap();
+    let p = upgrade(&basic()).unwrap();
     assert_eq!(pending(&p), ["a", "b"]);
     assert!(p.pending[1].unmet.is_empty());
     assert_eq!(p.pending[1].requires, [s("a")]);
@@ -515,7 +520,7 @@ fn legacy_and_revoked_slugs_missing_from_the_manifest_are_fatal() {
         .revoked("typo\n")
         .manifest(&[("00001-v1", "a\n")])
         .build();
-    let problems = refusals(run(&tree, Some(&ledger(&[])), pre()).unwrap_err());
+    let problems = refusals(upgrade(&tree).unwrap_err());
     assert_eq!(
         problems,
         [
@@ -534,7 +539,7 @@ fn legacy_and_revoked_slugs_missing_from_the_manifest_are_fatal() {
 
 #[test]
 fn pending_migrations_carry_what_the_runner_needs() {
-    let p = run(&basic(), Some(&ledger(&[])), pre()).unwrap();
+    let p = upgrade(&basic()).unwrap();
     let b = &p.pending[1];
     assert_eq!(b.batch, "00001-v1.0.0");
     assert_eq!(b.relative_path, std::path::PathBuf::from("pre-apply/b"));

@@ -21,7 +21,7 @@ use migration_core::plan::Refusal;
 use migration_core::testing::fixtures::{NOW, TreeBuilder, clock, s, script_text};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, MigrateError, MigrationsTree, Migrator, PlanContext,
-    PlanRequest, Slug, Timestamp, TreeFiles, plan,
+    PlanRequest, Slug, Timestamp, plan,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -167,30 +167,19 @@ impl Line {
     }
 
     fn tree_at(&self, k: usize) -> MigrationsTree {
-        let manifest = self.manifest_at(k);
-        let files = TreeFiles {
-            scripts: self
-                .present_at(k)
-                .map(|s| (s.tier, s.name.to_string(), self.text(s).into_bytes()))
-                .collect(),
-            revoked: Some(
-                self.slugs
-                    .iter()
-                    .filter(|s| s.revoked_at.is_some_and(|r| r <= k))
-                    .map(|s| format!("{}\n", s.name))
-                    .collect::<String>()
-                    .into_bytes(),
-            ),
-            order: Some(
-                manifest
-                    .render()
-                    .into_iter()
-                    .map(|(n, c)| (n, c.into_bytes()))
-                    .collect(),
-            ),
-            ..TreeFiles::default()
-        };
-        MigrationsTree::from_files(format!("/line/{}", tag_name(k)).into(), files).unwrap()
+        let mut tree = TreeBuilder::new();
+        for spec in self.present_at(k) {
+            tree = tree.raw_script(spec.tier, spec.name.as_str(), self.text(spec).as_bytes());
+        }
+        let revoked: String = self
+            .slugs
+            .iter()
+            .filter(|s| s.revoked_at.is_some_and(|r| r <= k))
+            .map(|s| format!("{}\n", s.name))
+            .collect();
+        tree.revoked(&revoked)
+            .rendered_manifest(&self.manifest_at(k))
+            .build_at(format!("/line/{}", tag_name(k)))
     }
 }
 

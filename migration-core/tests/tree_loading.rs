@@ -31,6 +31,18 @@ fn only_problem(name: &str) -> String {
     problems[0].to_string()
 }
 
+/// Asserts that fixture `name` has one problem, starting with `prefix`.
+fn assert_only_problem_starts_with(name: &str, prefix: &str) {
+    let text = only_problem(name);
+    assert!(text.starts_with(prefix), "{text}");
+}
+
+/// Asserts that fixture `name` has one problem, mentioning `needle`.
+fn assert_only_problem_contains(name: &str, needle: &str) {
+    let text = only_problem(name);
+    assert!(text.contains(needle), "{text}");
+}
+
 #[test]
 fn a_valid_tree_loads_with_scripts_lists_manifest_and_checksums() {
     let root = fixture("valid");
@@ -98,19 +110,17 @@ fn tier_mismatch_names_file_line_and_both_tiers() {
 
 #[test]
 fn a_slug_in_both_tiers_is_refused() {
-    let text = only_problem("slug-in-both-tiers");
-    assert!(
-        text.contains("'x' exists in both pre-apply/x and background/x"),
-        "{text}"
+    assert_only_problem_contains(
+        "slug-in-both-tiers",
+        "'x' exists in both pre-apply/x and background/x",
     );
 }
 
 #[test]
 fn a_file_name_that_is_not_a_slug_is_refused_not_skipped() {
-    let text = only_problem("bad-script-name");
-    assert!(
-        text.starts_with("pre-apply/Fix_Thing.sh: the file name is not a valid slug"),
-        "{text}"
+    assert_only_problem_starts_with(
+        "bad-script-name",
+        "pre-apply/Fix_Thing.sh: the file name is not a valid slug",
     );
 }
 
@@ -132,11 +142,7 @@ fn a_script_requiring_itself_is_refused() {
 
 #[test]
 fn bad_revoked_line_names_file_and_line() {
-    let text = only_problem("bad-revoked");
-    assert!(
-        text.starts_with("revoked:2: expected one slug per line"),
-        "{text}"
-    );
+    assert_only_problem_starts_with("bad-revoked", "revoked:2: expected one slug per line");
 }
 
 #[test]
@@ -157,19 +163,17 @@ fn a_manifest_listing_a_slug_twice_is_refused() {
 
 #[test]
 fn a_subdirectory_in_a_tier_is_refused() {
-    let text = only_problem("subdirectory-in-tier");
-    assert!(
-        text.starts_with("pre-apply/nested: a directory where a script belongs"),
-        "{text}"
+    assert_only_problem_starts_with(
+        "subdirectory-in-tier",
+        "pre-apply/nested: a directory where a script belongs",
     );
 }
 
 #[test]
 fn a_header_directive_below_the_body_is_refused() {
-    let text = only_problem("header-directive-below-body");
-    assert!(
-        text.starts_with("pre-apply/x:5: header directive outside the leading comment block"),
-        "{text}"
+    assert_only_problem_starts_with(
+        "header-directive-below-body",
+        "pre-apply/x:5: header directive outside the leading comment block",
     );
 }
 

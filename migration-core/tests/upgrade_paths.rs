@@ -19,10 +19,10 @@ use migration_core::digest::Sha256Digest;
 use migration_core::generate::{ReleaseHistory, ScriptInfo, TagTree, generate};
 use migration_core::header::{OnError, Tier};
 use migration_core::plan::Refusal;
-use migration_core::testing::fixtures::{NOW, clock, script_text};
+use migration_core::testing::fixtures::{NOW, TreeBuilder, clock, script_text};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, MigrateError, MigrationsTree, Migrator, PlanContext,
-    PlanRequest, Record, Slug, TreeFiles, plan,
+    PlanRequest, Record, Slug, plan,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -161,31 +161,19 @@ impl History {
             legacy: Vec::new(),
         };
         let manifest = generate(&history).unwrap_or_else(|e| panic!("{}: {e}", tag.name()));
-        let files = TreeFiles {
-            scripts: self
-                .slugs
-                .iter()
-                .filter(|s| self.present(s, tag))
-                .map(|s| (s.tier, s.name.to_string(), Self::text(s).into_bytes()))
-                .collect(),
-            revoked: Some(
-                self.slugs
-                    .iter()
-                    .filter(|s| self.revoked(s, tag))
-                    .map(|s| format!("{}\n", s.name))
-                    .collect::<String>()
-                    .into_bytes(),
-            ),
-            order: Some(
-                manifest
-                    .render()
-                    .into_iter()
-                    .map(|(n, c)| (n, c.into_bytes()))
-                    .collect(),
-            ),
-            ..TreeFiles::default()
-        };
-        MigrationsTree::from_files(format!("/h/{}", tag.name()).into(), files).unwrap()
+        let mut tree = TreeBuilder::new();
+        for spec in self.slugs.iter().filter(|s| self.present(s, tag)) {
+            tree = tree.raw_script(spec.tier, spec.name.as_str(), Self::text(spec).as_bytes());
+        }
+        let revoked: String = self
+            .slugs
+            .iter()
+            .filter(|s| self.revoked(s, tag))
+            .map(|s| format!("{}\n", s.name))
+            .collect();
+        tree.revoked(&revoked)
+            .rendered_manifest(&manifest)
+            .build_at(format!("/h/{}", tag.name()))
     }
 }
 

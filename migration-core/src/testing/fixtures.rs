@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::header::{OnError, Tier};
+use crate::manifest::Manifest;
 use crate::slug::Slug;
 use crate::time::{ManualClock, Timestamp};
 use crate::tree::{MigrationsTree, TreeError, TreeFiles};
@@ -154,9 +155,26 @@ impl TreeBuilder {
         self
     }
 
+    /// Sets `order.d/` to the batch files of `manifest`.
+    pub fn rendered_manifest(mut self, manifest: &Manifest) -> Self {
+        self.files.order = Some(
+            manifest
+                .render()
+                .into_iter()
+                .map(|(name, contents)| (name, contents.into_bytes()))
+                .collect(),
+        );
+        self
+    }
+
     /// The validated tree, at [`VIRTUAL_ROOT`]; panics if it is invalid.
     pub fn build(self) -> MigrationsTree {
-        self.try_build()
+        self.build_at(VIRTUAL_ROOT)
+    }
+
+    /// The validated tree, said to live at `root`; panics if it is invalid.
+    pub fn build_at(self, root: impl Into<PathBuf>) -> MigrationsTree {
+        MigrationsTree::from_files(root.into(), self.files)
             .unwrap_or_else(|e| panic!("test tree is invalid: {e}"))
     }
 

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::TreeProblem;
+use crate::line_file;
 use crate::slug::Slug;
 
 /// One `legacy-map` line: `<integer> <slug>`.
@@ -35,20 +36,14 @@ fn list_lines(
     problems: &mut Vec<TreeProblem>,
 ) -> Vec<(usize, Vec<String>)> {
     let mut out = Vec::new();
-    for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
-        let line = i + 1;
-        let Ok(text) = std::str::from_utf8(raw) else {
-            problems.push(TreeProblem::BadListLine {
+    for (line, words) in line_file::records(bytes) {
+        match words {
+            Some(words) => out.push((line, words.into_iter().map(str::to_owned).collect())),
+            None => problems.push(TreeProblem::BadListLine {
                 file: file.into(),
                 line,
-                reason: "not valid UTF-8".into(),
-            });
-            continue;
-        };
-        let content = text.split_once('#').map_or(text, |(before, _)| before);
-        let words: Vec<String> = content.split_whitespace().map(str::to_owned).collect();
-        if !words.is_empty() {
-            out.push((line, words));
+                reason: line_file::NOT_UTF8.into(),
+            }),
         }
     }
     out
