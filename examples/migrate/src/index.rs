@@ -138,10 +138,7 @@ pub fn index_configmap(index: &Index, namespace: &str, name: &str) -> ConfigMap 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn s(x: &str) -> Slug {
-        Slug::parse(x).unwrap()
-    }
+    use migration_core::testing::fixtures::s;
 
     fn index(slugs: &[&str], revoked: &[&str]) -> Index {
         Index {

@@ -51,12 +51,7 @@ pub fn configmap_yaml_data(
     name: &str,
     data: &std::collections::BTreeMap<String, String>,
 ) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "apiVersion: v1");
-    let _ = writeln!(out, "kind: ConfigMap");
-    let _ = writeln!(out, "metadata:");
-    let _ = writeln!(out, "  name: {}", quote(name));
-    let _ = writeln!(out, "  namespace: {}", quote(namespace));
+    let mut out = head(namespace, name);
     let _ = writeln!(out, "data:");
     for (key, value) in data {
         if value.contains('\n') {

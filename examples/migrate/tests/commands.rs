@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Repo, assert_first_problem, json, migrate};
+use common::{Repo, assert_first_problem, fields, json, migrate};
 
 /// A repository with v1.0.0 (a, b) and v1.1.0 (c), manifest generated.
 fn released() -> Repo {
@@ -54,13 +54,7 @@ fn plan_lists_pending_in_order_with_what_the_runner_needs() {
         "pre-apply",
     ]);
     assert_eq!(code, 0, "{err}");
-    let pending: Vec<&str> = doc["pending"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["slug"].as_str().unwrap())
-        .collect();
-    assert_eq!(pending, ["a", "c"]);
+    assert_eq!(fields(&doc["pending"], "slug"), ["a", "c"]);
     assert_eq!(doc["pending"][1]["batch"], "00002-v1.1.0");
     assert_eq!(doc["pending"][1]["path"], "pre-apply/c");
     assert_eq!(doc["pending"][1]["sha256"].as_str().unwrap().len(), 64);
@@ -281,11 +275,9 @@ fn new_scaffolds_a_lint_clean_pair_and_refuses_a_slug_that_ever_shipped() {
     assert!(std::path::Path::new(doc["test"].as_str().unwrap()).is_file());
     // The scaffold follows the conventions lint enforces.
     let findings = json(&["lint", tree]).1;
-    let about_new: Vec<_> = findings["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["file"].as_str().unwrap().contains("relabel-pvcs"))
+    let about_new: Vec<_> = fields(&findings["findings"], "file")
+        .into_iter()
+        .filter(|file| file.contains("relabel-pvcs"))
         .collect();
     assert!(about_new.is_empty(), "{about_new:?}");
     // Exists now.

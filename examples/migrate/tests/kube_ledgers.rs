@@ -7,7 +7,8 @@ mod common;
 
 use std::path::Path;
 
-use common::parse;
+use common::{fields, parse};
+use ledger_crd::{GROUP, KIND, PLURAL, VERSION};
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder};
 use migration_core::{OnError, Tier};
 use test_apiserver::TestApiServer;
@@ -69,13 +70,7 @@ async fn run_status_and_verify_on_the_configmap_ledger() {
     )
     .await;
     assert_eq!(code, 0, "{err}");
-    let outcomes: Vec<&str> = doc["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["outcome"].as_str().unwrap())
-        .collect();
-    assert_eq!(outcomes, ["ok", "failed"]);
+    assert_eq!(fields(&doc["results"], "outcome"), ["ok", "failed"]);
     let cm = server
         .object("configmaps", "cozy-system", "cozystack-version")
         .unwrap();
@@ -134,14 +129,7 @@ async fn an_unreachable_cluster_is_an_environment_error_not_an_empty_ledger() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_and_status_on_the_custom_resource_ledger() {
     let server = TestApiServer::start().await;
-    server.register_custom_resource(
-        ledger_crd::GROUP,
-        ledger_crd::VERSION,
-        ledger_crd::PLURAL,
-        ledger_crd::KIND,
-        false,
-        true,
-    );
+    server.register_custom_resource(GROUP, VERSION, PLURAL, KIND, false, true);
     let scratch = scratch_tree();
     let kc = kubeconfig(scratch.dir(), &server);
     let root = scratch.root();

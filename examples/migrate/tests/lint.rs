@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use common::json;
+use common::{fields, json};
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder, script_text};
 use migration_core::{OnError, Tier};
 
@@ -36,13 +36,8 @@ fn rules_with(dir: &Path, extra: &[&str]) -> (i32, Vec<String>) {
     let mut args = vec!["lint", dir.to_str().unwrap()];
     args.extend_from_slice(extra);
     let (code, doc, _) = json(&args);
-    let rules = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["rule"].as_str().unwrap().to_owned())
-        .collect();
-    (code, rules)
+    let rules = fields(&doc["findings"], "rule");
+    (code, rules.into_iter().map(str::to_owned).collect())
 }
 
 /// Lints `dir` and returns (exit code, rule ids found).

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Repo, assert_first_problem, batches, json};
+use common::{Repo, assert_first_problem, batches, json, strings};
 
 #[test]
 fn tags_on_the_main_line_become_batches_and_new_work_is_untagged() {
@@ -129,12 +129,7 @@ fn editing_a_shipped_script_fails_naming_the_slug_the_tag_and_the_working_tree()
     repo.add("pre-apply", "b", "echo b, improved");
     let (code, doc, _) = repo.manifest();
     assert_eq!(code, 2);
-    let problems: Vec<&str> = doc["problems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_str().unwrap())
-        .collect();
+    let problems = strings(&doc["problems"]);
     assert_eq!(
         problems.len(),
         2,

@@ -519,25 +519,26 @@ impl Crashing {
     fn gate(&self) -> Result<bool, LedgerError> {
         let mut st = self.state.lock().unwrap();
         if st.3 {
-            return Err(LedgerError::Permanent {
-                ledger: "crashed".into(),
-                operation: "crashed",
-                message: "process is dead".into(),
-            });
+            return Err(crashed("process is dead"));
         }
         st.0 += 1;
         if st.0 == st.1 {
             st.3 = true;
             if !st.2 {
-                return Err(LedgerError::Permanent {
-                    ledger: "crashed".into(),
-                    operation: "crashed",
-                    message: "process is dead".into(),
-                });
+                return Err(crashed("process is dead"));
             }
             return Ok(true);
         }
         Ok(false)
+    }
+}
+
+/// What every ledger call returns once the simulated process is dead.
+fn crashed(message: &str) -> LedgerError {
+    LedgerError::Permanent {
+        ledger: "crashed".into(),
+        operation: "crashed",
+        message: message.into(),
     }
 }
 
@@ -546,11 +547,7 @@ macro_rules! crashing {
         let crash_after = $self.gate()?;
         let result = $call;
         if crash_after {
-            return Err(LedgerError::Permanent {
-                ledger: "crashed".into(),
-                operation: "crashed",
-                message: "died after the effect".into(),
-            });
+            return Err(crashed("died after the effect"));
         }
         result
     }};
@@ -579,11 +576,7 @@ impl Ledger for Crashing {
         let result = self.inner.note_attempt(slug, token, floor).await;
         if crash_after {
             *self.noted_then_died.lock().unwrap() = Some(slug.to_string());
-            return Err(LedgerError::Permanent {
-                ledger: "crashed".into(),
-                operation: "crashed",
-                message: "died after the effect".into(),
-            });
+            return Err(crashed("died after the effect"));
         }
         result
     }

@@ -3,15 +3,13 @@
 //! the JSON documents and the exit codes.
 //!
 //! The subcommands live in [`migrate::cli`]; this binary parses the command
-//! line, sets up logging and the runtime, and dispatches.
+//! line and dispatches.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
 use migrate::cli::args::{Cli, Command};
 use migrate::cli::{self, Failure, Out};
-use migrate::exit;
 
 async fn dispatch(command: Command, out: &Out) -> Result<(), Failure> {
     match command {
@@ -33,33 +31,7 @@ async fn dispatch(command: Command, out: &Out) -> Result<(), Failure> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MIGRATE_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-    let out = Out {
-        format: cli.output,
-        colour: std::io::stdout().is_terminal(),
-    };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("migrate: cannot start the async runtime: {e}");
-            return ExitCode::from(exit::ENVIRONMENT);
-        }
-    };
-    match runtime.block_on(dispatch(cli.command, &out)) {
-        Ok(()) => ExitCode::from(exit::SUCCESS),
-        Err(failure) => {
-            out.fail(&failure);
-            ExitCode::from(failure.code)
-        }
-    }
+    cli::init_logging();
+    let out = Out::to_stdout(cli.output);
+    cli::execute(&out, dispatch(cli.command, &out))
 }

@@ -31,7 +31,48 @@ pub use seed::seed_fresh;
 pub use status::status;
 pub use verify::verify;
 
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
 use migration_core::{Manifest, MigrationsTree};
+
+use crate::exit;
+
+/// Logs to stderr, at the level `MIGRATE_LOG` names (`warn` by default) and
+/// coloured only on a terminal: stdout carries the command's document.
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MIGRATE_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
+/// Runs `command` to completion on a current-thread runtime (one process
+/// runs one command) and turns its result into the exit code, reporting a
+/// failure through `out`.
+pub fn execute(out: &Out, command: impl Future<Output = Result<(), Failure>>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("migrate: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::ENVIRONMENT);
+        }
+    };
+    match runtime.block_on(command) {
+        Ok(()) => ExitCode::from(exit::SUCCESS),
+        Err(failure) => {
+            out.fail(&failure);
+            ExitCode::from(failure.code)
+        }
+    }
+}
 
 /// The tree's manifest; a tree without `order.d/` is bad input for the
 /// commands that read one.

@@ -1,6 +1,8 @@
 //! Where a command's document goes: one JSON document on stdout, or text
 //! for people; failures to stderr in text mode.
 
+use std::io::IsTerminal;
+
 use serde::Serialize;
 
 use super::Failure;
@@ -16,6 +18,14 @@ pub struct Out {
 }
 
 impl Out {
+    /// Output in `format`, coloured when stdout is a terminal.
+    pub fn to_stdout(format: Format) -> Self {
+        Out {
+            format,
+            colour: std::io::stdout().is_terminal(),
+        }
+    }
+
     /// Prints `document` as JSON, or `text(colour)` in text mode.
     pub fn emit(&self, document: &impl Serialize, text: impl FnOnce(bool) -> String) {
         match self.format {

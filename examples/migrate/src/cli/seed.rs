@@ -17,14 +17,7 @@ use crate::render::{configmap_json, configmap_yaml};
 /// Creates the seeded ledger, or prints it as a manifest.
 pub async fn seed_fresh(args: SeedFreshArgs, out: &Out) -> Result<(), Failure> {
     let clock = SystemClock;
-    let SeedFreshArgs {
-        tree,
-        ledger,
-        render,
-        namespace,
-        name,
-    } = args;
-    let tree = MigrationsTree::load(&tree)?;
+    let tree = MigrationsTree::load(&args.tree)?;
     let context = PlanContext::at(clock.now().truncated());
     let plan = migration_core::plan(&tree, None, &PlanRequest::tier(Tier::PreApply), &context)
         .map_err(MigrateError::from)?;
@@ -33,7 +26,8 @@ pub async fn seed_fresh(args: SeedFreshArgs, out: &Out) -> Result<(), Failure> {
         .iter()
         .map(|e| (e.slug.clone(), e.entry.clone()))
         .collect();
-    match (ledger, render) {
+    let (namespace, name) = (args.namespace, args.name);
+    match (args.ledger, args.render) {
         (Some(spec), None) => {
             let ledger = open(&spec).await?;
             if ledger.read().await?.is_some() {

@@ -36,6 +36,24 @@ pub fn parse(out: Output) -> (i32, serde_json::Value, String) {
     (code, value, stderr)
 }
 
+/// The strings of the JSON array `list`.
+pub fn strings(list: &serde_json::Value) -> Vec<&str> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .map(|v| v.as_str().unwrap_or_else(|| panic!("not a string: {v}")))
+        .collect()
+}
+
+/// The string field `key` of every object in the JSON array `list`.
+pub fn fields<'a>(list: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .map(|v| v[key].as_str().unwrap_or_else(|| panic!("no {key}: {v}")))
+        .collect()
+}
+
 /// Asserts that the first problem a failed command's document names
 /// mentions `needle`.
 pub fn assert_first_problem(doc: &serde_json::Value, needle: &str) {
