@@ -1,6 +1,6 @@
 //! The backend conformance suite (feature `testing`).
 //!
-//! Every [`Ledger`] implementation runs these cases unchanged, which is what
+//! Every [`Ledger`](crate::ledger::Ledger) implementation runs these cases unchanged, which is what
 //! "the backends behave identically" means in practice. A backend's test file
 //! implements [`Harness`] and expands [`crate::ledger_conformance_tests!`]:
 //!

@@ -1,0 +1,192 @@
+//! Parsing a header: every problem in the file is collected.
+
+use std::path::Path;
+
+use super::{HEADER_MARKER, Header, HeaderError, OnError, Requirement, Tier};
+use crate::slug::Slug;
+
+/// Returns the directive text after the marker if `line` is a header directive.
+fn directive(line: &str) -> Option<&str> {
+    let rest = line.trim_start().strip_prefix('#')?;
+    rest.trim_start().strip_prefix(HEADER_MARKER)
+}
+
+/// Parses the header of a script. `file` is only used in error messages.
+///
+/// Every problem in the file is reported, not only the first, so that one
+/// lint pass shows the whole picture.
+pub fn parse_header(file: &Path, bytes: &[u8]) -> Result<Header, Vec<HeaderError>> {
+    let mut errors = Vec::new();
+    let path = || file.to_path_buf();
+    let mut lines = bytes
+        .split(|&b| b == b'\n')
+        .enumerate()
+        .map(|(i, l)| (i + 1, l));
+
+    let shebang = match lines.next() {
+        Some((_, first)) if first.starts_with(b"#!") => {
+            if first.ends_with(b"\r") {
+                return Err(vec![HeaderError::CrlfLineEnding {
+                    file: path(),
+                    line: 1,
+                }]);
+            }
+            match std::str::from_utf8(&first[2..]) {
+                Ok(s) if !s.trim().is_empty() => s.trim().to_owned(),
+                Ok(_) => return Err(vec![HeaderError::MissingShebang { file: path() }]),
+                Err(_) => {
+                    return Err(vec![HeaderError::NotUtf8 {
+                        file: path(),
+                        line: 1,
+                    }]);
+                }
+            }
+        }
+        _ => return Err(vec![HeaderError::MissingShebang { file: path() }]),
+    };
+
+    let mut tier: Option<(Tier, usize)> = None;
+    let mut on_error: Option<(OnError, usize)> = None;
+    let mut requires: Vec<Requirement> = Vec::new();
+    let mut header_end = 1;
+    let mut in_header = true;
+
+    for (line_no, raw) in lines {
+        if in_header {
+            let is_comment_or_blank = raw.iter().all(u8::is_ascii_whitespace)
+                || raw.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'#');
+            if !is_comment_or_blank {
+                in_header = false;
+            }
+        }
+        if !in_header {
+            // Only a cheap marker scan on the body; the body may be any bytes.
+            if raw
+                .windows(HEADER_MARKER.len())
+                .any(|w| w == HEADER_MARKER.as_bytes())
+                && directive(&String::from_utf8_lossy(raw)).is_some()
+            {
+                errors.push(HeaderError::OutsideHeader {
+                    file: path(),
+                    line: line_no,
+                    header_end,
+                });
+            }
+            continue;
+        }
+        header_end = line_no;
+        let Ok(text) = std::str::from_utf8(raw) else {
+            errors.push(HeaderError::NotUtf8 {
+                file: path(),
+                line: line_no,
+            });
+            continue;
+        };
+        let Some(body) = directive(text) else {
+            continue;
+        };
+        if text.ends_with('\r') {
+            errors.push(HeaderError::CrlfLineEnding {
+                file: path(),
+                line: line_no,
+            });
+            continue;
+        }
+        let body = body.trim();
+        let Some((key, value)) = body.split_once('=') else {
+            errors.push(HeaderError::Malformed {
+                file: path(),
+                line: line_no,
+                text: body.to_owned(),
+            });
+            continue;
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let invalid = |key: &'static str, reason: String| HeaderError::InvalidValue {
+            file: path(),
+            line: line_no,
+            key,
+            value: value.to_owned(),
+            reason,
+        };
+        match key {
+            "tier" => match (tier, value.parse::<Tier>()) {
+                (Some((_, first_line)), _) => errors.push(HeaderError::DuplicateKey {
+                    file: path(),
+                    line: line_no,
+                    key: key.to_owned(),
+                    first_line,
+                }),
+                (None, Ok(t)) => tier = Some((t, line_no)),
+                (None, Err(e)) => errors.push(invalid("tier", e.to_string())),
+            },
+            "on-error" => match (on_error, value.parse::<OnError>()) {
+                (Some((_, first_line)), _) => errors.push(HeaderError::DuplicateKey {
+                    file: path(),
+                    line: line_no,
+                    key: key.to_owned(),
+                    first_line,
+                }),
+                (None, Ok(o)) => on_error = Some((o, line_no)),
+                (None, Err(reason)) => errors.push(invalid("on-error", reason)),
+            },
+            "requires" => match Slug::parse(value) {
+                Ok(target) => {
+                    if let Some(first) = requires.iter().find(|r| r.target == target) {
+                        errors.push(HeaderError::DuplicateRequirement {
+                            file: path(),
+                            line: line_no,
+                            target,
+                            first_line: first.line,
+                        });
+                    } else {
+                        requires.push(Requirement {
+                            target,
+                            line: line_no,
+                        });
+                    }
+                }
+                Err(e) => errors.push(invalid("requires", e.to_string())),
+            },
+            "" => errors.push(HeaderError::Malformed {
+                file: path(),
+                line: line_no,
+                text: body.to_owned(),
+            }),
+            other => errors.push(HeaderError::UnknownKey {
+                file: path(),
+                line: line_no,
+                key: other.to_owned(),
+            }),
+        }
+    }
+
+    // Only report a missing key when it is really missing, not when it was
+    // present with a bad value (that already has its own error).
+    let mentioned = |errors: &[HeaderError], k: &str| {
+        errors
+            .iter()
+            .any(|e| matches!(e, HeaderError::InvalidValue { key, .. } if *key == k))
+    };
+    if tier.is_none() && !mentioned(&errors, "tier") {
+        errors.push(HeaderError::MissingKey {
+            file: path(),
+            key: "tier",
+        });
+    }
+    if on_error.is_none() && !mentioned(&errors, "on-error") {
+        errors.push(HeaderError::MissingKey {
+            file: path(),
+            key: "on-error",
+        });
+    }
+    match (tier, on_error) {
+        (Some((tier, _)), Some((on_error, _))) if errors.is_empty() => Ok(Header {
+            shebang,
+            tier,
+            on_error,
+            requires,
+        }),
+        _ => Err(errors),
+    }
+}

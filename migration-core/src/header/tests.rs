@@ -1,0 +1,202 @@
+//! Header parsing, problem by problem.
+
+use std::path::Path;
+
+use super::*;
+
+fn parse(text: &str) -> Result<Header, Vec<HeaderError>> {
+    parse_header(Path::new("pre-apply/x"), text.as_bytes())
+}
+
+fn only_error(text: &str) -> HeaderError {
+    let mut errors = parse(text).unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    errors.remove(0)
+}
+
+#[test]
+fn parses_a_complete_header() {
+    let h = parse(
+        "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n\
+         # cozystack-migration: requires=etcd-crds-precreate\n#   cozystack-migration:requires = other\nset -eu\necho hi\n",
+    )
+    .unwrap();
+    assert_eq!(h.shebang, "/bin/sh");
+    assert_eq!(h.tier, Tier::PreApply);
+    assert_eq!(h.on_error, OnError::Abort);
+    let targets: Vec<_> = h
+        .requires
+        .iter()
+        .map(|r| (r.target.as_str(), r.line))
+        .collect();
+    assert_eq!(targets, [("etcd-crds-precreate", 4), ("other", 5)]);
+}
+
+#[test]
+fn plain_comments_and_blank_lines_may_sit_between_directives() {
+    let h = parse("#!/usr/bin/env bash\n# Relabels PVCs.\n\n# cozystack-migration: tier=background\n#\n# cozystack-migration: on-error=warn\n").unwrap();
+    assert_eq!(h.interpreter(), "/usr/bin/env");
+    assert_eq!((h.tier, h.on_error), (Tier::Background, OnError::Warn));
+}
+
+#[test]
+fn missing_shebang_names_line_one() {
+    let e = only_error("# cozystack-migration: tier=pre-apply\n");
+    assert!(matches!(e, HeaderError::MissingShebang { .. }));
+    assert_eq!(e.line(), Some(1));
+    assert!(e.to_string().starts_with("pre-apply/x:1:"), "{e}");
+}
+
+#[test]
+fn empty_file_has_no_shebang() {
+    assert!(matches!(only_error(""), HeaderError::MissingShebang { .. }));
+    assert!(matches!(
+        only_error("#!   \n"),
+        HeaderError::MissingShebang { .. }
+    ));
+}
+
+#[test]
+fn missing_keys_are_each_reported() {
+    let errors = parse("#!/bin/sh\necho hi\n").unwrap_err();
+    let keys: Vec<_> = errors
+        .iter()
+        .map(|e| match e {
+            HeaderError::MissingKey { key, .. } => *key,
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(keys, ["tier", "on-error"]);
+}
+
+#[test]
+fn duplicated_key_names_both_lines() {
+    let e = only_error(
+        "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=warn\n# cozystack-migration: tier=pre-apply\n",
+    );
+    assert_eq!(
+        e,
+        HeaderError::DuplicateKey {
+            file: "pre-apply/x".into(),
+            line: 4,
+            key: "tier".into(),
+            first_line: 2
+        }
+    );
+}
+
+#[test]
+fn unknown_key_is_an_error_with_its_line() {
+    let e = only_error(
+        "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=warn\n# cozystack-migration: retries=3\n",
+    );
+    assert!(matches!(e, HeaderError::UnknownKey { line: 4, ref key, .. } if key == "retries"));
+}
+
+#[test]
+fn directive_without_equals_is_malformed_and_the_key_stays_missing() {
+    let errors = parse(
+        "#!/bin/sh\n# cozystack-migration: tier pre-apply\n# cozystack-migration: on-error=warn\n",
+    )
+    .unwrap_err();
+    assert!(
+        matches!(errors[0], HeaderError::Malformed { line: 2, .. }),
+        "{errors:?}"
+    );
+    assert!(
+        matches!(errors[1], HeaderError::MissingKey { key: "tier", .. }),
+        "{errors:?}"
+    );
+    assert_eq!(errors.len(), 2);
+}
+
+#[test]
+fn bad_values_are_invalid_not_missing() {
+    let errors = parse(
+        "#!/bin/sh\n# cozystack-migration: tier=later\n# cozystack-migration: on-error=ignore\n# cozystack-migration: requires=Bad_Slug\n",
+    )
+    .unwrap_err();
+    let lines: Vec<_> = errors
+        .iter()
+        .map(|e| match e {
+            HeaderError::InvalidValue { key, line, .. } => (*key, *line),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(lines, [("tier", 2), ("on-error", 3), ("requires", 4)]);
+}
+
+#[test]
+fn a_trailing_comment_after_a_value_is_rejected_rather_than_guessed() {
+    let e = only_error(
+        "#!/bin/sh\n# cozystack-migration: tier=pre-apply   # blocking\n# cozystack-migration: on-error=warn\n",
+    );
+    assert!(matches!(
+        e,
+        HeaderError::InvalidValue {
+            key: "tier",
+            line: 2,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn duplicate_requirement_is_an_error() {
+    let e = only_error(
+        "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=warn\n# cozystack-migration: requires=a\n# cozystack-migration: requires=a\n",
+    );
+    assert!(matches!(
+        e,
+        HeaderError::DuplicateRequirement {
+            line: 5,
+            first_line: 4,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn directive_below_the_header_block_is_an_error_not_ignored() {
+    let e = only_error(
+        "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=warn\nset -eu\n# cozystack-migration: requires=late\n",
+    );
+    assert_eq!(
+        e,
+        HeaderError::OutsideHeader {
+            file: "pre-apply/x".into(),
+            line: 5,
+            header_end: 3
+        }
+    );
+}
+
+#[test]
+fn crlf_files_are_rejected() {
+    let e = only_error("#!/bin/sh\r\n# cozystack-migration: tier=pre-apply\r\n");
+    assert!(matches!(e, HeaderError::CrlfLineEnding { line: 1, .. }));
+}
+
+#[test]
+fn non_utf8_header_line_is_reported_but_binary_body_is_fine() {
+    let mut bytes = b"#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=warn\necho ".to_vec();
+    bytes.extend_from_slice(&[0xff, 0xfe, b'\n']);
+    assert!(parse_header(Path::new("x"), &bytes).is_ok());
+    let bad = b"#!/bin/sh\n# caf\xe9\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=warn\n";
+    let errors = parse_header(Path::new("x"), bad).unwrap_err();
+    assert!(
+        matches!(errors[..], [HeaderError::NotUtf8 { line: 2, .. }]),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn tier_and_on_error_round_trip_through_text() {
+    for t in Tier::ALL {
+        assert_eq!(t.as_str().parse::<Tier>().unwrap(), t);
+    }
+    for o in [OnError::Abort, OnError::Warn] {
+        assert_eq!(o.as_str().parse::<OnError>().unwrap(), o);
+    }
+    assert!("Pre-Apply".parse::<Tier>().is_err());
+}
