@@ -3,30 +3,26 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use std::sync::Arc;
-
-use common::{NOW, Tree};
 use ledger_memory::MemoryLedger;
 use migration_core::header::Tier;
-use migration_core::{Ledger, ManualClock, MigrateError, Migrator, Outcome, PlanRequest, Step};
+use migration_core::testing::fixtures::{TreeBuilder, clock, shared_clock};
+use migration_core::{Ledger, MigrateError, Migrator, Outcome, PlanRequest, Step};
 
 /// A memory ledger with `budget` bytes, existing and empty.
 async fn ledger(budget: u64) -> MemoryLedger {
-    let memory = MemoryLedger::with_clock_and_budget(Arc::new(ManualClock::new(NOW)), Some(budget));
+    let memory = MemoryLedger::with_clock_and_budget(shared_clock(), Some(budget));
     memory.create(&[]).await.unwrap();
     memory
 }
 
 #[tokio::test]
 async fn the_room_reserved_for_one_migration_is_used_up_by_what_it_records() {
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .pre("a1")
         .pre("a2")
         .manifest(&[("00001-v1", "a1\na2\n")])
         .build();
-    let clock = ManualClock::new(NOW);
+    let clock = clock();
     // The smallest budget at which the first migration may execute, by
     // bisection (the check is monotone in the budget).
     let first_may_execute = |budget: u64| {
@@ -91,12 +87,12 @@ async fn the_room_reserved_for_one_migration_is_used_up_by_what_it_records() {
 
 #[tokio::test]
 async fn a_ledger_with_room_runs_every_migration() {
-    let tree = Tree::new()
+    let tree = TreeBuilder::new()
         .pre("a1")
         .pre("a2")
         .manifest(&[("00001-v1", "a1\na2\n")])
         .build();
-    let clock = ManualClock::new(NOW);
+    let clock = clock();
     let memory = ledger(1024 * 1024).await;
     let migrator = Migrator::new(&tree, &memory, &clock);
     let prepared = migrator
