@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use ledger_memory::{Fault, FaultyLedger, MemoryLedger, Operation};
+use migration_core::testing::fixtures::assert_transient;
 use migration_core::testing::{sample_entry, slug};
 use migration_core::{EntryState, Ledger, LedgerError, WriteMode};
 
@@ -22,16 +23,7 @@ async fn a_lost_reply_applies_the_effect_and_reports_a_transient_error() {
         .create(&[(slug(1), sample_entry(EntryState::Ok, 1))])
         .await
         .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            LedgerError::Transient {
-                operation: "create",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_transient(&err, "create");
     assert!(
         memory.raw("m.s-1").is_some(),
         "the write must have taken effect"

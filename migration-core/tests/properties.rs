@@ -9,7 +9,6 @@ mod common;
 
 use std::collections::{BTreeSet, HashMap};
 
-use common::block_on;
 use ledger_memory::MemoryLedger;
 use migration_core::digest::Sha256Digest;
 use migration_core::generate::{ReleaseHistory, ScriptInfo, TagTree, generate};
@@ -18,7 +17,7 @@ use migration_core::ledger::{LedgerSnapshot, Record};
 use migration_core::manifest::{Batch, BatchName, Manifest, ManifestEntry};
 use migration_core::order::{Edge, stable_topo_sort};
 use migration_core::plan::Refusal;
-use migration_core::testing::fixtures::{NOW, TreeBuilder, clock, s, script_text};
+use migration_core::testing::fixtures::{NOW, TreeBuilder, block_on, clock, s, script_text};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, MigrateError, MigrationsTree, Migrator, PlanContext,
     PlanRequest, Slug, Timestamp, plan,

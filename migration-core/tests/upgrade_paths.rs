@@ -13,13 +13,12 @@ mod common;
 
 use std::collections::{BTreeSet, HashMap};
 
-use common::block_on;
 use ledger_memory::MemoryLedger;
 use migration_core::digest::Sha256Digest;
 use migration_core::generate::{ReleaseHistory, ScriptInfo, TagTree, generate};
 use migration_core::header::{OnError, Tier};
 use migration_core::plan::Refusal;
-use migration_core::testing::fixtures::{NOW, TreeBuilder, clock, script_text};
+use migration_core::testing::fixtures::{NOW, TreeBuilder, block_on, clock, script_text};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, MigrateError, MigrationsTree, Migrator, PlanContext,
     PlanRequest, Record, Slug, plan,

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{assert_first_problem, migrate, parse};
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder, script_text};
+use migration_core::{OnError, Tier};
 
 /// A tree whose manifest is one batch listing `scripts` in the given order,
 /// in a scratch directory that also holds its file ledger; scripts see that
@@ -18,12 +19,29 @@ struct Tree {
     scratch: ScratchTree,
 }
 
+/// One script of a test tree: tier, slug, failure policy, body.
+type Script<'a> = (Tier, &'a str, OnError, &'a str);
+
+/// A pre-apply script that aborts the run when it fails.
+fn pre<'a>(slug: &'a str, body: &'a str) -> Script<'a> {
+    (Tier::PreApply, slug, OnError::Abort, body)
+}
+
+/// A pre-apply script whose failure is recorded and the run goes on.
+fn pre_warn<'a>(slug: &'a str, body: &'a str) -> Script<'a> {
+    (Tier::PreApply, slug, OnError::Warn, body)
+}
+
+/// A background script that aborts when it fails.
+fn bg<'a>(slug: &'a str, body: &'a str) -> Script<'a> {
+    (Tier::Background, slug, OnError::Abort, body)
+}
+
 impl Tree {
-    fn new(scripts: &[(&str, &str, &str, &str)]) -> Self {
+    fn new(scripts: &[Script<'_>]) -> Self {
         let mut builder = TreeBuilder::new();
         let mut order = String::new();
-        for (tier, slug, on_error, body) in scripts {
-            let (tier, on_error) = (tier.parse().unwrap(), on_error.parse().unwrap());
+        for &(tier, slug, on_error, body) in scripts {
             builder = builder.script_with(tier, slug, on_error, &[], body);
             order.push_str(&format!("{slug}\n"));
         }
@@ -119,10 +137,13 @@ fn pair(a: &str, b: &str) -> (String, String) {
 
 #[test]
 fn scripts_run_in_manifest_order_with_the_documented_environment_and_are_recorded_ok() {
+    let first =
+        r#"echo "$MIGRATION_SLUG $MIGRATION_TIER $MIGRATION_NAMESPACE $(pwd)" >> "$SCRATCH/log""#;
+    let second = r#"echo "$MIGRATION_SLUG $MIGRATION_BATCH $MIGRATION_ATTEMPT" >> "$SCRATCH/log""#;
     let tree = Tree::new(&[
-        ("pre-apply", "zz-first", "abort", r#"echo "$MIGRATION_SLUG $MIGRATION_TIER $MIGRATION_NAMESPACE $(pwd)" >> "$SCRATCH/log""#),
-        ("pre-apply", "aa-second", "abort", r#"echo "$MIGRATION_SLUG $MIGRATION_BATCH $MIGRATION_ATTEMPT" >> "$SCRATCH/log""#),
-        ("background", "later", "abort", r#"echo later >> "$SCRATCH/log""#),
+        pre("zz-first", first),
+        pre("aa-second", second),
+        bg("later", r#"echo later >> "$SCRATCH/log""#),
     ])
     .existing_ledger();
     let (code, doc, err) = tree.run(&[
@@ -167,13 +188,7 @@ fn scripts_run_in_manifest_order_with_the_documented_environment_and_are_recorde
 
 #[test]
 fn script_output_is_streamed_line_by_line_with_the_slug_prefix() {
-    let tree = Tree::new(&[(
-        "pre-apply",
-        "talker",
-        "abort",
-        "echo out-line; echo err-line >&2",
-    )])
-    .existing_ledger();
+    let tree = Tree::new(&[pre("talker", "echo out-line; echo err-line >&2")]).existing_ledger();
     let out = tree.text_command(&[]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("[talker] out-line"), "{stdout}");
@@ -183,18 +198,11 @@ fn script_output_is_streamed_line_by_line_with_the_slug_prefix() {
 #[test]
 fn an_abort_failure_records_nothing_stops_the_run_and_exits_4() {
     let tree = Tree::new(&[
-        (
-            "pre-apply",
+        pre(
             "breaks",
-            "abort",
             r#"echo "about to fail"; false; echo unreachable >> "$SCRATCH/log""#,
         ),
-        (
-            "pre-apply",
-            "after",
-            "abort",
-            r#"echo after >> "$SCRATCH/log""#,
-        ),
+        pre("after", r#"echo after >> "$SCRATCH/log""#),
     ])
     .existing_ledger();
     let (code, doc, _) = tree.run(&[]);
@@ -215,11 +223,7 @@ fn an_abort_failure_records_nothing_stops_the_run_and_exits_4() {
 #[test]
 fn a_warn_failure_records_failed_with_the_output_tail_and_continues() {
     let body = "i=0; while [ $i -lt 1000 ]; do i=$((i + 1)); echo \"line $i\"; done; echo 'kubectl: the server is unavailable' >&2; exit 3";
-    let tree = Tree::new(&[
-        ("pre-apply", "flaky", "warn", body),
-        ("pre-apply", "next", "abort", "true"),
-    ])
-    .existing_ledger();
+    let tree = Tree::new(&[pre_warn("flaky", body), pre("next", "true")]).existing_ledger();
     let (code, doc, err) = tree.run(&[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
@@ -258,16 +262,9 @@ fn a_failing_command_substitution_in_a_for_list_is_refused_before_anything_runs(
         .unwrap();
     assert!(direct.success(), "sh -e really does report success here");
     let tree = Tree::new(&[
-        (
-            "pre-apply",
-            "first",
-            "abort",
-            r#"echo first >> "$SCRATCH/log""#,
-        ),
-        (
-            "pre-apply",
+        pre("first", r#"echo first >> "$SCRATCH/log""#),
+        pre(
             "fail-open",
-            "abort",
             r#"for ns in $(kubectl get ns -o name); do echo "$ns"; done"#,
         ),
     ])
@@ -288,13 +285,7 @@ fn a_failing_command_substitution_in_a_for_list_is_refused_before_anything_runs(
 
 #[test]
 fn kubectl_failures_turned_into_success_are_refused() {
-    let tree = Tree::new(&[(
-        "pre-apply",
-        "quiet",
-        "abort",
-        "kubectl delete ns old || true",
-    )])
-    .existing_ledger();
+    let tree = Tree::new(&[pre("quiet", "kubectl delete ns old || true")]).existing_ledger();
     let (code, doc, _) = tree.run(&[]);
     assert_eq!(code, 3);
     assert_first_problem(&doc, "kubectl-error-ignored");
@@ -302,7 +293,7 @@ fn kubectl_failures_turned_into_success_are_refused() {
 
 #[test]
 fn a_disallowed_interpreter_is_refused_by_plan() {
-    let tree = Tree::new(&[("pre-apply", "py", "abort", "print('x')")]).existing_ledger();
+    let tree = Tree::new(&[pre("py", "print('x')")]).existing_ledger();
     let path = tree.root().join("pre-apply/py");
     let text = std::fs::read_to_string(&path)
         .unwrap()
@@ -348,11 +339,7 @@ fn wait_for(path: &Path, limit: Duration) -> String {
 #[test]
 fn a_timeout_kills_the_whole_process_group_including_grandchildren() {
     let body = r#"sleep 300 & echo $! > "$SCRATCH/grandchild"; sleep 300"#;
-    let tree = Tree::new(&[
-        ("pre-apply", "hangs", "warn", body),
-        ("pre-apply", "after", "abort", "true"),
-    ])
-    .existing_ledger();
+    let tree = Tree::new(&[pre_warn("hangs", body), pre("after", "true")]).existing_ledger();
     let started = Instant::now();
     let (code, doc, err) = tree.run(&["--timeout", "1", "--grace", "1"]);
     assert_eq!(code, 0, "{err}");
@@ -380,7 +367,7 @@ fn a_timeout_kills_the_whole_process_group_including_grandchildren() {
 fn sigterm_mid_script_stops_it_records_nothing_and_exits_non_zero() {
     let body =
         r#"echo started > "$SCRATCH/started"; sleep 300 & echo $! > "$SCRATCH/grandchild"; wait"#;
-    let tree = Tree::new(&[("pre-apply", "long", "abort", body)]).existing_ledger();
+    let tree = Tree::new(&[pre("long", body)]).existing_ledger();
     let child = tree
         .command(&["--grace", "2"])
         .stdout(Stdio::piped())
@@ -422,13 +409,7 @@ fn sigterm_mid_script_stops_it_records_nothing_and_exits_non_zero() {
 
 #[test]
 fn only_reruns_a_recorded_slug_and_counts_attempts() {
-    let tree = Tree::new(&[(
-        "pre-apply",
-        "again",
-        "abort",
-        r#"echo run >> "$SCRATCH/runs""#,
-    )])
-    .existing_ledger();
+    let tree = Tree::new(&[pre("again", r#"echo run >> "$SCRATCH/runs""#)]).existing_ledger();
     assert_eq!(tree.run(&[]).0, 0);
     assert_eq!(tree.entry("again").unwrap()["attempts"], 1);
     let (code, doc, err) = tree.run(&["--only", "again"]);
@@ -460,11 +441,7 @@ fn only_reruns_a_recorded_slug_and_counts_attempts() {
 
 #[test]
 fn only_refuses_revoked_and_absent_slugs() {
-    let tree = Tree::new(&[
-        ("pre-apply", "a", "abort", "true"),
-        ("pre-apply", "bad", "abort", "true"),
-    ])
-    .existing_ledger();
+    let tree = Tree::new(&[pre("a", "true"), pre("bad", "true")]).existing_ledger();
     std::fs::write(tree.root().join("revoked"), "bad\n").unwrap();
     let (code, doc, _) = tree.run(&["--only", "bad"]);
     assert_eq!(code, 3);
@@ -477,11 +454,7 @@ fn only_refuses_revoked_and_absent_slugs() {
 #[test]
 fn two_runners_at_once_run_each_slug_exactly_once() {
     let body = r#"echo "$MIGRATION_SLUG" >> "$SCRATCH/runs"; sleep 0.3"#;
-    let tree = Tree::new(&[
-        ("pre-apply", "one", "abort", body),
-        ("pre-apply", "two", "abort", body),
-    ])
-    .existing_ledger();
+    let tree = Tree::new(&[pre("one", body), pre("two", body)]).existing_ledger();
     let a = tree
         .command(&["--holder", "runner-a"])
         .stdout(Stdio::piped())
@@ -509,13 +482,8 @@ fn two_runners_at_once_run_each_slug_exactly_once() {
 
 #[test]
 fn a_second_runner_gives_up_with_a_clear_message_when_the_lock_stays_busy() {
-    let tree = Tree::new(&[(
-        "pre-apply",
-        "slow",
-        "abort",
-        r#"echo s > "$SCRATCH/started"; sleep 3"#,
-    )])
-    .existing_ledger();
+    let tree =
+        Tree::new(&[pre("slow", r#"echo s > "$SCRATCH/started"; sleep 3"#)]).existing_ledger();
     let holder = tree
         .command(&["--holder", "first"])
         .stdout(Stdio::null())
@@ -535,7 +503,7 @@ fn a_crash_after_the_script_succeeded_but_before_the_record_is_rerun_and_recorde
     // the first time: the effect happened, the record did not.
     let body = r#"echo effect >> "$SCRATCH/effects"
 if [ ! -f "$SCRATCH/crashed" ]; then touch "$SCRATCH/crashed"; kill -9 $PPID; sleep 1; fi"#;
-    let tree = Tree::new(&[("pre-apply", "crashy", "abort", body)]).existing_ledger();
+    let tree = Tree::new(&[pre("crashy", body)]).existing_ledger();
     let out = tree.command(&["--lock-ttl", "1"]).output().unwrap();
     assert_eq!(out.status.code(), None, "the runner died by signal");
     assert!(
@@ -562,7 +530,7 @@ if [ ! -f "$SCRATCH/crashed" ]; then touch "$SCRATCH/crashed"; kill -9 $PPID; sl
 
 #[test]
 fn a_requirement_that_failed_earlier_in_the_run_blocks_its_dependent() {
-    let dir = Tree::new(&[("pre-apply", "base", "warn", "exit 1")]).existing_ledger();
+    let dir = Tree::new(&[pre_warn("base", "exit 1")]).existing_ledger();
     std::fs::write(
         dir.root().join("pre-apply/dependent"),
         script_text(
@@ -591,7 +559,7 @@ fn a_requirement_that_failed_earlier_in_the_run_blocks_its_dependent() {
 
 #[test]
 fn a_fresh_install_runs_nothing() {
-    let tree = Tree::new(&[("pre-apply", "a", "abort", r#"echo ran >> "$SCRATCH/log""#)]);
+    let tree = Tree::new(&[pre("a", r#"echo ran >> "$SCRATCH/log""#)]);
     let (code, doc, err) = tree.run(&[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["fresh_install"], true);
@@ -603,18 +571,8 @@ fn a_fresh_install_runs_nothing() {
 #[test]
 fn a_ledger_without_room_for_the_next_record_refuses_before_the_script_runs() {
     let tree = Tree::new(&[
-        (
-            "pre-apply",
-            "first",
-            "abort",
-            r#"echo ran >> "$SCRATCH/first""#,
-        ),
-        (
-            "pre-apply",
-            "second",
-            "abort",
-            r#"echo ran >> "$SCRATCH/second""#,
-        ),
+        pre("first", r#"echo ran >> "$SCRATCH/first""#),
+        pre("second", r#"echo ran >> "$SCRATCH/second""#),
     ]);
     // Someone else's key fills the file ledger's 1 MiB budget but for 20 KiB:
     // room for an ok record, not for the largest record a script can
@@ -643,10 +601,8 @@ fn a_ledger_without_room_for_the_next_record_refuses_before_the_script_runs() {
 
 #[test]
 fn a_failure_tail_is_recorded_with_secret_shaped_values_redacted() {
-    let tree = Tree::new(&[(
-        "pre-apply",
+    let tree = Tree::new(&[pre_warn(
         "leaky",
-        "warn",
         "echo 'applying with password=hunter2'\necho 'Authorization: Bearer abc.def.ghi'\nexit 3",
     )])
     .existing_ledger();
@@ -667,7 +623,7 @@ fn a_failure_tail_is_recorded_with_secret_shaped_values_redacted() {
 
 #[test]
 fn an_only_rerun_keeps_entry_fields_written_by_a_newer_engine() {
-    let tree = Tree::new(&[("pre-apply", "again", "abort", "true")]);
+    let tree = Tree::new(&[pre("again", "true")]);
     std::fs::write(
         tree.file("ledger.json"),
         r#"{"format":"migration-ledger/v1","ledger":{"revision":1,"data":{"m.again":"{\"state\":\"ok\",\"at\":\"2026-01-01T00:00:00Z\",\"attempts\":1,\"checked_by\":\"engine-v9\"}"}},"lock":null,"lock_generation":0}"#,

@@ -15,8 +15,10 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 
 use crate::header::{OnError, Tier};
+use crate::ledger::LedgerError;
 use crate::manifest::Manifest;
 use crate::slug::Slug;
 use crate::time::{ManualClock, Timestamp};
@@ -257,6 +259,38 @@ impl ScratchTree {
             .map(str::to_owned)
             .collect()
     }
+}
+
+/// Runs `future` to completion on the calling thread, with no async
+/// runtime: the engine and the in-memory ledgers never wait on I/O or
+/// timers, and tests driving them this way keep that true. Code that needs
+/// a runtime (processes, sockets, timers) runs under tokio instead.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    /// Wakes the blocked thread.
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut context = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        match future.as_mut().poll(&mut context) {
+            Poll::Ready(output) => return output,
+            Poll::Pending => std::thread::park(),
+        }
+    }
+}
+
+/// Asserts that `err` is a transient failure of `operation`: the kind a
+/// caller may retry, naming what failed.
+pub fn assert_transient(err: &LedgerError, operation: &str) {
+    assert!(
+        matches!(err, LedgerError::Transient { operation: op, .. } if *op == operation),
+        "expected a transient {operation} failure, got {err:?}"
+    );
 }
 
 /// Records one reliability figure as

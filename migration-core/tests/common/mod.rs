@@ -1,19 +1,10 @@
 //! Helpers shared by this crate's black-box tests beyond
-//! `migration_core::testing::fixtures`: a runtime, reliability figures and
-//! the proptest runner that records them.
+//! `migration_core::testing::fixtures`: reliability figures and the proptest
+//! runner that records them.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-
-/// Runs a future to completion on a fresh current-thread runtime.
-pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
 
 /// Records one reliability figure: `target/tmp/reliability/<suite>--<name>.txt`.
 /// `.ci/run` prints them all at the end of a CI run.
