@@ -12,10 +12,11 @@ use std::time::Duration;
 use benches::inputs::{attempt_mark, epoch, image, ok_entry};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use ledger_configmap::CONFIGMAP_BUDGET_BYTES;
+use migration_core::testing::fixtures::s;
 use migration_core::{EntryState, LedgerEntry, Sha256Digest, Slug};
 
 fn realistic() -> (Slug, LedgerEntry) {
-    let slug = Slug::parse("redis-failover-group-label").unwrap();
+    let slug = s("redis-failover-group-label");
     let entry = ok_entry(
         Sha256Digest::of(b"#!/bin/sh\n..."),
         Sha256Digest::of(b"lib"),

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use migration_core::generate::{ReleaseHistory, ScriptInfo, TagTree};
 use migration_core::ledger::AttemptMark;
+use migration_core::testing::fixtures::NOW;
 use migration_core::{
     Edge, EntryState, LedgerEntry, LedgerSnapshot, Manifest, MigrationsTree, PlanContext,
     PlanRequest, Sha256Digest, Slug, Tier, Timestamp, TreeFiles,
@@ -100,9 +101,10 @@ pub fn image() -> String {
     )
 }
 
-/// A fixed instant for generated entries: 2026-08-12T10:04:00Z.
+/// A fixed instant for generated entries: the tests' [`NOW`],
+/// 2026-08-12T10:04:00Z.
 pub fn epoch() -> Timestamp {
-    Timestamp::from_unix(1_786_529_040)
+    NOW
 }
 
 /// The label of release batch `b` (1-based): `v1.MINOR.PATCH`.

@@ -13,7 +13,8 @@ use std::fmt;
 use ledger_configmap::{ConfigMapLedger, Options};
 use migrate::runner::{Console, RunConfig, run};
 use migration_core::{
-    EntryState, LedgerEntry, Migrator, PlanRequest, Slug, SystemClock, Tier, Timestamp,
+    EntryState, LedgerEntry, MigrateError, MigrationsTree, Migrator, PlanRequest, Prepared, Slug,
+    SystemClock, Tier, Timestamp,
 };
 use test_apiserver::{TestApiServer, Verb};
 
@@ -98,6 +99,43 @@ fn ledger(server: &TestApiServer) -> ConfigMapLedger {
     ConfigMapLedger::with_options(server.client(), NAMESPACE, NAME, Options::default())
 }
 
+/// What a `Migrator` scenario runs against: its own server, holding the
+/// planted ledger (if any), and a client of it.
+struct Setup {
+    server: TestApiServer,
+    ledger: ConfigMapLedger,
+}
+
+impl Setup {
+    /// A server holding `planted` as the ledger's data, or no ledger.
+    async fn new(planted: Option<&[(String, String)]>) -> Self {
+        let server = TestApiServer::start().await;
+        if let Some(data) = planted {
+            plant(&server, data);
+        }
+        let ledger = ledger(&server);
+        Setup { server, ledger }
+    }
+
+    /// The migrator over `tree`, with the image the runner records.
+    fn migrator<'a>(&'a self, tree: &'a MigrationsTree) -> Migrator<'a> {
+        Migrator::new(tree, &self.ledger, &SystemClock).with_image(Some(image()))
+    }
+
+    /// `Migrator::prepare` for the pre-apply tier, counting from here.
+    async fn prepare(&self, tree: &MigrationsTree) -> Result<Prepared, MigrateError> {
+        self.server.requests().reset();
+        self.migrator(tree)
+            .prepare(&PlanRequest::tier(Tier::PreApply))
+            .await
+    }
+
+    /// The requests since the last reset.
+    fn counts(&self) -> Counts {
+        Counts::from_server(&self.server)
+    }
+}
+
 fn plant(server: &TestApiServer, data: &[(String, String)]) {
     let data: serde_json::Map<String, serde_json::Value> = data
         .iter()
@@ -122,19 +160,11 @@ fn plant(server: &TestApiServer, data: &[(String, String)]) {
 /// an outcome on the ledger it has just read).
 pub async fn prepare_nothing_pending(n: usize) -> (Scenario, Scenario) {
     let input = PlanInput::build(n, 0);
-    let server = TestApiServer::start().await;
-    plant(&server, &input.ledger_data);
-    let ledger = ledger(&server);
-    let clock = SystemClock;
-    let migrator = Migrator::new(&input.tree, &ledger, &clock).with_image(Some(image()));
-    server.requests().reset();
-    let prepared = migrator
-        .prepare(&PlanRequest::tier(Tier::PreApply))
-        .await
-        .expect("prepare succeeds");
+    let setup = Setup::new(Some(&input.ledger_data)).await;
+    let prepared = setup.prepare(&input.tree).await.expect("prepare succeeds");
     let prepare = Scenario {
         name: format!("prepare, nothing pending, N={n}"),
-        counts: Counts::from_server(&server),
+        counts: setup.counts(),
         minimum: 1,
         outcome: format!(
             "{} pending, {} seeded",
@@ -142,7 +172,7 @@ pub async fn prepare_nothing_pending(n: usize) -> (Scenario, Scenario) {
             prepared.written.len()
         ),
     };
-    server.requests().reset();
+    setup.server.requests().reset();
     let slug = input
         .tree
         .scripts()
@@ -155,13 +185,14 @@ pub async fn prepare_nothing_pending(n: usize) -> (Scenario, Scenario) {
         image: Some(image()),
         ..LedgerEntry::new(EntryState::Ok, Timestamp::now().truncated())
     };
-    migrator
+    setup
+        .migrator(&input.tree)
         .record(&slug, &entry)
         .await
         .expect("record succeeds");
     let record = Scenario {
         name: "record one outcome after prepare".into(),
-        counts: Counts::from_server(&server),
+        counts: setup.counts(),
         minimum: 1,
         outcome: "recorded".into(),
     };
@@ -172,20 +203,16 @@ pub async fn prepare_nothing_pending(n: usize) -> (Scenario, Scenario) {
 /// `n`-migration tree (every slug recorded `skipped-fresh-install`).
 pub async fn prepare_fresh_install(n: usize) -> Scenario {
     let input = PlanInput::build(n, 0);
-    let server = TestApiServer::start().await;
-    let ledger = ledger(&server);
-    let clock = SystemClock;
-    let migrator = Migrator::new(&input.tree, &ledger, &clock).with_image(Some(image()));
-    server.requests().reset();
+    let setup = Setup::new(None).await;
     // Too many entries for the 1 MiB budget is refused before anything is
     // sent: the read is then the only request.
-    let (outcome, minimum) = match migrator.prepare(&PlanRequest::tier(Tier::PreApply)).await {
+    let (outcome, minimum) = match setup.prepare(&input.tree).await {
         Ok(p) => (format!("{} entries created", p.written.len()), 2),
         Err(e) => (format!("refused: {e}"), 1),
     };
     Scenario {
         name: format!("prepare, fresh install, N={n}"),
-        counts: Counts::from_server(&server),
+        counts: setup.counts(),
         minimum,
         outcome,
     }
@@ -195,19 +222,11 @@ pub async fn prepare_fresh_install(n: usize) -> Scenario {
 /// the 56 legacy-map slugs are seeded `legacy`.
 pub async fn prepare_legacy_seeding() -> Scenario {
     let input = PlanInput::build(LEGACY, 0);
-    let server = TestApiServer::start().await;
-    plant(&server, &[("version".into(), (LEGACY + 1).to_string())]);
-    let ledger = ledger(&server);
-    let clock = SystemClock;
-    let migrator = Migrator::new(&input.tree, &ledger, &clock).with_image(Some(image()));
-    server.requests().reset();
-    let prepared = migrator
-        .prepare(&PlanRequest::tier(Tier::PreApply))
-        .await
-        .expect("prepare succeeds");
+    let setup = Setup::new(Some(&[("version".into(), (LEGACY + 1).to_string())])).await;
+    let prepared = setup.prepare(&input.tree).await.expect("prepare succeeds");
     Scenario {
         name: format!("prepare, legacy seeding of {LEGACY} keys"),
-        counts: Counts::from_server(&server),
+        counts: setup.counts(),
         minimum: 2,
         outcome: format!("{} seeded", prepared.written.len()),
     }

@@ -6,7 +6,7 @@
 use ledger_memory::MemoryLedger;
 use migration_core::header::Tier;
 use migration_core::testing::fixtures::{TreeBuilder, clock, shared_clock};
-use migration_core::{Ledger, MigrateError, Migrator, Outcome, PlanRequest, Step};
+use migration_core::{Ledger, MigrateError, MigrationsTree, Migrator, Outcome, PlanRequest, Step};
 
 /// A memory ledger with `budget` bytes, existing and empty.
 async fn ledger(budget: u64) -> MemoryLedger {
@@ -15,13 +15,18 @@ async fn ledger(budget: u64) -> MemoryLedger {
     memory
 }
 
-#[tokio::test]
-async fn the_room_reserved_for_one_migration_is_used_up_by_what_it_records() {
-    let tree = TreeBuilder::new()
+/// Pre-apply `a1` then `a2`, in one batch.
+fn two_migrations() -> MigrationsTree {
+    TreeBuilder::new()
         .pre("a1")
         .pre("a2")
         .manifest(&[("00001-v1", "a1\na2\n")])
-        .build();
+        .build()
+}
+
+#[tokio::test]
+async fn the_room_reserved_for_one_migration_is_used_up_by_what_it_records() {
+    let tree = two_migrations();
     let clock = clock();
     // The smallest budget at which the first migration may execute, by
     // bisection (the check is monotone in the budget).
@@ -87,11 +92,7 @@ async fn the_room_reserved_for_one_migration_is_used_up_by_what_it_records() {
 
 #[tokio::test]
 async fn a_ledger_with_room_runs_every_migration() {
-    let tree = TreeBuilder::new()
-        .pre("a1")
-        .pre("a2")
-        .manifest(&[("00001-v1", "a1\na2\n")])
-        .build();
+    let tree = two_migrations();
     let clock = clock();
     let memory = ledger(1024 * 1024).await;
     let migrator = Migrator::new(&tree, &memory, &clock);
