@@ -292,16 +292,12 @@ fn new_scaffolds_a_lint_clean_pair_and_refuses_a_slug_that_ever_shipped() {
 #[test]
 fn the_index_lists_exactly_the_manifests_runnable_background_slugs_in_order() {
     let repo = Repo::new();
-    repo.add("background", "zeta", "echo z");
-    repo.add("background", "alpha", "echo a");
-    repo.add("background", "gone", "echo g");
     repo.add("pre-apply", "not-background", "echo p");
-    repo.add("background", "bad", "echo b");
     repo.write("revoked", "bad\n");
-    repo.release("v1.0.0");
+    let background = ["zeta", "alpha", "gone", "bad"].map(|slug| ("background", slug));
+    repo.release_with("v1.0.0", &background);
     repo.remove("background", "gone");
-    repo.add("background", "later", "echo l");
-    repo.release("v1.1.0");
+    repo.release_with("v1.1.0", &[("background", "later")]);
     let (code, _, err) = repo.manifest();
     assert_eq!(code, 0, "{err}");
     let tree = repo.tree();

@@ -56,11 +56,9 @@ fn a_build_exactly_at_a_tag_has_no_untagged_batch_and_is_a_prefix_of_later_build
 #[test]
 fn legacy_map_slugs_go_first_in_integer_order() {
     let repo = Repo::new();
-    repo.add("pre-apply", "zeta", "echo 1");
-    repo.add("pre-apply", "alpha", "echo 2");
-    repo.add("pre-apply", "new", "echo 3");
     repo.write("legacy-map", "1 zeta\n2 alpha\n");
-    repo.release("v1.0.0");
+    let scripts = ["zeta", "alpha", "new"].map(|slug| ("pre-apply", slug));
+    repo.release_with("v1.0.0", &scripts);
     let (code, doc, err) = repo.manifest();
     assert_eq!(code, 0, "{err}");
     assert_eq!(
