@@ -17,6 +17,18 @@ pub fn figure(suite: &str, name: &str, text: &str) {
     );
 }
 
+/// Proptest settings with `PROPTEST_CASES` cases, else `default`.
+pub fn cases(default: u32) -> proptest::test_runner::Config {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    proptest::test_runner::Config {
+        cases,
+        ..proptest::test_runner::Config::default()
+    }
+}
+
 /// Runs a property with proptest's runner (cases from `PROPTEST_CASES`, else
 /// `default_cases`), panicking with the minimal failing input, and records
 /// how many inputs were tried.
