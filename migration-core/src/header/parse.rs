@@ -109,27 +109,23 @@ pub fn parse_header(file: &Path, bytes: &[u8]) -> Result<Header, Vec<HeaderError
             value: value.to_owned(),
             reason,
         };
+        let duplicate = |first_line| HeaderError::DuplicateKey {
+            file: path(),
+            line: line_no,
+            key: key.to_owned(),
+            first_line,
+        };
         match key {
-            "tier" => match (tier, value.parse::<Tier>()) {
-                (Some((_, first_line)), _) => errors.push(HeaderError::DuplicateKey {
-                    file: path(),
-                    line: line_no,
-                    key: key.to_owned(),
-                    first_line,
-                }),
-                (None, Ok(t)) => tier = Some((t, line_no)),
-                (None, Err(e)) => errors.push(invalid("tier", e.to_string())),
-            },
-            "on-error" => match (on_error, value.parse::<OnError>()) {
-                (Some((_, first_line)), _) => errors.push(HeaderError::DuplicateKey {
-                    file: path(),
-                    line: line_no,
-                    key: key.to_owned(),
-                    first_line,
-                }),
-                (None, Ok(o)) => on_error = Some((o, line_no)),
-                (None, Err(reason)) => errors.push(invalid("on-error", reason)),
-            },
+            "tier" => {
+                let parsed = value.parse::<Tier>().map_err(|e| e.to_string());
+                let invalid = |reason| invalid("tier", reason);
+                errors.extend(set_once(&mut tier, parsed, line_no, duplicate, invalid));
+            }
+            "on-error" => {
+                let parsed = value.parse::<OnError>();
+                let invalid = |reason| invalid("on-error", reason);
+                errors.extend(set_once(&mut on_error, parsed, line_no, duplicate, invalid));
+            }
             "requires" => match Slug::parse(value) {
                 Ok(target) => {
                     if let Some(first) = requires.iter().find(|r| r.target == target) {
@@ -188,5 +184,25 @@ pub fn parse_header(file: &Path, bytes: &[u8]) -> Result<Header, Vec<HeaderError
             requires,
         }),
         _ => Err(errors),
+    }
+}
+
+/// Sets a key that may appear once to `parsed`, found on `line`; the
+/// problem, if any: a second occurrence is a duplicate whatever its value,
+/// and a first one whose value does not parse is invalid.
+fn set_once<T>(
+    slot: &mut Option<(T, usize)>,
+    parsed: Result<T, String>,
+    line: usize,
+    duplicate: impl FnOnce(usize) -> HeaderError,
+    invalid: impl FnOnce(String) -> HeaderError,
+) -> Option<HeaderError> {
+    match (&*slot, parsed) {
+        (Some((_, first_line)), _) => Some(duplicate(*first_line)),
+        (None, Ok(value)) => {
+            *slot = Some((value, line));
+            None
+        }
+        (None, Err(reason)) => Some(invalid(reason)),
     }
 }

@@ -41,12 +41,12 @@ pub struct UnknownTier(pub String);
 
 impl FromStr for Tier {
     type Err = UnknownTier;
+    /// The inverse of [`Tier::as_str`], so that each spelling is written once.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "pre-apply" => Ok(Tier::PreApply),
-            "background" => Ok(Tier::Background),
-            other => Err(UnknownTier(other.to_owned())),
-        }
+        Tier::ALL
+            .into_iter()
+            .find(|tier| tier.as_str() == s)
+            .ok_or_else(|| UnknownTier(s.to_owned()))
     }
 }
 
@@ -61,6 +61,9 @@ pub enum OnError {
 }
 
 impl OnError {
+    /// Both policies.
+    pub const ALL: [OnError; 2] = [OnError::Abort, OnError::Warn];
+
     /// The header spelling.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -78,13 +81,11 @@ impl fmt::Display for OnError {
 
 impl FromStr for OnError {
     type Err = String;
+    /// The inverse of [`OnError::as_str`].
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "abort" => Ok(OnError::Abort),
-            "warn" => Ok(OnError::Warn),
-            other => Err(format!(
-                "unknown on-error {other:?}; expected 'abort' or 'warn'"
-            )),
-        }
+        OnError::ALL
+            .into_iter()
+            .find(|policy| policy.as_str() == s)
+            .ok_or_else(|| format!("unknown on-error {s:?}; expected 'abort' or 'warn'"))
     }
 }
