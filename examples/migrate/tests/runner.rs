@@ -80,6 +80,16 @@ impl Tree {
         cmd
     }
 
+    /// `migrate run` with JSON output, started in the background with its
+    /// output captured.
+    fn spawn(&self, extra: &[&str]) -> std::process::Child {
+        self.command(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     /// `migrate run` with text output.
     fn text_command(&self, extra: &[&str]) -> Command {
         let mut cmd = migrate();
@@ -368,12 +378,7 @@ fn sigterm_mid_script_stops_it_records_nothing_and_exits_non_zero() {
     let body =
         r#"echo started > "$SCRATCH/started"; sleep 300 & echo $! > "$SCRATCH/grandchild"; wait"#;
     let tree = Tree::new(&[pre("long", body)]).existing_ledger();
-    let child = tree
-        .command(&["--grace", "2"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = tree.spawn(&["--grace", "2"]);
     wait_for(&tree.file("started"), Duration::from_secs(20));
     let grandchild: i32 = wait_for(&tree.file("grandchild"), Duration::from_secs(5))
         .trim()
@@ -455,18 +460,8 @@ fn only_refuses_revoked_and_absent_slugs() {
 fn two_runners_at_once_run_each_slug_exactly_once() {
     let body = r#"echo "$MIGRATION_SLUG" >> "$SCRATCH/runs"; sleep 0.3"#;
     let tree = Tree::new(&[pre("one", body), pre("two", body)]).existing_ledger();
-    let a = tree
-        .command(&["--holder", "runner-a"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let b = tree
-        .command(&["--holder", "runner-b"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let a = tree.spawn(&["--holder", "runner-a"]);
+    let b = tree.spawn(&["--holder", "runner-b"]);
     let (ca, da, _) = parse(a.wait_with_output().unwrap());
     let (cb, db, _) = parse(b.wait_with_output().unwrap());
     assert_eq!((ca, cb), (0, 0));
