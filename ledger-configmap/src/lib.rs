@@ -42,7 +42,8 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use migration_core::ledger::{ATTEMPT_KEY_PREFIX, AttemptMark};
+use migration_core::keys;
+use migration_core::ledger::AttemptMark;
 use migration_core::lock::Lock;
 use migration_core::{
     Clock, Lease, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, SystemClock, WriteMode,
@@ -122,7 +123,7 @@ fn entry_count(cm: &ConfigMap) -> usize {
     cm.data
         .iter()
         .flatten()
-        .filter(|(k, _)| k.starts_with(migration_core::slug::LEDGER_KEY_PREFIX))
+        .filter(|(k, _)| keys::is_entry_key(k))
         .count()
 }
 
@@ -328,7 +329,7 @@ fn encode(
                 message: format!("slug '{slug}' appears twice in one write"),
             });
         }
-        out.push((slug.clone(), slug.ledger_key(), entry.encode()));
+        out.push((slug.clone(), keys::entry_key(slug), entry.encode()));
     }
     Ok(out)
 }
@@ -445,7 +446,7 @@ impl Ledger for ConfigMapLedger {
 
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
         const OP: &str = "note attempt";
-        let key = format!("{ATTEMPT_KEY_PREFIX}{slug}");
+        let key = keys::attempt_key(slug);
         let mut attempt = 0;
         let mut use_last_seen = true;
         loop {

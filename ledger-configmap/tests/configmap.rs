@@ -419,9 +419,7 @@ async fn a_realistic_entry_is_compact_and_thousands_fit_the_budget() {
             Timestamp::parse("2026-08-12T10:04:00Z").unwrap(),
         )
     };
-    let key = slug(1)
-        .ledger_key()
-        .replace("s-1", "redis-failover-group-label");
+    let key = migration_core::keys::entry_key("redis-failover-group-label");
     let bytes = key.len() + entry.encode().len();
     assert!(bytes < 400, "{bytes} bytes per entry");
     let fit = CONFIGMAP_BUDGET_BYTES as usize / bytes;

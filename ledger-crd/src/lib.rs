@@ -103,7 +103,8 @@ use async_trait::async_trait;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::core::Request;
 use kube::{Client, Resource};
-use migration_core::ledger::{ATTEMPT_KEY_PREFIX, AttemptMark};
+use migration_core::keys;
+use migration_core::ledger::AttemptMark;
 use migration_core::lock::Lock;
 use migration_core::{
     Clock, Lease, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, SystemClock, WriteMode,
@@ -683,14 +684,17 @@ fn encode(
                 operation,
                 message: format!(
                     "key {}: slug '{slug}' appears twice in one write",
-                    slug.ledger_key()
+                    keys::entry_key(slug)
                 ),
             });
         }
         let value = serde_json::to_value(entry).map_err(|e| LedgerError::Permanent {
             ledger: ledger.to_owned(),
             operation,
-            message: format!("key {}: cannot encode the entry: {e}", slug.ledger_key()),
+            message: format!(
+                "key {}: cannot encode the entry: {e}",
+                keys::entry_key(slug)
+            ),
         })?;
         out.insert(slug.as_str().to_owned(), value);
     }
@@ -841,7 +845,7 @@ impl Ledger for CrdLedger {
 
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
         const OP: &str = "note attempt";
-        let key = format!("{ATTEMPT_KEY_PREFIX}{slug}");
+        let key = keys::attempt_key(slug);
         self.update_status(OP, |view| {
             let stored =
                 match view.attempt(slug) {
