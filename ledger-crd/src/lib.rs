@@ -15,7 +15,8 @@
 //! and the next run would then see no ledger, take the cluster for a fresh
 //! install and record every migration as skipped: a silent hole. The run
 //! lock is a `coordination.k8s.io/v1` Lease, `<name>-lock` in
-//! [`Options::lease_namespace`] (default `cozy-system`), because Leases are
+//! [`Options::lease_namespace`] (default `cozy-system`,
+//! [`defaults::NAMESPACE`]), because Leases are
 //! namespaced.
 //!
 //! ## Layout
@@ -100,7 +101,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::Patch;
 use kube::core::Request;
 use kube::{Client, Resource};
 use migration_core::keys;
@@ -110,7 +111,10 @@ use migration_core::{
     Clock, Lease, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, SystemClock, WriteMode,
     WriteReport,
 };
-use migration_kube::{Class, LeaseLock, classify, ledger_error};
+use migration_kube::{
+    Base, Class, ConditionalObject, LeaseLock, Step, after_failed_write, classify,
+    conditional_update, defaults, ledger_error, patch_params, post_params,
+};
 use serde_json::{Map, Value, json};
 
 use migration_kube::Backoff;
@@ -141,12 +145,6 @@ pub const RECORD_OVERHEAD_BYTES: u64 = 1024;
 /// The default size budget of one ledger object.
 pub const DEFAULT_BUDGET_BYTES: u64 = ETCD_REQUEST_LIMIT_BYTES - BUDGET_HEADROOM_BYTES;
 
-/// The field manager our writes carry.
-pub const FIELD_MANAGER: &str = "cozystack-migrate";
-
-/// The default namespace of the run-lock Lease.
-pub const DEFAULT_LEASE_NAMESPACE: &str = "cozy-system";
-
 /// What a create request cannot show us but the API server adds to the
 /// object (uid, timestamps, generation, resourceVersion, the creator's field
 /// ownership record), for the budget check before the object exists.
@@ -158,9 +156,10 @@ const MAX_CONDITION_MESSAGE: usize = 32_768;
 /// Tunables; the defaults suit production.
 #[derive(Clone)]
 pub struct Options {
-    /// Namespace of the run-lock Lease (default [`DEFAULT_LEASE_NAMESPACE`]).
+    /// Namespace of the run-lock Lease (default [`defaults::NAMESPACE`]).
     pub lease_namespace: String,
-    /// Name of the run-lock Lease (default `<name>-lock`).
+    /// Name of the run-lock Lease (default `<name>-lock`,
+    /// [`defaults::lock_name`]).
     pub lease_name: Option<String>,
     /// Size budget in bytes (default [`DEFAULT_BUDGET_BYTES`]).
     pub budget: u64,
@@ -173,7 +172,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            lease_namespace: DEFAULT_LEASE_NAMESPACE.to_owned(),
+            lease_namespace: defaults::NAMESPACE.to_owned(),
             lease_name: None,
             budget: DEFAULT_BUDGET_BYTES,
             retry: RetryPolicy::default(),
@@ -250,14 +249,6 @@ impl std::fmt::Debug for CrdLedger {
     }
 }
 
-/// The outcome of one decision inside a conditional status write.
-enum Decision<T> {
-    /// Nothing to write; answer this.
-    Done(T),
-    /// Write this, then answer that.
-    Write(Box<StatusWrite>, T),
-}
-
 /// Where a create stands.
 enum CreateStep {
     /// Send the create.
@@ -287,7 +278,7 @@ impl CrdLedger {
         let lease_name = options
             .lease_name
             .clone()
-            .unwrap_or_else(|| format!("{name}-lock"));
+            .unwrap_or_else(|| defaults::lock_name(name));
         let lock = LeaseLock::new(
             client.clone(),
             &options.lease_namespace,
@@ -401,10 +392,7 @@ impl CrdLedger {
     }
 
     async fn post(&self, body: &Value) -> Result<Value, kube::Error> {
-        let params = PostParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PostParams::default()
-        };
+        let params = post_params();
         let bytes = serde_json::to_vec(body).map_err(kube::Error::SerdeError)?;
         let request = self
             .request
@@ -417,13 +405,14 @@ impl CrdLedger {
     /// needs another crate (`json-patch`), so this is kube's merge-patch
     /// request with the body and the content type swapped.
     async fn patch_status(&self, ops: &[Value]) -> Result<Value, kube::Error> {
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        };
         let mut request = self
             .request
-            .patch_subresource("status", &self.name, &params, &Patch::Merge(json!({})))
+            .patch_subresource(
+                "status",
+                &self.name,
+                &patch_params(),
+                &Patch::Merge(json!({})),
+            )
             .map_err(kube::Error::BuildRequest)?;
         *request.body_mut() = serde_json::to_vec(ops).map_err(kube::Error::SerdeError)?;
         request.headers_mut().insert(
@@ -433,30 +422,19 @@ impl CrdLedger {
         self.client.request::<Value>(request).await
     }
 
-    /// Decides whether to loop after a failed status write.
+    /// Decides whether to loop after a failed status write (a 404 naming
+    /// the object, which vanished between our read and our write, is
+    /// [`LedgerError::NotFound`]).
     async fn retry_after(
         &self,
         operation: &'static str,
         e: &kube::Error,
         attempt: u32,
     ) -> Result<(), LedgerError> {
-        if self.is_absent(e) {
-            // The object vanished between our read and our write.
-            return Err(self.not_found(operation));
-        }
-        match classify(e) {
-            Class::Conflict | Class::Transient if attempt < self.retry.attempts => {
-                tracing::debug!(error = %e, attempt, operation, "ledger write refused; re-reading and retrying");
-                self.retry.pause(attempt).await;
-                Ok(())
-            }
-            Class::Conflict => Err(LedgerError::Conflict {
-                ledger: self.description.clone(),
-                operation,
-                attempts: attempt,
-            }),
-            _ => Err(self.error(operation, &self.status_object(), e)),
-        }
+        after_failed_write(&self.retry, &self.description, operation, e, attempt, |e| {
+            self.error(operation, &self.status_object(), e)
+        })
+        .await
     }
 
     fn full(&self, current: Option<&View<'_>>, would_be: u64) -> LedgerError {
@@ -497,28 +475,22 @@ impl CrdLedger {
     async fn update_status<T>(
         &self,
         operation: &'static str,
-        mut decide: impl FnMut(&View<'_>) -> Result<Decision<T>, LedgerError>,
+        mut decide: impl FnMut(&View<'_>) -> Result<Step<StatusWrite, T>, LedgerError>,
     ) -> Result<T, LedgerError> {
-        let mut attempt = 0;
-        loop {
-            let Some(object) = self.fetch(operation, &mut attempt).await? else {
-                return Err(self.not_found(operation));
-            };
-            let view = View::new(&object).map_err(|reason| self.unreadable(reason))?;
+        conditional_update(&Conditional(self), operation, |object| {
+            let view = View::new(object).map_err(|reason| self.unreadable(reason))?;
             if view.lifecycle() == Lifecycle::Seeding {
                 // A fresh install in progress: the ledger does not exist yet.
                 return Err(self.not_found(operation));
             }
-            let (write, answer) = match decide(&view)? {
-                Decision::Done(answer) => return Ok(answer),
-                Decision::Write(write, answer) => (write, answer),
-            };
-            let planned = self.plan(operation, &view, &write)?;
-            match self.patch_status(&planned.ops).await {
-                Ok(_) => return Ok(answer),
-                Err(e) => self.retry_after(operation, &e, attempt).await?,
-            }
-        }
+            Ok(match decide(&view)? {
+                Step::Done(answer) => Step::Done(answer),
+                Step::Write(write, answer) => {
+                    Step::Write(self.plan(operation, &view, &write)?.ops, answer)
+                }
+            })
+        })
+        .await
     }
 
     /// Sets a condition on the ledger's status, by type, for controllers
@@ -551,11 +523,11 @@ impl CrdLedger {
             "message": cut(&condition.message, MAX_CONDITION_MESSAGE),
         });
         self.update_status(OP, |_| {
-            Ok(Decision::Write(
-                Box::new(StatusWrite {
+            Ok(Step::Write(
+                StatusWrite {
                     condition: Some(value.clone()),
                     ..StatusWrite::default()
-                }),
+                },
                 (),
             ))
         })
@@ -588,6 +560,47 @@ impl CrdLedger {
             return Err(self.full(None, would_be));
         }
         Ok(())
+    }
+}
+
+/// The ledger object as the target of conditional status writes. Every
+/// base is a fresh read: the backend keeps no copy between calls.
+struct Conditional<'a>(&'a CrdLedger);
+
+impl ConditionalObject for Conditional<'_> {
+    type Object = Value;
+    /// The JSON Patch operations of one status write.
+    type Write = Vec<Value>;
+
+    fn ledger(&self) -> &str {
+        &self.0.description
+    }
+
+    fn retry(&self) -> &RetryPolicy {
+        &self.0.retry
+    }
+
+    async fn base(
+        &self,
+        operation: &'static str,
+        attempt: &mut u32,
+        _first: bool,
+    ) -> Result<Base<Value>, LedgerError> {
+        match self.0.fetch(operation, attempt).await? {
+            Some(object) => Ok(Base {
+                object,
+                fresh: true,
+            }),
+            None => Err(self.0.not_found(operation)),
+        }
+    }
+
+    async fn send(&self, _base: &Value, ops: &Vec<Value>) -> Result<(), kube::Error> {
+        self.0.patch_status(ops).await.map(drop)
+    }
+
+    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
+        self.0.error(operation, &self.0.status_object(), error)
     }
 }
 
@@ -835,9 +848,9 @@ impl Ledger for CrdLedger {
                 }
             }
             Ok(if write.entries.is_empty() {
-                Decision::Done(report)
+                Step::Done(report)
             } else {
-                Decision::Write(Box::new(write), report)
+                Step::Write(write, report)
             })
         })
         .await
@@ -856,13 +869,13 @@ impl Ledger for CrdLedger {
                 };
             let next = AttemptMark::next(stored.as_ref(), token, floor);
             if stored.as_ref() == Some(&next) {
-                return Ok(Decision::Done(next.count));
+                return Ok(Step::Done(next.count));
             }
             let value = serde_json::to_value(&next)
                 .map_err(|e| self.permanent(OP, format!("key {key}: {e}")))?;
             let mut write = StatusWrite::default();
             write.attempts.insert(slug.as_str().to_owned(), value);
-            Ok(Decision::Write(Box::new(write), next.count))
+            Ok(Step::Write(write, next.count))
         })
         .await
     }
