@@ -6,6 +6,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Resource;
 use migration_core::{Sha256Digest, Slug};
+use migration_kube::defaults;
 use serde_json::json;
 
 use crate::*;
@@ -44,14 +45,15 @@ pub struct OperatorConfig {
 }
 
 impl OperatorConfig {
-    /// Defaults: `cozy-system/cozystack-migrations-index`, ServiceAccount
-    /// `cozystack-migrations`, the ConfigMap ledger.
+    /// The operator in `namespace`, with the [`defaults`]: the index
+    /// `cozystack-migrations-index`, ServiceAccount `cozystack-migrations`,
+    /// the ConfigMap ledger `cozystack-version` in the same namespace.
     pub fn new(namespace: &str) -> Self {
         OperatorConfig {
             namespace: namespace.to_owned(),
-            index_name: "cozystack-migrations-index".into(),
-            ledger_spec: format!("configmap:{namespace}/cozystack-version"),
-            service_account: "cozystack-migrations".into(),
+            index_name: defaults::INDEX_NAME.into(),
+            ledger_spec: format!("configmap:{namespace}/{}", defaults::LEDGER_NAME),
+            service_account: defaults::SERVICE_ACCOUNT.into(),
             retries: Retries::default(),
             poll: Duration::from_secs(60),
         }

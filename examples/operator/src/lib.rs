@@ -31,11 +31,12 @@ pub use leader::Leadership;
 pub use migrate::index::{Index, IndexError, index_configmap, index_keys};
 pub use reconcile::{Context, OperatorError, error_policy, reconcile};
 
+/// The operator's name: the manager its Jobs are labelled with, the
+/// reporter of its Events, and the default name of its leader Lease.
+pub const OPERATOR_NAME: &str = "cozystack-migrations-operator";
+
 /// Label on every Job the operator creates.
-pub const MANAGED_BY: (&str, &str) = (
-    "app.kubernetes.io/managed-by",
-    "cozystack-migrations-operator",
-);
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", OPERATOR_NAME);
 /// Label naming the slug a Job runs.
 pub const SLUG_LABEL: &str = "migrations.cozystack.io/slug";
 /// Label with the attempt number of a Job.

@@ -40,7 +40,7 @@ impl Context {
         instance: &str,
     ) -> Self {
         let reporter = Reporter {
-            controller: "cozystack-migrations-operator".into(),
+            controller: OPERATOR_NAME.into(),
             instance: Some(instance.to_owned()),
         };
         let recorder = Recorder::new(client.clone(), reporter);
