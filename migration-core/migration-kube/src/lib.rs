@@ -19,12 +19,17 @@
 //! - [`LeaseLock`]: the run lock as a `coordination.k8s.io/v1` Lease, with
 //!   holder identity, renewal and expiry.
 //!
+//! - `fault_suite` (feature `testing`): the API-fault cases both backends
+//!   run, parametrised by resource.
+//!
 //! `migration-core` itself stays free of kube; this crate is its adapter.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod defaults;
 mod error;
+#[cfg(feature = "testing")]
+pub mod fault_suite;
 mod lease;
 mod retry;
 mod write;
