@@ -2,8 +2,10 @@
 //! at a time, each in a Job, from the image the index ConfigMap names.
 //!
 //! The decision of what to do next is a pure function ([`decide`]) of the
-//! index, the ledger and the Jobs that exist; the reconciler only carries it
-//! out. That keeps every rule testable without a cluster:
+//! index, the ledger and the Jobs that exist (as a kube-runtime reflector
+//! keeps them, [`OwnedJobs`]: no LIST per reconcile); the reconciler only
+//! carries it out. The Job itself is built from typed k8s-openapi structs
+//! ([`job_for`]). That keeps every rule testable without a cluster:
 //!
 //! - pending work is the index order minus recorded minus revoked;
 //! - strictly one Job at a time, in index order; a running Job (even one
@@ -16,6 +18,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod cache;
 pub mod conditions;
 pub mod controller;
 pub mod decide;
@@ -23,10 +26,11 @@ pub mod job;
 pub mod leader;
 pub mod reconcile;
 
+pub use cache::{CacheError, OwnedJobs, owned_selector};
 pub use conditions::{ConditionReporter, CrdConditions, OPERATOR_CONDITION};
 pub use controller::run_controller;
 pub use decide::{Decision, JobState, JobView, Retries, decide};
-pub use job::{OperatorConfig, job_for, job_name};
+pub use job::{JobError, OperatorConfig, job_for, job_name};
 pub use leader::Leadership;
 pub use migrate::index::{Index, IndexError, index_configmap, index_keys};
 pub use reconcile::{Context, OperatorError, error_policy, reconcile};
