@@ -1,7 +1,7 @@
 //! The background-tier operator (CONTRACT.md §7): runs background migrations one
 //! at a time, each in a Job, from the image the index ConfigMap names.
 //!
-//! The decision of what to do next is a pure function ([`decide`]) of the
+//! The decision of what to do next is a pure function ([`decide()`]) of the
 //! index, the ledger and the Jobs that exist (as a kube-runtime reflector
 //! keeps them, [`OwnedJobs`]: no LIST per reconcile); the reconciler only
 //! carries it out. The Job itself is built from typed k8s-openapi structs

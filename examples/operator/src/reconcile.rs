@@ -29,7 +29,7 @@ pub struct Context {
     /// backends that keep conditions.
     pub conditions: Option<Arc<dyn ConditionReporter>>,
     /// The operator's Jobs, kept by the watch [`run_controller`] runs
-    /// (tests that call [`reconcile`] directly drive
+    /// (tests that call [`reconcile()`] directly drive
     /// [`OwnedJobs::watch`] themselves).
     pub jobs: OwnedJobs,
 }
