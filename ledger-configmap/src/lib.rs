@@ -63,7 +63,7 @@ pub struct Options {
     /// Name of the Lease used as the run lock (default `<name>-lock`,
     /// [`defaults::lock_name`]).
     pub lease_name: Option<String>,
-    /// Size budget in bytes.
+    /// Size budget in bytes (default [`CONFIGMAP_BUDGET_BYTES`]).
     pub budget: u64,
     /// Retry policy for transient errors and precondition conflicts.
     pub retry: RetryPolicy,
