@@ -44,7 +44,7 @@ fn failed_with_tail() -> LedgerEntry {
 
 fn print_sizes() {
     let (slug, entry) = realistic();
-    let key = slug.ledger_key();
+    let key = migration_core::keys::entry_key(&slug);
     let value = entry.encode();
     let mark = attempt_mark(&slug, epoch()).encode();
     let mark_key = format!("a.{slug}");

@@ -336,7 +336,7 @@ impl PlanInput {
                 if matches!(kind, Kind::Recorded | Kind::Retired | Kind::Failed) {
                     ledger.insert(format!("a.{s}"), attempt_mark(s, at).encode());
                 }
-                ledger.insert(s.ledger_key(), entry.encode());
+                ledger.insert(migration_core::keys::entry_key(s), entry.encode());
             }
         }
         files.revoked = Some(revoked.into_bytes());

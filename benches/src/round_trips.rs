@@ -20,10 +20,8 @@ use test_apiserver::{TestApiServer, Verb};
 
 use crate::inputs::{LEGACY, PlanInput, image};
 
-/// Namespace of the ledger ConfigMap.
-pub const NAMESPACE: &str = "cozy-system";
-/// Name of the ledger ConfigMap (its Lease is `<name>-lock`).
-pub const NAME: &str = "cozystack-version";
+// The ledger ConfigMap at its default place (its Lease is `<name>-lock`).
+pub use migration_kube::defaults::{LEDGER_NAME as NAME, NAMESPACE};
 
 /// The requests one operation made.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

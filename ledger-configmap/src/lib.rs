@@ -40,28 +40,30 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::Patch;
 use kube::{Api, Client};
-use migration_core::ledger::{ATTEMPT_KEY_PREFIX, AttemptMark};
+use migration_core::keys;
+use migration_core::ledger::AttemptMark;
 use migration_core::lock::Lock;
 use migration_core::{
     Clock, Lease, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, SystemClock, WriteMode,
     WriteReport,
 };
-use migration_kube::{Backoff, Class, LeaseLock, RetryPolicy, classify, ledger_error};
+use migration_kube::{
+    Backoff, Base, Class, ConditionalObject, LeaseLock, RetryPolicy, Step, classify,
+    conditional_update, defaults, ledger_error, patch_params, post_params,
+};
 
 /// A ConfigMap holds at most this many bytes of data (keys plus values).
 pub const CONFIGMAP_BUDGET_BYTES: u64 = 1024 * 1024;
 
-/// The field manager our writes carry.
-pub const FIELD_MANAGER: &str = "cozystack-migrate";
-
 /// Tunables; the defaults suit production.
 #[derive(Clone)]
 pub struct Options {
-    /// Name of the Lease used as the run lock (default `<name>-lock`).
+    /// Name of the Lease used as the run lock (default `<name>-lock`,
+    /// [`defaults::lock_name`]).
     pub lease_name: Option<String>,
-    /// Size budget in bytes.
+    /// Size budget in bytes (default [`CONFIGMAP_BUDGET_BYTES`]).
     pub budget: u64,
     /// Retry policy for transient errors and precondition conflicts.
     pub retry: RetryPolicy,
@@ -122,7 +124,7 @@ fn entry_count(cm: &ConfigMap) -> usize {
     cm.data
         .iter()
         .flatten()
-        .filter(|(k, _)| k.starts_with(migration_core::slug::LEDGER_KEY_PREFIX))
+        .filter(|(k, _)| keys::is_entry_key(k))
         .count()
 }
 
@@ -135,7 +137,9 @@ impl ConfigMapLedger {
     /// The ledger in ConfigMap `namespace/name`.
     pub fn with_options(client: Client, namespace: &str, name: &str, options: Options) -> Self {
         let description = format!("configmap {namespace}/{name}");
-        let lease_name = options.lease_name.unwrap_or_else(|| format!("{name}-lock"));
+        let lease_name = options
+            .lease_name
+            .unwrap_or_else(|| defaults::lock_name(name));
         let lock = LeaseLock::new(
             client.clone(),
             namespace,
@@ -189,51 +193,6 @@ impl ConfigMapLedger {
         Ok(cm)
     }
 
-    /// The object a conditional write starts from, and whether it was just
-    /// read: on the first try the last one seen, if any (no request, but
-    /// counted as a try), otherwise a fresh read.
-    async fn base(
-        &self,
-        operation: &'static str,
-        attempt: &mut u32,
-        use_last_seen: &mut bool,
-    ) -> Result<(Arc<ConfigMap>, bool), LedgerError> {
-        if std::mem::take(use_last_seen)
-            && let Some(cm) = self.last_seen()
-        {
-            *attempt += 1;
-            return Ok((cm, false));
-        }
-        match self.get(operation, attempt).await? {
-            Some(cm) => Ok((cm, true)),
-            None => Err(LedgerError::NotFound {
-                ledger: self.description.clone(),
-                operation,
-            }),
-        }
-    }
-
-    /// After a failed patch: forget the object it was based on, and decide
-    /// whether to loop. A 409 on a remembered (not freshly read) object only
-    /// means it was stale: read again at once, without backing off.
-    async fn after_failed_patch(
-        &self,
-        operation: &'static str,
-        e: &kube::Error,
-        attempt: u32,
-        fresh: bool,
-    ) -> Result<(), LedgerError> {
-        self.remember(None);
-        if !fresh && classify(e) == Class::Conflict {
-            tracing::debug!(
-                operation,
-                "the remembered ledger object was stale; re-reading"
-            );
-            return Ok(());
-        }
-        self.retry_after(operation, e, attempt).await
-    }
-
     fn full(&self, current: &ConfigMap, would_be: u64) -> LedgerError {
         LedgerError::Full {
             ledger: self.description.clone(),
@@ -256,60 +215,77 @@ impl ConfigMapLedger {
         }
         size
     }
+}
 
-    /// One conditional merge patch of `writes` on top of `current`; the
-    /// object as stored is remembered.
-    async fn patch(
+/// The ConfigMap as the target of conditional merge patches: the base of a
+/// write is the copy last seen on its first try (no request), a fresh read
+/// on every later one.
+struct Conditional<'a>(&'a ConfigMapLedger);
+
+impl ConditionalObject for Conditional<'_> {
+    type Object = Arc<ConfigMap>;
+    /// The `data` keys to set.
+    type Write = BTreeMap<String, String>;
+
+    fn ledger(&self) -> &str {
+        &self.0.description
+    }
+
+    fn retry(&self) -> &RetryPolicy {
+        &self.0.retry
+    }
+
+    async fn base(
         &self,
-        current: &ConfigMap,
+        operation: &'static str,
+        attempt: &mut u32,
+        first: bool,
+    ) -> Result<Base<Arc<ConfigMap>>, LedgerError> {
+        if first && let Some(object) = self.0.last_seen() {
+            *attempt += 1;
+            return Ok(Base {
+                object,
+                fresh: false,
+            });
+        }
+        match self.0.get(operation, attempt).await? {
+            Some(object) => Ok(Base {
+                object,
+                fresh: true,
+            }),
+            None => Err(LedgerError::NotFound {
+                ledger: self.0.description.clone(),
+                operation,
+            }),
+        }
+    }
+
+    /// One merge patch of `writes` carrying `current`'s resourceVersion; the
+    /// object as stored is remembered.
+    async fn send(
+        &self,
+        current: &Arc<ConfigMap>,
         writes: &BTreeMap<String, String>,
     ) -> Result<(), kube::Error> {
         let patch = serde_json::json!({
             "metadata": { "resourceVersion": current.metadata.resource_version },
             "data": writes,
         });
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        };
         let stored = self
+            .0
             .api
-            .patch(&self.name, &params, &Patch::Merge(&patch))
+            .patch(&self.0.name, &patch_params(), &Patch::Merge(&patch))
             .await?;
-        self.remember(Some(Arc::new(stored)));
+        self.0.remember(Some(Arc::new(stored)));
         Ok(())
     }
 
-    /// Decides whether to loop after a failed patch.
-    async fn retry_after(
-        &self,
-        operation: &'static str,
-        e: &kube::Error,
-        attempt: u32,
-    ) -> Result<(), LedgerError> {
-        match classify(e) {
-            Class::Conflict | Class::Transient if attempt < self.retry.attempts => {
-                tracing::debug!(error = %e, attempt, operation, "ledger write refused; re-reading and retrying");
-                self.retry.pause(attempt).await;
-                Ok(())
-            }
-            Class::Conflict => Err(LedgerError::Conflict {
-                ledger: self.description.clone(),
-                operation,
-                attempts: attempt,
-            }),
-            // The object vanished between our read and our write.
-            Class::NotFound => Err(LedgerError::NotFound {
-                ledger: self.description.clone(),
-                operation,
-            }),
-            _ => Err(ledger_error(
-                &self.description,
-                operation,
-                &self.object(),
-                e,
-            )),
-        }
+    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
+        ledger_error(&self.0.description, operation, &self.0.object(), error)
+    }
+
+    fn forget(&self) {
+        self.0.remember(None);
     }
 }
 
@@ -328,7 +304,7 @@ fn encode(
                 message: format!("slug '{slug}' appears twice in one write"),
             });
         }
-        out.push((slug.clone(), slug.ledger_key(), entry.encode()));
+        out.push((slug.clone(), keys::entry_key(slug), entry.encode()));
     }
     Ok(out)
 }
@@ -375,10 +351,7 @@ impl Ledger for ConfigMapLedger {
         if size > self.budget {
             return Err(self.full(&ConfigMap::default(), size));
         }
-        let params = PostParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PostParams::default()
-        };
+        let params = post_params();
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -409,10 +382,7 @@ impl Ledger for ConfigMapLedger {
     ) -> Result<WriteReport, LedgerError> {
         const OP: &str = "write";
         let encoded = encode(&self.description, OP, entries)?;
-        let mut attempt = 0;
-        let mut use_last_seen = true;
-        loop {
-            let (current, fresh) = self.base(OP, &mut attempt, &mut use_last_seen).await?;
+        conditional_update(&Conditional(self), OP, |current| {
             let existing = current.data.as_ref();
             let mut report = WriteReport::default();
             let mut writes = BTreeMap::new();
@@ -425,65 +395,45 @@ impl Ledger for ConfigMapLedger {
                     report.written.push(slug.clone());
                 }
             }
-            let would_be = Self::size_after(&current, &writes);
-            // An answer that sends nothing is only given on a fresh read.
-            if !fresh && (writes.is_empty() || would_be > self.budget) {
-                continue;
-            }
             if writes.is_empty() {
-                return Ok(report);
+                return Ok(Step::Done(report));
             }
+            let would_be = Self::size_after(current, &writes);
             if would_be > self.budget {
-                return Err(self.full(&current, would_be));
+                return Err(self.full(current, would_be));
             }
-            match self.patch(&current, &writes).await {
-                Ok(()) => return Ok(report),
-                Err(e) => self.after_failed_patch(OP, &e, attempt, fresh).await?,
-            }
-        }
+            Ok(Step::Write(writes, report))
+        })
+        .await
     }
 
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
         const OP: &str = "note attempt";
-        let key = format!("{ATTEMPT_KEY_PREFIX}{slug}");
-        let mut attempt = 0;
-        let mut use_last_seen = true;
-        loop {
-            let (current, fresh) = self.base(OP, &mut attempt, &mut use_last_seen).await?;
-            let stored = match current.data.as_ref().and_then(|d| d.get(&key)) {
-                Some(raw) => match AttemptMark::decode(&key, raw) {
-                    Ok(mark) => Some(mark),
-                    // A refusal is only given on a fresh read.
-                    Err(_) if !fresh => continue,
-                    Err(c) => {
-                        return Err(LedgerError::Permanent {
+        let key = keys::attempt_key(slug);
+        conditional_update(&Conditional(self), OP, |current| {
+            let stored =
+                match current.data.as_ref().and_then(|d| d.get(&key)) {
+                    Some(raw) => Some(AttemptMark::decode(&key, raw).map_err(|c| {
+                        LedgerError::Permanent {
                             ledger: self.description.clone(),
                             operation: OP,
                             message: c.to_string(),
-                        });
-                    }
-                },
-                None => None,
-            };
+                        }
+                    })?),
+                    None => None,
+                };
             let next = AttemptMark::next(stored.as_ref(), token, floor);
+            if stored.as_ref() == Some(&next) {
+                return Ok(Step::Done(next.count));
+            }
             let writes = BTreeMap::from([(key.clone(), next.encode())]);
-            let would_be = Self::size_after(&current, &writes);
-            let unchanged = stored.as_ref() == Some(&next);
-            // An answer that sends nothing is only given on a fresh read.
-            if !fresh && (unchanged || would_be > self.budget) {
-                continue;
-            }
-            if unchanged {
-                return Ok(next.count);
-            }
+            let would_be = Self::size_after(current, &writes);
             if would_be > self.budget {
-                return Err(self.full(&current, would_be));
+                return Err(self.full(current, would_be));
             }
-            match self.patch(&current, &writes).await {
-                Ok(()) => return Ok(next.count),
-                Err(e) => self.after_failed_patch(OP, &e, attempt, fresh).await?,
-            }
-        }
+            Ok(Step::Write(writes, next.count))
+        })
+        .await
     }
 }
 

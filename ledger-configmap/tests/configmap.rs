@@ -1,5 +1,5 @@
-//! ConfigMap-specific behaviour: what the object looks like, who may touch
-//! which keys, and how API faults are handled.
+//! ConfigMap-specific behaviour: what the object looks like and who may
+//! touch which keys (API faults are the shared suite, in `faults.rs`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,7 +13,7 @@ use migration_core::{
 };
 use migration_kube::RetryPolicy;
 use serde_json::json;
-use test_apiserver::{FaultRule, LostReply, TestApiServer, Verb};
+use test_apiserver::{TestApiServer, Verb};
 
 const NS: &str = "cozy-system";
 const NAME: &str = "cozystack-version";
@@ -199,188 +199,6 @@ async fn a_kubectl_apply_of_version_by_another_manager_never_prunes_ledger_keys(
 }
 
 #[tokio::test]
-async fn transient_errors_are_retried_and_succeed() {
-    let server = TestApiServer::start().await;
-    plant(&server, json!({}));
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, "configmaps")
-            .times(2)
-            .respond(500, "InternalError"),
-    );
-    server.faults().inject(
-        FaultRule::on(Verb::Get, "configmaps")
-            .times(1)
-            .respond(503, "ServiceUnavailable"),
-    );
-    server.requests().reset();
-    let report = ledger(&server)
-        .write(
-            &[(slug(1), sample_entry(EntryState::Ok, 1))],
-            WriteMode::OnlyIfAbsent,
-        )
-        .await
-        .unwrap();
-    assert_eq!(report.written, [slug(1)]);
-    assert_eq!(
-        server.requests().count(Verb::Patch, "configmaps"),
-        3,
-        "two 500s, then success"
-    );
-}
-
-#[tokio::test]
-async fn transient_errors_give_up_after_bounded_attempts_and_say_so() {
-    let server = TestApiServer::start().await;
-    plant(&server, json!({}));
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, "configmaps")
-            .always()
-            .respond(500, "InternalError"),
-    );
-    let err = ledger(&server)
-        .write(
-            &[(slug(1), sample_entry(EntryState::Ok, 1))],
-            WriteMode::Replace,
-        )
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            LedgerError::Transient {
-                operation: "write",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert!(
-        err.to_string()
-            .contains("configmap cozy-system/cozystack-version"),
-        "{err}"
-    );
-    assert!(server.requests().count(Verb::Patch, "configmaps") <= 6);
-}
-
-#[tokio::test]
-async fn permanent_errors_fail_closed_naming_operation_and_object() {
-    let server = TestApiServer::start().await;
-    plant(&server, json!({}));
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, "configmaps")
-            .always()
-            .respond(403, "Forbidden"),
-    );
-    server.requests().reset();
-    let err = ledger(&server)
-        .write(
-            &[(slug(1), sample_entry(EntryState::Ok, 1))],
-            WriteMode::Replace,
-        )
-        .await
-        .unwrap_err();
-    let text = err.to_string();
-    assert!(matches!(err, LedgerError::Permanent { .. }), "{err:?}");
-    assert!(
-        text.contains("write")
-            && text.contains("configmap cozystack-version")
-            && text.contains("403"),
-        "{text}"
-    );
-    assert_eq!(
-        server.requests().count(Verb::Patch, "configmaps"),
-        1,
-        "a permanent error is not retried"
-    );
-    server.faults().clear();
-    server.faults().inject(
-        FaultRule::on(Verb::Get, "configmaps")
-            .always()
-            .respond(403, "Forbidden"),
-    );
-    let err = ledger(&server).read().await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            LedgerError::Permanent {
-                operation: "read",
-                ..
-            }
-        ),
-        "an error is never an absent ledger: {err:?}"
-    );
-}
-
-#[tokio::test]
-async fn a_lost_reply_on_an_only_if_absent_write_never_duplicates_or_overwrites() {
-    let server = TestApiServer::start().await;
-    plant(&server, json!({}));
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, "configmaps")
-            .once()
-            .lost_reply(LostReply::DropConnection),
-    );
-    let l = ledger(&server);
-    let report = l
-        .write(
-            &[(slug(1), sample_entry(EntryState::Legacy, 1))],
-            WriteMode::OnlyIfAbsent,
-        )
-        .await
-        .unwrap();
-    // The first patch landed; the retry re-read and found the key present.
-    assert_eq!(report.already_present, [slug(1)]);
-    assert_eq!(
-        stored(&server)["data"]["m.s-1"],
-        sample_entry(EntryState::Legacy, 1).encode()
-    );
-}
-
-#[tokio::test]
-async fn a_lost_reply_on_a_record_is_confirmed_by_the_migrator() {
-    let server = TestApiServer::start().await;
-    plant(&server, json!({}));
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, "configmaps")
-            .once()
-            .lost_reply(LostReply::InternalError),
-    );
-    let l = ledger(&server);
-    let entry = LedgerEntry {
-        attempts: 1,
-        ..LedgerEntry::new(EntryState::Ok, Timestamp::from_unix(1))
-    };
-    l.write(&[(slug(1), entry.clone())], WriteMode::Replace)
-        .await
-        .unwrap();
-    assert_eq!(stored(&server)["data"]["m.s-1"], entry.encode());
-}
-
-#[tokio::test]
-async fn a_slow_server_times_out_and_the_retry_succeeds() {
-    let server = TestApiServer::start().await;
-    plant(&server, json!({}));
-    server.faults().inject(
-        FaultRule::on(Verb::Get, "configmaps")
-            .once()
-            .delay(Duration::from_secs(3)),
-    );
-    let mut config = server.config();
-    config.read_timeout = Some(Duration::from_millis(500));
-    let client = kube::Client::try_from(config).unwrap();
-    let l = ConfigMapLedger::with_options(
-        client,
-        NS,
-        NAME,
-        Options {
-            retry: RetryPolicy::immediate(4),
-            ..Options::default()
-        },
-    );
-    assert!(l.read().await.unwrap().is_some());
-}
-
-#[tokio::test]
 async fn the_budget_is_enforced_before_the_api_server_sees_the_write() {
     let server = TestApiServer::start().await;
     plant(&server, json!({"version": "45"}));
@@ -419,9 +237,7 @@ async fn a_realistic_entry_is_compact_and_thousands_fit_the_budget() {
             Timestamp::parse("2026-08-12T10:04:00Z").unwrap(),
         )
     };
-    let key = slug(1)
-        .ledger_key()
-        .replace("s-1", "redis-failover-group-label");
+    let key = migration_core::keys::entry_key("redis-failover-group-label");
     let bytes = key.len() + entry.encode().len();
     assert!(bytes < 400, "{bytes} bytes per entry");
     let fit = CONFIGMAP_BUDGET_BYTES as usize / bytes;

@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use migration_core::ledger::{ATTEMPT_KEY_PREFIX, AttemptMark, LegacyVersion};
-use migration_core::slug::LEDGER_KEY_PREFIX;
+use migration_core::keys;
+use migration_core::ledger::{AttemptMark, LegacyVersion};
 use migration_core::{
     CorruptEntry, EntryState, LedgerEntry, LedgerSnapshot, Record, Slug, Timestamp,
 };
@@ -202,7 +202,7 @@ impl<'a> View<'a> {
             ..LedgerSnapshot::default()
         };
         for (key, value) in self.entries.into_iter().flatten() {
-            let ledger_key = format!("{LEDGER_KEY_PREFIX}{key}");
+            let ledger_key = keys::entry_key(key);
             match Slug::parse(key) {
                 Ok(slug) => {
                     let record = match LedgerEntry::from_value(&ledger_key, value.clone()) {
@@ -219,7 +219,7 @@ impl<'a> View<'a> {
             }
         }
         for (key, value) in self.attempts.into_iter().flatten() {
-            let attempt_key = format!("{ATTEMPT_KEY_PREFIX}{key}");
+            let attempt_key = keys::attempt_key(key);
             match (Slug::parse(key), decode_mark(&attempt_key, value)) {
                 (Ok(slug), Ok(mark)) => {
                     snapshot.attempts_started.insert(slug, mark.count);
@@ -299,7 +299,7 @@ impl Tally {
     pub(crate) fn of<'v>(entries: impl IntoIterator<Item = (&'v String, &'v Value)>) -> Self {
         let mut tally = Tally::default();
         for (key, value) in entries {
-            let ledger_key = format!("{LEDGER_KEY_PREFIX}{key}");
+            let ledger_key = keys::entry_key(key);
             let parsed = Slug::parse(key)
                 .ok()
                 .and_then(|_| LedgerEntry::from_value(&ledger_key, value.clone()).ok());

@@ -1,6 +1,7 @@
 //! Behaviour specific to the custom-resource ledger: what the object looks
 //! like, which writes go where, the two-request fresh install and a crash
-//! between its requests, the size budget, corruption, and API faults.
+//! between its requests, the size budget, corruption, and the API faults
+//! particular to a custom resource (the shared ones are in `faults.rs`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -901,131 +902,8 @@ async fn fields_a_newer_engine_recorded_survive_exactly() {
 }
 
 // ---------------------------------------------------------------------------
-// API faults.
-
-#[tokio::test]
-async fn transient_errors_are_retried_and_succeed() {
-    let server = served().await;
-    let l = ledger(&server);
-    server.faults().inject(
-        FaultRule::on(Verb::Create, "migrationledgers")
-            .once()
-            .respond(500, "InternalError"),
-    );
-    l.create(&entries(0..1, EntryState::Ok)).await.unwrap();
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, "migrationledgers/status")
-            .times(2)
-            .respond(500, "InternalError"),
-    );
-    server.faults().inject(
-        FaultRule::on(Verb::Get, "migrationledgers")
-            .once()
-            .respond(500, "InternalError"),
-    );
-    server.requests().reset();
-    let report = l
-        .write(&entries(1..2, EntryState::Ok), WriteMode::OnlyIfAbsent)
-        .await
-        .unwrap();
-    assert_eq!(report.written, [slug(1)]);
-    assert_eq!(status_patches(&server), 3, "two 500s, then success");
-}
-
-#[tokio::test]
-async fn transient_errors_give_up_after_bounded_attempts_and_say_so() {
-    let server = served().await;
-    let l = ledger(&server);
-    l.create(&[]).await.unwrap();
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, "migrationledgers/status")
-            .always()
-            .respond(500, "InternalError"),
-    );
-    server.requests().reset();
-    let err = l
-        .write(&entries(1..2, EntryState::Ok), WriteMode::Replace)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            LedgerError::Transient {
-                operation: "write",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert!(
-        err.to_string().contains("migrationledger cozystack"),
-        "{err}"
-    );
-    assert_eq!(status_patches(&server), 6);
-}
-
-#[tokio::test]
-async fn permanent_errors_fail_closed_naming_operation_and_object() {
-    let server = served().await;
-    let l = ledger(&server);
-    l.create(&[]).await.unwrap();
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, "migrationledgers/status")
-            .always()
-            .respond(403, "Forbidden"),
-    );
-    server.requests().reset();
-    let err = l
-        .write(&entries(1..2, EntryState::Ok), WriteMode::Replace)
-        .await
-        .unwrap_err();
-    let text = err.to_string();
-    assert!(matches!(err, LedgerError::Permanent { .. }), "{err:?}");
-    assert!(
-        text.contains("write")
-            && text.contains("migrationledger cozystack/status")
-            && text.contains("403"),
-        "{text}"
-    );
-    assert_eq!(
-        status_patches(&server),
-        1,
-        "a permanent error is not retried"
-    );
-
-    server.faults().clear();
-    server.faults().inject(
-        FaultRule::on(Verb::Get, "migrationledgers")
-            .always()
-            .respond(403, "Forbidden"),
-    );
-    let err = l.read().await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            LedgerError::Permanent {
-                operation: "read",
-                ..
-            }
-        ),
-        "an error is never an absent ledger: {err:?}"
-    );
-
-    let other = served().await;
-    other.faults().inject(
-        FaultRule::on(Verb::Create, "migrationledgers")
-            .always()
-            .respond(403, "Forbidden"),
-    );
-    let err = ledger(&other).create(&[]).await.unwrap_err();
-    let text = err.to_string();
-    assert!(
-        text.contains("create")
-            && text.contains("migrationledger cozystack")
-            && text.contains("403"),
-        "{text}"
-    );
-}
+// API faults the shared suite (tests/faults.rs) does not cover: the CRD's
+// own absence and the two-request create.
 
 #[tokio::test]
 async fn a_missing_crd_is_an_error_never_an_absent_ledger() {
@@ -1094,45 +972,6 @@ async fn a_lost_reply_to_the_seeding_status_write_is_recognised_not_repeated() {
     assert_eq!(
         ledger(&server).read().await.unwrap().unwrap().records.len(),
         3
-    );
-}
-
-#[tokio::test]
-async fn a_lost_reply_on_an_only_if_absent_write_never_duplicates_or_overwrites() {
-    let server = served().await;
-    let l = ledger(&server);
-    l.create(&[]).await.unwrap();
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, "migrationledgers/status")
-            .once()
-            .lost_reply(LostReply::DropConnection),
-    );
-    let report = l
-        .write(&entries(1..2, EntryState::Legacy), WriteMode::OnlyIfAbsent)
-        .await
-        .unwrap();
-    // The first patch landed; the retry re-read and found the key present.
-    assert_eq!(report.already_present, [slug(1)]);
-    assert_eq!(
-        stored(&server)["status"]["entries"]["s-1"],
-        serde_json::to_value(sample_entry(EntryState::Legacy, 1)).unwrap()
-    );
-}
-
-#[tokio::test]
-async fn a_lost_reply_on_note_attempt_counts_the_execution_once() {
-    let server = served().await;
-    let l = ledger(&server);
-    l.create(&[]).await.unwrap();
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, "migrationledgers/status")
-            .once()
-            .lost_reply(LostReply::InternalError),
-    );
-    assert_eq!(l.note_attempt(&slug(1), "run-7", 0).await.unwrap(), 1);
-    assert_eq!(
-        stored(&server)["status"]["attempts"]["s-1"],
-        json!({"count": 1, "token": "run-7"})
     );
 }
 

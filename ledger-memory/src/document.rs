@@ -9,10 +9,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use migration_core::ledger::{
-    ATTEMPT_KEY_PREFIX, AttemptMark, Lease, LedgerError, LedgerSnapshot, Usage, WriteMode,
-    WriteReport,
+    AttemptMark, Lease, LedgerError, LedgerSnapshot, Usage, WriteMode, WriteReport,
 };
-use migration_core::{LedgerEntry, Slug, Timestamp};
+use migration_core::{LedgerEntry, Slug, Timestamp, keys};
 use serde::{Deserialize, Serialize};
 
 /// The format tag written into persisted documents.
@@ -78,7 +77,7 @@ fn encode_all(
                 message: format!("slug '{slug}' appears twice in one write"),
             });
         }
-        out.push((slug.ledger_key(), entry.encode()));
+        out.push((keys::entry_key(slug), entry.encode()));
     }
     Ok(out)
 }
@@ -97,10 +96,7 @@ fn check_budget(
             current_bytes: data_size(before),
             would_be_bytes: would_be,
             budget_bytes: budget,
-            entry_count: before
-                .keys()
-                .filter(|k| k.starts_with(migration_core::slug::LEDGER_KEY_PREFIX))
-                .count(),
+            entry_count: before.keys().filter(|k| keys::is_entry_key(k)).count(),
         });
     }
     Ok(())
@@ -186,7 +182,7 @@ impl Document {
                 operation: "note attempt",
             });
         };
-        let key = format!("{ATTEMPT_KEY_PREFIX}{slug}");
+        let key = keys::attempt_key(slug);
         let current = match stored.data.get(&key) {
             Some(raw) => {
                 Some(

@@ -13,14 +13,9 @@ use async_trait::async_trait;
 pub use crate::lock::Lease;
 
 use crate::entry::{CorruptEntry, LedgerEntry};
+use crate::keys::{self, Key};
 use crate::slug::Slug;
 use crate::time::Timestamp;
-
-/// The key that holds the legacy integer.
-pub const VERSION_KEY: &str = "version";
-
-/// Prefix of the keys that count started executions (`a.<slug>`).
-pub const ATTEMPT_KEY_PREFIX: &str = "a.";
 
 /// The durable count of started executions of one slug, written before each
 /// execution so that a crash between a script's effect and its record still
@@ -168,12 +163,9 @@ impl LedgerSnapshot {
             ..LedgerSnapshot::default()
         };
         for (key, value) in data {
-            if key == VERSION_KEY {
-                snapshot.version = LegacyVersion::parse(value);
-                continue;
-            }
-            if let Some(rest) = key.strip_prefix(ATTEMPT_KEY_PREFIX) {
-                match (Slug::parse(rest), AttemptMark::decode(key, value)) {
+            match keys::parse(key) {
+                Key::Version => snapshot.version = LegacyVersion::parse(value),
+                Key::Attempt(slug) => match (slug, AttemptMark::decode(key, value)) {
                     (Ok(slug), Ok(mark)) => {
                         snapshot.attempts_started.insert(slug, mark.count);
                     }
@@ -183,23 +175,20 @@ impl LedgerSnapshot {
                             .push(CorruptEntry::new(key, value, e.to_string()))
                     }
                     (_, Err(corrupt)) => snapshot.unreadable_keys.push(corrupt),
-                }
-                continue;
-            }
-            match Slug::from_ledger_key(key) {
-                None => {}
-                Some(Ok(slug)) => {
+                },
+                Key::Entry(Ok(slug)) => {
                     let record = match LedgerEntry::decode(key, value) {
                         Ok(entry) => Record::Entry(entry),
                         Err(corrupt) => Record::Corrupt(corrupt),
                     };
                     snapshot.records.insert(slug, record);
                 }
-                Some(Err(e)) => snapshot.unreadable_keys.push(CorruptEntry::new(
+                Key::Entry(Err(e)) => snapshot.unreadable_keys.push(CorruptEntry::new(
                     key,
                     value,
                     format!("the key is not 'm.<slug>': {e}"),
                 )),
+                Key::Foreign => {}
             }
         }
         snapshot

@@ -6,6 +6,7 @@
 //! the parts that do not touch a cluster:
 //!
 //! - [`Slug`], [`Tier`], [`OnError`] and the script [`header`] parser;
+//! - the ledger's key layout ([`keys`]: `version`, `m.<slug>`, `a.<slug>`);
 //! - loading a [`MigrationsTree`] from disk, with checksums;
 //! - the [`Manifest`] (`order.d/`) and the stable topological [`order`];
 //! - [`LedgerEntry`] and the storage-only [`Ledger`] trait every backend
@@ -21,6 +22,7 @@ pub mod digest;
 pub mod entry;
 pub mod generate;
 pub mod header;
+pub mod keys;
 pub mod ledger;
 pub(crate) mod line_file;
 pub mod lock;

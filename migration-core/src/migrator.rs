@@ -341,5 +341,5 @@ fn plan_again(
 /// Bytes one entry costs a ledger with `usage`: its key, its stored value and
 /// the backend's per-record overhead.
 pub(crate) fn record_bytes(slug: &Slug, entry: &LedgerEntry, usage: &Usage) -> u64 {
-    (slug.ledger_key().len() + entry.encode().len()) as u64 + usage.record_overhead_bytes
+    (crate::keys::entry_key(slug).len() + entry.encode().len()) as u64 + usage.record_overhead_bytes
 }

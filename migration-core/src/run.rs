@@ -349,7 +349,7 @@ pub fn previous_attempts(pending: &PendingMigration) -> u32 {
 
 /// Bytes an attempt mark costs a ledger with `usage`.
 fn attempt_bytes(slug: &Slug, mark: &AttemptMark, usage: &Usage) -> u64 {
-    (crate::ledger::ATTEMPT_KEY_PREFIX.len() + slug.as_str().len() + mark.encode().len()) as u64
+    (crate::keys::attempt_key(slug).len() + mark.encode().len()) as u64
         + usage.record_overhead_bytes
 }
 

@@ -8,9 +8,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// The longest slug the grammar allows, in bytes (and characters: slugs are ASCII).
 pub const MAX_SLUG_LEN: usize = 60;
 
-/// The prefix that turns a slug into its ledger key (`m.<slug>`).
-pub const LEDGER_KEY_PREFIX: &str = "m.";
-
 /// A migration's identity: `^[a-z0-9]+(-[a-z0-9]+)*$`, 1 to 60 characters.
 ///
 /// A `Slug` can only be obtained by parsing ([`Slug::parse`], [`FromStr`] or
@@ -117,21 +114,6 @@ impl Slug {
     /// The slug as a string.
     pub fn as_str(&self) -> &str {
         &self.0
-    }
-
-    /// The ledger key for this slug: `m.<slug>` (CONTRACT.md §2).
-    pub fn ledger_key(&self) -> String {
-        format!("{LEDGER_KEY_PREFIX}{}", self.0)
-    }
-
-    /// Interprets a ledger key.
-    ///
-    /// Returns `None` when the key is not a migration key at all (no `m.`
-    /// prefix, e.g. `version`), and `Some(Err(..))` when it has the prefix but
-    /// what follows is not a slug: such a key is a corrupt record, never
-    /// something to ignore silently.
-    pub fn from_ledger_key(key: &str) -> Option<Result<Self, SlugError>> {
-        key.strip_prefix(LEDGER_KEY_PREFIX).map(Slug::parse)
     }
 }
 
@@ -273,15 +255,6 @@ mod tests {
         let huge = "A".repeat(100_000);
         let message = Slug::parse(&huge).unwrap_err().to_string();
         assert!(message.len() < 400, "{} bytes", message.len());
-    }
-
-    #[test]
-    fn ledger_key_round_trips() {
-        let slug = Slug::parse("etcd-crds-precreate").unwrap();
-        assert_eq!(slug.ledger_key(), "m.etcd-crds-precreate");
-        assert_eq!(Slug::from_ledger_key(&slug.ledger_key()), Some(Ok(slug)));
-        assert_eq!(Slug::from_ledger_key("version"), None);
-        assert!(matches!(Slug::from_ledger_key("m.Bad"), Some(Err(_))));
     }
 
     #[test]

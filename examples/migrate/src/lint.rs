@@ -67,7 +67,7 @@ impl Default for LintConfig {
                 "helm".into(),
                 "flux".into(),
             ],
-            ledger_name: "cozystack-version".into(),
+            ledger_name: migration_kube::defaults::LEDGER_NAME.into(),
             shellcheck: shellcheck::Settings::default(),
         }
     }

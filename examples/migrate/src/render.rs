@@ -36,7 +36,7 @@ pub fn configmap_yaml(namespace: &str, name: &str, entries: &[(Slug, LedgerEntry
             let _ = writeln!(
                 out,
                 "  {}: {}",
-                quote(&slug.ledger_key()),
+                quote(&migration_core::keys::entry_key(slug)),
                 quote(&entry.encode())
             );
         }
@@ -74,7 +74,12 @@ pub fn configmap_json(
 ) -> serde_json::Value {
     let data: serde_json::Map<String, serde_json::Value> = entries
         .iter()
-        .map(|(s, e)| (s.ledger_key(), serde_json::Value::String(e.encode())))
+        .map(|(s, e)| {
+            (
+                migration_core::keys::entry_key(s),
+                serde_json::Value::String(e.encode()),
+            )
+        })
         .collect();
     serde_json::json!({
         "apiVersion": "v1",

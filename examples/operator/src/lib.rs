@@ -1,9 +1,11 @@
 //! The background-tier operator (CONTRACT.md §7): runs background migrations one
 //! at a time, each in a Job, from the image the index ConfigMap names.
 //!
-//! The decision of what to do next is a pure function ([`decide`]) of the
-//! index, the ledger and the Jobs that exist; the reconciler only carries it
-//! out. That keeps every rule testable without a cluster:
+//! The decision of what to do next is a pure function ([`decide()`]) of the
+//! index, the ledger and the Jobs that exist (as a kube-runtime reflector
+//! keeps them, [`OwnedJobs`]: no LIST per reconcile); the reconciler only
+//! carries it out. The Job itself is built from typed k8s-openapi structs
+//! ([`job_for`]). That keeps every rule testable without a cluster:
 //!
 //! - pending work is the index order minus recorded minus revoked;
 //! - strictly one Job at a time, in index order; a running Job (even one
@@ -16,6 +18,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod cache;
 pub mod conditions;
 pub mod controller;
 pub mod decide;
@@ -23,19 +26,21 @@ pub mod job;
 pub mod leader;
 pub mod reconcile;
 
+pub use cache::{CacheError, OwnedJobs, owned_selector};
 pub use conditions::{ConditionReporter, CrdConditions, OPERATOR_CONDITION};
 pub use controller::run_controller;
 pub use decide::{Decision, JobState, JobView, Retries, decide};
-pub use job::{OperatorConfig, job_for, job_name};
+pub use job::{JobError, OperatorConfig, job_for, job_name};
 pub use leader::Leadership;
 pub use migrate::index::{Index, IndexError, index_configmap, index_keys};
 pub use reconcile::{Context, OperatorError, error_policy, reconcile};
 
+/// The operator's name: the manager its Jobs are labelled with, the
+/// reporter of its Events, and the default name of its leader Lease.
+pub const OPERATOR_NAME: &str = "cozystack-migrations-operator";
+
 /// Label on every Job the operator creates.
-pub const MANAGED_BY: (&str, &str) = (
-    "app.kubernetes.io/managed-by",
-    "cozystack-migrations-operator",
-);
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", OPERATOR_NAME);
 /// Label naming the slug a Job runs.
 pub const SLUG_LABEL: &str = "migrations.cozystack.io/slug";
 /// Label with the attempt number of a Job.

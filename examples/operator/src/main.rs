@@ -8,8 +8,11 @@ use std::time::Duration;
 
 use clap::Parser;
 use migrate::spec::LedgerSpec;
-use migrate_operator::{Context, Leadership, OperatorConfig, Retries, run_controller};
+use migrate_operator::{
+    Context, Leadership, OPERATOR_NAME, OperatorConfig, Retries, run_controller,
+};
 use migration_core::SystemClock;
+use migration_kube::defaults;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -19,20 +22,16 @@ use migration_core::SystemClock;
 )]
 struct Cli {
     /// Namespace of the index ConfigMap, the Jobs and the leader Lease.
-    #[arg(long, env = "MIGRATION_NAMESPACE", default_value = "cozy-system")]
+    #[arg(long, env = "MIGRATION_NAMESPACE", default_value = defaults::NAMESPACE)]
     namespace: String,
     /// Name of the index ConfigMap.
-    #[arg(long, default_value = "cozystack-migrations-index")]
+    #[arg(long, default_value = defaults::INDEX_NAME)]
     index: String,
     /// The ledger, for the operator and the Jobs it creates.
-    #[arg(
-        long,
-        env = "MIGRATE_LEDGER",
-        default_value = "configmap:cozy-system/cozystack-version"
-    )]
+    #[arg(long, env = "MIGRATE_LEDGER", default_value = defaults::LEDGER_SPEC)]
     ledger: LedgerSpec,
     /// ServiceAccount the migration Jobs run as.
-    #[arg(long, default_value = "cozystack-migrations")]
+    #[arg(long, default_value = defaults::SERVICE_ACCOUNT)]
     service_account: String,
     /// Jobs tried per slug before recording it failed.
     #[arg(long, default_value_t = 3)]
@@ -47,7 +46,7 @@ struct Cli {
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
     /// Leader Lease name.
-    #[arg(long, default_value = "cozystack-migrations-operator")]
+    #[arg(long, default_value = OPERATOR_NAME)]
     leader_lease: String,
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -28,6 +28,10 @@ pub struct Context {
     /// Called with (reason, message) when the readiness changes, for
     /// backends that keep conditions.
     pub conditions: Option<Arc<dyn ConditionReporter>>,
+    /// The operator's Jobs, kept by the watch [`run_controller`] runs
+    /// (tests that call [`reconcile()`] directly drive
+    /// [`OwnedJobs::watch`] themselves).
+    pub jobs: OwnedJobs,
 }
 
 impl Context {
@@ -40,7 +44,7 @@ impl Context {
         instance: &str,
     ) -> Self {
         let reporter = Reporter {
-            controller: "cozystack-migrations-operator".into(),
+            controller: OPERATOR_NAME.into(),
             instance: Some(instance.to_owned()),
         };
         let recorder = Recorder::new(client.clone(), reporter);
@@ -51,6 +55,7 @@ impl Context {
             clock,
             recorder,
             conditions: None,
+            jobs: OwnedJobs::default(),
         }
     }
 }
@@ -71,6 +76,12 @@ pub enum OperatorError {
     /// A record could not be confirmed.
     #[error(transparent)]
     Record(#[from] migration_core::MigrateError),
+    /// The Job for the next attempt cannot be built.
+    #[error(transparent)]
+    Job(#[from] JobError),
+    /// The cached Jobs cannot be used yet.
+    #[error(transparent)]
+    Cache(#[from] CacheError),
 }
 
 async fn event(ctx: &Context, cm: &ConfigMap, type_: EventType, reason: &str, note: String) {
@@ -104,14 +115,14 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
             return Err(e.into());
         }
     };
-    let jobs_api: Api<Job> = Api::namespaced(ctx.client.clone(), &config.namespace);
-    let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
-    let jobs: Vec<JobView> = jobs_api
-        .list(&ListParams::default().labels(&selector))
+    // From the watch's store, not a LIST: at most `poll` for the first
+    // listing after a (re)start, then no request at all.
+    let jobs: Vec<JobView> = ctx
+        .jobs
+        .jobs(config.poll)
         .await?
-        .items
         .iter()
-        .filter_map(JobView::from_job)
+        .filter_map(|job| JobView::from_job(job))
         .collect();
     let snapshot = ctx.ledger.read().await?;
     let now = ctx.clock.now();
@@ -143,8 +154,9 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
             Ok(Action::requeue(config.poll))
         }
         Decision::Create { slug, attempt } => {
-            let job = job_for(config, &index, &cm, &slug, attempt);
+            let job = job_for(config, &index, &cm, &slug, attempt)?;
             let name = job.name_any();
+            let jobs_api: Api<Job> = Api::namespaced(ctx.client.clone(), &config.namespace);
             match jobs_api.create(&PostParams::default(), &job).await {
                 Ok(_) => {
                     tracing::info!(%slug, attempt, job = %name, "decision: create job");

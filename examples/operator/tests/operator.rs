@@ -4,14 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use ledger_configmap::{ConfigMapLedger, Options};
 use migrate_operator::{
-    ATTEMPT_LABEL, Context, Index, Leadership, OperatorConfig, Retries, SLUG_LABEL,
+    ATTEMPT_LABEL, Context, Index, Leadership, OperatorConfig, OperatorError, Retries, SLUG_LABEL,
     index_configmap, reconcile, run_controller,
 };
 use migration_core::{
@@ -19,7 +21,7 @@ use migration_core::{
 };
 use migration_kube::RetryPolicy;
 use serde_json::json;
-use test_apiserver::TestApiServer;
+use test_apiserver::{TestApiServer, Verb};
 
 const NS: &str = "cozy-system";
 const INDEX: &str = "cozystack-migrations-index";
@@ -66,21 +68,64 @@ async fn setup(slugs: &[&str], revoked: &[&str]) -> Setup {
     }
 }
 
+/// Fills `ctx`'s Job cache from `server`, as `run_controller` does, for
+/// tests that call `reconcile` directly.
+fn watch_jobs(server: &TestApiServer, ctx: &Context) {
+    let watch = ctx.jobs.watch(server.client(), NS);
+    tokio::spawn(watch.for_each(|_| std::future::ready(())));
+}
+
+/// Waits until `ctx`'s Job cache holds exactly the Jobs the server stores,
+/// each at its stored resourceVersion. A reconcile the controller runs
+/// follows the watch event that brought the change; one a test calls
+/// directly must wait for it.
+async fn caught_up(server: &TestApiServer, ctx: &Context) {
+    let versions = |jobs: Vec<serde_json::Value>| -> BTreeMap<String, String> {
+        jobs.iter()
+            .map(|j| {
+                (
+                    j["metadata"]["name"].as_str().unwrap().to_owned(),
+                    j["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned(),
+                )
+            })
+            .collect()
+    };
+    for _ in 0..400 {
+        let cached = ctx
+            .jobs
+            .snapshot()
+            .iter()
+            .map(|j| serde_json::to_value(j.as_ref()).unwrap())
+            .collect();
+        if versions(cached) == versions(server.objects("jobs")) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the Job cache never caught up with the server");
+}
+
 impl Setup {
     fn context(&self, retries: Retries) -> Arc<Context> {
         let mut config = OperatorConfig::new(NS);
         config.retries = retries;
         config.service_account = "migrations-sa".into();
-        Arc::new(Context::new(
+        let ctx = Arc::new(Context::new(
             self.server.client(),
             self.ledger.clone(),
             config,
             self.clock.clone(),
             "test-replica",
-        ))
+        ));
+        watch_jobs(&self.server, &ctx);
+        ctx
     }
 
     async fn reconcile(&self, ctx: &Arc<Context>) {
+        caught_up(&self.server, ctx).await;
         let cms: Api<ConfigMap> = Api::namespaced(self.server.client(), NS);
         let cm = cms.get(INDEX).await.unwrap();
         reconcile(Arc::new(cm), ctx.clone()).await.unwrap();
@@ -197,6 +242,36 @@ async fn a_job_is_created_for_the_first_pending_slug_only_and_carries_the_run() 
     );
     assert_eq!(job["metadata"]["labels"][SLUG_LABEL], "first");
     assert!(t.events().contains(&"JobCreated".to_owned()));
+}
+
+#[tokio::test]
+async fn a_reconcile_reads_the_jobs_from_the_watch_cache_never_a_list() {
+    let t = setup(&["first", "second"], &[]).await;
+    let ctx = t.context(Retries::default());
+    t.reconcile(&ctx).await;
+    caught_up(&t.server, &ctx).await;
+    t.server.requests().reset();
+    t.reconcile(&ctx).await;
+    t.reconcile(&ctx).await;
+    assert_eq!(t.server.requests().count(Verb::List, "jobs"), 0);
+    assert_eq!(t.jobs(), pairs(&[("first", "1")]), "the cached Job is seen");
+}
+
+#[tokio::test]
+async fn a_reconcile_without_a_watch_filling_the_cache_fails_instead_of_guessing() {
+    let t = setup(&["first"], &[]).await;
+    let ctx = Arc::new(Context::new(
+        t.server.client(),
+        t.ledger.clone(),
+        OperatorConfig::new(NS),
+        t.clock.clone(),
+        "unwatched",
+    ));
+    let cms: Api<ConfigMap> = Api::namespaced(t.server.client(), NS);
+    let cm = cms.get(INDEX).await.unwrap();
+    let err = reconcile(Arc::new(cm), ctx).await.unwrap_err();
+    assert!(matches!(err, OperatorError::Cache(_)), "{err:?}");
+    assert!(t.jobs().is_empty(), "no Job is created on an unknown state");
 }
 
 #[tokio::test]
@@ -395,6 +470,7 @@ async fn with_the_crd_ledger_readiness_is_a_condition_with_a_distinct_reason() {
     );
     ctx.conditions = Some(Arc::new(migrate_operator::CrdConditions::new(crd.clone())));
     let ctx = Arc::new(ctx);
+    watch_jobs(&server, &ctx);
     let condition = || {
         let object = server
             .object(
@@ -418,6 +494,7 @@ async fn with_the_crd_ledger_readiness_is_a_condition_with_a_distinct_reason() {
         )
     };
     let cm = Arc::new(cms.get(INDEX).await.unwrap());
+    caught_up(&server, &ctx).await;
     reconcile(cm.clone(), ctx.clone()).await.unwrap();
     assert_eq!(
         condition(),
@@ -432,6 +509,7 @@ async fn with_the_crd_ledger_readiness_is_a_condition_with_a_distinct_reason() {
     server
         .set_job_status(NS, "migrate-only-one-1", json!({"conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": clock.now().to_string()}]}))
         .unwrap();
+    caught_up(&server, &ctx).await;
     reconcile(cm, ctx).await.unwrap();
     assert_eq!(
         condition(),

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use ledger_crd::{GROUP, KIND, PLURAL, VERSION};
+use migration_core::keys;
 use serde_json::{Value, json};
 use test_apiserver::TestApiServer;
 
@@ -28,11 +29,11 @@ pub enum Slot {
 }
 
 pub fn slot(key: &str) -> Slot {
-    if let Some(rest) = key.strip_prefix("m.") {
+    if let Some(rest) = key.strip_prefix(keys::ENTRY_PREFIX) {
         Slot::Entry(rest.to_owned())
-    } else if let Some(rest) = key.strip_prefix("a.") {
+    } else if let Some(rest) = key.strip_prefix(keys::ATTEMPT_PREFIX) {
         Slot::Attempt(rest.to_owned())
-    } else if key == "version" {
+    } else if key == keys::VERSION {
         Slot::Version
     } else {
         Slot::Annotation(key.to_owned())

@@ -7,17 +7,37 @@
 //!   the core's [`LedgerError`](migration_core::LedgerError) kinds;
 //! - [`RetryPolicy`]: bounded exponential backoff with jitter for transient
 //!   API errors (429, 5xx, timeouts, connection resets);
+//! - [`conditional_update`] over a [`ConditionalObject`]: the write that
+//!   carries the resourceVersion it was computed from, re-read and
+//!   recomputed on a 409, bounded by the [`RetryPolicy`]; and
+//!   [`after_failed_write`], the one decision of whether a
+//!   failed write is tried again;
+//! - [`patch_params`] and [`post_params`]: every write under the field
+//!   manager [`defaults::FIELD_MANAGER`];
+//! - [`defaults`]: the deployment's names (namespace, ledger, index,
+//!   ServiceAccount, lock suffix, field manager);
 //! - [`LeaseLock`]: the run lock as a `coordination.k8s.io/v1` Lease, with
 //!   holder identity, renewal and expiry.
+//!
+//! - `fault_suite` (feature `testing`): the API-fault cases both backends
+//!   run, parametrised by resource.
 //!
 //! `migration-core` itself stays free of kube; this crate is its adapter.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod defaults;
 mod error;
+#[cfg(feature = "testing")]
+pub mod fault_suite;
 mod lease;
 mod retry;
+mod write;
 
 pub use error::{Class, classify, ledger_error};
 pub use lease::LeaseLock;
 pub use retry::{Backoff, RetryPolicy};
+pub use write::{
+    Base, ConditionalObject, Step, after_failed_write, conditional_update, patch_params,
+    post_params,
+};

@@ -1,0 +1,136 @@
+//! The requests the ledger sends, and what their errors mean: a 404 naming
+//! the object is an absent ledger, any other 404 a missing CRD.
+
+use kube::api::Patch;
+use migration_core::LedgerError;
+use migration_kube::{
+    Backoff, Class, after_failed_write, classify, ledger_error, patch_params, post_params,
+};
+use serde_json::{Value, json};
+
+use crate::CrdLedger;
+use crate::resource::{GROUP, PLURAL, VERSION};
+
+fn api_status(e: &kube::Error) -> Option<&kube::core::Status> {
+    match e {
+        kube::Error::Api(status) => Some(status),
+        _ => None,
+    }
+}
+
+impl CrdLedger {
+    /// A 404 that names this object: it does not exist. Any other 404 means
+    /// the API server does not serve the resource at all.
+    pub(crate) fn is_absent(&self, e: &kube::Error) -> bool {
+        api_status(e).is_some_and(|s| {
+            s.code == 404 && s.details.as_ref().is_some_and(|d| d.name == self.name)
+        })
+    }
+
+    /// Maps a final error, telling a missing CRD from everything else.
+    pub(crate) fn error(
+        &self,
+        operation: &'static str,
+        what: &str,
+        e: &kube::Error,
+    ) -> LedgerError {
+        if classify(e) == Class::NotFound && !self.is_absent(e) {
+            return self.permanent(
+                operation,
+                format!(
+                    "{what}: the API server does not serve {PLURAL}.{GROUP}/{VERSION} ({e}); \
+                     install the CustomResourceDefinition first (`migrate crd | kubectl apply -f -`)"
+                ),
+            );
+        }
+        ledger_error(&self.description, operation, what, e)
+    }
+
+    pub(crate) fn build_error(
+        &self,
+        operation: &'static str,
+        e: impl std::fmt::Display,
+    ) -> LedgerError {
+        self.permanent(
+            operation,
+            format!("{}: cannot build the request: {e}", self.object()),
+        )
+    }
+
+    /// Reads the object as the API server stores it, retrying transient
+    /// errors. `attempt` counts tries across the caller's whole operation
+    /// (reads and writes share the retry budget). `None` only for a 404 that
+    /// names this object.
+    ///
+    /// Not `RetryPolicy::get_opt`: that one reads a typed object, which
+    /// would make one malformed value fail the whole read, and takes any 404
+    /// for an absent object, which would make a missing CRD a fresh install.
+    pub(crate) async fn fetch(
+        &self,
+        operation: &'static str,
+        attempt: &mut u32,
+    ) -> Result<Option<Value>, LedgerError> {
+        loop {
+            *attempt += 1;
+            let request = self
+                .request
+                .get(&self.name, &Default::default())
+                .map_err(|e| self.build_error(operation, e))?;
+            match self.client.request::<Value>(request).await {
+                Ok(object) => return Ok(Some(object)),
+                Err(e) if self.is_absent(&e) => return Ok(None),
+                Err(e) if classify(&e) == Class::Transient && *attempt < self.retry.attempts => {
+                    tracing::debug!(error = %e, attempt = *attempt, operation, "transient error reading the ledger; retrying");
+                    self.retry.pause(*attempt).await;
+                }
+                Err(e) => return Err(self.error(operation, &self.object(), &e)),
+            }
+        }
+    }
+
+    pub(crate) async fn post(&self, body: &Value) -> Result<Value, kube::Error> {
+        let params = post_params();
+        let bytes = serde_json::to_vec(body).map_err(kube::Error::SerdeError)?;
+        let request = self
+            .request
+            .create(&params, bytes)
+            .map_err(kube::Error::BuildRequest)?;
+        self.client.request::<Value>(request).await
+    }
+
+    /// Sends a JSON Patch to the status subresource. kube's typed JSON Patch
+    /// needs another crate (`json-patch`), so this is kube's merge-patch
+    /// request with the body and the content type swapped.
+    pub(crate) async fn patch_status(&self, ops: &[Value]) -> Result<Value, kube::Error> {
+        let mut request = self
+            .request
+            .patch_subresource(
+                "status",
+                &self.name,
+                &patch_params(),
+                &Patch::Merge(json!({})),
+            )
+            .map_err(kube::Error::BuildRequest)?;
+        *request.body_mut() = serde_json::to_vec(ops).map_err(kube::Error::SerdeError)?;
+        request.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json-patch+json"),
+        );
+        self.client.request::<Value>(request).await
+    }
+
+    /// Decides whether to loop after a failed status write (a 404 naming
+    /// the object, which vanished between our read and our write, is
+    /// [`LedgerError::NotFound`]).
+    pub(crate) async fn retry_after(
+        &self,
+        operation: &'static str,
+        e: &kube::Error,
+        attempt: u32,
+    ) -> Result<(), LedgerError> {
+        after_failed_write(&self.retry, &self.description, operation, e, attempt, |e| {
+            self.error(operation, &self.status_object(), e)
+        })
+        .await
+    }
+}

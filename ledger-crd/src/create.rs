@@ -1,0 +1,147 @@
+//! The fresh install: create the object, then write its status (two
+//! requests), completing an object an interrupted create left behind.
+
+use migration_core::{LedgerEntry, LedgerError, Slug};
+use migration_kube::{Backoff, Class, classify};
+use serde_json::{Value, json};
+
+use crate::CrdLedger;
+use crate::ledger::encode;
+use crate::resource::{GROUP, KIND, VERSION};
+use crate::state::{
+    CREATED_BY, CREATED_BY_ANNOTATION, Lifecycle, StatusWrite, View, plan_status_write,
+};
+
+/// What a create request cannot show us but the API server adds to the
+/// object (uid, timestamps, generation, resourceVersion, the creator's field
+/// ownership record), for the budget check before the object exists.
+const SERVER_METADATA_BYTES: u64 = 1024;
+
+/// Where a create stands.
+enum CreateStep {
+    /// Send the create.
+    Post,
+    /// Look at what is there.
+    Reread,
+    /// Write the status of this uninitialized object.
+    Complete(Value),
+}
+
+impl CrdLedger {
+    /// Creates the ledger holding `entries`; see [`Ledger::create`] and the
+    /// crate documentation.
+    ///
+    /// [`Ledger::create`]: migration_core::Ledger::create
+    pub(crate) async fn seed(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
+        const OP: &str = "create";
+        let write = StatusWrite {
+            entries: encode(&self.description, OP, entries)?,
+            ..StatusWrite::default()
+        };
+        self.check_creation_budget(&write)?;
+        let mut step = CreateStep::Post;
+        let mut attempt = 0;
+        // Set once a completing status write was sent and its outcome is
+        // unknown (a lost reply): finding exactly our entries afterwards
+        // means it landed.
+        let mut completion_in_doubt = false;
+        loop {
+            step = match step {
+                CreateStep::Post => {
+                    attempt += 1;
+                    if attempt > self.retry.attempts {
+                        // The object keeps appearing and vanishing under us.
+                        return Err(LedgerError::Conflict {
+                            ledger: self.description.clone(),
+                            operation: OP,
+                            attempts: attempt - 1,
+                        });
+                    }
+                    match self.post(&self.creation_body()).await {
+                        Ok(created) => CreateStep::Complete(created),
+                        // Ours after a lost reply, or someone else's: look.
+                        Err(e) if classify(&e) == Class::AlreadyExists => CreateStep::Reread,
+                        Err(e)
+                            if classify(&e) == Class::Transient
+                                && attempt < self.retry.attempts =>
+                        {
+                            tracing::debug!(error = %e, attempt, "transient error creating the ledger; retrying");
+                            self.retry.pause(attempt).await;
+                            CreateStep::Post
+                        }
+                        Err(e) => return Err(self.error(OP, &self.object(), &e)),
+                    }
+                }
+                CreateStep::Reread => match self.fetch(OP, &mut attempt).await? {
+                    None => CreateStep::Post,
+                    Some(object) => {
+                        let view = View::new(&object).map_err(|reason| self.unreadable(reason))?;
+                        // After a lost reply, exactly our entries mean our
+                        // write landed (or an identical one did): done.
+                        let ours = completion_in_doubt
+                            && view
+                                .entries()
+                                .map_or(write.entries.is_empty(), |e| *e == write.entries)
+                            && view.attempt_count() == 0;
+                        if view.lifecycle() == Lifecycle::Seeding {
+                            CreateStep::Complete(object)
+                        } else if ours {
+                            return Ok(());
+                        } else {
+                            return Err(LedgerError::AlreadyExists {
+                                ledger: self.description.clone(),
+                            });
+                        }
+                    }
+                },
+                CreateStep::Complete(object) => {
+                    let view = View::new(&object).map_err(|reason| self.unreadable(reason))?;
+                    let planned = self.plan(OP, &view, &write)?;
+                    attempt += 1;
+                    match self.patch_status(&planned.ops).await {
+                        Ok(_) => return Ok(()),
+                        // Deleted under us: start over.
+                        Err(e) if self.is_absent(&e) && attempt < self.retry.attempts => {
+                            CreateStep::Post
+                        }
+                        Err(e) => {
+                            if classify(&e) == Class::Transient {
+                                completion_in_doubt = true;
+                            }
+                            self.retry_after(OP, &e, attempt).await?;
+                            CreateStep::Reread
+                        }
+                    }
+                }
+            };
+        }
+    }
+
+    /// The object a fresh install creates: name, the created-by marker and
+    /// the declared bundle. No status: the API server would drop it.
+    fn creation_body(&self) -> Value {
+        json!({
+            "apiVersion": format!("{GROUP}/{VERSION}"),
+            "kind": KIND,
+            "metadata": {
+                "name": self.name,
+                "annotations": { CREATED_BY_ANNOTATION: CREATED_BY },
+            },
+            "spec": { "bundle": self.name },
+        })
+    }
+
+    /// Checks the budget of a whole fresh install before anything is sent.
+    fn check_creation_budget(&self, write: &StatusWrite) -> Result<(), LedgerError> {
+        let mut object = self.creation_body();
+        object["metadata"]["resourceVersion"] = json!("0");
+        let view = View::new(&object).map_err(|reason| self.unreadable(reason))?;
+        let planned = plan_status_write(&view, write, self.clock.now())
+            .map_err(|reason| self.unreadable(reason))?;
+        let would_be = planned.would_be_bytes + SERVER_METADATA_BYTES;
+        if would_be > self.budget {
+            return Err(self.full(None, would_be));
+        }
+        Ok(())
+    }
+}

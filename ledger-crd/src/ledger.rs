@@ -1,0 +1,368 @@
+//! The ledger handle: what it holds, how an engine write becomes one
+//! conditional status write, and the [`Ledger`] and [`Lock`] implementations.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kube::core::Request;
+use kube::{Client, Resource};
+use migration_core::keys;
+use migration_core::ledger::AttemptMark;
+use migration_core::lock::Lock;
+use migration_core::{
+    Clock, Lease, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
+};
+use migration_kube::{
+    Base, ConditionalObject, LeaseLock, RetryPolicy, Step, conditional_update, defaults,
+};
+use serde_json::{Map, Value};
+
+use crate::resource::MigrationLedger;
+use crate::state::{
+    self, Lifecycle, PlannedWrite, StatusWrite, View, json_size, plan_status_write,
+};
+use crate::{Options, RECORD_OVERHEAD_BYTES};
+
+/// The ledger in the cluster-scoped `MigrationLedger` named `name`.
+#[derive(Clone)]
+pub struct CrdLedger {
+    pub(crate) client: Client,
+    /// Requests for the `migrationledgers` collection (cluster-scoped).
+    pub(crate) request: Request,
+    /// The object's name (the bundle's).
+    pub(crate) name: String,
+    /// `migrationledger <name>`, as errors name the ledger.
+    pub(crate) description: String,
+    /// The size budget of the stored object, in bytes.
+    pub(crate) budget: u64,
+    pub(crate) retry: RetryPolicy,
+    /// For condition transition times (and the lock's expiry).
+    pub(crate) clock: Arc<dyn Clock>,
+    lock: LeaseLock,
+}
+
+impl std::fmt::Debug for CrdLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.description)
+    }
+}
+
+impl CrdLedger {
+    /// The ledger `name` (one per bundle), with default options.
+    pub fn new(client: Client, name: &str) -> Self {
+        Self::with_options(client, name, Options::default())
+    }
+
+    /// The ledger `name` (one per bundle).
+    pub fn with_options(client: Client, name: &str, options: Options) -> Self {
+        let description = format!("migrationledger {name}");
+        let lease_name = options
+            .lease_name
+            .clone()
+            .unwrap_or_else(|| defaults::lock_name(name));
+        let lock = LeaseLock::new(
+            client.clone(),
+            &options.lease_namespace,
+            &lease_name,
+            &description,
+            options.clock.clone(),
+            options.retry,
+        );
+        CrdLedger {
+            request: Request::new(MigrationLedger::url_path(&(), None)),
+            client,
+            name: name.to_owned(),
+            description,
+            budget: options.budget,
+            retry: options.retry,
+            clock: options.clock,
+            lock,
+        }
+    }
+
+    /// The object, as errors name it.
+    pub(crate) fn object(&self) -> String {
+        format!("migrationledger {}", self.name)
+    }
+
+    /// The status subresource, as errors name it.
+    pub(crate) fn status_object(&self) -> String {
+        format!("migrationledger {}/status", self.name)
+    }
+
+    pub(crate) fn permanent(&self, operation: &'static str, message: String) -> LedgerError {
+        LedgerError::Permanent {
+            ledger: self.description.clone(),
+            operation,
+            message,
+        }
+    }
+
+    pub(crate) fn unreadable(&self, reason: String) -> LedgerError {
+        LedgerError::Unreadable {
+            ledger: self.description.clone(),
+            reason: format!("{}: {reason}", self.object()),
+        }
+    }
+
+    pub(crate) fn not_found(&self, operation: &'static str) -> LedgerError {
+        LedgerError::NotFound {
+            ledger: self.description.clone(),
+            operation,
+        }
+    }
+
+    pub(crate) fn full(&self, current: Option<&View<'_>>, would_be: u64) -> LedgerError {
+        LedgerError::Full {
+            ledger: self.description.clone(),
+            current_bytes: current.map_or(0, |v| json_size(v.object)),
+            would_be_bytes: would_be,
+            budget_bytes: self.budget,
+            entry_count: current.map_or(0, View::entry_count),
+        }
+    }
+
+    /// Plans a status write on `view` and checks it against the budget.
+    pub(crate) fn plan(
+        &self,
+        operation: &'static str,
+        view: &View<'_>,
+        write: &StatusWrite,
+    ) -> Result<PlannedWrite, LedgerError> {
+        let planned = plan_status_write(view, write, self.clock.now())
+            .map_err(|reason| self.unreadable(reason))?;
+        if planned.would_be_bytes > self.budget {
+            tracing::warn!(
+                operation,
+                would_be = planned.would_be_bytes,
+                budget = self.budget,
+                "ledger write refused: over the size budget"
+            );
+            return Err(self.full(Some(view), planned.would_be_bytes));
+        }
+        Ok(planned)
+    }
+
+    /// One conditional status write on the live ledger: read, let `decide`
+    /// look at what is stored, write what it asks for with the
+    /// resourceVersion that was read as a precondition, and on a conflict or
+    /// a transient error do it all again (a bounded number of times).
+    pub(crate) async fn update_status<T>(
+        &self,
+        operation: &'static str,
+        mut decide: impl FnMut(&View<'_>) -> Result<Step<StatusWrite, T>, LedgerError>,
+    ) -> Result<T, LedgerError> {
+        conditional_update(&Conditional(self), operation, |object| {
+            let view = View::new(object).map_err(|reason| self.unreadable(reason))?;
+            if view.lifecycle() == Lifecycle::Seeding {
+                // A fresh install in progress: the ledger does not exist yet.
+                return Err(self.not_found(operation));
+            }
+            Ok(match decide(&view)? {
+                Step::Done(answer) => Step::Done(answer),
+                Step::Write(write, answer) => {
+                    Step::Write(self.plan(operation, &view, &write)?.ops, answer)
+                }
+            })
+        })
+        .await
+    }
+}
+
+/// The ledger object as the target of conditional status writes. Every
+/// base is a fresh read: the backend keeps no copy between calls.
+struct Conditional<'a>(&'a CrdLedger);
+
+impl ConditionalObject for Conditional<'_> {
+    type Object = Value;
+    /// The JSON Patch operations of one status write.
+    type Write = Vec<Value>;
+
+    fn ledger(&self) -> &str {
+        &self.0.description
+    }
+
+    fn retry(&self) -> &RetryPolicy {
+        &self.0.retry
+    }
+
+    async fn base(
+        &self,
+        operation: &'static str,
+        attempt: &mut u32,
+        _first: bool,
+    ) -> Result<Base<Value>, LedgerError> {
+        match self.0.fetch(operation, attempt).await? {
+            Some(object) => Ok(Base {
+                object,
+                fresh: true,
+            }),
+            None => Err(self.0.not_found(operation)),
+        }
+    }
+
+    async fn send(&self, _base: &Value, ops: &Vec<Value>) -> Result<(), kube::Error> {
+        self.0.patch_status(ops).await.map(drop)
+    }
+
+    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
+        self.0.error(operation, &self.0.status_object(), error)
+    }
+}
+
+/// The entries of one call as the JSON values to store, by slug; a slug
+/// named twice is refused (which of the two would be the truth?).
+pub(crate) fn encode(
+    ledger: &str,
+    operation: &'static str,
+    entries: &[(Slug, LedgerEntry)],
+) -> Result<Map<String, Value>, LedgerError> {
+    let mut seen = HashSet::new();
+    let mut out = Map::new();
+    for (slug, entry) in entries {
+        if !seen.insert(slug) {
+            return Err(LedgerError::Permanent {
+                ledger: ledger.to_owned(),
+                operation,
+                message: format!(
+                    "key {}: slug '{slug}' appears twice in one write",
+                    keys::entry_key(slug)
+                ),
+            });
+        }
+        let value = serde_json::to_value(entry).map_err(|e| LedgerError::Permanent {
+            ledger: ledger.to_owned(),
+            operation,
+            message: format!(
+                "key {}: cannot encode the entry: {e}",
+                keys::entry_key(slug)
+            ),
+        })?;
+        out.insert(slug.as_str().to_owned(), value);
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl Ledger for CrdLedger {
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+
+    async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
+        let Some(object) = self.fetch("read", &mut 0).await? else {
+            return Ok(None);
+        };
+        let view = View::new(&object).map_err(|reason| self.unreadable(reason))?;
+        match view.lifecycle() {
+            Lifecycle::Seeding => Ok(None),
+            Lifecycle::Live => {
+                let mut snapshot = view.snapshot();
+                snapshot.usage = Some(migration_core::Usage {
+                    used_bytes: json_size(view.object),
+                    budget_bytes: self.budget,
+                    record_overhead_bytes: RECORD_OVERHEAD_BYTES,
+                });
+                Ok(Some(snapshot))
+            }
+        }
+    }
+
+    /// Creates the object, then writes its status (two requests; see the
+    /// crate documentation). An object left uninitialized by an interrupted
+    /// create is completed, not refused.
+    async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
+        self.seed(entries).await
+    }
+
+    async fn write(
+        &self,
+        entries: &[(Slug, LedgerEntry)],
+        mode: WriteMode,
+    ) -> Result<WriteReport, LedgerError> {
+        const OP: &str = "write";
+        let encoded = encode(&self.description, OP, entries)?;
+        self.update_status(OP, |view| {
+            let stored = view.entries();
+            let mut report = WriteReport::default();
+            let mut write = StatusWrite::default();
+            for (slug, _) in entries {
+                let key = slug.as_str();
+                if mode == WriteMode::OnlyIfAbsent && stored.is_some_and(|s| s.contains_key(key)) {
+                    report.already_present.push(slug.clone());
+                } else if let Some(value) = encoded.get(key) {
+                    write.entries.insert(key.to_owned(), value.clone());
+                    report.written.push(slug.clone());
+                }
+            }
+            Ok(if write.entries.is_empty() {
+                Step::Done(report)
+            } else {
+                Step::Write(write, report)
+            })
+        })
+        .await
+    }
+
+    async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
+        const OP: &str = "note attempt";
+        let key = keys::attempt_key(slug);
+        self.update_status(OP, |view| {
+            let stored =
+                match view.attempt(slug) {
+                    Some(value) => Some(state::decode_mark(&key, value).map_err(|c| {
+                        self.permanent(OP, format!("{}: {c}", self.status_object()))
+                    })?),
+                    None => None,
+                };
+            let next = AttemptMark::next(stored.as_ref(), token, floor);
+            if stored.as_ref() == Some(&next) {
+                return Ok(Step::Done(next.count));
+            }
+            let value = serde_json::to_value(&next)
+                .map_err(|e| self.permanent(OP, format!("key {key}: {e}")))?;
+            let mut write = StatusWrite::default();
+            write.attempts.insert(slug.as_str().to_owned(), value);
+            Ok(Step::Write(write, next.count))
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl Lock for CrdLedger {
+    async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
+        self.lock.acquire(holder, ttl).await
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
+        self.lock.renew(lease, ttl).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
+        self.lock.release(lease).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slug_twice_in_one_write_is_refused_naming_the_key() {
+        let slug = Slug::parse("a").unwrap();
+        let entry = LedgerEntry::new(
+            migration_core::EntryState::Ok,
+            migration_core::Timestamp::from_unix(0),
+        );
+        let err = encode(
+            "migrationledger x",
+            "write",
+            &[(slug.clone(), entry.clone()), (slug, entry)],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("key m.a"), "{err}");
+    }
+}

@@ -1,0 +1,326 @@
+//! The API-fault suite every Kubernetes ledger backend runs (feature
+//! `testing`): transient errors, permanent errors, lost replies and slow
+//! servers, injected by the in-process test API server. One list of cases,
+//! parametrised by the resource, so the ConfigMap and the custom-resource
+//! backend are held to exactly the same guarantees.
+//!
+//! A backend's test file implements [`FaultHarness`] and expands
+//! [`crate::ledger_fault_tests!`]:
+//!
+//! ```ignore
+//! struct ConfigMaps;
+//! impl migration_kube::fault_suite::FaultHarness for ConfigMaps { /* ... */ }
+//! migration_kube::ledger_fault_tests!(ConfigMaps);
+//! ```
+//!
+//! Each case panics with a message naming the broken guarantee.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use migration_core::testing::{sample_entry, slug};
+use migration_core::{EntryState, Ledger, LedgerEntry, LedgerError, Slug, Timestamp, WriteMode};
+use serde_json::{Value, json};
+use test_apiserver::{FaultRule, LostReply, TestApiServer, Verb};
+
+use crate::RetryPolicy;
+
+/// Tries per operation of the ledgers under test: the count the give-up
+/// case expects on the wire.
+pub const TRIES: u32 = 6;
+
+/// What the suite needs to know about a backend's resource.
+pub trait FaultHarness: Send + Sync {
+    /// The resource the ledger reads and creates, as the test server counts
+    /// requests (`configmaps`, `migrationledgers`).
+    fn resource(&self) -> &'static str;
+
+    /// The resource its writes go to (`configmaps`,
+    /// `migrationledgers/status`).
+    fn writes(&self) -> &'static str;
+
+    /// What the ledger's errors call the object its writes go to
+    /// (`configmap cozystack-version`, `migrationledger cozystack/status`).
+    fn written_object(&self) -> &'static str;
+
+    /// Makes `server` serve the resource (nothing for a built-in kind).
+    fn serve(&self, server: &TestApiServer) {
+        let _ = server;
+    }
+
+    /// A new handle on the ledger through `client`, trying each operation
+    /// as `retry` says. Every handle names the same stored ledger.
+    fn ledger(&self, client: kube::Client, retry: RetryPolicy) -> Arc<dyn Ledger>;
+
+    /// The stored entry of `slug`, read from the server's storage, in its
+    /// stored form (`None` if absent).
+    fn stored_entry(&self, server: &TestApiServer, slug: &Slug) -> Option<Value>;
+
+    /// The stored form of `entry`.
+    fn entry_as_stored(&self, entry: &LedgerEntry) -> Value;
+
+    /// The stored attempt mark of `slug`, as JSON (`None` if absent).
+    fn stored_attempt(&self, server: &TestApiServer, slug: &Slug) -> Option<Value>;
+}
+
+/// A server serving the harness's resource.
+async fn served(h: &impl FaultHarness) -> TestApiServer {
+    let server = TestApiServer::start().await;
+    h.serve(&server);
+    server
+}
+
+/// A handle trying [`TRIES`] times without waiting.
+fn ledger(h: &impl FaultHarness, server: &TestApiServer) -> Arc<dyn Ledger> {
+    h.ledger(server.client(), RetryPolicy::immediate(TRIES))
+}
+
+/// A server holding an empty ledger, created through another handle (so
+/// the handle under test has seen nothing), with the request counters
+/// reset.
+async fn existing(h: &impl FaultHarness) -> TestApiServer {
+    let server = served(h).await;
+    ledger(h, &server).create(&[]).await.unwrap();
+    server.requests().reset();
+    server
+}
+
+fn one(n: usize, state: EntryState) -> [(Slug, LedgerEntry); 1] {
+    [(slug(n), sample_entry(state, n as u32))]
+}
+
+/// A 500 on create, two 500s on the write and a 503 on its read are retried
+/// until the write lands: three writes on the wire.
+pub async fn transient_errors_are_retried_and_succeed(h: &impl FaultHarness) {
+    let server = served(h).await;
+    server.faults().inject(
+        FaultRule::on(Verb::Create, h.resource())
+            .once()
+            .respond(500, "InternalError"),
+    );
+    ledger(h, &server)
+        .create(&one(0, EntryState::Ok))
+        .await
+        .expect("a create is retried after a 500");
+    server.faults().inject(
+        FaultRule::on(Verb::Patch, h.writes())
+            .times(2)
+            .respond(500, "InternalError"),
+    );
+    server.faults().inject(
+        FaultRule::on(Verb::Get, h.resource())
+            .once()
+            .respond(503, "ServiceUnavailable"),
+    );
+    server.requests().reset();
+    let report = ledger(h, &server)
+        .write(&one(1, EntryState::Ok), WriteMode::OnlyIfAbsent)
+        .await
+        .unwrap();
+    assert_eq!(report.written, [slug(1)]);
+    assert_eq!(
+        server.requests().count(Verb::Patch, h.writes()),
+        3,
+        "two 500s, then success"
+    );
+}
+
+/// A write that always meets a 500 gives up after exactly [`TRIES`]
+/// writes, as a transient error naming the ledger.
+pub async fn transient_errors_give_up_after_bounded_attempts_and_say_so(h: &impl FaultHarness) {
+    let server = existing(h).await;
+    server.faults().inject(
+        FaultRule::on(Verb::Patch, h.writes())
+            .always()
+            .respond(500, "InternalError"),
+    );
+    let l = ledger(h, &server);
+    let err = l
+        .write(&one(1, EntryState::Ok), WriteMode::Replace)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LedgerError::Transient {
+                operation: "write",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains(&l.describe()), "{err}");
+    assert_eq!(
+        server.requests().count(Verb::Patch, h.writes()),
+        TRIES as usize,
+        "one write per try, no more, no fewer"
+    );
+}
+
+/// A 403 on a write, a read or a create is final at once and names the
+/// operation, the object and the status.
+pub async fn permanent_errors_fail_closed_naming_operation_and_object(h: &impl FaultHarness) {
+    let server = existing(h).await;
+    server.faults().inject(
+        FaultRule::on(Verb::Patch, h.writes())
+            .always()
+            .respond(403, "Forbidden"),
+    );
+    let l = ledger(h, &server);
+    let err = l
+        .write(&one(1, EntryState::Ok), WriteMode::Replace)
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, LedgerError::Permanent { .. }), "{err:?}");
+    assert!(
+        text.contains("write") && text.contains(h.written_object()) && text.contains("403"),
+        "{text}"
+    );
+    assert_eq!(
+        server.requests().count(Verb::Patch, h.writes()),
+        1,
+        "a permanent error is not retried"
+    );
+
+    server.faults().clear();
+    server.faults().inject(
+        FaultRule::on(Verb::Get, h.resource())
+            .always()
+            .respond(403, "Forbidden"),
+    );
+    let err = l.read().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LedgerError::Permanent {
+                operation: "read",
+                ..
+            }
+        ),
+        "an error is never an absent ledger: {err:?}"
+    );
+
+    let other = served(h).await;
+    other.faults().inject(
+        FaultRule::on(Verb::Create, h.resource())
+            .always()
+            .respond(403, "Forbidden"),
+    );
+    let l = ledger(h, &other);
+    let err = l.create(&[]).await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("create") && text.contains(&l.describe()) && text.contains("403"),
+        "{text}"
+    );
+}
+
+/// An only-if-absent write whose reply was lost (the write landed) finds
+/// its own entry on the retry and reports it present, unchanged.
+pub async fn a_lost_reply_on_an_only_if_absent_write_never_duplicates_or_overwrites(
+    h: &impl FaultHarness,
+) {
+    let server = existing(h).await;
+    server.faults().inject(
+        FaultRule::on(Verb::Patch, h.writes())
+            .once()
+            .lost_reply(LostReply::DropConnection),
+    );
+    let report = ledger(h, &server)
+        .write(&one(1, EntryState::Legacy), WriteMode::OnlyIfAbsent)
+        .await
+        .unwrap();
+    // The first patch landed; the retry re-read and found the key present.
+    assert_eq!(report.already_present, [slug(1)]);
+    assert_eq!(
+        h.stored_entry(&server, &slug(1)),
+        Some(h.entry_as_stored(&sample_entry(EntryState::Legacy, 1)))
+    );
+}
+
+/// A replacing write answered with a 500 although it landed is written
+/// again and leaves exactly the entry written.
+pub async fn a_lost_reply_on_a_replacing_write_leaves_exactly_the_entry_written(
+    h: &impl FaultHarness,
+) {
+    let server = existing(h).await;
+    server.faults().inject(
+        FaultRule::on(Verb::Patch, h.writes())
+            .once()
+            .lost_reply(LostReply::InternalError),
+    );
+    let entry = LedgerEntry {
+        attempts: 1,
+        ..LedgerEntry::new(EntryState::Ok, Timestamp::from_unix(1))
+    };
+    ledger(h, &server)
+        .write(&[(slug(1), entry.clone())], WriteMode::Replace)
+        .await
+        .unwrap();
+    assert_eq!(
+        h.stored_entry(&server, &slug(1)),
+        Some(h.entry_as_stored(&entry))
+    );
+}
+
+/// Noting an attempt whose reply was lost counts the execution once: the
+/// retry finds the token already noted.
+pub async fn a_lost_reply_on_note_attempt_counts_the_execution_once(h: &impl FaultHarness) {
+    let server = existing(h).await;
+    server.faults().inject(
+        FaultRule::on(Verb::Patch, h.writes())
+            .once()
+            .lost_reply(LostReply::InternalError),
+    );
+    let l = ledger(h, &server);
+    assert_eq!(l.note_attempt(&slug(1), "run-7", 0).await.unwrap(), 1);
+    assert_eq!(
+        h.stored_attempt(&server, &slug(1)),
+        Some(json!({"count": 1, "token": "run-7"}))
+    );
+}
+
+/// A read that outlasts the client's timeout is retried and succeeds.
+pub async fn a_slow_server_times_out_and_the_retry_succeeds(h: &impl FaultHarness) {
+    let server = existing(h).await;
+    server.faults().inject(
+        FaultRule::on(Verb::Get, h.resource())
+            .once()
+            .delay(Duration::from_secs(3)),
+    );
+    let mut config = server.config();
+    config.read_timeout = Some(Duration::from_millis(500));
+    let client = kube::Client::try_from(config).unwrap();
+    let l = h.ledger(client, RetryPolicy::immediate(4));
+    assert!(l.read().await.unwrap().is_some());
+}
+
+/// Expands to one `#[tokio::test]` per fault case, in a module `faults`.
+/// `$harness` names a unit struct implementing [`FaultHarness`].
+#[macro_export]
+macro_rules! ledger_fault_tests {
+    ($harness:ident) => {
+        $crate::ledger_fault_tests!(@tests $harness;
+            transient_errors_are_retried_and_succeed,
+            transient_errors_give_up_after_bounded_attempts_and_say_so,
+            permanent_errors_fail_closed_naming_operation_and_object,
+            a_lost_reply_on_an_only_if_absent_write_never_duplicates_or_overwrites,
+            a_lost_reply_on_a_replacing_write_leaves_exactly_the_entry_written,
+            a_lost_reply_on_note_attempt_counts_the_execution_once,
+            a_slow_server_times_out_and_the_retry_succeeds,
+        );
+    };
+    (@tests $harness:ident; $($case:ident),* $(,)?) => {
+        mod faults {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    $crate::fault_suite::$case(&super::$harness).await;
+                }
+            )*
+        }
+    };
+}

@@ -1,0 +1,174 @@
+//! How the backends write: under one field manager, and conditionally on
+//! the resourceVersion that was read, re-reading and recomputing on a 409 a
+//! bounded number of times.
+
+use std::future::Future;
+
+use kube::api::{PatchParams, PostParams};
+use migration_core::LedgerError;
+
+use crate::defaults::FIELD_MANAGER;
+use crate::error::{Class, classify};
+use crate::retry::{Backoff, RetryPolicy};
+
+/// Parameters of a patch under our field manager.
+pub fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
+}
+
+/// Parameters of a create under our field manager.
+pub fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    }
+}
+
+/// Decides what follows a conditional write of `ledger`'s `operation` that
+/// failed with `error` on try `attempt` (counting from 1).
+///
+/// A precondition conflict (409) or a transient error while `retry` has
+/// tries left: waits [`RetryPolicy::delay`] and answers `Ok(())`, meaning
+/// "read again, recompute, write again". A conflict on the last try is
+/// [`LedgerError::Conflict`] naming the tries; anything else is final and
+/// mapped by `final_error` (which names the object).
+pub async fn after_failed_write(
+    retry: &RetryPolicy,
+    ledger: &str,
+    operation: &'static str,
+    error: &kube::Error,
+    attempt: u32,
+    final_error: impl FnOnce(&kube::Error) -> LedgerError,
+) -> Result<(), LedgerError> {
+    match classify(error) {
+        Class::Conflict | Class::Transient if attempt < retry.attempts => {
+            tracing::debug!(%error, attempt, operation, "ledger write refused; re-reading and retrying");
+            retry.pause(attempt).await;
+            Ok(())
+        }
+        Class::Conflict => Err(LedgerError::Conflict {
+            ledger: ledger.to_owned(),
+            operation,
+            attempts: attempt,
+        }),
+        _ => Err(final_error(error)),
+    }
+}
+
+/// The object a conditional write starts from.
+#[derive(Debug)]
+pub struct Base<O> {
+    /// The object.
+    pub object: O,
+    /// Whether it was just read. `false` for a copy the handle remembered
+    /// from an earlier request, which may be stale.
+    pub fresh: bool,
+}
+
+/// What a conditional update decided on the object it read.
+#[derive(Debug)]
+pub enum Step<W, T> {
+    /// Nothing to write: answer `T`.
+    Done(T),
+    /// Send `W`, and answer `T` once it has landed.
+    Write(W, T),
+}
+
+/// An object a backend changes by conditional writes: the write carries the
+/// resourceVersion of the object it was computed from, so a concurrent
+/// change makes it fail with 409 instead of being overwritten.
+pub trait ConditionalObject: Sync {
+    /// The object as read or remembered.
+    type Object: Send + Sync;
+    /// What one write sends.
+    type Write: Send + Sync;
+
+    /// The ledger, as errors name it.
+    fn ledger(&self) -> &str;
+
+    /// How often and how patiently to try.
+    fn retry(&self) -> &RetryPolicy;
+
+    /// The object the next try starts from. On the first try of an update
+    /// (`first`) a remembered copy may serve (not fresh); on every later try
+    /// it must be read (fresh), or the update could loop on a stale copy.
+    /// Each read, and each use of a remembered copy, adds one to `attempt`.
+    fn base(
+        &self,
+        operation: &'static str,
+        attempt: &mut u32,
+        first: bool,
+    ) -> impl Future<Output = Result<Base<Self::Object>, LedgerError>> + Send;
+
+    /// Sends `write`, conditioned on `base`'s resourceVersion.
+    fn send(
+        &self,
+        base: &Self::Object,
+        write: &Self::Write,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    /// Maps an error that ends the update (not a conflict, or no tries left
+    /// for a transient error), naming the object.
+    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError;
+
+    /// Forgets any remembered copy after a failed write: the write's outcome
+    /// is unknown, so the copy may no longer be the stored object.
+    fn forget(&self) {}
+}
+
+/// One conditional update of `object`: take a base, let `decide` compute
+/// what to write from it, write that on the condition that the object is
+/// still as it was, and on a conflict or a transient error do it all again,
+/// at most [`RetryPolicy::attempts`] tries in all.
+///
+/// An answer that sends nothing (nothing to write, or a refusal from
+/// `decide`) is only given on a fresh read: on a remembered copy it reads
+/// again first. A 409 on a remembered copy only says the copy was stale: it
+/// reads again at once, without backing off.
+pub async fn conditional_update<C, T>(
+    object: &C,
+    operation: &'static str,
+    mut decide: impl FnMut(&C::Object) -> Result<Step<C::Write, T>, LedgerError>,
+) -> Result<T, LedgerError>
+where
+    C: ConditionalObject,
+{
+    let mut attempt = 0;
+    let mut first = true;
+    loop {
+        let base = object
+            .base(operation, &mut attempt, std::mem::take(&mut first))
+            .await?;
+        let (write, answer) = match decide(&base.object) {
+            Ok(Step::Write(write, answer)) => (write, answer),
+            _ if !base.fresh => continue,
+            Ok(Step::Done(answer)) => return Ok(answer),
+            Err(e) => return Err(e),
+        };
+        match object.send(&base.object, &write).await {
+            Ok(()) => return Ok(answer),
+            Err(e) => {
+                object.forget();
+                if !base.fresh && classify(&e) == Class::Conflict {
+                    tracing::debug!(
+                        operation,
+                        "the remembered ledger object was stale; re-reading"
+                    );
+                    continue;
+                }
+                after_failed_write(
+                    object.retry(),
+                    object.ledger(),
+                    operation,
+                    &e,
+                    attempt,
+                    |e| object.final_error(operation, e),
+                )
+                .await?;
+            }
+        }
+    }
+}

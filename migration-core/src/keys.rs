@@ -1,0 +1,110 @@
+//! The ledger's key layout: how a backend that stores the ledger as flat
+//! `key → string` data (a ConfigMap's `data`, the file and memory ledgers)
+//! names what it holds, and how a stored key is read back (CONTRACT.md §2, §5).
+//!
+//! | key            | holds                                                   |
+//! |----------------|---------------------------------------------------------|
+//! | `version`      | the legacy integer (read, never written, by the engine) |
+//! | `m.<slug>`     | the entry of `<slug>`, as compact JSON                  |
+//! | `a.<slug>`     | the attempt mark of `<slug>` (started executions)       |
+//!
+//! Any other key belongs to another owner and is left alone. Backends that
+//! store entries and marks in maps of their own (the custom-resource
+//! ledger's `status.entries` and `status.attempts`) still name them by these
+//! keys in errors and corrupt records, so a message reads the same whatever
+//! the backend.
+
+use crate::slug::{Slug, SlugError};
+
+/// The key that holds the legacy integer.
+pub const VERSION: &str = "version";
+
+/// The prefix that turns a slug into the key of its entry (`m.<slug>`).
+pub const ENTRY_PREFIX: &str = "m.";
+
+/// The prefix that turns a slug into the key of its attempt mark
+/// (`a.<slug>`).
+pub const ATTEMPT_PREFIX: &str = "a.";
+
+/// The key of the entry of `name`: `m.<name>`. `name` is a slug, or the raw
+/// name a backend found stored where a slug belongs (to name it in a corrupt
+/// record).
+pub fn entry_key(name: impl AsRef<str>) -> String {
+    format!("{ENTRY_PREFIX}{}", name.as_ref())
+}
+
+/// The key of the attempt mark of `name`: `a.<name>`; `name` as for
+/// [`entry_key`].
+pub fn attempt_key(name: impl AsRef<str>) -> String {
+    format!("{ATTEMPT_PREFIX}{}", name.as_ref())
+}
+
+/// What a stored key names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Key {
+    /// `version`: the legacy integer.
+    Version,
+    /// `m.<rest>`: an entry; `Err` when `<rest>` is not a slug, which makes
+    /// the key a corrupt record, never something to ignore silently.
+    Entry(Result<Slug, SlugError>),
+    /// `a.<rest>`: an attempt mark; `Err` as for [`Key::Entry`].
+    Attempt(Result<Slug, SlugError>),
+    /// Anything else: another owner's data.
+    Foreign,
+}
+
+/// Reads a stored key.
+pub fn parse(key: &str) -> Key {
+    if key == VERSION {
+        Key::Version
+    } else if let Some(rest) = key.strip_prefix(ENTRY_PREFIX) {
+        Key::Entry(Slug::parse(rest))
+    } else if let Some(rest) = key.strip_prefix(ATTEMPT_PREFIX) {
+        Key::Attempt(Slug::parse(rest))
+    } else {
+        Key::Foreign
+    }
+}
+
+/// Whether `key` is an entry key (`m.` prefix, slug or not): what a
+/// backend counts as the ledger's entries in a [`LedgerError::Full`].
+///
+/// [`LedgerError::Full`]: crate::LedgerError::Full
+pub fn is_entry_key(key: &str) -> bool {
+    key.starts_with(ENTRY_PREFIX)
+}
+
+/// Whether the engine writes `key`: an entry or an attempt mark (never
+/// `version`, never another owner's key).
+pub fn is_engine_key(key: &str) -> bool {
+    key.starts_with(ENTRY_PREFIX) || key.starts_with(ATTEMPT_PREFIX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_key_reads_back_as_its_slug() {
+        let slug = Slug::parse("etcd-crds-precreate").unwrap();
+        assert_eq!(entry_key(&slug), "m.etcd-crds-precreate");
+        assert_eq!(parse(&entry_key(&slug)), Key::Entry(Ok(slug.clone())));
+        assert_eq!(attempt_key(&slug), "a.etcd-crds-precreate");
+        assert_eq!(parse(&attempt_key(&slug)), Key::Attempt(Ok(slug)));
+    }
+
+    #[test]
+    fn version_and_foreign_keys_are_not_migration_keys() {
+        assert_eq!(parse("version"), Key::Version);
+        assert_eq!(parse("owner-note"), Key::Foreign);
+        assert!(!is_engine_key("version") && !is_entry_key("version"));
+        assert!(is_engine_key("a.x") && !is_entry_key("a.x"));
+    }
+
+    #[test]
+    fn a_prefixed_key_that_is_not_a_slug_is_corrupt_not_foreign() {
+        assert!(matches!(parse("m.Bad"), Key::Entry(Err(_))));
+        assert!(matches!(parse("a."), Key::Attempt(Err(_))));
+        assert!(is_entry_key("m.Bad"));
+    }
+}
