@@ -15,7 +15,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{json, migrate, parse, script};
+use common::{json, migrate, parse};
+use migration_core::testing::fixtures::script_text as script;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/shell")
