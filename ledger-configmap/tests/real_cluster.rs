@@ -1,21 +1,28 @@
-//! The opt-in real-cluster lane: the same conformance suite against a real
-//! API server. Set `MIGRATE_TEST_KUBECONFIG` to a kubeconfig (and optionally
-//! `MIGRATE_TEST_NAMESPACE`, default `default`); each case uses its own
-//! ConfigMap and Lease, deleted afterwards. Unset, the test says it skipped.
+//! The real-server lane: the conformance suite and the ConfigMap backend's own behaviours
+//! against a real API server. Set `MIGRATE_TEST_KUBECONFIG` to a kubeconfig (and optionally
+//! `MIGRATE_TEST_NAMESPACE`, default `default`, and `MIGRATE_TEST_KUBECTL`, the kubectl to run);
+//! `examples/kube-testenv/testenv.sh start` provides one. Each test uses its own ConfigMap and
+//! Lease and deletes them afterwards. Unset, every test prints that it skipped.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::BTreeMap;
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger, Options};
-use migration_core::testing::Harness;
-use migration_core::{LockedLedger, ManualClock, Timestamp};
+use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger, Options, configmap_size};
+use migration_core::testing::{Harness, sample_entry, slug};
+use migration_core::{
+    EntryState, Ledger, LedgerEntry, LedgerError, ManualClock, Timestamp, WriteMode,
+};
+use serde_json::json;
+use test_apiserver::real::{RealCluster, unique_name};
 
 struct Real {
     client: Client,
@@ -26,7 +33,7 @@ struct Real {
 
 #[async_trait]
 impl Harness for Real {
-    async fn ledger(&self) -> Arc<dyn LockedLedger> {
+    async fn ledger(&self) -> Arc<dyn Ledger> {
         let options = Options {
             clock: self.clock.clone(),
             ..Options::default()
@@ -64,19 +71,10 @@ impl Harness for Real {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_against_a_real_cluster() {
-    let Ok(path) = std::env::var("MIGRATE_TEST_KUBECONFIG") else {
-        eprintln!(
-            "skipped: set MIGRATE_TEST_KUBECONFIG to a kubeconfig to run the real-cluster lane"
-        );
+    let Some(cluster) = RealCluster::from_env("ConfigMap conformance lane").await else {
         return;
     };
-    let kubeconfig = kube::config::Kubeconfig::read_from(&path).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    let client = Client::try_from(config).unwrap();
-    let namespace = std::env::var("MIGRATE_TEST_NAMESPACE").unwrap_or_else(|_| "default".into());
-    lane(client, namespace).await;
+    lane(cluster.client(), cluster.namespace().to_owned()).await;
 }
 
 /// The lane itself, also exercised against the test API server below so
@@ -120,4 +118,468 @@ async fn the_lane_runs_every_case_and_cleans_up_against_the_test_server() {
         "the lane deletes what it made"
     );
     assert!(server.objects("leases").is_empty());
+}
+
+// ------------------------------------------------------------------ the backend's own tests
+
+/// One test's ConfigMap (and its Lease) on the real cluster, deleted by [`Fixture::cleanup`],
+/// which every test calls last. A failed test leaves them behind for inspection; the test
+/// environment is thrown away with its etcd data.
+struct Fixture {
+    cluster: RealCluster,
+    name: String,
+}
+
+impl Fixture {
+    async fn new(what: &str, prefix: &str) -> Option<Self> {
+        let cluster = RealCluster::from_env(what).await?;
+        Some(Self {
+            cluster,
+            name: unique_name(prefix),
+        })
+    }
+
+    fn api(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.cluster.client(), self.cluster.namespace())
+    }
+
+    fn ledger_with(&self, options: Options) -> ConfigMapLedger {
+        ConfigMapLedger::with_options(
+            self.cluster.client(),
+            self.cluster.namespace(),
+            &self.name,
+            options,
+        )
+    }
+
+    fn ledger(&self) -> ConfigMapLedger {
+        self.ledger_with(Options::default())
+    }
+
+    async fn create(&self, labels: serde_json::Value, data: serde_json::Value) -> ConfigMap {
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": self.name, "labels": labels},
+            "data": data,
+        }))
+        .unwrap();
+        self.api()
+            .create(&PostParams::default(), &cm)
+            .await
+            .unwrap()
+    }
+
+    async fn stored(&self) -> ConfigMap {
+        self.api().get(&self.name).await.unwrap()
+    }
+
+    async fn data(&self) -> BTreeMap<String, String> {
+        self.stored().await.data.unwrap_or_default()
+    }
+
+    /// Runs kubectl with `manifest` on stdin; panics with its output unless it succeeds.
+    fn kubectl_apply(&self, args: &[&str], manifest: &serde_json::Value) -> String {
+        use std::io::Write;
+        let mut child = self
+            .cluster
+            .kubectl()
+            .args(["apply", "-n", self.cluster.namespace(), "-f", "-"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run kubectl (set MIGRATE_TEST_KUBECTL): {e}"));
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(manifest.to_string().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success(),
+            "kubectl apply {args:?} failed: {text}"
+        );
+        text
+    }
+
+    fn manifest(&self, data: serde_json::Value) -> serde_json::Value {
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": self.name, "namespace": self.cluster.namespace()},
+            "data": data,
+        })
+    }
+
+    async fn cleanup(self) {
+        let _ = self
+            .api()
+            .delete(&self.name, &DeleteParams::default())
+            .await;
+        let leases: Api<Lease> = Api::namespaced(self.cluster.client(), self.cluster.namespace());
+        let _ = leases
+            .delete(&format!("{}-lock", self.name), &DeleteParams::default())
+            .await;
+    }
+}
+
+fn ledger_keys(data: &BTreeMap<String, String>) -> Vec<&str> {
+    data.keys()
+        .map(String::as_str)
+        .filter(|k| k.starts_with("m.") || k.starts_with("a."))
+        .collect()
+}
+
+/// Five entries and two attempt marks: the keys the apply tests must never lose.
+async fn record_some(ledger: &ConfigMapLedger) {
+    let entries: Vec<_> = (0..5)
+        .map(|n| (slug(n), sample_entry(EntryState::Ok, n as u32)))
+        .collect();
+    ledger
+        .write(&entries, WriteMode::OnlyIfAbsent)
+        .await
+        .unwrap();
+    ledger.note_attempt(&slug(5), "t-5", 0).await.unwrap();
+    ledger.note_attempt(&slug(6), "t-6", 0).await.unwrap();
+}
+
+const OUR_KEYS: [&str; 7] = [
+    "a.s-5", "a.s-6", "m.s-0", "m.s-1", "m.s-2", "m.s-3", "m.s-4",
+];
+
+#[tokio::test]
+async fn a_client_side_kubectl_apply_of_version_leaves_every_ledger_key_in_place() {
+    let Some(f) = Fixture::new("client-side kubectl apply", "csa").await else {
+        return;
+    };
+    // The chart creates the ConfigMap with kubectl apply: `version` only.
+    f.kubectl_apply(&[], &f.manifest(json!({"version": "45"})));
+    let l = f.ledger();
+    record_some(&l).await;
+    // A later release applies version 46; another drops the key altogether.
+    f.kubectl_apply(&[], &f.manifest(json!({"version": "46"})));
+    assert_eq!(ledger_keys(&f.data().await), OUR_KEYS);
+    assert_eq!(f.data().await["version"], "46");
+    f.kubectl_apply(&[], &f.manifest(json!({"note": "x"})));
+    let data = f.data().await;
+    assert_eq!(ledger_keys(&data), OUR_KEYS, "every m.*/a.* key survives");
+    assert!(
+        !data.contains_key("version"),
+        "the apply pruned the key it had applied before (the control: pruning is real)"
+    );
+    assert_eq!(l.read().await.unwrap().unwrap().records.len(), 5);
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_client_side_kubectl_apply_prunes_ledger_keys_once_they_are_in_its_manifest() {
+    let Some(f) = Fixture::new("client-side kubectl apply hazard", "csa-hazard").await else {
+        return;
+    };
+    f.kubectl_apply(&[], &f.manifest(json!({"version": "45"})));
+    record_some(&f.ledger()).await;
+    // A chart that (wrongly) renders a ledger key: the key enters last-applied-configuration...
+    let entry = f.data().await["m.s-0"].clone();
+    f.kubectl_apply(&[], &f.manifest(json!({"version": "46", "m.s-0": entry})));
+    // ... and the next apply without it deletes the entry.
+    f.kubectl_apply(&[], &f.manifest(json!({"version": "47"})));
+    let data = f.data().await;
+    assert!(
+        !data.contains_key("m.s-0"),
+        "the hazard: a key once in the applied manifest is pruned"
+    );
+    assert!(
+        data.contains_key("m.s-1"),
+        "keys never applied stay: {data:?}"
+    );
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_server_side_kubectl_apply_of_version_leaves_every_ledger_key_in_place() {
+    let Some(f) = Fixture::new("server-side kubectl apply", "ssa").await else {
+        return;
+    };
+    let ssa = ["--server-side", "--field-manager", "chart"];
+    f.kubectl_apply(&ssa, &f.manifest(json!({"version": "45"})));
+    let l = f.ledger();
+    record_some(&l).await;
+    f.kubectl_apply(&ssa, &f.manifest(json!({"version": "46"})));
+    assert_eq!(ledger_keys(&f.data().await), OUR_KEYS);
+    f.kubectl_apply(&ssa, &f.manifest(json!({"note": "x"})));
+    let data = f.data().await;
+    assert_eq!(ledger_keys(&data), OUR_KEYS, "every m.*/a.* key survives");
+    assert!(
+        !data.contains_key("version"),
+        "the apply pruned the field only it owned (the control: pruning is real)"
+    );
+    // The ownership that protects them: our merge patches made cozystack-migrate their manager.
+    let managers: Vec<_> = f
+        .stored()
+        .await
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| {
+            (
+                m.manager.unwrap_or_default(),
+                m.operation.unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert!(
+        managers.contains(&("cozystack-migrate".into(), "Update".into())),
+        "{managers:?}"
+    );
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_server_side_kubectl_apply_that_takes_a_ledger_key_by_force_prunes_it_later() {
+    let Some(f) = Fixture::new("server-side kubectl apply hazard", "ssa-hazard").await else {
+        return;
+    };
+    let ssa = ["--server-side", "--field-manager", "chart"];
+    f.kubectl_apply(&ssa, &f.manifest(json!({"version": "45"})));
+    record_some(&f.ledger()).await;
+    // Applying our key with another value conflicts with our ownership: the real server refuses
+    // unless forced.
+    let conflict = f
+        .cluster
+        .kubectl()
+        .args([
+            "apply",
+            "--server-side",
+            "--field-manager",
+            "chart",
+            "-f",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            let manifest = f.manifest(json!({"version": "46", "m.s-0": "{}"}));
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(manifest.to_string().as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    let text = String::from_utf8_lossy(&conflict.stderr);
+    assert!(
+        !conflict.status.success() && text.contains("conflict"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cozystack-migrate"),
+        "names our manager: {text}"
+    );
+    // Forced, the chart takes the key over, and its next apply without the key deletes it.
+    let forced = [
+        "--server-side",
+        "--field-manager",
+        "chart",
+        "--force-conflicts",
+    ];
+    f.kubectl_apply(
+        &forced,
+        &f.manifest(json!({"version": "46", "m.s-0": "{}"})),
+    );
+    f.kubectl_apply(&ssa, &f.manifest(json!({"version": "47"})));
+    let data = f.data().await;
+    assert!(!data.contains_key("m.s-0"), "the hazard: {data:?}");
+    assert!(
+        data.contains_key("m.s-1"),
+        "keys never applied stay: {data:?}"
+    );
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn writes_keep_labels_and_foreign_keys_on_a_real_server() {
+    let Some(f) = Fixture::new("ConfigMap writes keep foreign data", "keep").await else {
+        return;
+    };
+    f.create(
+        json!({"platform.cozystack.io/no-delete": "true"}),
+        json!({"version": "45", "owner-note": "hands off"}),
+    )
+    .await;
+    let l = f.ledger();
+    l.write(
+        &[(slug(1), sample_entry(EntryState::Legacy, 1))],
+        WriteMode::OnlyIfAbsent,
+    )
+    .await
+    .unwrap();
+    l.write(
+        &[(slug(1), sample_entry(EntryState::Ok, 2))],
+        WriteMode::Replace,
+    )
+    .await
+    .unwrap();
+    l.note_attempt(&slug(2), "t", 0).await.unwrap();
+    let cm = f.stored().await;
+    assert_eq!(
+        cm.metadata.labels.unwrap()["platform.cozystack.io/no-delete"],
+        "true"
+    );
+    let data = cm.data.unwrap();
+    assert_eq!(data["version"], "45");
+    assert_eq!(data["owner-note"], "hands off");
+    assert_eq!(data["m.s-1"], sample_entry(EntryState::Ok, 2).encode());
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_chart_created_configmap_with_only_version_is_an_old_cluster_on_a_real_server() {
+    let Some(f) = Fixture::new("chart-created ConfigMap", "chart").await else {
+        return;
+    };
+    f.create(json!({}), json!({"version": "12"})).await;
+    let snapshot = f.ledger().read().await.unwrap().expect("it exists");
+    assert_eq!(snapshot.version, migration_core::LegacyVersion::Known(12));
+    assert!(snapshot.records.is_empty());
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn ten_thousand_keys_with_one_corrupt_read_as_exactly_one_corrupt_on_a_real_server() {
+    let Some(f) = Fixture::new("ten thousand keys", "tenk").await else {
+        return;
+    };
+    let value = LedgerEntry::new(EntryState::Ok, Timestamp::from_unix(0)).encode();
+    let mut data = serde_json::Map::new();
+    for n in 0..10_000 {
+        data.insert(format!("m.k{n}"), json!(value));
+    }
+    data.insert("m.k4242".into(), json!("{\"state\":\"ok\""));
+    f.create(json!({}), serde_json::Value::Object(data)).await;
+    let snapshot = f.ledger().read().await.unwrap().unwrap();
+    assert_eq!(snapshot.records.len(), 10_000);
+    let corrupt: Vec<_> = snapshot
+        .corrupt()
+        .map(|(s, c)| (s.to_string(), c.key.clone()))
+        .collect();
+    assert_eq!(corrupt, [("k4242".to_owned(), "m.k4242".to_owned())]);
+    f.cleanup().await;
+}
+
+/// An entry whose key and value take exactly `bytes` in the ConfigMap.
+fn entry_of_size(n: usize, bytes: usize) -> (migration_core::Slug, LedgerEntry) {
+    let mut entry = sample_entry(EntryState::Failed, n as u32);
+    entry.message = Some(String::new());
+    let overhead = slug(n).ledger_key().len() + entry.encode().len();
+    entry.message = Some("x".repeat(bytes - overhead));
+    assert_eq!(slug(n).ledger_key().len() + entry.encode().len(), bytes);
+    (slug(n), entry)
+}
+
+#[tokio::test]
+async fn the_budget_is_exactly_the_one_mebibyte_the_real_server_enforces() {
+    let Some(f) = Fixture::new("the 1 MiB ConfigMap limit", "mib").await else {
+        return;
+    };
+    let created = f.create(json!({}), json!({"version": "45"})).await;
+    let room = CONFIGMAP_BUDGET_BYTES as usize - configmap_size(&created) as usize;
+    // One byte over: our budget refuses before sending (nothing stored, resourceVersion kept).
+    let err = f
+        .ledger()
+        .write(&[entry_of_size(1, room + 1)], WriteMode::Replace)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LedgerError::Full { .. }), "{err:?}");
+    assert_eq!(
+        f.stored().await.metadata.resource_version,
+        created.metadata.resource_version
+    );
+    // With our budget out of the way, the real server refuses the same write itself: 422
+    // Invalid "Too long", which the backend reports as a permanent error (not Full, which
+    // only our own pre-check produces) naming the operation and the server's message.
+    let unbudgeted = f.ledger_with(Options {
+        budget: u64::MAX,
+        ..Options::default()
+    });
+    let err = unbudgeted
+        .write(&[entry_of_size(1, room + 1)], WriteMode::Replace)
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, LedgerError::Permanent { .. }), "{err:?}");
+    assert!(
+        text.contains("422 Invalid") && text.contains("Too long") && text.contains("1048576"),
+        "{text}"
+    );
+    // Exactly at the limit: both we and the real server accept it.
+    f.ledger()
+        .write(&[entry_of_size(1, room)], WriteMode::Replace)
+        .await
+        .unwrap();
+    assert_eq!(
+        configmap_size(&f.stored().await),
+        CONFIGMAP_BUDGET_BYTES,
+        "the ConfigMap is full to the byte"
+    );
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_taken_over_and_the_old_holder_cannot_release_it() {
+    let Some(f) = Fixture::new("Lease take-over after expiry", "lease").await else {
+        return;
+    };
+    // Wall-clock expiry, no manual clock: the lease really lapses.
+    let l = f.ledger();
+    let first = l
+        .acquire_lock("runner-a", Duration::from_secs(1))
+        .await
+        .unwrap();
+    let held = l
+        .acquire_lock("runner-b", Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&held, LedgerError::LockHeld { holder, .. } if holder == "runner-a"),
+        "{held:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let second = f
+        .ledger()
+        .acquire_lock("runner-b", Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(second.holder, "runner-b");
+    let lost = l
+        .renew_lock(&first, Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert!(matches!(lost, LedgerError::LockLost { .. }), "{lost:?}");
+    l.release_lock(&first).await.unwrap();
+    let leases: Api<Lease> = Api::namespaced(f.cluster.client(), f.cluster.namespace());
+    let stored = leases.get(&format!("{}-lock", f.name)).await.unwrap();
+    assert_eq!(
+        stored.spec.unwrap().holder_identity.as_deref(),
+        Some("runner-b"),
+        "the old holder's release leaves the new holder alone"
+    );
+    l.release_lock(&second).await.unwrap();
+    assert!(
+        leases
+            .get_opt(&format!("{}-lock", f.name))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    f.cleanup().await;
 }

@@ -1,6 +1,7 @@
-//! The opt-in real-cluster lane: the same conformance suite against a real
-//! API server. Set `MIGRATE_TEST_KUBECONFIG` to a kubeconfig (and optionally
-//! `MIGRATE_TEST_NAMESPACE`, default `default`, for the Leases). The lane
+//! The real-server lane: the conformance suite and the custom-resource backend's
+//! own behaviours against a real API server. Set `MIGRATE_TEST_KUBECONFIG` to a
+//! kubeconfig (and optionally `MIGRATE_TEST_NAMESPACE`, default `default`, for the
+//! Leases); `examples/kube-testenv/testenv.sh start` provides one. The lane
 //! installs (or updates) the `MigrationLedger` CRD by server-side apply and
 //! waits until it is established; each case uses its own `MigrationLedger`
 //! and Lease, deleted afterwards. The CRD itself is never deleted: that
@@ -28,6 +29,7 @@ use ledger_crd::{CrdLedger, DEFAULT_BUDGET_BYTES, MigrationLedger, Options};
 use migration_core::testing::Harness;
 use migration_core::{LockedLedger, ManualClock, Timestamp};
 use serde_json::json;
+use test_apiserver::real::RealCluster;
 
 /// The field manager of the lane's CRD apply and planted values.
 const LANE_MANAGER: &str = "cozystack-migrate-test-lane";
@@ -125,19 +127,10 @@ async fn install_crd(client: &Client) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_against_a_real_cluster() {
-    let Ok(path) = std::env::var("MIGRATE_TEST_KUBECONFIG") else {
-        eprintln!(
-            "skipped: set MIGRATE_TEST_KUBECONFIG to a kubeconfig to run the real-cluster lane"
-        );
+    let Some(cluster) = RealCluster::from_env("MigrationLedger conformance lane").await else {
         return;
     };
-    let kubeconfig = kube::config::Kubeconfig::read_from(&path).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    let client = Client::try_from(config).unwrap();
-    let namespace = std::env::var("MIGRATE_TEST_NAMESPACE").unwrap_or_else(|_| "default".into());
-    lane(client, namespace).await;
+    lane(cluster.client(), cluster.namespace().to_owned()).await;
 }
 
 /// The lane itself, also exercised against the test API server below so
@@ -243,4 +236,624 @@ async fn the_lane_installs_the_crd_runs_every_case_and_cleans_up_against_the_tes
         1,
         "the lane never deletes the CRD"
     );
+}
+
+// ------------------------------------------------------------------ the backend's own tests
+
+/// One test's `MigrationLedger` (cluster-scoped, so its name is unique per run) and Lease on
+/// the real cluster, deleted by [`Fixture::cleanup`], which every test calls last. A failed
+/// test leaves them for inspection; the test environment is thrown away with its etcd data.
+struct Fixture {
+    cluster: RealCluster,
+    name: String,
+}
+
+impl Fixture {
+    async fn new(what: &str, prefix: &str) -> Option<Self> {
+        let cluster = RealCluster::from_env(what).await?;
+        install_crd(&cluster.client()).await;
+        Some(Self {
+            cluster,
+            name: test_apiserver::real::unique_name(prefix),
+        })
+    }
+
+    fn options(&self) -> Options {
+        Options {
+            lease_namespace: self.cluster.namespace().to_owned(),
+            ..Options::default()
+        }
+    }
+
+    fn ledger_with(&self, options: Options) -> CrdLedger {
+        CrdLedger::with_options(self.cluster.client(), &self.name, options)
+    }
+
+    fn ledger(&self) -> CrdLedger {
+        self.ledger_with(self.options())
+    }
+
+    fn api(&self) -> Api<DynamicObject> {
+        Api::all_with(
+            self.cluster.client(),
+            &ApiResource::erase::<MigrationLedger>(&()),
+        )
+    }
+
+    async fn stored(&self) -> serde_json::Value {
+        serde_json::to_value(self.api().get(&self.name).await.unwrap()).unwrap()
+    }
+
+    /// Creates the object as a chart or a human would: no engine annotation.
+    async fn declare(&self, spec: serde_json::Value) -> Result<DynamicObject, kube::Error> {
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "migrations.cozystack.io/v1alpha1", "kind": "MigrationLedger",
+            "metadata": {"name": self.name}, "spec": spec,
+        }))
+        .unwrap();
+        self.api().create(&Default::default(), &object).await
+    }
+
+    async fn cleanup(self) {
+        let _ = self
+            .api()
+            .delete(&self.name, &DeleteParams::default())
+            .await;
+        let leases: Api<Lease> = Api::namespaced(self.cluster.client(), self.cluster.namespace());
+        let _ = leases
+            .delete(&format!("{}-lock", self.name), &DeleteParams::default())
+            .await;
+    }
+}
+
+fn entries(
+    range: std::ops::Range<usize>,
+    state: migration_core::EntryState,
+) -> Vec<(migration_core::Slug, migration_core::LedgerEntry)> {
+    range
+        .map(|n| {
+            (
+                migration_core::testing::slug(n),
+                migration_core::testing::sample_entry(state, n as u32),
+            )
+        })
+        .collect()
+}
+
+/// A JSON Patch to the ledger's status subresource, as the backend sends it (kube's typed JSON
+/// Patch needs the `json-patch` crate: this is its merge-patch request with the body swapped).
+async fn json_patch_status(
+    f: &Fixture,
+    ops: &serde_json::Value,
+) -> Result<serde_json::Value, kube::Error> {
+    let params = PatchParams {
+        field_manager: Some(LANE_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    let mut request =
+        kube::core::Request::new("/apis/migrations.cozystack.io/v1alpha1/migrationledgers")
+            .patch_subresource("status", &f.name, &params, &Patch::Merge(json!({})))
+            .unwrap();
+    *request.body_mut() = serde_json::to_vec(ops).unwrap();
+    request.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json-patch+json"),
+    );
+    f.cluster
+        .client()
+        .request::<serde_json::Value>(request)
+        .await
+}
+
+fn api_status<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Box<kube::core::Status> {
+    match result {
+        Err(kube::Error::Api(status)) => status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_crd_is_accepted_by_server_side_apply_and_becomes_established() {
+    let Some(cluster) = RealCluster::from_env("CRD installation").await else {
+        return;
+    };
+    install_crd(&cluster.client()).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
+    let crd = crds.get(MigrationLedger::crd_name()).await.unwrap();
+    let conditions: Vec<_> = crd
+        .status
+        .unwrap()
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| (c.type_, c.status))
+        .collect();
+    for wanted in ["NamesAccepted", "Established"] {
+        assert!(
+            conditions.contains(&(wanted.to_owned(), "True".to_owned())),
+            "{conditions:?}"
+        );
+    }
+    assert!(
+        !conditions.iter().any(|(t, _)| t == "NonStructuralSchema"),
+        "the real server takes the generated schema as structural: {conditions:?}"
+    );
+    // Applying the same manifest again changes nothing.
+    let before = crd.metadata.resource_version;
+    install_crd(&cluster.client()).await;
+    let again = crds.get(MigrationLedger::crd_name()).await.unwrap();
+    assert_eq!(again.metadata.resource_version, before);
+}
+
+#[tokio::test]
+async fn printer_columns_read_back_through_the_table_format() {
+    let Some(f) = Fixture::new("printer columns", "columns").await else {
+        return;
+    };
+    use migration_core::EntryState;
+    let l = f.ledger();
+    let mut seed = entries(0..3, EntryState::Ok);
+    seed.extend(entries(3..5, EntryState::SkippedFreshInstall));
+    l.create(&seed).await.unwrap();
+    l.write(
+        &entries(5..6, EntryState::Failed),
+        migration_core::WriteMode::Replace,
+    )
+    .await
+    .unwrap();
+    let request = http::Request::get(format!(
+        "/apis/migrations.cozystack.io/v1alpha1/migrationledgers/{}",
+        f.name
+    ))
+    .header(
+        http::header::ACCEPT,
+        "application/json;as=Table;g=meta.k8s.io;v=v1",
+    )
+    .body(Vec::new())
+    .unwrap();
+    let text = f.cluster.client().request_text(request).await.unwrap();
+    let table: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(table["kind"], "Table", "{table:#}");
+    let columns: Vec<_> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap(),
+                c["priority"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ("Name", 0),
+            ("Ready", 0),
+            ("OK", 0),
+            ("Failed", 0),
+            ("Other", 0),
+            ("Corrupt", 1),
+            ("Newest", 0),
+            ("Age", 0)
+        ]
+    );
+    let cells = table["rows"][0]["cells"].as_array().unwrap();
+    assert_eq!(
+        cells[..6],
+        [
+            json!(f.name),
+            json!("False"),
+            json!(3),
+            json!(1),
+            json!(2),
+            json!(0)
+        ]
+    );
+    let newest = migration_core::testing::sample_entry(EntryState::Failed, 5)
+        .at
+        .to_string();
+    assert_eq!(cells[6], json!(newest), "the newest entry's time");
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_status_subresource_keeps_entries_out_of_reach_of_spec_writes() {
+    let Some(f) = Fixture::new("status subresource", "status").await else {
+        return;
+    };
+    use migration_core::{EntryState, WriteMode};
+    // Created with a status: the real server drops it.
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "migrations.cozystack.io/v1alpha1", "kind": "MigrationLedger",
+        "metadata": {"name": f.name}, "spec": {"bundle": "x"},
+        "status": {"initialized": true, "entries": {}},
+    }))
+    .unwrap();
+    let created = f.api().create(&Default::default(), &object).await.unwrap();
+    assert!(
+        serde_json::to_value(&created)
+            .unwrap()
+            .get("status")
+            .is_none(),
+        "{created:?}"
+    );
+    f.api()
+        .delete(&f.name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let l = f.ledger();
+    l.create(&entries(0..3, EntryState::Ok)).await.unwrap();
+    // A chart applies spec, labels, annotations and (by mistake) a status.
+    let applied = json!({
+        "apiVersion": "migrations.cozystack.io/v1alpha1", "kind": "MigrationLedger",
+        "metadata": {"name": f.name, "labels": {"app": "cozystack"}, "annotations": {"helm.sh/resource-policy": "keep"}},
+        "spec": {"bundle": "cozystack", "version": 45},
+        "status": {"entries": {}, "initialized": false},
+    });
+    f.api()
+        .patch(
+            &f.name,
+            &PatchParams::apply("helm").force(),
+            &Patch::Apply(&applied),
+        )
+        .await
+        .unwrap();
+    let snapshot = l.read().await.unwrap().unwrap();
+    assert_eq!(
+        snapshot.records.len(),
+        3,
+        "a spec write cannot touch entries"
+    );
+    assert_eq!(snapshot.version, migration_core::LegacyVersion::Known(45));
+    let generation = f.stored().await["metadata"]["generation"].clone();
+    l.write(&entries(0..5, EntryState::Legacy), WriteMode::OnlyIfAbsent)
+        .await
+        .unwrap();
+    l.write(&entries(1..2, EntryState::Failed), WriteMode::Replace)
+        .await
+        .unwrap();
+    l.note_attempt(&migration_core::testing::slug(7), "t", 0)
+        .await
+        .unwrap();
+    let object = f.stored().await;
+    assert_eq!(
+        object["spec"],
+        json!({"bundle": "cozystack", "version": 45})
+    );
+    assert_eq!(object["metadata"]["labels"]["app"], "cozystack");
+    assert_eq!(
+        object["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
+    );
+    assert_eq!(object["status"]["entries"].as_object().unwrap().len(), 5);
+    assert_eq!(
+        object["metadata"]["generation"], generation,
+        "status writes do not move the generation"
+    );
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_status_json_patch_on_a_stale_resource_version_is_rejected_and_changes_nothing() {
+    let Some(f) = Fixture::new("JSON-Patch precondition on /status", "stale").await else {
+        return;
+    };
+    use migration_core::EntryState;
+    f.ledger()
+        .create(&entries(0..1, EntryState::Ok))
+        .await
+        .unwrap();
+    let first = f.stored().await;
+    let stale = first["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    f.ledger()
+        .note_attempt(&migration_core::testing::slug(1), "t", 0)
+        .await
+        .unwrap();
+    let current = f.stored().await;
+    assert_ne!(current["metadata"]["resourceVersion"], stale);
+    let entry = json!({"op": "add", "path": "/status/entries/s-9", "value": {"state": "ok", "at": "2026-01-01T00:00:00Z"}});
+    // Our backend's precondition: the first operation sets the resourceVersion read.
+    let ops =
+        json!([{"op": "replace", "path": "/metadata/resourceVersion", "value": stale}, entry]);
+    let status = api_status(json_patch_status(&f, &ops).await);
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (409, "Conflict"),
+        "{status:?}"
+    );
+    assert!(
+        status.message.contains("the object has been modified"),
+        "{status:?}"
+    );
+    // The RFC 6902 `test` operation on the resourceVersion: refused as well.
+    let ops = json!([{"op": "test", "path": "/metadata/resourceVersion", "value": stale}, entry]);
+    let status = api_status(json_patch_status(&f, &ops).await);
+    assert_eq!(status.code, 422, "{status:?}");
+    assert!(status.message.contains("test"), "{status:?}");
+    let after = f.stored().await;
+    assert_eq!(
+        after["metadata"]["resourceVersion"],
+        current["metadata"]["resourceVersion"]
+    );
+    assert!(after["status"]["entries"].get("s-9").is_none());
+    // With the current resourceVersion, the same patch applies.
+    let ops = json!([{"op": "test", "path": "/metadata/resourceVersion", "value": current["metadata"]["resourceVersion"]}, entry]);
+    json_patch_status(&f, &ops).await.unwrap();
+    assert!(f.stored().await["status"]["entries"].get("s-9").is_some());
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_fresh_install_stores_typed_entries_and_reads_back_on_a_real_server() {
+    let Some(f) = Fixture::new("fresh install", "fresh").await else {
+        return;
+    };
+    use migration_core::EntryState;
+    let l = f.ledger();
+    assert_eq!(l.read().await.unwrap(), None, "no object: a fresh install");
+    l.create(&entries(0..5, EntryState::SkippedFreshInstall))
+        .await
+        .unwrap();
+    let object = f.stored().await;
+    assert_eq!(object["status"]["initialized"], true);
+    assert_eq!(
+        object["metadata"]["annotations"]["migrations.cozystack.io/created-by"],
+        "cozystack-migrate"
+    );
+    assert_eq!(
+        object["status"]["entries"]["s-1"],
+        serde_json::to_value(migration_core::testing::sample_entry(
+            EntryState::SkippedFreshInstall,
+            1
+        ))
+        .unwrap(),
+        "typed JSON objects, kept exactly by the real server's schema"
+    );
+    let managers: Vec<_> = object["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["manager"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        managers.iter().all(|m| m == "cozystack-migrate"),
+        "{managers:?}"
+    );
+    assert!(matches!(
+        l.create(&entries(0..1, EntryState::Ok)).await.unwrap_err(),
+        migration_core::LedgerError::AlreadyExists { .. }
+    ));
+    assert_eq!(l.read().await.unwrap().unwrap().records.len(), 5);
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_ledger_declared_by_a_chart_is_an_existing_cluster_on_a_real_server() {
+    let Some(f) = Fixture::new("chart-declared ledger", "declared").await else {
+        return;
+    };
+    use migration_core::{EntryState, LedgerError, LegacyVersion, WriteMode};
+    f.declare(json!({"version": 45})).await.unwrap();
+    let l = f.ledger();
+    let snapshot = l.read().await.unwrap().expect("it exists");
+    assert_eq!(snapshot.version, LegacyVersion::Known(45));
+    assert!(snapshot.records.is_empty());
+    assert!(matches!(
+        l.create(&entries(0..2, EntryState::SkippedFreshInstall))
+            .await
+            .unwrap_err(),
+        LedgerError::AlreadyExists { .. }
+    ));
+    l.write(&entries(0..2, EntryState::Legacy), WriteMode::OnlyIfAbsent)
+        .await
+        .unwrap();
+    let object = f.stored().await;
+    assert_eq!(object["status"]["initialized"], true);
+    assert_eq!(object["spec"]["version"], 45);
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn two_racing_fresh_installs_store_exactly_one_seed_on_a_real_server() {
+    let Some(f) = Fixture::new("racing fresh installs", "race").await else {
+        return;
+    };
+    use migration_core::{EntryState, LedgerError};
+    let (a, b) = (f.ledger(), f.ledger());
+    let seed_a = entries(0..3, EntryState::SkippedFreshInstall);
+    let seed_b = entries(10..12, EntryState::SkippedFreshInstall);
+    let (ra, rb) = tokio::join!(a.create(&seed_a), b.create(&seed_b));
+    let snapshot = a.read().await.unwrap().unwrap();
+    match (ra, rb) {
+        (Ok(()), Err(LedgerError::AlreadyExists { .. })) => assert_eq!(snapshot.records.len(), 3),
+        (Err(LedgerError::AlreadyExists { .. }), Ok(())) => assert_eq!(snapshot.records.len(), 2),
+        other => panic!("exactly one create must win: {other:?}"),
+    }
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_real_schema_takes_an_integer_or_a_string_version_and_refuses_other_types() {
+    let Some(f) = Fixture::new("spec.version schema", "version").await else {
+        return;
+    };
+    use migration_core::LegacyVersion;
+    for (version, expected) in [
+        (json!(45), LegacyVersion::Known(45)),
+        (json!("46"), LegacyVersion::Known(46)),
+    ] {
+        f.declare(json!({"version": version})).await.unwrap();
+        assert_eq!(f.ledger().read().await.unwrap().unwrap().version, expected);
+        f.api()
+            .delete(&f.name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    // Values the schema lets through but that are no version: corrupt, never "absent".
+    for odd in [json!(-1), json!("v45")] {
+        f.declare(json!({"version": odd})).await.unwrap();
+        assert!(
+            matches!(
+                f.ledger().read().await.unwrap().unwrap().version,
+                LegacyVersion::Corrupt { .. }
+            ),
+            "{odd}"
+        );
+        f.api()
+            .delete(&f.name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    // The real server's schema refuses the rest outright (the test double does not check
+    // schemas; crd.rs covers how the engine reads such values).
+    for bad in [json!(4.5), json!([45]), json!({"v": 45})] {
+        let status = api_status(f.declare(json!({"version": bad})).await);
+        assert_eq!(
+            (status.code, status.reason.as_str()),
+            (422, "Invalid"),
+            "{bad}: {status:?}"
+        );
+        assert!(status.message.contains("spec.version"), "{status:?}");
+    }
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn entries_are_replaced_whole_and_unknown_fields_survive_the_real_schema() {
+    let Some(f) = Fixture::new("entry replacement and unknown fields", "fields").await else {
+        return;
+    };
+    use migration_core::testing::{sample_entry, slug};
+    use migration_core::{EntryState, WriteMode};
+    let l = f.ledger();
+    let mut failed = sample_entry(EntryState::Failed, 1);
+    failed
+        .extra
+        .insert("retry_after".into(), json!({"seconds": 30}));
+    let mut newer = sample_entry(EntryState::Ok, 2);
+    newer
+        .extra
+        .insert("node".into(), json!({"a": [1, null], "gone": null}));
+    newer
+        .extra
+        .insert("cleared".into(), serde_json::Value::Null);
+    l.create(&[(slug(1), failed), (slug(2), newer.clone())])
+        .await
+        .unwrap();
+    let ok = sample_entry(EntryState::Ok, 3);
+    l.write(&[(slug(1), ok.clone())], WriteMode::Replace)
+        .await
+        .unwrap();
+    let object = f.stored().await;
+    assert_eq!(
+        object["status"]["entries"]["s-1"],
+        serde_json::to_value(&ok).unwrap(),
+        "a merge would have kept reason, message and retry_after"
+    );
+    let snapshot = l.read().await.unwrap().unwrap();
+    assert_eq!(
+        snapshot.entry(&slug(2)),
+        Some(&newer),
+        "fields a newer engine recorded (nulls included) are not pruned by the real server"
+    );
+    f.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_budget_stays_below_what_the_real_server_accepts() {
+    let Some(f) = Fixture::new("the CRD size budget", "budget").await else {
+        return;
+    };
+    use migration_core::testing::{sample_entry, slug};
+    use migration_core::{EntryState, LedgerError, WriteMode};
+    let message_entry = |bytes: usize| {
+        let mut entry = sample_entry(EntryState::Failed, 1);
+        entry.message = Some("x".repeat(bytes));
+        entry
+    };
+    let l = f.ledger();
+    l.create(&entries(0..3, EntryState::Ok)).await.unwrap();
+    let size = |v: &serde_json::Value| serde_json::to_vec(v).unwrap().len() as u64;
+    let room = DEFAULT_BUDGET_BYTES - size(&f.stored().await);
+    // Grow to just under the budget: the real server accepts it.
+    l.write(
+        &[(slug(10), message_entry((room - 2_000) as usize))],
+        WriteMode::Replace,
+    )
+    .await
+    .unwrap();
+    let stored = f.stored().await;
+    let after = size(&stored);
+    assert!(after <= DEFAULT_BUDGET_BYTES, "{after}");
+    // The budget's own measure of the object agrees with what the real server returns.
+    let refused = l
+        .write(&[(slug(11), message_entry(3_000))], WriteMode::Replace)
+        .await
+        .unwrap_err();
+    let LedgerError::Full { current_bytes, .. } = refused else {
+        panic!("{refused:?}")
+    };
+    let drift = current_bytes.abs_diff(after);
+    assert!(
+        drift < 1_000,
+        "the budget measured {current_bytes} bytes, the real server returns {after}"
+    );
+    // Misconfigured above etcd's limit, the real server's refusal fails closed.
+    let careless = f.ledger_with(Options {
+        budget: 4 * ETCD_REQUEST_LIMIT,
+        retry: ledger_crd::RetryPolicy::immediate(2),
+        ..f.options()
+    });
+    let err = careless
+        .write(
+            &[(slug(12), message_entry(ETCD_REQUEST_LIMIT as usize))],
+            WriteMode::Replace,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LedgerError::Permanent {
+                operation: "write",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("too large"), "{err}");
+    f.cleanup().await;
+}
+
+const ETCD_REQUEST_LIMIT: u64 = ledger_crd::ETCD_REQUEST_LIMIT_BYTES;
+
+#[tokio::test]
+async fn the_lock_is_a_lease_in_the_lease_namespace_on_a_real_server() {
+    let Some(f) = Fixture::new("CRD ledger lock", "lock").await else {
+        return;
+    };
+    let l = f.ledger();
+    let lease = l
+        .acquire_lock("runner-a/pid-1", Duration::from_secs(30))
+        .await
+        .unwrap();
+    let leases: Api<Lease> = Api::namespaced(f.cluster.client(), f.cluster.namespace());
+    let stored = leases.get(&format!("{}-lock", f.name)).await.unwrap();
+    assert_eq!(
+        stored.spec.unwrap().holder_identity.as_deref(),
+        Some("runner-a/pid-1")
+    );
+    l.release_lock(&lease).await.unwrap();
+    assert!(
+        leases
+            .get_opt(&format!("{}-lock", f.name))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    f.cleanup().await;
 }

@@ -27,6 +27,7 @@
 mod error;
 mod faults;
 mod patch;
+pub mod real;
 mod resource;
 mod select;
 mod server;

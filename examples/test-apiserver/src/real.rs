@@ -1,0 +1,173 @@
+//! The real-server lane: a client for the cluster named by `MIGRATE_TEST_KUBECONFIG`.
+//!
+//! Every test that runs against a real API server gets its client here, so that all of them
+//! skip (with a printed line) or run on the same terms. `examples/kube-testenv/testenv.sh start`
+//! provides such a cluster: etcd and kube-apiserver on loopback, RBAC on, no nodes, no
+//! controller-manager; `.ci/run` exports the variables below from it.
+//!
+//! | variable | meaning |
+//! | --- | --- |
+//! | `MIGRATE_TEST_KUBECONFIG` | kubeconfig of the cluster; unset, real-server tests print that they skipped |
+//! | `MIGRATE_TEST_NAMESPACE` | namespace for namespaced test objects (default `default`) |
+//! | `MIGRATE_TEST_KUBECTL` | the `kubectl` to run (default `kubectl` on `PATH`) |
+//! | `MIGRATE_TEST_HELM` | the `helm` to run (default `helm` on `PATH`) |
+//!
+//! A set but unusable kubeconfig fails the test instead of skipping it: a lane that was asked
+//! to run must never pass by not running.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+
+/// The variable naming the real cluster's kubeconfig.
+pub const KUBECONFIG_VAR: &str = "MIGRATE_TEST_KUBECONFIG";
+/// The variable naming the namespace the tests use (default `default`).
+pub const NAMESPACE_VAR: &str = "MIGRATE_TEST_NAMESPACE";
+/// The variable naming the `kubectl` binary (default `kubectl` on `PATH`).
+pub const KUBECTL_VAR: &str = "MIGRATE_TEST_KUBECTL";
+/// The variable naming the `helm` binary (default `helm` on `PATH`).
+pub const HELM_VAR: &str = "MIGRATE_TEST_HELM";
+
+/// A real API server to test against; see the [module documentation](self).
+#[derive(Clone)]
+pub struct RealCluster {
+    config: kube::Config,
+    client: kube::Client,
+    namespace: String,
+    kubeconfig: PathBuf,
+}
+
+impl std::fmt::Debug for RealCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RealCluster")
+            .field("server", &self.config.cluster_url.to_string())
+            .field("namespace", &self.namespace)
+            .field("kubeconfig", &self.kubeconfig)
+            .finish()
+    }
+}
+
+impl RealCluster {
+    /// The cluster named by `MIGRATE_TEST_KUBECONFIG`, or `None` after printing
+    /// `skipped: <what>: set MIGRATE_TEST_KUBECONFIG ...` when it is unset.
+    ///
+    /// # Panics
+    /// If the variable is set but the kubeconfig cannot be read or yields no client.
+    pub async fn from_env(what: &str) -> Option<Self> {
+        let Some(path) = std::env::var_os(KUBECONFIG_VAR) else {
+            eprintln!(
+                "skipped: {what}: set {KUBECONFIG_VAR} to a kubeconfig to run against a real API server \
+                 (examples/kube-testenv/testenv.sh start provides one)"
+            );
+            return None;
+        };
+        let kubeconfig = PathBuf::from(path);
+        let parsed = match kube::config::Kubeconfig::read_from(&kubeconfig) {
+            Ok(parsed) => parsed,
+            Err(e) => panic!("{KUBECONFIG_VAR}={}: {e}", kubeconfig.display()),
+        };
+        let config = match kube::Config::from_custom_kubeconfig(parsed, &Default::default()).await {
+            Ok(config) => config,
+            Err(e) => panic!("{KUBECONFIG_VAR}={}: {e}", kubeconfig.display()),
+        };
+        let client = match kube::Client::try_from(config.clone()) {
+            Ok(client) => client,
+            Err(e) => panic!("{KUBECONFIG_VAR}={}: {e}", kubeconfig.display()),
+        };
+        let namespace = std::env::var(NAMESPACE_VAR).unwrap_or_else(|_| "default".into());
+        Some(Self {
+            config,
+            client,
+            namespace,
+            kubeconfig,
+        })
+    }
+
+    /// A client with the kubeconfig's (admin) credentials.
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The client configuration, to derive other clients (impersonation, no retries, ...).
+    pub fn config(&self) -> kube::Config {
+        self.config.clone()
+    }
+
+    /// A client that impersonates `user` (and `groups`), through the admin's right to
+    /// impersonate: requests are authorized as that user, so RBAC applies to them.
+    ///
+    /// # Panics
+    /// If kube cannot build the client.
+    pub fn impersonating(&self, user: &str, groups: &[&str]) -> kube::Client {
+        let mut config = self.config();
+        config.auth_info.impersonate = Some(user.to_owned());
+        config.auth_info.impersonate_groups =
+            Some(groups.iter().map(|g| (*g).to_owned()).collect());
+        match kube::Client::try_from(config) {
+            Ok(client) => client,
+            Err(e) => panic!("cannot build a client impersonating {user}: {e}"),
+        }
+    }
+
+    /// The namespace for namespaced test objects (`MIGRATE_TEST_NAMESPACE`, default `default`).
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The kubeconfig file.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// `kubectl --kubeconfig <the kubeconfig>`, from `MIGRATE_TEST_KUBECTL` or `PATH`.
+    pub fn kubectl(&self) -> Command {
+        let mut command = Command::new(tool(KUBECTL_VAR, "kubectl"));
+        command.arg("--kubeconfig").arg(&self.kubeconfig);
+        command
+    }
+
+    /// `helm --kubeconfig <the kubeconfig>`, from `MIGRATE_TEST_HELM` or `PATH`.
+    pub fn helm(&self) -> Command {
+        let mut command = Command::new(tool(HELM_VAR, "helm"));
+        command.arg("--kubeconfig").arg(&self.kubeconfig);
+        command
+    }
+
+    /// Creates namespace `name` unless it exists (no controller-manager runs on a test
+    /// environment, so tests never delete namespaces: they would stay `Terminating`).
+    ///
+    /// # Panics
+    /// On any API error but `AlreadyExists`.
+    pub async fn ensure_namespace(&self, name: &str) {
+        let api: Api<Namespace> = Api::all(self.client());
+        let namespace = Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_owned()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        match api.create(&PostParams::default(), &namespace).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(e) => panic!("cannot create namespace {name}: {e}"),
+        }
+    }
+}
+
+/// A name no other test run uses: `<prefix>-<pid>-<counter>` (DNS-1123, at most 63 characters
+/// for prefixes up to 40).
+pub fn unique_name(prefix: &str) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}-{}-{n}", std::process::id())
+}
+
+fn tool(var: &str, default: &str) -> PathBuf {
+    std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(default))
+}
