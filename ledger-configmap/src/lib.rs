@@ -16,9 +16,12 @@
 //! - A kubectl client-side apply of `version` by another manager cannot
 //!   prune `m.*` keys, because no `m.*` key is ever in its
 //!   last-applied-configuration (tested).
-//! - The size budget (1 MiB of `data` plus `binaryData`, keys included, as
-//!   the API server counts) is checked before every write: an overflowing
-//!   write fails with [`LedgerError::Full`] and writes nothing.
+//! - The size budget (1 MiB of `data` plus `binaryData`, keys and values) is
+//!   checked before every write: an overflowing write fails with
+//!   [`LedgerError::Full`] and writes nothing. The API server's own limit is
+//!   1 MiB of values only (keys are not counted; proven against a real
+//!   Kubernetes 1.34), so the budget refuses before the server would, and the
+//!   key bytes it also counts keep the object clear of etcd's request limit.
 //! - Transient errors (429, 5xx, timeouts, connection resets) are retried
 //!   with bounded exponential backoff and jitter; every other error fails
 //!   closed with the operation, the object and the key in its message.
@@ -103,7 +106,8 @@ impl std::fmt::Debug for ConfigMapLedger {
     }
 }
 
-/// Bytes the API server counts for a ConfigMap's size limit.
+/// Bytes the budget counts: keys and values of `data` and `binaryData`. (The
+/// API server's 1 MiB limit counts the values only, so this is never less.)
 pub fn configmap_size(cm: &ConfigMap) -> u64 {
     let data: u64 = cm
         .data

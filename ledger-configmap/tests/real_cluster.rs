@@ -486,14 +486,21 @@ fn entry_of_size(n: usize, bytes: usize) -> (migration_core::Slug, LedgerEntry) 
     (slug(n), entry)
 }
 
+/// What the real server counts against its 1 MiB limit: the values of `data` and `binaryData`,
+/// not the keys (`ValidateConfigMap` in Kubernetes 1.34).
+fn server_counted_bytes(cm: &ConfigMap) -> usize {
+    cm.data.iter().flatten().map(|(_, v)| v.len()).sum::<usize>()
+        + cm.binary_data.iter().flatten().map(|(_, v)| v.0.len()).sum::<usize>()
+}
+
 #[tokio::test]
-async fn the_budget_is_exactly_the_one_mebibyte_the_real_server_enforces() {
+async fn the_budget_counts_keys_too_so_it_refuses_before_the_real_one_mebibyte_limit() {
     let Some(f) = Fixture::new("the 1 MiB ConfigMap limit", "mib").await else {
         return;
     };
     let created = f.create(json!({}), json!({"version": "45"})).await;
     let room = CONFIGMAP_BUDGET_BYTES as usize - configmap_size(&created) as usize;
-    // One byte over: our budget refuses before sending (nothing stored, resourceVersion kept).
+    // One byte over our budget: refused before sending (nothing stored, resourceVersion kept).
     let err = f
         .ledger()
         .write(&[entry_of_size(1, room + 1)], WriteMode::Replace)
@@ -504,32 +511,40 @@ async fn the_budget_is_exactly_the_one_mebibyte_the_real_server_enforces() {
         f.stored().await.metadata.resource_version,
         created.metadata.resource_version
     );
-    // With our budget out of the way, the real server refuses the same write itself: 422
-    // Invalid "Too long", which the backend reports as a permanent error (not Full, which
-    // only our own pre-check produces) naming the operation and the server's message.
+    // Exactly at our budget (keys plus values): the real server accepts it.
+    f.ledger()
+        .write(&[entry_of_size(1, room)], WriteMode::Replace)
+        .await
+        .unwrap();
+    let full = f.stored().await;
+    assert_eq!(configmap_size(&full), CONFIGMAP_BUDGET_BYTES);
+    // The real server counts values only, so it would take the key bytes more. With our budget
+    // out of the way: values of exactly 1 MiB are accepted...
     let unbudgeted = f.ledger_with(Options {
         budget: u64::MAX,
         ..Options::default()
     });
+    let key_bytes = configmap_size(&full) as usize - server_counted_bytes(&full);
+    unbudgeted
+        .write(&[entry_of_size(1, room + key_bytes)], WriteMode::Replace)
+        .await
+        .unwrap();
+    assert_eq!(server_counted_bytes(&f.stored().await), 1024 * 1024);
+    // ... and one byte more is the real server's 422 Invalid "Too long", which the backend
+    // reports as a permanent error (not Full: that is only its own pre-check) carrying the
+    // server's answer.
     let err = unbudgeted
-        .write(&[entry_of_size(1, room + 1)], WriteMode::Replace)
+        .write(&[entry_of_size(1, room + key_bytes + 1)], WriteMode::Replace)
         .await
         .unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, LedgerError::Permanent { .. }), "{err:?}");
     assert!(
-        text.contains("422 Invalid") && text.contains("Too long") && text.contains("1048576"),
+        text.contains(&format!(
+            "422 Invalid (ConfigMap \"{}\" is invalid: []: Too long: may not be more than 1048576 bytes)",
+            f.name
+        )),
         "{text}"
-    );
-    // Exactly at the limit: both we and the real server accept it.
-    f.ledger()
-        .write(&[entry_of_size(1, room)], WriteMode::Replace)
-        .await
-        .unwrap();
-    assert_eq!(
-        configmap_size(&f.stored().await),
-        CONFIGMAP_BUDGET_BYTES,
-        "the ConfigMap is full to the byte"
     );
     f.cleanup().await;
 }
