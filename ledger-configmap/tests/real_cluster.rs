@@ -489,8 +489,16 @@ fn entry_of_size(n: usize, bytes: usize) -> (migration_core::Slug, LedgerEntry) 
 /// What the real server counts against its 1 MiB limit: the values of `data` and `binaryData`,
 /// not the keys (`ValidateConfigMap` in Kubernetes 1.34).
 fn server_counted_bytes(cm: &ConfigMap) -> usize {
-    cm.data.iter().flatten().map(|(_, v)| v.len()).sum::<usize>()
-        + cm.binary_data.iter().flatten().map(|(_, v)| v.0.len()).sum::<usize>()
+    cm.data
+        .iter()
+        .flatten()
+        .map(|(_, v)| v.len())
+        .sum::<usize>()
+        + cm.binary_data
+            .iter()
+            .flatten()
+            .map(|(_, v)| v.0.len())
+            .sum::<usize>()
 }
 
 #[tokio::test]
@@ -534,7 +542,10 @@ async fn the_budget_counts_keys_too_so_it_refuses_before_the_real_one_mebibyte_l
     // reports as a permanent error (not Full: that is only its own pre-check) carrying the
     // server's answer.
     let err = unbudgeted
-        .write(&[entry_of_size(1, room + key_bytes + 1)], WriteMode::Replace)
+        .write(
+            &[entry_of_size(1, room + key_bytes + 1)],
+            WriteMode::Replace,
+        )
         .await
         .unwrap_err();
     let text = err.to_string();

@@ -31,8 +31,15 @@ pub fn classify(error: &kube::Error) -> Class {
                 409 => Class::Conflict,
                 413 => Class::TooLarge,
                 422 if message.contains("too long") => Class::TooLarge,
-                // etcd refuses oversized writes with a 500 the client cannot fix by retrying.
-                500 if message.contains("request is too large") => Class::TooLarge,
+                // etcd refuses oversized writes with a 500 the client cannot fix by retrying:
+                // above its --max-request-bytes "etcdserver: request is too large", above the
+                // API server's etcd client limit (2 MiB) a gRPC "trying to send message larger
+                // than max" (both seen from a real kube-apiserver 1.34).
+                500 if message.contains("request is too large")
+                    || message.contains("message larger than max") =>
+                {
+                    Class::TooLarge
+                }
                 429 | 500 | 502 | 503 | 504 => Class::Transient,
                 _ => Class::Permanent,
             }
@@ -114,6 +121,14 @@ mod tests {
         }
         assert_eq!(
             classify(&api(500, "", "etcdserver: request is too large")),
+            Class::TooLarge
+        );
+        assert_eq!(
+            classify(&api(
+                500,
+                "",
+                "rpc error: code = ResourceExhausted desc = trying to send message larger than max (3110714 vs. 2097152)"
+            )),
             Class::TooLarge
         );
         assert_eq!(
