@@ -72,9 +72,11 @@ impl ApiError {
         .with_details(resource_details(res, name))
     }
 
-    /// A failed delete or update precondition (uid or resourceVersion).
+    /// An update whose body carries another `metadata.uid` (the storage precondition a real
+    /// server derives from it).
     pub(crate) fn precondition(
         res: &ResourceDef,
+        namespace: &str,
         name: &str,
         what: &str,
         want: &str,
@@ -84,12 +86,40 @@ impl ApiError {
             409,
             "Conflict",
             format!(
-                "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: \
+                "Operation cannot be fulfilled on {} \"{name}\": StorageError: invalid object, \
+                 Code: 4, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: \
                  {what} in precondition: {want}, {what} in object meta: {have}",
-                res.qualified()
+                res.qualified(),
+                res.storage_key(namespace, name)
             ),
         )
         .with_details(resource_details(res, name))
+    }
+
+    /// A failed delete precondition. The real server names the Kind here, not the plural
+    /// (`rest.BeforeDelete`: `NewConflict(GroupResource{Group, Resource: Kind})`).
+    pub(crate) fn delete_precondition(
+        res: &ResourceDef,
+        name: &str,
+        what: &str,
+        want: &str,
+        have: &str,
+    ) -> Self {
+        let consequence = if what == "UID" {
+            "The object might have been deleted and then recreated"
+        } else {
+            "The object might have been modified"
+        };
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": the {what} in the precondition \
+                 ({want}) does not match the {what} in record ({have}). {consequence}",
+                res.qualified_kind()
+            ),
+        )
+        .with_details(kind_details(res, name))
     }
 
     /// A field validation failure; `details.kind` is the Kind here, not the plural, as in the real server.
@@ -100,22 +130,38 @@ impl ApiError {
         cause: &str,
         detail: &str,
     ) -> Self {
-        let mut details = Map::new();
-        details.insert("name".into(), Value::from(name));
-        if !res.group.is_empty() {
-            details.insert("group".into(), Value::from(res.group.as_str()));
-        }
-        details.insert("kind".into(), Value::from(res.kind.as_str()));
-        details.insert(
-            "causes".into(),
-            json!([{ "reason": cause, "message": detail, "field": field }]),
-        );
+        let mut details = kind_details(res, name);
+        details["causes"] = json!([{ "reason": cause, "message": detail, "field": field }]);
         Self::new(
             422,
             "Invalid",
-            format!("{} \"{name}\" is invalid: {field}: {detail}", res.kind),
+            format!(
+                "{} \"{name}\" is invalid: {field}: {detail}",
+                res.qualified_kind()
+            ),
         )
-        .with_details(Value::Object(details))
+        .with_details(details)
+    }
+
+    /// An update of a custom resource without `metadata.resourceVersion`: this one the real
+    /// server reports with the plural resource, not the Kind.
+    pub(crate) fn resource_version_required(res: &ResourceDef, name: &str) -> Self {
+        let mut details = resource_details(res, name);
+        details["causes"] = json!([{
+            "reason": "FieldValueInvalid",
+            "message": "Invalid value: 0: must be specified for an update",
+            "field": "metadata.resourceVersion",
+        }]);
+        Self::new(
+            422,
+            "Invalid",
+            format!(
+                "{} \"{name}\" is invalid: metadata.resourceVersion: Invalid value: 0: must be \
+                 specified for an update",
+                res.qualified()
+            ),
+        )
+        .with_details(details)
     }
 
     pub(crate) fn to_status(&self) -> Value {
@@ -136,6 +182,17 @@ impl ApiError {
         status.insert("code".into(), Value::from(self.code));
         Value::Object(status)
     }
+}
+
+/// `details` naming the Kind, as validation errors fill them.
+pub(crate) fn kind_details(res: &ResourceDef, name: &str) -> Value {
+    let mut details = Map::new();
+    details.insert("name".into(), Value::from(name));
+    if !res.group.is_empty() {
+        details.insert("group".into(), Value::from(res.group.as_str()));
+    }
+    details.insert("kind".into(), Value::from(res.kind.as_str()));
+    Value::Object(details)
 }
 
 /// `details` as the generic registry fills it: `kind` carries the plural resource name.

@@ -65,6 +65,34 @@ impl ResourceDef {
         }
     }
 
+    /// The etcd key a real API server stores the object under (error messages quote it):
+    /// `/registry/<plural>/...` for built-ins, `/registry/<group>/<plural>/...` for custom
+    /// resources, then the namespace (if namespaced) and the name.
+    pub(crate) fn storage_key(&self, namespace: &str, name: &str) -> String {
+        let mut key = String::from("/registry/");
+        if self.custom {
+            key.push_str(&self.group);
+            key.push('/');
+        }
+        key.push_str(&self.plural);
+        if self.namespaced {
+            key.push('/');
+            key.push_str(namespace);
+        }
+        key.push('/');
+        key.push_str(name);
+        key
+    }
+
+    /// `Kind` or `Kind.group`, as `schema.GroupKind` prints (validation errors name it).
+    pub(crate) fn qualified_kind(&self) -> String {
+        if self.group.is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
+    }
+
     pub(crate) fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.clone()

@@ -21,6 +21,11 @@ pub(crate) struct Selector {
 }
 
 impl Selector {
+    /// True when neither a label nor a field selector was given.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
+    }
+
     /// Parses both selectors; the error text becomes a 400 message.
     pub(crate) fn parse(labels: Option<&str>, fields: Option<&str>) -> Result<Self, String> {
         let mut selector = Self::default();
@@ -44,7 +49,9 @@ impl Selector {
                 };
                 let key = key.trim();
                 if key != "metadata.name" && key != "metadata.namespace" {
-                    return Err(format!("field label not supported: {key}"));
+                    return Err(format!(
+                        "{key:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                    ));
                 }
                 selector
                     .fields

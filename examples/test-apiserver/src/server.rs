@@ -147,6 +147,8 @@ struct Target {
 enum Route {
     Version,
     Resource(Target),
+    /// A path the real server answers with a 404 for this object.
+    Missing(ResourceDef, String),
     Unknown,
 }
 
@@ -182,8 +184,16 @@ fn route(shared: &Shared, path: &str) -> Route {
         namespace.is_none()
     };
     let sub_ok = sub.is_none_or(|s| s == "status" && res.status_subresource);
-    if !scope_ok || !sub_ok {
+    if !scope_ok {
         return Route::Unknown;
+    }
+    if !sub_ok {
+        // The custom-resource handler answers an unknown subresource of an object with a 404
+        // naming the object (whether it exists or not); built-in types with the generic one.
+        return match name {
+            Some(name) if res.custom => Route::Missing(res, name),
+            _ => Route::Unknown,
+        };
     }
     Route::Resource(Target {
         res,
@@ -331,6 +341,9 @@ pub(crate) async fn handle(
             ));
         }
         (Route::Unknown, _) => return Ok(error_response(&not_served())),
+        (Route::Missing(res, name), _) => {
+            return Ok(error_response(&ApiError::not_found(&res, &name)));
+        }
         (Route::Resource(_), None) => return Ok(error_response(&method_not_allowed())),
         (Route::Resource(target), Some(verb)) => (target, verb),
     };
@@ -384,9 +397,19 @@ pub(crate) async fn handle(
 
 fn parse_body(res: &ResourceDef, body: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(body).map_err(|e| {
+        // Go's decoder words a truncated body this way, and quotes the body; other syntax
+        // errors keep serde's wording (listed in the README).
+        let detail = if e.is_eof() {
+            format!(
+                "unexpected end of JSON input ({})",
+                String::from_utf8_lossy(body)
+            )
+        } else {
+            e.to_string()
+        };
         ApiError::bad_request(format!(
             "the object provided is unrecognized (must be of type {}): couldn't get version/kind; \
-             json parse error: {e}",
+             json parse error: {detail}",
             res.kind
         ))
     })
@@ -491,6 +514,20 @@ fn patch(
     let ns = target.namespace.as_deref().unwrap_or("");
     let name = target.name.as_deref().unwrap_or("");
     let media = content_type.split(';').next().unwrap_or("").trim();
+    const PATCH_TYPES: [&str; 4] = [
+        "application/json-patch+json",
+        "application/merge-patch+json",
+        "application/strategic-merge-patch+json",
+        "application/apply-patch+yaml",
+    ];
+    if !PATCH_TYPES.contains(&media) {
+        // Not a patch type at all: refused by content negotiation, before the patch handler.
+        return Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            "415: Unsupported Media Type",
+        ));
+    }
     let kind = match media {
         "application/merge-patch+json" => PatchKind::Merge,
         // Custom resources have no Go struct to carry patch strategies, so the real server refuses this.
@@ -525,11 +562,16 @@ fn patch(
         })
     })?;
     if kind == PatchKind::Apply && param(query, "fieldManager").is_none_or(str::is_empty) {
-        return Err(ApiError::new(
+        let mut err = ApiError::new(
             422,
             "Invalid",
             "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
-        ));
+        );
+        err.details = Some(Box::new(json!({
+            "group": "meta.k8s.io", "kind": "PatchOptions",
+            "causes": [{"reason": "FieldValueRequired", "message": "Required value: is required for apply patch", "field": "fieldManager"}],
+        })));
+        return Err(err);
     }
     if kind == PatchKind::Strategic && has_directive(&patch) {
         return Err(ApiError::bad_request(
@@ -566,13 +608,34 @@ fn patch(
         }
         Err(err) => return Err(err),
     };
+    let uid = current.pointer("/metadata/uid").cloned();
     let mut patched = current;
     match kind {
         PatchKind::Json => json_patch(&mut patched, &patch).map_err(|e| match e {
-            JsonPatchError::Malformed(m) => ApiError::bad_request(m),
-            JsonPatchError::Failed(m) => ApiError::new(422, "Invalid", m),
+            JsonPatchError::Malformed(m) => {
+                ApiError::bad_request(format!("error decoding patch: {m}"))
+            }
+            // The real server says only this, whichever operation failed and why.
+            JsonPatchError::Failed => ApiError::new(
+                422,
+                "Invalid",
+                "the server rejected our request due to an error in our request",
+            ),
         })?,
         _ => merge_patch(&mut patched, &patch),
+    }
+    // A patch has no uid precondition: a changed uid is an invalid update of an immutable field.
+    if let Some(changed) = patched
+        .pointer("/metadata/uid")
+        .filter(|u| Some(*u) != uid.as_ref())
+    {
+        return Err(ApiError::invalid(
+            res,
+            name,
+            "metadata.uid",
+            "FieldValueInvalid",
+            &format!("Invalid value: {changed}: field is immutable"),
+        ));
     }
     store
         .update(res, ns, name, patched, opts, true)

@@ -112,7 +112,10 @@ impl Store {
                     "continue".into(),
                     Value::from(format!("{at_rv}/{n}/{name}")),
                 );
-                meta.insert("remainingItemCount".into(), Value::from(remaining));
+                // The real server cannot count what a selector would keep, so it says nothing.
+                if selector.is_empty() {
+                    meta.insert("remainingItemCount".into(), Value::from(remaining));
+                }
             }
         }
         Ok(json!({

@@ -124,18 +124,14 @@ impl Store {
         }
         let (want_uid, have_uid) = (meta_str(&new, "uid"), meta_str(&old, "uid"));
         if !want_uid.is_empty() && want_uid != have_uid {
-            return Err(ApiError::precondition(res, name, "UID", want_uid, have_uid));
+            return Err(ApiError::precondition(
+                res, ns, name, "UID", want_uid, have_uid,
+            ));
         }
         let want_rv = meta_str(&new, "resourceVersion");
         if want_rv.is_empty() {
             if !unconditional_allowed {
-                return Err(ApiError::invalid(
-                    res,
-                    name,
-                    "metadata.resourceVersion",
-                    "FieldValueInvalid",
-                    "Invalid value: 0x0: must be specified for an update",
-                ));
+                return Err(ApiError::resource_version_required(res, name));
             }
         } else if want_rv != meta_str(&old, "resourceVersion") {
             return Err(ApiError::conflict(res, name));
@@ -190,7 +186,8 @@ impl Store {
                         "FieldValueForbidden",
                         &format!(
                             "Forbidden: no new finalizers can be added if the object is being deleted, \
-                             found new finalizers {added:?}"
+                             found new finalizers {}",
+                            go_string_slice(&added)
                         ),
                     ));
                 }
@@ -245,7 +242,7 @@ impl Store {
         if let Some(uid) = pre("uid")
             && uid != meta_str(&old, "uid")
         {
-            return Err(ApiError::precondition(
+            return Err(ApiError::delete_precondition(
                 res,
                 name,
                 "UID",
@@ -256,7 +253,7 @@ impl Store {
         if let Some(rv) = pre("resourceVersion")
             && rv != meta_str(&old, "resourceVersion")
         {
-            return Err(ApiError::precondition(
+            return Err(ApiError::delete_precondition(
                 res,
                 name,
                 "ResourceVersion",
@@ -318,4 +315,10 @@ fn spec_changed(res: &ResourceDef, old: &Value, new: &Value) -> bool {
         v
     };
     strip(old) != strip(new)
+}
+
+/// A `[]string` as Go's `%#v` prints it: `[]string{"a", "b"}`.
+fn go_string_slice(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
+    format!("[]string{{{}}}", quoted.join(", "))
 }

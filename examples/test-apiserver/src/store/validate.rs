@@ -9,8 +9,11 @@ use super::meta::meta_str;
 use crate::error::ApiError;
 use crate::resource::ResourceDef;
 
-/// The real limit on a ConfigMap's `data` plus `binaryData` (`MaxSecretSize`).
+/// The real limit on a ConfigMap's `data` plus `binaryData` values (`MaxSecretSize`; keys are
+/// not counted).
 const CONFIGMAP_MAX_BYTES: usize = 1024 * 1024;
+/// The largest request the API server's etcd client sends (gRPC `MaxCallSendMsgSize`).
+const ETCD_CLIENT_MAX_SEND_BYTES: usize = 2 * 1024 * 1024;
 /// The real limit on the total size of `metadata.annotations`.
 const ANNOTATIONS_MAX_BYTES: usize = 256 * 1024;
 
@@ -29,7 +32,9 @@ impl Store {
                 "FieldValueInvalid",
                 &format!(
                     "Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case \
-                     alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+                     alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character \
+                     (e.g. 'example.com', regex used for validation is \
+                     '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
                 ),
             ));
         }
@@ -74,7 +79,7 @@ impl Store {
                     name,
                     "metadata.annotations",
                     "FieldValueTooLong",
-                    &format!("Too long: must have at most {ANNOTATIONS_MAX_BYTES} bytes"),
+                    &format!("Too long: may not be more than {ANNOTATIONS_MAX_BYTES} bytes"),
                 ));
             }
         }
@@ -83,6 +88,20 @@ impl Store {
         }
         let size = serde_json::to_vec(obj).map_or(0, |v| v.len());
         if size > self.limits.max_object_bytes {
+            if size > ETCD_CLIENT_MAX_SEND_BYTES
+                && self.limits.max_object_bytes <= ETCD_CLIENT_MAX_SEND_BYTES
+            {
+                // Above the API server's own etcd client limit the request never reaches etcd:
+                // gRPC refuses to send it (the size it names counts framing; ours is the JSON).
+                return Err(ApiError::new(
+                    500,
+                    "",
+                    format!(
+                        "rpc error: code = ResourceExhausted desc = trying to send message \
+                         larger than max ({size} vs. {ETCD_CLIENT_MAX_SEND_BYTES})"
+                    ),
+                ));
+            }
             // What etcd's --max-request-bytes rejection looks like through the API server: an
             // unclassified 500 (kubernetes/kubernetes#112152).
             return Err(ApiError::new(500, "", "etcdserver: request is too large"));
@@ -116,12 +135,12 @@ fn validate_configmap(res: &ResourceDef, name: &str, obj: &Value) -> Result<(), 
                 ));
             }
             let value = value.as_str().unwrap_or_default();
-            total += key.len()
-                + if field == "binaryData" {
-                    base64_decoded_len(value)
-                } else {
-                    value.len()
-                };
+            // As ValidateConfigMap: the values count, the keys do not.
+            total += if field == "binaryData" {
+                base64_decoded_len(value)
+            } else {
+                value.len()
+            };
         }
     }
     if total > CONFIGMAP_MAX_BYTES {
@@ -130,7 +149,7 @@ fn validate_configmap(res: &ResourceDef, name: &str, obj: &Value) -> Result<(), 
             name,
             "[]",
             "FieldValueTooLong",
-            &format!("Too long: must have at most {CONFIGMAP_MAX_BYTES} bytes"),
+            &format!("Too long: may not be more than {CONFIGMAP_MAX_BYTES} bytes"),
         ));
     }
     Ok(())
