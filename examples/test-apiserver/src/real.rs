@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, PostParams};
 
 /// The variable naming the real cluster's kubeconfig.
@@ -109,6 +110,70 @@ impl RealCluster {
         match kube::Client::try_from(config) {
             Ok(client) => client,
             Err(e) => panic!("cannot build a client impersonating {user}: {e}"),
+        }
+    }
+
+    /// A kubeconfig (as JSON, which is YAML) for the same cluster that authenticates as
+    /// ServiceAccount `namespace/name` with a token minted through the TokenRequest API (valid
+    /// for an hour). The ServiceAccount must exist.
+    ///
+    /// # Panics
+    /// If the token cannot be minted or the kubeconfig not rewritten.
+    pub async fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> String {
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client(), namespace);
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                expiration_seconds: Some(3600),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let token = match accounts
+            .create_token_request(name, &PostParams::default(), &request)
+            .await
+        {
+            Ok(answer) => answer.status.map(|s| s.token).unwrap_or_default(),
+            Err(e) => panic!("cannot mint a token for serviceaccount {namespace}/{name}: {e}"),
+        };
+        let parsed = match kube::config::Kubeconfig::read_from(&self.kubeconfig) {
+            Ok(parsed) => parsed,
+            Err(e) => panic!("{KUBECONFIG_VAR}={}: {e}", self.kubeconfig.display()),
+        };
+        let mut doc = match serde_json::to_value(&parsed) {
+            Ok(doc) => doc,
+            Err(e) => panic!("cannot re-encode the kubeconfig: {e}"),
+        };
+        let user = format!("sa-{namespace}-{name}");
+        doc["users"] = serde_json::json!([{"name": user, "user": {"token": token}}]);
+        if let Some(contexts) = doc["contexts"].as_array_mut() {
+            for context in contexts {
+                context["context"]["user"] = serde_json::json!(user);
+                context["context"]["namespace"] = serde_json::json!(namespace);
+            }
+        }
+        doc.to_string()
+    }
+
+    /// A client authenticated as ServiceAccount `namespace/name` (see
+    /// [`service_account_kubeconfig`](Self::service_account_kubeconfig)): RBAC applies to it as to
+    /// a pod running under that ServiceAccount.
+    ///
+    /// # Panics
+    /// If the token cannot be minted or kube cannot build the client.
+    pub async fn service_account_client(&self, namespace: &str, name: &str) -> kube::Client {
+        let text = self.service_account_kubeconfig(namespace, name).await;
+        let parsed = match kube::config::Kubeconfig::from_yaml(&text) {
+            Ok(parsed) => parsed,
+            Err(e) => panic!("the rewritten kubeconfig does not parse: {e}"),
+        };
+        let config =
+            match kube::Config::from_custom_kubeconfig(parsed, &Default::default()).await {
+                Ok(config) => config,
+                Err(e) => panic!("the rewritten kubeconfig is unusable: {e}"),
+            };
+        match kube::Client::try_from(config) {
+            Ok(client) => client,
+            Err(e) => panic!("cannot build a client for serviceaccount {namespace}/{name}: {e}"),
         }
     }
 
