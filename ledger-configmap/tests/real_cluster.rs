@@ -609,3 +609,75 @@ async fn an_expired_lease_is_taken_over_and_the_old_holder_cannot_release_it() {
     );
     f.cleanup().await;
 }
+
+/// A chart holding the ledger ConfigMap with `version` only, as the platform's chart does,
+/// with a `kubeVersion` constraint the real helm checks against the server.
+fn write_chart(dir: &std::path::Path, name: &str, version: &str) {
+    std::fs::create_dir_all(dir.join("templates")).unwrap();
+    std::fs::write(
+        dir.join("Chart.yaml"),
+        "apiVersion: v2\nname: platform\nversion: 0.1.0\nkubeVersion: \">=1.33.0-0\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("templates/ledger.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  annotations:\n    helm.sh/resource-policy: keep\ndata:\n  version: \"{version}\"\n  kube: \"{{{{ .Capabilities.KubeVersion.Version }}}}\"\n"
+        ),
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_helm_upgrade_of_the_chart_that_owns_the_configmap_leaves_every_ledger_key_in_place() {
+    let Some(f) = Fixture::new("helm install and upgrade", "helm").await else {
+        return;
+    };
+    let home = std::env::temp_dir().join(unique_name("helm-home"));
+    let chart = home.join("chart");
+    let helm = |args: &[&str]| {
+        let out = f
+            .cluster
+            .helm()
+            .args(args)
+            .args(["-n", f.cluster.namespace()])
+            .env("HELM_CACHE_HOME", home.join("cache"))
+            .env("HELM_CONFIG_HOME", home.join("config"))
+            .env("HELM_DATA_HOME", home.join("data"))
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run helm (set MIGRATE_TEST_HELM): {e}"));
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "helm {args:?}: {text}");
+        text
+    };
+    let release = f.name.clone();
+    let chart_path = chart.to_str().unwrap().to_owned();
+    write_chart(&chart, &f.name, "45");
+    helm(&["install", &release, &chart_path]);
+    let data = f.data().await;
+    assert_eq!(data["version"], "45");
+    assert!(
+        data["kube"].starts_with("v1."),
+        "helm read the server's version: {data:?}"
+    );
+    let l = f.ledger();
+    record_some(&l).await;
+    write_chart(&chart, &f.name, "46");
+    helm(&["upgrade", &release, &chart_path]);
+    let data = f.data().await;
+    assert_eq!(data["version"], "46");
+    assert_eq!(ledger_keys(&data), OUR_KEYS, "every m.*/a.* key survives");
+    assert_eq!(l.read().await.unwrap().unwrap().records.len(), 5);
+    helm(&["uninstall", &release]);
+    assert_eq!(
+        ledger_keys(&f.data().await),
+        OUR_KEYS,
+        "resource-policy keep: the ledger outlives the release"
+    );
+    let _ = std::fs::remove_dir_all(&home);
+    f.cleanup().await;
+}
