@@ -19,7 +19,8 @@ use kube::{Api, Client};
 use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger, Options, configmap_size};
 use migration_core::testing::{Harness, sample_entry, slug};
 use migration_core::{
-    EntryState, Ledger, LedgerEntry, LedgerError, ManualClock, Timestamp, WriteMode,
+    EntryState, Ledger, LedgerEntry, LedgerError, Lock, LockedLedger, ManualClock, Timestamp,
+    WriteMode,
 };
 use serde_json::json;
 use test_apiserver::real::{RealCluster, unique_name};
@@ -33,7 +34,7 @@ struct Real {
 
 #[async_trait]
 impl Harness for Real {
-    async fn ledger(&self) -> Arc<dyn Ledger> {
+    async fn ledger(&self) -> Arc<dyn LockedLedger> {
         let options = Options {
             clock: self.clock.clone(),
             ..Options::default()
@@ -567,12 +568,9 @@ async fn an_expired_lease_is_taken_over_and_the_old_holder_cannot_release_it() {
     };
     // Wall-clock expiry, no manual clock: the lease really lapses.
     let l = f.ledger();
-    let first = l
-        .acquire_lock("runner-a", Duration::from_secs(1))
-        .await
-        .unwrap();
+    let first = l.acquire("runner-a", Duration::from_secs(1)).await.unwrap();
     let held = l
-        .acquire_lock("runner-b", Duration::from_secs(30))
+        .acquire("runner-b", Duration::from_secs(30))
         .await
         .unwrap_err();
     assert!(
@@ -582,16 +580,13 @@ async fn an_expired_lease_is_taken_over_and_the_old_holder_cannot_release_it() {
     tokio::time::sleep(Duration::from_millis(2100)).await;
     let second = f
         .ledger()
-        .acquire_lock("runner-b", Duration::from_secs(30))
+        .acquire("runner-b", Duration::from_secs(30))
         .await
         .unwrap();
     assert_eq!(second.holder, "runner-b");
-    let lost = l
-        .renew_lock(&first, Duration::from_secs(30))
-        .await
-        .unwrap_err();
+    let lost = l.renew(&first, Duration::from_secs(30)).await.unwrap_err();
     assert!(matches!(lost, LedgerError::LockLost { .. }), "{lost:?}");
-    l.release_lock(&first).await.unwrap();
+    l.release(&first).await.unwrap();
     let leases: Api<Lease> = Api::namespaced(f.cluster.client(), f.cluster.namespace());
     let stored = leases.get(&format!("{}-lock", f.name)).await.unwrap();
     assert_eq!(
@@ -599,7 +594,7 @@ async fn an_expired_lease_is_taken_over_and_the_old_holder_cannot_release_it() {
         Some("runner-b"),
         "the old holder's release leaves the new holder alone"
     );
-    l.release_lock(&second).await.unwrap();
+    l.release(&second).await.unwrap();
     assert!(
         leases
             .get_opt(&format!("{}-lock", f.name))

@@ -27,7 +27,7 @@ use kube::core::{ApiResource, DynamicObject};
 use kube::{Api, Client, CustomResourceExt};
 use ledger_crd::{CrdLedger, DEFAULT_BUDGET_BYTES, MigrationLedger, Options};
 use migration_core::testing::Harness;
-use migration_core::{LockedLedger, ManualClock, Timestamp};
+use migration_core::{Ledger, Lock, LockedLedger, ManualClock, Timestamp};
 use serde_json::json;
 use test_apiserver::real::RealCluster;
 
@@ -856,7 +856,7 @@ async fn the_lock_is_a_lease_in_the_lease_namespace_on_a_real_server() {
     };
     let l = f.ledger();
     let lease = l
-        .acquire_lock("runner-a/pid-1", Duration::from_secs(30))
+        .acquire("runner-a/pid-1", Duration::from_secs(30))
         .await
         .unwrap();
     let leases: Api<Lease> = Api::namespaced(f.cluster.client(), f.cluster.namespace());
@@ -865,7 +865,7 @@ async fn the_lock_is_a_lease_in_the_lease_namespace_on_a_real_server() {
         stored.spec.unwrap().holder_identity.as_deref(),
         Some("runner-a/pid-1")
     );
-    l.release_lock(&lease).await.unwrap();
+    l.release(&lease).await.unwrap();
     assert!(
         leases
             .get_opt(&format!("{}-lock", f.name))

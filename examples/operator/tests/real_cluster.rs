@@ -22,7 +22,8 @@ use migrate_operator::{
     index_configmap, reconcile, run_controller,
 };
 use migration_core::{
-    Clock, EntryState, Ledger, LedgerEntry, LedgerError, ManualClock, Slug, Timestamp, WriteMode,
+    Clock, EntryState, Ledger, LedgerEntry, LedgerError, Lock, ManualClock, Slug, Timestamp,
+    WriteMode,
 };
 use migration_kube::RetryPolicy;
 use serde_json::json;
@@ -69,15 +70,18 @@ impl Env {
         Some(env)
     }
 
-    fn ledger(&self, client: Client) -> Arc<dyn Ledger> {
+    /// The ledger (and its run lock) with `client`'s credentials.
+    fn configmap_ledger(&self, client: Client) -> ConfigMapLedger {
         let options = Options {
             retry: RetryPolicy::immediate(5),
             clock: self.clock.clone(),
             ..Options::default()
         };
-        Arc::new(ConfigMapLedger::with_options(
-            client, &self.ns, LEDGER, options,
-        ))
+        ConfigMapLedger::with_options(client, &self.ns, LEDGER, options)
+    }
+
+    fn ledger(&self, client: Client) -> Arc<dyn Ledger> {
+        Arc::new(self.configmap_ledger(client))
     }
 
     /// The operator's context; `client` decides whose credentials it acts with.
@@ -383,9 +387,9 @@ async fn the_roles_grant_what_the_operator_and_the_runner_do() {
         .unwrap();
     leader.renew(&lease, Duration::from_secs(15)).await.unwrap();
     // The Jobs' runner: reads and writes the ledger, counts attempts, takes the run lock.
-    let runner = t.ledger(t.cluster.service_account_client(&t.ns, RUNNER_SA).await);
+    let runner = t.configmap_ledger(t.cluster.service_account_client(&t.ns, RUNNER_SA).await);
     let lock = runner
-        .acquire_lock("job-pod", Duration::from_secs(30))
+        .acquire("job-pod", Duration::from_secs(30))
         .await
         .unwrap();
     runner.note_attempt(&s("other"), "t-1", 0).await.unwrap();
@@ -397,7 +401,7 @@ async fn the_roles_grant_what_the_operator_and_the_runner_do() {
         .await
         .unwrap();
     assert_eq!(runner.read().await.unwrap().unwrap().records.len(), 2);
-    runner.release_lock(&lock).await.unwrap();
+    runner.release(&lock).await.unwrap();
 }
 
 #[tokio::test]

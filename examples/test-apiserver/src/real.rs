@@ -166,11 +166,10 @@ impl RealCluster {
             Ok(parsed) => parsed,
             Err(e) => panic!("the rewritten kubeconfig does not parse: {e}"),
         };
-        let config =
-            match kube::Config::from_custom_kubeconfig(parsed, &Default::default()).await {
-                Ok(config) => config,
-                Err(e) => panic!("the rewritten kubeconfig is unusable: {e}"),
-            };
+        let config = match kube::Config::from_custom_kubeconfig(parsed, &Default::default()).await {
+            Ok(config) => config,
+            Err(e) => panic!("the rewritten kubeconfig is unusable: {e}"),
+        };
         match kube::Client::try_from(config) {
             Ok(client) => client,
             Err(e) => panic!("cannot build a client for serviceaccount {namespace}/{name}: {e}"),

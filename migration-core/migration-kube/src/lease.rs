@@ -282,7 +282,7 @@ impl LeaseLock {
         }
     }
 
-    /// Takes the lock for `holder`; see [`migration_core::Ledger::acquire_lock`].
+    /// Takes the lock for `holder`; see [`migration_core::Lock::acquire`].
     pub async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         const OP: &str = "acquire lock";
         let mut attempt = 0;
@@ -339,7 +339,7 @@ impl LeaseLock {
         }
     }
 
-    /// Extends a held lock; see [`migration_core::Ledger::renew_lock`].
+    /// Extends a held lock; see [`migration_core::Lock::renew`].
     pub async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
         const OP: &str = "renew lock";
         let mut attempt = 0;
@@ -371,7 +371,7 @@ impl LeaseLock {
         }
     }
 
-    /// Releases a held lock; see [`migration_core::Ledger::release_lock`].
+    /// Releases a held lock; see [`migration_core::Lock::release`].
     pub async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
         const OP: &str = "release lock";
         let mut attempt = 0;
