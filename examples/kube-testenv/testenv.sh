@@ -275,7 +275,9 @@ cmd_start() {
 }
 
 cmd_env() {
-	[ -f "$STATE/env" ] && alive "$STATE/kube-apiserver.pid" || die "not running (run: $0 start)"
+	if ! [ -f "$STATE/env" ] || ! alive "$STATE/kube-apiserver.pid"; then
+		die "not running (run: $0 start)"
+	fi
 	cat "$STATE/env"
 }
 
