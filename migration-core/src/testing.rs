@@ -26,7 +26,6 @@ use crate::entry::{EntryState, LedgerEntry};
 use crate::ledger::{LedgerError, LegacyVersion, Record, WriteMode};
 use crate::lock::LockedLedger;
 use crate::slug::Slug;
-use crate::time::Timestamp;
 
 /// What the suite needs from a backend under test.
 #[async_trait]
@@ -57,7 +56,7 @@ pub fn sample_entry(state: EntryState, n: u32) -> LedgerEntry {
         image: Some(format!("registry.example/migrations@sha256:{:064x}", n)),
         sha256: Some(crate::digest::Sha256Digest::of(&n.to_be_bytes())),
         attempts: n,
-        ..LedgerEntry::new(state, Timestamp::from_unix(1_786_529_040 + i64::from(n)))
+        ..LedgerEntry::new(state, fixtures::NOW.plus(Duration::from_secs(u64::from(n))))
     };
     if state == EntryState::Failed {
         entry.reason = Some("exit-status-1".into());

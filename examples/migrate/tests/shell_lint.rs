@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{json, migrate, parse};
-use migration_core::testing::fixtures::script_text as script;
+use migration_core::testing::fixtures::script_text;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/shell")
@@ -378,7 +378,7 @@ fn run_and_plan_refuse_the_lib_version_of_the_original_bug_naming_the_helper() {
 
 #[test]
 fn lint_checks_every_lib_helper_even_one_no_script_sources() {
-    let dir = tree(&[("a", &script("pre-apply", "abort", &[], "echo ok"))]);
+    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], "echo ok"))]);
     std::fs::write(
         dir.path().join("lib/unused.sh"),
         "drop_all() {\n    kubectl delete ns old || true\n}\n",
@@ -394,7 +394,7 @@ fn lint_checks_every_lib_helper_even_one_no_script_sources() {
 #[test]
 fn a_source_path_that_cannot_be_resolved_is_a_warning() {
     let body = ". \"$HOME/helpers.sh\"\necho ok";
-    let dir = tree(&[("a", &script("pre-apply", "abort", &[], body))]);
+    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], body))]);
     let (code, doc) = lint(dir.path(), &["--shellcheck-level", "off"], None);
     assert_eq!(
         (code, rules(&doc)),
@@ -406,7 +406,7 @@ const WAIVED_FOR: &str = "# migrate: allow for-command-substitution: the list is
 
 #[test]
 fn a_waiver_with_a_reason_accepts_the_finding_reports_it_and_run_proceeds() {
-    let text = script("pre-apply", "abort", &[], WAIVED_FOR);
+    let text = script_text("pre-apply", "abort", &[], WAIVED_FOR);
     let dir = tree(&[("waived", &text)]);
     let (code, doc) = lint(dir.path(), &["--shellcheck-level", "off"], None);
     assert_eq!((code, rules(&doc)), (0, vec![]), "{doc}");
@@ -440,10 +440,10 @@ fn a_waiver_with_a_reason_accepts_the_finding_reports_it_and_run_proceeds() {
 #[test]
 fn a_waiver_on_the_findings_own_line_applies_and_one_two_lines_up_does_not() {
     let same_line = "for ns in $(kubectl get ns -o name); do echo \"$ns\"; done # migrate: allow for-command-substitution: checked below";
-    let dir = tree(&[("a", &script("pre-apply", "abort", &[], same_line))]);
+    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], same_line))]);
     assert_eq!(lint(dir.path(), &["--shellcheck-level", "off"], None).0, 0);
     let too_far = WAIVED_FOR.replace("\nfor", "\necho spacer\nfor");
-    let dir = tree(&[("a", &script("pre-apply", "abort", &[], &too_far))]);
+    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], &too_far))]);
     let (code, doc) = lint(dir.path(), &["--shellcheck-level", "off"], None);
     assert_eq!(code, 2);
     assert_eq!(
@@ -456,7 +456,7 @@ fn a_waiver_on_the_findings_own_line_applies_and_one_two_lines_up_does_not() {
 #[test]
 fn a_waiver_without_a_reason_is_an_error_and_waives_nothing() {
     let body = "# migrate: allow for-command-substitution\nfor ns in $(kubectl get ns -o name); do echo \"$ns\"; done";
-    let dir = tree(&[("a", &script("pre-apply", "abort", &[], body))]);
+    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], body))]);
     let (code, doc) = lint(dir.path(), &["--shellcheck-level", "off"], None);
     assert_eq!(code, 2);
     assert_eq!(
@@ -470,13 +470,13 @@ fn a_waiver_without_a_reason_is_an_error_and_waives_nothing() {
 #[test]
 fn a_waiver_that_matches_nothing_is_a_warning_and_one_naming_no_rule_is_an_error() {
     let body = "# migrate: allow kubectl-error-ignored: it used to be needed\necho ok";
-    let dir = tree(&[("a", &script("pre-apply", "abort", &[], body))]);
+    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], body))]);
     let (code, doc) = lint(dir.path(), &["--shellcheck-level", "off"], None);
     assert_eq!((code, rules(&doc)), (0, vec!["waiver-unused".to_owned()]));
     assert_eq!(doc["findings"][0]["level"], "warning");
     assert_eq!(doc["findings"][0]["line"], 5);
     let body = "# migrate: allow kubectl-eror-ignored: typo\necho ok";
-    let dir = tree(&[("a", &script("pre-apply", "abort", &[], body))]);
+    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], body))]);
     let (code, doc) = lint(dir.path(), &["--shellcheck-level", "off"], None);
     assert_eq!((code, rules(&doc)), (2, vec!["waiver-rule".to_owned()]));
 }
@@ -507,7 +507,7 @@ fn fake_shellcheck(dir: &Path) -> (PathBuf, PathBuf) {
 fn shellcheck_runs_in_the_trees_dialect_following_sources_and_reports_warnings() {
     let dir = tree(&[(
         "a",
-        &script("pre-apply", "abort", &[], ". ./lib/kube.sh\nkube get ns"),
+        &script_text("pre-apply", "abort", &[], ". ./lib/kube.sh\nkube get ns"),
     )]);
     let scratch = tempfile::tempdir().unwrap();
     let (bin, log) = fake_shellcheck(scratch.path());
@@ -549,7 +549,7 @@ fn shellcheck_runs_in_the_trees_dialect_following_sources_and_reports_warnings()
 
 #[test]
 fn without_shellcheck_lint_notes_it_once_and_does_not_fail() {
-    let dir = tree(&[("a", &script("pre-apply", "abort", &[], "echo ok"))]);
+    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], "echo ok"))]);
     let empty = tempfile::tempdir().unwrap();
     let path = empty.path().to_str().unwrap();
     let (code, doc) = lint(dir.path(), &[], Some(path));
@@ -588,7 +588,7 @@ fn the_real_shellcheck_reports_its_findings_in_scripts_and_sourced_helpers() {
         return;
     }
     let body = ". ./lib/helpers.sh\nshow $1";
-    let dir = tree(&[("a", &script("pre-apply", "abort", &[], body))]);
+    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], body))]);
     std::fs::write(
         dir.path().join("lib/helpers.sh"),
         "show() {\n    echo $1\n}\n",

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use migration_core::header::OnError;
 use migration_core::{Slug, Tier, TierSelection};
+use migration_kube::defaults;
 
 use crate::lint::Level;
 use crate::report::Format;
@@ -188,7 +189,7 @@ pub struct LintArgs {
     #[arg(long = "kubectl-command")]
     pub kubectl_commands: Vec<String>,
     /// Name of the ledger ConfigMap scripts must not write.
-    #[arg(long, default_value = "cozystack-version")]
+    #[arg(long, default_value = defaults::LEDGER_NAME)]
     pub ledger_name: String,
     /// The level of shellcheck's findings (when shellcheck is on PATH).
     #[arg(long, value_enum, default_value = "warning")]
@@ -210,10 +211,10 @@ pub struct SeedFreshArgs {
     #[arg(long, value_enum)]
     pub render: Option<RenderKind>,
     /// Namespace of the rendered ConfigMap.
-    #[arg(long, default_value = "cozy-system")]
+    #[arg(long, default_value = defaults::NAMESPACE)]
     pub namespace: String,
     /// Name of the rendered ConfigMap.
-    #[arg(long, default_value = "cozystack-version")]
+    #[arg(long, default_value = defaults::LEDGER_NAME)]
     pub name: String,
 }
 
@@ -266,7 +267,7 @@ pub struct RunArgs {
     #[arg(long, env = "MIGRATION_IMAGE")]
     pub image: Option<String>,
     /// Namespace passed to scripts as MIGRATION_NAMESPACE.
-    #[arg(long, env = "MIGRATION_NAMESPACE", default_value = "cozy-system")]
+    #[arg(long, env = "MIGRATION_NAMESPACE", default_value = defaults::NAMESPACE)]
     pub namespace: String,
     /// Per-script timeout in seconds.
     #[arg(long, default_value_t = 900)]
@@ -300,10 +301,10 @@ pub struct IndexArgs {
     #[arg(long, default_value = "/migrations")]
     pub tree_path: String,
     /// Namespace of the ConfigMap.
-    #[arg(long, default_value = "cozy-system")]
+    #[arg(long, default_value = defaults::NAMESPACE)]
     pub namespace: String,
     /// Name of the ConfigMap.
-    #[arg(long, default_value = "cozystack-migrations-index")]
+    #[arg(long, default_value = defaults::INDEX_NAME)]
     pub name: String,
 }
 
