@@ -481,9 +481,9 @@ async fn ten_thousand_keys_with_one_corrupt_read_as_exactly_one_corrupt_on_a_rea
 fn entry_of_size(n: usize, bytes: usize) -> (migration_core::Slug, LedgerEntry) {
     let mut entry = sample_entry(EntryState::Failed, n as u32);
     entry.message = Some(String::new());
-    let overhead = slug(n).ledger_key().len() + entry.encode().len();
+    let overhead = migration_core::keys::entry_key(slug(n)).len() + entry.encode().len();
     entry.message = Some("x".repeat(bytes - overhead));
-    assert_eq!(slug(n).ledger_key().len() + entry.encode().len(), bytes);
+    assert_eq!(migration_core::keys::entry_key(slug(n)).len() + entry.encode().len(), bytes);
     (slug(n), entry)
 }
 
