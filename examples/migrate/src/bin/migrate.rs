@@ -243,6 +243,11 @@ enum Command {
         /// Allowed shebang (repeatable; default /bin/sh and /bin/bash).
         #[arg(long = "allow-interpreter")]
         allow_interpreters: Vec<String>,
+        /// A cluster command to run through the tripwire's shim, besides
+        /// kubectl, helm, flux, the tree's cluster-commands file and
+        /// MIGRATE_CLUSTER_COMMANDS (repeatable).
+        #[arg(long = "cluster-command")]
+        cluster_commands: Vec<String>,
     },
     /// Render the index ConfigMap the background operator reads.
     Index {
@@ -357,6 +362,19 @@ async fn open(
     spec.open()
         .await
         .map_err(|e| Failure::new(exit::ENVIRONMENT, "environment", vec![e]))
+}
+
+/// The cluster commands: kubectl, helm, flux, plus the tree's
+/// `cluster-commands` file (when `tree` is given), `MIGRATE_CLUSTER_COMMANDS`
+/// and the flags. A bad name is a usage error.
+fn cluster_command_settings(
+    tree: Option<&std::path::Path>,
+    flags: &[String],
+) -> Result<Vec<String>, Failure> {
+    use migrate::tripwire::config;
+    let env = std::env::var(config::ENV_COMMANDS).ok();
+    config::resolve(tree, env.as_deref(), flags)
+        .map_err(|problems| Failure::new(exit::BAD_INPUT, "bad-input", problems))
 }
 
 /// `$POD_NAME` (set by the Job's downward API) or the host name, plus the pid.
@@ -564,6 +582,14 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
             if !kubectl_commands.is_empty() {
                 config.kubectl_commands = kubectl_commands;
             }
+            // The tripwire's cluster commands (MIGRATE_CLUSTER_COMMANDS; lint
+            // reads the tree's cluster-commands file itself) are cluster
+            // commands for lint too.
+            for name in cluster_command_settings(None, &[])? {
+                if !config.kubectl_commands.contains(&name) {
+                    config.kubectl_commands.push(name);
+                }
+            }
             let report = lint_tree(&tree, &config)?;
             let findings = &report.findings;
             let errors = findings.iter().filter(|f| f.level == Level::Error).count();
@@ -756,6 +782,7 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
             lock_ttl,
             holder,
             allow_interpreters,
+            cluster_commands,
         } => {
             let tree = MigrationsTree::load(&tree)?;
             let ledger = open(&ledger).await?;
@@ -770,6 +797,13 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
             if !allow_interpreters.is_empty() {
                 config.allowed_interpreters = allow_interpreters;
             }
+            let cluster_commands = cluster_command_settings(Some(tree.root()), &cluster_commands)?;
+            for name in &cluster_commands {
+                if !config.lint.kubectl_commands.contains(name) {
+                    config.lint.kubectl_commands.push(name.clone());
+                }
+            }
+            config.tripwire.commands = cluster_commands;
             let console = StdConsole {
                 stderr_only: out.format == Format::Json,
             };
@@ -817,6 +851,11 @@ async fn run(cli: Cli, out: &Out) -> Result<(), Failure> {
 }
 
 fn main() -> ExitCode {
+    // Invoked as a cluster command or as migrate-tolerate (the runner's
+    // symlinks): be that, and nothing else.
+    if let Some(status) = migrate::tripwire::dispatch() {
+        return ExitCode::from(u8::try_from(status).unwrap_or(1));
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
