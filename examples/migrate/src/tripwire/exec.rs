@@ -97,7 +97,20 @@ pub fn run(real: &Path, argv: &[String], input: Input<'_>) -> std::io::Result<Ra
         Input::Inherit => Stdio::inherit(),
         Input::Bytes(_) => Stdio::piped(),
     });
+    // Signals sent to the shim (`kill $!` of a background call, Ctrl-C)
+    // reach the real command: block them here and forward them from a
+    // thread. The child starts with an empty mask (std resets it).
+    let forwarded = forwarded_signals();
+    let blocked = forwarded.thread_block().is_ok();
     let mut child = cmd.spawn()?;
+    if blocked && let Ok(pid) = i32::try_from(child.id()) {
+        let pid = nix::unistd::Pid::from_raw(pid);
+        std::thread::spawn(move || {
+            while let Ok(signal) = forwarded.wait() {
+                let _ = nix::sys::signal::kill(pid, signal);
+            }
+        });
+    }
     let feeder = match (input, child.stdin.take()) {
         (Input::Bytes(bytes), Some(mut stdin)) => {
             let bytes = bytes.to_vec();
@@ -147,6 +160,20 @@ pub fn run(real: &Path, argv: &[String], input: Input<'_>) -> std::io::Result<Ra
         signal: status.signal(),
         stderr,
     })
+}
+
+fn forwarded_signals() -> nix::sys::signal::SigSet {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ] {
+        set.add(s);
+    }
+    set
 }
 
 /// True when `candidate` is the same file as `exe` (a shim pointing back at
