@@ -854,7 +854,7 @@ fn calling_a_cluster_command_by_path_is_a_lint_error_and_refused_by_run() {
         .iter()
         .map(|f| f["rule"].as_str().unwrap())
         .collect();
-    assert!(rules.contains(&"cluster-command-absolute-path"), "{doc:#}");
+    assert!(rules.contains(&"cluster-command-path"), "{doc:#}");
     let mut cmd = s.command(&shell, "ok", "not-found");
     cmd.env_remove("MIGRATE_TEST_SKIP_PRERUN_SCAN");
     let (code, doc, _) = parse(cmd.output().unwrap());
@@ -863,7 +863,7 @@ fn calling_a_cluster_command_by_path_is_a_lint_error_and_refused_by_run() {
         doc["problems"][0]
             .as_str()
             .unwrap()
-            .contains("cluster-command-absolute-path"),
+            .contains("cluster-command-path"),
         "{doc:#}"
     );
 }
