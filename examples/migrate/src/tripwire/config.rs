@@ -14,7 +14,7 @@ pub const DEFAULT_COMMANDS: [&str; 3] = ["kubectl", "helm", "flux"];
 pub const TREE_FILE: &str = "cluster-commands";
 /// The environment variable adding commands.
 pub const ENV_COMMANDS: &str = "MIGRATE_CLUSTER_COMMANDS";
-/// The tolerance helper's name (argv[0] dispatch).
+/// The tolerance helper's name (`argv[0]` dispatch).
 pub const TOLERATE: &str = "migrate-tolerate";
 
 /// Checks one command name: a plain file name that a shim can stand in for.

@@ -5,7 +5,7 @@
 //! 0700, one per execution) of symlinks named after the cluster commands
 //! (`kubectl`, `helm`, `flux` and any configured ones, see [`config`]) and
 //! `migrate-tolerate`, all pointing at the migrate binary, which dispatches
-//! on argv[0] ([`dispatch`]). `KUBECTL`, `HELM`, `FLUX` (the upper-cased
+//! on `argv[0]` ([`dispatch`]). `KUBECTL`, `HELM`, `FLUX` (the upper-cased
 //! names) point at the shims too. The real commands were resolved by the
 //! runner from its own `PATH` (never finding a shim) and are passed as
 //! absolute paths (`MIGRATE_TRIPWIRE_REAL_<NAME>`).
@@ -39,7 +39,7 @@ pub const MASKED_FAILURE: &str = "masked-failure";
 
 /// If this process was started as a cluster-command shim or as
 /// `migrate-tolerate`, does that job and returns its exit status. Call it
-/// first thing in `main`: it decides on argv[0] alone, before any other
+/// first thing in `main`: it decides on `argv[0]` alone, before any other
 /// setup, so a shimmed call costs one process start.
 pub fn dispatch() -> Option<i32> {
     let mut args = std::env::args_os();

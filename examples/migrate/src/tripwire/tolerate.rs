@@ -55,7 +55,7 @@ pub const USAGE: &str = "usage: migrate-tolerate [--not-found] [--not-served] [-
   --retry-delay S   seconds between attempts (default 2)
 Every other failure (Forbidden, Unauthorized, unreachable after the retries, ...) stays a failure.";
 
-/// Parses the helper's arguments (without argv[0]).
+/// Parses the helper's arguments (without `argv[0]`).
 pub fn parse(args: &[String]) -> Result<Args, String> {
     let mut accept = BTreeSet::new();
     let mut retries = 0;
