@@ -25,6 +25,8 @@ use super::exec::{self, Input};
 use super::record::{self, ENV_COMMANDS, ENV_REPORT, Outcome, Record};
 use super::shim::{Real, end_record, real_command};
 
+/// Retries of a bare `--retry`.
+pub const DEFAULT_RETRIES: u32 = 3;
 /// Most retries `--retry` accepts.
 pub const MAX_RETRIES: u32 = 20;
 /// Longest `--retry-delay`, in seconds.
@@ -46,12 +48,12 @@ pub struct Args {
 }
 
 /// The usage text.
-pub const USAGE: &str = "usage: migrate-tolerate [--not-found] [--not-served] [--already-exists] [--conflict] [--retry N [--retry-delay SECONDS]] -- COMMAND [ARG...]
+pub const USAGE: &str = "usage: migrate-tolerate [--not-found] [--not-served] [--already-exists] [--conflict] [--retry [N] [--retry-delay SECONDS]] -- COMMAND [ARG...]
   --not-found       accept 'Error from server (NotFound)' (helm: 'release: not found')
   --not-served      accept a resource type the server does not serve ('the server doesn't have a resource type', 'no matches for kind')
   --already-exists  accept 'Error from server (AlreadyExists)' (helm: 'cannot re-use a name that is still in use')
   --conflict        accept 'Error from server (Conflict)' ('Operation cannot be fulfilled on ...')
-  --retry N         retry up to N more times while the failure is transient (unreachable, timeout, throttled, 5xx, etcd leader change)
+  --retry [N]       retry up to N (default 3) more times while the failure is transient (unreachable, timeout, throttled, 5xx, etcd leader change)
   --retry-delay S   seconds between attempts (default 2)
 Every other failure (Forbidden, Unauthorized, unreachable after the retries, ...) stays a failure.";
 
@@ -87,15 +89,23 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
                 accept.insert(Class::Conflict);
             }
             "--retry" => {
-                let v = value(i)?;
-                retries = v
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|n| *n <= MAX_RETRIES)
-                    .ok_or_else(|| {
-                        format!("--retry {v:?}: expected a whole number from 0 to {MAX_RETRIES}")
-                    })?;
-                i += 1;
+                // The count is optional: `--retry -- kubectl ...` retries
+                // DEFAULT_RETRIES times.
+                match args.get(i + 1) {
+                    Some(v) if v.starts_with(|c: char| c.is_ascii_digit()) => {
+                        retries = v
+                            .parse::<u32>()
+                            .ok()
+                            .filter(|n| *n <= MAX_RETRIES)
+                            .ok_or_else(|| {
+                                format!(
+                                    "--retry {v:?}: expected a whole number from 0 to {MAX_RETRIES}"
+                                )
+                            })?;
+                        i += 1;
+                    }
+                    _ => retries = DEFAULT_RETRIES,
+                }
             }
             "--retry-delay" => {
                 let v = value(i)?;
@@ -373,6 +383,11 @@ mod tests {
         .unwrap();
         assert_eq!((a.retries, a.delay), (3, Duration::from_millis(500)));
         assert!(a.accept.is_empty());
+        let a = args(&["--retry", "--", "kubectl", "apply", "-f", "x"]).unwrap();
+        assert_eq!(
+            (a.retries, a.delay),
+            (DEFAULT_RETRIES, Duration::from_secs(2))
+        );
     }
 
     #[test]
@@ -388,7 +403,7 @@ mod tests {
                 .unwrap_err()
                 .contains("unknown option")
         );
-        assert!(args(&["--retry", "x", "--", "kubectl"]).is_err());
+        assert!(args(&["--retry", "3x", "--", "kubectl"]).is_err());
         assert!(args(&["--retry", "99", "--", "kubectl"]).is_err());
         assert!(args(&["--not-found", "--retry-delay", "1", "--", "kubectl"]).is_err());
     }
