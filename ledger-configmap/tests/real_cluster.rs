@@ -483,7 +483,10 @@ fn entry_of_size(n: usize, bytes: usize) -> (migration_core::Slug, LedgerEntry) 
     entry.message = Some(String::new());
     let overhead = migration_core::keys::entry_key(slug(n)).len() + entry.encode().len();
     entry.message = Some("x".repeat(bytes - overhead));
-    assert_eq!(migration_core::keys::entry_key(slug(n)).len() + entry.encode().len(), bytes);
+    assert_eq!(
+        migration_core::keys::entry_key(slug(n)).len() + entry.encode().len(),
+        bytes
+    );
     (slug(n), entry)
 }
 

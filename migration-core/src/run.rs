@@ -53,6 +53,13 @@ impl Step {
 pub enum Outcome {
     /// The script exited 0 and nothing says its work was skipped.
     Succeeded,
+    /// The script exited 0 and the executing program has something to say
+    /// about it (the hook runner: cluster-command failures the script
+    /// explicitly tolerated): recorded `ok`, with `message`.
+    SucceededNoting {
+        /// The entry's message.
+        message: String,
+    },
     /// The script failed (non-zero exit, signal, timeout, a masked failure).
     Failed {
         /// A short machine-readable reason (`exit-status-1`, `timeout`, ...).
@@ -275,8 +282,13 @@ impl Run<'_, '_> {
         attempts: u32,
         outcome: Outcome,
     ) -> Result<Verdict, MigrateError> {
+        let mut note = None;
         let (state, failure) = match outcome {
             Outcome::Succeeded => (EntryState::Ok, None),
+            Outcome::SucceededNoting { message } => {
+                note = Some(recorded_message(&message, self.message_limit));
+                (EntryState::Ok, None)
+            }
             Outcome::Failed { reason, message } => (
                 EntryState::Failed,
                 Some((
@@ -300,7 +312,10 @@ impl Run<'_, '_> {
                 message: message.clone(),
             });
         }
-        let entry = self.entry(pending, state, attempts, failure);
+        let mut entry = self.entry(pending, state, attempts, failure);
+        if note.is_some() {
+            entry.message = note;
+        }
         self.migrator.record(&pending.slug, &entry).await?;
         if let Some(usage) = self.usage.as_mut() {
             usage.used_bytes += record_bytes(&pending.slug, &entry, usage);

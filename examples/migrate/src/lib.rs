@@ -17,3 +17,4 @@ pub mod runner;
 pub mod scaffold;
 pub mod shell;
 pub mod spec;
+pub mod tripwire;

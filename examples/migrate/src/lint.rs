@@ -152,6 +152,17 @@ pub fn lint_tree(root: &Path, config: &LintConfig) -> Result<LintReport, TreeErr
         }
         Err(other) => return Err(other),
     }
+    // The tree's cluster-commands file (the tripwire's, see
+    // crate::tripwire::config): its names are cluster commands here too.
+    let (tree_commands, list_findings) = crate::tripwire::lint::tree_file(root);
+    findings.extend(list_findings);
+    let mut config = config.clone();
+    for name in tree_commands {
+        if !config.kubectl_commands.contains(&name) {
+            config.kubectl_commands.push(name);
+        }
+    }
+    let config = &config;
     let shell_config = config.shell();
     let tree_dialect = Dialect::of_shebang(&config.shebang);
     let mut cache = SourceCache::new(Some(root));

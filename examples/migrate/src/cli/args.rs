@@ -287,6 +287,11 @@ pub struct RunArgs {
     /// Allowed shebang (repeatable; default /bin/sh and /bin/bash).
     #[arg(long = "allow-interpreter")]
     pub allow_interpreters: Vec<String>,
+    /// A cluster command to run through the tripwire's shim, besides
+    /// kubectl, helm, flux, the tree's cluster-commands file and
+    /// MIGRATE_CLUSTER_COMMANDS (repeatable).
+    #[arg(long = "cluster-command")]
+    pub cluster_commands: Vec<String>,
 }
 
 /// `migrate index`.

@@ -22,6 +22,14 @@ pub fn lint(args: LintArgs, out: &Out) -> Result<(), Failure> {
     if !args.kubectl_commands.is_empty() {
         config.kubectl_commands = args.kubectl_commands;
     }
+    // The tripwire's cluster commands (MIGRATE_CLUSTER_COMMANDS; lint reads
+    // the tree's cluster-commands file itself) are cluster commands for lint
+    // too.
+    for name in super::run::cluster_command_settings(None, &[])? {
+        if !config.kubectl_commands.contains(&name) {
+            config.kubectl_commands.push(name);
+        }
+    }
     let view = LintView::new(lint_tree(&args.tree, &config)?);
     out.emit(&view, |_| view.text());
     if view.errors > 0 {

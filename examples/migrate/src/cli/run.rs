@@ -30,6 +30,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         lock_ttl,
         holder,
         allow_interpreters,
+        cluster_commands,
     } = args;
     let tree = MigrationsTree::load(&tree)?;
     let ledger = open(&ledger).await?;
@@ -44,6 +45,13 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     if !allow_interpreters.is_empty() {
         config.allowed_interpreters = allow_interpreters;
     }
+    let cluster_commands = cluster_command_settings(Some(tree.root()), &cluster_commands)?;
+    for name in &cluster_commands {
+        if !config.lint.kubectl_commands.contains(name) {
+            config.lint.kubectl_commands.push(name.clone());
+        }
+    }
+    config.tripwire.commands = cluster_commands;
     let console = StdConsole {
         stderr_only: out.format == Format::Json,
     };
@@ -54,6 +62,19 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         Err(e) => return Err(run_failure(e, out)),
     }
     Ok(())
+}
+
+/// The cluster commands: kubectl, helm, flux, plus the tree's
+/// `cluster-commands` file (when `tree` is given), `MIGRATE_CLUSTER_COMMANDS`
+/// and the flags. A bad name is a usage error.
+pub(crate) fn cluster_command_settings(
+    tree: Option<&std::path::Path>,
+    flags: &[String],
+) -> Result<Vec<String>, Failure> {
+    use crate::tripwire::config;
+    let env = std::env::var(config::ENV_COMMANDS).ok();
+    config::resolve(tree, env.as_deref(), flags)
+        .map_err(|problems| Failure::new(exit::BAD_INPUT, "bad-input", problems))
 }
 
 /// `$POD_NAME` (set by the Job's downward API) or the host name, plus the pid.

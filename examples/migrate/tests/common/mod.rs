@@ -238,3 +238,5 @@ pub fn empty_file_ledger(path: &Path) -> String {
         .unwrap();
     format!("file:{}", path.display())
 }
+
+pub mod shells;

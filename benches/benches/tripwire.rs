@@ -1,0 +1,188 @@
+//! The tripwire shim's cost, side by side with calling the command
+//! directly, in the same run:
+//!
+//! - `call/trivial`: one call of a trivial fake `kubectl` (`#!/bin/sh`,
+//!   `exit 0`: the floor is the process spawn), directly and through the
+//!   shim (the migrate binary behind a `kubectl` symlink, with the runner's
+//!   environment: real path, report file).
+//! - `call/kubectl-client`: one call of the real `/usr/bin/kubectl version
+//!   --client` (no network), directly and through the shim: the cheapest
+//!   real kubectl call, so the shim's share of it is an upper bound for a
+//!   call that talks to an API server.
+//! - `script_100_calls/trivial`: a dash script making 100 calls of the
+//!   trivial fake, with and without the shim on PATH.
+//!
+//! The shim is the release `migrate` binary next to this bench
+//! (`cargo build --release -p migrate` first), or `$MIGRATE_BIN`; without
+//! either, this bench binary itself, which dispatches exactly as `migrate`
+//! does (`migrate::tripwire::dispatch()` first thing in `main`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, SamplingMode};
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    fake: PathBuf,
+    shim_dir: PathBuf,
+    fake_dir: PathBuf,
+    report: PathBuf,
+    script: PathBuf,
+}
+
+fn shim_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("MIGRATE_BIN") {
+        return PathBuf::from(p);
+    }
+    let me = std::env::current_exe().unwrap();
+    let beside = me
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("migrate"))
+        .filter(|p| p.is_file());
+    beside.unwrap_or(me)
+}
+
+fn setup(shim: &Path) -> Setup {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fake_dir = dir.path().join("fakebin");
+    let shim_dir = dir.path().join("shims");
+    std::fs::create_dir_all(&fake_dir).unwrap();
+    std::fs::create_dir_all(&shim_dir).unwrap();
+    let fake = fake_dir.join("kubectl");
+    std::fs::write(&fake, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(shim, shim_dir.join("kubectl")).unwrap();
+    let report = dir.path().join("report.jsonl");
+    std::fs::write(&report, "").unwrap();
+    let script = dir.path().join("hundred.sh");
+    std::fs::write(
+        &script,
+        "i=0\nwhile [ $i -lt 100 ]; do\n  kubectl get ns -o name\n  i=$((i + 1))\ndone\n",
+    )
+    .unwrap();
+    Setup {
+        _dir: dir,
+        fake,
+        shim_dir,
+        fake_dir,
+        report,
+        script,
+    }
+}
+
+fn shimmed(cmd: &mut Command, s: &Setup, real: &Path) {
+    cmd.env("MIGRATE_TRIPWIRE_REPORT", &s.report)
+        .env("MIGRATE_TRIPWIRE_COMMANDS", "kubectl,helm,flux")
+        .env("MIGRATE_TRIPWIRE_REAL_KUBECTL", real);
+}
+
+fn run(mut cmd: Command) {
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn bench(c: &mut Criterion) {
+    let shim = shim_binary();
+    println!("tripwire bench: shim binary {}", shim.display());
+    let s = setup(&shim);
+    let base_path = std::env::var("PATH").unwrap_or_default();
+
+    let mut group = c.benchmark_group("tripwire/call");
+    group.warm_up_time(Duration::from_secs(1));
+    group.sample_size(50);
+    group.measurement_time(Duration::from_secs(5));
+    group.bench_function(BenchmarkId::new("trivial", "direct"), |b| {
+        b.iter(|| {
+            let mut cmd = Command::new(&s.fake);
+            cmd.args(["get", "ns"]);
+            run(cmd);
+        })
+    });
+    group.bench_function(BenchmarkId::new("trivial", "shim"), |b| {
+        b.iter(|| {
+            let mut cmd = Command::new(s.shim_dir.join("kubectl"));
+            cmd.args(["get", "ns"]);
+            shimmed(&mut cmd, &s, &s.fake);
+            run(cmd);
+        })
+    });
+    let real = Path::new("/usr/bin/kubectl");
+    if real.is_file() {
+        group.sampling_mode(SamplingMode::Flat);
+        group.sample_size(20);
+        group.measurement_time(Duration::from_secs(8));
+        group.bench_function(BenchmarkId::new("kubectl-client", "direct"), |b| {
+            b.iter(|| {
+                let mut cmd = Command::new(real);
+                cmd.args(["version", "--client"]);
+                run(cmd);
+            })
+        });
+        group.bench_function(BenchmarkId::new("kubectl-client", "shim"), |b| {
+            b.iter(|| {
+                let mut cmd = Command::new(s.shim_dir.join("kubectl"));
+                cmd.args(["version", "--client"]);
+                shimmed(&mut cmd, &s, real);
+                run(cmd);
+            })
+        });
+    } else {
+        println!("tripwire bench: no /usr/bin/kubectl, kubectl-client skipped");
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("tripwire/script_100_calls");
+    group.warm_up_time(Duration::from_secs(1));
+    group.sampling_mode(SamplingMode::Flat);
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function(BenchmarkId::new("trivial", "direct"), |b| {
+        b.iter(|| {
+            let mut cmd = Command::new("/bin/sh");
+            cmd.arg("-e")
+                .arg(&s.script)
+                .env("PATH", format!("{}:{base_path}", s.fake_dir.display()));
+            run(cmd);
+        })
+    });
+    group.bench_function(BenchmarkId::new("trivial", "shim"), |b| {
+        b.iter(|| {
+            let mut cmd = Command::new("/bin/sh");
+            cmd.arg("-e").arg(&s.script).env(
+                "PATH",
+                format!(
+                    "{}:{}:{base_path}",
+                    s.shim_dir.display(),
+                    s.fake_dir.display()
+                ),
+            );
+            shimmed(&mut cmd, &s, &s.fake);
+            run(cmd);
+        })
+    });
+    group.finish();
+    // Every shimmed call was recorded: a start and an end line each.
+    let lines = std::fs::read_to_string(&s.report).unwrap().lines().count();
+    println!("tripwire bench: {lines} report lines written");
+}
+
+fn main() {
+    // Invoked through the `kubectl` symlink (when this binary is the shim).
+    if let Some(status) = migrate::tripwire::dispatch() {
+        std::process::exit(status);
+    }
+    let mut c = Criterion::default().configure_from_args();
+    bench(&mut c);
+    c.final_summary();
+}

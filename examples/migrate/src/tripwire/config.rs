@@ -1,0 +1,229 @@
+//! Which commands are cluster commands.
+//!
+//! The set is a union, so a setting can only add commands, never take the
+//! tripwire off one: the defaults (`kubectl`, `helm`, `flux`), the tree's
+//! `cluster-commands` file (one name per line, `#` comments, like `revoked`
+//! and `legacy-map`), the `MIGRATE_CLUSTER_COMMANDS` environment variable
+//! (comma- or space-separated) and `--cluster-command NAME` flags.
+
+use std::path::Path;
+
+/// The commands that are always cluster commands.
+pub const DEFAULT_COMMANDS: [&str; 3] = ["kubectl", "helm", "flux"];
+/// The per-tree list file, at the tree root.
+pub const TREE_FILE: &str = "cluster-commands";
+/// The environment variable adding commands.
+pub const ENV_COMMANDS: &str = "MIGRATE_CLUSTER_COMMANDS";
+/// The tolerance helper's name (`argv[0]` dispatch).
+pub const TOLERATE: &str = "migrate-tolerate";
+
+/// Checks one command name: a plain file name that a shim can stand in for.
+pub fn validate_name(name: &str) -> Result<(), String> {
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "._+-".contains(c));
+    if name.is_empty() || !ok_chars || name.starts_with(['.', '-']) {
+        return Err(format!(
+            "{name:?} is not a command name (letters, digits, '.', '_', '+', '-'; no path)"
+        ));
+    }
+    if name == TOLERATE || name == "migrate" {
+        return Err(format!("{name:?} is the migrate binary itself"));
+    }
+    Ok(())
+}
+
+/// The environment key of a command: upper case, other characters as `_`
+/// (`kubectl` -> `KUBECTL`, `kubectl-cnpg` -> `KUBECTL_CNPG`).
+pub fn env_key(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Parses a `cluster-commands` file: `(line, problem)` for each bad line.
+pub fn parse_list(text: &str) -> Result<Vec<String>, Vec<(usize, String)>> {
+    let mut names = Vec::new();
+    let mut problems = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        match validate_name(line) {
+            Ok(()) => names.push(line.to_owned()),
+            Err(e) => problems.push((i + 1, e)),
+        }
+    }
+    if problems.is_empty() {
+        Ok(names)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The tree's own cluster commands (none when the file is absent). Errors
+/// name the file and line.
+pub fn read_tree(root: &Path) -> Result<Vec<String>, Vec<String>> {
+    let path = root.join(TREE_FILE);
+    match std::fs::read(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(vec![format!("{TREE_FILE}: cannot be read: {e}")]),
+        Ok(bytes) => {
+            let text =
+                String::from_utf8(bytes).map_err(|_| vec![format!("{TREE_FILE}: not UTF-8")])?;
+            parse_list(&text).map_err(|problems| {
+                problems
+                    .into_iter()
+                    .map(|(line, p)| format!("{TREE_FILE}:{line}: {p}"))
+                    .collect()
+            })
+        }
+    }
+}
+
+/// Splits an environment value (commas or white space).
+pub fn parse_env(value: &str) -> Result<Vec<String>, Vec<String>> {
+    let mut names = Vec::new();
+    let mut problems = Vec::new();
+    for name in value
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+    {
+        match validate_name(name) {
+            Ok(()) => names.push(name.to_owned()),
+            Err(e) => problems.push(format!("{ENV_COMMANDS}: {e}")),
+        }
+    }
+    if problems.is_empty() {
+        Ok(names)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The union of the defaults and `extra`, first occurrence kept, in order.
+pub fn union<'a>(extra: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for name in DEFAULT_COMMANDS.into_iter().chain(extra) {
+        if !out.iter().any(|n| n == name) {
+            out.push(name.to_owned());
+        }
+    }
+    out
+}
+
+/// The full set: defaults, the tree file (when `root` is given), the
+/// environment value and the flags. Every problem is returned.
+pub fn resolve(
+    root: Option<&Path>,
+    env_value: Option<&str>,
+    flags: &[String],
+) -> Result<Vec<String>, Vec<String>> {
+    let mut problems = Vec::new();
+    let tree = root.map_or(Ok(Vec::new()), read_tree).unwrap_or_else(|p| {
+        problems.extend(p);
+        Vec::new()
+    });
+    let env = env_value
+        .map(parse_env)
+        .transpose()
+        .unwrap_or_else(|p| {
+            problems.extend(p);
+            None
+        })
+        .unwrap_or_default();
+    for f in flags {
+        if let Err(e) = validate_name(f) {
+            problems.push(format!("--cluster-command: {e}"));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let all = union(
+        tree.iter()
+            .chain(env.iter())
+            .chain(flags.iter())
+            .map(String::as_str),
+    );
+    let mut keys: Vec<(String, &str)> = all.iter().map(|n| (env_key(n), n.as_str())).collect();
+    keys.sort();
+    for pair in keys.windows(2) {
+        if pair[0].0 == pair[1].0 {
+            return Err(vec![format!(
+                "cluster commands {:?} and {:?} share the environment key {}",
+                pair[0].1, pair[1].1, pair[0].0
+            )]);
+        }
+    }
+    Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_only_add_to_the_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(TREE_FILE), "# ours\noc\nkubectl # again\n").unwrap();
+        let all = resolve(
+            Some(dir.path()),
+            Some("talosctl, argocd"),
+            &["kubectl-cnpg".into()],
+        )
+        .unwrap();
+        assert_eq!(
+            all,
+            [
+                "kubectl",
+                "helm",
+                "flux",
+                "oc",
+                "talosctl",
+                "argocd",
+                "kubectl-cnpg"
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_names_are_reported_with_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(TREE_FILE), "ok\n/usr/bin/kubectl\n").unwrap();
+        let problems = resolve(
+            Some(dir.path()),
+            Some("a b/c"),
+            &["migrate-tolerate".into()],
+        )
+        .unwrap_err();
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(
+            problems[0].starts_with("cluster-commands:2: "),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].starts_with("MIGRATE_CLUSTER_COMMANDS: "),
+            "{problems:?}"
+        );
+        assert!(
+            problems[2].contains("migrate binary itself"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn environment_keys_are_upper_case_with_underscores() {
+        assert_eq!(env_key("kubectl"), "KUBECTL");
+        assert_eq!(env_key("kubectl-cnpg"), "KUBECTL_CNPG");
+        let dir = tempfile::tempdir().unwrap();
+        assert!(resolve(Some(dir.path()), None, &["a-b".into(), "a_b".into()]).is_err());
+    }
+}

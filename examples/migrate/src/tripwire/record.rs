@@ -1,0 +1,208 @@
+//! The tripwire report: one JSON line per event, appended by the shim and by
+//! `migrate-tolerate`, read by the runner after the script exits.
+//!
+//! Every call writes a `start` line before the real command runs and an
+//! `end` line after it exits, so a call that never finished (a background
+//! job the script did not wait for, a shim killed mid-call) is visible too.
+//! Each line is one `write(2)` on a file opened with `O_APPEND`, so lines
+//! from concurrent calls (pipelines, background jobs) never interleave.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Environment: the report file's path.
+pub const ENV_REPORT: &str = "MIGRATE_TRIPWIRE_REPORT";
+/// Environment: the cluster commands of this run, comma-separated.
+pub const ENV_COMMANDS: &str = "MIGRATE_TRIPWIRE_COMMANDS";
+/// Environment prefix: `MIGRATE_TRIPWIRE_REAL_<KEY>` is the absolute path of
+/// the real command (empty when it is not installed).
+pub const ENV_REAL_PREFIX: &str = "MIGRATE_TRIPWIRE_REAL_";
+
+/// Most stderr lines kept per call, and most bytes per line.
+pub const STDERR_LINES: usize = 5;
+const LINE_BYTES: usize = 300;
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Exit status 0 (possibly after retries).
+    Ok,
+    /// A non-zero exit that nothing accepted.
+    Failed,
+    /// A failure accepted by `migrate-tolerate` for a named answer class.
+    Tolerated,
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Record {
+    /// A call is about to run the real command.
+    Start {
+        /// Unique within the run: pid and start time.
+        id: String,
+        /// The command line as the script wrote it (the command's name first).
+        argv: Vec<String>,
+        /// Who ran it: `shim` or `migrate-tolerate`.
+        via: String,
+        /// The pid of the shim or helper.
+        pid: u32,
+    },
+    /// The call is over.
+    End {
+        /// The `start` line's id.
+        id: String,
+        /// How it ended.
+        outcome: Outcome,
+        /// The exit status, when it exited.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<i32>,
+        /// The signal that killed it, when one did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        /// Error classes read from stderr (failed and tolerated calls).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        classes: Vec<String>,
+        /// Executions of the real command (more than one after retries).
+        attempts: u32,
+        /// The first lines of stderr (failed and tolerated calls).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        stderr: Vec<String>,
+    },
+}
+
+/// Appends one record as one write. The file must already exist: the runner
+/// creates it, and a missing report means the run's channel is gone, which
+/// the caller must treat as a failure rather than recreate it.
+pub fn append(path: &Path, record: &Record) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    let mut file = std::fs::OpenOptions::new().append(true).open(path)?;
+    file.write_all(&line)
+}
+
+/// A unique id for one call: pid and nanoseconds.
+pub fn call_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{}-{nanos}", std::process::id())
+}
+
+/// `E1201 09:11:32.660248 ...` klog lines (kubectl's discovery chatter).
+fn is_klog(line: &str) -> bool {
+    let b = line.as_bytes();
+    b.len() > 14
+        && matches!(b[0], b'I' | b'W' | b'E' | b'F')
+        && b[1..5].iter().all(u8::is_ascii_digit)
+        && b[5] == b' '
+}
+
+/// The lines of stderr worth reporting: the first [`STDERR_LINES`] lines
+/// that are not klog chatter (or the first lines, if all are), each cut to a
+/// few hundred bytes, and the very last line when it was not among them
+/// (kubectl prints its verdict last).
+pub fn stderr_head(text: &str) -> Vec<String> {
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let plain: Vec<&str> = all.iter().copied().filter(|l| !is_klog(l)).collect();
+    let source = if plain.is_empty() { &all } else { &plain };
+    let cut = |l: &str| {
+        if l.len() <= LINE_BYTES {
+            l.to_owned()
+        } else {
+            let mut end = LINE_BYTES;
+            while !l.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!("{}…", &l[..end])
+        }
+    };
+    let mut out: Vec<String> = source.iter().take(STDERR_LINES).map(|l| cut(l)).collect();
+    if source.len() > STDERR_LINES
+        && let Some(last) = source.last()
+    {
+        out.push("…".into());
+        out.push(cut(last));
+    }
+    out
+}
+
+/// Shell-like rendering of an argv for messages: words with spaces or
+/// shell metacharacters in single quotes.
+pub fn display_argv(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| {
+            let plain = !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+            if plain {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_as_one_json_line_each() {
+        let start = Record::Start {
+            id: "1-2".into(),
+            argv: vec!["kubectl".into(), "get".into(), "ns".into()],
+            via: "shim".into(),
+            pid: 1,
+        };
+        let text = serde_json::to_string(&start).unwrap();
+        assert!(text.starts_with(r#"{"event":"start""#), "{text}");
+        assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), start);
+        let end: Record =
+            serde_json::from_str(r#"{"event":"end","id":"1-2","outcome":"ok","attempts":1}"#)
+                .unwrap();
+        assert!(matches!(
+            end,
+            Record::End {
+                outcome: Outcome::Ok,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn the_stderr_head_skips_klog_chatter_and_keeps_the_verdict_line() {
+        let text = "E1201 09:11:32.660248   1 memcache.go:265] x\n".repeat(5)
+            + "The connection to the server 127.0.0.1:1 was refused - did you specify the right host or port?\n";
+        assert_eq!(
+            stderr_head(&text),
+            [
+                "The connection to the server 127.0.0.1:1 was refused - did you specify the right host or port?"
+            ]
+        );
+        let many: String = (1..=9).map(|i| format!("line {i}\n")).collect();
+        assert_eq!(
+            stderr_head(&many),
+            [
+                "line 1", "line 2", "line 3", "line 4", "line 5", "…", "line 9"
+            ]
+        );
+    }
+
+    #[test]
+    fn argv_is_shown_shell_quoted() {
+        let argv: Vec<String> = ["kubectl", "get", "cm", "-o", "jsonpath={.data}", "it's"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            display_argv(&argv),
+            r"kubectl get cm -o 'jsonpath={.data}' 'it'\''s'"
+        );
+    }
+}
