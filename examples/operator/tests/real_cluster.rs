@@ -12,6 +12,8 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
+
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -88,16 +90,49 @@ impl Env {
     fn context(&self, client: Client, retries: Retries) -> Arc<Context> {
         let mut config = OperatorConfig::new(&self.ns);
         config.retries = retries;
-        Arc::new(Context::new(
+        let ctx = Arc::new(Context::new(
             client.clone(),
-            self.ledger(client),
+            self.ledger(client.clone()),
             config,
             self.clock.clone(),
             "test-replica",
-        ))
+        ));
+        // Fill the Job cache as `run_controller` does, with the same credentials.
+        let watch = ctx.jobs.watch(client, &self.ns);
+        tokio::spawn(watch.for_each(|_| std::future::ready(())));
+        ctx
+    }
+
+    /// Waits until `ctx`'s Job cache holds exactly the Jobs the server stores, each at its
+    /// stored resourceVersion (a reconcile the controller runs follows the watch event that
+    /// brought the change; one a test calls directly must wait for it).
+    async fn caught_up(&self, ctx: &Context) {
+        let versions = |jobs: Vec<Job>| -> Vec<(Option<String>, Option<String>)> {
+            let mut v: Vec<_> = jobs
+                .into_iter()
+                .map(|j| (j.metadata.name, j.metadata.resource_version))
+                .collect();
+            v.sort();
+            v
+        };
+        for _ in 0..400 {
+            let cached = ctx.jobs.snapshot().iter().map(|j| (**j).clone()).collect();
+            let stored = self
+                .jobs_api()
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items;
+            if versions(cached) == versions(stored) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("the Job cache never caught up with the server");
     }
 
     async fn reconcile(&self, ctx: &Arc<Context>) -> Result<(), OperatorError> {
+        self.caught_up(ctx).await;
         let cms: Api<ConfigMap> = Api::namespaced(self.cluster.client(), &self.ns);
         let cm = cms.get(INDEX).await.unwrap();
         reconcile(Arc::new(cm), ctx.clone()).await.map(drop)
