@@ -579,7 +579,9 @@ fn child(role: &str, path: &Path, index: usize) -> Command {
     ])
     .env("LEDGER_CHILD_ROLE", role)
     .env("LEDGER_CHILD_PATH", path)
-    .env("LEDGER_CHILD_INDEX", index.to_string());
+    .env("LEDGER_CHILD_INDEX", index.to_string())
+    // The child's own libtest summary would read as this run's.
+    .stdout(std::process::Stdio::null());
     cmd
 }
 
