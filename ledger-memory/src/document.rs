@@ -1,65 +1,144 @@
-//! The stored document shared by the in-memory and the file ledger.
+//! The stored state shared by the in-memory and the file ledger, and the
+//! rules every operation follows on it.
 //!
-//! It mirrors a ConfigMap: `data` maps `version` and `m.<slug>` keys to
-//! strings, each entry being its compact JSON. Keeping raw strings (not typed
-//! entries) is what lets tests plant corrupt values and lets the file ledger
-//! be rendered as a ConfigMap without translation.
+//! The ledger object mirrors a ConfigMap: `data` maps `version`, `m.<slug>`
+//! and `a.<slug>` keys to strings, each entry being its compact JSON. Keeping
+//! raw strings (not typed entries) is what lets tests plant corrupt values
+//! and lets the file ledger be rendered as a ConfigMap without translation.
+//!
+//! Every mutation is split in two: a *plan* computed against the current
+//! state (all checks, the budget included, and the exact keys to store),
+//! and the [`Change`] it returns, applied only once stored. The memory
+//! ledger applies it at once; the file ledger first appends it to its
+//! journal and applies it after the fsync. Sizes are kept incrementally, so
+//! an operation costs in proportion to the keys it writes, not to the
+//! ledger.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use migration_core::keys;
 use migration_core::ledger::{
     AttemptMark, Lease, LedgerError, LedgerSnapshot, Usage, WriteMode, WriteReport,
 };
-use migration_core::{LedgerEntry, Slug, Timestamp, keys};
+use migration_core::{LedgerEntry, Slug, Timestamp};
 use serde::{Deserialize, Serialize};
 
-/// The format tag written into persisted documents.
-pub const FORMAT: &str = "migration-ledger/v1";
-
-/// The ledger object: present or not, with a revision counter.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Stored {
-    pub(crate) revision: u64,
-    pub(crate) data: BTreeMap<String, String>,
+/// The ledger object: its keys and a revision counter, with the size a
+/// ConfigMap would count kept up to date.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Object {
+    revision: u64,
+    data: BTreeMap<String, String>,
+    /// Bytes of every key plus every value.
+    bytes: u64,
+    /// Keys with the `m.` prefix.
+    entries: usize,
 }
 
-/// The run lock record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct LockRecord {
-    pub(crate) holder: String,
-    pub(crate) token: String,
-    pub(crate) acquired_at: Timestamp,
-    pub(crate) expires_at: Timestamp,
+fn key_size(key: &str, value: &str) -> u64 {
+    (key.len() + value.len()) as u64
 }
 
-/// Everything one ledger stores: the object (absent before a fresh install)
-/// and the lock, which lives beside it like a Lease beside a ConfigMap.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Document {
-    pub(crate) format: String,
-    pub(crate) ledger: Option<Stored>,
-    pub(crate) lock: Option<LockRecord>,
-    pub(crate) lock_generation: u64,
-}
-
-impl Default for Document {
-    fn default() -> Self {
-        Document {
-            format: FORMAT.to_owned(),
-            ledger: None,
-            lock: None,
-            lock_generation: 0,
+impl Object {
+    /// An object holding `data` at `revision`.
+    pub(crate) fn new(revision: u64, data: BTreeMap<String, String>) -> Self {
+        let bytes = data.iter().map(|(k, v)| key_size(k, v)).sum();
+        let entries = data.keys().filter(|k| keys::is_entry_key(k)).count();
+        Object {
+            revision,
+            data,
+            bytes,
+            entries,
         }
+    }
+
+    pub(crate) fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    pub(crate) fn data(&self) -> &BTreeMap<String, String> {
+        &self.data
+    }
+
+    /// Bytes a ConfigMap would count: every key plus every value.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Number of keys.
+    pub(crate) fn keys(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The size after storing `puts` (each key at most once).
+    fn bytes_after(&self, puts: &[(String, String)]) -> u64 {
+        puts.iter().fold(self.bytes, |acc, (k, v)| {
+            let old = self.data.get(k).map_or(0, |old| key_size(k, old));
+            acc - old + key_size(k, v)
+        })
+    }
+
+    fn insert(&mut self, key: String, value: String) {
+        let added = key_size(&key, &value);
+        let value_len = value.len() as u64;
+        let is_entry = keys::is_entry_key(&key);
+        match self.data.insert(key, value) {
+            // The key was there: only the value's length changes.
+            Some(old) => self.bytes = self.bytes - old.len() as u64 + value_len,
+            None => {
+                self.bytes += added;
+                if is_entry {
+                    self.entries += 1;
+                }
+            }
+        }
+    }
+
+    /// The snapshot a read returns, reporting the usage of `budget`.
+    pub(crate) fn snapshot(&self, budget: Option<u64>) -> LedgerSnapshot {
+        let mut snapshot = LedgerSnapshot::from_raw_data(
+            self.data.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            Some(self.revision.to_string()),
+        );
+        snapshot.usage = budget.map(|budget_bytes| Usage {
+            used_bytes: self.bytes,
+            budget_bytes,
+            record_overhead_bytes: 0,
+        });
+        snapshot
     }
 }
 
-/// Bytes a ConfigMap would count for `data`: every key plus every value.
-pub(crate) fn data_size(data: &BTreeMap<String, String>) -> u64 {
-    data.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum()
+/// A mutation planned against the current state, applied once stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// The object comes into existence holding exactly this.
+    Create(Object),
+    /// These keys are stored in the existing object, which moves to `revision`.
+    Put {
+        /// The object's revision afterwards.
+        revision: u64,
+        /// Keys and values, each key once.
+        puts: Vec<(String, String)>,
+    },
+}
+
+impl Change {
+    /// Applies the change. A `Put` on an absent object creates it (only
+    /// [`put_raw`] plans that, for planting test data).
+    pub(crate) fn apply(self, state: &mut Option<Object>) {
+        match self {
+            Change::Create(object) => *state = Some(object),
+            Change::Put { revision, puts } => {
+                let object = state.get_or_insert_with(Object::default);
+                for (k, v) in puts {
+                    object.insert(k, v);
+                }
+                object.revision = revision;
+            }
+        }
+    }
 }
 
 fn encode_all(
@@ -85,134 +164,169 @@ fn encode_all(
 fn check_budget(
     name: &str,
     budget: Option<u64>,
-    before: &BTreeMap<String, String>,
-    after: &BTreeMap<String, String>,
+    current_bytes: u64,
+    would_be: u64,
+    entry_count: usize,
 ) -> Result<(), LedgerError> {
     let Some(budget) = budget else { return Ok(()) };
-    let would_be = data_size(after);
     if would_be > budget {
         return Err(LedgerError::Full {
             ledger: name.to_owned(),
-            current_bytes: data_size(before),
+            current_bytes,
             would_be_bytes: would_be,
             budget_bytes: budget,
-            entry_count: before.keys().filter(|k| keys::is_entry_key(k)).count(),
+            entry_count,
         });
     }
     Ok(())
 }
 
-impl Document {
-    pub(crate) fn snapshot(&self, budget: Option<u64>) -> Option<LedgerSnapshot> {
-        self.ledger.as_ref().map(|stored| {
-            let mut snapshot = LedgerSnapshot::from_raw_data(
-                stored.data.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-                Some(stored.revision.to_string()),
-            );
-            snapshot.usage = budget.map(|budget_bytes| Usage {
-                used_bytes: data_size(&stored.data),
-                budget_bytes,
-                record_overhead_bytes: 0,
-            });
-            snapshot
-        })
+fn not_found(name: &str, operation: &'static str) -> LedgerError {
+    LedgerError::NotFound {
+        ledger: name.to_owned(),
+        operation,
     }
+}
 
-    pub(crate) fn create(
-        &mut self,
-        name: &str,
-        budget: Option<u64>,
-        entries: &[(Slug, LedgerEntry)],
-    ) -> Result<(), LedgerError> {
-        if self.ledger.is_some() {
-            return Err(LedgerError::AlreadyExists {
-                ledger: name.to_owned(),
-            });
-        }
-        let data: BTreeMap<String, String> =
-            encode_all(name, "create", entries)?.into_iter().collect();
-        check_budget(name, budget, &BTreeMap::new(), &data)?;
-        self.ledger = Some(Stored { revision: 1, data });
-        Ok(())
+/// Plans [`Ledger::create`](migration_core::Ledger::create).
+pub(crate) fn plan_create(
+    name: &str,
+    budget: Option<u64>,
+    current: Option<&Object>,
+    entries: &[(Slug, LedgerEntry)],
+) -> Result<Change, LedgerError> {
+    if current.is_some() {
+        return Err(LedgerError::AlreadyExists {
+            ledger: name.to_owned(),
+        });
     }
+    let data: BTreeMap<String, String> = encode_all(name, "create", entries)?.into_iter().collect();
+    let object = Object::new(1, data);
+    check_budget(name, budget, 0, object.bytes, 0)?;
+    Ok(Change::Create(object))
+}
 
-    pub(crate) fn write(
-        &mut self,
-        name: &str,
-        budget: Option<u64>,
-        entries: &[(Slug, LedgerEntry)],
-        mode: WriteMode,
-    ) -> Result<WriteReport, LedgerError> {
-        let encoded = encode_all(name, "write", entries)?;
-        let Some(stored) = self.ledger.as_mut() else {
-            return Err(LedgerError::NotFound {
-                ledger: name.to_owned(),
-                operation: "write",
-            });
-        };
-        let mut report = WriteReport::default();
-        let mut next = stored.data.clone();
-        for ((slug, _), (key, value)) in entries.iter().zip(encoded) {
-            if mode == WriteMode::OnlyIfAbsent && next.contains_key(&key) {
-                report.already_present.push(slug.clone());
-                continue;
-            }
-            next.insert(key, value);
-            report.written.push(slug.clone());
+/// Plans [`Ledger::write`](migration_core::Ledger::write); `None` when
+/// nothing is to be written.
+pub(crate) fn plan_write(
+    name: &str,
+    budget: Option<u64>,
+    current: Option<&Object>,
+    entries: &[(Slug, LedgerEntry)],
+    mode: WriteMode,
+) -> Result<(WriteReport, Option<Change>), LedgerError> {
+    let encoded = encode_all(name, "write", entries)?;
+    let Some(object) = current else {
+        return Err(not_found(name, "write"));
+    };
+    let mut report = WriteReport::default();
+    let mut puts = Vec::with_capacity(encoded.len());
+    for ((slug, _), (key, value)) in entries.iter().zip(encoded) {
+        if mode == WriteMode::OnlyIfAbsent && object.data.contains_key(&key) {
+            report.already_present.push(slug.clone());
+            continue;
         }
-        check_budget(name, budget, &stored.data, &next)?;
-        if !report.written.is_empty() {
-            stored.data = next;
-            stored.revision += 1;
-        }
-        Ok(report)
+        puts.push((key, value));
+        report.written.push(slug.clone());
     }
+    check_budget(
+        name,
+        budget,
+        object.bytes,
+        object.bytes_after(&puts),
+        object.entries,
+    )?;
+    let change = (!puts.is_empty()).then(|| Change::Put {
+        revision: object.revision + 1,
+        puts,
+    });
+    Ok((report, change))
+}
 
-    pub(crate) fn note_attempt(
-        &mut self,
-        name: &str,
-        budget: Option<u64>,
-        slug: &Slug,
-        token: &str,
-        floor: u32,
-    ) -> Result<u32, LedgerError> {
-        let Some(stored) = self.ledger.as_mut() else {
-            return Err(LedgerError::NotFound {
+/// Plans [`Ledger::note_attempt`](migration_core::Ledger::note_attempt):
+/// the count, and the mark to store unless it is already stored.
+pub(crate) fn plan_note_attempt(
+    name: &str,
+    budget: Option<u64>,
+    current: Option<&Object>,
+    slug: &Slug,
+    token: &str,
+    floor: u32,
+) -> Result<(u32, Option<Change>), LedgerError> {
+    let Some(object) = current else {
+        return Err(not_found(name, "note attempt"));
+    };
+    let key = keys::attempt_key(slug);
+    let stored = match object.data.get(&key) {
+        Some(raw) => Some(
+            AttemptMark::decode(&key, raw).map_err(|c| LedgerError::Permanent {
                 ledger: name.to_owned(),
                 operation: "note attempt",
-            });
-        };
-        let key = keys::attempt_key(slug);
-        let current = match stored.data.get(&key) {
-            Some(raw) => {
-                Some(
-                    AttemptMark::decode(&key, raw).map_err(|c| LedgerError::Permanent {
-                        ledger: name.to_owned(),
-                        operation: "note attempt",
-                        message: c.to_string(),
-                    })?,
-                )
-            }
-            None => None,
-        };
-        let next = AttemptMark::next(current.as_ref(), token, floor);
-        if current.as_ref() == Some(&next) {
-            return Ok(next.count);
-        }
-        let mut data = stored.data.clone();
-        data.insert(key, next.encode());
-        check_budget(name, budget, &stored.data, &data)?;
-        stored.data = data;
-        stored.revision += 1;
-        Ok(next.count)
+                message: c.to_string(),
+            })?,
+        ),
+        None => None,
+    };
+    let next = AttemptMark::next(stored.as_ref(), token, floor);
+    if stored.as_ref() == Some(&next) {
+        return Ok((next.count, None));
     }
+    let puts = vec![(key, next.encode())];
+    check_budget(
+        name,
+        budget,
+        object.bytes,
+        object.bytes_after(&puts),
+        object.entries,
+    )?;
+    Ok((
+        next.count,
+        Some(Change::Put {
+            revision: object.revision + 1,
+            puts,
+        }),
+    ))
+}
 
+/// Plans storing `value` under `key` verbatim, creating the object if it
+/// is absent (for tests and repairs; no budget).
+pub(crate) fn put_raw(current: Option<&Object>, key: &str, value: &str) -> Change {
+    Change::Put {
+        revision: current.map_or(0, |o| o.revision) + 1,
+        puts: vec![(key.to_owned(), value.to_owned())],
+    }
+}
+
+/// The run lock record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LockRecord {
+    pub(crate) holder: String,
+    pub(crate) token: String,
+    pub(crate) acquired_at: Timestamp,
+    pub(crate) expires_at: Timestamp,
+}
+
+/// The run lock: the holder, if any, and how many times it changed hands
+/// (the source of tokens). It lives beside the ledger object, like a Lease
+/// beside a ConfigMap, and never inside it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LockState {
+    pub(crate) lock: Option<LockRecord>,
+    pub(crate) generation: u64,
+}
+
+impl LockState {
+    /// Takes the lock; `token` makes the token of a new tenure from its
+    /// generation number.
     pub(crate) fn acquire(
         &mut self,
         name: &str,
         holder: &str,
         ttl: Duration,
         now: Timestamp,
+        token: impl FnOnce(u64) -> String,
     ) -> Result<Lease, LedgerError> {
         match &mut self.lock {
             Some(lock) if lock.holder == holder => {
@@ -228,10 +342,10 @@ impl Document {
             }
             _ => {}
         }
-        self.lock_generation += 1;
+        self.generation += 1;
         let lock = LockRecord {
             holder: holder.to_owned(),
-            token: self.lock_generation.to_string(),
+            token: token(self.generation),
             acquired_at: now,
             expires_at: now.plus(ttl),
         };
@@ -284,5 +398,36 @@ fn lease_of(lock: &LockRecord) -> Lease {
         token: lock.token.clone(),
         acquired_at: lock.acquired_at,
         expires_at: lock.expires_at,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn sizes_follow_every_insert_and_overwrite() {
+        let mut state = Some(Object::new(1, data(&[("m.a", "xx"), ("version", "4")])));
+        assert_eq!(state.as_ref().unwrap().bytes(), 5 + 8);
+        Change::Put {
+            revision: 2,
+            puts: vec![
+                ("m.a".into(), "y".into()),
+                ("m.b".into(), "zzz".into()),
+                ("a.b".into(), "1".into()),
+            ],
+        }
+        .apply(&mut state);
+        let object = state.unwrap();
+        assert_eq!(object, Object::new(2, object.data().clone()));
+        assert_eq!(object.bytes(), 4 + 8 + 6 + 4);
+        assert_eq!(object.entries, 2);
     }
 }

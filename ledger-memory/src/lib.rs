@@ -6,7 +6,8 @@
 //! shared conformance suite proves. Three ways to use it:
 //!
 //! - [`MemoryLedger`]: in process, for property tests and dry runs;
-//! - [`FileLedger`]: the same document persisted to a JSON file, the
+//! - [`FileLedger`]: the same ledger persisted to a file (a snapshot and an
+//!   append-only, checksummed journal, one fsync per mutation), the
 //!   embedded default of the command-line tool, safe across processes;
 //! - [`FaultyLedger`]: wraps any ledger and injects transient, permanent or
 //!   lost-reply faults on chosen calls, counting every call.
@@ -16,12 +17,14 @@
 mod document;
 mod faults;
 mod file;
+mod journal;
 mod memory;
 
 pub use faults::{Fault, FaultyLedger, Operation};
-pub use file::FileLedger;
+pub use file::{DEFAULT_COMPACT_MIN_BYTES, DEFAULT_FILE_BUDGET_BYTES, FileLedger};
 pub use memory::MemoryLedger;
 
-/// The default size budget: a ConfigMap's 1 MiB of data, so that a dry run
-/// on the memory or file ledger refuses what the cluster would refuse.
+/// The memory ledger's default size budget: a ConfigMap's 1 MiB of data, so
+/// that a dry run refuses what the cluster would refuse. The file ledger
+/// has its own, larger budget ([`DEFAULT_FILE_BUDGET_BYTES`]).
 pub const DEFAULT_BUDGET_BYTES: u64 = 1024 * 1024;

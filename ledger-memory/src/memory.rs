@@ -9,23 +9,32 @@ use migration_core::lock::Lock;
 use migration_core::{Clock, LedgerEntry, Slug, SystemClock};
 
 use crate::DEFAULT_BUDGET_BYTES;
-use crate::document::{Document, Stored};
+use crate::document::{self, LockState, Object};
 
 /// A ledger held in memory. Clones share the same storage, like two clients
 /// of one API server, so tests can race handles against each other.
 ///
 /// It keeps raw strings per key exactly as a ConfigMap does, so corrupt
 /// values can be planted with [`MemoryLedger::put_raw`], and it enforces the
-/// same size budget as the ConfigMap backend by default.
+/// same size budget as the ConfigMap backend by default
+/// ([`DEFAULT_BUDGET_BYTES`], 1 MiB), so that a dry run refuses what the
+/// cluster would refuse.
 #[derive(Debug, Clone)]
 pub struct MemoryLedger {
     shared: Arc<Shared>,
 }
 
+/// The object (absent before a fresh install) and the lock beside it.
+#[derive(Debug, Default)]
+struct State {
+    ledger: Option<Object>,
+    lock: LockState,
+}
+
 #[derive(Debug)]
 struct Shared {
     name: String,
-    doc: Mutex<Document>,
+    doc: Mutex<State>,
     clock: Arc<dyn Clock>,
     budget: Option<u64>,
 }
@@ -56,14 +65,14 @@ impl MemoryLedger {
         MemoryLedger {
             shared: Arc::new(Shared {
                 name: "memory ledger".to_owned(),
-                doc: Mutex::new(Document::default()),
+                doc: Mutex::new(State::default()),
                 clock,
                 budget,
             }),
         }
     }
 
-    fn doc(&self) -> MutexGuard<'_, Document> {
+    fn doc(&self) -> MutexGuard<'_, State> {
         // A panic in another test thread must not turn into a second panic here.
         self.shared
             .doc
@@ -75,9 +84,7 @@ impl MemoryLedger {
     /// is absent. For tests: plants corrupt values or the `version` key.
     pub fn put_raw(&self, key: &str, value: &str) {
         let mut doc = self.doc();
-        let stored = doc.ledger.get_or_insert_with(Stored::default);
-        stored.data.insert(key.to_owned(), value.to_owned());
-        stored.revision += 1;
+        document::put_raw(doc.ledger.as_ref(), key, value).apply(&mut doc.ledger);
     }
 
     /// The raw stored value of `key`.
@@ -85,12 +92,12 @@ impl MemoryLedger {
         self.doc()
             .ledger
             .as_ref()
-            .and_then(|s| s.data.get(key).cloned())
+            .and_then(|s| s.data().get(key).cloned())
     }
 
     /// Every raw key and value, or `None` when the object is absent.
     pub fn raw_data(&self) -> Option<std::collections::BTreeMap<String, String>> {
-        self.doc().ledger.as_ref().map(|s| s.data.clone())
+        self.doc().ledger.as_ref().map(|s| s.data().clone())
     }
 }
 
@@ -101,12 +108,23 @@ impl Ledger for MemoryLedger {
     }
 
     async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
-        Ok(self.doc().snapshot(self.shared.budget))
+        Ok(self
+            .doc()
+            .ledger
+            .as_ref()
+            .map(|o| o.snapshot(self.shared.budget)))
     }
 
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
-        self.doc()
-            .create(&self.shared.name, self.shared.budget, entries)
+        let mut doc = self.doc();
+        let change = document::plan_create(
+            &self.shared.name,
+            self.shared.budget,
+            doc.ledger.as_ref(),
+            entries,
+        )?;
+        change.apply(&mut doc.ledger);
+        Ok(())
     }
 
     async fn write(
@@ -114,13 +132,34 @@ impl Ledger for MemoryLedger {
         entries: &[(Slug, LedgerEntry)],
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
-        self.doc()
-            .write(&self.shared.name, self.shared.budget, entries, mode)
+        let mut doc = self.doc();
+        let (report, change) = document::plan_write(
+            &self.shared.name,
+            self.shared.budget,
+            doc.ledger.as_ref(),
+            entries,
+            mode,
+        )?;
+        if let Some(change) = change {
+            change.apply(&mut doc.ledger);
+        }
+        Ok(report)
     }
 
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
-        self.doc()
-            .note_attempt(&self.shared.name, self.shared.budget, slug, token, floor)
+        let mut doc = self.doc();
+        let (count, change) = document::plan_note_attempt(
+            &self.shared.name,
+            self.shared.budget,
+            doc.ledger.as_ref(),
+            slug,
+            token,
+            floor,
+        )?;
+        if let Some(change) = change {
+            change.apply(&mut doc.ledger);
+        }
+        Ok(count)
     }
 }
 
@@ -128,16 +167,18 @@ impl Ledger for MemoryLedger {
 impl Lock for MemoryLedger {
     async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         let now = self.shared.clock.now();
-        self.doc().acquire(&self.shared.name, holder, ttl, now)
+        self.doc()
+            .lock
+            .acquire(&self.shared.name, holder, ttl, now, |g| g.to_string())
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
         let now = self.shared.clock.now();
-        self.doc().renew(&self.shared.name, lease, ttl, now)
+        self.doc().lock.renew(&self.shared.name, lease, ttl, now)
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
-        self.doc().release(lease);
+        self.doc().lock.release(lease);
         Ok(())
     }
 }

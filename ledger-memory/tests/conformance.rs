@@ -63,7 +63,13 @@ async fn file_harness() -> FileHarness {
 impl Harness for FileHarness {
     async fn ledger(&self) -> Arc<dyn LockedLedger> {
         // A new handle per call: separate objects sharing only the file.
-        Arc::new(FileLedger::with_clock(&self.path, self.clock.clone()))
+        // The budget is set to the ConfigMap's so the budget cases run on
+        // a small ledger; the file ledger's own default (64 MiB) is
+        // exercised in file_ledger.rs.
+        Arc::new(
+            FileLedger::with_clock(&self.path, self.clock.clone())
+                .with_budget(Some(DEFAULT_BUDGET_BYTES)),
+        )
     }
     async fn plant_raw(&self, key: &str, value: &str) {
         FileLedger::new(&self.path).put_raw(key, value).unwrap();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use ledger_memory::FileLedger;
 use migration_core::testing::{sample_entry, slug};
-use migration_core::{EntryState, Ledger, LedgerError, WriteMode};
+use migration_core::{EntryState, Ledger, LedgerError, Lock, WriteMode};
 
 /// Where a test's file ledger lives: `ledger.json` in a fresh directory,
 /// which the caller keeps alive.
@@ -50,8 +50,15 @@ async fn the_file_stores_entries_as_configmap_style_strings() {
         .create(&[(slug(1), sample_entry(EntryState::Ok, 1))])
         .await
         .unwrap();
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    let stored = doc["ledger"]["data"]["m.s-1"]
+    // Format `migration-ledger/v2`: a tag line, then one record per line,
+    // `<crc32c> <json>`; the first record is the snapshot.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("migration-ledger/v2"));
+    let snapshot = lines.next().unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&snapshot[9..]).unwrap();
+    assert_eq!(doc["op"], "object");
+    let stored = doc["data"]["m.s-1"]
         .as_str()
         .expect("entries are JSON strings");
     assert_eq!(stored, sample_entry(EntryState::Ok, 1).encode());
@@ -103,5 +110,48 @@ fn writers_in_parallel_threads_lose_no_update() {
         snapshot.records.len(),
         100,
         "parallel read-modify-write cycles lost an update"
+    );
+}
+
+#[tokio::test]
+async fn a_symlinked_ledger_is_written_through_and_the_link_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let target = real.join("ledger.json");
+    let link = dir.path().join("ledger.json");
+    // Relative, as `ln -s real/ledger.json ledger.json` makes it.
+    std::os::unix::fs::symlink("real/ledger.json", &link).unwrap();
+    let via_link = FileLedger::new(&link);
+    via_link
+        .create(&[(slug(1), sample_entry(EntryState::Ok, 1))])
+        .await
+        .unwrap();
+    via_link
+        .write(
+            &[(slug(2), sample_entry(EntryState::Ok, 2))],
+            WriteMode::Replace,
+        )
+        .await
+        .unwrap();
+    via_link.note_attempt(&slug(3), "t", 0).await.unwrap();
+    let lease = via_link
+        .acquire("runner", std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    via_link.release(&lease).await.unwrap();
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link was replaced by a file: the ledger forked"
+    );
+    let direct = FileLedger::new(&target).read().await.unwrap().unwrap();
+    assert_eq!(direct.records.len(), 2, "the writes must reach the target");
+    assert_eq!(direct.attempts_started.get(&slug(3)), Some(&1));
+    assert_eq!(
+        FileLedger::new(&link).read().await.unwrap().unwrap(),
+        direct
     );
 }

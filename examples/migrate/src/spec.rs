@@ -121,7 +121,9 @@ impl LedgerSpec {
     /// cluster the usual way (`KUBECONFIG`, `~/.kube/config`, in-cluster).
     pub async fn open(&self) -> Result<Arc<dyn LockedLedger>, String> {
         Ok(match self {
-            LedgerSpec::File(path) => Arc::new(FileLedger::new(path)),
+            LedgerSpec::File(path) => {
+                Arc::new(FileLedger::new(path).with_budget(file_budget_from_env()?))
+            }
             LedgerSpec::Memory => Arc::new(MemoryLedger::new()),
             LedgerSpec::ConfigMap { namespace, name } => Arc::new(
                 ledger_configmap::ConfigMapLedger::new(self.client().await?, namespace, name),
@@ -130,6 +132,26 @@ impl LedgerSpec {
                 Arc::new(ledger_crd::CrdLedger::new(self.client().await?, name))
             }
         })
+    }
+}
+
+/// The environment variable that sets the file ledger's size budget in
+/// bytes (`none`: unlimited). Unset, the budget is
+/// [`ledger_memory::DEFAULT_FILE_BUDGET_BYTES`].
+pub const FILE_BUDGET_ENV: &str = "MIGRATE_FILE_LEDGER_BUDGET";
+
+/// The file ledger's budget from [`FILE_BUDGET_ENV`]; a value that is neither
+/// a byte count nor `none` is an error, never the default.
+fn file_budget_from_env() -> Result<Option<u64>, String> {
+    match std::env::var(FILE_BUDGET_ENV) {
+        Err(std::env::VarError::NotPresent) => Ok(Some(ledger_memory::DEFAULT_FILE_BUDGET_BYTES)),
+        Err(e) => Err(format!("{FILE_BUDGET_ENV}: {e}")),
+        Ok(v) if v.trim() == "none" => Ok(None),
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| format!("{FILE_BUDGET_ENV}={v:?} is neither a byte count nor 'none'")),
     }
 }
 

@@ -569,7 +569,7 @@ fn a_ledger_without_room_for_the_next_record_refuses_before_the_script_runs() {
         pre("first", r#"echo ran >> "$SCRATCH/first""#),
         pre("second", r#"echo ran >> "$SCRATCH/second""#),
     ]);
-    // Someone else's key fills the file ledger's 1 MiB budget but for 20 KiB:
+    // Someone else's key fills a 1 MiB file-ledger budget but for 20 KiB:
     // room for an ok record, not for the largest record a script can
     // produce (its attempt mark and an entry with a 4 KiB failure tail,
     // JSON-escaped), which is what must be free before it runs.
@@ -582,7 +582,12 @@ fn a_ledger_without_room_for_the_next_record_refuses_before_the_script_runs() {
         ),
     )
     .unwrap();
-    let (code, doc, _) = tree.run(&[]);
+    let out = tree
+        .command(&[])
+        .env("MIGRATE_FILE_LEDGER_BUDGET", budget.to_string())
+        .output()
+        .unwrap();
+    let (code, doc, _) = parse(out);
     assert_eq!(code, 3, "{doc}");
     let problems = doc["problems"].to_string();
     assert!(problems.contains("no room to record 'first'"), "{problems}");

@@ -1,0 +1,501 @@
+//! The file ledger's on-disk format (`migration-ledger/v2`): a snapshot and
+//! an append-only journal in one file, and the reader of the older
+//! whole-document format (`migration-ledger/v1`).
+//!
+//! ```text
+//! migration-ledger/v2\n                                   the format tag
+//! 1c2d3e4f {"op":"object","rev":7,"data":{...}}\n        the snapshot
+//! 5a6b7c8d {"op":"put","rev":8,"data":{"a.x":"..."}}\n   one line per mutation
+//! ```
+//!
+//! Every record is one line: the CRC-32C of the JSON text in 8 lowercase
+//! hex digits, a space, compact JSON (which never contains a raw newline),
+//! and a newline. The first record is the `object` snapshot, written only
+//! by creating the file whole (temporary file, fsync, rename, fsync of the
+//! directory); each mutation appends one `put` record carrying every key it
+//! stores and the object's next revision, so a multi-key write is atomic.
+//!
+//! Reading replays the records in order. Any prefix of a record lacks its
+//! newline, so a crash during an append leaves a *torn* final line, which
+//! was never acknowledged: it is dropped (and truncated by the next writer).
+//! Everything else that does not check out is corrupt and the whole file is
+//! unreadable, with the byte offset: a line whose checksum or JSON is
+//! wrong, a revision that does not follow, a torn snapshot.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::document::{Change, LockState, Object};
+
+/// The first line of every file in the current format.
+pub(crate) const TAG: &str = "migration-ledger/v2\n";
+
+/// What every format tag starts with.
+pub(crate) const TAG_PREFIX: &str = "migration-ledger/";
+
+/// The whole-document format read from older files (and never written).
+pub(crate) const LEGACY_FORMAT: &str = "migration-ledger/v1";
+
+/// CRC-32C (Castagnoli), slice-by-8.
+pub(crate) fn crc32c(data: &[u8]) -> u32 {
+    const TABLES: [[u32; 256]; 8] = tables();
+    let t = &TABLES;
+    let mut crc = !0u32;
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        let lo = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) ^ crc;
+        let hi = u32::from_le_bytes([c[4], c[5], c[6], c[7]]);
+        crc = t[7][(lo & 0xff) as usize]
+            ^ t[6][((lo >> 8) & 0xff) as usize]
+            ^ t[5][((lo >> 16) & 0xff) as usize]
+            ^ t[4][(lo >> 24) as usize]
+            ^ t[3][(hi & 0xff) as usize]
+            ^ t[2][((hi >> 8) & 0xff) as usize]
+            ^ t[1][((hi >> 16) & 0xff) as usize]
+            ^ t[0][(hi >> 24) as usize];
+    }
+    for &b in chunks.remainder() {
+        crc = t[0][((crc ^ u32::from(b)) & 0xff) as usize] ^ (crc >> 8);
+    }
+    !crc
+}
+
+const fn tables() -> [[u32; 256]; 8] {
+    const POLY: u32 = 0x82f6_3b78;
+    let mut t = [[0u32; 256]; 8];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 { (c >> 1) ^ POLY } else { c >> 1 };
+            k += 1;
+        }
+        t[0][i] = c;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 256 {
+        let mut j = 1;
+        while j < 8 {
+            let prev = t[j - 1][i];
+            t[j][i] = (prev >> 8) ^ t[0][(prev & 0xff) as usize];
+            j += 1;
+        }
+        i += 1;
+    }
+    t
+}
+
+/// Frames `json` as one record line.
+pub(crate) fn frame(json: &str) -> Vec<u8> {
+    let mut line = String::with_capacity(json.len() + 10);
+    let _ = write!(line, "{:08x} ", crc32c(json.as_bytes()));
+    line.push_str(json);
+    line.push('\n');
+    line.into_bytes()
+}
+
+struct Pairs<'a>(&'a [(String, String)]);
+
+impl Serialize for Pairs<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+#[derive(Serialize)]
+struct RecordOut<'a, D: Serialize> {
+    op: &'static str,
+    rev: u64,
+    data: &'a D,
+}
+
+fn to_json<T: Serialize>(value: &T) -> String {
+    // Maps of strings always serialize.
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+/// The record line that stores `change`.
+pub(crate) fn encode_change(change: &Change) -> Vec<u8> {
+    match change {
+        Change::Create(object) => encode_object(object),
+        Change::Put { revision, puts } => frame(&to_json(&RecordOut {
+            op: "put",
+            rev: *revision,
+            data: &Pairs(puts),
+        })),
+    }
+}
+
+/// The snapshot record of `object`.
+pub(crate) fn encode_object(object: &Object) -> Vec<u8> {
+    frame(&to_json(&RecordOut {
+        op: "object",
+        rev: object.revision(),
+        data: object.data(),
+    }))
+}
+
+/// A whole file in the current format holding `object`.
+pub(crate) fn encode_file(object: &Object) -> Vec<u8> {
+    let mut bytes = TAG.as_bytes().to_vec();
+    bytes.extend(encode_object(object));
+    bytes
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordIn {
+    op: String,
+    rev: u64,
+    data: BTreeMap<String, String>,
+}
+
+/// Why a file cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Corrupt {
+    /// Byte offset of the offending record (or 0 for the whole file).
+    pub(crate) offset: u64,
+    pub(crate) reason: String,
+}
+
+impl Corrupt {
+    fn at(offset: u64, reason: impl Into<String>) -> Self {
+        Corrupt {
+            offset,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// How far a replay got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Replayed {
+    /// Offset just after the last complete record.
+    pub(crate) end: u64,
+    /// Bytes after `end`: a torn final record, never acknowledged.
+    pub(crate) torn: u64,
+}
+
+/// Replays the records in `bytes` (which start at file offset `base`) onto
+/// `state`. `expect_snapshot`: the first record must be the `object`
+/// snapshot, and must be whole.
+pub(crate) fn replay(
+    bytes: &[u8],
+    base: u64,
+    state: &mut Option<Object>,
+    mut expect_snapshot: bool,
+) -> Result<Replayed, Corrupt> {
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let offset = base + pos as u64;
+        let rest = &bytes[pos..];
+        let Some(newline) = rest.iter().position(|&b| b == b'\n') else {
+            if expect_snapshot {
+                return Err(Corrupt::at(
+                    offset,
+                    "the snapshot record is cut short (a snapshot is only ever written whole)",
+                ));
+            }
+            return Ok(Replayed {
+                end: offset,
+                torn: rest.len() as u64,
+            });
+        };
+        let line = &rest[..newline];
+        apply_line(line, offset, state, expect_snapshot)?;
+        expect_snapshot = false;
+        pos += newline + 1;
+    }
+    if expect_snapshot {
+        return Err(Corrupt::at(base, "no snapshot record after the format tag"));
+    }
+    Ok(Replayed {
+        end: base + pos as u64,
+        torn: 0,
+    })
+}
+
+fn apply_line(
+    line: &[u8],
+    offset: u64,
+    state: &mut Option<Object>,
+    snapshot: bool,
+) -> Result<(), Corrupt> {
+    let framed = line.len() > 9 && line[8] == b' ';
+    let stored = framed
+        .then(|| std::str::from_utf8(&line[..8]).ok())
+        .flatten()
+        .filter(|hex| hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+        .and_then(|hex| u32::from_str_radix(hex, 16).ok());
+    let Some(stored) = stored else {
+        return Err(Corrupt::at(
+            offset,
+            "not a record line (expected an 8-digit checksum, a space and JSON)",
+        ));
+    };
+    let json = &line[9..];
+    let actual = crc32c(json);
+    if actual != stored {
+        return Err(Corrupt::at(
+            offset,
+            format!("checksum mismatch (stored {stored:08x}, computed {actual:08x})"),
+        ));
+    }
+    let record: RecordIn = serde_json::from_slice(json)
+        .map_err(|e| Corrupt::at(offset, format!("the record does not parse: {e}")))?;
+    match (record.op.as_str(), state.as_ref()) {
+        ("object", None) if snapshot => {
+            *state = Some(Object::new(record.rev, record.data));
+            Ok(())
+        }
+        ("object", _) => Err(Corrupt::at(
+            offset,
+            "an object snapshot where only the first record may be one",
+        )),
+        ("put", _) if snapshot => Err(Corrupt::at(
+            offset,
+            "the first record is not the object snapshot",
+        )),
+        ("put", Some(object)) if record.rev == object.revision() + 1 => {
+            Change::Put {
+                revision: record.rev,
+                puts: record.data.into_iter().collect(),
+            }
+            .apply(state);
+            Ok(())
+        }
+        ("put", Some(object)) => Err(Corrupt::at(
+            offset,
+            format!(
+                "revision {} does not follow revision {} (a record is missing or repeated)",
+                record.rev,
+                object.revision()
+            ),
+        )),
+        ("put", None) => Err(Corrupt::at(offset, "a put before any snapshot")),
+        (op, _) => Err(Corrupt::at(
+            offset,
+            format!("unknown record kind {op:?} in a {} file", TAG.trim_end()),
+        )),
+    }
+}
+
+/// The older whole-document format: one pretty-printed JSON object, the
+/// lock inside it. Read, converted on the first write, never written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LegacyDocument {
+    format: String,
+    ledger: Option<LegacyObject>,
+    lock: Option<crate::document::LockRecord>,
+    lock_generation: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LegacyObject {
+    revision: u64,
+    data: BTreeMap<String, String>,
+}
+
+/// A file's contents, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Parsed {
+    pub(crate) state: Option<Object>,
+    /// `Some` for a whole-document (v1) file: the lock it carried.
+    pub(crate) legacy_lock: Option<LockState>,
+    /// For a v2 file, how far the records go.
+    pub(crate) replayed: Replayed,
+}
+
+/// Parses a whole file.
+pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Corrupt> {
+    if bytes.starts_with(TAG.as_bytes()) {
+        let mut state = None;
+        let replayed = replay(&bytes[TAG.len()..], TAG.len() as u64, &mut state, true)?;
+        return Ok(Parsed {
+            state,
+            legacy_lock: None,
+            replayed,
+        });
+    }
+    if bytes.starts_with(TAG_PREFIX.as_bytes()) {
+        let tag_end = bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .unwrap_or(bytes.len());
+        let tag = String::from_utf8_lossy(&bytes[..tag_end.min(80)]);
+        return Err(Corrupt::at(
+            0,
+            format!(
+                "unknown format {tag:?} (this version reads {LEGACY_FORMAT:?} and {:?}): written by a newer version? refusing to read it rather than misread it",
+                TAG.trim_end()
+            ),
+        ));
+    }
+    let doc: LegacyDocument = serde_json::from_slice(bytes)
+        .map_err(|e| Corrupt::at(0, format!("not a ledger document: {e}")))?;
+    if doc.format != LEGACY_FORMAT {
+        return Err(Corrupt::at(
+            0,
+            format!(
+                "unknown format {:?} (expected {LEGACY_FORMAT:?} or {:?})",
+                doc.format,
+                TAG.trim_end()
+            ),
+        ));
+    }
+    Ok(Parsed {
+        state: doc.ledger.map(|o| Object::new(o.revision, o.data)),
+        legacy_lock: Some(LockState {
+            lock: doc.lock,
+            generation: doc.lock_generation,
+        }),
+        replayed: Replayed {
+            end: bytes.len() as u64,
+            torn: 0,
+        },
+    })
+}
+
+/// The lock sidecar's record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LockFile {
+    format: String,
+    lock: Option<crate::document::LockRecord>,
+    generation: u64,
+}
+
+/// The lock sidecar's format tag.
+pub(crate) const LOCK_FORMAT: &str = "migration-lock/v1";
+
+/// The lock sidecar's contents: one record line.
+pub(crate) fn encode_lock(state: &LockState) -> Vec<u8> {
+    frame(&to_json(&LockFile {
+        format: LOCK_FORMAT.to_owned(),
+        lock: state.lock.clone(),
+        generation: state.generation,
+    }))
+}
+
+/// What the lock sidecar holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LockContents {
+    /// Nothing was ever written (a new file).
+    Empty,
+    /// A record.
+    State(LockState),
+    /// A record cut short or damaged: what a crash in the middle of a lock
+    /// write leaves. Only the holder writes, so its lease died with it.
+    Damaged(String),
+}
+
+/// Parses the lock sidecar. A record in an unknown format is an error.
+pub(crate) fn parse_lock(bytes: &[u8]) -> Result<LockContents, String> {
+    if bytes.is_empty() {
+        return Ok(LockContents::Empty);
+    }
+    let Some(newline) = bytes.iter().position(|&b| b == b'\n') else {
+        return Ok(LockContents::Damaged("the lock record is cut short".into()));
+    };
+    let line = &bytes[..newline];
+    if line.len() <= 9 || line[8] != b' ' {
+        return Ok(LockContents::Damaged("not a lock record".into()));
+    }
+    let json = &line[9..];
+    let stored = std::str::from_utf8(&line[..8])
+        .ok()
+        .and_then(|h| u32::from_str_radix(h, 16).ok());
+    if stored != Some(crc32c(json)) {
+        return Ok(LockContents::Damaged("checksum mismatch".into()));
+    }
+    let value: serde_json::Value =
+        serde_json::from_slice(json).map_err(|e| format!("the lock record does not parse: {e}"))?;
+    let format = value.get("format").and_then(|f| f.as_str()).unwrap_or("");
+    if format != LOCK_FORMAT {
+        return Err(format!(
+            "unknown lock format {format:?} (expected {LOCK_FORMAT:?}): written by a newer version?"
+        ));
+    }
+    let file: LockFile = serde_json::from_value(value)
+        .map_err(|e| format!("the lock record does not parse: {e}"))?;
+    Ok(LockContents::State(LockState {
+        lock: file.lock,
+        generation: file.generation,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32c_matches_the_standard_check_value() {
+        assert_eq!(crc32c(b"123456789"), 0xe306_9283);
+        assert_eq!(crc32c(b""), 0);
+        let long: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+        // Slice-by-8 and the bytewise tail agree at every split.
+        let bytewise = |d: &[u8]| {
+            let mut crc = !0u32;
+            for &b in d {
+                crc ^= u32::from(b);
+                for _ in 0..8 {
+                    crc = if crc & 1 != 0 {
+                        (crc >> 1) ^ 0x82f6_3b78
+                    } else {
+                        crc >> 1
+                    };
+                }
+            }
+            !crc
+        };
+        for n in [0, 1, 7, 8, 9, 63, 64, 65, 1000] {
+            assert_eq!(crc32c(&long[..n]), bytewise(&long[..n]), "{n}");
+        }
+    }
+
+    fn object() -> Object {
+        Object::new(
+            3,
+            [("m.a".to_owned(), "{\"state\":\"ok\"}\n".to_owned())]
+                .into_iter()
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_file_round_trips_and_a_torn_append_is_dropped() {
+        let mut bytes = encode_file(&object());
+        let put = encode_change(&Change::Put {
+            revision: 4,
+            puts: vec![("a.a".into(), "1".into())],
+        });
+        let whole = bytes.len() as u64;
+        bytes.extend(&put);
+        let parsed = parse(&bytes).unwrap();
+        assert_eq!(parsed.replayed.torn, 0);
+        let state = parsed.state.unwrap();
+        assert_eq!(state.revision(), 4);
+        assert_eq!(state.data().len(), 2);
+        for cut in 1..put.len() {
+            let parsed = parse(&bytes[..whole as usize + cut]).unwrap();
+            assert_eq!(parsed.replayed.end, whole, "cut {cut}");
+            assert_eq!(parsed.replayed.torn, cut as u64);
+            assert_eq!(parsed.state.unwrap(), object());
+        }
+    }
+
+    #[test]
+    fn a_torn_snapshot_is_corrupt_never_absent() {
+        let bytes = encode_file(&object());
+        for cut in TAG.len()..bytes.len() {
+            let err = parse(&bytes[..cut]).unwrap_err();
+            assert_eq!(err.offset, TAG.len() as u64, "cut {cut}: {err:?}");
+        }
+    }
+}
