@@ -207,6 +207,22 @@ impl Env {
         list["items"].as_array().unwrap().clone()
     }
 
+    /// The Events once `done` holds of them (or after 20 s, for the caller's
+    /// assertions to report what is there).
+    async fn events_until(
+        &self,
+        done: impl Fn(&[serde_json::Value]) -> bool,
+    ) -> Vec<serde_json::Value> {
+        for _ in 0..200 {
+            let events = self.events().await;
+            if done(&events) {
+                return events;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        self.events().await
+    }
+
     /// Event reasons, read through `events.k8s.io/v1` or through core/v1.
     async fn event_reasons(&self, new_api: bool) -> Vec<String> {
         let path = if new_api {
@@ -374,12 +390,15 @@ async fn the_controller_under_its_own_serviceaccount_reacts_to_real_watches() {
     t.record_ok("first").await;
     t.finish("migrate-first-1", true).await;
     t.wait_for_jobs(2).await;
-    controller.abort();
-    assert_eq!(t.jobs().await, pairs(&[("first", "1"), ("second", "1")]));
     // kube's Recorder folds the second JobCreated into the first Event as a series (its key
     // leaves out the note), so the real server holds one Event counted twice: the Role allowed
-    // the create and the patch.
-    let events = t.events().await;
+    // the create and the patch. The patch follows the Job's creation, so wait for it before
+    // stopping the controller (stopping it at once raced the patch under load).
+    let events = t
+        .events_until(|e| e.len() == 1 && e[0]["series"]["count"] == 2)
+        .await;
+    controller.abort();
+    assert_eq!(t.jobs().await, pairs(&[("first", "1"), ("second", "1")]));
     assert_eq!(events.len(), 1, "{events:#?}");
     assert_eq!(events[0]["reason"], "JobCreated");
     assert_eq!(events[0]["series"]["count"], 2, "{events:#?}");

@@ -989,13 +989,16 @@ async fn watches(p: &mut Probe<'_>) {
     };
     let object = &first_event["object"];
     p.record(
-        "watch/from a resourceVersion older than the history",
+        OLD_RV_WATCH,
         json!({"code": code, "type": first_event["type"], "object": {
             "kind": object["kind"], "code": object["code"], "reason": object["reason"],
             "message": mask(object["message"].as_str().unwrap_or_default()),
         }}),
     );
 }
+
+/// The case whose real answer depends on the server's age.
+const OLD_RV_WATCH: &str = "watch/from a resourceVersion older than the history";
 
 fn recorded() -> BTreeMap<String, Value> {
     let text = std::fs::read_to_string(RECORDED).unwrap_or_else(|e| {
@@ -1035,7 +1038,16 @@ async fn the_double_answers_as_a_real_kube_apiserver_does() {
         real_answers = Some(answers);
     }
     let recorded = recorded();
-    if let Some(real) = &real_answers {
+    if let Some(real) = &mut real_answers {
+        // Whether a young real server still serves rv 1 depends on its age (its watch cache
+        // and etcd compaction), not on the API: a server that has not expired it yet says
+        // nothing about the recorded answer, which the double is still held to below.
+        if real[OLD_RV_WATCH]["type"] != "ERROR" {
+            eprintln!(
+                "note: the real server still serves resourceVersion 1 (too young to have expired it); '{OLD_RV_WATCH}' is compared with the recording only"
+            );
+            real.insert(OLD_RV_WATCH.to_owned(), recorded[OLD_RV_WATCH].clone());
+        }
         let drift = differences(real, &recorded);
         assert!(
             drift.is_empty(),
