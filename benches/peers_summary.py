@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Prints (and with --write-readme, puts into benches/README.md) the table of
+`benches/peers.sh`'s last run: hyperfine medians, nothing else computed but
+the ratios shown.
+
+Usage: python3 benches/peers_summary.py RESULTS_DIR [--write-readme README]
+"""
+
+import glob
+import json
+import os
+import re
+import sys
+
+BEGIN = "<!-- peers.sh:begin -->"
+END = "<!-- peers.sh:end -->"
+
+JOBS = [
+    ("apply", "apply N trivial migrations (fresh store each run)"),
+    ("noop", "run with nothing to do"),
+    ("decide", "decide what is pending, read only"),
+]
+TOOLS = [
+    ("migrate", "`migrate` (this branch)"),
+    ("before", "`migrate` before"),
+    ("alembic", "alembic"),
+    ("yoyo", "yoyo"),
+    ("sqlx", "sqlx-cli"),
+    ("floor-read", "floor: read the tree"),
+    ("floor-spawn", "floor: spawn N scripts"),
+    ("floor-fsync", "floor: 2N synced appends"),
+]
+
+
+def fmt(seconds):
+    if seconds is None:
+        return "–"
+    if seconds >= 10:
+        return f"{seconds:.1f} s"
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    ms = seconds * 1000
+    return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
+
+
+def load(results):
+    medians, runs = {}, {}
+    for path in glob.glob(os.path.join(results, "*.json")):
+        name = os.path.basename(path)[:-5]
+        job, n, tool = name.split("-", 2)
+        with open(path) as f:
+            r = json.load(f)["results"][0]
+        medians[(job, int(n), tool)] = r["median"]
+        runs[(job, int(n), tool)] = len(r["times"])
+    meta = {}
+    with open(os.path.join(results, "meta.env")) as f:
+        for line in f:
+            k, _, v = line.rstrip("\n").partition("=")
+            meta[k] = v
+    commands = {}
+    for path in glob.glob(os.path.join(results, "commands-*.tsv")):
+        job = os.path.basename(path)[len("commands-"):-4]
+        with open(path) as f:
+            for line in f:
+                tool, _, cmd = line.rstrip("\n").partition("\t")
+                root = meta.get("root", "")
+                if root:
+                    cmd = re.sub(re.escape(root) + r"/target/peers-work/\d+", "$W", cmd)
+                    cmd = cmd.replace(root + "/", "")
+                cmd = re.sub(r"count=\d+", "count=2N", cmd)
+                commands.setdefault((job, tool), cmd)
+    return medians, runs, meta, commands
+
+
+def table(medians, runs, meta, commands):
+    sizes = sorted({n for (_, n, _) in medians})
+    present = [t for t in TOOLS if any(k[2] == t[0] for k in medians)]
+    out = []
+    out.append(
+        f"One run of `benches/peers.sh` on {meta.get('date')}: `nproc` = {meta.get('nproc')} "
+        f"({meta.get('cpu')}), kernel {meta.get('kernel')}, {meta.get('fs')}; load average "
+        f"{meta.get('load_start')} at the start and {meta.get('load_end', '?')} at the end "
+        "(the machine is shared with other builds). Whole processes, medians of hyperfine runs "
+        f"({meta.get('runs')} runs after a warm-up for the quick jobs, {meta.get('apply_runs')} "
+        f"for apply, {meta.get('apply_runs_large')} for apply at 10⁴ and above)."
+    )
+    out.append("")
+    out.append(
+        f"Versions: `migrate` {meta.get('migrate')} (rustc {meta.get('rustc')}, release)"
+        + (f", `migrate` before = {meta.get('before')}" if meta.get("before") else "")
+        + f"; alembic {meta.get('alembic')} (SQLAlchemy {meta.get('sqlalchemy')}), "
+        f"yoyo-migrations {meta.get('yoyo')}, Python {meta.get('python')}; sqlx-cli "
+        f"{meta.get('sqlx')} (bundled SQLite); hyperfine {meta.get('hyperfine')}."
+    )
+    out.append("")
+    out.append("| job | N | " + " | ".join(label for _, label in present) + " |")
+    out.append("|---|---|" + "---|" * len(present))
+    for job, label in JOBS:
+        for n in sizes:
+            cells = [fmt(medians.get((job, n, tool))) for tool, _ in present]
+            if all(c == "–" for c in cells):
+                continue
+            out.append(f"| {label} | {n:,} | " + " | ".join(cells) + " |")
+    out.append("")
+
+    def ratio(a, b):
+        return None if a is None or b is None else a / b
+
+    out.append("Against the goals (issue 17), from the medians above:")
+    out.append("")
+    m = lambda job, n, tool: medians.get((job, n, tool))  # noqa: E731
+    r = ratio(m("apply", 1000, "migrate"), m("apply", 1000, "sqlx"))
+    if r is not None:
+        out.append(f"- apply 10³: `migrate` / sqlx-cli = **{r:.2f}** (goal: below 1).")
+    r = ratio(m("apply", 10000, "migrate"), m("apply", 1000, "migrate"))
+    if r is not None:
+        out.append(f"- apply 10⁴ / apply 10³ for `migrate` = **{r:.1f}** (goal: at most 11).")
+    for job, what in (("noop", "no-op run"), ("decide", "read-only decide")):
+        for n in (1000, 10000):
+            r = ratio(m(job, n, "migrate"), m(job, n, "sqlx"))
+            if r is not None:
+                out.append(f"- {what} at {n:,}: `migrate` / sqlx-cli = **{r:.2f}** (goal: at most 1).")
+    for n in sizes:
+        a, s, f = m("apply", n, "migrate"), m("apply", n, "floor-spawn"), m("apply", n, "floor-fsync")
+        if a is not None and s is not None and f is not None:
+            out.append(
+                f"- apply {n:,}: `migrate` {a / n * 1000:.2f} ms per migration; floors: "
+                f"spawning {s / n * 1000:.2f} ms, two synced appends {f / n * 1000:.2f} ms "
+                f"(sum {(s + f) / n * 1000:.2f} ms)."
+            )
+    out.append("")
+    out.append("Exact commands (`$W` = `target/peers-work/N`):")
+    out.append("")
+    out.append("| job | tool | command |")
+    out.append("|---|---|---|")
+    for job, _ in JOBS:
+        for tool, label in present:
+            cmd = commands.get((job, tool))
+            if cmd:
+                out.append(f"| {job} | {label} | `{cmd}` |")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    results = args[0]
+    text = table(*load(results))
+    print(text)
+    if "--write-readme" in args:
+        readme = args[args.index("--write-readme") + 1]
+        with open(readme) as f:
+            body = f.read()
+        block = f"{BEGIN}\n{text}{END}"
+        if BEGIN in body and END in body:
+            body = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, body, flags=re.S)
+        else:
+            body = body.rstrip("\n") + "\n\n## Side by side with the peers (`benches/peers.sh`)\n\n" + block + "\n"
+        with open(readme, "w") as f:
+            f.write(body)
+        print(f"wrote {readme}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
