@@ -8,12 +8,18 @@
 #   benches/peers.sh --write-readme      # ... and replace the table in benches/README.md
 #   benches/peers.sh --summarize-only --write-readme   # table from the last run's results
 #
-# Environment: SIZES (default "100 1000 10000"), RUNS (hyperfine runs for the
-# quick jobs, default 10), APPLY_RUNS (for "apply N" below 10^4, default 3),
-# APPLY_RUNS_LARGE (at 10^4 and above, default 2), MIGRATE_BIN (a prebuilt
+# The machine is shared, so its load moves while a run goes on: every job
+# is timed in ROUNDS rounds (default 3) that take each tool in turn, and the
+# median is over all the rounds' runs, so a busy minute hits every tool
+# alike instead of whichever was being timed then.
+#
+# Environment: SIZES (default "100 1000 10000"), ROUNDS, RUNS (hyperfine
+# runs per round for the quick jobs, default 4), APPLY_RUNS (per round for
+# "apply N", default 1), MIGRATE_BIN (a prebuilt
 # binary instead of `cargo build --release`), BEFORE_BIN (optional: another
 # `migrate` binary timed beside it, e.g. the main branch before a change;
-# it runs "apply N" only below 10^4), JOBS (default "apply decide noop";
+# it runs only below 10^4), ROUNDS_LARGE (rounds of "apply N" at 10^4 and
+# above, default 2), JOBS (default "apply decide noop";
 # "apply" first leaves every store fully applied for the other two).
 #
 # Everything installed or generated lives under target/ (peers in
@@ -28,9 +34,10 @@ PEERS="$ROOT/target/peers"
 WORK="$ROOT/target/peers-work"
 RESULTS="$WORK/results"
 SIZES=${SIZES:-"100 1000 10000"}
-RUNS=${RUNS:-10}
-APPLY_RUNS=${APPLY_RUNS:-3}
-APPLY_RUNS_LARGE=${APPLY_RUNS_LARGE:-2}
+ROUNDS=${ROUNDS:-3}
+ROUNDS_LARGE=${ROUNDS_LARGE:-2}
+RUNS=${RUNS:-4}
+APPLY_RUNS=${APPLY_RUNS:-1}
 JOBS=${JOBS:-"apply decide noop"}
 ALEMBIC_VERSION=1.20.1
 YOYO_VERSION=9.0.0
@@ -177,7 +184,8 @@ cmd_for() { # job tool dir -> the timed command
 
 tools_for() { # job n
     local job=$1 n=$2 tools="migrate"
-    if [ -n "${BEFORE_BIN:-}" ] && { [ "$job" != apply ] || [ "$n" -lt 10000 ]; }; then
+    # The main branch before the journal fills its 1 MiB budget near 3,000.
+    if [ -n "${BEFORE_BIN:-}" ] && [ "$n" -lt 10000 ]; then
         tools="$tools before"
     fi
     tools="$tools alembic yoyo sqlx"
@@ -190,7 +198,7 @@ tools_for() { # job n
 
 # ---- measure -------------------------------------------------------------------
 mkdir -p "$RESULTS"
-rm -f "$RESULTS"/*.json "$RESULTS"/meta.env
+rm -f "$RESULTS"/*.json "$RESULTS"/*.err "$RESULTS"/*.tsv "$RESULTS"/meta.env
 {
     echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "root=$ROOT"
@@ -209,18 +217,19 @@ rm -f "$RESULTS"/*.json "$RESULTS"/meta.env
     echo "hyperfine=$(hyperfine --version | awk '{print $2}')"
     echo "rustc=$(rustc --version | awk '{print $2}')"
     echo "sizes=$SIZES"
+    echo "rounds=$ROUNDS"
+    echo "rounds_large=$ROUNDS_LARGE"
     echo "runs=$RUNS"
     echo "apply_runs=$APPLY_RUNS"
-    echo "apply_runs_large=$APPLY_RUNS_LARGE"
 } > "$RESULTS/meta.env"
 
-time_one() { # job tool n
-    local job=$1 tool=$2 n=$3 d="$WORK/$3" cmd runs prepare=() setup
+time_one() { # job tool n round
+    local job=$1 tool=$2 n=$3 round=$4 d="$WORK/$3" cmd runs prepare=() setup
+    local out="$RESULTS/$job-$n-$tool.r$round"
     cmd=$(cmd_for "$job" "$tool" "$d")
     runs=$RUNS
     if [ "$job" = apply ]; then
         runs=$APPLY_RUNS
-        [ "$n" -ge 10000 ] && runs=$APPLY_RUNS_LARGE
         prepare=(--prepare "$(reset_cmd "$tool" "$d")")
     else
         case "$tool" in
@@ -238,25 +247,31 @@ time_one() { # job tool n
                 fi ;;
         esac
     fi
-    echo "-- $job n=$n $tool: $cmd"
+    echo "-- $job n=$n round $round $tool: $cmd"
     if [ "$job" = apply ]; then rm -f "$d/$tool.applied"; fi
     hyperfine --style basic --warmup "$([ "$job" = apply ] && echo 0 || echo 1)" --runs "$runs" \
-        "${prepare[@]}" --command-name "$tool" --export-json "$RESULTS/$job-$n-$tool.json" \
-        "$cmd" >/dev/null 2>"$RESULTS/$job-$n-$tool.err" || {
-            echo "   $tool failed (see $RESULTS/$job-$n-$tool.err)" >&2
-            rm -f "$RESULTS/$job-$n-$tool.json"
+        "${prepare[@]}" --command-name "$tool" --export-json "$out.json" \
+        "$cmd" >/dev/null 2>"$out.err" || {
+            echo "   $tool failed (see $out.err)" >&2
+            rm -f "$out.json"
             return 0
         }
     if [ "$job" = apply ]; then touch "$d/$tool.applied"; fi
-    printf '%s\t%s\n' "$tool" "$cmd" >> "$RESULTS/commands-$job.tsv"
+    if [ "$round" = 1 ]; then
+        printf '%s\t%s\n' "$tool" "$cmd" >> "$RESULTS/commands-$job.tsv"
+    fi
 }
 
 for n in $SIZES; do
     echo "== N = $n: generating trees"
     make_trees "$n"
     for job in $JOBS; do
-        for tool in $(tools_for "$job" "$n"); do
-            time_one "$job" "$tool" "$n"
+        rounds=$ROUNDS
+        if [ "$job" = apply ] && [ "$n" -ge 10000 ]; then rounds=$ROUNDS_LARGE; fi
+        for round in $(seq 1 "$rounds"); do
+            for tool in $(tools_for "$job" "$n"); do
+                time_one "$job" "$tool" "$n" "$round"
+            done
         done
     done
 done

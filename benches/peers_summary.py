@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import re
+import statistics
 import sys
 
 BEGIN = "<!-- peers.sh:begin -->"
@@ -44,14 +45,16 @@ def fmt(seconds):
 
 
 def load(results):
-    medians, runs = {}, {}
+    times = {}
     for path in glob.glob(os.path.join(results, "*.json")):
         name = os.path.basename(path)[:-5]
+        name = re.sub(r"\.r\d+$", "", name)  # one file per round
         job, n, tool = name.split("-", 2)
         with open(path) as f:
             r = json.load(f)["results"][0]
-        medians[(job, int(n), tool)] = r["median"]
-        runs[(job, int(n), tool)] = len(r["times"])
+        times.setdefault((job, int(n), tool), []).extend(r["times"])
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    runs = {k: len(v) for k, v in times.items()}
     meta = {}
     with open(os.path.join(results, "meta.env")) as f:
         for line in f:
@@ -80,9 +83,11 @@ def table(medians, runs, meta, commands):
         f"One run of `benches/peers.sh` on {meta.get('date')}: `nproc` = {meta.get('nproc')} "
         f"({meta.get('cpu')}), kernel {meta.get('kernel')}, {meta.get('fs')}; load average "
         f"{meta.get('load_start')} at the start and {meta.get('load_end', '?')} at the end "
-        "(the machine is shared with other builds). Whole processes, medians of hyperfine runs "
-        f"({meta.get('runs')} runs after a warm-up for the quick jobs, {meta.get('apply_runs')} "
-        f"for apply, {meta.get('apply_runs_large')} for apply at 10⁴ and above)."
+        "(the machine is shared with other agents' builds and tests). Whole processes; each "
+        f"cell is the median of {meta.get('rounds')} rounds that take the tools in turn, "
+        f"{meta.get('runs')} hyperfine runs per round after a warm-up for the quick jobs, "
+        f"{meta.get('apply_runs')} per round for apply (a fresh store before each; "
+        f"{meta.get('rounds_large')} rounds for apply at 10⁴)."
     )
     out.append("")
     out.append(

@@ -188,14 +188,57 @@ impl Loader<'_> {
     }
 
     fn sorted_entries(&self, dir: &Path) -> Result<Vec<(PathBuf, Option<String>)>, TreeError> {
+        Ok(self
+            .sorted_typed_entries(dir)?
+            .into_iter()
+            .map(|(path, name, _)| (path, name))
+            .collect())
+    }
+
+    /// The entries of `dir` in name order, each with whether the directory
+    /// itself says it is a plain regular file (not a symlink). That comes
+    /// with the listing (`d_type`), so it costs no system call.
+    fn sorted_typed_entries(
+        &self,
+        dir: &Path,
+    ) -> Result<Vec<(PathBuf, Option<String>, bool)>, TreeError> {
         let mut out = Vec::new();
         for item in fs::read_dir(dir).map_err(self.io(dir))? {
             let item = item.map_err(self.io(dir))?;
             let name = item.file_name().to_str().map(str::to_owned);
-            out.push((item.path(), name));
+            let regular = item.file_type().is_ok_and(|t| t.is_file());
+            out.push((item.path(), name, regular));
         }
         out.sort();
         Ok(out)
+    }
+
+    /// Reads a file the listing says is regular: open, read, close; no
+    /// stat (the cap is enforced by reading at most one byte past it).
+    /// `scratch` is reused between files so each read is one system call
+    /// plus the one that finds the end.
+    fn read_listed_file(
+        &mut self,
+        path: &Path,
+        scratch: &mut Vec<u8>,
+    ) -> Result<Option<Vec<u8>>, TreeError> {
+        let limit = self.options.max_file_bytes;
+        let file = fs::File::open(path).map_err(self.io(path))?;
+        scratch.clear();
+        file.take(limit + 1)
+            .read_to_end(scratch)
+            .map_err(self.io(path))?;
+        if scratch.len() as u64 > limit {
+            // Rare: look up the real size for the message.
+            let size = fs::metadata(path).map_or(scratch.len() as u64, |m| m.len());
+            self.problems.push(TreeProblem::TooLarge {
+                path: self.relative(path),
+                size,
+                limit,
+            });
+            return Ok(None);
+        }
+        Ok(Some(scratch.as_slice().to_vec()))
     }
 
     fn read_tier(
@@ -210,7 +253,8 @@ impl Loader<'_> {
         let Resolved::Dir(dir) = self.resolve(&dir)? else {
             return Ok(());
         };
-        for (path, name) in self.sorted_entries(&dir)? {
+        let mut scratch = Vec::with_capacity(64 * 1024);
+        for (path, name, regular) in self.sorted_typed_entries(&dir)? {
             let Some(name) = name else {
                 self.problems.push(TreeProblem::NonUtf8Name {
                     path: self.relative(&path),
@@ -218,6 +262,14 @@ impl Loader<'_> {
                 continue;
             };
             if PLACEHOLDER_FILES.contains(&name.as_str()) {
+                continue;
+            }
+            if regular {
+                // The common case, at two system calls beyond reading
+                // (open, close); symlinks and the rest are resolved below.
+                if let Some(bytes) = self.read_listed_file(&path, &mut scratch)? {
+                    out.push((tier, name, bytes));
+                }
                 continue;
             }
             match self.resolve(&path)? {
