@@ -50,8 +50,11 @@ def load(results):
         name = os.path.basename(path)[:-5]
         name = re.sub(r"\.r\d+$", "", name)  # one file per round
         job, n, tool = name.split("-", 2)
-        with open(path) as f:
-            r = json.load(f)["results"][0]
+        try:
+            with open(path) as f:
+                r = json.load(f)["results"][0]
+        except (ValueError, KeyError, IndexError):
+            continue  # a run still in progress, or one that failed
         times.setdefault((job, int(n), tool), []).extend(r["times"])
     medians = {k: statistics.median(v) for k, v in times.items()}
     runs = {k: len(v) for k, v in times.items()}
