@@ -62,6 +62,28 @@ fn widget(name: &str, spec: Value) -> DynamicObject {
     DynamicObject::new(name, &ar).data(json!({ "spec": spec }))
 }
 
+/// Creates `obj`, panicking with the server's answer if it is refused.
+async fn create<K>(api: &Api<K>, obj: &K) -> K
+where
+    K: kube::Resource
+        + Clone
+        + k8s_openapi::serde::Serialize
+        + k8s_openapi::serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    api.create(&PostParams::default(), obj).await.unwrap()
+}
+
+/// Applies a JSON merge patch to `name`, panicking if it is refused.
+async fn merge<K>(api: &Api<K>, name: &str, patch: Value) -> K
+where
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap()
+}
+
 fn rv<K: kube::Resource>(obj: &K) -> String {
     obj.meta().resource_version.clone().unwrap()
 }
@@ -82,9 +104,7 @@ where
 async fn create_of_an_existing_name_is_already_exists() {
     let server = TestApiServer::start().await;
     let api = cms(&server.client());
-    api.create(&PostParams::default(), &cm("a", &[]))
-        .await
-        .unwrap();
+    create(&api, &cm("a", &[])).await;
     let st = status(api.create(&PostParams::default(), &cm("a", &[])).await);
     assert_eq!((st.code, st.reason.as_str()), (409, "AlreadyExists"));
     assert_eq!(st.message, r#"configmaps "a" already exists"#);
@@ -99,10 +119,7 @@ async fn create_of_an_existing_name_is_already_exists() {
 async fn merge_patch_carrying_a_stale_resource_version_is_conflict() {
     let server = TestApiServer::start().await;
     let api = cms(&server.client());
-    let created = api
-        .create(&PostParams::default(), &cm("a", &[("k", "1")]))
-        .await
-        .unwrap();
+    let created = create(&api, &cm("a", &[("k", "1")])).await;
     let stale = rv(&created);
     let patch = |v: &str, rv: &str| json!({"metadata": {"resourceVersion": rv}, "data": {"k": v}});
     let updated = api
@@ -148,10 +165,7 @@ async fn merge_patch_carrying_a_stale_resource_version_is_conflict() {
 async fn replace_with_a_stale_resource_version_is_conflict() {
     let server = TestApiServer::start().await;
     let api = cms(&server.client());
-    let created = api
-        .create(&PostParams::default(), &cm("a", &[("k", "1")]))
-        .await
-        .unwrap();
+    let created = create(&api, &cm("a", &[("k", "1")])).await;
     let mut first = created.clone();
     first.data = Some(BTreeMap::from([("k".into(), "2".into())]));
     api.replace("a", &PostParams::default(), &first)
@@ -219,12 +233,7 @@ async fn configmap_values_over_one_mebibyte_are_invalid() {
     // Values only, as the real server counts: exactly at the limit is accepted (keys beside it
     // do not count), one byte more is not.
     let at_limit = "x".repeat(1_048_575);
-    api.create(
-        &PostParams::default(),
-        &cm("fits", &[("k", &at_limit), ("a-long-key", "y")]),
-    )
-    .await
-    .unwrap();
+    create(&api, &cm("fits", &[("k", &at_limit), ("a-long-key", "y")])).await;
     let over = "x".repeat(1_048_577);
     let st = status(
         api.create(&PostParams::default(), &cm("big", &[("k", &over)]))
@@ -267,9 +276,7 @@ async fn oversize_object_is_refused_like_etcd() {
     let api = widgets(&server, &server.client());
     // Custom resources have no 1 MiB rule; only the storage limit (1.5 MiB) stops them.
     let ok = "y".repeat(1_400_000);
-    api.create(&PostParams::default(), &widget("ok", json!({ "blob": ok })))
-        .await
-        .unwrap();
+    create(&api, &widget("ok", json!({ "blob": ok }))).await;
     let big = "y".repeat(1_600_000);
     let st = status(
         api.create(
@@ -320,20 +327,8 @@ async fn configurable_object_size_limit() {
 async fn merge_patch_null_removes_a_key() {
     let server = TestApiServer::start().await;
     let api = cms(&server.client());
-    api.create(
-        &PostParams::default(),
-        &cm("a", &[("m.foo", "1"), ("m.bar", "2")]),
-    )
-    .await
-    .unwrap();
-    let patched = api
-        .patch(
-            "a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"m.foo": null}})),
-        )
-        .await
-        .unwrap();
+    create(&api, &cm("a", &[("m.foo", "1"), ("m.bar", "2")])).await;
+    let patched = merge(&api, "a", json!({"data": {"m.foo": null}})).await;
     assert_eq!(
         patched.data.unwrap(),
         BTreeMap::from([("m.bar".into(), "2".into())])
@@ -362,9 +357,7 @@ async fn json_patch_add_replace_remove_test() {
     let server = TestApiServer::start().await;
     let client = server.client();
     let api = cms(&client);
-    api.create(&PostParams::default(), &cm("a", &[("x", "1"), ("y", "2")]))
-        .await
-        .unwrap();
+    create(&api, &cm("a", &[("x", "1"), ("y", "2")])).await;
     let path = format!("/api/v1/namespaces/{NS}/configmaps/a");
     let json_patch = "application/json-patch+json";
     let ops = json!([
@@ -426,9 +419,7 @@ async fn strategic_merge_patch_merges_maps_and_is_refused_for_custom_resources()
     let server = TestApiServer::start().await;
     let client = server.client();
     let api = cms(&client);
-    api.create(&PostParams::default(), &cm("a", &[("x", "1")]))
-        .await
-        .unwrap();
+    create(&api, &cm("a", &[("x", "1")])).await;
     let patched = api
         .patch(
             "a",
@@ -440,10 +431,7 @@ async fn strategic_merge_patch_merges_maps_and_is_refused_for_custom_resources()
     assert_eq!(patched.data.unwrap().len(), 2);
     assert_eq!(patched.metadata.labels.unwrap()["l"], "v");
     let widgets = widgets(&server, &client);
-    widgets
-        .create(&PostParams::default(), &widget("w", json!({})))
-        .await
-        .unwrap();
+    create(&widgets, &widget("w", json!({}))).await;
     let st = status(
         widgets
             .patch("w", &PatchParams::default(), &Patch::Strategic(json!({})))
@@ -456,18 +444,8 @@ async fn strategic_merge_patch_merges_maps_and_is_refused_for_custom_resources()
 async fn a_no_op_write_keeps_the_resource_version() {
     let server = TestApiServer::start().await;
     let api = cms(&server.client());
-    let created = api
-        .create(&PostParams::default(), &cm("a", &[("k", "1")]))
-        .await
-        .unwrap();
-    let same = api
-        .patch(
-            "a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"k": "1"}})),
-        )
-        .await
-        .unwrap();
+    let created = create(&api, &cm("a", &[("k", "1")])).await;
+    let same = merge(&api, "a", json!({"data": {"k": "1"}})).await;
     assert_eq!(rv(&same), rv(&created));
     assert_eq!(server.resource_version().to_string(), rv(&created));
 }
@@ -480,7 +458,7 @@ async fn status_subresource_isolates_status_from_spec_on_a_custom_resource() {
     let api = widgets(&server, &server.client());
     let mut w = widget("w", json!({"size": 1}));
     w.data["status"] = json!({"phase": "Injected"});
-    let created = api.create(&PostParams::default(), &w).await.unwrap();
+    let created = create(&api, &w).await;
     assert!(
         created.data.get("status").is_none(),
         "create must drop status"
@@ -508,14 +486,12 @@ async fn status_subresource_isolates_status_from_spec_on_a_custom_resource() {
     );
 
     // A write to the main resource cannot change .status.
-    let main = api
-        .patch(
-            "w",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"size": 2}, "status": {"phase": "Hacked"}})),
-        )
-        .await
-        .unwrap();
+    let main = merge(
+        &api,
+        "w",
+        json!({"spec": {"size": 2}, "status": {"phase": "Hacked"}}),
+    )
+    .await;
     assert_eq!(
         main.data["status"]["phase"], "Ready",
         "a main write must keep the stored status"
@@ -559,13 +535,11 @@ async fn custom_resource_replace_requires_a_resource_version_and_cluster_scope_w
         "clusterthings",
     );
     let api: Api<DynamicObject> = Api::all_with(server.client(), &ar);
-    let created = api
-        .create(
-            &PostParams::default(),
-            &DynamicObject::new("t", &ar).data(json!({"spec": {"a": 1}})),
-        )
-        .await
-        .unwrap();
+    let created = create(
+        &api,
+        &DynamicObject::new("t", &ar).data(json!({"spec": {"a": 1}})),
+    )
+    .await;
     assert!(created.metadata.namespace.is_none());
     let mut unconditional = created.clone();
     unconditional.metadata.resource_version = None;
@@ -587,7 +561,7 @@ async fn job_status_subresource_and_the_test_hook() {
         "status": {"succeeded": 5}
     }))
     .unwrap();
-    let created = jobs.create(&PostParams::default(), &job).await.unwrap();
+    let created = create(&jobs, &job).await;
     assert_eq!(
         created.status.unwrap_or_default().succeeded,
         None,
@@ -628,7 +602,7 @@ async fn every_builtin_path_round_trips_through_typed_apis() {
         lease_duration_seconds: Some(15),
         ..LeaseSpec::default()
     });
-    let created = leases.create(&PostParams::default(), &lease).await.unwrap();
+    let created = create(&leases, &lease).await;
     let mut taken = created.clone();
     taken.spec.as_mut().unwrap().holder_identity = Some("pod-b".into());
     leases
@@ -648,7 +622,7 @@ async fn every_builtin_path_round_trips_through_typed_apis() {
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
     let mut sa = ServiceAccount::default();
     sa.metadata.name = Some("op".into());
-    sas.create(&PostParams::default(), &sa).await.unwrap();
+    create(&sas, &sa).await;
     let deleted = sas.delete("op", &DeleteParams::default()).await.unwrap();
     assert!(
         deleted.is_left(),
@@ -658,7 +632,7 @@ async fn every_builtin_path_round_trips_through_typed_apis() {
     let events: Api<NewEvent> = Api::namespaced(client.clone(), NS);
     let mut ev = NewEvent::default();
     ev.metadata.generate_name = Some("migrate.".into());
-    let ev = events.create(&PostParams::default(), &ev).await.unwrap();
+    let ev = create(&events, &ev).await;
     assert!(ev.metadata.name.unwrap().starts_with("migrate."));
     let core: Api<CoreEvent> = Api::namespaced(client.clone(), NS);
     assert!(
@@ -672,7 +646,7 @@ async fn every_builtin_path_round_trips_through_typed_apis() {
     let nss: Api<Namespace> = Api::all(client.clone());
     let mut ns = Namespace::default();
     ns.metadata.name = Some(NS.into());
-    nss.create(&PostParams::default(), &ns).await.unwrap();
+    create(&nss, &ns).await;
     let all: Api<ConfigMap> = Api::all(client);
     cms(&server.client())
         .create(&PostParams::default(), &cm("a", &[]))
@@ -699,7 +673,7 @@ async fn finalizers_hold_deletion_until_removed() {
     let api = cms(&server.client());
     let mut obj = cm("a", &[]);
     obj.metadata.finalizers = Some(vec!["example.com/cleanup".into()]);
-    api.create(&PostParams::default(), &obj).await.unwrap();
+    create(&api, &obj).await;
     let pending = api.delete("a", &DeleteParams::default()).await.unwrap();
     let pending = pending.left().expect("a held deletion returns the object");
     assert!(pending.metadata.deletion_timestamp.is_some());
@@ -707,13 +681,7 @@ async fn finalizers_hold_deletion_until_removed() {
         api.get("a").await.is_ok(),
         "still there while a finalizer remains"
     );
-    api.patch(
-        "a",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    merge(&api, "a", json!({"metadata": {"finalizers": null}})).await;
     assert_eq!(status(api.get("a").await).code, 404);
 }
 
@@ -721,17 +689,8 @@ async fn finalizers_hold_deletion_until_removed() {
 async fn delete_preconditions_are_checked() {
     let server = TestApiServer::start().await;
     let api = cms(&server.client());
-    let created = api
-        .create(&PostParams::default(), &cm("a", &[]))
-        .await
-        .unwrap();
-    api.patch(
-        "a",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"k": "v"}})),
-    )
-    .await
-    .unwrap();
+    let created = create(&api, &cm("a", &[])).await;
+    merge(&api, "a", json!({"data": {"k": "v"}})).await;
     let stale = DeleteParams {
         preconditions: Some(kube::api::Preconditions {
             resource_version: Some(rv(&created)),
@@ -761,7 +720,7 @@ async fn label_and_field_selectors_filter_lists() {
                 .map(|(k, v)| (k.into(), v.into()))
                 .collect(),
         );
-        api.create(&PostParams::default(), &obj).await.unwrap();
+        create(&api, &obj).await;
     }
     let names = |list: kube::core::ObjectList<ConfigMap>| {
         list.items
@@ -796,9 +755,7 @@ async fn paginated_list_is_a_consistent_snapshot() {
     let server = TestApiServer::start().await;
     let api = cms(&server.client());
     for name in ["a", "b", "c"] {
-        api.create(&PostParams::default(), &cm(name, &[]))
-            .await
-            .unwrap();
+        create(&api, &cm(name, &[])).await;
     }
     let first = api.list(&ListParams::default().limit(1)).await.unwrap();
     assert_eq!(first.items.len(), 1);
@@ -837,20 +794,9 @@ async fn paginated_list_is_a_consistent_snapshot() {
 async fn watch_from_an_older_resource_version_replays_history() {
     let server = TestApiServer::start().await;
     let api = cms(&server.client());
-    let a = api
-        .create(&PostParams::default(), &cm("a", &[("k", "1")]))
-        .await
-        .unwrap();
-    api.patch(
-        "a",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"k": "2"}})),
-    )
-    .await
-    .unwrap();
-    api.create(&PostParams::default(), &cm("b", &[]))
-        .await
-        .unwrap();
+    let a = create(&api, &cm("a", &[("k", "1")])).await;
+    merge(&api, "a", json!({"data": {"k": "2"}})).await;
+    create(&api, &cm("b", &[])).await;
     api.delete("b", &DeleteParams::default()).await.unwrap();
     let mut stream = api
         .watch(&WatchParams::default(), &rv(&a))
@@ -869,9 +815,7 @@ async fn watch_from_an_older_resource_version_replays_history() {
         WatchEvent::Deleted(_)
     ));
     // And it goes on live.
-    api.create(&PostParams::default(), &cm("c", &[]))
-        .await
-        .unwrap();
+    create(&api, &cm("c", &[])).await;
     assert!(
         matches!(next_event(&mut stream).await.unwrap(), WatchEvent::Added(cm) if cm.metadata.name.as_deref() == Some("c"))
     );
@@ -881,17 +825,8 @@ async fn watch_from_an_older_resource_version_replays_history() {
 async fn watch_from_a_compacted_resource_version_is_gone() {
     let server = TestApiServer::start().await;
     let api = cms(&server.client());
-    let a = api
-        .create(&PostParams::default(), &cm("a", &[]))
-        .await
-        .unwrap();
-    api.patch(
-        "a",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"k": "2"}})),
-    )
-    .await
-    .unwrap();
+    let a = create(&api, &cm("a", &[])).await;
+    merge(&api, "a", json!({"data": {"k": "2"}})).await;
     server.compact_history();
     let mut stream = api
         .watch(&WatchParams::default(), &rv(&a))
@@ -912,18 +847,9 @@ async fn bounded_history_expires_old_resource_versions() {
         .await
         .unwrap();
     let api = cms(&server.client());
-    let a = api
-        .create(&PostParams::default(), &cm("a", &[]))
-        .await
-        .unwrap();
+    let a = create(&api, &cm("a", &[])).await;
     for i in 0..3 {
-        api.patch(
-            "a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"i": i.to_string()}})),
-        )
-        .await
-        .unwrap();
+        merge(&api, "a", json!({"data": {"i": i.to_string()}})).await;
     }
     let mut stream = api
         .watch(&WatchParams::default(), &rv(&a))
@@ -941,7 +867,7 @@ async fn watch_with_a_selector_sees_objects_leave_it() {
     let api = cms(&server.client());
     let mut obj = cm("a", &[]);
     obj.metadata.labels = Some(BTreeMap::from([("app".into(), "ledger".into())]));
-    api.create(&PostParams::default(), &obj).await.unwrap();
+    create(&api, &obj).await;
     let list = api.list(&ListParams::default()).await.unwrap();
     let wp = WatchParams::default().labels("app=ledger");
     let mut stream = api
@@ -949,13 +875,7 @@ async fn watch_with_a_selector_sees_objects_leave_it() {
         .await
         .unwrap()
         .boxed();
-    api.patch(
-        "a",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"labels": {"app": null}}})),
-    )
-    .await
-    .unwrap();
+    merge(&api, "a", json!({"metadata": {"labels": {"app": null}}})).await;
     assert!(matches!(
         next_event(&mut stream).await.unwrap(),
         WatchEvent::Deleted(_)
@@ -992,20 +912,12 @@ async fn runtime_watcher_sees_a_create_and_an_update() {
             break;
         }
     }
-    api.create(&PostParams::default(), &cm("a", &[("k", "1")]))
-        .await
-        .unwrap();
+    create(&api, &cm("a", &[("k", "1")])).await;
     match next_event(&mut stream).await.unwrap() {
         watcher::Event::Apply(cm) => assert_eq!(cm.data.unwrap()["k"], "1"),
         other => panic!("expected Apply, got {other:?}"),
     }
-    api.patch(
-        "a",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"k": "2"}})),
-    )
-    .await
-    .unwrap();
+    merge(&api, "a", json!({"data": {"k": "2"}})).await;
     match next_event(&mut stream).await.unwrap() {
         watcher::Event::Apply(cm) => assert_eq!(cm.data.unwrap()["k"], "2"),
         other => panic!("expected Apply, got {other:?}"),
@@ -1023,9 +935,7 @@ async fn runtime_watcher_relists_after_410() {
         }
     }
     // The watcher has listed but not yet started its watch; move its position out of history.
-    api.create(&PostParams::default(), &cm("a", &[]))
-        .await
-        .unwrap();
+    create(&api, &cm("a", &[])).await;
     server.compact_history();
     match next_event(&mut stream).await {
         Err(watcher::Error::WatchError(st)) => assert_eq!(st.code, 410),
@@ -1048,9 +958,7 @@ async fn runtime_watcher_relists_after_410() {
 async fn streaming_list_watcher_gets_initial_events() {
     let server = TestApiServer::start().await;
     let api = cms(&server.client());
-    api.create(&PostParams::default(), &cm("a", &[]))
-        .await
-        .unwrap();
+    create(&api, &cm("a", &[])).await;
     let config = watcher::Config::default().streaming_lists();
     let mut stream = watcher(api, config).boxed();
     let mut initial = Vec::new();
@@ -1075,9 +983,7 @@ async fn streaming_list_watcher_gets_initial_events() {
 async fn fault_on_the_nth_call_only() {
     let server = TestApiServer::start().await;
     let api = cms(&server.client());
-    api.create(&PostParams::default(), &cm("a", &[]))
-        .await
-        .unwrap();
+    create(&api, &cm("a", &[])).await;
     let rule = server.faults().inject(
         FaultRule::on(Verb::Patch, "configmaps")
             .name("a")
@@ -1124,9 +1030,7 @@ async fn fault_500_and_422_reach_the_client() {
         status(api.create(&PostParams::default(), &cm("a", &[])).await).code,
         422
     );
-    api.create(&PostParams::default(), &cm("a", &[]))
-        .await
-        .unwrap();
+    create(&api, &cm("a", &[])).await;
 }
 
 #[tokio::test]
@@ -1138,9 +1042,7 @@ async fn fault_429_with_retry_after_is_retried_by_kubes_default_client() {
             .times(2)
             .too_many_requests(0),
     );
-    api.create(&PostParams::default(), &cm("a", &[]))
-        .await
-        .unwrap();
+    create(&api, &cm("a", &[])).await;
     server.requests().reset();
     api.get("a").await.unwrap();
     assert_eq!(server.faults().fired(rule), 2);
@@ -1232,10 +1134,7 @@ async fn lost_reply_as_500_really_applies_the_write() {
 async fn lost_reply_as_dropped_connection_really_applies_the_write() {
     let server = TestApiServer::start().await;
     let api = cms(&server.client());
-    let created = api
-        .create(&PostParams::default(), &cm("a", &[("k", "1")]))
-        .await
-        .unwrap();
+    let created = create(&api, &cm("a", &[("k", "1")])).await;
     server.faults().inject(
         FaultRule::on(Verb::Patch, "configmaps")
             .once()
@@ -1264,17 +1163,9 @@ async fn request_counters_count_round_trips_and_reset() {
     let server = TestApiServer::start().await;
     let client = server.client();
     let api = cms(&client);
-    api.create(&PostParams::default(), &cm("a", &[]))
-        .await
-        .unwrap();
+    create(&api, &cm("a", &[])).await;
     api.get("a").await.unwrap();
-    api.patch(
-        "a",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"k": "1"}})),
-    )
-    .await
-    .unwrap();
+    merge(&api, "a", json!({"data": {"k": "1"}})).await;
     let _ = api.get("missing").await;
     let requests = server.requests();
     assert_eq!(requests.count(Verb::Create, "configmaps"), 1);
@@ -1282,10 +1173,7 @@ async fn request_counters_count_round_trips_and_reset() {
     assert_eq!(requests.count(Verb::Patch, "configmaps"), 1);
     assert_eq!(requests.total(), 4);
     let widgets = widgets(&server, &client);
-    widgets
-        .create(&PostParams::default(), &widget("w", json!({})))
-        .await
-        .unwrap();
+    create(&widgets, &widget("w", json!({}))).await;
     widgets
         .patch_status(
             "w",
