@@ -14,7 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger, Options, configmap_size};
 use migration_core::testing::{Harness, sample_entry, slug};
@@ -23,7 +23,7 @@ use migration_core::{
     WriteMode,
 };
 use serde_json::json;
-use test_apiserver::real::{RealCluster, unique_name};
+use test_apiserver::real::{LaneObjects, RealCluster, delete_with_lock, unique_name};
 
 struct Real {
     client: Client,
@@ -81,14 +81,9 @@ async fn conformance_against_a_real_cluster() {
 /// The lane itself, also exercised against the test API server below so
 /// that its own code cannot rot while nobody has a cluster at hand.
 async fn lane(client: Client, namespace: String) {
-    let run = std::process::id();
-    let made = std::sync::Mutex::new(Vec::new());
+    let objects = LaneObjects::new("ledger");
     migration_core::testing::run_all(|case: &'static str| {
-        let name = format!(
-            "ledger-{run}-{}",
-            case.replace('_', "-").chars().take(40).collect::<String>()
-        );
-        made.lock().unwrap().push(name.clone());
+        let name = objects.name_for(case);
         let (client, namespace) = (client.clone(), namespace.clone());
         async move {
             Real {
@@ -100,14 +95,12 @@ async fn lane(client: Client, namespace: String) {
         }
     })
     .await;
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-    let leases: Api<Lease> = Api::namespaced(client, &namespace);
-    for name in made.into_inner().unwrap() {
-        let _ = cms.delete(&name, &DeleteParams::default()).await;
-        let _ = leases
-            .delete(&format!("{name}-lock"), &DeleteParams::default())
-            .await;
-    }
+    objects
+        .delete(
+            &Api::<ConfigMap>::namespaced(client.clone(), &namespace),
+            &Api::namespaced(client, &namespace),
+        )
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -218,14 +211,8 @@ impl Fixture {
     }
 
     async fn cleanup(self) {
-        let _ = self
-            .api()
-            .delete(&self.name, &DeleteParams::default())
-            .await;
-        let leases: Api<Lease> = Api::namespaced(self.cluster.client(), self.cluster.namespace());
-        let _ = leases
-            .delete(&format!("{}-lock", self.name), &DeleteParams::default())
-            .await;
+        let leases = Api::namespaced(self.cluster.client(), self.cluster.namespace());
+        delete_with_lock(&self.api(), &leases, &self.name).await;
     }
 }
 

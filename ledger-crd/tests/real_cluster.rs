@@ -29,7 +29,7 @@ use ledger_crd::{CrdLedger, DEFAULT_BUDGET_BYTES, MigrationLedger, Options};
 use migration_core::testing::Harness;
 use migration_core::{Ledger, Lock, LockedLedger, ManualClock, Timestamp};
 use serde_json::json;
-use test_apiserver::real::RealCluster;
+use test_apiserver::real::{LaneObjects, RealCluster, delete_with_lock};
 
 /// The field manager of the lane's CRD apply and planted values.
 const LANE_MANAGER: &str = "cozystack-migrate-test-lane";
@@ -137,16 +137,9 @@ async fn conformance_against_a_real_cluster() {
 /// that its own code cannot rot while nobody has a cluster at hand.
 async fn lane(client: Client, namespace: String) {
     install_crd(&client).await;
-    let run = std::process::id();
-    let made = std::sync::Mutex::new(Vec::new());
+    let objects = LaneObjects::new("lane");
     migration_core::testing::run_all(|case: &'static str| {
-        let name = format!(
-            "lane-{run}-{}",
-            case.replace('_', "-").chars().take(40).collect::<String>()
-        )
-        .trim_end_matches('-')
-        .to_owned();
-        made.lock().unwrap().push(name.clone());
+        let name = objects.name_for(case);
         let (client, namespace) = (client.clone(), namespace.clone());
         async move {
             Real {
@@ -160,13 +153,9 @@ async fn lane(client: Client, namespace: String) {
     .await;
     let ledgers: Api<DynamicObject> =
         Api::all_with(client.clone(), &ApiResource::erase::<MigrationLedger>(&()));
-    let leases: Api<Lease> = Api::namespaced(client, &namespace);
-    for name in made.into_inner().unwrap() {
-        let _ = ledgers.delete(&name, &DeleteParams::default()).await;
-        let _ = leases
-            .delete(&format!("{name}-lock"), &DeleteParams::default())
-            .await;
-    }
+    objects
+        .delete(&ledgers, &Api::namespaced(client, &namespace))
+        .await;
 }
 
 /// Plays the part of the apiextensions controller on the test server: once
@@ -295,14 +284,8 @@ impl Fixture {
     }
 
     async fn cleanup(self) {
-        let _ = self
-            .api()
-            .delete(&self.name, &DeleteParams::default())
-            .await;
-        let leases: Api<Lease> = Api::namespaced(self.cluster.client(), self.cluster.namespace());
-        let _ = leases
-            .delete(&format!("{}-lock", self.name), &DeleteParams::default())
-            .await;
+        let leases = Api::namespaced(self.cluster.client(), self.cluster.namespace());
+        delete_with_lock(&self.api(), &leases, &self.name).await;
     }
 }
 

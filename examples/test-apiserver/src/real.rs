@@ -21,7 +21,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::serde;
+use kube::api::{Api, DeleteParams, PostParams};
 
 /// The variable naming the real cluster's kubeconfig.
 pub const KUBECONFIG_VAR: &str = "MIGRATE_TEST_KUBECONFIG";
@@ -234,4 +236,61 @@ fn tool(var: &str, default: &str) -> PathBuf {
     std::env::var_os(var)
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(default))
+}
+
+/// The ledger objects one real-server lane makes (one per conformance case), named so that
+/// runs never collide, and deleted together with their run-lock Leases at the end.
+#[derive(Debug)]
+pub struct LaneObjects {
+    prefix: String,
+    made: std::sync::Mutex<Vec<String>>,
+}
+
+impl LaneObjects {
+    /// Objects named `<prefix>-<pid>-<case>`.
+    pub fn new(prefix: &str) -> Self {
+        Self {
+            prefix: format!("{prefix}-{}", std::process::id()),
+            made: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The name of `case`'s object (DNS-1123: underscores become dashes, at most 40
+    /// characters of the case, no trailing dash), remembered for [`LaneObjects::delete`].
+    pub fn name_for(&self, case: &str) -> String {
+        let case: String = case.replace('_', "-").chars().take(40).collect();
+        let name = format!("{}-{}", self.prefix, case.trim_end_matches('-'));
+        self.made
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(name.clone());
+        name
+    }
+
+    /// Deletes every remembered object from `objects` and its `<name>-lock` Lease from
+    /// `leases`; an object already gone is fine.
+    pub async fn delete<K>(self, objects: &Api<K>, leases: &Api<Lease>)
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let made = self
+            .made
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for name in made {
+            delete_with_lock(objects, leases, &name).await;
+        }
+    }
+}
+
+/// Deletes object `name` and its run-lock Lease `<name>-lock`, ignoring either being absent
+/// (a test's last step; a failed test leaves both behind for inspection).
+pub async fn delete_with_lock<K>(objects: &Api<K>, leases: &Api<Lease>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let _ = objects.delete(name, &DeleteParams::default()).await;
+    let _ = leases
+        .delete(&format!("{name}-lock"), &DeleteParams::default())
+        .await;
 }
