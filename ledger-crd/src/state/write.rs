@@ -1,0 +1,310 @@
+//! One status write: the JSON Patch that sets the given entries, attempt marks
+//! and condition on top of the object that was read, and the size it leaves.
+
+use std::collections::BTreeMap;
+
+use migration_core::Timestamp;
+use serde_json::{Map, Value, json};
+
+use super::tally::{Tally, upsert_condition};
+use super::{READY, View, json_size};
+
+/// What one status write sets, beyond what every write recomputes.
+#[derive(Debug, Default)]
+pub(crate) struct StatusWrite {
+    /// Entries to store, by slug, replacing what is there.
+    pub(crate) entries: Map<String, Value>,
+    /// Attempt marks to store, by slug.
+    pub(crate) attempts: Map<String, Value>,
+    /// A condition to set (not `Ready`), as `{type, status, reason, message}`.
+    pub(crate) condition: Option<Value>,
+}
+
+/// A status write ready to send: the JSON Patch, and the object it would
+/// leave behind.
+#[derive(Debug)]
+pub(crate) struct PlannedWrite {
+    pub(crate) ops: Vec<Value>,
+    /// Bytes the stored object would take after the write, server-maintained
+    /// field ownership included.
+    pub(crate) would_be_bytes: u64,
+}
+
+/// Escapes a JSON Pointer reference token (RFC 6901).
+fn pointer_token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// Plans one status write on top of `view`: the given entries, attempt
+/// marks and condition, plus `initialized`, `summary` and `Ready`
+/// recomputed over the entries the object will hold.
+///
+/// The patch is a JSON Patch whose first operation sets the resourceVersion
+/// that was read, so the API server applies it only to that exact object
+/// (409 otherwise); `add` replaces a map member whole, so a replaced entry
+/// keeps none of the fields of the one it replaces.
+pub(crate) fn plan_status_write(
+    view: &View<'_>,
+    write: &StatusWrite,
+    now: Timestamp,
+) -> Result<PlannedWrite, String> {
+    let rv = view
+        .resource_version()
+        .ok_or("metadata.resourceVersion is missing")?;
+    let mut ops = vec![json!({"op": "replace", "path": "/metadata/resourceVersion", "value": rv})];
+    if view.status.is_none() {
+        ops.push(json!({"op": "add", "path": "/status", "value": {}}));
+    }
+    if !view.initialized {
+        ops.push(json!({"op": "add", "path": "/status/initialized", "value": true}));
+    }
+    for (field, current, writes) in [
+        ("entries", view.entries, &write.entries),
+        ("attempts", view.attempts, &write.attempts),
+    ] {
+        if writes.is_empty() {
+            continue;
+        }
+        if current.is_none() {
+            ops.push(json!({"op": "add", "path": format!("/status/{field}"), "value": writes}));
+        } else {
+            for (key, value) in writes {
+                ops.push(json!({
+                    "op": "add",
+                    "path": format!("/status/{field}/{}", pointer_token(key)),
+                    "value": value,
+                }));
+            }
+        }
+    }
+
+    let mut merged: BTreeMap<&String, &Value> = view.entries.into_iter().flatten().collect();
+    merged.extend(&write.entries);
+    let tally = Tally::of(merged);
+    ops.push(json!({"op": "add", "path": "/status/summary", "value": tally.summary()}));
+
+    let mut conditions = view.conditions();
+    let generation = view.generation();
+    if let Some(condition) = &write.condition {
+        let mut condition = condition.clone();
+        if let Some(g) = generation {
+            condition["observedGeneration"] = json!(g);
+        }
+        upsert_condition(&mut conditions, condition, now);
+    }
+    let (ready, reason, message) = tally.ready();
+    let mut ready_condition = json!({
+        "type": READY,
+        "status": if ready { "True" } else { "False" },
+        "reason": reason,
+        "message": message,
+    });
+    if let Some(g) = generation {
+        ready_condition["observedGeneration"] = json!(g);
+    }
+    upsert_condition(&mut conditions, ready_condition, now);
+    ops.push(json!({"op": "add", "path": "/status/conditions", "value": conditions}));
+
+    let mut projected = view.object.clone();
+    apply(&mut projected, &ops)?;
+    let would_be_bytes = json_size(&projected) + ownership_growth(view, write);
+    Ok(PlannedWrite {
+        ops,
+        would_be_bytes,
+    })
+}
+
+/// Applies our own `add`/`replace` operations to a local copy, to measure
+/// what the API server will store.
+fn apply(object: &mut Value, ops: &[Value]) -> Result<(), String> {
+    for op in ops {
+        let path = op.get("path").and_then(Value::as_str).unwrap_or_default();
+        let value = op.get("value").cloned().unwrap_or(Value::Null);
+        let (parent, last) = path.rsplit_once('/').ok_or("a patch path without '/'")?;
+        let last = last.replace("~1", "/").replace("~0", "~");
+        let target = if parent.is_empty() {
+            Some(&mut *object)
+        } else {
+            object.pointer_mut(parent)
+        };
+        match target {
+            Some(Value::Object(map)) => {
+                map.insert(last, value);
+            }
+            _ => return Err(format!("the patch path {path} has no parent object")),
+        }
+    }
+    Ok(())
+}
+
+/// The bytes the API server's field ownership records (`managedFields`)
+/// grow by when our manager sets new fields: one `"f:<name>":{}` per field,
+/// nested per map level. The server maintains it for every write, and it is
+/// stored in the same etcd value as the entries, so a budget that ignored it
+/// would let the server refuse a write the engine thought fitted.
+fn ownership_growth(view: &View<'_>, write: &StatusWrite) -> u64 {
+    let fields = |value: &Value, old: Option<&Value>| -> u64 {
+        let Value::Object(map) = value else {
+            return 0;
+        };
+        let old = old.and_then(Value::as_object);
+        map.keys()
+            .filter(|k| old.is_none_or(|o| !o.contains_key(*k)))
+            .map(|k| format!(",\"f:{k}\":{{}}").len() as u64)
+            .sum()
+    };
+    let mut growth = 0;
+    for (current, writes) in [
+        (view.entries, &write.entries),
+        (view.attempts, &write.attempts),
+    ] {
+        for (key, value) in writes {
+            let old = current.and_then(|c| c.get(key));
+            if old.is_none() {
+                growth += format!(",\"f:{key}\":{{\".\":{{}}}}").len() as u64;
+            }
+            growth += fields(value, old);
+        }
+    }
+    if view.status.is_none() || write.condition.is_some() {
+        // A first status write creates the manager's whole record (with its
+        // timestamp and the summary and condition fields); a new condition
+        // adds a keyed list item.
+        growth += 512;
+    }
+    growth
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(state: &str, at: &str) -> Value {
+        let mut e = json!({"state": state, "at": at, "attempts": 1});
+        if state == "failed" {
+            e["reason"] = json!("exit-status-1");
+            e["message"] = json!("tail");
+        }
+        e
+    }
+
+    fn live(status: Value) -> Value {
+        json!({
+            "metadata": {"name": "x", "resourceVersion": "7", "generation": 3},
+            "spec": {},
+            "status": status,
+        })
+    }
+
+    #[test]
+    fn a_first_status_write_creates_the_status_and_later_ones_add_keys() {
+        let created = json!({"metadata": {"name": "x", "resourceVersion": "5"}, "spec": {}});
+        let view = View::new(&created).unwrap();
+        let mut write = StatusWrite::default();
+        write
+            .entries
+            .insert("a".into(), entry("ok", "2026-01-01T00:00:00Z"));
+        let planned = plan_status_write(&view, &write, Timestamp::from_unix(0)).unwrap();
+        let paths: Vec<&str> = planned
+            .ops
+            .iter()
+            .map(|op| op["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "/metadata/resourceVersion",
+                "/status",
+                "/status/initialized",
+                "/status/entries",
+                "/status/summary",
+                "/status/conditions"
+            ]
+        );
+        assert_eq!(
+            planned.ops[0],
+            json!({"op": "replace", "path": "/metadata/resourceVersion", "value": "5"})
+        );
+
+        let object = live(
+            json!({"initialized": true, "entries": {"a": entry("ok", "2026-01-01T00:00:00Z")}}),
+        );
+        let view = View::new(&object).unwrap();
+        let mut write = StatusWrite::default();
+        write
+            .entries
+            .insert("b".into(), entry("ok", "2026-01-01T00:00:00Z"));
+        write
+            .attempts
+            .insert("b".into(), json!({"count": 1, "token": "t"}));
+        let planned = plan_status_write(&view, &write, Timestamp::from_unix(0)).unwrap();
+        let paths: Vec<&str> = planned
+            .ops
+            .iter()
+            .map(|op| op["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "/metadata/resourceVersion",
+                "/status/entries/b",
+                "/status/attempts",
+                "/status/summary",
+                "/status/conditions"
+            ]
+        );
+        assert_eq!(planned.ops[4]["value"][0]["observedGeneration"], 3);
+    }
+
+    #[test]
+    fn the_projected_size_is_the_patched_json_plus_new_ownership_records() {
+        let object =
+            live(json!({"initialized": true, "entries": {}, "summary": {}, "conditions": []}));
+        let view = View::new(&object).unwrap();
+        let mut write = StatusWrite::default();
+        let value = entry("ok", "2026-01-01T00:00:00Z");
+        write.entries.insert("new-one".into(), value.clone());
+        let planned = plan_status_write(&view, &write, Timestamp::from_unix(0)).unwrap();
+        let mut projected = object.clone();
+        apply(&mut projected, &planned.ops).unwrap();
+        assert_eq!(projected["status"]["entries"]["new-one"], value);
+        let ownership = planned.would_be_bytes - json_size(&projected);
+        let expected =
+            r#","f:new-one":{".":{}},"f:state":{},"f:at":{},"f:attempts":{}"#.len() as u64;
+        assert_eq!(ownership, expected);
+
+        // Replacing a stored entry adds only the fields it did not have.
+        let object = live(
+            json!({"initialized": true, "entries": {"a": entry("ok", "2026-01-01T00:00:00Z")}}),
+        );
+        let view = View::new(&object).unwrap();
+        let mut write = StatusWrite::default();
+        write
+            .entries
+            .insert("a".into(), entry("failed", "2026-01-01T00:00:00Z"));
+        let planned = plan_status_write(&view, &write, Timestamp::from_unix(0)).unwrap();
+        let mut projected = object.clone();
+        apply(&mut projected, &planned.ops).unwrap();
+        let ownership = planned.would_be_bytes - json_size(&projected);
+        assert_eq!(ownership, r#","f:reason":{},"f:message":{}"#.len() as u64);
+    }
+
+    #[test]
+    fn pointer_tokens_are_escaped() {
+        assert_eq!(pointer_token("a/b~c"), "a~1b~0c");
+        let mut object = json!({"m": {}});
+        apply(
+            &mut object,
+            &[json!({"op": "add", "path": "/m/a~1b~0c", "value": 1})],
+        )
+        .unwrap();
+        assert_eq!(object, json!({"m": {"a/b~c": 1}}));
+        assert!(
+            apply(
+                &mut object,
+                &[json!({"op": "add", "path": "/nope/x", "value": 1})]
+            )
+            .is_err()
+        );
+    }
+}
