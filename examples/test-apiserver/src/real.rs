@@ -20,8 +20,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::serde;
 use kube::api::{Api, DeleteParams, PostParams};
 
