@@ -39,7 +39,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -47,9 +46,8 @@ use kube::api::Patch;
 use kube::{Api, Client};
 use migration_core::keys;
 use migration_core::ledger::AttemptMark;
-use migration_core::lock::Lock;
 use migration_core::{
-    Clock, Lease, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, SystemClock, WriteMode,
+    Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, SystemClock, WriteMode,
     WriteReport,
 };
 use migration_kube::{
@@ -441,20 +439,7 @@ impl Ledger for ConfigMapLedger {
     }
 }
 
-#[async_trait]
-impl Lock for ConfigMapLedger {
-    async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
-        self.lock.acquire(holder, ttl).await
-    }
-
-    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
-        self.lock.renew(lease, ttl).await
-    }
-
-    async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
-        self.lock.release(lease).await
-    }
-}
+migration_kube::lock_by_lease!(ConfigMapLedger, lock);
 
 #[cfg(test)]
 mod tests {
@@ -462,7 +447,9 @@ mod tests {
     //! changed, and a stale copy never decides anything.
 
     use super::*;
+    use migration_core::Lock;
     use migration_core::{EntryState, Timestamp};
+    use std::time::Duration;
     use test_apiserver::{TestApiServer, Verb};
 
     const NS: &str = "cozy-system";

@@ -3,16 +3,14 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use kube::core::Request;
 use kube::{Client, Resource};
 use migration_core::keys;
 use migration_core::ledger::AttemptMark;
-use migration_core::lock::Lock;
 use migration_core::{
-    Clock, Lease, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
+    Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
 use migration_kube::{
     Base, ConditionalObject, LeaseLock, RetryPolicy, Step, conditional_update, defaults,
@@ -331,20 +329,7 @@ impl Ledger for CrdLedger {
     }
 }
 
-#[async_trait]
-impl Lock for CrdLedger {
-    async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
-        self.lock.acquire(holder, ttl).await
-    }
-
-    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
-        self.lock.renew(lease, ttl).await
-    }
-
-    async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
-        self.lock.release(lease).await
-    }
-}
+migration_kube::lock_by_lease!(CrdLedger, lock);
 
 #[cfg(test)]
 mod tests {

@@ -256,3 +256,14 @@ pub(crate) fn decode_mark(key: &str, value: &Value) -> Result<AttemptMark, Corru
     serde_json::from_value(value.clone())
         .map_err(|e| CorruptEntry::new(key, &raw_text(value), e.to_string()))
 }
+
+/// A stored entry as the API server returns it, for the state modules' unit tests.
+#[cfg(test)]
+pub(crate) fn test_entry(state: &str, at: &str) -> Value {
+    let mut e = serde_json::json!({"state": state, "at": at, "attempts": 1});
+    if state == "failed" {
+        e["reason"] = serde_json::json!("exit-status-1");
+        e["message"] = serde_json::json!("tail");
+    }
+    e
+}

@@ -143,15 +143,7 @@ pub(super) fn upsert_condition(conditions: &mut Vec<Value>, mut new: Value, now:
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn entry(state: &str, at: &str) -> Value {
-        let mut e = json!({"state": state, "at": at, "attempts": 1});
-        if state == "failed" {
-            e["reason"] = json!("exit-status-1");
-            e["message"] = json!("tail");
-        }
-        e
-    }
+    use crate::state::test_entry as entry;
 
     #[test]
     fn the_tally_counts_by_outcome_and_names_failed_and_corrupt_keys() {

@@ -178,15 +178,7 @@ fn ownership_growth(view: &View<'_>, write: &StatusWrite) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn entry(state: &str, at: &str) -> Value {
-        let mut e = json!({"state": state, "at": at, "attempts": 1});
-        if state == "failed" {
-            e["reason"] = json!("exit-status-1");
-            e["message"] = json!("tail");
-        }
-        e
-    }
+    use crate::state::test_entry as entry;
 
     fn live(status: Value) -> Value {
         json!({

@@ -447,3 +447,41 @@ impl migration_core::Lock for LeaseLock {
         LeaseLock::release(self, lease).await
     }
 }
+
+/// Implements [`migration_core::Lock`] for a ledger type that keeps its run lock in a
+/// [`LeaseLock`] field: every call goes to the Lease, so each Kubernetes backend states once
+/// where its lock lives instead of repeating the three forwarding methods.
+///
+/// ```ignore
+/// migration_kube::lock_by_lease!(ConfigMapLedger, lock);
+/// ```
+#[macro_export]
+macro_rules! lock_by_lease {
+    ($ledger:ty, $field:ident) => {
+        #[::async_trait::async_trait]
+        impl ::migration_core::Lock for $ledger {
+            async fn acquire(
+                &self,
+                holder: &str,
+                ttl: ::std::time::Duration,
+            ) -> ::std::result::Result<::migration_core::Lease, ::migration_core::LedgerError> {
+                ::migration_core::Lock::acquire(&self.$field, holder, ttl).await
+            }
+
+            async fn renew(
+                &self,
+                lease: &::migration_core::Lease,
+                ttl: ::std::time::Duration,
+            ) -> ::std::result::Result<::migration_core::Lease, ::migration_core::LedgerError> {
+                ::migration_core::Lock::renew(&self.$field, lease, ttl).await
+            }
+
+            async fn release(
+                &self,
+                lease: &::migration_core::Lease,
+            ) -> ::std::result::Result<(), ::migration_core::LedgerError> {
+                ::migration_core::Lock::release(&self.$field, lease).await
+            }
+        }
+    };
+}
