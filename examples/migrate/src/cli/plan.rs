@@ -30,7 +30,7 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
         .flat_map(|p| runner::scan(&tree, p, &lint))
         .collect();
     if unsafe_findings.is_empty() {
-        out.emit(&view, |c| view.text(c));
+        out.emit(&view, |c| view.text(c, args.wide));
         return Ok(());
     }
     let refusal = RunError::Unsafe {
@@ -44,7 +44,10 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
         "plan": view,
     });
     out.emit(&doc, |c| {
-        format!("{}run would refuse this plan: {refusal}\n", view.text(c))
+        format!(
+            "{}run would refuse this plan: {refusal}\n",
+            view.text(c, args.wide)
+        )
     });
     Err(Failure::quiet(exit::REFUSED))
 }
