@@ -22,7 +22,13 @@ fn released() -> Repo {
 }
 
 fn manifest_with(repo: &Repo, path: &str, extra: &[&str]) -> (i32, serde_json::Value, String) {
-    let mut args = vec!["manifest", "--repo", repo.path().to_str().unwrap(), "--path", path];
+    let mut args = vec![
+        "manifest",
+        "--repo",
+        repo.path().to_str().unwrap(),
+        "--path",
+        path,
+    ];
     args.extend_from_slice(extra);
     json(&args)
 }
@@ -35,7 +41,12 @@ fn batch_names(doc: &serde_json::Value) -> Vec<String> {
 fn manifest_normalises_dot_slash_trailing_slash_and_an_absolute_path_inside_the_repo() {
     let repo = released();
     let absolute = repo.tree().canonicalize().unwrap();
-    for path in ["migrations", "./migrations", "migrations/", absolute.to_str().unwrap()] {
+    for path in [
+        "migrations",
+        "./migrations",
+        "migrations/",
+        absolute.to_str().unwrap(),
+    ] {
         let (code, doc, err) = manifest_with(&repo, path, &[]);
         assert_eq!(code, 0, "{path}: {err}");
         assert_eq!(
@@ -105,13 +116,27 @@ fn verify_since_an_unknown_tag_is_an_error_naming_it() {
     let (code, _, err) = json(&["seed-fresh", tree, "--ledger", &ledger_of(&state)]);
     assert_eq!(code, 0, "{err}");
     for since in ["v9.9.9", "1.1.0"] {
-        let (code, doc, _) = json(&["verify", tree, "--ledger", &ledger_of(&state), "--since", since]);
+        let (code, doc, _) = json(&[
+            "verify",
+            tree,
+            "--ledger",
+            &ledger_of(&state),
+            "--since",
+            since,
+        ]);
         assert_eq!(code, 2, "{since}: {doc}");
         assert_first_problem(&doc, &format!("--since \"{since}\": no such release"));
     }
     // A tag that shipped no migration is still a release (git knows it).
     repo.release("v1.2.0");
-    let (code, doc, _) = json(&["verify", tree, "--ledger", &ledger_of(&state), "--since", "v1.2.0"]);
+    let (code, doc, _) = json(&[
+        "verify",
+        tree,
+        "--ledger",
+        &ledger_of(&state),
+        "--since",
+        "v1.2.0",
+    ]);
     assert_eq!(code, 0, "{doc}");
 }
 
@@ -130,11 +155,23 @@ fn verify_fails_on_a_script_changed_since_it_ran_unless_allowed() {
     assert_eq!(doc["ok"], false);
     assert_eq!(doc["checksum_mismatches"][0]["slug"], "a");
     assert_first_problem(&doc, "'a' changed on disk since it was recorded");
-    let (code, doc, _) = json(&["verify", tree, "--ledger", &ledger, "--allow-checksum-mismatch"]);
+    let (code, doc, _) = json(&[
+        "verify",
+        tree,
+        "--ledger",
+        &ledger,
+        "--allow-checksum-mismatch",
+    ]);
     assert_eq!(code, 0, "{doc}");
     assert_eq!(doc["checksum_mismatches"][0]["slug"], "a");
     let text = migrate()
-        .args(["verify", tree, "--ledger", &ledger, "--allow-checksum-mismatch"])
+        .args([
+            "verify",
+            tree,
+            "--ledger",
+            &ledger,
+            "--allow-checksum-mismatch",
+        ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
@@ -155,7 +192,12 @@ fn plan_leaves_no_file_behind_on_a_fresh_or_an_existing_ledger() {
     let repo = released();
     let state = tempfile::tempdir().unwrap();
     let tree = repo.tree();
-    let (code, _, err) = json(&["plan", tree.to_str().unwrap(), "--ledger", &ledger_of(&state)]);
+    let (code, _, err) = json(&[
+        "plan",
+        tree.to_str().unwrap(),
+        "--ledger",
+        &ledger_of(&state),
+    ]);
     assert_eq!(code, 0, "{err}");
     assert!(files_in(&state).is_empty(), "{:?}", files_in(&state));
     let ledger = common::empty_file_ledger(&state.path().join("ledger.json"));
@@ -169,7 +211,12 @@ fn a_run_refused_for_a_missing_order_d_creates_no_ledger_and_no_lock_file() {
     let repo = released();
     std::fs::remove_dir_all(repo.tree().join("order.d")).unwrap();
     let state = tempfile::tempdir().unwrap();
-    let (code, doc, _) = json(&["run", repo.tree().to_str().unwrap(), "--ledger", &ledger_of(&state)]);
+    let (code, doc, _) = json(&[
+        "run",
+        repo.tree().to_str().unwrap(),
+        "--ledger",
+        &ledger_of(&state),
+    ]);
     assert_eq!(code, 2, "{doc}");
     assert_first_problem(&doc, "no order.d/ manifest");
     assert!(files_in(&state).is_empty(), "{:?}", files_in(&state));
@@ -212,7 +259,10 @@ fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
         .unwrap();
     drop(child.stdout.take());
     let out = child.wait_with_output().unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]

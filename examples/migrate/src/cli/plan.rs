@@ -20,7 +20,10 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
         only: args.only,
     };
     let plan = migrator.plan(&request).await?;
-    let view = PlanView::new(&plan, &ledger.describe());
+    let mut view = PlanView::new(&plan, &ledger.describe());
+    if let Some(snapshot) = ledger.read().await? {
+        view.note_attempts(&snapshot.attempts_started);
+    }
     // What `run` would refuse: the same pre-run scan of the pending
     // scripts (and the helpers they source).
     let lint = LintConfig::default();

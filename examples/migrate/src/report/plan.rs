@@ -170,6 +170,20 @@ impl PlanView {
         }
     }
 
+    /// Counts executions started but never recorded (the ledger's attempt
+    /// marks) in each pending slug's earlier attempts: an `on-error=abort`
+    /// failure leaves only the mark.
+    pub fn note_attempts(
+        &mut self,
+        started: &std::collections::BTreeMap<migration_core::Slug, u32>,
+    ) {
+        for p in &mut self.pending {
+            if let Some((_, count)) = started.iter().find(|(slug, _)| slug.as_str() == p.slug) {
+                p.attempts_before = p.attempts_before.max(*count);
+            }
+        }
+    }
+
     /// Text for people: the seeded and skipped slugs by count, or (with
     /// `wide`) each by name.
     pub fn text(&self, colour: bool, wide: bool) -> String {
