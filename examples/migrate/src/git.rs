@@ -72,6 +72,30 @@ pub enum GitError {
         /// What is wrong.
         reason: String,
     },
+    /// Tags exist, but none matches the release pattern.
+    #[error(
+        "no tag matches --tag-pattern {pattern:?} (the repository has {tags} other tag(s), e.g. {example}); every migration would be untagged"
+    )]
+    NoMatchingTag {
+        /// The pattern.
+        pattern: String,
+        /// How many tags the repository has.
+        tags: usize,
+        /// One of them.
+        example: String,
+    },
+    /// No release tag holds the migrations path.
+    #[error(
+        "no tag matching {pattern:?} has {path}/pre-apply or {path}/background (checked {tags} tag(s)): is --path right? If the tree is new since the last release, pass --allow-new-path"
+    )]
+    PathInNoTag {
+        /// The path, relative to the repository.
+        path: String,
+        /// The pattern.
+        pattern: String,
+        /// How many tags were read.
+        tags: usize,
+    },
     /// git's output could not be understood.
     #[error("unexpected output from git {args}: {detail}")]
     Protocol {
@@ -86,6 +110,22 @@ pub enum GitError {
 #[derive(Debug, Clone)]
 pub struct Repo {
     root: PathBuf,
+    allow_new_path: bool,
+}
+
+/// Whether `tag` is a tag of the git repository that `dir` is in (false
+/// outside a repository or without git).
+pub fn tag_exists(dir: &Path, tag: &str) -> bool {
+    Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "-q", "--verify"])
+        .arg(format!("refs/tags/{tag}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 impl Repo {
@@ -93,7 +133,16 @@ impl Repo {
     pub fn new(root: &Path) -> Self {
         Repo {
             root: root.to_path_buf(),
+            allow_new_path: false,
         }
+    }
+
+    /// Accepts a migrations path that no release tag holds yet (a tree
+    /// added since the last release); otherwise that is
+    /// [`GitError::PathInNoTag`].
+    pub fn allow_new_path(mut self, allow: bool) -> Self {
+        self.allow_new_path = allow;
+        self
     }
 
     fn git(&self, args: &[&str]) -> Result<Vec<u8>, GitError> {
@@ -210,11 +259,29 @@ impl Repo {
         };
         let line = sort(self.lines(&["tag", "--merged", "HEAD", "--list", pattern])?)?;
         let all = sort(self.lines(&["tag", "--list", pattern])?)?;
+        if all.is_empty() {
+            // A repository before its first release has no tags at all, and
+            // everything is untagged; tags that all miss the pattern are a
+            // mistyped pattern.
+            let every = self.lines(&["tag", "--list"])?;
+            if let Some(example) = every.first() {
+                return Err(GitError::NoMatchingTag {
+                    pattern: pattern.to_owned(),
+                    tags: every.len(),
+                    example: example.clone(),
+                });
+            }
+        }
         self.check_linear(&line)?;
         let on_line: std::collections::HashSet<&String> = line.iter().map(|(_, t)| t).collect();
 
         let mut reader = BlobReader::start(&self.root)?;
-        let mut read_tag = |tag: &str| self.tag_tree(tag, path, &mut reader);
+        let mut holding_path = 0usize;
+        let mut read_tag = |tag: &str| {
+            let (tree, listed) = self.tag_tree(tag, path, &mut reader)?;
+            holding_path += usize::from(listed);
+            Ok::<_, GitError>(tree)
+        };
         let line_trees = line
             .iter()
             .map(|(_, t)| read_tag(t))
@@ -225,6 +292,13 @@ impl Repo {
             .map(|(_, t)| read_tag(t))
             .collect::<Result<Vec<_>, _>>()?;
         reader.finish()?;
+        if !all.is_empty() && holding_path == 0 && !self.allow_new_path {
+            return Err(GitError::PathInNoTag {
+                path: path.trim_matches('/').to_owned(),
+                pattern: pattern.to_owned(),
+                tags: all.len(),
+            });
+        }
         Ok(ReleaseHistory {
             line: line_trees,
             other_tags: other_trees,
@@ -233,12 +307,14 @@ impl Repo {
         })
     }
 
+    /// The scripts of `tag`, and whether its tree has the tier
+    /// directories at all (a `.gitkeep` counts).
     fn tag_tree(
         &self,
         tag: &str,
         path: &str,
         reader: &mut BlobReader,
-    ) -> Result<TagTree, GitError> {
+    ) -> Result<(TagTree, bool), GitError> {
         let path = path.trim_matches('/');
         let prefix = if path.is_empty() || path == "." {
             String::new()
@@ -259,6 +335,7 @@ impl Repo {
         let args_ref: Vec<&str> = args.iter().map(String::as_str).collect();
         let listing = self.git(&args_ref)?;
         let mut scripts = BTreeMap::new();
+        let listed = listing.iter().any(|&b| b != 0);
         for record in listing.split(|&b| b == 0).filter(|r| !r.is_empty()) {
             let text = String::from_utf8_lossy(record);
             let bad = |reason: &str| GitError::BadEntry {
@@ -312,10 +389,13 @@ impl Repo {
                 return Err(bad("the same slug is in both tiers"));
             }
         }
-        Ok(TagTree {
-            tag: tag.to_owned(),
-            scripts,
-        })
+        Ok((
+            TagTree {
+                tag: tag.to_owned(),
+                scripts,
+            },
+            listed,
+        ))
     }
 }
 

@@ -18,3 +18,12 @@ pub mod scaffold;
 pub mod shell;
 pub mod spec;
 pub mod tripwire;
+
+/// `migrate --version`: the package version and the commit the binary was
+/// built from (`unknown` outside a git checkout; see build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("MIGRATE_BUILD_COMMIT"),
+    ")"
+);

@@ -35,6 +35,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::watch;
 
 use crate::lint::{Finding, Level, LintConfig, lint_pending};
+use crate::report::sink;
 
 /// Rules whose findings make the runner refuse a script: patterns that let a
 /// failed script report success, and writes to the ledger.
@@ -100,6 +101,13 @@ pub trait Console: Send + Sync {
     fn script_line(&self, slug: &Slug, line: &str);
     /// One line of the runner's own progress.
     fn progress(&self, line: &str);
+    /// The `n`th of `total` pending scripts starts (`n` counts from 1);
+    /// `line` is its progress line. By default printed as progress,
+    /// `[n/total]` first.
+    fn step(&self, n: usize, total: usize, slug: &Slug, line: &str) {
+        let _ = slug;
+        self.progress(&format!("[{n}/{total}] {line}"));
+    }
 }
 
 /// Prints to the process's stdout (or stderr when stdout carries a JSON
@@ -112,18 +120,36 @@ pub struct StdConsole {
 
 impl Console for StdConsole {
     fn script_line(&self, slug: &Slug, line: &str) {
+        // Nobody reading any more must not stop a script mid-way.
         if self.stderr_only {
-            eprintln!("[{slug}] {line}");
+            let event = serde_json::json!({"event": "output", "slug": slug.as_str(), "line": line});
+            sink::stderr_line(&event.to_string());
         } else {
-            println!("[{slug}] {line}");
+            sink::stdout_line(&format!("[{slug}] {line}"));
         }
     }
 
     fn progress(&self, line: &str) {
+        // In JSON mode stderr is one JSON object per line; `text` is the
+        // line text mode prints.
         if self.stderr_only {
-            eprintln!("migrate: {line}");
+            let event =
+                serde_json::json!({"event": "progress", "text": format!("migrate: {line}")});
+            sink::stderr_line(&event.to_string());
         } else {
-            println!("migrate: {line}");
+            sink::stdout_line(&format!("migrate: {line}"));
+        }
+    }
+
+    fn step(&self, n: usize, total: usize, slug: &Slug, line: &str) {
+        let text = format!("migrate: [{n}/{total}] {line}");
+        if self.stderr_only {
+            let event = serde_json::json!({
+                "event": "start", "n": n, "total": total, "slug": slug.as_str(), "text": text,
+            });
+            sink::stderr_line(&event.to_string());
+        } else {
+            sink::stdout_line(&text);
         }
     }
 }
@@ -485,8 +511,14 @@ async fn locked_run(
         }
     ));
     for m in &plan.checksum_mismatches {
+        // ONLY=slug re-runs it on purpose: saying "not re-run" would be false.
+        let what = if config.only.as_ref() == Some(&m.slug) {
+            "it is re-run now (ONLY)"
+        } else {
+            "it is not re-run"
+        };
         console.progress(&format!(
-            "warning: {} changed on disk since it was recorded; it is not re-run",
+            "warning: {} changed on disk since it was recorded; {what}",
             m.slug
         ));
     }
@@ -498,6 +530,8 @@ async fn locked_run(
             usage: prepared.usage,
         })
         .with_message_limit(config.tail_bytes);
+    // `[n/N]` progress: N is what the plan holds, n counts steps taken.
+    let (total, mut step_no) = (report.pending, 0usize);
     while let Some(step) = run.next_step().map_err(RunError::NoRoom)? {
         if *interrupt.borrow() {
             report.elapsed_ms = started.elapsed().as_millis();
@@ -508,6 +542,7 @@ async fn locked_run(
         }
         let begun = Instant::now();
         let pending = step.pending().clone();
+        step_no += 1;
         let mut cluster_commands = None;
         let (attempts, outcome) = match step {
             Step::Blocked { unmet, .. } => {
@@ -521,10 +556,15 @@ async fn locked_run(
                 // over-counts by one, which errs on the safe side (attempts
                 // never under-count executions).
                 let attempts = note_attempt(&mut run, &pending, &config.holder).await?;
-                console.progress(&format!(
-                    "running {} ({}, on-error={}, attempt {attempts})",
-                    pending.slug, pending.batch, pending.on_error
-                ));
+                console.step(
+                    step_no,
+                    total,
+                    &pending.slug,
+                    &format!(
+                        "running {} ({}, on-error={}, attempt {attempts})",
+                        pending.slug, pending.batch, pending.on_error
+                    ),
+                );
                 let shebang = tree
                     .script(&pending.slug)
                     .map_or("/bin/sh", |sc| sc.header.shebang.as_str());

@@ -110,11 +110,50 @@ impl fmt::Display for LedgerSpec {
     }
 }
 
+/// `--kubeconfig` and `--context`, spelt as kubectl spells them: which
+/// cluster the `configmap:` and `crd:` ledgers are on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KubeOptions {
+    /// The kubeconfig file (`None`: `$KUBECONFIG`, `~/.kube/config`, then
+    /// the in-cluster service account).
+    pub kubeconfig: Option<PathBuf>,
+    /// The context in it (`None`: its current context).
+    pub context: Option<String>,
+}
+
+/// Set once by the binary from the command line; one process opens one ledger.
+static KUBE_OPTIONS: std::sync::OnceLock<KubeOptions> = std::sync::OnceLock::new();
+
+/// Records the process's [`KubeOptions`]; a second call changes nothing.
+pub fn set_kube_options(options: KubeOptions) {
+    let _ = KUBE_OPTIONS.set(options);
+}
+
 impl LedgerSpec {
     async fn client(&self) -> Result<kube::Client, String> {
-        kube::Client::try_default()
-            .await
-            .map_err(|e| format!("cannot reach a Kubernetes API server for {self}: {e}"))
+        let fail =
+            |e: &dyn fmt::Display| format!("cannot reach a Kubernetes API server for {self}: {e}");
+        let options = KUBE_OPTIONS.get().cloned().unwrap_or_default();
+        if options == KubeOptions::default() {
+            return kube::Client::try_default().await.map_err(|e| fail(&e));
+        }
+        let chosen = kube::config::KubeConfigOptions {
+            context: options.context.clone(),
+            ..Default::default()
+        };
+        let config = match &options.kubeconfig {
+            Some(path) => {
+                let file = kube::config::Kubeconfig::read_from(path)
+                    .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(file, &chosen).await
+            }
+            None => kube::Config::from_kubeconfig(&chosen).await,
+        }
+        .map_err(|e| match &options.context {
+            Some(context) => format!("--context {context}: {e}"),
+            None => fail(&e),
+        })?;
+        kube::Client::try_from(config).map_err(|e| fail(&e))
     }
 
     /// Opens the ledger the spec names. Kubernetes backends discover their

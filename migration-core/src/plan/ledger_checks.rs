@@ -51,8 +51,17 @@ impl Planner<'_> {
                 && self.lines.records[i].is_none()
                 && !seeding.contains(&line.slug)
             {
+                // A legacy script was converted before the first release of
+                // the manifest, which therefore still ships it: name that one.
                 let release = if batch.name.is_legacy() {
-                    "a release that still ships this legacy script".to_owned()
+                    self.manifest
+                        .batches()
+                        .iter()
+                        .find(|b| !b.name.is_legacy() && !b.name.is_untagged())
+                        .map_or_else(
+                            || "the last release that ships the script".to_owned(),
+                            |b| b.name.label().to_owned(),
+                        )
                 } else {
                     batch.name.label().to_owned()
                 };

@@ -80,7 +80,9 @@ pub enum Refusal {
         raw: String,
     },
     /// A retired slug this cluster never recorded: the cluster skipped the
-    /// release window in which the script existed.
+    /// release window in which the script existed. `release` names the
+    /// release to upgrade through (for a legacy script, the manifest's
+    /// first release).
     #[error(
         "'{slug}' was retired but this cluster has no entry for it; upgrade through {release} (which still ships the script) first"
     )]

@@ -26,6 +26,12 @@ async fn dispatch(command: Command, out: &Out) -> Result<(), Failure> {
             Ok(())
         }
         Command::Status(args) => cli::status(args, out).await,
+        Command::Init(args) => cli::init(args, out),
+        Command::Test(args) => cli::test(args, out).await,
+        Command::Completions(args) => {
+            cli::completions(&args);
+            Ok(())
+        }
     }
 }
 
@@ -35,8 +41,15 @@ fn main() -> ExitCode {
     if let Some(status) = migrate::tripwire::dispatch() {
         return ExitCode::from(u8::try_from(status).unwrap_or(1));
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return cli::usage_error(&e),
+    };
     cli::init_logging();
+    migrate::spec::set_kube_options(migrate::spec::KubeOptions {
+        kubeconfig: cli.kubeconfig,
+        context: cli.context,
+    });
     let out = Out::to_stdout(cli.output);
     cli::execute(&out, dispatch(cli.command, &out))
 }

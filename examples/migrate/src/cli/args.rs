@@ -18,13 +18,21 @@ use crate::spec::LedgerSpec;
 #[derive(Debug, Parser)]
 #[command(
     name = "migrate",
-    version,
+    version = crate::VERSION,
     about = "Slug-identified cluster migrations with an applied-set ledger"
 )]
 pub struct Cli {
     /// Output format: aligned text for people, or one stable JSON document.
     #[arg(long, global = true, value_enum, default_value = "text")]
     pub output: Format,
+    /// The kubeconfig file for the configmap: and crd: ledgers (as kubectl
+    /// spells it; default $KUBECONFIG, ~/.kube/config, then in-cluster).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context for the configmap: and crd: ledgers (default:
+    /// its current context).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
     /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
@@ -136,17 +144,26 @@ pub enum Command {
     Index(IndexArgs),
     /// Print the MigrationLedger CRD manifest (for `kubectl apply -f -`).
     Crd,
-    /// Print the ledger: failures first, then every entry.
+    /// Print the ledger: failures first, then every entry; or one entry whole.
     Status(StatusArgs),
+    /// Create an empty migrations tree that new, lint and manifest accept.
+    Init(InitArgs),
+    /// Run each script's test from the tree's tests directory.
+    Test(TestArgs),
+    /// Print the shell completion script for SHELL.
+    Completions(CompletionsArgs),
 }
+
+/// The help line of every `--ledger` flag.
+const LEDGER_HELP: &str = "The ledger: file:PATH, memory:, configmap:NAMESPACE/NAME or crd:NAME (see --kubeconfig, --context)";
 
 /// `migrate plan`.
 #[derive(Debug, Args)]
 pub struct PlanArgs {
     /// The migrations tree (with a generated order.d/).
     pub tree: PathBuf,
-    /// The ledger: file:PATH or memory:.
-    #[arg(long, env = "MIGRATE_LEDGER")]
+    /// The ledger (its help line is [`LEDGER_HELP`]).
+    #[arg(long, env = "MIGRATE_LEDGER", help = LEDGER_HELP)]
     pub ledger: LedgerSpec,
     /// The tier(s) to plan.
     #[arg(long, value_enum, default_value = "all")]
@@ -154,6 +171,9 @@ pub struct PlanArgs {
     /// Plan a manual re-run of exactly this slug.
     #[arg(long, env = "ONLY")]
     pub only: Option<Slug>,
+    /// Name every seeded and skipped slug, not only their counts.
+    #[arg(long, short = 'v', visible_alias = "verbose")]
+    pub wide: bool,
 }
 
 /// `migrate manifest`.
@@ -172,6 +192,10 @@ pub struct ManifestArgs {
     /// itself) instead of printing them.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// The tree is new since the last release: no matching tag holds the
+    /// path, so every script is untagged (without it that is an error).
+    #[arg(long)]
+    pub allow_new_path: bool,
 }
 
 /// `migrate lint`.
@@ -204,7 +228,8 @@ pub struct LintArgs {
 pub struct SeedFreshArgs {
     /// The migrations tree (with a generated order.d/).
     pub tree: PathBuf,
-    /// Seed this ledger (it must not exist yet).
+    /// Seed this ledger (it must not exist yet): file:PATH, memory:,
+    /// configmap:NAMESPACE/NAME or crd:NAME.
     #[arg(long, env = "MIGRATE_LEDGER", conflicts_with = "render")]
     pub ledger: Option<LedgerSpec>,
     /// Print the seeded ledger as a manifest instead of writing it.
@@ -223,12 +248,17 @@ pub struct SeedFreshArgs {
 pub struct VerifyArgs {
     /// The migrations tree (with a generated order.d/).
     pub tree: PathBuf,
-    /// The ledger.
-    #[arg(long, env = "MIGRATE_LEDGER")]
+    /// The ledger (its help line is [`LEDGER_HELP`]).
+    #[arg(long, env = "MIGRATE_LEDGER", help = LEDGER_HELP)]
     pub ledger: LedgerSpec,
-    /// Additionally require 'ok' for every slug first shipped after this release tag.
+    /// Additionally require 'ok' for every slug first shipped after this
+    /// release tag (a batch of the manifest or a tag of the tree's repository).
     #[arg(long)]
     pub since: Option<String>,
+    /// Report a script edited after it was recorded as a warning instead
+    /// of failing.
+    #[arg(long)]
+    pub allow_checksum_mismatch: bool,
 }
 
 /// `migrate new`.
@@ -254,8 +284,8 @@ pub struct NewArgs {
 pub struct RunArgs {
     /// The migrations tree (with a generated order.d/).
     pub tree: PathBuf,
-    /// The ledger.
-    #[arg(long, env = "MIGRATE_LEDGER")]
+    /// The ledger (its help line is [`LEDGER_HELP`]).
+    #[arg(long, env = "MIGRATE_LEDGER", help = LEDGER_HELP)]
     pub ledger: LedgerSpec,
     /// The tier to run.
     #[arg(long, value_enum, default_value = "pre-apply")]
@@ -299,9 +329,13 @@ pub struct RunArgs {
 pub struct IndexArgs {
     /// The migrations tree (with a generated order.d/).
     pub tree: PathBuf,
-    /// The image reference the migrations run from (digest-pinned).
+    /// The image reference the migrations run from (digest-pinned:
+    /// NAME@sha256:HEX).
     #[arg(long)]
     pub image: String,
+    /// Accept an image reference without a digest (a tag can move).
+    #[arg(long)]
+    pub allow_tag: bool,
     /// The tree's path inside the image.
     #[arg(long, default_value = "/migrations")]
     pub tree_path: String,
@@ -316,7 +350,37 @@ pub struct IndexArgs {
 /// `migrate status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// The ledger: file:PATH or memory:.
-    #[arg(long, env = "MIGRATE_LEDGER")]
+    /// The ledger (its help line is [`LEDGER_HELP`]).
+    #[arg(long, env = "MIGRATE_LEDGER", help = LEDGER_HELP)]
     pub ledger: LedgerSpec,
+    /// Show this slug's entry whole (its failure output too).
+    pub slug: Option<Slug>,
+}
+
+/// `migrate init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The directory to create (it must not exist, or be empty).
+    pub dir: PathBuf,
+}
+
+/// `migrate test`.
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// The migrations tree.
+    pub tree: PathBuf,
+    /// Where script tests live, relative to the tree.
+    #[arg(long, default_value = "tests")]
+    pub tests_dir: PathBuf,
+    /// Seconds each test may take.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+}
+
+/// `migrate completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }

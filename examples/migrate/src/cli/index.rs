@@ -10,6 +10,12 @@ use crate::render::configmap_yaml_data;
 /// Builds the index of the tree's runnable background migrations and
 /// prints it as a ConfigMap.
 pub fn index(args: IndexArgs, out: &Out) -> Result<(), Failure> {
+    if !args.allow_tag && !args.image.contains("@sha256:") {
+        return Err(Failure::bad_input(vec![format!(
+            "--image {:?} has no digest (NAME@sha256:HEX): a tag can move, so the operator could run other scripts than these; pin the digest, or pass --allow-tag",
+            args.image
+        )]));
+    }
     let tree = MigrationsTree::load(&args.tree)?;
     let Some(index) = Index::from_tree(&tree, &args.image, &args.tree_path) else {
         return Err(super::no_manifest(&tree));

@@ -1,6 +1,8 @@
 //! `migrate manifest`: generates `order.d/` from the release tags of HEAD's
 //! line.
 
+use std::path::Path;
+
 use migration_core::generate::{ReleaseHistory, generate};
 use migration_core::{LoadOptions, MigrationsTree};
 
@@ -16,7 +18,9 @@ pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
         path,
         tag_pattern,
         out: dir,
+        allow_new_path,
     } = args;
+    let path = repo_relative(&repo, &path)?;
     // The manifest on disk is what is being regenerated: a stale one must
     // not stop its own regeneration.
     let options = LoadOptions {
@@ -26,7 +30,12 @@ pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
     let tree = MigrationsTree::load_with(&repo.join(&path), options)?;
     let disk = ReleaseHistory::disk_from_tree(&tree);
     let legacy = ReleaseHistory::legacy_from_pairs(tree.legacy_map());
-    let history = Repo::new(&repo).history(&path, &tag_pattern, disk, legacy)?;
+    let history = Repo::new(&repo).allow_new_path(allow_new_path).history(
+        &path,
+        &tag_pattern,
+        disk,
+        legacy,
+    )?;
     let manifest = generate(&history)
         .map_err(|e| Failure::bad_input(e.problems.iter().map(ToString::to_string).collect()))?;
     if let Some(dir) = &dir {
@@ -37,4 +46,41 @@ pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
     let view = ManifestView::new(&manifest, dir.map(|d| d.display().to_string()));
     out.emit(&view, |_| view.text(&manifest));
     Ok(())
+}
+
+/// `--path` as git names it inside `repo`: `./x`, `x/` and an absolute
+/// path inside the repository all become `x`; a path outside it, or one
+/// that does not exist, is refused (git would find it in no tag and every
+/// script would be untagged).
+fn repo_relative(repo: &Path, path: &str) -> Result<String, Failure> {
+    let bad = |why: String| Failure::bad_input(vec![format!("--path {path:?}: {why}")]);
+    let root = std::fs::canonicalize(repo).map_err(|e| {
+        bad(format!(
+            "the repository {} cannot be read: {e}",
+            repo.display()
+        ))
+    })?;
+    let given = Path::new(path);
+    let full = if given.is_absolute() {
+        given.to_path_buf()
+    } else {
+        root.join(given)
+    };
+    let full = std::fs::canonicalize(&full)
+        .map_err(|e| bad(format!("{} does not exist ({e})", full.display())))?;
+    let relative = full.strip_prefix(&root).map_err(|_| {
+        bad(format!(
+            "{} is outside the repository {}; give the tree's path inside it",
+            full.display(),
+            root.display()
+        ))
+    })?;
+    let relative = relative
+        .to_str()
+        .ok_or_else(|| bad("the path is not UTF-8".to_owned()))?;
+    Ok(if relative.is_empty() {
+        ".".to_owned()
+    } else {
+        relative.to_owned()
+    })
 }

@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use serde::Serialize;
 
 use super::Failure;
-use crate::report::{ErrorView, Format};
+use crate::report::{ErrorView, Format, sink};
 
 /// The output settings of one invocation.
 #[derive(Debug, Clone, Copy)]
@@ -30,10 +30,10 @@ impl Out {
     pub fn emit(&self, document: &impl Serialize, text: impl FnOnce(bool) -> String) {
         match self.format {
             Format::Json => match serde_json::to_string_pretty(document) {
-                Ok(json) => println!("{json}"),
-                Err(e) => eprintln!("migrate: cannot encode output: {e}"),
+                Ok(json) => sink::stdout_or_exit(&format!("{json}\n")),
+                Err(e) => sink::stderr_line(&format!("migrate: cannot encode output: {e}")),
             },
-            Format::Text => print!("{}", text(self.colour)),
+            Format::Text => sink::stdout_or_exit(&text(self.colour)),
         }
     }
 
@@ -53,7 +53,7 @@ impl Out {
             }
             Format::Text => {
                 for p in &failure.problems {
-                    eprintln!("migrate: {p}");
+                    sink::stderr_line(&format!("migrate: {p}"));
                 }
             }
         }

@@ -20,7 +20,10 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
         only: args.only,
     };
     let plan = migrator.plan(&request).await?;
-    let view = PlanView::new(&plan, &ledger.describe());
+    let mut view = PlanView::new(&plan, &ledger.describe());
+    if let Some(snapshot) = ledger.read().await? {
+        view.note_attempts(&snapshot.attempts_started);
+    }
     // What `run` would refuse: the same pre-run scan of the pending
     // scripts (and the helpers they source).
     let lint = LintConfig::default();
@@ -30,7 +33,7 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
         .flat_map(|p| runner::scan(&tree, p, &lint))
         .collect();
     if unsafe_findings.is_empty() {
-        out.emit(&view, |c| view.text(c));
+        out.emit(&view, |c| view.text(c, args.wide));
         return Ok(());
     }
     let refusal = RunError::Unsafe {
@@ -44,7 +47,10 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
         "plan": view,
     });
     out.emit(&doc, |c| {
-        format!("{}run would refuse this plan: {refusal}\n", view.text(c))
+        format!(
+            "{}run would refuse this plan: {refusal}\n",
+            view.text(c, args.wide)
+        )
     });
     Err(Failure::quiet(exit::REFUSED))
 }

@@ -33,6 +33,10 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         cluster_commands,
     } = args;
     let tree = MigrationsTree::load(&tree)?;
+    // Refused before the ledger is touched: taking the run lock would
+    // leave a lock file (or a ledger object) behind for a run that never
+    // started.
+    super::manifest_of(&tree)?;
     let ledger = open(&ledger).await?;
     let mut config = RunConfig::new(tier.into(), holder.unwrap_or_else(default_holder));
     config.only = only;

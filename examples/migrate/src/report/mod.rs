@@ -5,6 +5,7 @@
 mod lint;
 mod manifest;
 mod plan;
+pub mod sink;
 mod status;
 mod verify;
 

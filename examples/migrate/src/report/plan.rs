@@ -170,8 +170,23 @@ impl PlanView {
         }
     }
 
-    /// Text for people.
-    pub fn text(&self, colour: bool) -> String {
+    /// Counts executions started but never recorded (the ledger's attempt
+    /// marks) in each pending slug's earlier attempts: an `on-error=abort`
+    /// failure leaves only the mark.
+    pub fn note_attempts(
+        &mut self,
+        started: &std::collections::BTreeMap<migration_core::Slug, u32>,
+    ) {
+        for p in &mut self.pending {
+            if let Some((_, count)) = started.iter().find(|(slug, _)| slug.as_str() == p.slug) {
+                p.attempts_before = p.attempts_before.max(*count);
+            }
+        }
+    }
+
+    /// Text for people: the seeded and skipped slugs by count, or (with
+    /// `wide`) each by name.
+    pub fn text(&self, colour: bool, wide: bool) -> String {
         let mut out = String::new();
         let only = self
             .only
@@ -190,39 +205,81 @@ impl PlanView {
             let kinds = counted(self.seed.iter().map(|s| s.kind));
             let _ = writeln!(out, "seed before running: {kinds}");
         }
+        if wide && !self.seed.is_empty() {
+            let mut rows = vec![vec![
+                "  SEEDED".to_owned(),
+                "KIND".to_owned(),
+                "STATE".to_owned(),
+            ]];
+            rows.extend(self.seed.iter().map(|s| {
+                vec![
+                    format!("  {}", s.slug),
+                    s.kind.to_owned(),
+                    s.state.to_owned(),
+                ]
+            }));
+            out.push_str(&table(&rows));
+        }
         if self.pending.is_empty() {
             paint_line(&mut out, "nothing pending", Colour::Green, colour);
         } else {
             let _ = writeln!(out, "pending ({}):", self.pending.len());
-            let rows: Vec<Vec<String>> = self
-                .pending
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    vec![
-                        format!("  {}.", i + 1),
-                        p.slug.clone(),
-                        p.tier.to_owned(),
-                        p.on_error.to_owned(),
-                        p.batch.clone(),
-                        p.note(colour),
-                    ]
-                })
-                .collect();
+            let mut rows = vec![vec![
+                "  #".to_owned(),
+                "SLUG".to_owned(),
+                "TIER".to_owned(),
+                "ON-ERROR".to_owned(),
+                "BATCH".to_owned(),
+                "ATTEMPTS".to_owned(),
+                "NOTE".to_owned(),
+            ]];
+            rows.extend(self.pending.iter().enumerate().map(|(i, p)| {
+                vec![
+                    format!("  {}.", i + 1),
+                    p.slug.clone(),
+                    p.tier.to_owned(),
+                    p.on_error.to_owned(),
+                    p.batch.clone(),
+                    p.attempts_before.to_string(),
+                    p.note(colour),
+                ]
+            }));
             out.push_str(&table(&rows));
         }
         if !self.skipped.is_empty() {
             let reasons = counted(self.skipped.iter().map(|s| s.reason));
+            let hint = if wide { "" } else { " (--wide names them)" };
             paint_line(
                 &mut out,
-                &format!("skipped: {reasons}"),
+                &format!("skipped: {reasons}{hint}"),
                 Colour::Dim,
                 colour,
             );
+            if wide {
+                let mut rows = vec![vec![
+                    "  SKIPPED".to_owned(),
+                    "REASON".to_owned(),
+                    "STATE".to_owned(),
+                ]];
+                rows.extend(self.skipped.iter().map(|s| {
+                    vec![
+                        format!("  {}", s.slug),
+                        s.reason.to_owned(),
+                        s.state.unwrap_or("").to_owned(),
+                    ]
+                }));
+                out.push_str(&table(&rows));
+            }
         }
         for m in &self.checksum_mismatches {
+            // ONLY=slug re-runs it on purpose: "not re-run" would be false.
+            let what = if self.only.as_deref() == Some(m.slug.as_str()) {
+                "it is re-run (ONLY)"
+            } else {
+                "it is not re-run"
+            };
             let warning = format!(
-                "warning: {} changed on disk since it was recorded (recorded {}, now {}); it is not re-run",
+                "warning: {} changed on disk since it was recorded (recorded {}, now {}); {what}",
                 m.slug, m.recorded, m.on_disk
             );
             paint_line(&mut out, &warning, Colour::Yellow, colour);
@@ -255,12 +312,7 @@ impl PendingView {
             );
         }
         if self.attempts_before > 0 {
-            note = format!(
-                "{note} (re-run; {} attempt(s) so far)",
-                self.attempts_before
-            )
-            .trim()
-            .to_owned();
+            note = format!("{note} (re-run)").trim().to_owned();
         }
         note
     }

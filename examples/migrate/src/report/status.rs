@@ -54,7 +54,9 @@ pub struct StatusView {
     pub version_corrupt: Option<String>,
     /// Entry counts by state.
     pub counts: BTreeMap<&'static str, usize>,
-    /// Entries: failures first, then by slug.
+    /// Entries: failures first, then slugs attempted but never recorded
+    /// (state `unrecorded`: a run died or an `on-error=abort` script failed),
+    /// then by slug.
     pub entries: Vec<EntryView>,
     /// Keys whose values (or names) do not parse.
     pub corrupt: Vec<CorruptView>,
@@ -108,12 +110,41 @@ impl StatusView {
                 reason: c.reason.clone(),
             });
         }
+        // Started but never recorded: the ledger holds only the attempt count.
+        for (slug, count) in &snapshot.attempts_started {
+            if snapshot.records.contains_key(slug) {
+                continue;
+            }
+            *view.counts.entry(UNRECORDED).or_default() += 1;
+            view.entries.push(EntryView {
+                slug: slug.to_string(),
+                state: UNRECORDED,
+                at: String::new(),
+                attempts: *count,
+                batch: None,
+                image: None,
+                sha256: None,
+                reason: Some("attempted, no outcome recorded".to_owned()),
+                message: None,
+            });
+        }
+        if !view.corrupt.is_empty() {
+            view.counts.insert("corrupt", view.corrupt.len());
+        }
         // Failures first: that is what a person opens the status for.
-        view.entries.sort_by(|a, b| {
-            (a.state != EntryState::Failed.as_str(), &a.slug)
-                .cmp(&(b.state != EntryState::Failed.as_str(), &b.slug))
-        });
+        let rank = |state: &str| match state {
+            s if s == EntryState::Failed.as_str() => 0,
+            UNRECORDED => 1,
+            _ => 2,
+        };
+        view.entries
+            .sort_by(|a, b| (rank(a.state), &a.slug).cmp(&(rank(b.state), &b.slug)));
         view
+    }
+
+    /// The entry of `slug`, if the ledger has one (or an attempt count).
+    pub fn entry(&self, slug: &str) -> Option<&EntryView> {
+        self.entries.iter().find(|e| e.slug == slug)
     }
 
     /// Text for people.
@@ -144,6 +175,11 @@ impl StatusView {
         };
         let heading = format!("{}: {summary}{version}", self.ledger);
         paint_line(&mut out, &heading, Colour::Bold, colour);
+        // Corrupt keys first: each blocks the slug it names.
+        for c in &self.corrupt {
+            let corrupt = format!("CORRUPT {}: {}", c.key, c.reason);
+            paint_line(&mut out, &corrupt, Colour::Red, colour);
+        }
         let mut rows = vec![vec![
             "SLUG".to_owned(),
             "STATE".to_owned(),
@@ -154,7 +190,7 @@ impl StatusView {
         ]];
         for e in &self.entries {
             let state = match e.state {
-                "failed" => paint(e.state, Colour::Red, colour),
+                "failed" | UNRECORDED => paint(e.state, Colour::Red, colour),
                 "ok" => paint(e.state, Colour::Green, colour),
                 other => other.to_owned(),
             };
@@ -177,9 +213,37 @@ impl StatusView {
         } else {
             out.push_str(&table(&rows));
         }
-        for c in &self.corrupt {
-            let corrupt = format!("CORRUPT {}: {}", c.key, c.reason);
-            paint_line(&mut out, &corrupt, Colour::Red, colour);
+        out
+    }
+}
+
+/// The state shown for a slug the ledger counts attempts of but holds no
+/// entry for.
+pub const UNRECORDED: &str = "unrecorded";
+
+impl EntryView {
+    /// The entry whole, one `key: value` line each, the failure output last
+    /// and in full.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let mut field = |key: &str, value: Option<&str>| {
+            if let Some(value) = value.filter(|v| !v.is_empty()) {
+                let _ = writeln!(out, "{key:<9} {value}");
+            }
+        };
+        field("slug:", Some(&self.slug));
+        field("state:", Some(self.state));
+        field("at:", Some(&self.at));
+        field("attempts:", Some(&self.attempts.to_string()));
+        field("batch:", self.batch.as_deref());
+        field("image:", self.image.as_deref());
+        field("sha256:", self.sha256.as_deref());
+        field("reason:", self.reason.as_deref());
+        if let Some(message) = &self.message {
+            let _ = writeln!(out, "output:");
+            for line in message.lines() {
+                let _ = writeln!(out, "  {line}");
+            }
         }
         out
     }
