@@ -26,6 +26,7 @@ async fn dispatch(command: Command, out: &Out) -> Result<(), Failure> {
             Ok(())
         }
         Command::Status(args) => cli::status(args, out).await,
+        Command::Adopt(args) => cli::adopt(args, out).await,
     }
 }
 
