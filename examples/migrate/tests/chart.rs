@@ -512,7 +512,23 @@ async fn installing_and_upgrading_the_chart_runs_the_hook_only_when_pre_apply_sl
         );
     }
     // Left out of the upgraded releases' manifests, the ledger was kept.
-    assert_eq!(entry_state(&ledger_data(&cluster, &ns), "c"), "ok");
+    let data = ledger_data(&cluster, &ns);
+    assert_eq!(entry_state(&data, "c"), "ok");
+
+    // Rolling back to the install revision would apply its seeded ledger again: Helm refuses
+    // (the ConfigMap left the release), and the ledger stays as it is.
+    let mut rollback = cluster.helm();
+    rollback.args(["rollback", &release, "1", "--namespace", &ns]);
+    let out = rollback.output().unwrap();
+    assert!(
+        !out.status.success(),
+        "helm rollback to the install revision succeeded"
+    );
+    assert_eq!(
+        ledger_data(&cluster, &ns),
+        data,
+        "a rollback changed the ledger"
+    );
 
     // Uninstall leaves the ledger.
     let mut uninstall = cluster.helm();
@@ -521,4 +537,33 @@ async fn installing_and_upgrading_the_chart_runs_the_hook_only_when_pre_apply_sl
     let data = ledger_data(&cluster, &ns);
     assert_eq!(entry_state(&data, "c"), "ok");
     assert_eq!(entry_state(&data, "b"), "skipped-fresh-install");
+
+    // Installing again over the kept ledger is not a fresh install: the ledger is not
+    // rendered (nothing overwrites it), and with nothing pre-apply pending there is no hook.
+    let mut reinstall = cluster.helm();
+    reinstall
+        .args([
+            "install",
+            &release,
+            charts[2].to_str().unwrap(),
+            "--namespace",
+            &ns,
+        ])
+        .args(["--timeout", "60s"]);
+    run(reinstall);
+    assert_eq!(
+        ledger_data(&cluster, &ns),
+        data,
+        "a reinstall changed the ledger"
+    );
+    let mut manifest = cluster.helm();
+    manifest.args(["get", "manifest", &release, "--namespace", &ns]);
+    let manifest = objects(&cluster, &run(manifest));
+    assert!(
+        !manifest.iter().any(|o| o["metadata"]["name"] == LEDGER),
+        "a reinstall over an existing ledger rendered it"
+    );
+    let mut uninstall = cluster.helm();
+    uninstall.args(["uninstall", &release, "--namespace", &ns]);
+    run(uninstall);
 }
