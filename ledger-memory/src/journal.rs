@@ -337,6 +337,14 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Corrupt> {
             ),
         ));
     }
+    if let Some(version) = numbered_runner_version(bytes) {
+        return Err(Corrupt::at(
+            0,
+            format!(
+                "this is a numbered runner's state ({{\"version\":\"{version}\"}}), not a ledger: a file ledger is never read as one, since guessing could skip or repeat migrations; move it aside and create the ledger with `migrate adopt --legacy-version {version} --ledger file:PATH TREE`"
+            ),
+        ));
+    }
     let doc: LegacyDocument = serde_json::from_slice(bytes)
         .map_err(|e| Corrupt::at(0, format!("not a ledger document: {e}")))?;
     if doc.format != LEGACY_FORMAT {
@@ -360,6 +368,20 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Corrupt> {
             torn: 0,
         },
     })
+}
+
+/// The integer of a file holding only `{"version": N}` (string or number),
+/// the state a numbered runner keeps: named in the refusal, so the user
+/// learns which command adopts it.
+fn numbered_runner_version(bytes: &[u8]) -> Option<String> {
+    let doc: BTreeMap<String, serde_json::Value> = serde_json::from_slice(bytes).ok()?;
+    match (doc.len(), doc.get("version")?) {
+        (1, serde_json::Value::String(v)) if v.trim().parse::<u64>().is_ok() => {
+            Some(v.trim().to_owned())
+        }
+        (1, serde_json::Value::Number(n)) if n.is_u64() => Some(n.to_string()),
+        _ => None,
+    }
 }
 
 /// The lock sidecar's record.

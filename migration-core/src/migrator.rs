@@ -33,6 +33,17 @@ pub enum MigrateError {
         /// The ledger.
         ledger: String,
     },
+    /// No ledger exists, and the caller required one
+    /// ([`Migrator::with_require_existing_ledger`]): the run is not treated
+    /// as a fresh install, which would record every manifest slug
+    /// `skipped-fresh-install` and run nothing (CONTRACT.md §6.1).
+    #[error(
+        "{ledger}: no ledger exists, and --require-existing-ledger (MIGRATE_REQUIRE_EXISTING_LEDGER) forbids treating this run as a fresh install, which would record every manifest slug skipped-fresh-install and run nothing; if this cluster was installed before, its ledger was deleted or the ledger spec names the wrong path or object: restore it (or create it with `migrate adopt` for a cluster of a numbered runner, `migrate seed-fresh` for a new one)"
+    )]
+    Absent {
+        /// The ledger.
+        ledger: String,
+    },
     /// The ledger cannot hold the largest record the next migration can
     /// produce; it was not executed (its outcome could not be recorded, and
     /// the next run would execute it again).
@@ -88,6 +99,7 @@ pub struct Migrator<'a> {
     clock: &'a dyn Clock,
     image: Option<String>,
     allowed_interpreters: Vec<String>,
+    require_existing: bool,
 }
 
 impl<'a> Migrator<'a> {
@@ -99,7 +111,18 @@ impl<'a> Migrator<'a> {
             clock,
             image: None,
             allowed_interpreters: PlanContext::default_interpreters(),
+            require_existing: false,
         }
+    }
+
+    /// With `true`, [`Self::plan`] and [`Self::prepare`] refuse with
+    /// [`MigrateError::Absent`] when no ledger exists, instead of planning a
+    /// fresh install: for callers that know the cluster's ledger was created
+    /// at install (a chart's upgrade hook, the operator's Jobs), where an
+    /// absent ledger means it was deleted or misnamed (CONTRACT.md §6.1).
+    pub fn with_require_existing_ledger(mut self, require: bool) -> Self {
+        self.require_existing = require;
+        self
     }
 
     /// Records `image` as the image migrations run from.
@@ -139,9 +162,21 @@ impl<'a> Migrator<'a> {
         self.ledger.read().await
     }
 
+    /// Reads the ledger for planning: an absent ledger is an error when one
+    /// is required.
+    async fn read_for_plan(&self) -> Result<Option<LedgerSnapshot>, MigrateError> {
+        let snapshot = self.read().await?;
+        if snapshot.is_none() && self.require_existing {
+            return Err(MigrateError::Absent {
+                ledger: self.ledger.describe(),
+            });
+        }
+        Ok(snapshot)
+    }
+
     /// Reads the ledger and plans, writing nothing (a dry run).
     pub async fn plan(&self, request: &PlanRequest) -> Result<Plan, MigrateError> {
-        let snapshot = self.read().await?;
+        let snapshot = self.read_for_plan().await?;
         Ok(plan(
             self.tree,
             snapshot.as_ref(),
@@ -158,7 +193,7 @@ impl<'a> Migrator<'a> {
     /// exists, so nothing is overwritten and nothing is seeded twice.
     pub async fn prepare(&self, request: &PlanRequest) -> Result<Prepared, MigrateError> {
         for attempt in 1..=PREPARE_ROUNDS {
-            let snapshot = self.read().await?;
+            let snapshot = self.read_for_plan().await?;
             let plan = plan(self.tree, snapshot.as_ref(), request, &self.context())?;
             // A fresh install creates the ledger even when there is nothing
             // to seed: otherwise the next run would be "fresh" again and
@@ -255,15 +290,9 @@ impl<'a> Migrator<'a> {
 
     /// The entries a fresh install seeds: every manifest slug of either
     /// tier, `skipped-fresh-install` (revoked ones `revoked`). Pure: reads
-    /// no ledger (for `seed-fresh --render`).
+    /// no ledger ([`fresh_install_entries`] at this migrator's context).
     pub fn fresh_install_entries(&self) -> Result<Vec<(Slug, LedgerEntry)>, PlanError> {
-        let plan = plan(
-            self.tree,
-            None,
-            &PlanRequest::tier(crate::header::Tier::PreApply),
-            &self.context(),
-        )?;
-        Ok(plan.seed.into_iter().map(|s| (s.slug, s.entry)).collect())
+        fresh_install_entries(self.tree, &self.context())
     }
 
     /// Creates the ledger of a new cluster with [`Self::fresh_install_entries`].
@@ -284,6 +313,54 @@ impl<'a> Migrator<'a> {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// The entries a fresh install of `tree` seeds, stamped from `context`:
+/// every manifest line of either tier (retired and revoked ones included)
+/// `skipped-fresh-install` (CONTRACT.md §6.1). Pure: reads no ledger. It is
+/// the one definition of a fresh install's ledger: [`Migrator::seed_fresh`]
+/// writes it, `migrate seed-fresh --render` prints it for a chart to create
+/// at install, so both hold the same entries.
+pub fn fresh_install_entries(
+    tree: &MigrationsTree,
+    context: &PlanContext,
+) -> Result<Vec<(Slug, LedgerEntry)>, PlanError> {
+    let plan = plan(
+        tree,
+        None,
+        &PlanRequest::tier(crate::header::Tier::PreApply),
+        context,
+    )?;
+    Ok(plan.seed.into_iter().map(|s| (s.slug, s.entry)).collect())
+}
+
+/// The entries that adopt an existing cluster of a numbered runner whose
+/// ledger said `version` = `legacy_version` (CONTRACT.md §6.2): each
+/// `legacy-map` pair `N slug` with N below it, `legacy`. They are exactly
+/// what the legacy rule seeds on such a cluster's first run, computed by the
+/// same plan (so a tree the first run would refuse refuses here too).
+/// Revoked slugs are left to that first run, which seeds them.
+pub fn adoption_entries(
+    tree: &MigrationsTree,
+    legacy_version: u64,
+    context: &PlanContext,
+) -> Result<Vec<(Slug, LedgerEntry)>, PlanError> {
+    let snapshot = LedgerSnapshot {
+        version: crate::ledger::LegacyVersion::Known(legacy_version),
+        ..LedgerSnapshot::default()
+    };
+    let plan = plan(
+        tree,
+        Some(&snapshot),
+        &PlanRequest::tier(crate::header::Tier::PreApply),
+        context,
+    )?;
+    Ok(plan
+        .seed
+        .into_iter()
+        .filter(|s| s.kind == crate::plan::SeedKind::Legacy)
+        .map(|s| (s.slug, s.entry))
+        .collect())
 }
 
 /// Writes one entry through `ledger` and confirms it. The backend retries

@@ -70,6 +70,9 @@ pub struct RunConfig {
     pub lint: LintConfig,
     /// The run-time tripwire: cluster commands and the shim binary.
     pub tripwire: crate::tripwire::TripwireConfig,
+    /// Refuse when no ledger exists instead of seeding a fresh install
+    /// (`--require-existing-ledger`).
+    pub require_existing_ledger: bool,
 }
 
 impl RunConfig {
@@ -91,6 +94,7 @@ impl RunConfig {
             allowed_interpreters: migration_core::PlanContext::default_interpreters(),
             lint: LintConfig::default(),
             tripwire: crate::tripwire::TripwireConfig::default(),
+            require_existing_ledger: false,
         }
     }
 }
@@ -197,6 +201,8 @@ pub struct RunReport {
     pub only: Option<String>,
     /// The ledger did not exist (nothing ran).
     pub fresh_install: bool,
+    /// Why this is a fresh install (`null` when it is not).
+    pub fresh_install_reason: Option<String>,
     /// Entries written before running (fresh install, legacy, revoked).
     pub seeded: usize,
     /// Migrations pending at the start.
@@ -245,6 +251,10 @@ pub enum RunError {
     /// The ledger failed.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    /// No ledger exists and one was required (`--require-existing-ledger`);
+    /// nothing was written and nothing ran.
+    #[error(transparent)]
+    NoLedger(MigrateError),
     /// The ledger has no room for the next migration's records; it was not
     /// executed.
     #[error(transparent)]
@@ -382,7 +392,8 @@ pub async fn run(
     failpoint("after-lock");
     let migrator = Migrator::new(tree, ledger, clock)
         .with_image(config.image.clone())
-        .with_allowed_interpreters(config.allowed_interpreters.clone());
+        .with_allowed_interpreters(config.allowed_interpreters.clone())
+        .with_require_existing_ledger(config.require_existing_ledger);
     let result = locked_run(
         &migrator,
         &mut keeper,
@@ -444,6 +455,7 @@ fn empty_report(config: &RunConfig) -> RunReport {
         tier: config.tier.to_string(),
         only: config.only.as_ref().map(ToString::to_string),
         fresh_install: false,
+        fresh_install_reason: None,
         seeded: 0,
         pending: 0,
         results: Vec::new(),
@@ -467,6 +479,7 @@ async fn locked_run(
     let prepared = migrator.prepare(&request).await.map_err(|e| match e {
         MigrateError::Refused(plan) => RunError::Refused(plan),
         MigrateError::Ledger(l) => RunError::Ledger(l),
+        absent @ MigrateError::Absent { .. } => RunError::NoLedger(absent),
         other => RunError::Ledger(LedgerError::Permanent {
             ledger: migrator.ledger().describe(),
             operation: "prepare",
@@ -489,6 +502,9 @@ async fn locked_run(
         tier: config.tier.to_string(),
         only: config.only.as_ref().map(ToString::to_string),
         fresh_install: plan.fresh_install,
+        fresh_install_reason: plan
+            .fresh_install
+            .then(|| crate::report::fresh_install_reason(&migrator.ledger().describe())),
         seeded: prepared.written.len(),
         pending: plan.pending.len(),
         results: Vec::new(),

@@ -115,6 +115,11 @@ pub fn job_for(
                 "background",
                 "--ledger",
                 &config.ledger_spec,
+                // The ledger exists before any background Job (the chart or
+                // the first hook run created it): an absent one was deleted,
+                // and must not be re-created as a fresh install that skips
+                // everything pending (CONTRACT.md §6.1).
+                "--require-existing-ledger",
             ]
             .map(str::to_owned)
             .to_vec(),

@@ -227,7 +227,8 @@ async fn a_job_is_created_for_the_first_pending_slug_only_and_carries_the_run() 
             "--tier",
             "background",
             "--ledger",
-            "configmap:cozy-system/cozystack-version"
+            "configmap:cozy-system/cozystack-version",
+            "--require-existing-ledger"
         ]
     );
     let env = container["env"].as_array().unwrap();

@@ -32,6 +32,7 @@ async fn dispatch(command: Command, out: &Out) -> Result<(), Failure> {
             cli::completions(&args);
             Ok(())
         }
+        Command::Adopt(args) => cli::adopt(args, out).await,
     }
 }
 

@@ -152,6 +152,21 @@ pub enum Command {
     Test(TestArgs),
     /// Print the shell completion script for SHELL.
     Completions(CompletionsArgs),
+    /// Create the ledger of an existing cluster from its numbered runner's version.
+    Adopt(AdoptArgs),
+}
+
+/// `migrate adopt`.
+#[derive(Debug, Args)]
+pub struct AdoptArgs {
+    /// The migrations tree (with a generated order.d/ and a legacy-map).
+    pub tree: PathBuf,
+    /// The numbered runner's integer: every legacy script below it ran.
+    #[arg(long)]
+    pub legacy_version: u64,
+    /// The ledger to create (or to complete, when it holds only this version).
+    #[arg(long, env = "MIGRATE_LEDGER")]
+    pub ledger: LedgerSpec,
 }
 
 /// The help line of every `--ledger` flag.
@@ -174,6 +189,12 @@ pub struct PlanArgs {
     /// Name every seeded and skipped slug, not only their counts.
     #[arg(long, short = 'v', visible_alias = "verbose")]
     pub wide: bool,
+    /// Refuse (exit 3) when the ledger does not exist, instead of treating
+    /// the run as a fresh install (which records every manifest slug
+    /// skipped-fresh-install and runs nothing). For upgrade hooks and the
+    /// operator's Jobs, where the ledger was created at install.
+    #[arg(long, env = "MIGRATE_REQUIRE_EXISTING_LEDGER", value_parser = clap::builder::BoolishValueParser::new())]
+    pub require_existing_ledger: bool,
 }
 
 /// `migrate manifest`.
@@ -241,6 +262,10 @@ pub struct SeedFreshArgs {
     /// Name of the rendered ConfigMap.
     #[arg(long, default_value = defaults::LEDGER_NAME)]
     pub name: String,
+    /// The time stamped on the seeded entries (RFC 3339, UTC), instead of
+    /// now: a chart's rendered ledger is then reproducible at a release cut.
+    #[arg(long)]
+    pub at: Option<String>,
 }
 
 /// `migrate verify`.
@@ -322,6 +347,12 @@ pub struct RunArgs {
     /// MIGRATE_CLUSTER_COMMANDS (repeatable).
     #[arg(long = "cluster-command")]
     pub cluster_commands: Vec<String>,
+    /// Refuse (exit 3) when the ledger does not exist, instead of treating
+    /// the run as a fresh install (which records every manifest slug
+    /// skipped-fresh-install and runs nothing). For upgrade hooks and the
+    /// operator's Jobs, where the ledger was created at install.
+    #[arg(long, env = "MIGRATE_REQUIRE_EXISTING_LEDGER", value_parser = clap::builder::BoolishValueParser::new())]
+    pub require_existing_ledger: bool,
 }
 
 /// `migrate index`.

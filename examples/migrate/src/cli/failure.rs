@@ -83,6 +83,9 @@ impl From<MigrateError> for Failure {
                 "refused",
                 plan.problems.iter().map(ToString::to_string).collect(),
             ),
+            absent @ MigrateError::Absent { .. } => {
+                Failure::new(exit::REFUSED, "refused", vec![absent.to_string()])
+            }
             other => Failure::environment(vec![other.to_string()]),
         }
     }

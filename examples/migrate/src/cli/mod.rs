@@ -4,6 +4,7 @@
 //! Each subcommand returns `Result<(), Failure>`: its document is printed
 //! through [`Out`], and a [`Failure`] carries the exit code.
 
+mod adopt;
 pub mod args;
 mod crd;
 mod failure;
@@ -21,6 +22,7 @@ mod status;
 mod usage;
 mod verify;
 
+pub use adopt::adopt;
 pub use crd::crd;
 pub use failure::{Failure, open};
 pub use index::index;

@@ -14,13 +14,20 @@ use crate::runner::{self, RunError};
 pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
     let tree = MigrationsTree::load(&args.tree)?;
     let ledger = open(&args.ledger).await?;
-    let migrator = Migrator::new(&tree, ledger.as_ref(), &SystemClock);
+    let migrator = Migrator::new(&tree, ledger.as_ref(), &SystemClock)
+        .with_require_existing_ledger(args.require_existing_ledger);
     let request = PlanRequest {
         tiers: args.tier.into(),
         only: args.only,
     };
     let plan = migrator.plan(&request).await?;
     let mut view = PlanView::new(&plan, &ledger.describe());
+    if plan.fresh_install {
+        eprintln!(
+            "migrate: {}",
+            crate::report::fresh_install_notice(&ledger.describe())
+        );
+    }
     if let Some(snapshot) = ledger.read().await? {
         view.note_attempts(&snapshot.attempts_started);
     }

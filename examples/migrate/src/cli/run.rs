@@ -31,6 +31,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         holder,
         allow_interpreters,
         cluster_commands,
+        require_existing_ledger,
     } = args;
     let tree = MigrationsTree::load(&tree)?;
     // Refused before the ledger is touched: taking the run lock would
@@ -46,6 +47,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     config.grace = Duration::from_secs(grace);
     config.lock_wait = Duration::from_secs(lock_wait);
     config.lock_ttl = Duration::from_secs(lock_ttl.max(1));
+    config.require_existing_ledger = require_existing_ledger;
     if !allow_interpreters.is_empty() {
         config.allowed_interpreters = allow_interpreters;
     }
@@ -62,7 +64,15 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     let (tx, rx) = tokio::sync::watch::channel(false);
     spawn_signal_forwarder(tx)?;
     match runner::run(&tree, ledger.as_ref(), &clock, &config, &console, rx).await {
-        Ok(report) => out.emit(&report, |_| String::new()),
+        Ok(report) => {
+            if report.fresh_install {
+                eprintln!(
+                    "migrate: {}",
+                    crate::report::fresh_install_notice(&ledger.describe())
+                );
+            }
+            out.emit(&report, |_| String::new());
+        }
         Err(e) => return Err(run_failure(e, out)),
     }
     Ok(())
@@ -120,9 +130,10 @@ fn spawn_signal_forwarder(tx: tokio::sync::watch::Sender<bool>) -> Result<(), Fa
 /// Maps a run error to its exit code, printing the partial report in JSON mode.
 fn run_failure(e: RunError, out: &Out) -> Failure {
     let (code, kind) = match &e {
-        RunError::Refused(_) | RunError::Unsafe { .. } | RunError::NoRoom(_) => {
-            (exit::REFUSED, "refused")
-        }
+        RunError::Refused(_)
+        | RunError::Unsafe { .. }
+        | RunError::NoRoom(_)
+        | RunError::NoLedger(_) => (exit::REFUSED, "refused"),
         RunError::MigrationFailed { .. } | RunError::Interrupted { .. } => {
             (exit::MIGRATION_FAILED, "migration-failed")
         }

@@ -1,12 +1,14 @@
 //! `migrate seed-fresh`: seeds a fresh install explicitly, or renders the
 //! seeded ledger as a ConfigMap a chart can ship.
 //!
-//! Moved here from the binary as it was; it plans the fresh install itself
-//! rather than through `Migrator::prepare` (issue 12 moves it onto that path).
+//! Both go through core's one definition of a fresh install's ledger
+//! (`migration_core::migrator::fresh_install_entries`): writing through
+//! `Migrator::seed_fresh`, rendering from the same function, so a chart that
+//! creates the rendered ConfigMap at install holds what `seed-fresh --ledger`
+//! would have written (CONTRACT.md §6.1).
 
 use migration_core::{
-    Clock, LedgerEntry, MigrateError, MigrationsTree, PlanContext, PlanRequest, Slug, SystemClock,
-    Tier,
+    Clock, ManualClock, MigrateError, MigrationsTree, Migrator, PlanContext, SystemClock, Timestamp,
 };
 
 use super::args::{RenderKind, SeedFreshArgs};
@@ -16,41 +18,41 @@ use crate::render::{configmap_json, configmap_yaml};
 
 /// Creates the seeded ledger, or prints it as a manifest.
 pub async fn seed_fresh(args: SeedFreshArgs, out: &Out) -> Result<(), Failure> {
-    let clock = SystemClock;
+    let at = match &args.at {
+        Some(text) => Timestamp::parse(text)
+            .map_err(|e| Failure::bad_input(vec![format!("--at {text:?}: {e}")]))?,
+        None => SystemClock.now(),
+    };
+    let clock = ManualClock::new(at.truncated());
     let tree = MigrationsTree::load(&args.tree)?;
-    let context = PlanContext::at(clock.now().truncated());
-    let plan = migration_core::plan(&tree, None, &PlanRequest::tier(Tier::PreApply), &context)
-        .map_err(MigrateError::from)?;
-    let entries: Vec<(Slug, LedgerEntry)> = plan
-        .seed
-        .iter()
-        .map(|e| (e.slug.clone(), e.entry.clone()))
-        .collect();
     let (namespace, name) = (args.namespace, args.name);
     match (args.ledger, args.render) {
         (Some(spec), None) => {
             let ledger = open(&spec).await?;
-            if ledger.read().await?.is_some() {
-                return Err(Failure::new(
-                    exit::REFUSED,
-                    "refused",
-                    vec![format!(
-                        "{}: the ledger already exists; fresh-install seeding is only for a new cluster and never overwrites",
-                        ledger.describe()
-                    )],
-                ));
-            }
-            ledger.create(&entries).await?;
-            let view = serde_json::json!({"ledger": ledger.describe(), "seeded": entries.len()});
+            let migrator = Migrator::new(&tree, ledger.as_ref(), &clock);
+            let seeded = migrator.seed_fresh().await.map_err(|e| match e {
+                exists @ MigrateError::Exists { .. } => {
+                    Failure::new(exit::REFUSED, "refused", vec![exists.to_string()])
+                }
+                other => Failure::from(other),
+            })?;
+            let view = serde_json::json!({"ledger": ledger.describe(), "seeded": seeded.len()});
             out.emit(&view, |_| {
                 format!(
                     "{}: created with {} skipped-fresh-install entries\n",
                     ledger.describe(),
-                    entries.len()
+                    seeded.len()
                 )
             });
         }
         (None, Some(RenderKind::Configmap)) => {
+            let context = PlanContext {
+                now: clock.now(),
+                image: None,
+                allowed_interpreters: PlanContext::default_interpreters(),
+            };
+            let entries = migration_core::migrator::fresh_install_entries(&tree, &context)
+                .map_err(MigrateError::from)?;
             let json = configmap_json(&namespace, &name, &entries);
             out.emit(&json, |_| configmap_yaml(&namespace, &name, &entries));
         }

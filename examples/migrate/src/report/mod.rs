@@ -15,6 +15,25 @@ pub use plan::{MismatchView, PendingView, PlanView, SeedView, SkippedView, Unmet
 pub use status::{CorruptView, EntryView, StatusView};
 pub use verify::VerifyView;
 
+/// Why a plan or run is a fresh install, for the JSON field
+/// `fresh_install_reason`: the ledger does not exist.
+pub fn fresh_install_reason(ledger: &str) -> String {
+    format!("{ledger} does not exist")
+}
+
+/// The loud notice `plan` and `run` print on stderr when they treat the
+/// run as a fresh install (CONTRACT.md §6.1): a mistyped ledger path or a
+/// deleted ledger would otherwise skip every pending migration quietly.
+pub fn fresh_install_notice(ledger: &str) -> String {
+    format!(
+        "FRESH INSTALL: {}, so this cluster is treated as new: every manifest slug is recorded \
+         skipped-fresh-install and no migration runs. If this cluster ran migrations before, stop: \
+         its ledger was deleted or the ledger spec is wrong; pass --require-existing-ledger \
+         (or MIGRATE_REQUIRE_EXISTING_LEDGER=true) to refuse instead",
+        fresh_install_reason(ledger)
+    )
+}
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

@@ -85,6 +85,8 @@ pub struct PlanView {
     pub only: Option<String>,
     /// No ledger object existed.
     pub fresh_install: bool,
+    /// Why this is a fresh install (`null` when it is not).
+    pub fresh_install_reason: Option<String>,
     /// Entries written before anything runs.
     pub seed: Vec<SeedView>,
     /// Migrations that run, in order.
@@ -105,6 +107,9 @@ impl PlanView {
             tier: plan.request.tiers.to_string(),
             only: plan.request.only.as_ref().map(ToString::to_string),
             fresh_install: plan.fresh_install,
+            fresh_install_reason: plan
+                .fresh_install
+                .then(|| super::fresh_install_reason(ledger)),
             seed: plan
                 .seed
                 .iter()

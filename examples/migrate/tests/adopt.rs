@@ -1,0 +1,235 @@
+//! `migrate adopt --legacy-version N`: the ledger of an existing cluster of a
+//! numbered runner, from its integer (CONTRACT.md §6.2).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{fields, json, parse, strings};
+use migration_core::testing::fixtures::{ScratchTree, TreeBuilder};
+use migration_core::{OnError, Tier};
+use test_apiserver::TestApiServer;
+
+/// Legacy integers 1..3 became `one`, `two`, `three`; `fresh` shipped
+/// after the move to slugs. Each script leaves its name beside the tree.
+fn scratch_tree() -> ScratchTree {
+    let mark = |name: &str| format!("echo {name} >> \"$MIGRATION_TREE/../ran\"");
+    TreeBuilder::new()
+        .script_with(Tier::PreApply, "one", OnError::Abort, &[], &mark("one"))
+        .script_with(Tier::PreApply, "two", OnError::Abort, &[], &mark("two"))
+        .script_with(Tier::PreApply, "three", OnError::Abort, &[], &mark("three"))
+        .script_with(Tier::PreApply, "fresh", OnError::Abort, &[], &mark("fresh"))
+        .legacy_map("1 one\n2 two\n3 three\n")
+        .manifest(&[
+            ("00000-legacy", "one\ntwo\nthree\n"),
+            ("00001-v2.0.0", "fresh\n"),
+        ])
+        .scratch()
+}
+
+fn status(spec: &str) -> serde_json::Value {
+    let (code, doc, err) = json(&["status", "--ledger", spec]);
+    assert_eq!(code, 0, "{err}");
+    doc
+}
+
+#[test]
+fn adopting_creates_legacy_entries_below_the_version_and_the_first_run_runs_the_rest() {
+    let scratch = scratch_tree();
+    let root = scratch.root();
+    let root = root.to_str().unwrap();
+    let spec = format!("file:{}", scratch.file("ledger.json").display());
+    let (code, doc, err) = json(&["adopt", root, "--legacy-version", "3", "--ledger", &spec]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["outcome"], "created");
+    assert_eq!(strings(&doc["legacy"]), ["one", "two"]);
+    let ledger = status(&spec);
+    assert_eq!(fields(&ledger["entries"], "state"), ["legacy", "legacy"]);
+
+    let (code, run, err) = json(&["run", root, "--ledger", &spec, "--require-existing-ledger"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(run["fresh_install"], false);
+    assert_eq!(fields(&run["results"], "slug"), ["three", "fresh"]);
+    assert_eq!(scratch.lines("ran"), ["three", "fresh"]);
+}
+
+#[test]
+fn adopting_twice_is_a_no_op_and_a_ledger_with_other_entries_is_refused() {
+    let scratch = scratch_tree();
+    let root = scratch.root();
+    let root = root.to_str().unwrap();
+    let spec = format!("file:{}", scratch.file("ledger.json").display());
+    let adopt = |version: &str| {
+        json(&[
+            "adopt",
+            root,
+            "--legacy-version",
+            version,
+            "--ledger",
+            &spec,
+        ])
+    };
+    assert_eq!(adopt("4").0, 0);
+    let (code, doc, err) = adopt("4");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["outcome"], "already-adopted");
+    assert_eq!(strings(&doc["legacy"]), ["one", "two", "three"]);
+
+    // Another integer would mark other migrations applied.
+    let (code, doc, _) = adopt("2");
+    assert_eq!(code, 3, "{doc}");
+    assert!(
+        doc["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("not exactly this adoption")
+    );
+
+    // Once the engine ran, the ledger is the engine's.
+    assert_eq!(json(&["run", root, "--ledger", &spec]).0, 0);
+    let (code, doc, _) = adopt("4");
+    assert_eq!(code, 3, "{doc}");
+    let problem = doc["problems"][0].as_str().unwrap();
+    assert!(
+        problem.contains("ledger.json") && problem.contains("never rewrites"),
+        "{problem}"
+    );
+    assert_eq!(
+        fields(&status(&spec)["entries"], "state"),
+        ["ok", "legacy", "legacy", "legacy"],
+        "a refused adoption changed the ledger"
+    );
+}
+
+#[test]
+fn a_version_beyond_the_legacy_map_or_a_tree_without_one_is_bad_input() {
+    let scratch = scratch_tree();
+    let root = scratch.root();
+    let spec = format!("file:{}", scratch.file("ledger.json").display());
+    let (code, doc, _) = json(&[
+        "adopt",
+        root.to_str().unwrap(),
+        "--legacy-version",
+        "9",
+        "--ledger",
+        &spec,
+    ]);
+    assert_eq!(code, 2, "{doc}");
+    let problem = doc["problems"][0].as_str().unwrap();
+    assert!(
+        problem.contains("legacy-map ends at 3") && problem.contains("4..8"),
+        "{problem}"
+    );
+    assert!(!scratch.file("ledger.json").exists());
+
+    let bare = TreeBuilder::new()
+        .pre("a")
+        .manifest(&[("00001-v1", "a\n")])
+        .scratch();
+    let root = bare.root();
+    let (code, doc, _) = json(&[
+        "adopt",
+        root.to_str().unwrap(),
+        "--legacy-version",
+        "1",
+        "--ledger",
+        &spec,
+    ]);
+    assert_eq!(code, 2, "{doc}");
+    assert!(
+        doc["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("no legacy-map")
+    );
+}
+
+#[test]
+fn a_numbered_runners_version_file_is_refused_as_a_file_ledger_naming_adopt() {
+    let scratch = scratch_tree();
+    let path = scratch.file("version.json");
+    std::fs::write(&path, r#"{"version":"4"}"#).unwrap();
+    let spec = format!("file:{}", path.display());
+    for args in [
+        vec!["status", "--ledger", &spec],
+        vec!["plan", scratch.root().to_str().unwrap(), "--ledger", &spec],
+    ] {
+        let (code, doc, _) = json(&args);
+        assert_ne!(code, 0, "{args:?}: {doc}");
+        let problem = doc["problems"][0].as_str().unwrap();
+        assert!(
+            problem.contains("numbered runner")
+                && problem.contains("migrate adopt --legacy-version 4"),
+            "{problem}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        r#"{"version":"4"}"#
+    );
+}
+
+fn kubeconfig(dir: &Path, server: &TestApiServer) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\nusers:\n- name: test\n  user: {{}}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n    namespace: default\ncurrent-context: test\n",
+        server.url()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configmap_holding_only_the_version_is_completed_and_another_version_refused() {
+    let server = TestApiServer::start().await;
+    let scratch = scratch_tree();
+    let kc = kubeconfig(scratch.dir(), &server);
+    let root = scratch.root().to_str().unwrap().to_owned();
+    server
+        .put_object(
+            "configmaps",
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "cozystack-version", "namespace": "cozy-system",
+                    "labels": {"platform": "keep-me"}},
+                "data": {"version": "3"}}),
+        )
+        .unwrap();
+    let adopt = |version: &'static str| {
+        let mut cmd = common::migrate();
+        cmd.args(["adopt", &root, "--legacy-version", version])
+            .args([
+                "--ledger",
+                "configmap:cozy-system/cozystack-version",
+                "--output",
+                "json",
+            ])
+            .env("KUBECONFIG", &kc)
+            .env_remove("KUBERNETES_SERVICE_HOST");
+        tokio::task::spawn_blocking(move || parse(cmd.output().unwrap()))
+    };
+    let (code, doc, _) = adopt("2").await.unwrap();
+    assert_eq!(code, 3, "{doc}");
+    assert!(
+        doc["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("version is 3")
+    );
+
+    let (code, doc, err) = adopt("3").await.unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["outcome"], "seeded");
+    let cm = server
+        .object("configmaps", "cozy-system", "cozystack-version")
+        .unwrap();
+    assert_eq!(cm["data"]["version"], "3");
+    assert_eq!(cm["metadata"]["labels"]["platform"], "keep-me");
+    for slug in ["one", "two"] {
+        let entry: serde_json::Value =
+            serde_json::from_str(cm["data"][format!("m.{slug}")].as_str().unwrap()).unwrap();
+        assert_eq!(entry["state"], "legacy", "{slug}");
+    }
+    assert!(cm["data"].get("m.three").is_none());
+}

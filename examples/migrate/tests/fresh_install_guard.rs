@@ -1,0 +1,223 @@
+//! An absent ledger: a fresh install said loudly, or refused with
+//! `--require-existing-ledger` / `MIGRATE_REQUIRE_EXISTING_LEDGER`
+//! (CONTRACT.md §6.1), on the file ledger and on a ConfigMap of the test API
+//! server.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{fields, parse};
+use migration_core::testing::fixtures::{ScratchTree, TreeBuilder};
+use migration_core::{OnError, Tier};
+use test_apiserver::TestApiServer;
+
+/// One pre-apply script that leaves a mark beside the tree when it runs.
+fn scratch_tree() -> ScratchTree {
+    TreeBuilder::new()
+        .script_with(
+            Tier::PreApply,
+            "a",
+            OnError::Abort,
+            &[],
+            "echo ran >> \"$MIGRATION_TREE/../ran\"",
+        )
+        .manifest(&[("00001-v1", "a\n")])
+        .scratch()
+}
+
+fn run_json(args: &[&str], env: &[(&str, &str)]) -> (i32, serde_json::Value, String) {
+    let mut cmd = common::migrate();
+    cmd.env_remove("MIGRATE_REQUIRE_EXISTING_LEDGER")
+        .args(args)
+        .args(["--output", "json"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    parse(cmd.output().unwrap())
+}
+
+#[test]
+fn plan_and_run_refuse_a_missing_file_ledger_when_an_existing_one_is_required() {
+    let scratch = scratch_tree();
+    let root = scratch.root();
+    let root = root.to_str().unwrap();
+    let path = scratch.file("mistyped-ledger.json");
+    let spec = format!("file:{}", path.display());
+    let by_flag = ["--require-existing-ledger"];
+    for (command, extra, env) in [
+        ("plan", &by_flag[..], &[][..]),
+        ("run", &by_flag[..], &[][..]),
+        (
+            "plan",
+            &[][..],
+            &[("MIGRATE_REQUIRE_EXISTING_LEDGER", "1")][..],
+        ),
+        (
+            "run",
+            &[][..],
+            &[("MIGRATE_REQUIRE_EXISTING_LEDGER", "true")][..],
+        ),
+    ] {
+        let mut args = vec![command, root, "--ledger", &spec];
+        args.extend_from_slice(extra);
+        let (code, doc, err) = run_json(&args, env);
+        assert_eq!(code, 3, "{command} {extra:?} {env:?}: {doc} {err}");
+        assert_eq!(doc["error"], "refused");
+        let problem = doc["problems"][0].as_str().unwrap();
+        assert!(
+            problem.contains(&path.display().to_string())
+                && problem.contains("no ledger exists")
+                && problem.contains("fresh install"),
+            "the refusal names the ledger and why: {problem}"
+        );
+        assert!(
+            !path.exists(),
+            "{command}: a refused command created the ledger"
+        );
+        assert!(!scratch.file("ran").exists(), "{command}: a script ran");
+    }
+}
+
+#[test]
+fn a_false_environment_value_leaves_the_guard_off() {
+    let scratch = scratch_tree();
+    let root = scratch.root();
+    let spec = format!("file:{}", scratch.file("ledger.json").display());
+    let (code, doc, err) = run_json(
+        &["plan", root.to_str().unwrap(), "--ledger", &spec],
+        &[("MIGRATE_REQUIRE_EXISTING_LEDGER", "false")],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["fresh_install"], true);
+}
+
+#[test]
+fn a_fresh_install_is_announced_on_stderr_and_in_the_json_of_plan_and_run() {
+    let scratch = scratch_tree();
+    let root = scratch.root();
+    let root = root.to_str().unwrap();
+    let path = scratch.file("ledger.json");
+    let spec = format!("file:{}", path.display());
+    let (code, plan, err) = run_json(
+        &["plan", root, "--ledger", &spec, "--tier", "pre-apply"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(plan["fresh_install"], true);
+    let reason = plan["fresh_install_reason"].as_str().unwrap();
+    assert!(reason.contains(&path.display().to_string()) && reason.contains("does not exist"));
+    assert!(
+        err.contains("FRESH INSTALL") && err.contains("--require-existing-ledger"),
+        "plan's stderr: {err}"
+    );
+
+    let (code, run, err) = run_json(&["run", root, "--ledger", &spec], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(run["fresh_install"], true);
+    assert_eq!(run["fresh_install_reason"], reason);
+    assert!(err.contains("FRESH INSTALL"), "run's stderr: {err}");
+    assert!(
+        !scratch.file("ran").exists(),
+        "a fresh install runs nothing"
+    );
+
+    // Text mode says it on stderr too, where a hook Job's log shows it.
+    let path2 = scratch.file("ledger2.json");
+    let out = common::migrate()
+        .env_remove("MIGRATE_REQUIRE_EXISTING_LEDGER")
+        .args([
+            "plan",
+            root,
+            "--ledger",
+            &format!("file:{}", path2.display()),
+        ])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("FRESH INSTALL"));
+
+    // The ledger exists now: neither the notice nor the field again.
+    let (code, again, err) = run_json(&["plan", root, "--ledger", &spec], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(again["fresh_install"], false);
+    assert!(again["fresh_install_reason"].is_null());
+    assert!(!err.contains("FRESH INSTALL"), "{err}");
+}
+
+#[test]
+fn an_existing_ledger_passes_the_guard_and_its_migrations_run() {
+    let scratch = scratch_tree();
+    let root = scratch.root();
+    let spec = common::empty_file_ledger(&scratch.file("ledger.json"));
+    let (code, doc, err) = run_json(
+        &[
+            "run",
+            root.to_str().unwrap(),
+            "--ledger",
+            &spec,
+            "--require-existing-ledger",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fields(&doc["results"], "outcome"), ["ok"]);
+    assert!(scratch.file("ran").exists());
+}
+
+fn kubeconfig(dir: &Path, server: &TestApiServer) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\nusers:\n- name: test\n  user: {{}}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n    namespace: default\ncurrent-context: test\n",
+        server.url()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_ledger_configmap_is_refused_when_an_existing_one_is_required() {
+    let server = TestApiServer::start().await;
+    let scratch = scratch_tree();
+    let kc = kubeconfig(scratch.dir(), &server);
+    let root = scratch.root().to_str().unwrap().to_owned();
+    let output = |extra: &'static [&'static str]| {
+        let mut cmd = common::migrate();
+        cmd.env_remove("MIGRATE_REQUIRE_EXISTING_LEDGER")
+            .args([
+                "run",
+                &root,
+                "--ledger",
+                "configmap:cozy-system/cozystack-version",
+            ])
+            .args(extra)
+            .args(["--output", "json"])
+            .env("KUBECONFIG", &kc)
+            .env_remove("KUBERNETES_SERVICE_HOST");
+        tokio::task::spawn_blocking(move || parse(cmd.output().unwrap()))
+    };
+    let (code, doc, err) = output(&["--require-existing-ledger"]).await.unwrap();
+    assert_eq!(code, 3, "{doc} {err}");
+    let problem = doc["problems"][0].as_str().unwrap();
+    assert!(
+        problem.contains("cozy-system/cozystack-version") && problem.contains("no ledger exists"),
+        "{problem}"
+    );
+    assert!(
+        server
+            .object("configmaps", "cozy-system", "cozystack-version")
+            .is_none(),
+        "a refused run created the ledger"
+    );
+
+    let (code, doc, err) = output(&[]).await.unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["fresh_install"], true);
+    assert!(err.contains("FRESH INSTALL"), "{err}");
+    assert!(
+        server
+            .object("configmaps", "cozy-system", "cozystack-version")
+            .is_some()
+    );
+}
