@@ -26,6 +26,7 @@ async fn dispatch(command: Command, out: &Out) -> Result<(), Failure> {
             Ok(())
         }
         Command::Status(args) => cli::status(args, out).await,
+        Command::Convert(args) => cli::convert(args, out),
     }
 }
 

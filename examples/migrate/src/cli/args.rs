@@ -138,6 +138,8 @@ pub enum Command {
     Crd,
     /// Print the ledger: failures first, then every entry.
     Status(StatusArgs),
+    /// Convert a numbered migrations directory into the slug layout.
+    Convert(super::ConvertArgs),
 }
 
 /// `migrate plan`.

@@ -5,6 +5,7 @@
 //! through [`Out`], and a [`Failure`] carries the exit code.
 
 pub mod args;
+mod convert;
 mod crd;
 mod failure;
 mod index;
@@ -18,6 +19,7 @@ mod seed;
 mod status;
 mod verify;
 
+pub use convert::{ConvertArgs, convert};
 pub use crd::crd;
 pub use failure::{Failure, open};
 pub use index::index;
