@@ -45,6 +45,10 @@ pub fn write(out: &Path, files: &BTreeMap<String, Vec<u8>>) -> Result<Written, C
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|source| ConvertError::Io {
+        path: parent.to_path_buf(),
+        source,
+    })?;
     let staging = tempfile::Builder::new()
         .prefix(".migrate-convert-")
         .tempdir_in(parent)
