@@ -11,67 +11,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::numbered::{NUMBERED, history};
 use common::{Repo, json, migrate};
-
-/// The numbered directory inside the fixture repository.
-const NUMBERED: &str = "platform/migrations";
-
-/// A helper every script sources: records which content ran.
-const RECORD: &str = "record_run() {\n  echo \"$1\" >> \"$FIXTURE_LOG\"\n}\n";
-
-/// The stamp helper: applies the ledger ConfigMap with a new `version`.
-const STAMP: &str = "# Stamps the cozystack-version ConfigMap.\nstamp_version() {\n  kubectl create configmap cozystack-version --namespace cozy-system \\\n    --from-literal=version=\"$1\" --dry-run=client -o yaml | kubectl apply -f -\n}\n";
-
-/// A script of the numbered shape: sources its helpers next to it, records
-/// `id`, stamps `next`.
-fn numbered(n: u64, id: &str, body: &str) -> String {
-    format!(
-        "#!/bin/sh\n# Migration {n} --> {next}\nset -eu\n\n. \"$(dirname \"$0\")/lib/record.sh\"\n. \"$(dirname \"$0\")/lib/stamp.sh\"\n\n{body}record_run {id}\nstamp_version {next}\n",
-        next = n + 1
-    )
-}
-
-fn write(repo: &Repo, rel: &str, text: &str) {
-    let path = repo.path().join(NUMBERED).join(rel);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
-
-/// The history: v1.0.0 (1, 2); release-1.0 backports slot 3 as v1.0.1;
-/// main gives slot 3 other content and adds 4 in v1.1.0-rc.1, edits 4 in
-/// v1.1.0-rc.2 (= v1.1.0).
-fn history() -> Repo {
-    let repo = Repo::new();
-    write(&repo, "lib/record.sh", RECORD);
-    write(&repo, "lib/stamp.sh", STAMP);
-    // The oldest shape: a stamp written out inline.
-    write(
-        &repo,
-        "1",
-        "#!/bin/sh\nset -eu\n. \"$(dirname \"$0\")/lib/record.sh\"\nrecord_run 1\n# Write version to cozystack-version config\nkubectl create configmap -n cozy-system cozystack-version --from-literal=version=2 --dry-run=client -o yaml | kubectl apply -f-\n",
-    );
-    write(
-        &repo,
-        "2",
-        &numbered(
-            2,
-            "2",
-            "DRY_RUN=\"${MIGRATION_DRY_RUN:-0}\"\nif [ \"$DRY_RUN\" = \"1\" ]; then\n  echo \"dry run; version stamp not advanced\"\n  exit 0\nfi\nif [ -n \"${FIXTURE_NOT_READY:-}\" ]; then\n  echo \"not ready; retry on the next upgrade\"\n  exit 0\nfi\n",
-        ),
-    );
-    repo.release("v1.0.0");
-    repo.branch("release-1.0");
-    write(&repo, "3", &numbered(3, "3-backport", ""));
-    repo.release("v1.0.1");
-    repo.checkout("main");
-    write(&repo, "3", &numbered(3, "3-main", ""));
-    write(&repo, "4", &numbered(4, "4-rc1", ""));
-    repo.release("v1.1.0-rc.1");
-    write(&repo, "4", &numbered(4, "4-final", ""));
-    repo.release("v1.1.0-rc.2");
-    repo.tag("v1.1.0");
-    repo
-}
 
 /// Converts the checked-out line into `<dir>/tree` with `--rewrite`, makes
 /// `<dir>` a repository and generates the manifest there.
@@ -364,4 +305,29 @@ fn a_fresh_install_on_either_line_runs_nothing_and_its_next_line_runs_only_new_c
     cluster.upgrade_ok(&lines.new);
     cluster.upgrade_ok(&lines.new);
     assert_each_once(&cluster, &[]);
+}
+
+#[test]
+fn a_rewritten_retry_later_exit_is_not_recorded_and_runs_again_on_the_next_upgrade() {
+    let lines = lines();
+    let cluster = Cluster::numbered(2, &["1"], &[]);
+    let out = migrate()
+        .arg("run")
+        .arg(&lines.new)
+        .arg("--ledger")
+        .arg(format!("file:{}", cluster.ledger_path().display()))
+        .args(["--tier", "pre-apply", "--lock-wait", "5"])
+        .env("FIXTURE_LOG", cluster.log_path())
+        .env("FIXTURE_NOT_READY", "1")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "exit 75 is not success");
+    assert_each_once(&cluster, &["1"]);
+    let raw = ledger_memory::FileLedger::new(cluster.ledger_path())
+        .raw_data()
+        .unwrap()
+        .unwrap();
+    assert!(!raw.contains_key("m.2"), "nothing recorded for 2: {raw:?}");
+    cluster.upgrade_ok(&lines.new);
+    assert_each_once(&cluster, &["1", "2", "3-main", "4-final"]);
 }
