@@ -171,11 +171,16 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
     // is dropped (it writes the ledger, which the engine refuses).
     let mut dropped = Vec::new();
     for (rel, bytes) in &history.disk.lib {
-        let needle = format!("lib/{rel}");
-        let still_used = files
+        // Still used: a script sources it in a way the rewrite left alone.
+        let needle = format!("sources the stamp helper lib/{rel}");
+        let still_used = scripts.iter().any(|s| {
+            s.changes
+                .iter()
+                .any(|c| !c.rewritable && c.message.starts_with(&needle))
+        }) || files
             .iter()
             .filter(|(p, _)| p.starts_with("pre-apply/"))
-            .any(|(_, b)| String::from_utf8_lossy(b).contains(&needle));
+            .any(|(_, b)| sources_textually(b, rel));
         if options.rewrite && config.stamp_helpers.contains(rel) && !still_used {
             dropped.push(format!("lib/{rel}"));
             continue;
@@ -214,6 +219,16 @@ fn with_header(text: &str) -> (String, usize, bool) {
         _ if text.starts_with("#!") => (format!("{text}\n{HEADER}"), 2, false),
         _ => (format!("#!/bin/sh\n{HEADER}{text}"), 3, true),
     }
+}
+
+/// Whether a line of `script` looks like `.`/`source` of `lib/<rel>` in a
+/// spelling the rewrite does not know (an absolute path, say): then the
+/// helper stays.
+fn sources_textually(script: &[u8], rel: &str) -> bool {
+    String::from_utf8_lossy(script).lines().any(|l| {
+        let l = l.trim_start();
+        (l.starts_with(". ") || l.starts_with("source ")) && l.contains(&format!("lib/{rel}"))
+    })
 }
 
 /// The `legacy-map` file: every slot, in integer order.

@@ -306,6 +306,13 @@ impl<'a> Walk<'a> {
                 let text = self.lines[line - 1].trim_start();
                 if s.first == s.last && (text.starts_with(". ") || text.starts_with("source ")) {
                     self.out.edits.insert(line, None);
+                    // Its `# shellcheck source=` directive would name a
+                    // helper that is no longer shipped.
+                    if line >= 2
+                        && self.lines[line - 2].trim() == format!("# shellcheck source=lib/{h}")
+                    {
+                        self.out.edits.insert(line - 1, None);
+                    }
                     self.change(
                         "version-stamp",
                         line,
