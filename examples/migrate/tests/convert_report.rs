@@ -255,3 +255,17 @@ fn a_numbered_gap_on_disk_is_refused_naming_the_slot_and_the_tags_that_hold_it()
     assert!(problem.contains("v1.0.1, v1.1.0-rc.1"), "{problem}");
     assert!(!dir.path().join("t").exists());
 }
+
+#[test]
+fn skipping_pre_releases_drops_contents_only_a_candidate_held_and_names_slugs_by_releases() {
+    let repo = history();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let (code, report, err) = convert(repo.path(), &out, &["--skip-prereleases"]);
+    assert_eq!(code, 0, "{err}");
+    let map = std::fs::read_to_string(out.join("legacy-map")).unwrap();
+    let map: Vec<&str> = map.lines().filter(|l| !l.starts_with('#')).collect();
+    // 4-rc1 was only ever in v1.1.0-rc.1: no longer a candidate.
+    assert_eq!(map, ["1 1", "2 2", "3 3-v1-1-0 others=3-v1-0-1", "4 4"]);
+    assert_eq!(report["skip_prereleases"], true);
+}

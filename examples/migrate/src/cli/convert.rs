@@ -33,6 +33,11 @@ pub struct ConvertArgs {
     /// The ledger ConfigMap whose 'version' key the scripts stamp.
     #[arg(long, default_value = defaults::LEDGER_NAME)]
     pub ledger_name: String,
+    /// Read no pre-release tag (v1.0.0-rc.1 and the like): use it only when
+    /// no cluster ever ran a pre-release, since contents only a pre-release
+    /// held are then not considered at all.
+    #[arg(long)]
+    pub skip_prereleases: bool,
 }
 
 /// Converts and prints the report.
@@ -44,6 +49,7 @@ pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
         out: args.out,
         rewrite: args.rewrite,
         ledger_name: args.ledger_name,
+        skip_prereleases: args.skip_prereleases,
     };
     let report = convert::convert(&options).map_err(|e| match e {
         ConvertError::Git(g) => Failure::from(g),

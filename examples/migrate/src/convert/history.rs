@@ -44,8 +44,21 @@ impl History {
     }
 }
 
-/// Reads the history of `path` in `repo` for the tags matching `pattern`.
-pub fn read(repo: &Path, path: &str, pattern: &str) -> Result<History, ConvertError> {
+/// Whether a version tag (already parsed as one) names a pre-release:
+/// a `-` before any `+BUILD`.
+pub fn is_prerelease(tag: &str) -> bool {
+    tag.split('+').next().is_some_and(|core| core.contains('-'))
+}
+
+/// Reads the history of `path` in `repo` for the tags matching `pattern`;
+/// with `skip_prereleases`, pre-release tags are not read (the maintainer
+/// states that no cluster ran one).
+pub fn read(
+    repo: &Path,
+    path: &str,
+    pattern: &str,
+    skip_prereleases: bool,
+) -> Result<History, ConvertError> {
     let disk_dir = repo.join(path);
     let disk =
         split(None, None, true, read_dir(&disk_dir)?).map_err(|file| ConvertError::BadName {
@@ -53,7 +66,10 @@ pub fn read(repo: &Path, path: &str, pattern: &str) -> Result<History, ConvertEr
         })?;
     let git = Repo::new(repo);
     git.check_not_shallow()?;
-    let all = git.release_tags(pattern, false)?;
+    let mut all = git.release_tags(pattern, false)?;
+    if skip_prereleases {
+        all.retain(|(_, t)| !is_prerelease(t));
+    }
     let merged: std::collections::HashSet<String> = git
         .release_tags(pattern, true)?
         .into_iter()

@@ -40,6 +40,9 @@ pub struct Options {
     pub rewrite: bool,
     /// The ledger ConfigMap's name, whose `version` key the scripts stamp.
     pub ledger_name: String,
+    /// Read no pre-release tag: the maintainer states that no cluster ever
+    /// ran one, so contents only a pre-release held are not candidates.
+    pub skip_prereleases: bool,
 }
 
 /// Why a conversion did not happen. Nothing is written in any case.
@@ -119,7 +122,12 @@ const HEADER: &str =
 /// Converts, writes `--out` (unless it already holds this conversion) and
 /// returns the report.
 pub fn convert(options: &Options) -> Result<Report, ConvertError> {
-    let history = history::read(&options.repo, &options.path, &options.tag_pattern)?;
+    let history = history::read(
+        &options.repo,
+        &options.path,
+        &options.tag_pattern,
+        options.skip_prereleases,
+    )?;
     let plans = slots::analyse(&history)?;
     let config = stamp_config(&history.disk.lib, &options.ledger_name);
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();

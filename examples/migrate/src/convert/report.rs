@@ -94,6 +94,8 @@ pub struct Report {
     pub path: String,
     /// `--tag-pattern`.
     pub tag_pattern: String,
+    /// `--skip-prereleases`.
+    pub skip_prereleases: bool,
     /// Tags read (all lines).
     pub tags_read: usize,
     /// The newest tag merged into HEAD, if any.
@@ -163,6 +165,7 @@ impl Report {
         Report {
             path: options.path.clone(),
             tag_pattern: options.tag_pattern.clone(),
+            skip_prereleases: options.skip_prereleases,
             tags_read: history.tags.len(),
             newest_line_tag: history.newest_line_tag().and_then(|t| t.tag.clone()),
             out: options.out.display().to_string(),
@@ -181,11 +184,16 @@ impl Report {
     pub fn text(&self) -> String {
         let s = &self.summary;
         let mut out = format!(
-            "converted {} scripts of {} ({} tags matching {:?} read; newest on this line: {}) into {} ({})\n",
+            "converted {} scripts of {} ({} tags matching {:?} read{}; newest on this line: {}) into {} ({})\n",
             s.scripts,
             self.path,
             self.tags_read,
             self.tag_pattern,
+            if self.skip_prereleases {
+                ", pre-releases skipped"
+            } else {
+                ""
+            },
             self.newest_line_tag.as_deref().unwrap_or("none"),
             self.out,
             match self.written {
