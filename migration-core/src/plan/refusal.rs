@@ -51,6 +51,22 @@ pub enum Refusal {
         /// Line in legacy-map.
         line: usize,
     },
+    /// A diverged legacy slot below `version` with no record of any of its
+    /// contents: the integer alone cannot say which one ran here.
+    #[error(
+        "ledger 'version' {version} says integer {number} ran, but the numbered runner held different contents there ('{slug}', {}); no entry records which one ran on this cluster, so none is assumed: record the one that ran (an entry 'legacy' for its slug, e.g. with the numbered runner's release line in hand) and run again",
+        others.iter().map(|o| format!("'{o}'")).collect::<Vec<_>>().join(", ")
+    )]
+    DivergedLegacySlot {
+        /// The integer.
+        number: u64,
+        /// The ledger's `version`.
+        version: u64,
+        /// This tree's content at the integer.
+        slug: Slug,
+        /// The other contents.
+        others: Vec<Slug>,
+    },
     /// A revoked slug the manifest does not list: probably a typo.
     #[error("revoked line {line}: '{slug}' is in no manifest batch")]
     RevokedNotInManifest {

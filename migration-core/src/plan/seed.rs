@@ -123,17 +123,34 @@ impl<'a> Planner<'a> {
         match &snapshot.version {
             LegacyVersion::Known(version) => {
                 for pair in tree.legacy_map().iter().filter(|p| p.number < *version) {
-                    if snapshot.record(&pair.slug).is_none() {
-                        let batch = self
-                            .manifest
-                            .lookup(&pair.slug)
-                            .map(|(b, _)| b.name.to_string());
-                        let entry = LedgerEntry {
-                            batch,
-                            ..LedgerEntry::new(EntryState::Legacy, self.context.now)
-                        };
-                        seeding.add(&pair.slug, SeedKind::Legacy, entry);
+                    if snapshot.record(&pair.slug).is_some() {
+                        continue;
                     }
+                    if !pair.others.is_empty() {
+                        // A diverged slot: the integer says one of these ran,
+                        // not which (CONTRACT.md §6.2). A record of another
+                        // content settles it, and this tree's content is then
+                        // an ordinary migration; no record at all is refused,
+                        // never guessed.
+                        if !pair.others.iter().any(|o| snapshot.record(o).is_some()) {
+                            self.problems.push(Refusal::DivergedLegacySlot {
+                                number: pair.number,
+                                version: *version,
+                                slug: pair.slug.clone(),
+                                others: pair.others.clone(),
+                            });
+                        }
+                        continue;
+                    }
+                    let batch = self
+                        .manifest
+                        .lookup(&pair.slug)
+                        .map(|(b, _)| b.name.to_string());
+                    let entry = LedgerEntry {
+                        batch,
+                        ..LedgerEntry::new(EntryState::Legacy, self.context.now)
+                    };
+                    seeding.add(&pair.slug, SeedKind::Legacy, entry);
                 }
             }
             LegacyVersion::Corrupt { raw } if !tree.legacy_map().is_empty() => {

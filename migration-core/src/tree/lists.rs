@@ -1,5 +1,5 @@
 //! The two list files: `revoked` (one slug a line) and `legacy-map`
-//! (`<integer> <slug>` a line), both with `#` comments.
+//! (`<integer> <slug> [others=<slug>,...]` a line), both with `#` comments.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -8,16 +8,25 @@ use super::TreeProblem;
 use crate::line_file;
 use crate::slug::Slug;
 
-/// One `legacy-map` line: `<integer> <slug>`.
+/// One `legacy-map` line: `<integer> <slug> [others=<slug>,...]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LegacyPair {
     /// The old global integer.
     pub number: u64,
-    /// The slug it became.
+    /// The slug it became: the content this tree holds at that integer.
     pub slug: Slug,
+    /// The other contents the numbered runner held at this integer on other
+    /// lines or tags (a diverged slot, CONTRACT.md §6.2): a cluster whose
+    /// `version` is above the integer ran exactly one of `slug` and these,
+    /// and the integer cannot say which. Empty for an ordinary line. They are
+    /// names to look records up by, not manifest lines.
+    pub others: Vec<Slug>,
     /// One-based line in `legacy-map`.
     pub line: usize,
 }
+
+/// The word that introduces a diverged slot's other slugs.
+const OTHERS: &str = "others=";
 
 /// One `revoked` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,20 +100,26 @@ pub fn parse_revoked(file: &Path, bytes: &[u8]) -> Result<Vec<RevokedSlug>, Vec<
     }
 }
 
-/// Parses `legacy-map`: `<integer> <slug>` per line, `#` comments. Numbers
-/// and slugs must each be unique. The result is sorted by number.
+/// Parses `legacy-map`: `<integer> <slug> [others=<slug>,...]` per line, `#`
+/// comments. Numbers and slugs (the `others` included) must each be unique,
+/// and the integers must be contiguous: under the numbered runner `version`
+/// V means every integer below V ran, so an integer missing between two
+/// mapped ones would be a script that ran with no slug to record it. The
+/// result is sorted by number.
 pub fn parse_legacy_map(file: &Path, bytes: &[u8]) -> Result<Vec<LegacyPair>, Vec<TreeProblem>> {
     let mut problems = Vec::new();
     let mut out: Vec<LegacyPair> = Vec::new();
+    // Every slug the map names, first or other, with its line.
+    let mut named: HashMap<Slug, usize> = HashMap::new();
     for (line, words) in list_lines(file, bytes, &mut problems) {
         let bad = |reason: String| TreeProblem::BadListLine {
             file: file.into(),
             line,
             reason,
         };
-        if words.len() != 2 {
+        if !(2..=3).contains(&words.len()) {
             problems.push(bad(format!(
-                "expected '<integer> <slug>', found {} words",
+                "expected '<integer> <slug> [others=<slug>,...]', found {} words",
                 words.len()
             )));
             continue;
@@ -123,24 +138,85 @@ pub fn parse_legacy_map(file: &Path, bytes: &[u8]) -> Result<Vec<LegacyPair>, Ve
                 continue;
             }
         };
+        let mut others = Vec::new();
+        if let Some(third) = words.get(2) {
+            let Some(list) = third.strip_prefix(OTHERS) else {
+                problems.push(bad(format!(
+                    "third word {third:?} must be '{OTHERS}<slug>,...' (the other contents of a diverged slot)"
+                )));
+                continue;
+            };
+            let mut ok = true;
+            for word in list.split(',') {
+                match Slug::parse(word) {
+                    Ok(s) if s == slug || others.contains(&s) => {
+                        problems.push(bad(format!("'{s}' is named twice on this line")));
+                        ok = false;
+                    }
+                    Ok(s) => others.push(s),
+                    Err(e) => {
+                        problems.push(bad(format!("in {OTHERS}: {e}")));
+                        ok = false;
+                    }
+                }
+            }
+            if !ok {
+                continue;
+            }
+        }
         if let Some(first) = out.iter().find(|p| p.number == number) {
             problems.push(bad(format!(
                 "integer {number} is already mapped on line {}",
                 first.line
             )));
-        } else if let Some(first) = out.iter().find(|p| p.slug == slug) {
-            problems.push(bad(format!(
-                "slug '{slug}' is already mapped on line {}",
-                first.line
-            )));
-        } else {
-            out.push(LegacyPair { number, slug, line });
+            continue;
         }
+        let mut clash = false;
+        for s in std::iter::once(&slug).chain(&others) {
+            if let Some(first) = named.get(s) {
+                problems.push(bad(format!("slug '{s}' is already mapped on line {first}")));
+                clash = true;
+            }
+        }
+        if clash {
+            continue;
+        }
+        for s in std::iter::once(&slug).chain(&others) {
+            named.insert(s.clone(), line);
+        }
+        out.push(LegacyPair {
+            number,
+            slug,
+            others,
+            line,
+        });
     }
     out.sort_by_key(|p| p.number);
+    for pair in out.windows(2) {
+        let (low, high) = (&pair[0], &pair[1]);
+        if high.number != low.number + 1 {
+            let missing = if high.number == low.number + 2 {
+                format!("integer {} is", low.number + 1)
+            } else {
+                format!("integers {}..={} are", low.number + 1, high.number - 1)
+            };
+            problems.push(TreeProblem::BadListLine {
+                file: file.into(),
+                line: high.line,
+                reason: format!(
+                    "{missing} not mapped (a gap between {} on line {} and {} here): a cluster past them ran scripts no slug would record",
+                    low.number, low.line, high.number
+                ),
+            });
+        }
+    }
     if problems.is_empty() {
         Ok(out)
     } else {
+        problems.sort_by_key(|p| match p {
+            TreeProblem::BadListLine { line, .. } => *line,
+            _ => 0,
+        });
         Err(problems)
     }
 }
@@ -180,19 +256,19 @@ mod tests {
 
     #[test]
     fn legacy_map_is_sorted_by_number() {
-        let map = parse_legacy_map(Path::new("legacy-map"), b"10 ten\n2 two # comment\n").unwrap();
+        let map = parse_legacy_map(Path::new("legacy-map"), b"3 three\n2 two # comment\n").unwrap();
         let got: Vec<_> = map
             .iter()
             .map(|p| (p.number, p.slug.as_str(), p.line))
             .collect();
-        assert_eq!(got, [(2, "two", 2), (10, "ten", 1)]);
+        assert_eq!(got, [(2, "two", 2), (3, "three", 1)]);
     }
 
     #[test]
     fn legacy_map_rejects_duplicates_signs_and_junk() {
         let problems = parse_legacy_map(
             Path::new("legacy-map"),
-            b"1 a\n1 b\n2 a\n-3 c\n+4 d\nx e\n5\n5 f g\n",
+            b"1 a\n1 b\n2 a\n-3 c\n+4 d\nx e\n5\n5 f g h\n2 g\n",
         )
         .unwrap_err();
         let text = lines(&problems);
@@ -210,6 +286,56 @@ mod tests {
         assert!(text[4].starts_with("legacy-map:6: \"x\" is not"));
         assert!(text[5].starts_with("legacy-map:7: expected"));
         assert!(text[6].starts_with("legacy-map:8: expected"));
+        assert_eq!(text.len(), 7, "line 9 closes the gap: {text:?}");
+    }
+
+    #[test]
+    fn legacy_map_with_a_gap_names_the_missing_integers_and_both_lines() {
+        let problems =
+            parse_legacy_map(Path::new("legacy-map"), b"1 a\n2 b\n5 e\n6 f\n8 h\n").unwrap_err();
+        assert_eq!(
+            lines(&problems),
+            [
+                "legacy-map:3: integers 3..=4 are not mapped (a gap between 2 on line 2 and 5 here): a cluster past them ran scripts no slug would record",
+                "legacy-map:5: integer 7 is not mapped (a gap between 6 on line 4 and 8 here): a cluster past them ran scripts no slug would record",
+            ]
+        );
+    }
+
+    #[test]
+    fn legacy_map_reads_the_other_contents_of_a_diverged_slot() {
+        let map = parse_legacy_map(
+            Path::new("legacy-map"),
+            b"41 41\n42 42-v1-6-0 others=42-v1-5-0,42-v1-5-4\n",
+        )
+        .unwrap();
+        let others: Vec<_> = map[1].others.iter().map(Slug::as_str).collect();
+        assert_eq!(
+            (map[1].slug.as_str(), others),
+            ("42-v1-6-0", vec!["42-v1-5-0", "42-v1-5-4"])
+        );
+        assert!(map[0].others.is_empty());
+    }
+
+    #[test]
+    fn legacy_map_refuses_an_other_slug_named_twice_or_a_bare_third_word() {
+        let problems = parse_legacy_map(
+            Path::new("legacy-map"),
+            b"1 a others=b\n2 c others=b\n3 d others=d\n4 e f\n",
+        )
+        .unwrap_err();
+        let text = lines(&problems);
+        assert_eq!(text.len(), 3, "{text:?}");
+        assert_eq!(
+            text[0],
+            "legacy-map:2: slug 'b' is already mapped on line 1"
+        );
+        assert_eq!(text[1], "legacy-map:3: 'd' is named twice on this line");
+        assert!(
+            text[2].starts_with("legacy-map:4: third word \"f\""),
+            "{}",
+            text[2]
+        );
     }
 
     #[test]

@@ -33,6 +33,7 @@ async fn dispatch(command: Command, out: &Out) -> Result<(), Failure> {
             Ok(())
         }
         Command::Adopt(args) => cli::adopt(args, out).await,
+        Command::Convert(args) => cli::convert(args, out),
     }
 }
 

@@ -154,6 +154,8 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Create the ledger of an existing cluster from its numbered runner's version.
     Adopt(AdoptArgs),
+    /// Convert a numbered migrations directory into the slug layout.
+    Convert(super::ConvertArgs),
 }
 
 /// `migrate adopt`.

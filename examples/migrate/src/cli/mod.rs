@@ -6,6 +6,7 @@
 
 mod adopt;
 pub mod args;
+mod convert;
 mod crd;
 mod failure;
 mod index;
@@ -23,6 +24,7 @@ mod usage;
 mod verify;
 
 pub use adopt::adopt;
+pub use convert::{ConvertArgs, convert};
 pub use crd::crd;
 pub use failure::{Failure, open};
 pub use index::index;

@@ -239,4 +239,5 @@ pub fn empty_file_ledger(path: &Path) -> String {
     format!("file:{}", path.display())
 }
 
+pub mod numbered;
 pub mod shells;

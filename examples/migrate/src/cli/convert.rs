@@ -1,0 +1,61 @@
+//! `migrate convert`: a numbered migrations directory into the slug layout
+//! (see [`crate::convert`]).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use migration_kube::defaults;
+
+use super::{Failure, Out};
+use crate::convert::{self, ConvertError, Options};
+
+/// `migrate convert`.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// The git repository holding the numbered directory (a full clone with
+    /// its release tags and branches).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// The numbered directory inside the repository (scripts named 1, 2, ...
+    /// and lib/).
+    #[arg(long)]
+    pub path: String,
+    /// Glob of release tags whose copies of the directory are read.
+    #[arg(long, default_value = "v*")]
+    pub tag_pattern: String,
+    /// Where to write the slug layout: an empty or missing directory, or
+    /// one holding an identical earlier conversion (then nothing changes).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Apply the safe rewrites (default: only show them as diffs).
+    #[arg(long)]
+    pub rewrite: bool,
+    /// The ledger ConfigMap whose 'version' key the scripts stamp.
+    #[arg(long, default_value = defaults::LEDGER_NAME)]
+    pub ledger_name: String,
+    /// Read no pre-release tag (v1.0.0-rc.1 and the like): use it only when
+    /// no cluster ever ran a pre-release, since contents only a pre-release
+    /// held are then not considered at all.
+    #[arg(long)]
+    pub skip_prereleases: bool,
+}
+
+/// Converts and prints the report.
+pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
+    let options = Options {
+        repo: args.repo,
+        path: args.path,
+        tag_pattern: args.tag_pattern,
+        out: args.out,
+        rewrite: args.rewrite,
+        ledger_name: args.ledger_name,
+        skip_prereleases: args.skip_prereleases,
+    };
+    let report = convert::convert(&options).map_err(|e| match e {
+        ConvertError::Git(g) => Failure::from(g),
+        ConvertError::Io { .. } => Failure::environment(vec![e.to_string()]),
+        other => Failure::bad_input(vec![other.to_string()]),
+    })?;
+    out.emit(&report, |_| report.text());
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! Slot divergence: where one integer held different contents on different
+//! lines or tags, each content gets its own slug, and the legacy map says
+//! which of them this line's clusters may have run (ADOPTING.md,
+//! "Diverged slots"; CONTRACT.md §6.2).
+
+use std::collections::BTreeMap;
+
+use migration_core::{Sha256Digest, Slug};
+use serde::Serialize;
+
+use super::ConvertError;
+use super::history::History;
+
+/// One content a slot held.
+#[derive(Debug, Clone, Serialize)]
+pub struct Variant {
+    /// Its slug: the bare integer when the slot never diverged, else
+    /// `<N>-<first tag>` (`42-v1-5-0`), or `<N>-untagged-<8 hex>` for
+    /// content no tag holds.
+    pub slug: Slug,
+    /// SHA-256 of the numbered script's bytes (before conversion).
+    pub sha256: String,
+    /// The tags holding this content, in version order.
+    pub tags: Vec<String>,
+    /// Whether the working tree holds it (it is the converted script).
+    pub on_disk: bool,
+}
+
+/// What conversion makes of one integer.
+#[derive(Debug, Clone, Serialize)]
+pub struct SlotPlan {
+    /// The integer.
+    pub number: u64,
+    /// Every content it held, in order of first appearance.
+    pub variants: Vec<Variant>,
+    /// Index in `variants` of the working tree's content.
+    #[serde(skip)]
+    pub disk: usize,
+    /// Slugs of the other contents a cluster upgraded by this tree may have
+    /// run at this integer (held by a tag no newer than the line's newest):
+    /// the `others=` of its legacy-map line.
+    pub others: Vec<Slug>,
+}
+
+impl SlotPlan {
+    /// The slug the converted script gets.
+    pub fn slug(&self) -> &Slug {
+        &self.variants[self.disk].slug
+    }
+
+    /// The slot's `legacy-map` line.
+    pub fn legacy_line(&self) -> String {
+        let mut line = format!("{} {}", self.number, self.slug());
+        if !self.others.is_empty() {
+            let others: Vec<&str> = self.others.iter().map(Slug::as_str).collect();
+            line.push_str(&format!(" others={}", others.join(",")));
+        }
+        line
+    }
+}
+
+/// Analyses every slot of the working tree against the history.
+///
+/// Refused: a numbered slot missing on disk between the lowest and highest
+/// one, or a slot a tag of this line shipped that the disk no longer holds
+/// (either would leave an integer below some cluster's `version` with no
+/// slug to record it).
+pub fn analyse(history: &History) -> Result<Vec<SlotPlan>, ConvertError> {
+    let disk = &history.disk;
+    let (Some(&low), Some(&high)) = (disk.slots.keys().next(), disk.slots.keys().next_back())
+    else {
+        return Err(ConvertError::NoSlots);
+    };
+    for n in low..=high {
+        if !disk.slots.contains_key(&n) {
+            return Err(ConvertError::Gap {
+                number: n,
+                tags: tags_holding(history, n),
+            });
+        }
+    }
+    for tag in history.tags.iter().filter(|t| t.on_line) {
+        if let Some(&n) = tag.slots.keys().find(|n| !disk.slots.contains_key(n)) {
+            return Err(ConvertError::Gap {
+                number: n,
+                tags: tags_holding(history, n),
+            });
+        }
+    }
+    // Tags a cluster upgraded by this tree can have run: none newer than
+    // the line's newest tag (no downgrades); every tag when the line has none.
+    let newest = history.newest_line_tag().and_then(|t| t.version.clone());
+    let reachable = |v: &Option<migration_core::version::Version>| match (&newest, v) {
+        (Some(newest), Some(v)) => v <= newest,
+        _ => true,
+    };
+    let mut plans = Vec::new();
+    for (&number, bytes) in &disk.slots {
+        let mut order: Vec<Sha256Digest> = Vec::new();
+        let mut seen: BTreeMap<Sha256Digest, (Vec<String>, bool, bool)> = BTreeMap::new();
+        for tag in &history.tags {
+            if let Some(b) = tag.slots.get(&number) {
+                let d = Sha256Digest::of(b);
+                let entry = seen.entry(d).or_insert_with(|| {
+                    order.push(d);
+                    (Vec::new(), false, false)
+                });
+                entry.0.push(tag.tag.clone().unwrap_or_default());
+                entry.2 |= reachable(&tag.version);
+            }
+        }
+        let disk_digest = Sha256Digest::of(bytes);
+        let entry = seen.entry(disk_digest).or_insert_with(|| {
+            order.push(disk_digest);
+            (Vec::new(), false, false)
+        });
+        entry.1 = true;
+        let diverged = order.len() > 1;
+        let mut variants = Vec::new();
+        let mut disk_index = 0;
+        let mut others = Vec::new();
+        for d in &order {
+            let (tags, on_disk, reached) = &seen[d];
+            let name = if !diverged {
+                number.to_string()
+            } else if let Some(first) = tags.first() {
+                format!("{number}-{}", label(first))
+            } else {
+                format!("{number}-untagged-{}", &d.to_string()[..8])
+            };
+            let slug = Slug::parse(&name).map_err(|e| ConvertError::BadSlug {
+                number,
+                name: name.clone(),
+                reason: e.to_string(),
+            })?;
+            if *on_disk {
+                disk_index = variants.len();
+            } else if *reached {
+                others.push(slug.clone());
+            }
+            variants.push(Variant {
+                slug,
+                sha256: d.to_string(),
+                tags: tags.clone(),
+                on_disk: *on_disk,
+            });
+        }
+        plans.push(SlotPlan {
+            number,
+            variants,
+            disk: disk_index,
+            others,
+        });
+    }
+    Ok(plans)
+}
+
+/// The tags that hold slot `n`, for an error message.
+fn tags_holding(history: &History, n: u64) -> Vec<String> {
+    history
+        .tags
+        .iter()
+        .filter(|t| t.slots.contains_key(&n))
+        .filter_map(|t| t.tag.clone())
+        .collect()
+}
+
+/// A tag as slug words: lower case, every run of other characters one `-`.
+fn label(tag: &str) -> String {
+    let mut out = String::new();
+    for c in tag.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tag_becomes_slug_words() {
+        assert_eq!(label("v1.6.0-rc.1"), "v1-6-0-rc-1");
+        assert_eq!(label("V2.0.0+build.7"), "v2-0-0-build-7");
+    }
+}

@@ -1,0 +1,67 @@
+//! The numbered fixture history the `convert*` tests share: integer
+//! scripts, a lib helper, a stamp helper, a slot that diverges between
+//! a release branch and main, a script edited between release candidates.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use super::Repo;
+
+/// The numbered directory inside the fixture repository.
+pub const NUMBERED: &str = "platform/migrations";
+
+/// A helper every script sources: records which content ran.
+const RECORD: &str = "record_run() {\n  echo \"$1\" >> \"$FIXTURE_LOG\"\n}\n";
+
+/// The stamp helper: applies the ledger ConfigMap with a new `version`.
+const STAMP: &str = "# Stamps the cozystack-version ConfigMap.\nstamp_version() {\n  kubectl create configmap cozystack-version --namespace cozy-system \\\n    --from-literal=version=\"$1\" --dry-run=client -o yaml | kubectl apply -f -\n}\n";
+
+/// A script of the numbered shape: sources its helpers next to it, records
+/// `id`, stamps `next`.
+pub fn numbered(n: u64, id: &str, body: &str) -> String {
+    format!(
+        "#!/bin/sh\n# Migration {n} --> {next}\nset -eu\n\n. \"$(dirname \"$0\")/lib/record.sh\"\n. \"$(dirname \"$0\")/lib/stamp.sh\"\n\n{body}record_run {id}\nstamp_version {next}\n",
+        next = n + 1
+    )
+}
+
+pub fn write(repo: &Repo, rel: &str, text: &str) {
+    let path = repo.path().join(NUMBERED).join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// The history: v1.0.0 (1, 2); release-1.0 backports slot 3 as v1.0.1;
+/// main gives slot 3 other content and adds 4 in v1.1.0-rc.1, edits 4 in
+/// v1.1.0-rc.2 (= v1.1.0).
+pub fn history() -> Repo {
+    let repo = Repo::new();
+    write(&repo, "lib/record.sh", RECORD);
+    write(&repo, "lib/stamp.sh", STAMP);
+    // The oldest shape: a stamp written out inline.
+    write(
+        &repo,
+        "1",
+        "#!/bin/sh\nset -eu\n. \"$(dirname \"$0\")/lib/record.sh\"\nrecord_run 1\n# Write version to cozystack-version config\nkubectl create configmap -n cozy-system cozystack-version --from-literal=version=2 --dry-run=client -o yaml | kubectl apply -f-\n",
+    );
+    write(
+        &repo,
+        "2",
+        &numbered(
+            2,
+            "2",
+            "DRY_RUN=\"${MIGRATION_DRY_RUN:-0}\"\nif [ \"$DRY_RUN\" = \"1\" ]; then\n  echo \"dry run; version stamp not advanced\"\n  exit 0\nfi\nif [ -n \"${FIXTURE_NOT_READY:-}\" ]; then\n  echo \"not ready; retry on the next upgrade\"\n  exit 0\nfi\n",
+        ),
+    );
+    repo.release("v1.0.0");
+    repo.branch("release-1.0");
+    write(&repo, "3", &numbered(3, "3-backport", ""));
+    repo.release("v1.0.1");
+    repo.checkout("main");
+    write(&repo, "3", &numbered(3, "3-main", ""));
+    write(&repo, "4", &numbered(4, "4-rc1", ""));
+    repo.release("v1.1.0-rc.1");
+    write(&repo, "4", &numbered(4, "4-final", ""));
+    repo.release("v1.1.0-rc.2");
+    repo.tag("v1.1.0");
+    repo
+}

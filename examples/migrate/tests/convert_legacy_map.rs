@@ -1,0 +1,80 @@
+//! A `legacy-map` with a gap or a duplicate is an error at lint and at
+//! load, named by line: a cluster past the gap ran a script no slug would
+//! record.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{empty_file_ledger, migrate};
+use migration_core::testing::fixtures::script_text;
+
+fn tree(legacy_map: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("pre-apply")).unwrap();
+    std::fs::create_dir_all(dir.path().join("tests")).unwrap();
+    std::fs::create_dir_all(dir.path().join("order.d")).unwrap();
+    for slug in ["1", "2", "4"] {
+        std::fs::write(
+            dir.path().join("pre-apply").join(slug),
+            script_text("pre-apply", "abort", &[], "echo hi"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("tests").join(format!("{slug}.sh")),
+            "exit 1\n",
+        )
+        .unwrap();
+    }
+    std::fs::write(dir.path().join("order.d/00000-legacy"), "1\n2\n4\n").unwrap();
+    std::fs::write(dir.path().join("legacy-map"), legacy_map).unwrap();
+    dir
+}
+
+fn output(cmd: &mut std::process::Command) -> (i32, String) {
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn a_gap_in_the_legacy_map_fails_lint_and_load_naming_both_lines() {
+    let dir = tree("1 1\n2 2\n4 4\n");
+    let (code, text) = output(migrate().arg("lint").arg(dir.path()));
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains(
+            "legacy-map:3: integer 3 is not mapped (a gap between 2 on line 2 and 4 here)"
+        ),
+        "{text}"
+    );
+    let ledger = empty_file_ledger(&dir.path().join("ledger"));
+    let (code, text) = output(
+        migrate()
+            .arg("plan")
+            .arg(dir.path())
+            .args(["--ledger", &ledger]),
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("legacy-map:3: integer 3 is not mapped"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_duplicate_in_the_legacy_map_fails_lint_naming_the_first_line() {
+    let dir = tree("1 1\n2 2\n2 4\n");
+    let (code, text) = output(migrate().arg("lint").arg(dir.path()));
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("legacy-map:3: integer 2 is already mapped on line 2"),
+        "{text}"
+    );
+}
