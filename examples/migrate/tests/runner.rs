@@ -188,7 +188,7 @@ fn scripts_run_in_manifest_order_with_the_documented_environment_and_are_recorde
         "{err}"
     );
     assert!(
-        err.contains("migrate: done: 2 ok, 0 failed, 0 blocked, 0 not run"),
+        err.contains("migrate: done: 2 ok, 0 failed, 0 blocked, 0 not yet, 0 not run"),
         "{err}"
     );
     // A second run finds nothing to do.

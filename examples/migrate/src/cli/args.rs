@@ -292,6 +292,11 @@ pub struct RunArgs {
     /// MIGRATE_CLUSTER_COMMANDS (repeatable).
     #[arg(long = "cluster-command")]
     pub cluster_commands: Vec<String>,
+    /// Print what the run would do (the plan of this tier and the pre-run
+    /// scan) and stop: no lock is taken, nothing is written, no script is
+    /// executed. `MIGRATION_DRY_RUN` set to a true value means the same.
+    #[arg(long, env = "MIGRATION_DRY_RUN", value_parser = clap::builder::FalseyValueParser::new())]
+    pub dry_run: bool,
 }
 
 /// `migrate index`.

@@ -108,11 +108,15 @@ impl StatusView {
                 reason: c.reason.clone(),
             });
         }
-        // Failures first: that is what a person opens the status for.
-        view.entries.sort_by(|a, b| {
-            (a.state != EntryState::Failed.as_str(), &a.slug)
-                .cmp(&(b.state != EntryState::Failed.as_str(), &b.slug))
-        });
+        // Failures first, then what has not done its work yet: that is
+        // what a person opens the status for.
+        let rank = |state: &str| match state {
+            s if s == EntryState::Failed.as_str() => 0,
+            s if s == EntryState::NotYet.as_str() => 1,
+            _ => 2,
+        };
+        view.entries
+            .sort_by(|a, b| (rank(a.state), &a.slug).cmp(&(rank(b.state), &b.slug)));
         view
     }
 
@@ -156,6 +160,7 @@ impl StatusView {
             let state = match e.state {
                 "failed" => paint(e.state, Colour::Red, colour),
                 "ok" => paint(e.state, Colour::Green, colour),
+                "not-yet" => paint(e.state, Colour::Yellow, colour),
                 other => other.to_owned(),
             };
             let reason = match (&e.reason, &e.message) {
