@@ -49,11 +49,19 @@ async fn run_once(
     clock: &ManualClock,
     not_yet: &[&str],
 ) -> Vec<(String, &'static str, Verdict)> {
+    run_tier(Tier::PreApply, tree, ledger, clock, not_yet).await
+}
+
+/// [`run_once`] of `tier`.
+async fn run_tier(
+    tier: Tier,
+    tree: &MigrationsTree,
+    ledger: &MemoryLedger,
+    clock: &ManualClock,
+    not_yet: &[&str],
+) -> Vec<(String, &'static str, Verdict)> {
     let migrator = Migrator::new(tree, ledger, clock);
-    let prepared = migrator
-        .prepare(&PlanRequest::tier(Tier::PreApply))
-        .await
-        .unwrap();
+    let prepared = migrator.prepare(&PlanRequest::tier(tier)).await.unwrap();
     let mut run = migrator.begin(prepared);
     let mut seen = Vec::new();
     // Tokens must differ between executions, across runs too.
@@ -210,16 +218,16 @@ async fn verify_fails_while_a_not_yet_entry_remains_and_passes_once_it_ran() {
 
 #[tokio::test]
 async fn a_not_yet_requirement_in_the_other_tier_makes_the_dependent_wait_not_fail() {
-    let tree_pre = TreeBuilder::new()
-        .bg("bg-waits")
+    let tree = TreeBuilder::new()
+        .pre("pre-waits")
         .script_with(
-            Tier::PreApply,
-            "pre-needs",
+            Tier::Background,
+            "bg-needs",
             OnError::Warn,
-            &["bg-waits"],
+            &["pre-waits"],
             ":",
         )
-        .manifest(&[("00001-v1", "bg-waits\n"), ("00002-v2", "pre-needs\n")])
+        .manifest(&[("00001-v1", "pre-waits\n"), ("00002-v2", "bg-needs\n")])
         .build();
     let ledger = existing_ledger().await;
     let not_yet = LedgerEntry {
@@ -230,25 +238,25 @@ async fn a_not_yet_requirement_in_the_other_tier_makes_the_dependent_wait_not_fa
     };
     ledger
         .write(
-            &[(s("bg-waits"), not_yet)],
+            &[(s("pre-waits"), not_yet)],
             migration_core::WriteMode::Replace,
         )
         .await
         .unwrap();
     let clock = clock();
-    let seen = run_once(&tree_pre, &ledger, &clock, &[]).await;
+    let seen = run_tier(Tier::Background, &tree, &ledger, &clock, &[]).await;
     assert_eq!(
         seen,
         [(
-            "pre-needs".into(),
+            "bg-needs".into(),
             "deferred",
             Verdict::Recorded(EntryState::NotYet)
         )]
     );
-    let e = entry(&ledger, "pre-needs").await;
+    let e = entry(&ledger, "bg-needs").await;
     assert_eq!(
         e.message.as_deref(),
-        Some("not run: bg-waits is recorded 'not-yet'")
+        Some("not run: pre-waits is recorded 'not-yet'")
     );
 }
 
