@@ -7,8 +7,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use migrate::cli::args::{Cli, Command};
+use migrate::cli::args::Command;
 use migrate::cli::{self, Failure, Out};
 
 async fn dispatch(command: Command, out: &Out) -> Result<(), Failure> {
@@ -35,7 +34,7 @@ fn main() -> ExitCode {
     if let Some(status) = migrate::tripwire::dispatch() {
         return ExitCode::from(u8::try_from(status).unwrap_or(1));
     }
-    let cli = Cli::parse();
+    let cli = cli::args::parse();
     cli::init_logging();
     let out = Out::to_stdout(cli.output);
     cli::execute(&out, dispatch(cli.command, &out))

@@ -14,6 +14,22 @@ use crate::report::Format;
 use crate::shell::shellcheck;
 use crate::spec::LedgerSpec;
 
+/// Parses the process's command line as [`Cli::parse`] does, except that
+/// environment variables set to the empty string count as unset where a
+/// templated Job produces them empty: `ONLY=` means no `ONLY` (an empty
+/// `--only ""` flag stays a usage error).
+pub fn parse() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let mut command = Cli::command();
+    if std::env::var_os("ONLY").is_some_and(|v| v.is_empty()) {
+        for sub in ["run", "plan"] {
+            command = command.mut_subcommand(sub, |c| c.mut_arg("only", |a| a.env(None)));
+        }
+    }
+    let matches = command.get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 /// The whole command line.
 #[derive(Debug, Parser)]
 #[command(
