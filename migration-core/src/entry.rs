@@ -11,7 +11,8 @@ use serde_json::{Map, Value};
 use crate::digest::Sha256Digest;
 use crate::time::Timestamp;
 
-/// The outcome recorded for a slug. All five are terminal.
+/// The outcome recorded for a slug. All but [`EntryState::NotYet`] are
+/// terminal (CONTRACT.md §5.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum EntryState {
     /// The script ran and exited 0.
@@ -24,16 +25,21 @@ pub enum EntryState {
     Revoked,
     /// The cluster was installed fresh at a release that already included it.
     SkippedFreshInstall,
+    /// Not done yet, and not terminal: the script said its preconditions are
+    /// not met (exit status 75), or it waits for a requirement that did.
+    /// The next run executes it again; `verify` fails while it remains.
+    NotYet,
 }
 
 impl EntryState {
     /// Every state, for exhaustive tests and documentation.
-    pub const ALL: [EntryState; 5] = [
+    pub const ALL: [EntryState; 6] = [
         EntryState::Ok,
         EntryState::Failed,
         EntryState::Legacy,
         EntryState::Revoked,
         EntryState::SkippedFreshInstall,
+        EntryState::NotYet,
     ];
 
     /// The JSON spelling.
@@ -44,7 +50,20 @@ impl EntryState {
             EntryState::Legacy => "legacy",
             EntryState::Revoked => "revoked",
             EntryState::SkippedFreshInstall => "skipped-fresh-install",
+            EntryState::NotYet => "not-yet",
         }
+    }
+
+    /// True when a slug recorded in this state never runs again except by
+    /// `ONLY`: every state but `not-yet`, which the next run executes.
+    pub const fn is_terminal(self) -> bool {
+        !matches!(self, EntryState::NotYet)
+    }
+
+    /// True when the state carries `reason` and `message` (both required):
+    /// `failed` and `not-yet`.
+    pub const fn needs_reason(self) -> bool {
+        matches!(self, EntryState::Failed | EntryState::NotYet)
     }
 
     /// True when the migration's effect is in place on this cluster, so that a
@@ -78,7 +97,7 @@ impl FromStr for EntryState {
 ///
 /// The JSON shape is exactly CONTRACT.md §5:
 /// `{"state":"ok","at":"…","sha256":"…","lib_sha256":"…","batch":"…","image":"…","attempts":1}`,
-/// with `reason` and `message` for `failed`. Optional fields are omitted when
+/// with `reason` and `message` for `failed` and `not-yet`. Optional fields are omitted when
 /// unknown (a `legacy` entry has no checksum). Fields this version does not
 /// know are kept in [`LedgerEntry::extra`] and written back unchanged, so an
 /// older engine never strips what a newer one recorded.
@@ -98,9 +117,9 @@ pub struct LedgerEntry {
     pub image: Option<String>,
     /// Real executions of this slug on this cluster.
     pub attempts: u32,
-    /// Machine-readable failure reason (`failed` only).
+    /// Machine-readable failure reason (`failed`, `not-yet`).
     pub reason: Option<String>,
-    /// Human-readable failure detail, e.g. the output tail (`failed` only).
+    /// Human-readable failure detail, e.g. the output tail (`failed`, `not-yet`; an `ok` entry may carry one too).
     pub message: Option<String>,
     /// Fields this version does not know, preserved verbatim.
     pub extra: Map<String, Value>,
@@ -272,12 +291,16 @@ impl<'de> Visitor<'de> for EntryVisitor {
         }
         let state = state.ok_or_else(|| de::Error::missing_field("state"))?;
         let at = at.ok_or_else(|| de::Error::missing_field("at"))?;
-        if state == EntryState::Failed {
+        if state.needs_reason() {
             if reason.is_none() {
-                return Err(de::Error::custom("a failed entry must carry 'reason'"));
+                return Err(de::Error::custom(format!(
+                    "a {state} entry must carry 'reason'"
+                )));
             }
             if message.is_none() {
-                return Err(de::Error::custom("a failed entry must carry 'message'"));
+                return Err(de::Error::custom(format!(
+                    "a {state} entry must carry 'message'"
+                )));
             }
         }
         debug_assert!(extra.keys().all(|k| !KNOWN_FIELDS.contains(&k.as_str())));
@@ -332,7 +355,7 @@ mod tests {
     fn every_state_round_trips_by_name() {
         for state in EntryState::ALL {
             let mut entry = LedgerEntry::new(state, Timestamp::from_unix(0));
-            if state == EntryState::Failed {
+            if state.needs_reason() {
                 entry.reason = Some("exit-status".into());
                 entry.message = Some("tail".into());
             }

@@ -24,6 +24,18 @@ use crate::slug::Slug;
 /// requirement is unmet.
 pub const REQUIREMENT_UNMET: &str = "requirement-unmet";
 
+/// The exit status by which a script says "my preconditions are not met;
+/// run me again next time" (EX_TEMPFAIL of `sysexits.h`): recorded
+/// `not-yet`, never `ok`, whatever its `on-error` (CONTRACT.md §7.4).
+pub const NOT_YET_EXIT_STATUS: i32 = 75;
+
+/// The reason recorded for a script that exited [`NOT_YET_EXIT_STATUS`].
+pub const NOT_YET: &str = "exit-status-75";
+
+/// The reason recorded for a migration that did not execute because a
+/// requirement is `not-yet`: it waits, recorded `not-yet` too.
+pub const REQUIREMENT_NOT_YET: &str = "requirement-not-yet";
+
 /// What to do with the next pending migration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
@@ -37,13 +49,24 @@ pub enum Step {
         /// Every unmet requirement, as "`<target> <why>`".
         unmet: Vec<String>,
     },
+    /// Do not execute it: a requirement is `not-yet` (and none is unmet
+    /// otherwise). Hand it to [`Run::finish`] with [`Outcome::Deferred`]:
+    /// it is recorded `not-yet` and runs again next time.
+    Deferred {
+        /// The migration.
+        pending: PendingMigration,
+        /// Every `not-yet` requirement, as "`<target> <why>`".
+        waiting_for: Vec<String>,
+    },
 }
 
 impl Step {
     /// The migration this step is about.
     pub fn pending(&self) -> &PendingMigration {
         match self {
-            Step::Execute(p) | Step::Blocked { pending: p, .. } => p,
+            Step::Execute(p)
+            | Step::Blocked { pending: p, .. }
+            | Step::Deferred { pending: p, .. } => p,
         }
     }
 }
@@ -71,6 +94,19 @@ pub enum Outcome {
     Blocked {
         /// The unmet requirements, as listed by the step.
         unmet: Vec<String>,
+    },
+    /// The script exited [`NOT_YET_EXIT_STATUS`]: its preconditions are not
+    /// met. Recorded `not-yet` under either `on-error`; the run goes on.
+    NotYet {
+        /// What explains it: the end of the script's output (and any
+        /// cluster-command failure it did not acknowledge).
+        message: String,
+    },
+    /// It was not executed because of [`Step::Deferred`]: recorded
+    /// `not-yet`, reason [`REQUIREMENT_NOT_YET`].
+    Deferred {
+        /// The `not-yet` requirements, as listed by the step.
+        waiting_for: Vec<String>,
     },
 }
 
@@ -159,29 +195,40 @@ impl Run<'_, '_> {
         let Some(pending) = self.prepared.plan.pending.get(self.next).cloned() else {
             return Ok(None);
         };
-        let mut unmet: Vec<String> = pending
-            .unmet
-            .iter()
-            .map(|(target, why)| format!("{target} {why}"))
-            .collect();
+        let mut unmet: Vec<(Slug, Unmet)> = pending.unmet.clone();
         for target in &pending.requires {
             if let Some(why) = self
                 .reached
                 .get(target)
                 .and_then(|s| Unmet::in_this_run(*s))
             {
-                unmet.push(format!("{target} {why}"));
+                unmet.push((target.clone(), why));
             }
         }
-        if unmet.is_empty() {
-            self.check_room(&pending)?;
-        }
-        self.next += 1;
-        Ok(Some(if unmet.is_empty() {
-            Step::Execute(pending)
+        let text = |list: &[&(Slug, Unmet)]| -> Vec<String> {
+            list.iter()
+                .map(|(target, why)| format!("{target} {why}"))
+                .collect()
+        };
+        // A requirement that failed outright blocks; one that is only
+        // `not-yet` makes the dependent wait with it.
+        let (waiting, failed): (Vec<_>, Vec<_>) = unmet.iter().partition(|(_, why)| why.defers());
+        let step = if !failed.is_empty() {
+            Step::Blocked {
+                unmet: text(&failed),
+                pending,
+            }
+        } else if !waiting.is_empty() {
+            Step::Deferred {
+                waiting_for: text(&waiting),
+                pending,
+            }
         } else {
-            Step::Blocked { pending, unmet }
-        }))
+            self.check_room(&pending)?;
+            Step::Execute(pending)
+        };
+        self.next += 1;
+        Ok(Some(step))
     }
 
     /// Refuses when the ledger cannot hold the largest record `pending` can
@@ -301,6 +348,20 @@ impl Run<'_, '_> {
                 Some((
                     REQUIREMENT_UNMET.to_owned(),
                     format!("not run: {}", unmet.join("; ")),
+                )),
+            ),
+            Outcome::NotYet { message } => (
+                EntryState::NotYet,
+                Some((
+                    NOT_YET.to_owned(),
+                    recorded_message(&message, self.message_limit),
+                )),
+            ),
+            Outcome::Deferred { waiting_for } => (
+                EntryState::NotYet,
+                Some((
+                    REQUIREMENT_NOT_YET.to_owned(),
+                    format!("not run: {}", waiting_for.join("; ")),
                 )),
             ),
         };

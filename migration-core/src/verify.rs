@@ -26,6 +26,19 @@ pub enum VerifyProblem {
         /// The ledger key.
         key: String,
     },
+    /// A slug recorded `not-yet`: it has not done its work here, and the
+    /// next run executes it again. Fails with or without `since`, retired
+    /// lines included; a revoked slug is exempt (it must not run at all).
+    NotYet {
+        /// The slug.
+        slug: Slug,
+        /// Its batch.
+        batch: String,
+        /// The entry's reason (`exit-status-75`, `requirement-not-yet`).
+        reason: String,
+        /// The entry's attempts.
+        attempts: u32,
+    },
     /// A slug first shipped after the `since` release that is not `ok`.
     NotOk {
         /// The slug.
@@ -46,6 +59,15 @@ impl fmt::Display for VerifyProblem {
             VerifyProblem::Corrupt { slug, key } => {
                 write!(f, "'{slug}': ledger key '{key}' is corrupt")
             }
+            VerifyProblem::NotYet {
+                slug,
+                batch,
+                reason,
+                attempts,
+            } => write!(
+                f,
+                "'{slug}' ({batch}) is 'not-yet' ({reason}, {attempts} attempt(s)): it has not done its work on this cluster; the next run executes it again"
+            ),
             VerifyProblem::NotOk { slug, batch, state } => {
                 write!(
                     f,
@@ -65,7 +87,8 @@ pub struct Verification {
     pub problems: Vec<VerifyProblem>,
 }
 
-/// Checks that every non-retired manifest slug has a terminal entry and,
+/// Checks that every non-retired manifest slug has a terminal entry (a
+/// `not-yet` one fails, retired or not, unless the slug is revoked) and,
 /// when `since` names a release, that every slug first shipped after it
 /// (its batch comes after that release's batch, or is untagged) is `ok`
 /// specifically, so that a fresh install cannot pass trivially. Revoked
@@ -88,12 +111,26 @@ pub fn verify(
                 && (batch.name.is_untagged()
                     || Version::parse(batch.name.label()).is_none_or(|v| v > *since))
         });
+        let record = snapshot.and_then(|s| s.record(&line.slug));
+        let not_yet = record
+            .and_then(Record::entry)
+            .filter(|e| e.state == EntryState::NotYet && !tree.is_revoked(&line.slug));
+        if let Some(entry) = not_yet {
+            result.checked += 1;
+            result.problems.push(VerifyProblem::NotYet {
+                slug: line.slug.clone(),
+                batch: batch.name.to_string(),
+                reason: entry.reason.clone().unwrap_or_default(),
+                attempts: entry.attempts,
+            });
+            continue;
+        }
         if line.retired && !shipped_after {
             continue;
         }
         result.checked += 1;
         let batch_name = batch.name.to_string();
-        match snapshot.and_then(|s| s.record(&line.slug)) {
+        match record {
             None if line.retired => {}
             None => result.problems.push(VerifyProblem::Missing {
                 slug: line.slug.clone(),

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use migration_core::header::Tier;
 use migration_core::plan::PendingMigration;
-use migration_core::run::{REQUIREMENT_UNMET, previous_attempts};
+use migration_core::run::{NOT_YET, REQUIREMENT_NOT_YET, REQUIREMENT_UNMET, previous_attempts};
 use migration_core::{
     Clock, EntryState, LedgerError, Lock, LockKeeper, LockedLedger, MigrateError, MigrationsTree,
     Migrator, Outcome as CoreOutcome, PlanError, PlanRequest, Prepared, Run, Slug, Step,
@@ -168,6 +168,9 @@ pub enum Outcome {
     Failed,
     /// Not executed because a requirement is unmet; recorded `failed` (warn).
     Blocked,
+    /// Exited 75 (preconditions not met), or waits for a requirement that
+    /// did: recorded `not-yet`, run again next time.
+    NotYet,
     /// Failed under `on-error=abort`: nothing recorded, the run stopped.
     Aborted,
     /// Stopped by SIGTERM/SIGINT: nothing recorded, the run stopped.
@@ -225,10 +228,11 @@ impl RunReport {
     pub fn summary(&self) -> String {
         let not_run = self.pending - self.results.len();
         format!(
-            "done: {} ok, {} failed, {} blocked, {} not run, in {:.1}s",
+            "done: {} ok, {} failed, {} blocked, {} not yet, {} not run, in {:.1}s",
             self.count(&Outcome::Ok),
             self.count(&Outcome::Failed),
             self.count(&Outcome::Blocked),
+            self.count(&Outcome::NotYet),
             not_run + self.count(&Outcome::Aborted) + self.count(&Outcome::Interrupted),
             self.elapsed_ms as f64 / 1000.0
         )
@@ -368,6 +372,11 @@ impl Tail {
 enum Exec {
     /// Exit 0 and no unaccepted cluster-command failure.
     Success(crate::tripwire::Calls),
+    /// Exit status 75: preconditions not met; `tail` names any
+    /// cluster-command failure the script did not acknowledge.
+    NotYet {
+        tail: String,
+    },
     Failed {
         reason: String,
         tail: String,
@@ -565,6 +574,17 @@ async fn locked_run(
                 console.progress(&format!("{}: not run: {}", pending.slug, unmet.join("; ")));
                 (previous_attempts(&pending), CoreOutcome::Blocked { unmet })
             }
+            Step::Deferred { waiting_for, .. } => {
+                console.progress(&format!(
+                    "{}: not yet: waits for {}",
+                    pending.slug,
+                    waiting_for.join("; ")
+                ));
+                (
+                    previous_attempts(&pending),
+                    CoreOutcome::Deferred { waiting_for },
+                )
+            }
             Step::Execute(_) => {
                 failpoint(&format!("before-script:{}", pending.slug));
                 // The attempt is noted right before the spawn, with nothing
@@ -607,6 +627,7 @@ async fn locked_run(
                             None => CoreOutcome::Succeeded,
                         }
                     }
+                    Exec::NotYet { tail } => CoreOutcome::NotYet { message: tail },
                     Exec::Failed { reason, tail } => CoreOutcome::Failed {
                         reason,
                         message: tail,
@@ -639,6 +660,8 @@ async fn locked_run(
             CoreOutcome::Succeeded | CoreOutcome::SucceededNoting { .. } => None,
             CoreOutcome::Failed { reason, .. } => Some((Outcome::Failed, reason.clone())),
             CoreOutcome::Blocked { .. } => Some((Outcome::Blocked, REQUIREMENT_UNMET.to_owned())),
+            CoreOutcome::NotYet { .. } => Some((Outcome::NotYet, NOT_YET.to_owned())),
+            CoreOutcome::Deferred { .. } => Some((Outcome::NotYet, REQUIREMENT_NOT_YET.to_owned())),
         };
         let verdict = run
             .finish(&pending, attempts, outcome)
@@ -674,6 +697,11 @@ async fn locked_run(
                 if outcome == Outcome::Failed {
                     console.progress(&format!(
                         "{} failed ({reason}); on-error=warn: recorded, continuing",
+                        pending.slug
+                    ));
+                } else if outcome == Outcome::NotYet {
+                    console.progress(&format!(
+                        "{} not yet ({reason}): recorded not-yet, it runs again next time; continuing",
                         pending.slug
                     ));
                 }
@@ -860,6 +888,10 @@ async fn execute(
         .env("MIGRATION_NAMESPACE", &config.namespace)
         .env("MIGRATION_BATCH", &pending.batch)
         .env("MIGRATION_ATTEMPT", attempt.to_string())
+        // A script's own dry-run switch must not be inherited by a real
+        // run: it would exit 0 having done nothing, and be recorded `ok`.
+        // A dry run is `migrate run --dry-run`, which executes nothing.
+        .env_remove("MIGRATION_DRY_RUN")
         .stdin(Stdio::null())
         .process_group(0)
         .kill_on_drop(true);
@@ -948,6 +980,13 @@ async fn execute(
     // Tripwire hook 2 of 3: exit 0 after an unaccepted cluster-command
     // failure is a failure (reason masked-failure), however it was masked.
     let calls = wire.finish();
+    if let Exec::Failed { reason, .. } = &exec
+        && reason == NOT_YET
+    {
+        return Ok(Exec::NotYet {
+            tail: not_yet_message(&calls, &tail, config.tail_bytes),
+        });
+    }
     if let Exec::Success(_) = exec {
         return Ok(match calls.masked_failure() {
             Some(message) => Exec::Failed {
@@ -971,6 +1010,27 @@ async fn execute(
         },
         other => other,
     })
+}
+
+/// The message of a script that exited 75: that, the cluster-command calls
+/// that failed unacknowledged before it (still not `ok`: the migration
+/// stays `not-yet`), then the end of its output.
+fn not_yet_message(calls: &crate::tripwire::Calls, tail: &str, cap: usize) -> String {
+    let mut text = format!(
+        "exit status {}: preconditions not met; it runs again next time\n",
+        migration_core::run::NOT_YET_EXIT_STATUS
+    );
+    let failed: Vec<_> = calls.calls.iter().filter(|c| c.failed()).collect();
+    if !failed.is_empty() {
+        text.push_str(&format!(
+            "{} cluster-command call(s) failed before it:\n",
+            failed.len()
+        ));
+        for c in failed {
+            text.push_str(&format!("  {}\n", c.describe()));
+        }
+    }
+    crate::tripwire::compose(&text, tail, cap)
 }
 
 /// SIGTERM to the whole group, then SIGKILL after the grace period.

@@ -188,7 +188,7 @@ fn scripts_run_in_manifest_order_with_the_documented_environment_and_are_recorde
         "{err}"
     );
     assert!(
-        err.contains("migrate: done: 2 ok, 0 failed, 0 blocked, 0 not run"),
+        err.contains("migrate: done: 2 ok, 0 failed, 0 blocked, 0 not yet, 0 not run"),
         "{err}"
     );
     // A second run finds nothing to do.
@@ -637,4 +637,42 @@ fn an_only_rerun_keeps_entry_fields_written_by_a_newer_engine() {
         stored.contains(r##"\"checked_by\":\"engine-v9\""##),
         "the newer engine's field must survive the re-run: {stored}"
     );
+}
+
+#[test]
+fn an_empty_only_as_a_templated_job_sets_it_means_unset_for_run_and_plan() {
+    let tree = Tree::new(&[pre("first", "echo one >> \"$SCRATCH/ran\"")]).existing_ledger();
+    let (code, doc, err) = parse(tree.command(&[]).env("ONLY", "").output().unwrap());
+    assert_eq!(code, 0, "{doc}\n{err}");
+    assert_eq!(doc["only"], serde_json::Value::Null, "{doc}");
+    assert_eq!(tree.lines("ran"), ["one"]);
+    let (code, plan, err) = parse(
+        migrate()
+            .args([
+                "plan",
+                tree.root().to_str().unwrap(),
+                "--ledger",
+                &tree.ledger(),
+            ])
+            .args(["--output", "json"])
+            .env("ONLY", "")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(code, 0, "{plan}\n{err}");
+    assert_eq!(plan["only"], serde_json::Value::Null);
+    // An empty --only flag given by hand is still a usage error: only the
+    // environment's empty value means "not set".
+    let (code, _, _) = parse_or_empty(tree.command(&["--only", ""]).output().unwrap());
+    assert_eq!(code, 2);
+}
+
+/// (exit code, JSON or Null, stderr) for commands that may print no JSON.
+fn parse_or_empty(out: std::process::Output) -> (i32, serde_json::Value, String) {
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        doc,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

@@ -32,7 +32,10 @@ impl Tally {
             match entry.state {
                 EntryState::Ok => tally.ok += 1,
                 EntryState::Failed => tally.failed.push(key.clone()),
-                EntryState::Legacy | EntryState::Revoked | EntryState::SkippedFreshInstall => {
+                EntryState::Legacy
+                | EntryState::Revoked
+                | EntryState::SkippedFreshInstall
+                | EntryState::NotYet => {
                     tally.other += 1;
                 }
             }

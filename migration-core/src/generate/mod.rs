@@ -41,6 +41,7 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
         });
         return Err(GenerateError { problems });
     }
+    requires::tier_problems(history, &mut problems);
     let assignment = assign::assign(history, &mut problems);
     let batches = requires::order_batches(history, assignment, &mut problems);
     if !problems.is_empty() {

@@ -47,6 +47,17 @@ pub enum GenerateProblem {
         /// The target's batch.
         target_batch: String,
     },
+    /// A pre-apply script on disk requiring a background slug: no run
+    /// order satisfies it (the blocking tier runs first).
+    #[error(
+        "'{slug}' (pre-apply) requires '{target}' (background): a pre-apply migration runs before any background one, so no run order satisfies it"
+    )]
+    RequiresOtherTier {
+        /// The pre-apply dependent.
+        slug: Slug,
+        /// The background target.
+        target: Slug,
+    },
     /// A cycle of `requires` within one batch.
     #[error("batch {batch}: requires cycle: {cycle}")]
     Cycle {

@@ -4,6 +4,7 @@
 
 use super::assign::Assignment;
 use super::{GenerateProblem, ReleaseHistory};
+use crate::header::Tier;
 use crate::manifest::{Batch, ManifestEntry};
 use crate::order::{Edge, stable_topo_sort};
 use crate::slug::Slug;
@@ -11,6 +12,33 @@ use crate::slug::Slug;
 /// The batches in their final order; every `requires` problem goes to
 /// `problems`, and a batch with a cycle is left empty (keeping the indices
 /// of later messages aligned).
+/// Pre-apply scripts on disk that require a background slug (its tier from
+/// the disk, else from the latest line tag holding it).
+pub(super) fn tier_problems(history: &ReleaseHistory, problems: &mut Vec<GenerateProblem>) {
+    let tier_of = |slug: &Slug| {
+        history.disk.get(slug).map(|i| i.tier).or_else(|| {
+            history
+                .line
+                .iter()
+                .rev()
+                .find_map(|t| t.scripts.get(slug).map(|i| i.tier))
+        })
+    };
+    for (slug, info) in &history.disk {
+        if info.tier != Tier::PreApply {
+            continue;
+        }
+        for target in &info.requires {
+            if tier_of(target) == Some(Tier::Background) {
+                problems.push(GenerateProblem::RequiresOtherTier {
+                    slug: slug.clone(),
+                    target: target.clone(),
+                });
+            }
+        }
+    }
+}
+
 pub(super) fn order_batches(
     history: &ReleaseHistory,
     assignment: Assignment<'_>,

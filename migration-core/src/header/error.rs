@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::HEADER_MARKER;
+use super::near_miss::did_you_mean;
 use crate::slug::Slug;
 
 /// A header problem, always naming the file and (where there is one) the line.
@@ -53,7 +54,7 @@ pub enum HeaderError {
         first_line: usize,
     },
     /// A key the engine does not know.
-    #[error("{}:{line}: unknown header key '{key}' (known: tier, on-error, requires)", file.display())]
+    #[error("{}:{line}: unknown header key '{key}' (known: tier, on-error, requires){}", file.display(), did_you_mean(suggestion))]
     UnknownKey {
         /// The script.
         file: PathBuf,
@@ -61,9 +62,11 @@ pub enum HeaderError {
         line: usize,
         /// The unknown key.
         key: String,
+        /// The known key it is closest to, if any.
+        suggestion: Option<String>,
     },
     /// A directive that is not `key=value`.
-    #[error("{}:{line}: malformed header directive {text:?}: expected '# {HEADER_MARKER} key=value'", file.display())]
+    #[error("{}:{line}: malformed header directive {text:?}: expected '# {HEADER_MARKER} key=value'{}", file.display(), did_you_mean(suggestion))]
     Malformed {
         /// The script.
         file: PathBuf,
@@ -71,6 +74,24 @@ pub enum HeaderError {
         line: usize,
         /// The directive text after the marker.
         text: String,
+        /// The directive it was probably meant to be (`key: value` for
+        /// `key=value`), if any.
+        suggestion: Option<String>,
+    },
+    /// A comment in the header block that resembles a directive but does
+    /// not carry the exact marker (case, a blank before the colon, a
+    /// plural, a typo): read as a comment it would silently drop what it
+    /// sets.
+    #[error("{}:{line}: {text:?} looks like a misspelled header directive (the marker is exactly '{HEADER_MARKER}', lower case, no blank before the colon); did you mean '{suggestion}'?", file.display())]
+    NearMissMarker {
+        /// The script.
+        file: PathBuf,
+        /// One-based line.
+        line: usize,
+        /// The line as written.
+        text: String,
+        /// The directive it was probably meant to be.
+        suggestion: String,
     },
     /// A known key with a value it cannot take.
     #[error("{}:{line}: invalid value {value:?} for header key '{key}': {reason}", file.display())]
@@ -122,6 +143,7 @@ impl HeaderError {
             | HeaderError::DuplicateKey { file, .. }
             | HeaderError::UnknownKey { file, .. }
             | HeaderError::Malformed { file, .. }
+            | HeaderError::NearMissMarker { file, .. }
             | HeaderError::InvalidValue { file, .. }
             | HeaderError::DuplicateRequirement { file, .. }
             | HeaderError::OutsideHeader { file, .. } => file,
@@ -138,6 +160,7 @@ impl HeaderError {
             | HeaderError::DuplicateKey { line, .. }
             | HeaderError::UnknownKey { line, .. }
             | HeaderError::Malformed { line, .. }
+            | HeaderError::NearMissMarker { line, .. }
             | HeaderError::InvalidValue { line, .. }
             | HeaderError::DuplicateRequirement { line, .. }
             | HeaderError::OutsideHeader { line, .. } => Some(*line),

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::{HEADER_MARKER, Header, HeaderError, OnError, Requirement, Tier};
+use super::{HEADER_MARKER, Header, HeaderError, OnError, Requirement, Tier, near_miss};
 use crate::slug::Slug;
 
 /// Returns the directive text after the marker if `line` is a header directive.
@@ -83,6 +83,14 @@ pub fn parse_header(file: &Path, bytes: &[u8]) -> Result<Header, Vec<HeaderError
             continue;
         };
         let Some(body) = directive(text) else {
+            if let Some(suggestion) = near_miss::marker_suggestion(text) {
+                errors.push(HeaderError::NearMissMarker {
+                    file: path(),
+                    line: line_no,
+                    text: text.trim().to_owned(),
+                    suggestion,
+                });
+            }
             continue;
         };
         if text.ends_with('\r') {
@@ -98,6 +106,7 @@ pub fn parse_header(file: &Path, bytes: &[u8]) -> Result<Header, Vec<HeaderError
                 file: path(),
                 line: line_no,
                 text: body.to_owned(),
+                suggestion: near_miss::malformed_suggestion(body),
             });
             continue;
         };
@@ -148,11 +157,13 @@ pub fn parse_header(file: &Path, bytes: &[u8]) -> Result<Header, Vec<HeaderError
                 file: path(),
                 line: line_no,
                 text: body.to_owned(),
+                suggestion: None,
             }),
             other => errors.push(HeaderError::UnknownKey {
                 file: path(),
                 line: line_no,
                 key: other.to_owned(),
+                suggestion: near_miss::key_suggestion(other).map(str::to_owned),
             }),
         }
     }

@@ -48,7 +48,7 @@ impl Planner<'_> {
             if line.retired
                 && self.lines.scripts[i].is_none()
                 && !self.lines.revoked[i]
-                && self.lines.records[i].is_none()
+                && self.lines.records[i].is_none_or(never_completed)
                 && !seeding.contains(&line.slug)
             {
                 // A legacy script was converted before the first release of
@@ -72,4 +72,13 @@ impl Planner<'_> {
             }
         }
     }
+}
+
+/// A record that does not put the migration's effect in place for good: a
+/// `not-yet` entry. For a retired line it counts as no record, since the
+/// script that could complete it is gone.
+fn never_completed(record: &crate::ledger::Record) -> bool {
+    record
+        .entry()
+        .is_some_and(|e| e.state == crate::entry::EntryState::NotYet)
 }

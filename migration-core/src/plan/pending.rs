@@ -29,7 +29,8 @@ pub struct PendingMigration {
     pub sha256: Sha256Digest,
     /// Path relative to the tree root.
     pub relative_path: PathBuf,
-    /// The existing entry, for an `ONLY` re-run (its `attempts` is carried on).
+    /// The existing entry, for an `ONLY` re-run or a `not-yet` slug run
+    /// again (its `attempts` is carried on).
     pub previous: Option<LedgerEntry>,
     /// Slugs it requires (all placed before it).
     pub requires: Vec<Slug>,
@@ -153,7 +154,11 @@ impl<'a> Planner<'a> {
             Some(Record::Corrupt(_)) => return, // already refused or warned about
             None => seeding.state(slug),
         };
-        if let (Some(state), false) = (recorded_state, is_only) {
+        // `not-yet` is the one state that is not terminal: its slug is
+        // pending again on every run until it ends in another state.
+        if let (Some(state), false) = (recorded_state, is_only)
+            && state.is_terminal()
+        {
             walk.skip(slug, SkipReason::Recorded(state));
             return;
         }

@@ -28,6 +28,16 @@ pub enum Unmet {
 }
 
 impl Unmet {
+    /// True when the target is `not-yet` (recorded so, or it ended so
+    /// earlier in this run): its dependent waits with it, recorded
+    /// `not-yet` itself, rather than failing (CONTRACT.md §7.4).
+    pub fn defers(&self) -> bool {
+        matches!(
+            self,
+            Unmet::Recorded(EntryState::NotYet) | Unmet::RecordedInThisRun(EntryState::NotYet)
+        )
+    }
+
     /// Why a target recorded `state` earlier in the same run leaves its
     /// dependents unmet, or `None` when it satisfies them.
     pub fn in_this_run(state: EntryState) -> Option<Unmet> {
@@ -103,6 +113,9 @@ impl Planner<'_> {
             .or_else(|| seeding.state(target));
         match state {
             Some(state) if state.satisfies_requirement() => None,
+            // A `not-yet` target pending earlier in this run is decided by
+            // how it ends in this run (the run loop re-checks).
+            Some(EntryState::NotYet) if pending_ahead.contains(target) => None,
             Some(EntryState::Revoked) => Some(Unmet::Revoked),
             Some(state) => Some(Unmet::Recorded(state)),
             None if pending_ahead.contains(target) => None,

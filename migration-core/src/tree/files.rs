@@ -116,8 +116,9 @@ fn validate_scripts(
     scripts
 }
 
-/// A script that requires itself, and (with `check_requires`) a `requires`
-/// target that neither the tree nor the manifest knows.
+/// A script that requires itself, a pre-apply script requiring a
+/// background one, and (with `check_requires`) a `requires` target that
+/// neither the tree nor the manifest knows.
 fn requirement_problems(
     scripts: &BTreeMap<Slug, Script>,
     manifest: Option<&Manifest>,
@@ -130,6 +131,16 @@ fn requirement_problems(
                 problems.push(TreeProblem::SelfRequirement {
                     file: script.relative_path.clone(),
                     line: req.line,
+                });
+            } else if script.tier == Tier::PreApply
+                && scripts
+                    .get(&req.target)
+                    .is_some_and(|t| t.tier == Tier::Background)
+            {
+                problems.push(TreeProblem::RequiresBackground {
+                    file: script.relative_path.clone(),
+                    line: req.line,
+                    target: req.target.clone(),
                 });
             } else if check_requires
                 && !scripts.contains_key(&req.target)

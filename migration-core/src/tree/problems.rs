@@ -78,6 +78,17 @@ pub enum TreeProblem {
         /// The missing slug.
         target: Slug,
     },
+    /// A pre-apply script requiring a background one: the blocking tier
+    /// finishes before the background tier starts, so no run satisfies it.
+    #[error("{}:{line}: requires={target}, but {target} is in the background tier: a pre-apply migration runs before any background one, so no run order satisfies it (move one of them to the other tier, or drop the requirement)", file.display())]
+    RequiresBackground {
+        /// The pre-apply script.
+        file: PathBuf,
+        /// Line of the directive.
+        line: usize,
+        /// The background slug.
+        target: Slug,
+    },
     /// A symlink that resolves outside the tree.
     #[error("{}: symlink points outside the migrations tree (to {})", path.display(), target.display())]
     SymlinkEscapes {
@@ -137,6 +148,7 @@ impl TreeProblem {
             TreeProblem::TierMismatch { file, line, .. }
             | TreeProblem::SelfRequirement { file, line }
             | TreeProblem::UnknownRequirement { file, line, .. }
+            | TreeProblem::RequiresBackground { file, line, .. }
             | TreeProblem::BadListLine { file, line, .. } => (Some(file.clone()), Some(*line)),
             TreeProblem::DuplicateSlug { second, .. } => (Some(second.clone()), None),
             TreeProblem::Manifest { .. } => (Some(PathBuf::from(ORDER_DIR)), None),
@@ -153,9 +165,9 @@ impl TreeProblem {
             | TreeProblem::TooManyFiles { .. } => "layout",
             TreeProblem::TierMismatch { .. } => "tier",
             TreeProblem::DuplicateSlug { .. } => "duplicate-slug",
-            TreeProblem::SelfRequirement { .. } | TreeProblem::UnknownRequirement { .. } => {
-                "requires"
-            }
+            TreeProblem::SelfRequirement { .. }
+            | TreeProblem::UnknownRequirement { .. }
+            | TreeProblem::RequiresBackground { .. } => "requires",
             TreeProblem::SymlinkEscapes { .. } => "symlink",
             TreeProblem::TooLarge { .. } => "size",
             TreeProblem::BadListLine { .. } => "list-file",

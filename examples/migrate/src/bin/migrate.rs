@@ -7,8 +7,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use migrate::cli::args::{Cli, Command};
+use migrate::cli::args::Command;
 use migrate::cli::{self, Failure, Out};
 
 async fn dispatch(command: Command, out: &Out) -> Result<(), Failure> {
@@ -43,7 +42,7 @@ fn main() -> ExitCode {
     if let Some(status) = migrate::tripwire::dispatch() {
         return ExitCode::from(u8::try_from(status).unwrap_or(1));
     }
-    let cli = match Cli::try_parse() {
+    let cli = match cli::args::try_parse() {
         Ok(cli) => cli,
         Err(e) => return cli::usage_error(&e),
     };

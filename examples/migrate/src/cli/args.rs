@@ -14,6 +14,22 @@ use crate::report::Format;
 use crate::shell::shellcheck;
 use crate::spec::LedgerSpec;
 
+/// Parses the process's command line as [`Cli::try_parse`] does, except that
+/// environment variables set to the empty string count as unset where a
+/// templated Job produces them empty: `ONLY=` means no `ONLY` (an empty
+/// `--only ""` flag stays a usage error).
+pub fn try_parse() -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    let mut command = Cli::command();
+    if std::env::var_os("ONLY").is_some_and(|v| v.is_empty()) {
+        for sub in ["run", "plan"] {
+            command = command.mut_subcommand(sub, |c| c.mut_arg("only", |a| a.env(None)));
+        }
+    }
+    let matches = command.try_get_matches()?;
+    Cli::from_arg_matches(&matches)
+}
+
 /// The whole command line.
 #[derive(Debug, Parser)]
 #[command(
@@ -355,6 +371,11 @@ pub struct RunArgs {
     /// operator's Jobs, where the ledger was created at install.
     #[arg(long, env = "MIGRATE_REQUIRE_EXISTING_LEDGER", value_parser = clap::builder::BoolishValueParser::new())]
     pub require_existing_ledger: bool,
+    /// Print what the run would do (the plan of this tier and the pre-run
+    /// scan) and stop: no lock is taken, nothing is written, no script is
+    /// executed. `MIGRATION_DRY_RUN` set to a true value means the same.
+    #[arg(long, env = "MIGRATION_DRY_RUN", value_parser = clap::builder::FalseyValueParser::new())]
+    pub dry_run: bool,
 }
 
 /// `migrate index`.

@@ -12,10 +12,27 @@ use crate::runner::{self, RunError};
 
 /// Plans against the ledger and prints the plan.
 pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
+    plan_for_run(args, None, &[], out).await
+}
+
+/// The plan and its pre-run scan; with `cluster_commands` (the flags of
+/// `migrate run --dry-run`), the scan covers the cluster commands `run`
+/// would resolve from them, the tree and the environment, and a non-empty
+/// `allowed_interpreters` replaces the default shebangs as in `run`. Reads the ledger, takes no
+/// lock, writes nothing, executes nothing.
+pub(crate) async fn plan_for_run(
+    args: PlanArgs,
+    cluster_commands: Option<&[String]>,
+    allowed_interpreters: &[String],
+    out: &Out,
+) -> Result<(), Failure> {
     let tree = MigrationsTree::load(&args.tree)?;
     let ledger = open(&args.ledger).await?;
-    let migrator = Migrator::new(&tree, ledger.as_ref(), &SystemClock)
+    let mut migrator = Migrator::new(&tree, ledger.as_ref(), &SystemClock)
         .with_require_existing_ledger(args.require_existing_ledger);
+    if !allowed_interpreters.is_empty() {
+        migrator = migrator.with_allowed_interpreters(allowed_interpreters.to_vec());
+    }
     let request = PlanRequest {
         tiers: args.tier.into(),
         only: args.only,
@@ -33,7 +50,14 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
     }
     // What `run` would refuse: the same pre-run scan of the pending
     // scripts (and the helpers they source).
-    let lint = LintConfig::default();
+    let mut lint = LintConfig::default();
+    if let Some(flags) = cluster_commands {
+        for name in super::run::cluster_command_settings(Some(tree.root()), flags)? {
+            if !lint.kubectl_commands.contains(&name) {
+                lint.kubectl_commands.push(name);
+            }
+        }
+    }
     let unsafe_findings: Vec<_> = plan
         .pending
         .iter()

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use migration_core::{MigrationsTree, SystemClock};
 
-use super::args::RunArgs;
+use super::args::{OneTier, PlanArgs, RunArgs, TierArg};
 use super::{Failure, Out, open};
 use crate::exit;
 use crate::report::Format;
@@ -32,7 +32,28 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         allow_interpreters,
         cluster_commands,
         require_existing_ledger,
+        dry_run,
     } = args;
+    if dry_run {
+        // A dry run never executes a script: one that ignored a dry-run
+        // switch would change the cluster with nothing recorded, and one
+        // that honoured it would exit 0 without having done its work
+        // (CONTRACT.md §7.8). It shows the plan `run` would carry out.
+        let tier = match tier {
+            OneTier::PreApply => TierArg::PreApply,
+            OneTier::Background => TierArg::Background,
+        };
+        let args = PlanArgs {
+            tree,
+            ledger,
+            tier,
+            only,
+            wide: false,
+            require_existing_ledger,
+        };
+        return super::plan::plan_for_run(args, Some(&cluster_commands), &allow_interpreters, out)
+            .await;
+    }
     let tree = MigrationsTree::load(&tree)?;
     // Refused before the ledger is touched: taking the run lock would
     // leave a lock file (or a ledger object) behind for a run that never

@@ -26,6 +26,9 @@ pub struct UnmetView {
     pub slug: String,
     /// Why it is not met.
     pub reason: String,
+    /// The target is `not-yet`: the migration waits with it (recorded
+    /// `not-yet`) instead of failing.
+    pub waits: bool,
 }
 
 /// A pending migration in the plan document.
@@ -49,6 +52,10 @@ pub struct PendingView {
     pub requires: Vec<String>,
     /// Requirements known to be unmet (it will not run).
     pub unmet: Vec<UnmetView>,
+    /// It is recorded `not-yet` (this reason): it did not do its work on an
+    /// earlier run and runs again now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_yet: Option<String>,
 }
 
 /// A skipped manifest slug.
@@ -141,8 +148,14 @@ impl PlanView {
                         .map(|(slug, why)| UnmetView {
                             slug: slug.to_string(),
                             reason: why.to_string(),
+                            waits: why.defers(),
                         })
                         .collect(),
+                    not_yet: p
+                        .previous
+                        .as_ref()
+                        .filter(|e| e.state == migration_core::EntryState::NotYet)
+                        .map(|e| e.reason.clone().unwrap_or_default()),
                 })
                 .collect(),
             skipped: plan
@@ -310,11 +323,18 @@ impl PendingView {
                 .iter()
                 .map(|u| format!("{} {}", u.slug, u.reason))
                 .collect();
-            note = paint(
-                &format!("BLOCKED: {}", unmet.join("; ")),
-                Colour::Red,
-                colour,
-            );
+            let (label, shade) = if self.unmet.iter().all(|u| u.waits) {
+                ("WAITS (not yet)", Colour::Yellow)
+            } else {
+                ("BLOCKED", Colour::Red)
+            };
+            note = paint(&format!("{label}: {}", unmet.join("; ")), shade, colour);
+        }
+        if let Some(reason) = &self.not_yet {
+            let again = format!("not yet before ({reason}), runs again");
+            note = format!("{note} {}", paint(&again, Colour::Yellow, colour))
+                .trim()
+                .to_owned();
         }
         if self.attempts_before > 0 {
             note = format!("{note} (re-run)").trim().to_owned();

@@ -131,9 +131,11 @@ impl StatusView {
         if !view.corrupt.is_empty() {
             view.counts.insert("corrupt", view.corrupt.len());
         }
-        // Failures first: that is what a person opens the status for.
+        // Failures first, then what has not done its work yet: that is
+        // what a person opens the status for.
         let rank = |state: &str| match state {
             s if s == EntryState::Failed.as_str() => 0,
+            s if s == EntryState::NotYet.as_str() => 1,
             UNRECORDED => 1,
             _ => 2,
         };
@@ -192,6 +194,7 @@ impl StatusView {
             let state = match e.state {
                 "failed" | UNRECORDED => paint(e.state, Colour::Red, colour),
                 "ok" => paint(e.state, Colour::Green, colour),
+                "not-yet" => paint(e.state, Colour::Yellow, colour),
                 other => other.to_owned(),
             };
             let reason = match (&e.reason, &e.message) {

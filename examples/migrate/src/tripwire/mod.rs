@@ -232,11 +232,11 @@ pub struct Call {
 }
 
 impl Call {
-    fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         !matches!(self.outcome, Some(Outcome::Ok | Outcome::Tolerated))
     }
 
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let how = match (self.outcome, self.status, self.signal) {
             (None, ..) => "never finished (still running when the script exited)".to_owned(),
             (_, _, Some(sig)) => format!("killed by signal {sig}"),
