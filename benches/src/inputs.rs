@@ -289,7 +289,12 @@ impl PlanInput {
                     LEGACY + (batch - 1) * BATCH_SIZE
                 };
                 let mut t = LEGACY + rng.below(earlier_end - LEGACY);
-                while matches!(kinds[t], Kind::Revoked | Kind::Retired | Kind::Failed) {
+                // A blocking migration may not wait for a background one.
+                let background =
+                    |t: usize| kinds[t] != Kind::Pending && t >= LEGACY && (t - LEGACY) % 5 == 4;
+                while matches!(kinds[t], Kind::Revoked | Kind::Retired | Kind::Failed)
+                    || (tier == Tier::PreApply && background(t))
+                {
                     t -= 1;
                 }
                 requires.push(slugs[t].clone());
@@ -488,7 +493,11 @@ pub fn history(tags: usize, slugs: usize) -> ReleaseHistory {
     let infos: Vec<ScriptInfo> = (0..all.len())
         .map(|i| {
             let requires = if i > LEGACY && (i - LEGACY) % 10 == 3 {
-                let back = rng.below((i - LEGACY).min(100)) + 1;
+                let mut back = rng.below((i - LEGACY).min(100)) + 1;
+                // A blocking migration may not wait for a background one.
+                if i % 5 != 4 && (i - back) % 5 == 4 {
+                    back += 1;
+                }
                 vec![all[i - back].clone()]
             } else {
                 Vec::new()
