@@ -507,7 +507,7 @@ async fn installing_and_upgrading_the_chart_runs_the_hook_only_when_pre_apply_sl
             .collect();
         assert_eq!(
             now,
-            [uid.clone()],
+            std::slice::from_ref(&uid),
             "a hook Job with no pre-apply slug pending"
         );
     }
