@@ -78,3 +78,23 @@ fn a_duplicate_in_the_legacy_map_fails_lint_naming_the_first_line() {
         "{text}"
     );
 }
+
+#[test]
+fn an_other_content_that_is_a_script_of_this_tree_fails_lint_and_load() {
+    let dir = tree("1 1\n2 2 others=4\n3 3\n");
+    std::fs::write(
+        dir.path().join("pre-apply/3"),
+        script_text("pre-apply", "abort", &[], "echo hi"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("tests/3.sh"), "exit 1\n").unwrap();
+    std::fs::write(dir.path().join("order.d/00000-legacy"), "1\n2\n3\n4\n").unwrap();
+    let (code, text) = output(migrate().arg("lint").arg(dir.path()));
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains(
+            "legacy-map:2: '4' is another line's content of slot 2 but a script of this tree"
+        ),
+        "{text}"
+    );
+}

@@ -73,6 +73,7 @@ impl MigrationsTree {
             None => None,
         };
         requirement_problems(&scripts, manifest.as_ref(), check_requires, &mut problems);
+        other_content_problems(&legacy_map, &scripts, manifest.as_ref(), &mut problems);
         if !problems.is_empty() {
             return Err(TreeError::Invalid {
                 root: display_root.to_path_buf(),
@@ -152,6 +153,36 @@ fn requirement_problems(
                     target: req.target.clone(),
                 });
             }
+        }
+    }
+}
+
+/// A diverged slot's `others=` slug that is also a script or a manifest
+/// line here: it names another line's content (CONTRACT.md §6.2), so one
+/// slug would stand for two things.
+fn other_content_problems(
+    legacy_map: &[super::LegacyPair],
+    scripts: &BTreeMap<Slug, Script>,
+    manifest: Option<&Manifest>,
+    problems: &mut Vec<TreeProblem>,
+) {
+    for pair in legacy_map {
+        for other in &pair.others {
+            let here = if scripts.contains_key(other) {
+                "a script"
+            } else if manifest.is_some_and(|m| m.position(other).is_some()) {
+                "a manifest line"
+            } else {
+                continue;
+            };
+            problems.push(TreeProblem::BadListLine {
+                file: Path::new(LEGACY_MAP_FILE).into(),
+                line: pair.line,
+                reason: format!(
+                    "'{other}' is another line's content of slot {} but {here} of this tree",
+                    pair.number
+                ),
+            });
         }
     }
 }

@@ -79,9 +79,16 @@ pub fn analyse(text: &str, config: &PatternConfig) -> Analysis {
     };
     match parse::program(text) {
         Ok(program) => {
+            // The program is one list: each newline-separated command is a
+            // "complete command" of its own, but a stamp on one line still
+            // comes before an `exit` on the next.
+            walk.stamped.push(false);
             for list in &program.complete_commands {
-                walk.list(list, Ctx::default());
+                for item in &list.0 {
+                    walk.item(item, Ctx::default(), false);
+                }
             }
+            walk.stamped.pop();
         }
         Err(e) => {
             walk.out.changes.push(Change {
@@ -123,6 +130,8 @@ struct Simple<'p> {
     heredocs: Vec<&'p ast::Word>,
     first: usize,
     last: usize,
+    /// Inside a branch the dry-run switch guards.
+    dry: bool,
 }
 
 impl<'a> Walk<'a> {
@@ -145,11 +154,26 @@ impl<'a> Walk<'a> {
         let plain = ao.additional.is_empty()
             && !ao.first.bang
             && !matches!(item.1, ast::SeparatorOperator::Async);
+        // `[ "$DRY_RUN" = 1 ] && { ...; exit 0; }` guards what follows as
+        // an `if` would.
+        let guard = ao.first.seq.iter().any(|c| match c {
+            ast::Command::Simple(s) => simple(s).words.iter().any(|w| self.reads_dry(&w.value)),
+            ast::Command::ExtendedTest(t, _) => self.reads_dry(&format!("{t:?}")),
+            _ => false,
+        });
         let mut simples = Vec::new();
-        for p in &pipelines {
+        for (i, p) in pipelines.iter().enumerate() {
+            let ctx = Ctx {
+                dry_branch: ctx.dry_branch || (guard && i > 0),
+                ..ctx
+            };
             for c in &p.seq {
                 match c {
-                    ast::Command::Simple(s) => simples.push(simple(s)),
+                    ast::Command::Simple(s) => {
+                        let mut s = simple(s);
+                        s.dry = ctx.dry_branch;
+                        simples.push(s)
+                    }
                     ast::Command::Compound(cc, _) => self.compound(cc, ctx),
                     ast::Command::Function(f) => {
                         let inner = Ctx {
@@ -174,7 +198,7 @@ impl<'a> Walk<'a> {
             return;
         };
         for s in &simples {
-            self.dry_run_words(s, ctx);
+            self.dry_run_words(s);
             self.lib_paths(s);
         }
         // A stamp: the whole item goes, when it is nothing but the stamp.
@@ -223,7 +247,7 @@ impl<'a> Walk<'a> {
             let name = s.words.first().and_then(|w| parse::literal(&w.value));
             let arg = s.words.get(1).and_then(|w| parse::literal(&w.value));
             if name.as_deref() == Some("exit") && arg.as_deref() == Some("0") {
-                if ctx.dry_branch {
+                if s.dry {
                     self.dry_lines.insert(s.first);
                 } else {
                     let stamped = self.stamped.iter().any(|b| *b);
@@ -269,8 +293,7 @@ impl<'a> Walk<'a> {
             .any(|v| word.contains(&format!("${v}")) || word.contains(&format!("${{{v}")))
     }
 
-    fn dry_run_words(&mut self, s: &Simple, ctx: Ctx) {
-        let _ = ctx;
+    fn dry_run_words(&mut self, s: &Simple) {
         for w in &s.words {
             if self.reads_dry(&w.value) {
                 if let Some((name, _)) = w.value.split_once('=')
@@ -494,18 +517,25 @@ fn simple(s: &ast::SimpleCommand) -> Simple<'_> {
         .filter_map(|w| parse::word_line(w))
         .min()
         .unwrap_or(1);
+    // A heredoc's body follows the command's line, then its delimiter line
+    // (the parser's span of the body is not that precise).
+    let bodies: usize = heredocs
+        .iter()
+        .map(|d| d.value.matches('\n').count() + 1)
+        .sum();
     let last = words
         .iter()
-        .chain(&heredocs)
         .filter_map(|w| w.loc.as_ref().map(|l| l.end.line))
         .max()
         .unwrap_or(first)
-        .max(first);
+        .max(first)
+        + bodies;
     Simple {
         words,
         heredocs,
         first,
         last,
+        dry: false,
     }
 }
 
