@@ -115,9 +115,20 @@ pub enum ConvertError {
     },
 }
 
-/// The header lines every converted script gets.
-const HEADER: &str =
-    "# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n";
+/// The header lines of a converted script. Each one after the first
+/// requires the script before it: the numbered runner never ran N+1 before
+/// N had stamped, and a script that answers "not yet" (exit 75) must hold
+/// back the ones numbered after it rather than let them run out of order
+/// (CONTRACT.md §7.4: dependents wait with it).
+fn header(previous: Option<&str>) -> String {
+    let mut header = String::from(
+        "# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n",
+    );
+    if let Some(previous) = previous {
+        header.push_str(&format!("# cozystack-migration: requires={previous}\n"));
+    }
+    header
+}
 
 /// Converts, writes `--out` (unless it already holds this conversion) and
 /// returns the report.
@@ -132,13 +143,14 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
     let config = stamp_config(&history.disk.lib, &options.ledger_name);
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut scripts = Vec::new();
-    for plan in &plans {
+    for (i, plan) in plans.iter().enumerate() {
+        let previous = i.checked_sub(1).map(|p| plans[p].slug().to_string());
         let source = format!("{}/{}", options.path.trim_matches('/'), plan.number);
         let bytes = &history.disk.slots[&plan.number];
         let text = std::str::from_utf8(bytes).map_err(|_| ConvertError::NotText {
             path: source.clone(),
         })?;
-        let (headered, offset, shebang_added) = with_header(text);
+        let (headered, offset, shebang_added) = with_header(text, &header(previous.as_deref()));
         let analysis = patterns::analyse(text, &config);
         let shifted: BTreeMap<usize, Option<String>> = analysis
             .edits
@@ -216,16 +228,16 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
     ))
 }
 
-/// The script with the two header lines after its shebang (one is added
-/// when missing): the text, how far its lines moved, and whether a shebang
+/// The script with `header` after its shebang (one is added when missing): the text, how far its lines moved, and whether a shebang
 /// was added.
-fn with_header(text: &str) -> (String, usize, bool) {
+fn with_header(text: &str, header: &str) -> (String, usize, bool) {
+    let lines = header.lines().count();
     match text.split_once('\n') {
         Some((first, rest)) if first.starts_with("#!") => {
-            (format!("{first}\n{HEADER}{rest}"), 2, false)
+            (format!("{first}\n{header}{rest}"), lines, false)
         }
-        _ if text.starts_with("#!") => (format!("{text}\n{HEADER}"), 2, false),
-        _ => (format!("#!/bin/sh\n{HEADER}{text}"), 3, true),
+        _ if text.starts_with("#!") => (format!("{text}\n{header}"), lines, false),
+        _ => (format!("#!/bin/sh\n{header}{text}"), lines + 1, true),
     }
 }
 
