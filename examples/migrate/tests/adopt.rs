@@ -233,3 +233,111 @@ async fn a_configmap_holding_only_the_version_is_completed_and_another_version_r
     }
     assert!(cm["data"].get("m.three").is_none());
 }
+
+/// Slot 2 diverged: this tree holds `two-main`, another line shipped
+/// `two-backport` at the same integer.
+fn diverged_tree() -> ScratchTree {
+    let mark = |name: &str| format!("echo {name} >> \"$MIGRATION_TREE/../ran\"");
+    TreeBuilder::new()
+        .script_with(Tier::PreApply, "one", OnError::Abort, &[], &mark("one"))
+        .script_with(
+            Tier::PreApply,
+            "two-main",
+            OnError::Abort,
+            &[],
+            &mark("two-main"),
+        )
+        .script_with(Tier::PreApply, "three", OnError::Abort, &[], &mark("three"))
+        .legacy_map("1 one\n2 two-main others=two-backport\n3 three\n")
+        .manifest(&[("00000-legacy", "one\ntwo-main\nthree\n")])
+        .scratch()
+}
+
+#[test]
+fn adopting_past_a_diverged_slot_is_refused_until_told_which_content_ran() {
+    let scratch = diverged_tree();
+    let root = scratch.root();
+    let root = root.to_str().unwrap();
+    let spec = format!("file:{}", scratch.file("ledger.json").display());
+    let (code, doc, _) = json(&["adopt", root, "--legacy-version", "3", "--ledger", &spec]);
+    assert_eq!(code, 3, "the integer cannot say which content ran: {doc}");
+    let problems = doc.to_string();
+    assert!(
+        problems.contains("two-main") && problems.contains("two-backport"),
+        "the refusal names the slot's contents: {problems}"
+    );
+    assert!(
+        !scratch.file("ledger.json").exists(),
+        "a refused adoption writes nothing"
+    );
+
+    // A slug that is no content of a diverged slot is bad input.
+    let (code, doc, _) = json(&[
+        "adopt",
+        root,
+        "--legacy-version",
+        "3",
+        "--ledger",
+        &spec,
+        "--ran",
+        "one",
+    ]);
+    assert_eq!(code, 2, "{doc}");
+    // Two contents of one slot contradict each other.
+    let (code, _, _) = json(&[
+        "adopt",
+        root,
+        "--legacy-version",
+        "3",
+        "--ledger",
+        &spec,
+        "--ran",
+        "two-main",
+        "--ran",
+        "two-backport",
+    ]);
+    assert_eq!(code, 2);
+
+    // The backport ran here: it is recorded, and this tree's content of the
+    // slot is an ordinary migration the first run executes.
+    let (code, doc, err) = json(&[
+        "adopt",
+        root,
+        "--legacy-version",
+        "3",
+        "--ledger",
+        &spec,
+        "--ran",
+        "two-backport",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(strings(&doc["legacy"]), ["one", "two-backport"]);
+    let (code, run, err) = json(&["run", root, "--ledger", &spec, "--require-existing-ledger"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fields(&run["results"], "slug"), ["two-main", "three"]);
+    assert_eq!(scratch.lines("ran"), ["two-main", "three"]);
+}
+
+#[test]
+fn adopting_with_this_trees_content_of_a_diverged_slot_records_it_and_runs_only_the_rest() {
+    let scratch = diverged_tree();
+    let root = scratch.root();
+    let root = root.to_str().unwrap();
+    let spec = format!("file:{}", scratch.file("ledger.json").display());
+    let (code, doc, err) = json(&[
+        "adopt",
+        root,
+        "--legacy-version",
+        "3",
+        "--ledger",
+        &spec,
+        "--ran",
+        "two-main",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(strings(&doc["legacy"]), ["one", "two-main"]);
+    let (code, run, err) = json(&["run", root, "--ledger", &spec, "--require-existing-ledger"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fields(&run["results"], "slug"), ["three"]);
+    assert_eq!(scratch.lines("ran"), ["three"]);
+}

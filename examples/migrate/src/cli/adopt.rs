@@ -21,6 +21,8 @@ use migration_core::{
     SystemClock, WriteMode,
 };
 
+use migration_core::migrator::AdoptError;
+
 use super::args::AdoptArgs;
 use super::{Failure, Out, open};
 use crate::exit;
@@ -36,8 +38,11 @@ pub async fn adopt(args: AdoptArgs, out: &Out) -> Result<(), Failure> {
         image: None,
         allowed_interpreters: PlanContext::default_interpreters(),
     };
-    let entries = migration_core::migrator::adoption_entries(&tree, version, &context)
-        .map_err(MigrateError::from)?;
+    let entries = migration_core::migrator::adoption_entries(&tree, version, &args.ran, &context)
+        .map_err(|e| match e {
+        AdoptError::Plan(e) => Failure::from(MigrateError::from(e)),
+        other => Failure::bad_input(vec![other.to_string()]),
+    })?;
     let wanted: BTreeSet<&Slug> = entries.iter().map(|(s, _)| s).collect();
     let ledger = open(&args.ledger).await?;
     let describe = ledger.describe();

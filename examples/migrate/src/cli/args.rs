@@ -182,6 +182,11 @@ pub struct AdoptArgs {
     /// The numbered runner's integer: every legacy script below it ran.
     #[arg(long)]
     pub legacy_version: u64,
+    /// For a diverged legacy slot below the version (a legacy-map line with
+    /// others=): the content this cluster ran, this tree's slug or one of
+    /// its others. Repeat per slot; a slot nobody settles is refused.
+    #[arg(long = "ran", value_name = "SLUG")]
+    pub ran: Vec<Slug>,
     /// The ledger to create (or to complete, when it holds only this version).
     #[arg(long, env = "MIGRATE_LEDGER")]
     pub ledger: LedgerSpec,
