@@ -498,6 +498,10 @@ async fn locked_run(
             usage: prepared.usage,
         })
         .with_message_limit(config.tail_bytes);
+    // The tripwire is armed once per run, at the first script that runs
+    // (a run with nothing to execute never pays for it); each execution
+    // gets its own report (crate::tripwire::arm).
+    let mut wire: Option<crate::tripwire::Tripwire> = None;
     while let Some(step) = run.next_step().map_err(RunError::NoRoom)? {
         if *interrupt.borrow() {
             report.elapsed_ms = started.elapsed().as_millis();
@@ -537,6 +541,7 @@ async fn locked_run(
                     console,
                     interrupt,
                     keeper,
+                    &mut wire,
                 )
                 .await?
                 {
@@ -755,6 +760,25 @@ fn command_for(shebang: &str, path: &Path) -> tokio::process::Command {
     cmd
 }
 
+/// `inner` (the interpreter command) under the supervisor:
+/// `migrate-supervise RUNNER_PID GRACE_MS -- PROGRAM ARGS...`, run from the
+/// shim binary (crate::tripwire::supervise).
+fn supervised(
+    shim: &Path,
+    grace: Duration,
+    inner: &tokio::process::Command,
+) -> tokio::process::Command {
+    let inner = inner.as_std();
+    let mut cmd = tokio::process::Command::new(shim);
+    cmd.arg0(crate::tripwire::supervise::NAME)
+        .arg(std::process::id().to_string())
+        .arg(grace.as_millis().to_string())
+        .arg("--")
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    cmd
+}
+
 fn signal_group(pgid: i32, signal: Signal) {
     // ESRCH (the group is gone) is the expected outcome after a clean exit.
     let _ = killpg(Pid::from_raw(pgid), signal);
@@ -794,9 +818,23 @@ async fn execute(
     console: &dyn Console,
     interrupt: &mut watch::Receiver<bool>,
     keeper: &mut LockKeeper<'_>,
+    wire: &mut Option<crate::tripwire::Tripwire>,
 ) -> Result<Exec, RunError> {
+    let spawn_error = |e: std::io::Error| RunError::Spawn {
+        slug: pending.slug.clone(),
+        message: e.to_string(),
+    };
+    // Tripwire hook 1 of 3: cluster commands go through the runner's shim
+    // (PATH, KUBECTL/HELM/FLUX and a fresh report file; see crate::tripwire).
+    let armed = match wire.take() {
+        Some(w) => wire.insert(w),
+        None => wire
+            .insert(crate::tripwire::Tripwire::arm(&config.tripwire, root).map_err(spawn_error)?),
+    };
     let path: PathBuf = root.join(&pending.relative_path);
-    let mut cmd = command_for(shebang, &path);
+    // The script's parent is the supervisor, which stops the script's
+    // process group should this runner die (even of SIGKILL).
+    let mut cmd = supervised(armed.shim(), config.grace, &command_for(shebang, &path));
     cmd.current_dir(root)
         .env("MIGRATION_SLUG", pending.slug.as_str())
         .env("MIGRATION_TIER", pending.tier.as_str())
@@ -809,17 +847,10 @@ async fn execute(
         .kill_on_drop(true);
     // One pipe for both streams, as `2>&1` would: the tail then holds the
     // output in the order the script wrote it.
-    let spawn_error = |e: std::io::Error| RunError::Spawn {
-        slug: pending.slug.clone(),
-        message: e.to_string(),
-    };
     let (reader, writer) = std::io::pipe().map_err(spawn_error)?;
     cmd.stdout(writer.try_clone().map_err(spawn_error)?)
         .stderr(writer);
-    // Tripwire hook 1 of 3: cluster commands go through the runner's shim
-    // (PATH, KUBECTL/HELM/FLUX and the report file; see crate::tripwire).
-    let wire =
-        crate::tripwire::Armed::arm(&config.tripwire, root, &mut cmd).map_err(spawn_error)?;
+    let report = armed.guard(&mut cmd).map_err(spawn_error)?;
     let mut child = cmd.spawn().map_err(spawn_error)?;
     // Our copies of the write end must go, or the pipe never reaches EOF.
     drop(cmd);
@@ -891,7 +922,7 @@ async fn execute(
     let tail = tail.lock().unwrap_or_else(PoisonError::into_inner).text();
     // Tripwire hook 2 of 3: exit 0 after an unaccepted cluster-command
     // failure is a failure (reason masked-failure), however it was masked.
-    let calls = wire.finish();
+    let calls = report.finish();
     if let Exec::Success(_) = exec {
         return Ok(match calls.masked_failure() {
             Some(message) => Exec::Failed {
