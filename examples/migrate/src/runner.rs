@@ -760,25 +760,6 @@ fn command_for(shebang: &str, path: &Path) -> tokio::process::Command {
     cmd
 }
 
-/// `inner` (the interpreter command) under the supervisor:
-/// `migrate-supervise RUNNER_PID GRACE_MS -- PROGRAM ARGS...`, run from the
-/// shim binary (crate::tripwire::supervise).
-fn supervised(
-    shim: &Path,
-    grace: Duration,
-    inner: &tokio::process::Command,
-) -> tokio::process::Command {
-    let inner = inner.as_std();
-    let mut cmd = tokio::process::Command::new(shim);
-    cmd.arg0(crate::tripwire::supervise::NAME)
-        .arg(std::process::id().to_string())
-        .arg(grace.as_millis().to_string())
-        .arg("--")
-        .arg(inner.get_program())
-        .args(inner.get_args());
-    cmd
-}
-
 fn signal_group(pgid: i32, signal: Signal) {
     // ESRCH (the group is gone) is the expected outcome after a clean exit.
     let _ = killpg(Pid::from_raw(pgid), signal);
@@ -828,13 +809,13 @@ async fn execute(
     // (PATH, KUBECTL/HELM/FLUX and a fresh report file; see crate::tripwire).
     let armed = match wire.take() {
         Some(w) => wire.insert(w),
-        None => wire
-            .insert(crate::tripwire::Tripwire::arm(&config.tripwire, root).map_err(spawn_error)?),
+        None => wire.insert(
+            crate::tripwire::Tripwire::arm(&config.tripwire, root, config.grace)
+                .map_err(spawn_error)?,
+        ),
     };
     let path: PathBuf = root.join(&pending.relative_path);
-    // The script's parent is the supervisor, which stops the script's
-    // process group should this runner die (even of SIGKILL).
-    let mut cmd = supervised(armed.shim(), config.grace, &command_for(shebang, &path));
+    let mut cmd = command_for(shebang, &path);
     cmd.current_dir(root)
         .env("MIGRATION_SLUG", pending.slug.as_str())
         .env("MIGRATION_TIER", pending.tier.as_str())
@@ -861,6 +842,13 @@ async fn execute(
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .unwrap_or(0);
+    // The run's supervisor stops this group should the runner die (even
+    // of SIGKILL) before the group is killed and released below.
+    if let Err(e) = armed.watch(pgid) {
+        signal_group(pgid, Signal::SIGKILL);
+        let _ = child.wait().await;
+        return Err(spawn_error(e));
+    }
     let tail = Arc::new(Mutex::new(Tail {
         cap: config.tail_bytes,
         ..Tail::default()
@@ -919,6 +907,9 @@ async fn execute(
         },
         readers
     );
+    // The group is gone; a supervisor that cannot be told so is caught at
+    // the next script's `watch`.
+    let _ = armed.release(pgid);
     let tail = tail.lock().unwrap_or_else(PoisonError::into_inner).text();
     // Tripwire hook 2 of 3: exit 0 after an unaccepted cluster-command
     // failure is a failure (reason masked-failure), however it was masked.

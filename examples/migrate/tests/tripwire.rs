@@ -1034,8 +1034,8 @@ fn poll_until(limit: std::time::Duration, mut done: impl FnMut() -> bool) -> boo
 fn a_script_and_its_process_group_do_not_outlive_a_runner_killed_with_sigkill() {
     let shell = shells::dash();
     let s = Scratch::new();
-    // The script ignores SIGTERM, so only the supervisor's SIGKILL after
-    // the grace period can end it (and the `sleep` it started).
+    // The script ignores SIGTERM, so only the run supervisor's SIGKILL
+    // after the grace period can end it (and the `sleep` it started).
     s.scripts(
         &shell,
         "abort",
@@ -1078,8 +1078,8 @@ fn a_script_and_its_process_group_do_not_outlive_a_runner_killed_with_sigkill() 
     );
     runner.kill().unwrap(); // SIGKILL: no handler of the runner runs.
     runner.wait().unwrap();
-    // Bound: the supervisor's poll (0.1 s) plus the 1 s grace, with room
-    // for a loaded machine.
+    // Bound: the supervisor sees its pipe close at once, then gives the
+    // group the 1 s grace; the rest is room for a loaded machine.
     assert!(
         poll_until(std::time::Duration::from_secs(15), || live_members(pgid)
             .is_empty()),

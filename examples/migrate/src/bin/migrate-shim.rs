@@ -1,7 +1,7 @@
 //! `migrate-shim`: the run-time tripwire's small binary, shipped next to
 //! `migrate`. The runner links the cluster commands (`kubectl`, `helm`,
 //! `flux`, the configured others) and `migrate-tolerate` to it, and starts
-//! every script under it as `migrate-supervise`; it dispatches on
+//! it once per run as `migrate-supervise`; it dispatches on
 //! `argv[0]` ([`migrate::tripwire::dispatch`]).
 //!
 //! It is a separate binary so that every cluster-command call pays for the

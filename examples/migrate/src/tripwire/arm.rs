@@ -19,14 +19,17 @@
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::Duration;
 
 use super::record::{ENV_COMMANDS, ENV_REAL_PREFIX, ENV_REPORT};
 use super::{Calls, TripwireConfig, config, exec};
 
-/// The tripwire of one run: the shim directory and the environment every
-/// script gets. Dropping it removes the directory.
+/// The tripwire of one run: the shim directory, the environment every
+/// script gets, and the run's supervisor (super::supervise). Dropping it
+/// ends the supervisor and removes the directory.
 #[derive(Debug)]
 pub struct Tripwire {
     dir: tempfile::TempDir,
@@ -34,6 +37,37 @@ pub struct Tripwire {
     shim: PathBuf,
     links: Vec<PathBuf>,
     env: Vec<(String, OsString)>,
+    supervisor: Option<(Child, ChildStdin)>,
+}
+
+impl Drop for Tripwire {
+    fn drop(&mut self) {
+        if let Some((mut child, pipe)) = self.supervisor.take() {
+            // End of input: every group was released, so it just exits.
+            drop(pipe);
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Starts the run's supervisor: `migrate-supervise RUNNER_PID GRACE_MS`
+/// in a process group of its own (the runner's group signals are not for
+/// it), reading the runner's pipe.
+fn start_supervisor(shim: &Path, grace: Duration) -> std::io::Result<(Child, ChildStdin)> {
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(shim)
+        .arg0(super::supervise::NAME)
+        .arg(std::process::id().to_string())
+        .arg(grace.as_millis().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .process_group(0)
+        .spawn()?;
+    let pipe = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("the supervisor's pipe was not created"))?;
+    Ok((child, pipe))
 }
 
 /// One script execution's report: the handle the runner reads it through.
@@ -74,11 +108,13 @@ fn checked_shim(config: &TripwireConfig) -> std::io::Result<PathBuf> {
 }
 
 impl Tripwire {
-    /// Creates the shim directory for a run over the tree at `root` and
-    /// works out the environment of its scripts. Fails when the shim binary
-    /// is missing, the tree's `cluster-commands` file is bad, or the
-    /// directory cannot be made.
-    pub fn arm(config: &TripwireConfig, root: &Path) -> std::io::Result<Tripwire> {
+    /// Creates the shim directory for a run over the tree at `root`, works
+    /// out the environment of its scripts and starts the run's supervisor
+    /// (which gives a script's group `grace` between SIGTERM and SIGKILL
+    /// should the runner die). Fails when the shim binary is missing, the
+    /// tree's `cluster-commands` file is bad, or the directory or the
+    /// supervisor cannot be made.
+    pub fn arm(config: &TripwireConfig, root: &Path, grace: Duration) -> std::io::Result<Tripwire> {
         let shim = checked_shim(config)?;
         let tree = config::read_tree(root).map_err(|p| std::io::Error::other(p.join("; ")))?;
         let commands = config::union(
@@ -117,8 +153,10 @@ impl Tripwire {
             shim,
             links,
             env,
+            supervisor: None,
         };
         wire.restore_shims()?;
+        wire.supervisor = Some(start_supervisor(&wire.shim, grace)?);
         Ok(wire)
     }
 
@@ -127,9 +165,29 @@ impl Tripwire {
         &self.bin
     }
 
-    /// The shim binary (which also supervises each script).
-    pub fn shim(&self) -> &Path {
-        &self.shim
+    /// Tells the supervisor that process group `pgid` runs a script:
+    /// should the runner die, the supervisor stops it. An error means the
+    /// supervisor is gone, and the script must not be left running.
+    pub fn watch(&mut self, pgid: i32) -> std::io::Result<()> {
+        self.tell(&format!("+{pgid}\n"))
+    }
+
+    /// Tells the supervisor that group `pgid` is over (killed and waited
+    /// for), so its number may be reused.
+    pub fn release(&mut self, pgid: i32) -> std::io::Result<()> {
+        self.tell(&format!("-{pgid}\n"))
+    }
+
+    fn tell(&mut self, line: &str) -> std::io::Result<()> {
+        let (_, pipe) = self
+            .supervisor
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("the run's supervisor is not running"))?;
+        pipe.write_all(line.as_bytes()).map_err(|e| {
+            std::io::Error::other(format!(
+                "the run's supervisor is gone ({e}); refusing to leave a script unsupervised"
+            ))
+        })
     }
 
     /// Makes every shim the runner's symlink again: a previous script may

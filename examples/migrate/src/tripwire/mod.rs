@@ -5,8 +5,9 @@
 //! 0700, one per run, see [`arm`]) of symlinks named after the cluster commands
 //! (`kubectl`, `helm`, `flux` and any configured ones, see [`config`]) and
 //! `migrate-tolerate`, all pointing at the small [`SHIM_BINARY`] shipped
-//! next to `migrate`, which dispatches on `argv[0]` ([`dispatch`]); each
-//! script itself runs under it as its supervisor ([`supervise`]). `KUBECTL`, `HELM`, `FLUX` (the upper-cased
+//! next to `migrate`, which dispatches on `argv[0]` ([`dispatch`]); the
+//! run's supervisor, which stops scripts whose runner died, is the same
+//! binary ([`supervise`]). `KUBECTL`, `HELM`, `FLUX` (the upper-cased
 //! names) point at the shims too. The real commands were resolved by the
 //! runner from its own `PATH` (never finding a shim) and are passed as
 //! absolute paths (`MIGRATE_TRIPWIRE_REAL_<NAME>`).
@@ -40,7 +41,7 @@ use record::{ENV_COMMANDS, Outcome, Record};
 pub const MASKED_FAILURE: &str = "masked-failure";
 
 /// The file name of the tripwire's binary, next to the `migrate`
-/// executable: the shims link to it and scripts run under it
+/// executable: the shims link to it, and it is the run's supervisor
 /// ([`supervise`]).
 pub const SHIM_BINARY: &str = "migrate-shim";
 
@@ -76,7 +77,7 @@ pub struct TripwireConfig {
     /// (which the runner adds itself): the defaults plus flags and
     /// environment, see [`config::resolve`].
     pub commands: Vec<String>,
-    /// The binary the shims point at and scripts run under (it calls
+    /// The binary the shims point at and the supervisor runs as (it calls
     /// [`dispatch`] first in `main`). `None`, or a path that is not an
     /// executable file: no script can run.
     pub shim: Option<PathBuf>,

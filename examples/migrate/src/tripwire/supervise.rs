@@ -1,58 +1,56 @@
-//! `migrate-supervise`: the script's parent, so that the script's process
-//! group never outlives its runner.
+//! `migrate-supervise`: one small process per run that makes sure no
+//! script's process group outlives the runner.
 //!
 //! ```text
-//! migrate-supervise RUNNER_PID GRACE_MS -- INTERPRETER [ARG...]
+//! migrate-supervise RUNNER_PID GRACE_MS      (stdin: the runner's pipe)
 //! ```
 //!
-//! The runner starts each script through this small process (the
-//! [`SHIM_BINARY`](super::SHIM_BINARY) under another `argv[0]`), in the
-//! process group the runner made for the script; the supervisor starts the
-//! interpreter in that same group, waits for it and exits with its status
-//! (or dies of the same signal). If the runner dies meanwhile, even of
-//! SIGKILL, which no handler sees, the supervisor notices (it polls its
-//! parent pid every 0.1 s: the parent changes when the runner is gone) and
-//! stops the group: SIGTERM, then SIGKILL after GRACE_MS. So a re-run
-//! started after the lock expired never races a survivor of the last run.
+//! The runner starts it once per run, when it arms the tripwire (the
+//! [`SHIM_BINARY`](super::SHIM_BINARY) under another `argv[0]`, in a
+//! process group of its own), and tells it on a pipe which process groups
+//! are running scripts: `+PGID` right after a script is spawned, `-PGID`
+//! once its group has been killed. The runner's end of the pipe closes when
+//! the runner exits, however it exits (SIGKILL included: the kernel closes
+//! the descriptors of a dead process), so end of input is the signal: the
+//! supervisor gives every group still listed SIGTERM, waits up to GRACE_MS
+//! for them to go, SIGKILLs what is left and exits. A run that ends
+//! normally has released every group, so the supervisor just exits.
 //!
-//! Signals sent to the whole group by the runner (SIGTERM on timeout or
-//! interrupt) reach the script directly; the supervisor blocks them and
-//! keeps waiting, so the runner still sees how the script ended.
+//! One process per run instead of one parent per script: a supervisor in
+//! front of every script cost about 1 ms of CPU per script (a process
+//! start), more than arming the tripwire once saves. The window this
+//! leaves is the instant between a script's spawn and its `+PGID` line: a
+//! runner killed in exactly that instant leaves that one script running.
 
-use std::os::unix::process::ExitStatusExt;
-use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::collections::BTreeSet;
+use std::io::BufRead;
+use std::time::{Duration, Instant};
 
-use nix::sys::signal::{SigSet, Signal, killpg};
-use nix::unistd::{Pid, getpgrp, getppid};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::{Pid, getppid};
 
 /// The `argv[0]` the runner gives the shim binary to make it the supervisor.
 pub const NAME: &str = "migrate-supervise";
 
-/// How often the parent pid is checked.
-const POLL: Duration = Duration::from_millis(100);
+/// How often the groups are checked while waiting for them to go.
+const POLL: Duration = Duration::from_millis(20);
 
-/// Exit status when the supervisor could not run the script at all.
-pub const CANNOT_RUN: i32 = 125;
-
-static STOPPING: AtomicBool = AtomicBool::new(false);
+/// Exit status for bad arguments.
+pub const USAGE_ERROR: i32 = 2;
 
 /// Parsed arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Args {
-    /// The runner's pid: while it is our parent, the runner is alive.
+    /// The runner's pid (our parent while the runner lives).
     pub runner: i32,
-    /// Time between SIGTERM and SIGKILL of the group once the runner died.
+    /// Time between SIGTERM and SIGKILL of the groups once the runner died.
     pub grace: Duration,
-    /// The interpreter and its arguments.
-    pub command: Vec<String>,
 }
 
-/// Parses `RUNNER_PID GRACE_MS -- COMMAND...`.
+/// Parses `RUNNER_PID GRACE_MS`.
 pub fn parse(args: &[String]) -> Result<Args, String> {
-    let [runner, grace, dashes, command @ ..] = args else {
-        return Err("usage: migrate-supervise RUNNER_PID GRACE_MS -- COMMAND [ARG...]".into());
+    let [runner, grace] = args else {
+        return Err("usage: migrate-supervise RUNNER_PID GRACE_MS (the runner starts it)".into());
     };
     let runner = runner
         .parse::<i32>()
@@ -63,108 +61,75 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         .parse::<u64>()
         .map(Duration::from_millis)
         .map_err(|_| format!("GRACE_MS {grace:?}: expected whole milliseconds"))?;
-    if dashes != "--" || command.is_empty() {
-        return Err("expected -- and the command to supervise".into());
+    Ok(Args { runner, grace })
+}
+
+/// One line of the runner's pipe: `+PGID` (watch) or `-PGID` (release).
+pub fn line(text: &str) -> Option<(bool, i32)> {
+    let (watch, pgid) = match text.trim_end().split_at_checked(1)? {
+        ("+", rest) => (true, rest),
+        ("-", rest) => (false, rest),
+        _ => return None,
+    };
+    pgid.parse::<i32>()
+        .ok()
+        .filter(|p| *p > 1)
+        .map(|p| (watch, p))
+}
+
+fn alive(pgid: i32) -> bool {
+    killpg(Pid::from_raw(pgid), None).is_ok()
+}
+
+/// SIGTERM to every group, then SIGKILL to what is left after `grace`.
+fn stop(groups: &BTreeSet<i32>, grace: Duration) {
+    for g in groups {
+        let _ = killpg(Pid::from_raw(*g), Signal::SIGTERM);
     }
-    Ok(Args {
-        runner,
-        grace,
-        command: command.to_vec(),
-    })
-}
-
-fn group_signals() -> SigSet {
-    let mut set = SigSet::empty();
-    for s in [
-        Signal::SIGTERM,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-    ] {
-        set.add(s);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && groups.iter().any(|g| alive(*g)) {
+        std::thread::sleep(POLL);
     }
-    set
-}
-
-fn runner_gone(runner: i32) -> bool {
-    getppid() != Pid::from_raw(runner)
-}
-
-/// Stops the whole group (the script, what it started, and us): SIGTERM,
-/// then SIGKILL after `grace`. Only the first caller does it.
-fn stop_group(grace: Duration) {
-    if STOPPING.swap(true, Ordering::SeqCst) {
-        return;
+    for g in groups {
+        let _ = killpg(Pid::from_raw(*g), Signal::SIGKILL);
     }
-    let group = getpgrp();
-    let _ = killpg(group, Signal::SIGTERM);
-    std::thread::sleep(grace);
-    let _ = killpg(group, Signal::SIGKILL);
 }
 
-/// The supervisor's main: returns the exit status (or does not return,
-/// when the script died of a signal: it dies of the same one).
+/// The supervisor's main: reads the runner's pipe to its end, then stops
+/// what is still listed. Returns the exit status.
 pub fn main(raw: Vec<String>) -> i32 {
     let args = match parse(&raw) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("{NAME}: {e}");
-            return CANNOT_RUN;
+            return USAGE_ERROR;
         }
     };
-    // Blocked, never taken: the runner's group signals (SIGTERM on timeout
-    // or interrupt) are for the script, and the supervisor must outlive it
-    // to report how it ended. The script starts with an empty mask (std
-    // resets it in the child).
-    let _ = group_signals().thread_block();
-    if runner_gone(args.runner) {
-        // The runner died before we could watch it: run nothing.
+    if getppid() != Pid::from_raw(args.runner) {
         eprintln!(
-            "{NAME}: the runner (pid {}) is gone; not starting the script",
+            "{NAME}: started by pid {}, not by the runner (pid {})",
+            getppid(),
             args.runner
         );
-        return CANNOT_RUN;
+        return USAGE_ERROR;
     }
-    let (grace, runner) = (args.grace, args.runner);
-    // One thread polling the parent pid: a runner killed by SIGKILL runs
-    // no handler, and the kernel's parent-death signal follows the
-    // runner's *thread*, not the process, so polling is what holds.
-    std::thread::spawn(move || {
-        loop {
-            std::thread::sleep(POLL);
-            if runner_gone(runner) {
-                stop_group(grace);
+    let mut groups = BTreeSet::new();
+    for text in std::io::stdin().lock().lines() {
+        let Ok(text) = text else { break };
+        match line(&text) {
+            Some((true, g)) => {
+                groups.insert(g);
             }
+            Some((false, g)) => {
+                groups.remove(&g);
+            }
+            None => eprintln!("{NAME}: ignoring {text:?} on the runner's pipe"),
         }
-    });
-    let (program, rest) = match args.command.split_first() {
-        Some(split) => split,
-        None => return CANNOT_RUN,
-    };
-    let status = match Command::new(program).args(rest).status() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{NAME}: cannot start {program}: {e}");
-            return CANNOT_RUN;
-        }
-    };
-    if STOPPING.load(Ordering::SeqCst) {
-        // Whatever the script left in the group goes with us.
-        let _ = killpg(getpgrp(), Signal::SIGKILL);
     }
-    if let Some(code) = status.code() {
-        return code;
+    if !groups.is_empty() {
+        stop(&groups, args.grace);
     }
-    if let Some(sig) = status.signal().and_then(|s| Signal::try_from(s).ok()) {
-        // Die of the same signal, so the runner reports `signal-N` as it
-        // would for the script itself: default disposition, unblocked.
-        let mut all = SigSet::empty();
-        all.add(sig);
-        let _ = all.thread_unblock();
-        let _ = nix::sys::signal::raise(sig);
-        return 128 + sig as i32;
-    }
-    CANNOT_RUN
+    0
 }
 
 #[cfg(test)]
@@ -176,23 +141,31 @@ mod tests {
     }
 
     #[test]
-    fn arguments_name_the_runner_the_grace_and_the_command() {
+    fn arguments_name_the_runner_and_the_grace() {
         assert_eq!(
-            parse(&strings(&["4242", "1500", "--", "/bin/sh", "-e", "x"])).unwrap(),
+            parse(&strings(&["4242", "1500"])).unwrap(),
             Args {
                 runner: 4242,
                 grace: Duration::from_millis(1500),
-                command: strings(&["/bin/sh", "-e", "x"]),
             }
         );
         for bad in [
-            &["4242", "1500", "/bin/sh"][..],
-            &["1", "0", "--", "sh"],
-            &["x", "0", "--", "sh"],
-            &["4242", "-1", "--", "sh"],
-            &["4242", "0", "--"],
+            &["4242"][..],
+            &["1", "0"],
+            &["x", "0"],
+            &["4242", "-1"],
+            &["4242", "0", "x"],
         ] {
             assert!(parse(&strings(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn pipe_lines_watch_and_release_groups() {
+        assert_eq!(line("+123\n"), Some((true, 123)));
+        assert_eq!(line("-123"), Some((false, 123)));
+        for bad in ["", "123", "+", "+1", "+-5", "*5", "+12x"] {
+            assert_eq!(line(bad), None, "{bad:?}");
         }
     }
 }
