@@ -16,7 +16,7 @@
 # Environment: SIZES (default "100 1000 10000"), ROUNDS, RUNS (hyperfine
 # runs per round for the quick jobs, default 4), APPLY_RUNS (per round for
 # "apply N", default 1), MIGRATE_BIN (a prebuilt
-# binary instead of `cargo build --release`), BEFORE_BIN (optional: another
+# binary instead of `cargo build --release`, with its `migrate-shim` beside it), BEFORE_BIN (optional: another
 # `migrate` binary timed beside it, e.g. the main branch before a change;
 # it runs only below 10^4), ROUNDS_LARGE (rounds of "apply N" at 10^4 and
 # above, default 2), JOBS (default "apply decide noop";
@@ -89,7 +89,9 @@ install_peers() {
 install_peers
 if [ -z "${MIGRATE_BIN:-}" ]; then
     echo "== building migrate (release)"
-    cargo build --quiet --release -p migrate --bin migrate
+    # Both binaries: the runner refuses to run scripts without its
+    # `migrate-shim` beside it.
+    cargo build --quiet --release -p migrate --bins
     MIGRATE_BIN="$ROOT/target/release/migrate"
 fi
 ALEMBIC="$PEERS/venv/bin/alembic"

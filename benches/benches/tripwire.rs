@@ -12,10 +12,11 @@
 //! - `script_100_calls/trivial`: a dash script making 100 calls of the
 //!   trivial fake, with and without the shim on PATH.
 //!
-//! The shim is the release `migrate` binary next to this bench
-//! (`cargo build --release -p migrate` first), or `$MIGRATE_BIN`; without
-//! either, this bench binary itself, which dispatches exactly as `migrate`
-//! does (`migrate::tripwire::dispatch()` first thing in `main`).
+//! The shim is the release `migrate-shim` binary next to this bench
+//! (`cargo build --release -p migrate` first), or `$MIGRATE_SHIM`; without
+//! either, this bench binary itself, which dispatches exactly as
+//! `migrate-shim` does (`migrate::tripwire::dispatch()` first thing in
+//! `main`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -35,14 +36,14 @@ struct Setup {
 }
 
 fn shim_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("MIGRATE_BIN") {
+    if let Some(p) = std::env::var_os("MIGRATE_SHIM") {
         return PathBuf::from(p);
     }
     let me = std::env::current_exe().unwrap();
     let beside = me
         .parent()
         .and_then(Path::parent)
-        .map(|d| d.join("migrate"))
+        .map(|d| d.join(migrate::tripwire::SHIM_BINARY))
         .filter(|p| p.is_file());
     beside.unwrap_or(me)
 }

@@ -253,6 +253,7 @@ pub async fn runner(recorded: usize, pending: usize) -> Scenario {
     let ledger = ledger(&server);
     let mut config = RunConfig::new(Tier::PreApply, "bench-runner/pid-1".into());
     config.image = Some(image());
+    config.tripwire.shim = Some(shim_binary());
     let (_interrupt, interrupted) = tokio::sync::watch::channel(false);
     server.requests().reset();
     let outcome = match run(&tree, &ledger, &SystemClock, &config, &Quiet, interrupted).await {
@@ -296,4 +297,28 @@ pub async fn all() -> Vec<Scenario> {
         out.push(runner(100, k).await);
     }
     out
+}
+
+/// The tripwire's `migrate-shim` for in-process runs (the runner would look
+/// next to its own executable, which here is a test or bench binary in
+/// `target/<profile>/deps`): `$MIGRATE_SHIM`, else `target/<profile>/`.
+/// `cargo test --workspace` builds it (the migrate package's tests need
+/// it); alone, build it first with `cargo build -p migrate --bins`.
+pub fn shim_binary() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("MIGRATE_SHIM") {
+        return p.into();
+    }
+    let exe = std::env::current_exe().expect("the running executable's path");
+    let beside = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .map(|d| d.join(migrate::tripwire::SHIM_BINARY))
+        .filter(|p| p.is_file());
+    beside.unwrap_or_else(|| {
+        panic!(
+            "no {} next to {}: build it first (cargo build -p migrate --bins, --release for benches) or set MIGRATE_SHIM",
+            migrate::tripwire::SHIM_BINARY,
+            exe.display()
+        )
+    })
 }

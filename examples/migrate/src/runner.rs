@@ -557,6 +557,10 @@ async fn locked_run(
         .with_message_limit(config.tail_bytes);
     // `[n/N]` progress: N is what the plan holds, n counts steps taken.
     let (total, mut step_no) = (report.pending, 0usize);
+    // The tripwire is armed once per run, at the first script that runs
+    // (a run with nothing to execute never pays for it); each execution
+    // gets its own report (crate::tripwire::arm).
+    let mut wire: Option<crate::tripwire::Tripwire> = None;
     while let Some(step) = run.next_step().map_err(RunError::NoRoom)? {
         if *interrupt.borrow() {
             report.elapsed_ms = started.elapsed().as_millis();
@@ -613,6 +617,7 @@ async fn locked_run(
                     console,
                     interrupt,
                     keeper,
+                    &mut wire,
                 )
                 .await?
                 {
@@ -878,7 +883,21 @@ async fn execute(
     console: &dyn Console,
     interrupt: &mut watch::Receiver<bool>,
     keeper: &mut LockKeeper<'_>,
+    wire: &mut Option<crate::tripwire::Tripwire>,
 ) -> Result<Exec, RunError> {
+    let spawn_error = |e: std::io::Error| RunError::Spawn {
+        slug: pending.slug.clone(),
+        message: e.to_string(),
+    };
+    // Tripwire hook 1 of 3: cluster commands go through the runner's shim
+    // (PATH, KUBECTL/HELM/FLUX and a fresh report file; see crate::tripwire).
+    let armed = match wire.take() {
+        Some(w) => wire.insert(w),
+        None => wire.insert(
+            crate::tripwire::Tripwire::arm(&config.tripwire, root, config.grace)
+                .map_err(spawn_error)?,
+        ),
+    };
     let path: PathBuf = root.join(&pending.relative_path);
     let mut cmd = command_for(shebang, &path);
     cmd.current_dir(root)
@@ -897,17 +916,10 @@ async fn execute(
         .kill_on_drop(true);
     // One pipe for both streams, as `2>&1` would: the tail then holds the
     // output in the order the script wrote it.
-    let spawn_error = |e: std::io::Error| RunError::Spawn {
-        slug: pending.slug.clone(),
-        message: e.to_string(),
-    };
     let (reader, writer) = std::io::pipe().map_err(spawn_error)?;
     cmd.stdout(writer.try_clone().map_err(spawn_error)?)
         .stderr(writer);
-    // Tripwire hook 1 of 3: cluster commands go through the runner's shim
-    // (PATH, KUBECTL/HELM/FLUX and the report file; see crate::tripwire).
-    let wire =
-        crate::tripwire::Armed::arm(&config.tripwire, root, &mut cmd).map_err(spawn_error)?;
+    let report = armed.guard(&mut cmd).map_err(spawn_error)?;
     let mut child = cmd.spawn().map_err(spawn_error)?;
     // Our copies of the write end must go, or the pipe never reaches EOF.
     drop(cmd);
@@ -918,6 +930,13 @@ async fn execute(
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .unwrap_or(0);
+    // The run's supervisor stops this group should the runner die (even
+    // of SIGKILL) before the group is killed and released below.
+    if let Err(e) = armed.watch(pgid) {
+        signal_group(pgid, Signal::SIGKILL);
+        let _ = child.wait().await;
+        return Err(spawn_error(e));
+    }
     let tail = Arc::new(Mutex::new(Tail {
         cap: config.tail_bytes,
         ..Tail::default()
@@ -976,10 +995,13 @@ async fn execute(
         },
         readers
     );
+    // The group is gone; a supervisor that cannot be told so is caught at
+    // the next script's `watch`.
+    let _ = armed.release(pgid);
     let tail = tail.lock().unwrap_or_else(PoisonError::into_inner).text();
     // Tripwire hook 2 of 3: exit 0 after an unaccepted cluster-command
     // failure is a failure (reason masked-failure), however it was masked.
-    let calls = wire.finish();
+    let calls = report.finish();
     if let Exec::Failed { reason, .. } = &exec
         && reason == NOT_YET
     {

@@ -117,6 +117,9 @@ fn config(only: Option<&str>) -> RunConfig {
     c.only = only.map(s);
     c.lock_wait = Duration::ZERO;
     c.grace = Duration::from_millis(200);
+    // In process, the runner's own executable is this test: point it at
+    // the real tripwire binary.
+    c.tripwire.shim = Some(env!("CARGO_BIN_EXE_migrate-shim").into());
     c
 }
 

@@ -60,7 +60,7 @@ impl Helper {
             dir: tempfile::tempdir().unwrap(),
         };
         std::os::unix::fs::symlink(
-            env!("CARGO_BIN_EXE_migrate"),
+            env!("CARGO_BIN_EXE_migrate-shim"),
             h.path().join("migrate-tolerate"),
         )
         .unwrap();

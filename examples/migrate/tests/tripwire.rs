@@ -758,7 +758,7 @@ fn the_real_command_is_never_the_shim_itself_even_when_one_is_on_the_runners_pat
     // A directory of shims from an outer run, first on the runner's PATH.
     let outer = s.path().join("outer-shims");
     std::fs::create_dir_all(&outer).unwrap();
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_migrate"), outer.join("kubectl")).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_migrate-shim"), outer.join("kubectl")).unwrap();
     s.scripts(&shell, "abort", &[("calls", "kubectl get ns -o name")]);
     let mut cmd = s.command(&shell, "ok", "not-found");
     let path = format!("{}:{}:/usr/bin:/bin", outer.display(), s.bin().display());
@@ -829,6 +829,64 @@ fn a_script_that_removes_the_tripwire_report_fails() {
             .unwrap()
             .contains("was removed or replaced while the script ran"),
         "{entry}"
+    );
+}
+
+#[test]
+fn the_shims_are_armed_once_per_run_and_every_script_gets_a_fresh_report_of_its_own() {
+    let shell = shells::dash();
+    let s = Scratch::new();
+    let body = "kubectl get ns\necho \"$PATH $KUBECTL\" > \"$SCRATCH/env-$MIGRATION_SLUG\"\necho \"$MIGRATE_TRIPWIRE_REPORT\" > \"$SCRATCH/report-$MIGRATION_SLUG\"";
+    s.scripts(&shell, "warn", &[("first", body), ("second", body)]);
+    let (code, _, err) = s.run(&shell, "ok");
+    assert_eq!(code, 0, "{err}");
+    let read = |name: &str| std::fs::read_to_string(s.path().join(name)).unwrap();
+    assert_eq!(read("env-first"), read("env-second"));
+    let (first, second) = (read("report-first"), read("report-second"));
+    assert_ne!(first, second);
+    // Read and removed as soon as its script was over: nothing can append
+    // to it any more (the shim never creates a report).
+    assert!(!Path::new(first.trim()).exists(), "{first}");
+    assert_eq!(s.entry("first")["state"], "ok");
+    assert_eq!(s.entry("second")["state"], "ok");
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "failpoints"),
+    ignore = "run with --features failpoints (as CI does): the pre-run scan would refuse these scripts before the tripwire is reached"
+)]
+fn a_shim_removed_by_one_script_fails_it_and_is_restored_for_the_next() {
+    let shell = shells::dash();
+    let s = Scratch::new();
+    s.scripts(
+        &shell,
+        "warn",
+        &[
+            ("vandal", "rm \"${KUBECTL:?}\"\nkubectl get ns || true"),
+            ("after", "kubectl delete ns old || true"),
+        ],
+    );
+    s.run(&shell, "fail");
+    let vandal = s.entry("vandal");
+    assert_eq!(vandal["reason"], "masked-failure", "{vandal}");
+    assert!(
+        vandal["message"]
+            .as_str()
+            .unwrap()
+            .contains("was removed or replaced while the script ran"),
+        "{vandal}"
+    );
+    // Without the restored shim, `after` would call the fake kubectl
+    // unguarded and be recorded ok.
+    let after = s.entry("after");
+    assert_eq!(after["reason"], "masked-failure", "{after}");
+    assert!(
+        after["message"]
+            .as_str()
+            .unwrap()
+            .contains("kubectl delete ns old: exit 1"),
+        "{after}"
     );
 }
 
@@ -931,5 +989,210 @@ fn a_signal_sent_to_a_background_call_reaches_the_real_command_and_the_call_coun
             .unwrap()
             .contains("kubectl port-forward svc/x 8080:80: exit 143"),
         "{entry}"
+    );
+}
+
+/// The processes of group `pgid` that are still alive (zombies waiting
+/// for a reaper are dead), from /proc.
+fn live_members(pgid: i32) -> Vec<i32> {
+    let mut live = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid pgrp ...`; comm may hold spaces.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string() {
+            live.push(pid);
+        }
+    }
+    live
+}
+
+fn poll_until(limit: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    done()
+}
+
+#[test]
+fn a_script_and_its_process_group_do_not_outlive_a_runner_killed_with_sigkill() {
+    let shell = shells::dash();
+    let s = Scratch::new();
+    // The script ignores SIGTERM, so only the run supervisor's SIGKILL
+    // after the grace period can end it (and the `sleep` it started).
+    s.scripts(
+        &shell,
+        "abort",
+        &[(
+            "long",
+            "trap '' TERM\necho $$ > \"$SCRATCH/pid.tmp\"\nmv \"$SCRATCH/pid.tmp\" \"$SCRATCH/pid\"\nsleep 600\necho survived",
+        )],
+    );
+    let mut runner = s.command(&shell, "ok", "not-found");
+    runner
+        .args(["--grace", "1"])
+        .stdout(std::process::Stdio::null());
+    let mut runner = runner.spawn().unwrap();
+    let pid_file = s.path().join("pid");
+    assert!(
+        poll_until(std::time::Duration::from_secs(60), || pid_file.exists()),
+        "the script never started"
+    );
+    let shell_pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{shell_pid}/stat")).unwrap();
+    let pgid: i32 = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        poll_until(std::time::Duration::from_secs(10), || live_members(pgid)
+            .len()
+            >= 2),
+        "the script's sleep never started: {:?}",
+        live_members(pgid)
+    );
+    runner.kill().unwrap(); // SIGKILL: no handler of the runner runs.
+    runner.wait().unwrap();
+    // Bound: the supervisor sees its pipe close at once, then gives the
+    // group the 1 s grace; the rest is room for a loaded machine.
+    assert!(
+        poll_until(std::time::Duration::from_secs(15), || live_members(pgid)
+            .is_empty()),
+        "the script's process group outlived its runner: {:?}",
+        live_members(pgid)
+    );
+}
+
+#[test]
+fn without_the_shim_binary_beside_migrate_no_script_runs() {
+    let shell = shells::dash();
+    let s = Scratch::new();
+    s.scripts(
+        &shell,
+        "warn",
+        &[("guarded", "echo ran > \"$SCRATCH/ran\"")],
+    );
+    // A migrate executable alone in its directory (a hard link keeps
+    // /proc/self/exe there; a copy where linking is not possible).
+    let lone = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let exe = lone.path().join("migrate");
+    std::fs::hard_link(env!("CARGO_BIN_EXE_migrate"), &exe)
+        .or_else(|_| std::fs::copy(env!("CARGO_BIN_EXE_migrate"), &exe).map(|_| ()))
+        .unwrap();
+    let base = s.command(&shell, "ok", "not-found");
+    let mut cmd = Command::new(&exe);
+    cmd.args(base.get_args());
+    for (k, v) in base.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let (code, doc, err) = parse(cmd.output().unwrap());
+    assert_ne!(code, 0, "{doc}");
+    assert!(doc.to_string().contains("migrate-shim"), "{doc}\n{err}");
+    assert!(!s.path().join("ran").exists(), "the script ran unguarded");
+    assert!(
+        s.entries()
+            .iter()
+            .all(|e| e["slug"] != "guarded" || e["state"] != "ok"),
+        "{:?}",
+        s.entries()
+    );
+}
+
+/// The `(rule, line)` of every lint finding for the tree.
+fn lint_findings(s: &Scratch, shell: &Shell) -> (i32, Vec<(String, u64)>) {
+    let (code, doc, _) = common::json(&[
+        "lint",
+        s.tree().to_str().unwrap(),
+        "--shebang",
+        &shell.shebang,
+    ]);
+    let found = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().to_owned(),
+                f["line"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    (code, found)
+}
+
+#[test]
+fn resetting_path_is_a_lint_error_naming_the_line_and_refused_by_run() {
+    let shell = shells::dash();
+    // Each body's reset is on the script's line 5 (after the 4 header lines).
+    for body in [
+        "PATH=/usr/bin:/bin kubectl get ns",
+        "PATH=/usr/bin:/bin",
+        "export PATH=\"/opt/bin:$PATH\"",
+        "env -i kubectl get ns",
+        "env PATH=/usr/bin kubectl get ns",
+        "command -p kubectl get ns",
+        "unset PATH",
+    ] {
+        let s = Scratch::new();
+        s.scripts(&shell, "abort", &[("reset", body)]);
+        let (code, found) = lint_findings(&s, &shell);
+        assert_eq!(code, 2, "{body}: {found:?}");
+        assert!(
+            found.contains(&("path-reset".to_owned(), 5)),
+            "{body}: {found:?}"
+        );
+        let mut cmd = s.command(&shell, "ok", "not-found");
+        cmd.env_remove("MIGRATE_TEST_SKIP_PRERUN_SCAN");
+        let (code, doc, _) = parse(cmd.output().unwrap());
+        assert_eq!(code, 3, "{body}: {doc:#}");
+        assert!(doc.to_string().contains("path-reset"), "{body}: {doc:#}");
+        assert!(s.calls().is_empty(), "{body}: ran anyway");
+    }
+}
+
+#[test]
+fn appending_to_path_and_mentioning_path_are_not_lint_findings() {
+    let shell = shells::dash();
+    let s = Scratch::new();
+    s.scripts(
+        &shell,
+        "abort",
+        &[(
+            "append",
+            "PATH=\"$PATH:/opt/bin\"\nexport PATH=\"${PATH}:/usr/local/sbin\"\necho 'PATH=/usr/bin env -i'\n# PATH=/usr/bin:/bin\nenv FOO=1 kubectl get ns",
+        )],
+    );
+    let (_, found) = lint_findings(&s, &shell);
+    assert!(
+        found.iter().all(|(rule, _)| rule != "path-reset"),
+        "{found:?}"
     );
 }

@@ -37,11 +37,6 @@ async fn dispatch(command: Command, out: &Out) -> Result<(), Failure> {
 }
 
 fn main() -> ExitCode {
-    // Invoked as a cluster command or as migrate-tolerate (the runner's
-    // symlinks): be that, and nothing else.
-    if let Some(status) = migrate::tripwire::dispatch() {
-        return ExitCode::from(u8::try_from(status).unwrap_or(1));
-    }
     let cli = match cli::args::try_parse() {
         Ok(cli) => cli,
         Err(e) => return cli::usage_error(&e),

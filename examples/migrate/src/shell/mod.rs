@@ -13,6 +13,7 @@
 //! are never mistaken for commands.
 
 pub mod parse;
+pub mod path_reset;
 pub mod rules;
 pub mod shellcheck;
 pub mod source;
@@ -93,6 +94,7 @@ pub const BLOCKING: &[&str] = &[
     "mapfile-substitution",
     "hand-written-retry",
     "cluster-command-path",
+    "path-reset",
     "ledger-write",
     "analysis-limit",
 ];

@@ -58,6 +58,7 @@ pub const RULES: &[Rule] = &[
     rule("mapfile-substitution", Level::Error, true),
     rule("hand-written-retry", Level::Error, true),
     rule("cluster-command-path", Level::Error, true),
+    rule(super::path_reset::RULE, Level::Error, true),
     rule("ledger-write", Level::Error, true),
     rule("analysis-limit", Level::Error, true),
     rule("kubectl-in-pipeline", Level::Warning, false),
@@ -921,6 +922,10 @@ impl<'a> Walker<'a> {
         let line = simple_line(s).unwrap_or(1);
         let site = ctx.site(line);
         let cmd = self.resolve(&words);
+        let raw: Vec<&str> = words.iter().map(|w| w.value.as_str()).collect();
+        for m in super::path_reset::command(&raw) {
+            self.push(&site, super::path_reset::RULE, m);
+        }
         let name = match &cmd {
             Cmd::Other(n, _) => n.clone(),
             _ => String::new(),
@@ -1060,6 +1065,11 @@ impl<'a> Walker<'a> {
         else {
             return;
         };
+        if name == "PATH"
+            && let Some(m) = super::path_reset::assignment(&v.value)
+        {
+            self.push(&ctx.site(line), super::path_reset::RULE, m);
+        }
         if let Some(value) = parse::literal(&v.value) {
             let first = value.split_whitespace().next().unwrap_or("");
             if self.is_cluster_name(first) {

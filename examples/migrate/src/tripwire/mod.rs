@@ -2,49 +2,61 @@
 //! recorded `ok`.
 //!
 //! While a script runs, its `PATH` starts with a private directory (mode
-//! 0700, one per execution) of symlinks named after the cluster commands
+//! 0700, one per run, see [`arm`]) of symlinks named after the cluster commands
 //! (`kubectl`, `helm`, `flux` and any configured ones, see [`config`]) and
-//! `migrate-tolerate`, all pointing at the migrate binary, which dispatches
-//! on `argv[0]` ([`dispatch`]). `KUBECTL`, `HELM`, `FLUX` (the upper-cased
+//! `migrate-tolerate`, all pointing at the small [`SHIM_BINARY`] shipped
+//! next to `migrate`, which dispatches on `argv[0]` ([`dispatch`]); the
+//! run's supervisor, which stops scripts whose runner died, is the same
+//! binary ([`supervise`]). `KUBECTL`, `HELM`, `FLUX` (the upper-cased
 //! names) point at the shims too. The real commands were resolved by the
 //! runner from its own `PATH` (never finding a shim) and are passed as
 //! absolute paths (`MIGRATE_TRIPWIRE_REAL_<NAME>`).
 //!
 //! Each call appends a `start` and an `end` line to a report file in that
-//! directory ([`record`]). After the script exits 0, the runner reads the
+//! directory, a fresh one per script execution ([`record`]). After the script exits 0, the runner reads the
 //! report through the handle it kept open: a call that failed, or that
 //! never finished, and was not accepted by `migrate-tolerate` makes the
 //! script's outcome `masked-failure`, whatever shell construct hid it from
 //! errexit. A report or shim that disappeared while the script ran is a
 //! failure too: the runner cannot tell what happened.
 
+pub mod arm;
 pub mod classify;
 pub mod config;
 pub mod exec;
 pub mod lint;
 pub mod record;
 pub mod shim;
+pub mod supervise;
 pub mod tolerate;
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use record::{ENV_COMMANDS, ENV_REAL_PREFIX, ENV_REPORT, Outcome, Record};
+pub use arm::{Armed, Tripwire};
+use record::{ENV_COMMANDS, Outcome, Record};
 
 /// The failure reason of a script that exited 0 after an unaccepted
 /// cluster-command failure.
 pub const MASKED_FAILURE: &str = "masked-failure";
 
-/// If this process was started as a cluster-command shim or as
-/// `migrate-tolerate`, does that job and returns its exit status. Call it
-/// first thing in `main`: it decides on `argv[0]` alone, before any other
-/// setup, so a shimmed call costs one process start.
+/// The file name of the tripwire's binary, next to the `migrate`
+/// executable: the shims link to it, and it is the run's supervisor
+/// ([`supervise`]).
+pub const SHIM_BINARY: &str = "migrate-shim";
+
+/// If this process was started as a cluster-command shim, as
+/// `migrate-tolerate` or as `migrate-supervise`, does that job and returns
+/// its exit status. The [`SHIM_BINARY`] calls it first thing in `main`: it
+/// decides on `argv[0]` alone.
 pub fn dispatch() -> Option<i32> {
     let mut args = std::env::args_os();
     let argv0 = args.next()?;
     let name = Path::new(&argv0).file_name()?.to_str()?.to_owned();
+    if name == supervise::NAME {
+        let rest: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
+        return Some(supervise::main(rest));
+    }
     if name == config::TOLERATE {
         let rest: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
         return Some(tolerate::main(rest));
@@ -65,149 +77,23 @@ pub struct TripwireConfig {
     /// (which the runner adds itself): the defaults plus flags and
     /// environment, see [`config::resolve`].
     pub commands: Vec<String>,
-    /// The migrate binary the shims point at (it must call [`dispatch`]
-    /// first in `main`). `None`: no script can run.
+    /// The binary the shims point at and the supervisor runs as (it calls
+    /// [`dispatch`] first in `main`). `None`, or a path that is not an
+    /// executable file: no script can run.
     pub shim: Option<PathBuf>,
 }
 
 impl Default for TripwireConfig {
-    /// The default commands, and this process's own binary as the shim.
+    /// The default commands, and the [`SHIM_BINARY`] next to this process's
+    /// own executable.
     fn default() -> Self {
         TripwireConfig {
             commands: config::union([]),
-            shim: std::env::current_exe().ok(),
+            shim: std::env::current_exe()
+                .ok()
+                .and_then(|exe| Some(exe.parent()?.join(SHIM_BINARY))),
         }
     }
-}
-
-/// One execution's tripwire: the shim directory and the report handle.
-#[derive(Debug)]
-pub struct Armed {
-    dir: tempfile::TempDir,
-    report_path: PathBuf,
-    report: File,
-    shims: Vec<PathBuf>,
-}
-
-fn identity(m: &std::fs::Metadata) -> (u64, u64) {
-    use std::os::unix::fs::MetadataExt;
-    (m.dev(), m.ino())
-}
-
-impl Armed {
-    /// Creates the shim directory and report for one script execution of
-    /// the tree at `root`, and sets the script's environment on `cmd`.
-    pub fn arm(
-        config: &TripwireConfig,
-        root: &Path,
-        cmd: &mut tokio::process::Command,
-    ) -> std::io::Result<Armed> {
-        let shim = config.shim.clone().ok_or_else(|| {
-            std::io::Error::other(
-                "no migrate binary to serve as the cluster-command shim; refusing to run scripts unguarded",
-            )
-        })?;
-        let tree = config::read_tree(root).map_err(|p| std::io::Error::other(p.join("; ")))?;
-        let commands = config::union(
-            config
-                .commands
-                .iter()
-                .chain(tree.iter())
-                .map(String::as_str),
-        );
-        let dir = tempfile::Builder::new()
-            .prefix("migrate-tripwire-")
-            .tempdir()?;
-        let bin = dir.path().join("bin");
-        std::fs::create_dir(&bin)?;
-        let report_path = dir.path().join("report.jsonl");
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&report_path)?;
-        }
-        let report = File::open(&report_path)?;
-        let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
-        let mut shims = Vec::new();
-        for name in commands
-            .iter()
-            .map(String::as_str)
-            .chain([config::TOLERATE])
-        {
-            let link = bin.join(name);
-            std::os::unix::fs::symlink(&shim, &link)?;
-            shims.push(link);
-        }
-        for name in &commands {
-            let key = config::env_key(name);
-            let real = real_for(name, &key, &path, &shim);
-            cmd.env(format!("{ENV_REAL_PREFIX}{key}"), real.unwrap_or_default());
-            cmd.env(&key, bin.join(name));
-        }
-        cmd.env("PATH", format!("{}:{path}", bin.display()))
-            .env(ENV_REPORT, &report_path)
-            .env(ENV_COMMANDS, commands.join(","));
-        Ok(Armed {
-            dir,
-            report_path,
-            report,
-            shims,
-        })
-    }
-
-    /// Reads what the script's cluster-command calls did, and removes the
-    /// directory.
-    pub fn finish(mut self) -> Calls {
-        let mut text = String::new();
-        let read = self.report.read_to_string(&mut text);
-        let mut lost = None;
-        let same_report = match (
-            self.report.metadata(),
-            std::fs::symlink_metadata(&self.report_path),
-        ) {
-            (Ok(a), Ok(b)) => identity(&a) == identity(&b),
-            _ => false,
-        };
-        if let Err(e) = read {
-            lost = Some(format!("the tripwire report could not be read: {e}"));
-        } else if !same_report {
-            lost = Some(format!(
-                "the tripwire report {} was removed or replaced while the script ran",
-                self.report_path.display()
-            ));
-        } else if let Some(gone) = self
-            .shims
-            .iter()
-            .find(|s| std::fs::symlink_metadata(s).is_err())
-        {
-            lost = Some(format!(
-                "the shim {} was removed while the script ran, so later calls may have bypassed it",
-                gone.display()
-            ));
-        }
-        let mut calls = Calls::parse(&text);
-        calls.lost = lost;
-        drop(self.dir);
-        calls
-    }
-}
-
-/// The real command behind `name`: the runner's `$KEY` when it names an
-/// executable that is not a shim, else the first `name` on the runner's
-/// `PATH` that is not the migrate binary.
-fn real_for(name: &str, key: &str, path: &str, shim: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    if let Some(v) = std::env::var_os(key).map(PathBuf::from)
-        && v.is_absolute()
-        && std::fs::metadata(&v).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        && !exec::same_file(&v, shim)
-    {
-        return Some(v);
-    }
-    exec::search_path(name, path, Some(shim))
 }
 
 /// One cluster-command call, as the report tells it.

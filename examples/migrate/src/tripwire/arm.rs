@@ -1,0 +1,293 @@
+//! Arming the tripwire: once per run, and a fresh report per script.
+//!
+//! [`Tripwire::arm`] does the expensive part once per run: the private
+//! shim directory (mode 0700), its symlinks, the search for the real
+//! commands on the runner's `PATH`, and the environment every script gets
+//! (`PATH`, `KUBECTL`/`HELM`/`FLUX`, `MIGRATE_TRIPWIRE_REAL_*`). Arming it
+//! per script was about 28 % of the CPU of applying 10³ trivial migrations
+//! (benches/README.md, "Where apply's time goes").
+//!
+//! [`Tripwire::guard`] is what each script execution gets: a report file of
+//! its own, created fresh (`O_EXCL`, mode 0600) and removed once read, so a
+//! call made by one script (or by a process it left behind) can never be
+//! counted for another: the old report's path no longer exists, and the
+//! shim never creates a report. Because the shim directory now outlives a
+//! script, every guard first checks that each shim is still the runner's
+//! symlink and restores any that a previous script removed or replaced; a
+//! script during which a shim changed is itself counted as failed
+//! ([`Armed::finish`]).
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::Duration;
+
+use super::record::{ENV_COMMANDS, ENV_REAL_PREFIX, ENV_REPORT};
+use super::{Calls, TripwireConfig, config, exec};
+
+/// The tripwire of one run: the shim directory, the environment every
+/// script gets, and the run's supervisor (super::supervise). Dropping it
+/// ends the supervisor and removes the directory.
+#[derive(Debug)]
+pub struct Tripwire {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    shim: PathBuf,
+    links: Vec<PathBuf>,
+    env: Vec<(String, OsString)>,
+    supervisor: Option<(Child, ChildStdin)>,
+}
+
+impl Drop for Tripwire {
+    fn drop(&mut self) {
+        if let Some((mut child, pipe)) = self.supervisor.take() {
+            // End of input: every group was released, so it just exits.
+            drop(pipe);
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Starts the run's supervisor: `migrate-supervise RUNNER_PID GRACE_MS`
+/// in a process group of its own (the runner's group signals are not for
+/// it), reading the runner's pipe.
+fn start_supervisor(shim: &Path, grace: Duration) -> std::io::Result<(Child, ChildStdin)> {
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(shim)
+        .arg0(super::supervise::NAME)
+        .arg(std::process::id().to_string())
+        .arg(grace.as_millis().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .process_group(0)
+        .spawn()?;
+    let pipe = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("the supervisor's pipe was not created"))?;
+    Ok((child, pipe))
+}
+
+/// One script execution's report: the handle the runner reads it through.
+#[derive(Debug)]
+pub struct Armed {
+    report_path: PathBuf,
+    report: File,
+    shim: PathBuf,
+    links: Vec<PathBuf>,
+}
+
+fn identity(m: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
+}
+
+/// The shim binary `config` names, checked: an executable regular file.
+/// Missing or not executable is an error, so no script runs unguarded.
+fn checked_shim(config: &TripwireConfig) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let shim = config.shim.clone().ok_or_else(|| {
+        std::io::Error::other(
+            "no cluster-command shim binary is known; refusing to run scripts unguarded",
+        )
+    })?;
+    match std::fs::metadata(&shim) {
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(shim),
+        Ok(_) => Err(std::io::Error::other(format!(
+            "the cluster-command shim {} is not an executable file; refusing to run scripts unguarded",
+            shim.display()
+        ))),
+        Err(e) => Err(std::io::Error::other(format!(
+            "the cluster-command shim {} cannot be used ({e}); it ships next to the migrate binary as {}; refusing to run scripts unguarded",
+            shim.display(),
+            super::SHIM_BINARY
+        ))),
+    }
+}
+
+impl Tripwire {
+    /// Creates the shim directory for a run over the tree at `root`, works
+    /// out the environment of its scripts and starts the run's supervisor
+    /// (which gives a script's group `grace` between SIGTERM and SIGKILL
+    /// should the runner die). Fails when the shim binary is missing, the
+    /// tree's `cluster-commands` file is bad, or the directory or the
+    /// supervisor cannot be made.
+    pub fn arm(config: &TripwireConfig, root: &Path, grace: Duration) -> std::io::Result<Tripwire> {
+        let shim = checked_shim(config)?;
+        let tree = config::read_tree(root).map_err(|p| std::io::Error::other(p.join("; ")))?;
+        let commands = config::union(
+            config
+                .commands
+                .iter()
+                .chain(tree.iter())
+                .map(String::as_str),
+        );
+        let dir = tempfile::Builder::new()
+            .prefix("migrate-tripwire-")
+            .tempdir()?;
+        let bin = dir.path().join("bin");
+        let links: Vec<PathBuf> = commands
+            .iter()
+            .map(String::as_str)
+            .chain([config::TOLERATE])
+            .map(|name| bin.join(name))
+            .collect();
+        let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+        let mut env: Vec<(String, OsString)> = Vec::new();
+        for name in &commands {
+            let key = config::env_key(name);
+            let real = real_for(name, &key, &path, &shim);
+            env.push((
+                format!("{ENV_REAL_PREFIX}{key}"),
+                real.map(PathBuf::into_os_string).unwrap_or_default(),
+            ));
+            env.push((key, bin.join(name).into_os_string()));
+        }
+        env.push(("PATH".into(), format!("{}:{path}", bin.display()).into()));
+        env.push((ENV_COMMANDS.into(), commands.join(",").into()));
+        let mut wire = Tripwire {
+            dir,
+            bin,
+            shim,
+            links,
+            env,
+            supervisor: None,
+        };
+        wire.restore_shims()?;
+        wire.supervisor = Some(start_supervisor(&wire.shim, grace)?);
+        Ok(wire)
+    }
+
+    /// The shim directory (first on every script's `PATH`).
+    pub fn bin_dir(&self) -> &Path {
+        &self.bin
+    }
+
+    /// Tells the supervisor that process group `pgid` runs a script:
+    /// should the runner die, the supervisor stops it. An error means the
+    /// supervisor is gone, and the script must not be left running.
+    pub fn watch(&mut self, pgid: i32) -> std::io::Result<()> {
+        self.tell(&format!("+{pgid}\n"))
+    }
+
+    /// Tells the supervisor that group `pgid` is over (killed and waited
+    /// for), so its number may be reused.
+    pub fn release(&mut self, pgid: i32) -> std::io::Result<()> {
+        self.tell(&format!("-{pgid}\n"))
+    }
+
+    fn tell(&mut self, line: &str) -> std::io::Result<()> {
+        let (_, pipe) = self
+            .supervisor
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("the run's supervisor is not running"))?;
+        pipe.write_all(line.as_bytes()).map_err(|e| {
+            std::io::Error::other(format!(
+                "the run's supervisor is gone ({e}); refusing to leave a script unsupervised"
+            ))
+        })
+    }
+
+    /// Makes every shim the runner's symlink again: a previous script may
+    /// have removed or replaced one (or the whole directory).
+    fn restore_shims(&mut self) -> std::io::Result<()> {
+        if !std::fs::symlink_metadata(&self.bin).is_ok_and(|m| m.is_dir()) {
+            let _ = std::fs::remove_file(&self.bin);
+            std::fs::create_dir_all(&self.bin)?;
+        }
+        for link in &self.links {
+            if shim_intact(link, &self.shim) {
+                continue;
+            }
+            match std::fs::symlink_metadata(link) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir_all(link)?,
+                Ok(_) => std::fs::remove_file(link)?,
+                Err(_) => {}
+            }
+            std::os::unix::fs::symlink(&self.shim, link)?;
+        }
+        Ok(())
+    }
+
+    /// Readies one script execution: restores the shims, creates the
+    /// script's own report file and sets the script's environment on `cmd`.
+    pub fn guard(&mut self, cmd: &mut tokio::process::Command) -> std::io::Result<Armed> {
+        self.restore_shims()?;
+        // A random name, created with O_EXCL (mode 0600): a name a script
+        // planted beforehand is never adopted, and no script can guess the
+        // next one by counting.
+        let (report, report_path) = tempfile::Builder::new()
+            .prefix("report-")
+            .suffix(".jsonl")
+            .tempfile_in(self.dir.path())?
+            .keep()
+            .map_err(|e| e.error)?;
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env(ENV_REPORT, &report_path);
+        Ok(Armed {
+            report_path,
+            report,
+            shim: self.shim.clone(),
+            links: self.links.clone(),
+        })
+    }
+}
+
+fn shim_intact(link: &Path, shim: &Path) -> bool {
+    std::fs::read_link(link).is_ok_and(|target| target == shim)
+}
+
+impl Armed {
+    /// Reads what the script's cluster-command calls did, and removes the
+    /// report file (so nothing can append to it any more).
+    pub fn finish(mut self) -> Calls {
+        let mut text = String::new();
+        let read = self.report.read_to_string(&mut text);
+        let same_report = match (
+            self.report.metadata(),
+            std::fs::symlink_metadata(&self.report_path),
+        ) {
+            (Ok(a), Ok(b)) => identity(&a) == identity(&b),
+            _ => false,
+        };
+        let mut lost = None;
+        if let Err(e) = read {
+            lost = Some(format!("the tripwire report could not be read: {e}"));
+        } else if !same_report {
+            lost = Some(format!(
+                "the tripwire report {} was removed or replaced while the script ran",
+                self.report_path.display()
+            ));
+        } else if let Some(gone) = self.links.iter().find(|l| !shim_intact(l, &self.shim)) {
+            lost = Some(format!(
+                "the shim {} was removed or replaced while the script ran, so later calls may have bypassed it",
+                gone.display()
+            ));
+        }
+        if same_report {
+            // Only our own file: a replacement is left for the directory's
+            // removal at the end of the run.
+            let _ = std::fs::remove_file(&self.report_path);
+        }
+        let mut calls = Calls::parse(&text);
+        calls.lost = lost;
+        calls
+    }
+}
+
+/// The real command behind `name`: the runner's `$KEY` when it names an
+/// executable that is not the shim, else the first `name` on the runner's
+/// `PATH` that is not the shim.
+fn real_for(name: &str, key: &str, path: &str, shim: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(v) = std::env::var_os(key).map(PathBuf::from)
+        && v.is_absolute()
+        && std::fs::metadata(&v).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        && !exec::same_file(&v, shim)
+    {
+        return Some(v);
+    }
+    exec::search_path(name, path, Some(shim))
+}

@@ -1,0 +1,171 @@
+//! `migrate-supervise`: one small process per run that makes sure no
+//! script's process group outlives the runner.
+//!
+//! ```text
+//! migrate-supervise RUNNER_PID GRACE_MS      (stdin: the runner's pipe)
+//! ```
+//!
+//! The runner starts it once per run, when it arms the tripwire (the
+//! [`SHIM_BINARY`](super::SHIM_BINARY) under another `argv[0]`, in a
+//! process group of its own), and tells it on a pipe which process groups
+//! are running scripts: `+PGID` right after a script is spawned, `-PGID`
+//! once its group has been killed. The runner's end of the pipe closes when
+//! the runner exits, however it exits (SIGKILL included: the kernel closes
+//! the descriptors of a dead process), so end of input is the signal: the
+//! supervisor gives every group still listed SIGTERM, waits up to GRACE_MS
+//! for them to go, SIGKILLs what is left and exits. A run that ends
+//! normally has released every group, so the supervisor just exits.
+//!
+//! One process per run instead of one parent per script: a supervisor in
+//! front of every script cost about 1 ms of CPU per script (a process
+//! start), more than arming the tripwire once saves. The window this
+//! leaves is the instant between a script's spawn and its `+PGID` line: a
+//! runner killed in exactly that instant leaves that one script running.
+
+use std::collections::BTreeSet;
+use std::io::BufRead;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::{Pid, getppid};
+
+/// The `argv[0]` the runner gives the shim binary to make it the supervisor.
+pub const NAME: &str = "migrate-supervise";
+
+/// How often the groups are checked while waiting for them to go.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Exit status for bad arguments.
+pub const USAGE_ERROR: i32 = 2;
+
+/// Parsed arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Args {
+    /// The runner's pid (our parent while the runner lives).
+    pub runner: i32,
+    /// Time between SIGTERM and SIGKILL of the groups once the runner died.
+    pub grace: Duration,
+}
+
+/// Parses `RUNNER_PID GRACE_MS`.
+pub fn parse(args: &[String]) -> Result<Args, String> {
+    let [runner, grace] = args else {
+        return Err("usage: migrate-supervise RUNNER_PID GRACE_MS (the runner starts it)".into());
+    };
+    let runner = runner
+        .parse::<i32>()
+        .ok()
+        .filter(|p| *p > 1)
+        .ok_or_else(|| format!("RUNNER_PID {runner:?}: expected a process id above 1"))?;
+    let grace = grace
+        .parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|_| format!("GRACE_MS {grace:?}: expected whole milliseconds"))?;
+    Ok(Args { runner, grace })
+}
+
+/// One line of the runner's pipe: `+PGID` (watch) or `-PGID` (release).
+pub fn line(text: &str) -> Option<(bool, i32)> {
+    let (watch, pgid) = match text.trim_end().split_at_checked(1)? {
+        ("+", rest) => (true, rest),
+        ("-", rest) => (false, rest),
+        _ => return None,
+    };
+    pgid.parse::<i32>()
+        .ok()
+        .filter(|p| *p > 1)
+        .map(|p| (watch, p))
+}
+
+fn alive(pgid: i32) -> bool {
+    killpg(Pid::from_raw(pgid), None).is_ok()
+}
+
+/// SIGTERM to every group, then SIGKILL to what is left after `grace`.
+fn stop(groups: &BTreeSet<i32>, grace: Duration) {
+    for g in groups {
+        let _ = killpg(Pid::from_raw(*g), Signal::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && groups.iter().any(|g| alive(*g)) {
+        std::thread::sleep(POLL);
+    }
+    for g in groups {
+        let _ = killpg(Pid::from_raw(*g), Signal::SIGKILL);
+    }
+}
+
+/// The supervisor's main: reads the runner's pipe to its end, then stops
+/// what is still listed. Returns the exit status.
+pub fn main(raw: Vec<String>) -> i32 {
+    let args = match parse(&raw) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{NAME}: {e}");
+            return USAGE_ERROR;
+        }
+    };
+    if getppid() != Pid::from_raw(args.runner) {
+        eprintln!(
+            "{NAME}: started by pid {}, not by the runner (pid {})",
+            getppid(),
+            args.runner
+        );
+        return USAGE_ERROR;
+    }
+    let mut groups = BTreeSet::new();
+    for text in std::io::stdin().lock().lines() {
+        let Ok(text) = text else { break };
+        match line(&text) {
+            Some((true, g)) => {
+                groups.insert(g);
+            }
+            Some((false, g)) => {
+                groups.remove(&g);
+            }
+            None => eprintln!("{NAME}: ignoring {text:?} on the runner's pipe"),
+        }
+    }
+    if !groups.is_empty() {
+        stop(&groups, args.grace);
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn arguments_name_the_runner_and_the_grace() {
+        assert_eq!(
+            parse(&strings(&["4242", "1500"])).unwrap(),
+            Args {
+                runner: 4242,
+                grace: Duration::from_millis(1500),
+            }
+        );
+        for bad in [
+            &["4242"][..],
+            &["1", "0"],
+            &["x", "0"],
+            &["4242", "-1"],
+            &["4242", "0", "x"],
+        ] {
+            assert!(parse(&strings(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn pipe_lines_watch_and_release_groups() {
+        assert_eq!(line("+123\n"), Some((true, 123)));
+        assert_eq!(line("-123"), Some((false, 123)));
+        for bad in ["", "123", "+", "+1", "+-5", "*5", "+12x"] {
+            assert_eq!(line(bad), None, "{bad:?}");
+        }
+    }
+}
