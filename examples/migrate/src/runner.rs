@@ -122,7 +122,9 @@ impl Console for StdConsole {
     fn script_line(&self, slug: &Slug, line: &str) {
         // Nobody reading any more must not stop a script mid-way.
         if self.stderr_only {
-            let event = serde_json::json!({"event": "output", "slug": slug.as_str(), "line": line});
+            let event = serde_json::json!({
+                "event": "output", "slug": slug.as_str(), "line": line, "text": format!("[{slug}] {line}"),
+            });
             sink::stderr_line(&event.to_string());
         } else {
             sink::stdout_line(&format!("[{slug}] {line}"));
