@@ -84,7 +84,7 @@ impl LintConfig {
 
 /// The rule ids of the tree loader and of lint itself; the shell rules are
 /// in [`shell::rules::RULES`], shellcheck's are `shellcheck:SCnnnn`.
-pub const RULES: [&str; 15] = [
+pub const RULES: [&str; 16] = [
     "layout",
     "slug",
     "header",
@@ -95,6 +95,7 @@ pub const RULES: [&str; 15] = [
     "size",
     "list-file",
     "manifest",
+    "stale-manifest",
     "shell-dialect",
     "missing-test",
     "waiver-rule",
@@ -137,16 +138,24 @@ pub fn lint(root: &Path, config: &LintConfig) -> Result<Vec<Finding>, TreeError>
 pub fn lint_tree(root: &Path, config: &LintConfig) -> Result<LintReport, TreeError> {
     let mut findings = Vec::new();
     match MigrationsTree::load(root) {
-        Ok(_) => {}
+        Ok(tree) => findings.extend(stale_manifest(&tree)),
         Err(TreeError::Invalid { problems, .. }) => {
             for p in &problems {
                 let (file, line) = p.location();
+                let file = file.map(|f| f.display().to_string()).unwrap_or_default();
+                let mut message = without_location(&p.to_string(), &file, line);
+                if p.rule() == "slug"
+                    && let Some(name) = Path::new(&file).file_name().and_then(|n| n.to_str())
+                    && let Some(slug) = suggested_slug(name)
+                {
+                    message.push_str(&format!("; rename it to '{slug}'"));
+                }
                 findings.push(Finding {
-                    file: file.map(|f| f.display().to_string()).unwrap_or_default(),
+                    file,
                     line,
                     rule: p.rule(),
                     level: Level::Error,
-                    message: p.to_string(),
+                    message,
                 });
             }
         }
@@ -180,6 +189,11 @@ pub fn lint_tree(root: &Path, config: &LintConfig) -> Result<LintReport, TreeErr
                 cache.insert(&relative, &bytes);
                 raw.extend(shell::check(&mut cache, &relative, &shell_config, dialect));
                 shell_files.push((relative.clone(), dialect));
+            }
+            // A name that is no slug has its own finding (with the name
+            // to use); a test named after the wrong name would only mislead.
+            if migration_core::Slug::parse(&name).is_err() {
+                continue;
             }
             let tests = root.join(&config.tests_dir);
             let has_test = ["", ".sh", ".bats"]
@@ -220,6 +234,77 @@ pub fn lint_tree(root: &Path, config: &LintConfig) -> Result<LintReport, TreeErr
         waived: applied.waived,
         shellcheck: status,
     })
+}
+
+/// `message` without the `file:line: ` (or `file: `) it starts with: a
+/// finding names its location once, in its own fields.
+fn without_location(message: &str, file: &str, line: Option<usize>) -> String {
+    let with_line = line.map(|l| format!("{file}:{l}: "));
+    with_line
+        .as_deref()
+        .and_then(|prefix| message.strip_prefix(prefix))
+        .or_else(|| message.strip_prefix(&format!("{file}: ")))
+        .unwrap_or(message)
+        .to_owned()
+}
+
+/// The slug a file name was probably meant to be (`Rotate_Certs.sh` ->
+/// `rotate-certs`), if that is a valid slug: lower case, `_`, `.` and
+/// spaces as `-`, without a shell extension.
+fn suggested_slug(name: &str) -> Option<String> {
+    let stem = [".sh", ".bash"]
+        .iter()
+        .find_map(|ext| name.strip_suffix(ext))
+        .unwrap_or(name);
+    let mut slug = String::new();
+    for c in stem.chars().flat_map(char::to_lowercase) {
+        let c = if matches!(c, '_' | '.' | ' ') { '-' } else { c };
+        if !(c == '-' && (slug.is_empty() || slug.ends_with('-'))) {
+            slug.push(c);
+        }
+    }
+    let slug = slug.trim_end_matches('-').to_owned();
+    (slug != name && migration_core::Slug::parse(&slug).is_ok()).then_some(slug)
+}
+
+/// A committed or stale `order.d/` that no longer matches the tree: a
+/// script in no batch, a live line without its script, a retired line
+/// whose script is back. `plan` would refuse each; lint finds them first.
+fn stale_manifest(tree: &MigrationsTree) -> Vec<Finding> {
+    let Some(manifest) = tree.manifest() else {
+        return Vec::new();
+    };
+    let stale = |file: String, message: String| Finding {
+        file,
+        line: None,
+        rule: "stale-manifest",
+        level: Level::Error,
+        message: format!("{message}; regenerate order.d/ with 'migrate manifest'"),
+    };
+    let mut findings = Vec::new();
+    for (slug, script) in tree.scripts() {
+        let file = script.relative_path.display().to_string();
+        match manifest.lookup(slug) {
+            None => findings.push(stale(file, format!("'{slug}' is in no batch of order.d/"))),
+            Some((batch, line)) if line.retired => findings.push(stale(
+                file,
+                format!(
+                    "order.d/{} marks '{slug}' retired but the script is on disk",
+                    batch.name
+                ),
+            )),
+            Some(_) => {}
+        }
+    }
+    for (batch, line) in manifest.iter() {
+        if !line.retired && tree.script(&line.slug).is_none() && !tree.is_revoked(&line.slug) {
+            findings.push(stale(
+                format!("order.d/{}", batch.name),
+                format!("'{}' is listed but its script is not on disk", line.slug),
+            ));
+        }
+    }
+    findings
 }
 
 fn sort(findings: &mut Vec<Finding>) {

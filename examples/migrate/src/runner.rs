@@ -126,7 +126,9 @@ impl Console for StdConsole {
     fn script_line(&self, slug: &Slug, line: &str) {
         // Nobody reading any more must not stop a script mid-way.
         if self.stderr_only {
-            let event = serde_json::json!({"event": "output", "slug": slug.as_str(), "line": line});
+            let event = serde_json::json!({
+                "event": "output", "slug": slug.as_str(), "line": line, "text": format!("[{slug}] {line}"),
+            });
             sink::stderr_line(&event.to_string());
         } else {
             sink::stdout_line(&format!("[{slug}] {line}"));
@@ -302,7 +304,7 @@ pub enum RunError {
         report: Box<RunReport>,
     },
     /// SIGTERM or SIGINT arrived; the running script was stopped.
-    #[error("interrupted{}; nothing recorded for the interrupted migration", slug.as_ref().map(|s| format!(" while running {s}")).unwrap_or_default())]
+    #[error("{}", interrupted_text(slug.as_ref(), report))]
     Interrupted {
         /// The script that was running, if any.
         slug: Option<Slug>,
@@ -1055,13 +1057,55 @@ fn not_yet_message(calls: &crate::tripwire::Calls, tail: &str, cap: usize) -> St
     crate::tripwire::compose(&text, tail, cap)
 }
 
-/// SIGTERM to the whole group, then SIGKILL after the grace period.
+/// What an interruption did: which script it stopped, or that none ran.
+fn interrupted_text(slug: Option<&Slug>, report: &RunReport) -> String {
+    match slug {
+        Some(slug) => {
+            format!(
+                "interrupted while running {slug}; nothing recorded for the interrupted migration"
+            )
+        }
+        None if report.results.is_empty() => {
+            "interrupted before any migration started; nothing ran".to_owned()
+        }
+        None => format!(
+            "interrupted between migrations after {} of {}; nothing was running",
+            report.results.len(),
+            report.pending
+        ),
+    }
+}
+
+/// Set by a second SIGINT/SIGTERM: a script being stopped is killed at
+/// once instead of after its grace period.
+static ESCALATED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Escalates a stop in progress (or the next one) to SIGKILL at once.
+pub fn escalate() {
+    ESCALATED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// SIGTERM to the whole group, then SIGKILL after the grace period, or as
+/// soon as [`escalate`] is called.
 async fn stop(child: &mut tokio::process::Child, pgid: i32, grace: Duration) {
     signal_group(pgid, Signal::SIGTERM);
-    if tokio::time::timeout(grace, child.wait()).await.is_err() {
-        signal_group(pgid, Signal::SIGKILL);
-        let _ = child.wait().await;
+    let deadline = tokio::time::Instant::now() + grace;
+    loop {
+        if ESCALATED.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        let slice = deadline
+            .saturating_duration_since(tokio::time::Instant::now())
+            .min(Duration::from_millis(50));
+        if slice.is_zero() {
+            break;
+        }
+        if tokio::time::timeout(slice, child.wait()).await.is_ok() {
+            return;
+        }
     }
+    signal_group(pgid, Signal::SIGKILL);
+    let _ = child.wait().await;
 }
 
 #[cfg(test)]

@@ -56,17 +56,12 @@ fn status_shows_attempted_but_unrecorded_slugs_and_corrupt_keys_first_and_counts
         .iter()
         .map(|e| (e["slug"].as_str().unwrap(), e["state"].as_str().unwrap()))
         .collect();
-    assert_eq!(
-        order,
-        [
-            ("zz-failed", "failed"),
-            ("aborted", "unrecorded"),
-            ("ok-one", "ok")
-        ]
-    );
-    assert_eq!(doc["entries"][1]["attempts"], 2);
-    assert_eq!(doc["counts"]["unrecorded"], 1);
-    assert_eq!(doc["counts"]["corrupt"], 1);
+    assert_eq!(order, [("zz-failed", "failed"), ("ok-one", "ok")]);
+    assert_eq!(doc["unrecorded"][0]["slug"], "aborted");
+    assert_eq!(doc["unrecorded"][0]["state"], "unrecorded");
+    assert_eq!(doc["unrecorded"][0]["attempts"], 2);
+    assert_eq!(doc["unrecorded"].as_array().unwrap().len(), 1);
+    assert_eq!(doc["corrupt"].as_array().unwrap().len(), 1);
     assert_eq!(doc["counts"]["failed"], 1);
     let (code, out, _) = text(&["status", "--ledger", &ledger]);
     assert_eq!(code, 0);

@@ -227,9 +227,11 @@ fn status_lists_failures_first() {
         .unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[1].starts_with("SLUG"), "{text}");
+    // Corrupt keys come first (issue 16), then the table.
+    assert!(lines[1].starts_with("CORRUPT m.bad"), "{text}");
+    assert!(lines[2].starts_with("SLUG"), "{text}");
     assert!(
-        lines[2].starts_with("z ") && lines[2].contains("exit-status: boom"),
+        lines[3].starts_with("z ") && lines[3].contains("exit-status: boom"),
         "{text}"
     );
     assert!(

@@ -237,11 +237,13 @@ fn merging_a_release_branch_back_breaks_release_order_and_is_refused() {
 #[test]
 fn a_tag_that_matches_the_pattern_but_is_not_a_version_is_refused() {
     let repo = Repo::new();
-    repo.release_with("very-important", &[("pre-apply", "a")]);
+    repo.release_with("v1.0.0", &[("pre-apply", "a")]);
+    repo.release_with("very-important", &[("pre-apply", "b")]);
     let (code, doc, _) = repo.manifest();
     assert_eq!(code, 2);
     assert_first_problem(&doc, "\"very-important\"");
-    // A narrower pattern leaves it out.
+    // A narrower pattern leaves it out (a pattern that matched no tag at
+    // all would be an error: tests/cli_fail_closed.rs).
     let (code, _, err) = json(&[
         "manifest",
         "--repo",

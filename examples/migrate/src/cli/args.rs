@@ -200,7 +200,7 @@ const LEDGER_HELP: &str = "The ledger: file:PATH, memory:, configmap:NAMESPACE/N
 pub struct PlanArgs {
     /// The migrations tree (with a generated order.d/).
     pub tree: PathBuf,
-    /// The ledger (its help line is [`LEDGER_HELP`]).
+    /// The ledger (its help line names every backend kind).
     #[arg(long, env = "MIGRATE_LEDGER", help = LEDGER_HELP)]
     pub ledger: LedgerSpec,
     /// The tier(s) to plan.
@@ -296,7 +296,7 @@ pub struct SeedFreshArgs {
 pub struct VerifyArgs {
     /// The migrations tree (with a generated order.d/).
     pub tree: PathBuf,
-    /// The ledger (its help line is [`LEDGER_HELP`]).
+    /// The ledger (its help line names every backend kind).
     #[arg(long, env = "MIGRATE_LEDGER", help = LEDGER_HELP)]
     pub ledger: LedgerSpec,
     /// Additionally require 'ok' for every slug first shipped after this
@@ -332,7 +332,7 @@ pub struct NewArgs {
 pub struct RunArgs {
     /// The migrations tree (with a generated order.d/).
     pub tree: PathBuf,
-    /// The ledger (its help line is [`LEDGER_HELP`]).
+    /// The ledger (its help line names every backend kind).
     #[arg(long, env = "MIGRATE_LEDGER", help = LEDGER_HELP)]
     pub ledger: LedgerSpec,
     /// The tier to run.
@@ -409,7 +409,7 @@ pub struct IndexArgs {
 /// `migrate status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// The ledger (its help line is [`LEDGER_HELP`]).
+    /// The ledger (its help line names every backend kind).
     #[arg(long, env = "MIGRATE_LEDGER", help = LEDGER_HELP)]
     pub ledger: LedgerSpec,
     /// Show this slug's entry whole (its failure output too).

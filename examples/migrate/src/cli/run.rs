@@ -144,6 +144,16 @@ fn spawn_signal_forwarder(tx: tokio::sync::watch::Sender<bool>) -> Result<(), Fa
             _ = int.recv() => {}
         }
         let _ = tx.send(true);
+        // A second signal means "now": the script being stopped gets
+        // SIGKILL without waiting out its grace period.
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        crate::report::sink::stderr_line(
+            "migrate: second interrupt: killing the running migration now",
+        );
+        runner::escalate();
     });
     Ok(())
 }

@@ -52,12 +52,14 @@ pub struct StatusView {
     pub version: Option<u64>,
     /// The raw `version` value when it is not an integer.
     pub version_corrupt: Option<String>,
-    /// Entry counts by state.
+    /// Entry counts by state (the `unrecorded` and `corrupt` lists are
+    /// counted by their lengths; the text summary adds them).
     pub counts: BTreeMap<&'static str, usize>,
-    /// Entries: failures first, then slugs attempted but never recorded
-    /// (state `unrecorded`: a run died or an `on-error=abort` script failed),
-    /// then by slug.
+    /// Entries: failures first, then by slug.
     pub entries: Vec<EntryView>,
+    /// Slugs attempted but never recorded (state `unrecorded`, the attempt
+    /// count only): a run died, or an `on-error=abort` script failed.
+    pub unrecorded: Vec<EntryView>,
     /// Keys whose values (or names) do not parse.
     pub corrupt: Vec<CorruptView>,
 }
@@ -72,6 +74,7 @@ impl StatusView {
             version_corrupt: None,
             counts: BTreeMap::new(),
             entries: Vec::new(),
+            unrecorded: Vec::new(),
             corrupt: Vec::new(),
         };
         let Some(snapshot) = snapshot else {
@@ -115,8 +118,7 @@ impl StatusView {
             if snapshot.records.contains_key(slug) {
                 continue;
             }
-            *view.counts.entry(UNRECORDED).or_default() += 1;
-            view.entries.push(EntryView {
+            view.unrecorded.push(EntryView {
                 slug: slug.to_string(),
                 state: UNRECORDED,
                 at: String::new(),
@@ -146,7 +148,10 @@ impl StatusView {
 
     /// The entry of `slug`, if the ledger has one (or an attempt count).
     pub fn entry(&self, slug: &str) -> Option<&EntryView> {
-        self.entries.iter().find(|e| e.slug == slug)
+        self.entries
+            .iter()
+            .chain(&self.unrecorded)
+            .find(|e| e.slug == slug)
     }
 
     /// Text for people.
@@ -160,11 +165,17 @@ impl StatusView {
             );
             return out;
         }
-        let counts: Vec<String> = self
-            .counts
-            .iter()
-            .map(|(s, n)| format!("{n} {s}"))
-            .collect();
+        // The summary counts what is not an entry too: it is what to look at.
+        let mut all = self.counts.clone();
+        for (name, n) in [
+            (UNRECORDED, self.unrecorded.len()),
+            ("corrupt", self.corrupt.len()),
+        ] {
+            if n > 0 {
+                all.insert(name, n);
+            }
+        }
+        let counts: Vec<String> = all.iter().map(|(s, n)| format!("{n} {s}")).collect();
         let version = match (&self.version, &self.version_corrupt) {
             (Some(v), _) => format!(", legacy version {v}"),
             (None, Some(raw)) => format!(", legacy version CORRUPT ({raw:?})"),
@@ -190,7 +201,16 @@ impl StatusView {
             "BATCH".to_owned(),
             "REASON".to_owned(),
         ]];
-        for e in &self.entries {
+        // The table: failures, then the unrecorded attempts, then the rest.
+        let failed = self
+            .entries
+            .iter()
+            .take_while(|e| e.state == EntryState::Failed.as_str());
+        let rest = self
+            .entries
+            .iter()
+            .skip_while(|e| e.state == EntryState::Failed.as_str());
+        for e in failed.chain(&self.unrecorded).chain(rest) {
             let state = match e.state {
                 "failed" | UNRECORDED => paint(e.state, Colour::Red, colour),
                 "ok" => paint(e.state, Colour::Green, colour),
@@ -211,7 +231,7 @@ impl StatusView {
                 reason,
             ]);
         }
-        if self.entries.is_empty() {
+        if self.entries.is_empty() && self.unrecorded.is_empty() {
             let _ = writeln!(out, "no entries");
         } else {
             out.push_str(&table(&rows));
