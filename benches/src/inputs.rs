@@ -543,6 +543,7 @@ pub fn history(tags: usize, slugs: usize) -> ReleaseHistory {
         other_tags,
         disk,
         legacy: all[..LEGACY].to_vec(),
+        legacy_maps: Vec::new(),
     }
 }
 

@@ -10,8 +10,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use migration_core::generate::{ReleaseHistory, ScriptInfo, TagTree};
+use migration_core::generate::{LegacyMapAt, Place, ReleaseHistory, ScriptInfo, TagTree};
 use migration_core::header::{Tier, parse_header};
+use migration_core::tree::parse_legacy_map;
 use migration_core::version::Version;
 use migration_core::{Sha256Digest, Slug};
 
@@ -215,21 +216,27 @@ impl Repo {
 
         let mut reader = BlobReader::start(&self.root)?;
         let mut read_tag = |tag: &str| self.tag_tree(tag, path, &mut reader);
-        let line_trees = line
+        let (line_trees, mut legacy_maps): (Vec<_>, Vec<_>) = line
             .iter()
             .map(|(_, t)| read_tag(t))
-            .collect::<Result<Vec<_>, _>>()?;
-        let other_trees = all
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .unzip();
+        let (other_trees, other_maps): (Vec<_>, Vec<_>) = all
             .iter()
             .filter(|(_, t)| !on_line.contains(t))
             .map(|(_, t)| read_tag(t))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .unzip();
         reader.finish()?;
+        legacy_maps.extend(other_maps);
         Ok(ReleaseHistory {
             line: line_trees,
             other_tags: other_trees,
             disk,
             legacy,
+            legacy_maps: legacy_maps.into_iter().flatten().collect(),
         })
     }
 
@@ -238,7 +245,7 @@ impl Repo {
         tag: &str,
         path: &str,
         reader: &mut BlobReader,
-    ) -> Result<TagTree, GitError> {
+    ) -> Result<(TagTree, Option<LegacyMapAt>), GitError> {
         let path = path.trim_matches('/');
         let prefix = if path.is_empty() || path == "." {
             String::new()
@@ -256,6 +263,10 @@ impl Repo {
             "--".to_owned(),
         ];
         args.extend(dirs.iter().map(|d| format!("{d}/")));
+        // The tag's legacy-map, for the guard (CONTRACT.md §4.5).
+        let legacy_path = format!("{prefix}{}", migration_core::tree::LEGACY_MAP_FILE);
+        args.push(legacy_path.clone());
+        let mut legacy_map = None;
         let args_ref: Vec<&str> = args.iter().map(String::as_str).collect();
         let listing = self.git(&args_ref)?;
         let mut scripts = BTreeMap::new();
@@ -275,6 +286,21 @@ impl Repo {
                 meta.next().unwrap_or(""),
                 meta.next().unwrap_or(""),
             );
+            if file == legacy_path {
+                if kind != "blob" {
+                    return Err(bad("legacy-map is not a regular file"));
+                }
+                let bytes = reader.read(oid)?;
+                let pairs = parse_legacy_map(Path::new(file), &bytes).map_err(|problems| {
+                    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+                    bad(&text.join("; "))
+                })?;
+                legacy_map = Some(LegacyMapAt {
+                    place: Place::Tag(tag.to_owned()),
+                    pairs,
+                });
+                continue;
+            }
             let (dir, name) = file
                 .rsplit_once('/')
                 .ok_or_else(|| bad("not inside a tier directory"))?;
@@ -312,10 +338,13 @@ impl Repo {
                 return Err(bad("the same slug is in both tiers"));
             }
         }
-        Ok(TagTree {
-            tag: tag.to_owned(),
-            scripts,
-        })
+        Ok((
+            TagTree {
+                tag: tag.to_owned(),
+                scripts,
+            },
+            legacy_map,
+        ))
     }
 }
 

@@ -26,7 +26,14 @@ pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
     let tree = MigrationsTree::load_with(&repo.join(&path), options)?;
     let disk = ReleaseHistory::disk_from_tree(&tree);
     let legacy = ReleaseHistory::legacy_from_pairs(tree.legacy_map());
-    let history = Repo::new(&repo).history(&path, &tag_pattern, disk, legacy)?;
+    let mut history = Repo::new(&repo).history(&path, &tag_pattern, disk, legacy)?;
+    // The working tree's legacy-map, compared with the tags' by the guard.
+    history
+        .legacy_maps
+        .push(migration_core::generate::LegacyMapAt {
+            place: migration_core::generate::Place::Disk,
+            pairs: tree.legacy_map().to_vec(),
+        });
     let manifest = generate(&history)
         .map_err(|e| Failure::bad_input(e.problems.iter().map(ToString::to_string).collect()))?;
     if let Some(dir) = &dir {
