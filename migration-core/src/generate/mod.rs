@@ -42,6 +42,7 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
         });
         return Err(GenerateError { problems });
     }
+    problems.extend(immutability::retired_readded_problems(history));
     problems.extend(legacy_guard::legacy_map_problems(history));
     requires::tier_problems(history, &mut problems);
     let assignment = assign::assign(history, &mut problems);

@@ -97,6 +97,17 @@ pub enum GenerateProblem {
         /// The legacy-map line.
         line: String,
     },
+    /// A slug whose script a line tag deleted (retired), back in a later
+    /// tag or on disk: the shipped `<slug> retired` line would flip back.
+    #[error(
+        "'{slug}' was retired in tag {retired_in} (its script deleted) and is back; a retired slug is never reused, since shipped manifests say '{slug} retired': ship the script under a new slug"
+    )]
+    RetiredReadded {
+        /// The slug.
+        slug: Slug,
+        /// The line tag that first lacked the script.
+        retired_in: String,
+    },
     /// A cycle of `requires` within one batch.
     #[error("batch {batch}: requires cycle: {cycle}")]
     Cycle {
