@@ -63,6 +63,26 @@ pub enum GitError {
         /// The tag that sorts next.
         later: String,
     },
+    /// Release tags whose tree has the migrations tree at none of the
+    /// paths given: it moved, or the tags predate it.
+    #[error(
+        "release tag(s) {} have no migrations tree at {}: they would silently contribute nothing (a smaller manifest, retired lines lost, slugs in later batches). If the tree moved, give its earlier path too (--path NEW --path OLD); if these releases predate the tree, pass --tree-since <first tag with the tree>",
+        tags.join(", "), paths.join(" or ")
+    )]
+    TreeMissing {
+        /// The tags, in release order.
+        tags: Vec<String>,
+        /// The paths looked at.
+        paths: Vec<String>,
+    },
+    /// A tag holding a migrations tree at more than one of the paths given.
+    #[error("release tag {tag} has a migrations tree at each of {}: say which one it used (give only paths that never coexist)", paths.join(", "))]
+    AmbiguousPath {
+        /// The tag.
+        tag: String,
+        /// The paths that are trees in it.
+        paths: Vec<String>,
+    },
     /// Something in a tag's tree that cannot be a migration script.
     #[error("tag {tag}: {path}: {reason}")]
     BadEntry {
@@ -191,6 +211,25 @@ impl Repo {
         disk: BTreeMap<Slug, ScriptInfo>,
         legacy: Vec<Slug>,
     ) -> Result<ReleaseHistory, GitError> {
+        let paths = [path.to_owned()];
+        let reading = TreePaths {
+            paths: &paths,
+            tree_since: None,
+        };
+        self.history_at(&reading, pattern, disk, legacy)
+    }
+
+    /// [`Repo::history`] with the tree's path history: each tag reads the
+    /// one of `reading.paths` it has; a tag with none is
+    /// [`GitError::TreeMissing`] unless it sorts before
+    /// `reading.tree_since`.
+    pub fn history_at(
+        &self,
+        reading: &TreePaths<'_>,
+        pattern: &str,
+        disk: BTreeMap<Slug, ScriptInfo>,
+        legacy: Vec<Slug>,
+    ) -> Result<ReleaseHistory, GitError> {
         let shallow = self.lines(&["rev-parse", "--is-shallow-repository"])?;
         if shallow.first().map(String::as_str) != Some("false") {
             return Err(GitError::Shallow {
@@ -214,22 +253,69 @@ impl Repo {
         self.check_linear(&line)?;
         let on_line: std::collections::HashSet<&String> = line.iter().map(|(_, t)| t).collect();
 
+        let since = match reading.tree_since {
+            Some(t) => Some(Version::parse(t).ok_or(GitError::NotSemver { tag: t.to_owned() })?),
+            None => None,
+        };
+        let mut missing: Vec<String> = Vec::new();
         let mut reader = BlobReader::start(&self.root)?;
-        let mut read_tag = |tag: &str| self.tag_tree(tag, path, &mut reader);
+        let mut read_tag = |version: &Version, tag: &str| {
+            let mut found = Vec::new();
+            for path in reading.paths {
+                let read = self.tag_tree(tag, path, &mut reader)?;
+                if read.present {
+                    found.push((path.clone(), read));
+                }
+            }
+            if found.len() == 1
+                && let Some((_, read)) = found.pop()
+            {
+                return Ok((read.tree, read.legacy_map));
+            }
+            match found.len() {
+                0 => {
+                    if since.as_ref().is_none_or(|s| version >= s) {
+                        missing.push(tag.to_owned());
+                    }
+                    Ok((
+                        TagTree {
+                            tag: tag.to_owned(),
+                            scripts: BTreeMap::new(),
+                        },
+                        None,
+                    ))
+                }
+                _ => Err(GitError::AmbiguousPath {
+                    tag: tag.to_owned(),
+                    paths: found.into_iter().map(|(p, _)| p).collect(),
+                }),
+            }
+        };
         let (line_trees, mut legacy_maps): (Vec<_>, Vec<_>) = line
             .iter()
-            .map(|(_, t)| read_tag(t))
+            .map(|(v, t)| read_tag(v, t))
             .collect::<Result<Vec<_>, _>>()?
             .into_iter()
             .unzip();
         let (other_trees, other_maps): (Vec<_>, Vec<_>) = all
             .iter()
             .filter(|(_, t)| !on_line.contains(t))
-            .map(|(_, t)| read_tag(t))
+            .map(|(v, t)| read_tag(v, t))
             .collect::<Result<Vec<_>, _>>()?
             .into_iter()
             .unzip();
         reader.finish()?;
+        if !missing.is_empty() {
+            let mut tags: Vec<(Version, String)> = missing
+                .into_iter()
+                .filter_map(|t| Version::parse(&t).map(|v| (v, t)))
+                .collect();
+            tags.sort();
+            return Err(GitError::TreeMissing {
+                tags: tags.into_iter().map(|(_, t)| t).collect(),
+                paths: reading.paths.to_vec(),
+            });
+        }
         legacy_maps.extend(other_maps);
         Ok(ReleaseHistory {
             line: line_trees,
@@ -245,7 +331,7 @@ impl Repo {
         tag: &str,
         path: &str,
         reader: &mut BlobReader,
-    ) -> Result<(TagTree, Option<LegacyMapAt>), GitError> {
+    ) -> Result<TagRead, GitError> {
         let path = path.trim_matches('/');
         let prefix = if path.is_empty() || path == "." {
             String::new()
@@ -267,10 +353,12 @@ impl Repo {
         let legacy_path = format!("{prefix}{}", migration_core::tree::LEGACY_MAP_FILE);
         args.push(legacy_path.clone());
         let mut legacy_map = None;
+        let mut present = false;
         let args_ref: Vec<&str> = args.iter().map(String::as_str).collect();
         let listing = self.git(&args_ref)?;
         let mut scripts = BTreeMap::new();
         for record in listing.split(|&b| b == 0).filter(|r| !r.is_empty()) {
+            present = true;
             let text = String::from_utf8_lossy(record);
             let bad = |reason: &str| GitError::BadEntry {
                 tag: tag.to_owned(),
@@ -338,14 +426,34 @@ impl Repo {
                 return Err(bad("the same slug is in both tiers"));
             }
         }
-        Ok((
-            TagTree {
+        Ok(TagRead {
+            tree: TagTree {
                 tag: tag.to_owned(),
                 scripts,
             },
             legacy_map,
-        ))
+            present,
+        })
     }
+}
+
+/// Where the migrations tree lives in the release tags.
+#[derive(Debug, Clone, Copy)]
+pub struct TreePaths<'a> {
+    /// Its paths inside the repository, the working tree's first; each tag
+    /// must have exactly one of them.
+    pub paths: &'a [String],
+    /// Tags sorting before this one may lack the tree (they predate it).
+    pub tree_since: Option<&'a str>,
+}
+
+/// One tag's read at one path.
+struct TagRead {
+    tree: TagTree,
+    legacy_map: Option<LegacyMapAt>,
+    /// The tag has anything at the path's tier directories or legacy-map
+    /// (git keeps no empty directory, so an existing tier has a file).
+    present: bool,
 }
 
 /// Whether `target` is `from` or one of its ancestors in `parents`.

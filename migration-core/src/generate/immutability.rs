@@ -63,7 +63,7 @@ pub(super) fn immutability_problems(history: &ReleaseHistory) -> Vec<GeneratePro
 pub(super) fn retired_readded_problems(history: &ReleaseHistory) -> Vec<GenerateProblem> {
     let mut retired_in: BTreeMap<&Slug, &str> = BTreeMap::new();
     let mut reported: BTreeMap<&Slug, GenerateProblem> = BTreeMap::new();
-    let mut report = |slug: &'_ Slug, tag: &str| GenerateProblem::RetiredReadded {
+    let report = |slug: &'_ Slug, tag: &str| GenerateProblem::RetiredReadded {
         slug: slug.clone(),
         retired_in: tag.to_owned(),
     };

@@ -13,7 +13,8 @@ use crate::report::ManifestView;
 pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
     let ManifestArgs {
         repo,
-        path,
+        path: paths,
+        tree_since,
         tag_pattern,
         out: dir,
     } = args;
@@ -23,10 +24,15 @@ pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
         read_manifest: false,
         ..LoadOptions::default()
     };
+    let path = paths.first().cloned().unwrap_or_default();
     let tree = MigrationsTree::load_with(&repo.join(&path), options)?;
     let disk = ReleaseHistory::disk_from_tree(&tree);
     let legacy = ReleaseHistory::legacy_from_pairs(tree.legacy_map());
-    let mut history = Repo::new(&repo).history(&path, &tag_pattern, disk, legacy)?;
+    let reading = crate::git::TreePaths {
+        paths: &paths,
+        tree_since: tree_since.as_deref(),
+    };
+    let mut history = Repo::new(&repo).history_at(&reading, &tag_pattern, disk, legacy)?;
     // The working tree's legacy-map, compared with the tags' by the guard.
     history
         .legacy_maps
