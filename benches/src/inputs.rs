@@ -289,7 +289,13 @@ impl PlanInput {
                     LEGACY + (batch - 1) * BATCH_SIZE
                 };
                 let mut t = LEGACY + rng.below(earlier_end - LEGACY);
-                while matches!(kinds[t], Kind::Revoked | Kind::Retired | Kind::Failed) {
+                // A pre-apply script cannot require a background one (a
+                // tree error): step back past those too.
+                let background =
+                    |t: usize| kinds[t] != Kind::Pending && t >= LEGACY && (t - LEGACY) % 5 == 4;
+                while matches!(kinds[t], Kind::Revoked | Kind::Retired | Kind::Failed)
+                    || (tier == Tier::PreApply && background(t))
+                {
                     t -= 1;
                 }
                 requires.push(slugs[t].clone());
@@ -489,7 +495,12 @@ pub fn history(tags: usize, slugs: usize) -> ReleaseHistory {
         .map(|i| {
             let requires = if i > LEGACY && (i - LEGACY) % 10 == 3 {
                 let back = rng.below((i - LEGACY).min(100)) + 1;
-                vec![all[i - back].clone()]
+                let mut t = i - back;
+                // A pre-apply script cannot require a background one.
+                if i % 5 != 4 && t % 5 == 4 {
+                    t -= 1;
+                }
+                vec![all[t].clone()]
             } else {
                 Vec::new()
             };
