@@ -289,7 +289,8 @@ impl PlanInput {
                     LEGACY + (batch - 1) * BATCH_SIZE
                 };
                 let mut t = LEGACY + rng.below(earlier_end - LEGACY);
-                // A blocking migration may not wait for a background one.
+                // A pre-apply script cannot require a background one (a
+                // tree error): step back past those too.
                 let background =
                     |t: usize| kinds[t] != Kind::Pending && t >= LEGACY && (t - LEGACY) % 5 == 4;
                 while matches!(kinds[t], Kind::Revoked | Kind::Retired | Kind::Failed)
@@ -493,12 +494,13 @@ pub fn history(tags: usize, slugs: usize) -> ReleaseHistory {
     let infos: Vec<ScriptInfo> = (0..all.len())
         .map(|i| {
             let requires = if i > LEGACY && (i - LEGACY) % 10 == 3 {
-                let mut back = rng.below((i - LEGACY).min(100)) + 1;
-                // A blocking migration may not wait for a background one.
-                if i % 5 != 4 && (i - back) % 5 == 4 {
-                    back += 1;
+                let back = rng.below((i - LEGACY).min(100)) + 1;
+                let mut t = i - back;
+                // A pre-apply script cannot require a background one.
+                if i % 5 != 4 && t % 5 == 4 {
+                    t -= 1;
                 }
-                vec![all[i - back].clone()]
+                vec![all[t].clone()]
             } else {
                 Vec::new()
             };
@@ -552,6 +554,7 @@ pub fn history(tags: usize, slugs: usize) -> ReleaseHistory {
         other_tags,
         disk,
         legacy: all[..LEGACY].to_vec(),
+        legacy_maps: Vec::new(),
     }
 }
 

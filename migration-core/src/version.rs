@@ -17,6 +17,11 @@ enum PreId {
 }
 
 impl Version {
+    /// True for a pre-release (`v1.7.0-rc.1`), which sorts before its release.
+    pub fn is_prerelease(&self) -> bool {
+        !self.pre.is_empty()
+    }
+
     /// Parses a tag: an optional leading `v`, `MAJOR.MINOR.PATCH`, an
     /// optional `-PRERELEASE`, an optional `+BUILD` (ignored for order).
     pub fn parse(tag: &str) -> Option<Version> {

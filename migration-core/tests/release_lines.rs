@@ -149,6 +149,7 @@ impl Line {
             other_tags: Vec::new(),
             disk: self.tag_tree(k).scripts,
             legacy: Vec::new(),
+            legacy_maps: Vec::new(),
         };
         generate(&history).unwrap()
     }

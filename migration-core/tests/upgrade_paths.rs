@@ -158,6 +158,7 @@ impl History {
                 .collect(),
             disk: self.tag_tree(tag).scripts,
             legacy: Vec::new(),
+            legacy_maps: Vec::new(),
         };
         let manifest = generate(&history).unwrap_or_else(|e| panic!("{}: {e}", tag.name()));
         let mut tree = TreeBuilder::new();

@@ -10,8 +10,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use migration_core::generate::{ReleaseHistory, ScriptInfo, TagTree};
+use migration_core::generate::{LegacyMapAt, Place, ReleaseHistory, ScriptInfo, TagTree};
 use migration_core::header::{Tier, parse_header};
+use migration_core::tree::parse_legacy_map;
 use migration_core::version::Version;
 use migration_core::{Sha256Digest, Slug};
 
@@ -61,6 +62,26 @@ pub enum GitError {
         earlier: String,
         /// The tag that sorts next.
         later: String,
+    },
+    /// Release tags whose tree has the migrations tree at none of the
+    /// paths given: it moved, or the tags predate it.
+    #[error(
+        "release tag(s) {} have no migrations tree at {}: they would silently contribute nothing (a smaller manifest, retired lines lost, slugs in later batches). If the tree moved, give its earlier path too (--path NEW --path OLD); if these releases predate the tree, pass --tree-since <first tag with the tree>",
+        tags.join(", "), paths.join(" or ")
+    )]
+    TreeMissing {
+        /// The tags, in release order.
+        tags: Vec<String>,
+        /// The paths looked at.
+        paths: Vec<String>,
+    },
+    /// A tag holding a migrations tree at more than one of the paths given.
+    #[error("release tag {tag} has a migrations tree at each of {}: say which one it used (give only paths that never coexist)", paths.join(", "))]
+    AmbiguousPath {
+        /// The tag.
+        tag: String,
+        /// The paths that are trees in it.
+        paths: Vec<String>,
     },
     /// Something in a tag's tree that cannot be a migration script.
     #[error("tag {tag}: {path}: {reason}")]
@@ -239,6 +260,25 @@ impl Repo {
         disk: BTreeMap<Slug, ScriptInfo>,
         legacy: Vec<Slug>,
     ) -> Result<ReleaseHistory, GitError> {
+        let paths = [path.to_owned()];
+        let reading = TreePaths {
+            paths: &paths,
+            tree_since: None,
+        };
+        self.history_at(&reading, pattern, disk, legacy)
+    }
+
+    /// [`Repo::history`] with the tree's path history: each tag reads the
+    /// one of `reading.paths` it has; a tag with none is
+    /// [`GitError::TreeMissing`] unless it sorts before
+    /// `reading.tree_since`.
+    pub fn history_at(
+        &self,
+        reading: &TreePaths<'_>,
+        pattern: &str,
+        disk: BTreeMap<Slug, ScriptInfo>,
+        legacy: Vec<Slug>,
+    ) -> Result<ReleaseHistory, GitError> {
         let shallow = self.lines(&["rev-parse", "--is-shallow-repository"])?;
         if shallow.first().map(String::as_str) != Some("false") {
             return Err(GitError::Shallow {
@@ -275,35 +315,91 @@ impl Repo {
         self.check_linear(&line)?;
         let on_line: std::collections::HashSet<&String> = line.iter().map(|(_, t)| t).collect();
 
-        let mut reader = BlobReader::start(&self.root)?;
-        let mut holding_path = 0usize;
-        let mut read_tag = |tag: &str| {
-            let (tree, listed) = self.tag_tree(tag, path, &mut reader)?;
-            holding_path += usize::from(listed);
-            Ok::<_, GitError>(tree)
+        let since = match reading.tree_since {
+            Some(t) => Some(Version::parse(t).ok_or(GitError::NotSemver { tag: t.to_owned() })?),
+            None => None,
         };
-        let line_trees = line
+        let mut missing: Vec<String> = Vec::new();
+        let mut reader = BlobReader::start(&self.root)?;
+        let mut read_tag = |version: &Version, tag: &str| {
+            let mut found = Vec::new();
+            for path in reading.paths {
+                let read = self.tag_tree(tag, path, &mut reader)?;
+                if read.present {
+                    found.push((path.clone(), read));
+                }
+            }
+            if found.len() == 1
+                && let Some((_, read)) = found.pop()
+            {
+                return Ok((read.tree, read.legacy_map));
+            }
+            match found.len() {
+                0 => {
+                    if since.as_ref().is_none_or(|s| version >= s) {
+                        missing.push(tag.to_owned());
+                    }
+                    Ok((
+                        TagTree {
+                            tag: tag.to_owned(),
+                            scripts: BTreeMap::new(),
+                        },
+                        None,
+                    ))
+                }
+                _ => Err(GitError::AmbiguousPath {
+                    tag: tag.to_owned(),
+                    paths: found.into_iter().map(|(p, _)| p).collect(),
+                }),
+            }
+        };
+        let (line_trees, mut legacy_maps): (Vec<_>, Vec<_>) = line
             .iter()
-            .map(|(_, t)| read_tag(t))
-            .collect::<Result<Vec<_>, _>>()?;
-        let other_trees = all
+            .map(|(v, t)| read_tag(v, t))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .unzip();
+        let (other_trees, other_maps): (Vec<_>, Vec<_>) = all
             .iter()
             .filter(|(_, t)| !on_line.contains(t))
-            .map(|(_, t)| read_tag(t))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|(v, t)| read_tag(v, t))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .unzip();
         reader.finish()?;
-        if !all.is_empty() && holding_path == 0 && !self.allow_new_path {
-            return Err(GitError::PathInNoTag {
-                path: path.trim_matches('/').to_owned(),
-                pattern: pattern.to_owned(),
-                tags: all.len(),
+        // A tree no tag holds at all is new since the last release: an error
+        // (a mistyped --path would make every script untagged) unless the
+        // caller says so. Some tags lacking it is TreeMissing below.
+        let holding = all.len() - missing.len().min(all.len());
+        if !all.is_empty() && holding == 0 && reading.tree_since.is_none() {
+            if self.allow_new_path {
+                missing.clear();
+            } else {
+                return Err(GitError::PathInNoTag {
+                    path: reading.paths.join(", "),
+                    pattern: pattern.to_owned(),
+                    tags: all.len(),
+                });
+            }
+        }
+        if !missing.is_empty() {
+            let mut tags: Vec<(Version, String)> = missing
+                .into_iter()
+                .filter_map(|t| Version::parse(&t).map(|v| (v, t)))
+                .collect();
+            tags.sort();
+            return Err(GitError::TreeMissing {
+                tags: tags.into_iter().map(|(_, t)| t).collect(),
+                paths: reading.paths.to_vec(),
             });
         }
+        legacy_maps.extend(other_maps);
         Ok(ReleaseHistory {
             line: line_trees,
             other_tags: other_trees,
             disk,
             legacy,
+            legacy_maps: legacy_maps.into_iter().flatten().collect(),
         })
     }
 
@@ -398,7 +494,7 @@ impl Repo {
         tag: &str,
         path: &str,
         reader: &mut BlobReader,
-    ) -> Result<(TagTree, bool), GitError> {
+    ) -> Result<TagRead, GitError> {
         let path = path.trim_matches('/');
         let prefix = if path.is_empty() || path == "." {
             String::new()
@@ -416,11 +512,16 @@ impl Repo {
             "--".to_owned(),
         ];
         args.extend(dirs.iter().map(|d| format!("{d}/")));
+        // The tag's legacy-map, for the guard (CONTRACT.md §4.5).
+        let legacy_path = format!("{prefix}{}", migration_core::tree::LEGACY_MAP_FILE);
+        args.push(legacy_path.clone());
+        let mut legacy_map = None;
+        let mut present = false;
         let args_ref: Vec<&str> = args.iter().map(String::as_str).collect();
         let listing = self.git(&args_ref)?;
         let mut scripts = BTreeMap::new();
-        let listed = listing.iter().any(|&b| b != 0);
         for record in listing.split(|&b| b == 0).filter(|r| !r.is_empty()) {
+            present = true;
             let text = String::from_utf8_lossy(record);
             let bad = |reason: &str| GitError::BadEntry {
                 tag: tag.to_owned(),
@@ -436,6 +537,21 @@ impl Repo {
                 meta.next().unwrap_or(""),
                 meta.next().unwrap_or(""),
             );
+            if file == legacy_path {
+                if kind != "blob" {
+                    return Err(bad("legacy-map is not a regular file"));
+                }
+                let bytes = reader.read(oid)?;
+                let pairs = parse_legacy_map(Path::new(file), &bytes).map_err(|problems| {
+                    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+                    bad(&text.join("; "))
+                })?;
+                legacy_map = Some(LegacyMapAt {
+                    place: Place::Tag(tag.to_owned()),
+                    pairs,
+                });
+                continue;
+            }
             let (dir, name) = file
                 .rsplit_once('/')
                 .ok_or_else(|| bad("not inside a tier directory"))?;
@@ -473,14 +589,34 @@ impl Repo {
                 return Err(bad("the same slug is in both tiers"));
             }
         }
-        Ok((
-            TagTree {
+        Ok(TagRead {
+            tree: TagTree {
                 tag: tag.to_owned(),
                 scripts,
             },
-            listed,
-        ))
+            legacy_map,
+            present,
+        })
     }
+}
+
+/// Where the migrations tree lives in the release tags.
+#[derive(Debug, Clone, Copy)]
+pub struct TreePaths<'a> {
+    /// Its paths inside the repository, the working tree's first; each tag
+    /// must have exactly one of them.
+    pub paths: &'a [String],
+    /// Tags sorting before this one may lack the tree (they predate it).
+    pub tree_since: Option<&'a str>,
+}
+
+/// One tag's read at one path.
+struct TagRead {
+    tree: TagTree,
+    legacy_map: Option<LegacyMapAt>,
+    /// The tag has anything at the path's tier directories or legacy-map
+    /// (git keeps no empty directory, so an existing tier has a file).
+    present: bool,
 }
 
 /// Whether `target` is `from` or one of its ancestors in `parents`.

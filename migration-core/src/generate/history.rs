@@ -42,6 +42,19 @@ pub struct ReleaseHistory {
     pub disk: BTreeMap<Slug, ScriptInfo>,
     /// The legacy map, in integer order.
     pub legacy: Vec<Slug>,
+    /// The `legacy-map` of each place that has one, for the guard: line
+    /// tags in order, other tags, then the working tree ([`Place::Disk`];
+    /// without it only tags are compared with one another).
+    pub legacy_maps: Vec<LegacyMapAt>,
+}
+
+/// The `legacy-map` lines of one place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LegacyMapAt {
+    /// A tag or the working tree.
+    pub place: Place,
+    /// Its lines.
+    pub pairs: Vec<LegacyPair>,
 }
 
 impl ReleaseHistory {

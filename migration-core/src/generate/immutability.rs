@@ -55,3 +55,35 @@ pub(super) fn immutability_problems(history: &ReleaseHistory) -> Vec<GeneratePro
     }
     reported.into_values().collect()
 }
+
+/// Slugs a line tag retired (the previous line tag had the script, this one
+/// does not) that a later line tag or the disk has again: the release
+/// manifests since carry `<slug> retired`, and a shipped line never flips
+/// back. Each slug once, naming the tag that retired it.
+pub(super) fn retired_readded_problems(history: &ReleaseHistory) -> Vec<GenerateProblem> {
+    let mut retired_in: BTreeMap<&Slug, &str> = BTreeMap::new();
+    let mut reported: BTreeMap<&Slug, GenerateProblem> = BTreeMap::new();
+    let report = |slug: &'_ Slug, tag: &str| GenerateProblem::RetiredReadded {
+        slug: slug.clone(),
+        retired_in: tag.to_owned(),
+    };
+    for pair in history.line.windows(2) {
+        let (before, now) = (&pair[0], &pair[1]);
+        for slug in now.scripts.keys() {
+            if let Some(tag) = retired_in.get(slug) {
+                reported.entry(slug).or_insert_with(|| report(slug, tag));
+            }
+        }
+        for slug in before.scripts.keys() {
+            if !now.scripts.contains_key(slug) {
+                retired_in.entry(slug).or_insert(now.tag.as_str());
+            }
+        }
+    }
+    for slug in history.disk.keys() {
+        if let Some(tag) = retired_in.get(slug) {
+            reported.entry(slug).or_insert_with(|| report(slug, tag));
+        }
+    }
+    reported.into_values().collect()
+}

@@ -13,12 +13,13 @@
 mod assign;
 mod history;
 mod immutability;
+mod legacy_guard;
 mod problems;
 mod requires;
 #[cfg(test)]
 mod tests;
 
-pub use history::{Place, ReleaseHistory, ScriptInfo, TagTree};
+pub use history::{LegacyMapAt, Place, ReleaseHistory, ScriptInfo, TagTree};
 pub use problems::{GenerateError, GenerateProblem};
 
 use crate::manifest::Manifest;
@@ -41,6 +42,8 @@ pub fn generate(history: &ReleaseHistory) -> Result<Manifest, GenerateError> {
         });
         return Err(GenerateError { problems });
     }
+    problems.extend(immutability::retired_readded_problems(history));
+    problems.extend(legacy_guard::legacy_map_problems(history));
     requires::tier_problems(history, &mut problems);
     let assignment = assign::assign(history, &mut problems);
     let batches = requires::order_batches(history, assignment, &mut problems);

@@ -58,6 +58,56 @@ pub enum GenerateProblem {
         /// The background target.
         target: Slug,
     },
+    /// A `legacy-map` line that differs between two places: one integer
+    /// naming two slugs, or one slug under two integers.
+    #[error(
+        "legacy-map line '{first}' shipped in {first_place}, but {second_place} has '{second}'; a shipped legacy-map line is immutable"
+    )]
+    LegacyLineChanged {
+        /// The line as first seen.
+        first: String,
+        /// Where.
+        first_place: Place,
+        /// The conflicting line.
+        second: String,
+        /// Where.
+        second_place: Place,
+    },
+    /// A `legacy-map` line a line tag shipped that the working tree lacks.
+    #[error(
+        "legacy-map line '{line}' shipped in tag {tag} is missing from the working tree; a shipped legacy-map line is never removed"
+    )]
+    LegacyLineRemoved {
+        /// The line.
+        line: String,
+        /// The tag that shipped it.
+        tag: String,
+    },
+    /// A slug the working tree's `legacy-map` lists that a line tag shipped
+    /// as a regular migration: clusters would seed it `legacy` instead of
+    /// running it.
+    #[error(
+        "'{slug}' shipped in tag {tag} as a regular migration; the working tree's legacy-map now lists it as '{line}', which would seed it 'legacy' instead of running it: remove the line"
+    )]
+    LegacyAfterShipping {
+        /// The slug.
+        slug: Slug,
+        /// The first line tag that shipped it.
+        tag: String,
+        /// The legacy-map line.
+        line: String,
+    },
+    /// A slug whose script a line tag deleted (retired), back in a later
+    /// tag or on disk: the shipped `<slug> retired` line would flip back.
+    #[error(
+        "'{slug}' was retired in tag {retired_in} (its script deleted) and is back; a retired slug is never reused, since shipped manifests say '{slug} retired': ship the script under a new slug"
+    )]
+    RetiredReadded {
+        /// The slug.
+        slug: Slug,
+        /// The line tag that first lacked the script.
+        retired_in: String,
+    },
     /// A cycle of `requires` within one batch.
     #[error("batch {batch}: requires cycle: {cycle}")]
     Cycle {

@@ -52,13 +52,20 @@ fn a_slug_that_leaves_the_line_and_returns_changed_is_caught_with_both_tags() {
     let problems = generate(&history).unwrap_err().problems;
     assert_eq!(
         problems,
-        [GenerateProblem::ContentChanged {
-            slug: s("a"),
-            first: Place::Tag("v1.0.0".into()),
-            first_sha: Sha256Digest::of(b"x"),
-            second: Place::Tag("v1.2.0".into()),
-            second_sha: Sha256Digest::of(b"y"),
-        }]
+        [
+            GenerateProblem::ContentChanged {
+                slug: s("a"),
+                first: Place::Tag("v1.0.0".into()),
+                first_sha: Sha256Digest::of(b"x"),
+                second: Place::Tag("v1.2.0".into()),
+                second_sha: Sha256Digest::of(b"y"),
+            },
+            // Coming back at all is refused too, changed or not.
+            GenerateProblem::RetiredReadded {
+                slug: s("a"),
+                retired_in: "v1.1.0".into(),
+            }
+        ]
     );
 }
 

@@ -100,7 +100,8 @@ pub enum Refusal {
     /// release to upgrade through (for a legacy script, the manifest's
     /// first release).
     #[error(
-        "'{slug}' was retired but this cluster has no entry for it; upgrade through {release} (which still ships the script) first"
+        "'{slug}' was retired but this cluster has no entry for it; {}",
+        retention_advice(slug, release)
     )]
     RetentionFloor {
         /// The slug.
@@ -178,4 +179,19 @@ pub enum Refusal {
 pub struct PlanError {
     /// Every fatal problem.
     pub problems: Vec<Refusal>,
+}
+
+/// What a cluster below the retention floor can do: upgrade through the
+/// release that shipped the script, or, when it first shipped in a
+/// pre-release (which may be all it ever shipped in, and which a
+/// production cluster does not install), revoke it.
+fn retention_advice(slug: &Slug, release: &str) -> String {
+    let pre_release = crate::version::Version::parse(release).is_some_and(|v| v.is_prerelease());
+    if pre_release {
+        format!(
+            "it first shipped in the pre-release {release}. If a release after it still shipped the script, upgrade through that release first; if it only ever shipped in pre-releases, no production cluster can run it: revoke it: add '{slug}' to the tree's revoked file, and clusters record it 'revoked'"
+        )
+    } else {
+        format!("upgrade through {release} (which still ships the script) first")
+    }
 }

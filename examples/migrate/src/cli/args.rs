@@ -226,9 +226,16 @@ pub struct ManifestArgs {
     /// The git repository.
     #[arg(long, default_value = ".")]
     pub repo: PathBuf,
-    /// The migrations tree's path inside the repository.
+    /// The migrations tree's path inside the repository (the working
+    /// tree's). Repeat it with the tree's earlier paths when it moved: each
+    /// tag reads the one path it has; a tag with none is an error.
+    #[arg(long, required = true)]
+    pub path: Vec<String>,
+    /// Release tags that sort before this one predate the migrations tree
+    /// and may lack it (they contribute nothing); without it, such a tag is
+    /// an error.
     #[arg(long)]
-    pub path: String,
+    pub tree_since: Option<String>,
     /// Glob of release tags.
     #[arg(long, default_value = "v*")]
     pub tag_pattern: String,

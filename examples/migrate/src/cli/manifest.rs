@@ -15,27 +15,45 @@ use crate::report::ManifestView;
 pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
     let ManifestArgs {
         repo,
-        path,
+        path: paths,
+        tree_since,
         tag_pattern,
         out: dir,
         allow_new_path,
     } = args;
-    let path = repo_relative(&repo, &path)?;
+    // The first --path is the tree in the working copy (it must exist);
+    // the others are where older tags kept it, gone from disk now.
+    let mut paths = paths;
+    if let Some(first) = paths.first_mut() {
+        *first = repo_relative(&repo, first)?;
+    }
+    for old in paths.iter_mut().skip(1) {
+        *old = lexical_relative(&repo, old)?;
+    }
     // The manifest on disk is what is being regenerated: a stale one must
     // not stop its own regeneration.
     let options = LoadOptions {
         read_manifest: false,
         ..LoadOptions::default()
     };
+    let path = paths.first().cloned().unwrap_or_default();
     let tree = MigrationsTree::load_with(&repo.join(&path), options)?;
     let disk = ReleaseHistory::disk_from_tree(&tree);
     let legacy = ReleaseHistory::legacy_from_pairs(tree.legacy_map());
-    let history = Repo::new(&repo).allow_new_path(allow_new_path).history(
-        &path,
-        &tag_pattern,
-        disk,
-        legacy,
-    )?;
+    let reading = crate::git::TreePaths {
+        paths: &paths,
+        tree_since: tree_since.as_deref(),
+    };
+    let mut history = Repo::new(&repo)
+        .allow_new_path(allow_new_path)
+        .history_at(&reading, &tag_pattern, disk, legacy)?;
+    // The working tree's legacy-map, compared with the tags' by the guard.
+    history
+        .legacy_maps
+        .push(migration_core::generate::LegacyMapAt {
+            place: migration_core::generate::Place::Disk,
+            pairs: tree.legacy_map().to_vec(),
+        });
     let manifest = generate(&history)
         .map_err(|e| Failure::bad_input(e.problems.iter().map(ToString::to_string).collect()))?;
     if let Some(dir) = &dir {
@@ -83,4 +101,38 @@ fn repo_relative(repo: &Path, path: &str) -> Result<String, Failure> {
     } else {
         relative.to_owned()
     })
+}
+
+/// An older `--path` (the tree before it moved; it need not exist on disk
+/// any more) as git names it: `./x` and `x/` become `x`, an absolute path
+/// must lie inside the repository, `..` is refused.
+fn lexical_relative(repo: &Path, path: &str) -> Result<String, Failure> {
+    let bad = |why: &str| Failure::bad_input(vec![format!("--path {path:?}: {why}")]);
+    let given = Path::new(path);
+    let relative = if given.is_absolute() {
+        let root = std::fs::canonicalize(repo)
+            .map_err(|e| bad(&format!("the repository {} cannot be read: {e}", repo.display())))?;
+        given
+            .strip_prefix(&root)
+            .map_err(|_| bad("outside the repository; give the tree's path inside it"))?
+            .to_path_buf()
+    } else {
+        given.to_path_buf()
+    };
+    let mut parts = Vec::new();
+    for part in relative.components() {
+        match part {
+            std::path::Component::Normal(p) => parts.push(
+                p.to_str()
+                    .ok_or_else(|| bad("the path is not UTF-8"))?
+                    .to_owned(),
+            ),
+            std::path::Component::CurDir => {}
+            _ => return Err(bad("'..' and roots are not paths inside the repository")),
+        }
+    }
+    if parts.is_empty() {
+        return Err(bad("names the repository itself, not a tree inside it"));
+    }
+    Ok(parts.join("/"))
 }

@@ -1,0 +1,82 @@
+//! `legacy-map` lines are under the immutability guard (issue 13): a line
+//! a release shipped never changes, is never removed, and a slug that
+//! shipped as a regular migration is never moved into `00000-legacy`
+//! afterwards (a cluster would then seed it `legacy` instead of running it).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::Repo;
+
+/// v1.0.0 ships legacy 1 and 2 and the regular `relabel`.
+fn released() -> Repo {
+    let repo = Repo::new();
+    repo.add("pre-apply", "1", "echo one");
+    repo.add("pre-apply", "2", "echo two");
+    repo.add("pre-apply", "relabel", "echo relabel");
+    repo.write("legacy-map", "1 1\n2 2\n");
+    repo.release("v1.0.0");
+    repo
+}
+
+fn problems(doc: &serde_json::Value) -> String {
+    doc["problems"].to_string()
+}
+
+#[test]
+fn an_unchanged_legacy_map_with_a_line_appended_for_a_new_legacy_script_passes() {
+    let repo = released();
+    repo.add("pre-apply", "3", "echo three");
+    repo.write("legacy-map", "1 1\n2 2\n3 3\n");
+    repo.commit("next");
+    let (code, doc, err) = repo.manifest();
+    assert_eq!(code, 0, "{doc}\n{err}");
+}
+
+#[test]
+fn a_shipped_legacy_line_pointing_elsewhere_is_refused_naming_the_tag() {
+    let repo = released();
+    repo.add("pre-apply", "two-renamed", "echo two");
+    repo.remove("pre-apply", "2");
+    repo.write("legacy-map", "1 1\n2 two-renamed\n");
+    repo.commit("edit");
+    let (code, doc, _) = repo.manifest();
+    assert_eq!(code, 2, "{doc}");
+    let text = problems(&doc);
+    assert!(
+        text.contains("legacy-map line '2 2' shipped in tag v1.0.0")
+            && text.contains("the working tree has '2 two-renamed'"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_shipped_legacy_line_removed_is_refused() {
+    let repo = released();
+    repo.write("legacy-map", "1 1\n");
+    repo.commit("drop a line");
+    let (code, doc, _) = repo.manifest();
+    assert_eq!(code, 2, "{doc}");
+    assert!(
+        problems(&doc).contains(
+            "legacy-map line '2 2' shipped in tag v1.0.0 is missing from the working tree"
+        ),
+        "{doc}"
+    );
+}
+
+#[test]
+fn a_slug_shipped_as_a_regular_migration_cannot_be_moved_into_the_legacy_batch() {
+    let repo = released();
+    repo.write("legacy-map", "1 1\n2 2\n3 relabel\n");
+    repo.commit("relabel becomes legacy");
+    let (code, doc, _) = repo.manifest();
+    assert_eq!(code, 2, "{doc}");
+    assert!(
+        problems(&doc).contains(
+            "'relabel' shipped in tag v1.0.0 as a regular migration; the working tree's legacy-map now lists it as '3 relabel'"
+        ),
+        "{doc}"
+    );
+}
