@@ -50,7 +50,7 @@ fn a_gap_in_the_legacy_map_fails_lint_and_load_naming_both_lines() {
     assert_eq!(code, 2, "{text}");
     assert!(
         text.contains(
-            "legacy-map:3: integer 3 is not mapped (a gap between 2 on line 2 and 4 here)"
+            "legacy-map:3: error[list-file] integer 3 is not mapped (a gap between 2 on line 2 and 4 here)"
         ),
         "{text}"
     );
@@ -74,7 +74,7 @@ fn a_duplicate_in_the_legacy_map_fails_lint_naming_the_first_line() {
     let (code, text) = output(migrate().arg("lint").arg(dir.path()));
     assert_eq!(code, 2, "{text}");
     assert!(
-        text.contains("legacy-map:3: integer 2 is already mapped on line 2"),
+        text.contains("legacy-map:3: error[list-file] integer 2 is already mapped on line 2"),
         "{text}"
     );
 }
@@ -93,7 +93,7 @@ fn an_other_content_that_is_a_script_of_this_tree_fails_lint_and_load() {
     assert_eq!(code, 2, "{text}");
     assert!(
         text.contains(
-            "legacy-map:2: '4' is another line's content of slot 2 but a script of this tree"
+            "legacy-map:2: error[list-file] '4' is another line's content of slot 2 but a script of this tree"
         ),
         "{text}"
     );
