@@ -6,7 +6,7 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use migration_core::ledger::{LedgerSnapshot, Record};
-use migration_core::{Slug, Timestamp};
+use migration_core::{EntryState, Slug, Timestamp};
 
 use crate::*;
 
@@ -163,7 +163,17 @@ pub fn decide(
         if index.revoked.contains(slug) {
             continue;
         }
+        // A `not-yet` answer asks to run again next time: here, once the index
+        // names another release's image than the one that answered. Jobs that
+        // ended before that answer belong to it, not to the new attempt.
+        let mut answered_at = None;
         match ledger.and_then(|l| l.record(slug)) {
+            Some(Record::Entry(e))
+                if e.state == EntryState::NotYet
+                    && e.image.as_deref().is_some_and(|i| i != index.image) =>
+            {
+                answered_at = Some(e.at);
+            }
             Some(Record::Entry(_)) => continue,
             Some(Record::Corrupt(c)) => {
                 return Decision::Blocked {
@@ -173,7 +183,14 @@ pub fn decide(
             }
             None => {}
         }
-        let mine: Vec<&JobView> = jobs.iter().filter(|j| &j.slug == slug).collect();
+        let mine: Vec<&JobView> = jobs
+            .iter()
+            .filter(|j| &j.slug == slug)
+            .filter(|j| match (&j.state, answered_at) {
+                (JobState::Failed(at, _) | JobState::Succeeded(at), Some(answer)) => *at > answer,
+                _ => true,
+            })
+            .collect();
         if let Some(active) = mine.iter().find(|j| j.state == JobState::Active) {
             return Decision::Wait {
                 slug: slug.clone(),
@@ -195,7 +212,15 @@ pub fn decide(
             .collect();
         let count = u32::try_from(failures.len()).unwrap_or(u32::MAX);
         let last = failures.iter().max_by_key(|(at, _)| *at).cloned();
-        let next_attempt = mine.iter().map(|j| j.attempt).max().unwrap_or(0) + 1;
+        // Over every Job of the slug, the earlier answer's too: a Job name
+        // holds the attempt number and must not be reused.
+        let next_attempt = jobs
+            .iter()
+            .filter(|j| &j.slug == slug)
+            .map(|j| j.attempt)
+            .max()
+            .unwrap_or(0)
+            + 1;
         return match last {
             None => Decision::Create {
                 slug: slug.clone(),
@@ -229,7 +254,7 @@ pub fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use migration_core::{EntryState, LedgerEntry};
+    use migration_core::LedgerEntry;
 
     fn s(x: &str) -> Slug {
         Slug::parse(x).unwrap()
@@ -269,6 +294,44 @@ mod tests {
     }
 
     const NOW: Timestamp = Timestamp::from_unix(10_000);
+
+    fn not_yet_by(image: &str, at: i64) -> LedgerSnapshot {
+        let mut e = LedgerEntry::new(EntryState::NotYet, Timestamp::from_unix(at));
+        e.reason = Some("exit-status-75".into());
+        e.message = Some("not ready".into());
+        e.image = Some(image.into());
+        let data = [("m.a".to_owned(), e.encode())];
+        LedgerSnapshot::from_raw_data(data.iter().map(|(k, v)| (k.as_str(), v.as_str())), None)
+    }
+
+    #[test]
+    fn a_not_yet_answer_waits_for_the_next_release_and_then_runs_again() {
+        let answered = not_yet_by("img", 500);
+        let old_job = job("a", 1, JobState::Succeeded(Timestamp::from_unix(499)));
+        let same_release = decide(
+            &index(&["a"], &[]),
+            Some(&answered),
+            std::slice::from_ref(&old_job),
+            NOW,
+            &Retries::default(),
+        );
+        assert_eq!(
+            same_release,
+            Decision::Idle,
+            "not again under the image that answered"
+        );
+        let mut next = index(&["a"], &[]);
+        next.image = "img-next".into();
+        let d = decide(&next, Some(&answered), &[old_job], NOW, &Retries::default());
+        assert_eq!(
+            d,
+            Decision::Create {
+                slug: s("a"),
+                attempt: 2
+            },
+            "a new release runs it again; the Job that answered is no failure of this attempt"
+        );
+    }
 
     #[test]
     fn the_first_pending_slug_in_index_order_gets_the_only_job() {
