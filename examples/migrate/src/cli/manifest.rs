@@ -44,9 +44,12 @@ pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
         paths: &paths,
         tree_since: tree_since.as_deref(),
     };
-    let mut history = Repo::new(&repo)
-        .allow_new_path(allow_new_path)
-        .history_at(&reading, &tag_pattern, disk, legacy)?;
+    let mut history = Repo::new(&repo).allow_new_path(allow_new_path).history_at(
+        &reading,
+        &tag_pattern,
+        disk,
+        legacy,
+    )?;
     // The working tree's legacy-map, compared with the tags' by the guard.
     history
         .legacy_maps
@@ -110,8 +113,12 @@ fn lexical_relative(repo: &Path, path: &str) -> Result<String, Failure> {
     let bad = |why: &str| Failure::bad_input(vec![format!("--path {path:?}: {why}")]);
     let given = Path::new(path);
     let relative = if given.is_absolute() {
-        let root = std::fs::canonicalize(repo)
-            .map_err(|e| bad(&format!("the repository {} cannot be read: {e}", repo.display())))?;
+        let root = std::fs::canonicalize(repo).map_err(|e| {
+            bad(&format!(
+                "the repository {} cannot be read: {e}",
+                repo.display()
+            ))
+        })?;
         given
             .strip_prefix(&root)
             .map_err(|_| bad("outside the repository; give the tree's path inside it"))?

@@ -15,10 +15,6 @@
 //! (and for writes to the ledger), and the run is refused if one is found.
 //! A runner that cannot tell whether a script did its work does not run it.
 
-use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use migration_core::header::Tier;
@@ -26,16 +22,22 @@ use migration_core::plan::PendingMigration;
 use migration_core::run::{NOT_YET, REQUIREMENT_NOT_YET, REQUIREMENT_UNMET, previous_attempts};
 use migration_core::{
     Clock, EntryState, LedgerError, Lock, LockKeeper, LockedLedger, MigrateError, MigrationsTree,
-    Migrator, Outcome as CoreOutcome, PlanError, PlanRequest, Prepared, Run, Slug, Step,
-    TierSelection, Verdict,
+    Migrator, Outcome as CoreOutcome, PlanRequest, Prepared, Run, Slug, Step, TierSelection,
+    Verdict,
 };
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use nix::sys::signal::Signal;
 use tokio::sync::watch;
 
 use crate::lint::{Finding, Level, LintConfig, lint_pending};
-use crate::report::sink;
+
+mod console;
+mod outcome;
+mod process;
+
+pub use console::{Console, StdConsole};
+pub use outcome::{MigrationResult, Outcome, RunError, RunReport};
+pub use process::escalate;
+use process::{Exec, execute};
 
 /// Rules whose findings make the runner refuse a script: patterns that let a
 /// failed script report success, and writes to the ledger.
@@ -99,228 +101,6 @@ impl RunConfig {
     }
 }
 
-/// Where progress and script output go.
-pub trait Console: Send + Sync {
-    /// One line of a script's output.
-    fn script_line(&self, slug: &Slug, line: &str);
-    /// One line of the runner's own progress.
-    fn progress(&self, line: &str);
-    /// The `n`th of `total` pending scripts starts (`n` counts from 1);
-    /// `line` is its progress line. By default printed as progress,
-    /// `[n/total]` first.
-    fn step(&self, n: usize, total: usize, slug: &Slug, line: &str) {
-        let _ = slug;
-        self.progress(&format!("[{n}/{total}] {line}"));
-    }
-}
-
-/// Prints to the process's stdout (or stderr when stdout carries a JSON
-/// document).
-#[derive(Debug, Clone, Copy)]
-pub struct StdConsole {
-    /// Send everything to stderr.
-    pub stderr_only: bool,
-}
-
-impl Console for StdConsole {
-    fn script_line(&self, slug: &Slug, line: &str) {
-        // Nobody reading any more must not stop a script mid-way.
-        if self.stderr_only {
-            let event = serde_json::json!({
-                "event": "output", "slug": slug.as_str(), "line": line, "text": format!("[{slug}] {line}"),
-            });
-            sink::stderr_line(&event.to_string());
-        } else {
-            sink::stdout_line(&format!("[{slug}] {line}"));
-        }
-    }
-
-    fn progress(&self, line: &str) {
-        // In JSON mode stderr is one JSON object per line; `text` is the
-        // line text mode prints.
-        if self.stderr_only {
-            let event =
-                serde_json::json!({"event": "progress", "text": format!("migrate: {line}")});
-            sink::stderr_line(&event.to_string());
-        } else {
-            sink::stdout_line(&format!("migrate: {line}"));
-        }
-    }
-
-    fn step(&self, n: usize, total: usize, slug: &Slug, line: &str) {
-        let text = format!("migrate: [{n}/{total}] {line}");
-        if self.stderr_only {
-            let event = serde_json::json!({
-                "event": "start", "n": n, "total": total, "slug": slug.as_str(), "text": text,
-            });
-            sink::stderr_line(&event.to_string());
-        } else {
-            sink::stdout_line(&text);
-        }
-    }
-}
-
-/// How one migration ended in this run.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Outcome {
-    /// Exit 0, recorded `ok`.
-    Ok,
-    /// Failed under `on-error=warn`, recorded `failed`.
-    Failed,
-    /// Not executed because a requirement is unmet; recorded `failed` (warn).
-    Blocked,
-    /// Exited 75 (preconditions not met), or waits for a requirement that
-    /// did: recorded `not-yet`, run again next time.
-    NotYet,
-    /// Failed under `on-error=abort`: nothing recorded, the run stopped.
-    Aborted,
-    /// Stopped by SIGTERM/SIGINT: nothing recorded, the run stopped.
-    Interrupted,
-}
-
-/// One migration's result.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct MigrationResult {
-    /// The slug.
-    pub slug: String,
-    /// How it ended.
-    pub outcome: Outcome,
-    /// Why it failed, if it did.
-    pub reason: Option<String>,
-    /// Executions counted so far (including this one).
-    pub attempts: u32,
-    /// Wall time, in milliseconds.
-    pub duration_ms: u128,
-    /// What the script's cluster-command calls did (scripts recorded `ok`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cluster_commands: Option<crate::tripwire::CallSummary>,
-}
-
-/// What a run did.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct RunReport {
-    /// The tier.
-    pub tier: String,
-    /// The ONLY slug.
-    pub only: Option<String>,
-    /// The ledger did not exist (nothing ran).
-    pub fresh_install: bool,
-    /// Why this is a fresh install (`null` when it is not).
-    pub fresh_install_reason: Option<String>,
-    /// Entries written before running (fresh install, legacy, revoked).
-    pub seeded: usize,
-    /// Migrations pending at the start.
-    pub pending: usize,
-    /// Per-migration results, in order.
-    pub results: Vec<MigrationResult>,
-    /// Wall time of the whole run, in milliseconds.
-    pub elapsed_ms: u128,
-}
-
-impl RunReport {
-    fn count(&self, outcome: &Outcome) -> usize {
-        self.results
-            .iter()
-            .filter(|r| &r.outcome == outcome)
-            .count()
-    }
-
-    /// The closing summary line.
-    pub fn summary(&self) -> String {
-        let not_run = self.pending - self.results.len();
-        format!(
-            "done: {} ok, {} failed, {} blocked, {} not yet, {} not run, in {:.1}s",
-            self.count(&Outcome::Ok),
-            self.count(&Outcome::Failed),
-            self.count(&Outcome::Blocked),
-            self.count(&Outcome::NotYet),
-            not_run + self.count(&Outcome::Aborted) + self.count(&Outcome::Interrupted),
-            self.elapsed_ms as f64 / 1000.0
-        )
-    }
-}
-
-/// Why a run stopped early or did not start.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum RunError {
-    /// The plan refused; nothing ran.
-    #[error(transparent)]
-    Refused(PlanError),
-    /// A pending script has a pattern that could hide its failure; nothing ran.
-    #[error("refusing to run: {} unsafe pattern(s) in pending scripts:\n{}", findings.len(), findings.iter().map(|f| format!("  {}:{}: [{}] {}", f.file, f.line.unwrap_or(0), f.rule, f.message)).collect::<Vec<_>>().join("\n"))]
-    Unsafe {
-        /// The findings.
-        findings: Vec<Finding>,
-    },
-    /// The ledger failed.
-    #[error(transparent)]
-    Ledger(#[from] LedgerError),
-    /// No ledger exists and one was required (`--require-existing-ledger`);
-    /// nothing was written and nothing ran.
-    #[error(transparent)]
-    NoLedger(MigrateError),
-    /// The ledger has no room for the next migration's records; it was not
-    /// executed.
-    #[error(transparent)]
-    NoRoom(MigrateError),
-    /// Recording an outcome failed after the script ran.
-    #[error(
-        "{slug} ran but its outcome could not be recorded: {cause}; the next run executes it again (migrations are safe to run twice)"
-    )]
-    Unrecorded {
-        /// The slug.
-        slug: Slug,
-        /// The error.
-        cause: MigrateError,
-    },
-    /// Another runner held the lock for longer than we were willing to wait.
-    #[error("another runner holds the lock: {cause}; gave up after waiting {waited:?}")]
-    LockBusy {
-        /// The last refusal.
-        cause: LedgerError,
-        /// How long we waited.
-        waited: Duration,
-    },
-    /// The lock was lost mid-run; the current script was stopped.
-    #[error("lost the run lock while running {slug}: {cause}; stopped it and recorded nothing")]
-    LockLost {
-        /// The script that was running.
-        slug: Slug,
-        /// The renew error.
-        cause: LedgerError,
-    },
-    /// An `on-error=abort` migration failed; nothing was recorded for it.
-    #[error("migration {slug} failed ({reason}); nothing recorded, upgrade stopped\n{tail}")]
-    MigrationFailed {
-        /// The slug.
-        slug: Slug,
-        /// Why.
-        reason: String,
-        /// The end of its output.
-        tail: String,
-        /// The report up to the failure.
-        report: Box<RunReport>,
-    },
-    /// SIGTERM or SIGINT arrived; the running script was stopped.
-    #[error("{}", interrupted_text(slug.as_ref(), report))]
-    Interrupted {
-        /// The script that was running, if any.
-        slug: Option<Slug>,
-        /// The report up to the interruption.
-        report: Box<RunReport>,
-    },
-    /// A script could not be started.
-    #[error("cannot start {slug}: {message}")]
-    Spawn {
-        /// The slug.
-        slug: Slug,
-        /// Why.
-        message: String,
-    },
-}
-
 /// Test-only crash points (feature `failpoints`): when `MIGRATE_FAILPOINT`
 /// names this point, the process kills itself with SIGKILL, as a node
 /// failure or OOM kill would, without unwinding or releasing anything. The
@@ -333,58 +113,6 @@ fn failpoint(point: &str) {
     }
     #[cfg(not(feature = "failpoints"))]
     let _ = point;
-}
-
-/// Keeps the output tail within a byte budget, by whole lines.
-#[derive(Debug, Default)]
-struct Tail {
-    lines: VecDeque<String>,
-    bytes: usize,
-    cap: usize,
-}
-
-impl Tail {
-    fn push(&mut self, line: &str) {
-        let mut line = line.to_owned();
-        if line.len() > self.cap {
-            let mut cut = line.len() - self.cap;
-            while !line.is_char_boundary(cut) {
-                cut += 1;
-            }
-            line = line[cut..].to_owned();
-        }
-        self.bytes += line.len();
-        self.lines.push_back(line);
-        // The text joins lines with '\n': its size is the bytes plus one
-        // separator fewer than there are lines.
-        while self.bytes + self.lines.len().saturating_sub(1) > self.cap {
-            match self.lines.pop_front() {
-                Some(old) => self.bytes -= old.len(),
-                None => break,
-            }
-        }
-    }
-
-    fn text(&self) -> String {
-        self.lines.iter().cloned().collect::<Vec<_>>().join("\n")
-    }
-}
-
-/// How one execution ended.
-enum Exec {
-    /// Exit 0 and no unaccepted cluster-command failure.
-    Success(crate::tripwire::Calls),
-    /// Exit status 75: preconditions not met; `tail` names any
-    /// cluster-command failure the script did not acknowledge.
-    NotYet {
-        tail: String,
-    },
-    Failed {
-        reason: String,
-        tail: String,
-    },
-    Interrupted,
-    LockLost(LedgerError),
 }
 
 /// Runs the tier. `interrupt` turns true on SIGTERM/SIGINT (the binary
@@ -829,234 +557,6 @@ async fn note_attempt(
     Ok(run.note_attempt(pending, &token).await?)
 }
 
-/// The interpreter command for a script: its shebang words, then errexit
-/// (and pipefail for bash, which supports it), then the script path.
-fn command_for(shebang: &str, path: &Path) -> tokio::process::Command {
-    let mut words = shebang.split_whitespace();
-    let program = words.next().unwrap_or("/bin/sh");
-    let args: Vec<&str> = words.collect();
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(&args);
-    let is_bash = program.ends_with("/bash") || args.first().is_some_and(|a| *a == "bash");
-    cmd.arg("-e");
-    if is_bash {
-        cmd.args(["-o", "pipefail"]);
-    }
-    cmd.arg(path);
-    cmd
-}
-
-fn signal_group(pgid: i32, signal: Signal) {
-    // ESRCH (the group is gone) is the expected outcome after a clean exit.
-    let _ = killpg(Pid::from_raw(pgid), signal);
-}
-
-async fn pump<R: AsyncRead + Unpin>(
-    reader: R,
-    slug: Slug,
-    console: &dyn Console,
-    tail: Arc<Mutex<Tail>>,
-) {
-    let mut reader = BufReader::new(reader);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let text = String::from_utf8_lossy(&buf);
-                let line = text.trim_end_matches(['\n', '\r']);
-                console.script_line(&slug, line);
-                tail.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(line);
-            }
-        }
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn execute(
-    root: &Path,
-    shebang: &str,
-    pending: &PendingMigration,
-    config: &RunConfig,
-    attempt: u32,
-    console: &dyn Console,
-    interrupt: &mut watch::Receiver<bool>,
-    keeper: &mut LockKeeper<'_>,
-    wire: &mut Option<crate::tripwire::Tripwire>,
-) -> Result<Exec, RunError> {
-    let spawn_error = |e: std::io::Error| RunError::Spawn {
-        slug: pending.slug.clone(),
-        message: e.to_string(),
-    };
-    // Tripwire hook 1 of 3: cluster commands go through the runner's shim
-    // (PATH, KUBECTL/HELM/FLUX and a fresh report file; see crate::tripwire).
-    let armed = match wire.take() {
-        Some(w) => wire.insert(w),
-        None => wire.insert(
-            crate::tripwire::Tripwire::arm(&config.tripwire, root, config.grace)
-                .map_err(spawn_error)?,
-        ),
-    };
-    let path: PathBuf = root.join(&pending.relative_path);
-    let mut cmd = command_for(shebang, &path);
-    cmd.current_dir(root)
-        .env("MIGRATION_SLUG", pending.slug.as_str())
-        .env("MIGRATION_TIER", pending.tier.as_str())
-        .env("MIGRATION_TREE", root)
-        .env("MIGRATION_NAMESPACE", &config.namespace)
-        .env("MIGRATION_BATCH", &pending.batch)
-        .env("MIGRATION_ATTEMPT", attempt.to_string())
-        // A script's own dry-run switch must not be inherited by a real
-        // run: it would exit 0 having done nothing, and be recorded `ok`.
-        // A dry run is `migrate run --dry-run`, which executes nothing.
-        .env_remove("MIGRATION_DRY_RUN")
-        .stdin(Stdio::null())
-        .process_group(0)
-        .kill_on_drop(true);
-    // One pipe for both streams, as `2>&1` would: the tail then holds the
-    // output in the order the script wrote it.
-    let (reader, writer) = std::io::pipe().map_err(spawn_error)?;
-    cmd.stdout(writer.try_clone().map_err(spawn_error)?)
-        .stderr(writer);
-    let report = armed.guard(&mut cmd).map_err(spawn_error)?;
-    let mut child = cmd.spawn().map_err(spawn_error)?;
-    // Our copies of the write end must go, or the pipe never reaches EOF.
-    drop(cmd);
-    let output =
-        tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))
-            .map_err(spawn_error)?;
-    let pgid = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .unwrap_or(0);
-    // The run's supervisor stops this group should the runner die (even
-    // of SIGKILL) before the group is killed and released below.
-    if let Err(e) = armed.watch(pgid) {
-        signal_group(pgid, Signal::SIGKILL);
-        let _ = child.wait().await;
-        return Err(spawn_error(e));
-    }
-    let tail = Arc::new(Mutex::new(Tail {
-        cap: config.tail_bytes,
-        ..Tail::default()
-    }));
-    let readers = pump(output, pending.slug.clone(), console, tail.clone());
-
-    let deadline = tokio::time::Instant::now() + config.timeout;
-    let renew_every = keeper.period();
-    let waiting = async {
-        let mut renew =
-            tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
-        loop {
-            tokio::select! {
-                status = child.wait() => {
-                    return match status {
-                        Ok(s) if s.success() => Exec::Success(crate::tripwire::Calls::default()),
-                        Ok(s) => {
-                            use std::os::unix::process::ExitStatusExt;
-                            let reason = match (s.code(), s.signal()) {
-                                (Some(code), _) => format!("exit-status-{code}"),
-                                (None, Some(sig)) => format!("signal-{sig}"),
-                                _ => "unknown-exit".to_owned(),
-                            };
-                            Exec::Failed { reason, tail: String::new() }
-                        }
-                        Err(e) => Exec::Failed { reason: "wait-error".into(), tail: e.to_string() },
-                    };
-                }
-                () = tokio::time::sleep_until(deadline) => {
-                    console.progress(&format!("{} timed out after {:?}; stopping its process group", pending.slug, config.timeout));
-                    stop(&mut child, pgid, config.grace).await;
-                    return Exec::Failed { reason: "timeout".into(), tail: String::new() };
-                }
-                _ = interrupt.changed() => {
-                    if *interrupt.borrow() {
-                        console.progress(&format!("interrupted: forwarding SIGTERM to {} and waiting up to {:?}", pending.slug, config.grace));
-                        stop(&mut child, pgid, config.grace).await;
-                        return Exec::Interrupted;
-                    }
-                }
-                _ = renew.tick() => {
-                    if let Err(e) = keeper.renew().await {
-                        stop(&mut child, pgid, config.grace).await;
-                        return Exec::LockLost(e);
-                    }
-                }
-            }
-        }
-    };
-    let (exec, ()) = tokio::join!(
-        async {
-            let exec = waiting.await;
-            // Stragglers left in the group would hold the pipes open.
-            signal_group(pgid, Signal::SIGKILL);
-            exec
-        },
-        readers
-    );
-    // The group is gone; a supervisor that cannot be told so is caught at
-    // the next script's `watch`.
-    let _ = armed.release(pgid);
-    let tail = tail.lock().unwrap_or_else(PoisonError::into_inner).text();
-    // Tripwire hook 2 of 3: exit 0 after an unaccepted cluster-command
-    // failure is a failure (reason masked-failure), however it was masked.
-    let calls = report.finish();
-    if let Exec::Failed { reason, .. } = &exec
-        && reason == NOT_YET
-    {
-        return Ok(Exec::NotYet {
-            tail: not_yet_message(&calls, &tail, config.tail_bytes),
-        });
-    }
-    if let Exec::Success(_) = exec {
-        return Ok(match calls.masked_failure() {
-            Some(message) => Exec::Failed {
-                reason: crate::tripwire::MASKED_FAILURE.into(),
-                tail: crate::tripwire::compose(&message, &tail, config.tail_bytes),
-            },
-            None => Exec::Success(calls),
-        });
-    }
-    Ok(match exec {
-        Exec::Failed {
-            reason,
-            tail: extra,
-        } => Exec::Failed {
-            reason,
-            tail: if extra.is_empty() {
-                tail
-            } else {
-                format!("{tail}\n{extra}")
-            },
-        },
-        other => other,
-    })
-}
-
-/// The message of a script that exited 75: that, the cluster-command calls
-/// that failed unacknowledged before it (still not `ok`: the migration
-/// stays `not-yet`), then the end of its output.
-fn not_yet_message(calls: &crate::tripwire::Calls, tail: &str, cap: usize) -> String {
-    let mut text = format!(
-        "exit status {}: preconditions not met; it runs again next time\n",
-        migration_core::run::NOT_YET_EXIT_STATUS
-    );
-    let failed: Vec<_> = calls.calls.iter().filter(|c| c.failed()).collect();
-    if !failed.is_empty() {
-        text.push_str(&format!(
-            "{} cluster-command call(s) failed before it:\n",
-            failed.len()
-        ));
-        for c in failed {
-            text.push_str(&format!("  {}\n", c.describe()));
-        }
-    }
-    crate::tripwire::compose(&text, tail, cap)
-}
-
 /// What an interruption did: which script it stopped, or that none ran.
 fn interrupted_text(slug: Option<&Slug>, report: &RunReport) -> String {
     match slug {
@@ -1076,56 +576,9 @@ fn interrupted_text(slug: Option<&Slug>, report: &RunReport) -> String {
     }
 }
 
-/// Set by a second SIGINT/SIGTERM: a script being stopped is killed at
-/// once instead of after its grace period.
-static ESCALATED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Escalates a stop in progress (or the next one) to SIGKILL at once.
-pub fn escalate() {
-    ESCALATED.store(true, std::sync::atomic::Ordering::SeqCst);
-}
-
-/// SIGTERM to the whole group, then SIGKILL after the grace period, or as
-/// soon as [`escalate`] is called.
-async fn stop(child: &mut tokio::process::Child, pgid: i32, grace: Duration) {
-    signal_group(pgid, Signal::SIGTERM);
-    let deadline = tokio::time::Instant::now() + grace;
-    loop {
-        if ESCALATED.load(std::sync::atomic::Ordering::SeqCst) {
-            break;
-        }
-        let slice = deadline
-            .saturating_duration_since(tokio::time::Instant::now())
-            .min(Duration::from_millis(50));
-        if slice.is_zero() {
-            break;
-        }
-        if tokio::time::timeout(slice, child.wait()).await.is_ok() {
-            return;
-        }
-    }
-    signal_group(pgid, Signal::SIGKILL);
-    let _ = child.wait().await;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_tail_keeps_the_last_lines_within_the_budget() {
-        let mut tail = Tail {
-            cap: 10,
-            ..Tail::default()
-        };
-        for line in ["one", "two", "three", "four"] {
-            tail.push(line);
-        }
-        assert_eq!(tail.text(), "three\nfour");
-        tail.push(&"é".repeat(20));
-        assert!(tail.text().len() <= 10);
-        assert!(tail.text().chars().all(|c| c == 'é'));
-    }
 
     #[test]
     fn a_script_changed_or_removed_after_loading_is_refused_not_run_unscanned() {
@@ -1160,20 +613,6 @@ mod tests {
             scan(&tree, pending, &LintConfig::default())[0]
                 .message
                 .contains("cannot be read")
-        );
-    }
-
-    #[test]
-    fn bash_gets_pipefail_and_sh_does_not() {
-        let sh = format!("{:?}", command_for("/bin/sh", Path::new("x")).as_std());
-        let bash = format!(
-            "{:?}",
-            command_for("/usr/bin/env bash", Path::new("x")).as_std()
-        );
-        assert!(sh.contains("\"-e\"") && !sh.contains("pipefail"), "{sh}");
-        assert!(
-            bash.contains("\"bash\" \"-e\" \"-o\" \"pipefail\""),
-            "{bash}"
         );
     }
 }

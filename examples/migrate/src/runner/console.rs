@@ -1,0 +1,66 @@
+//! Where progress and script output go: the console a run writes to.
+
+use migration_core::Slug;
+
+use crate::report::sink;
+
+/// Where progress and script output go.
+pub trait Console: Send + Sync {
+    /// One line of a script's output.
+    fn script_line(&self, slug: &Slug, line: &str);
+    /// One line of the runner's own progress.
+    fn progress(&self, line: &str);
+    /// The `n`th of `total` pending scripts starts (`n` counts from 1);
+    /// `line` is its progress line. By default printed as progress,
+    /// `[n/total]` first.
+    fn step(&self, n: usize, total: usize, slug: &Slug, line: &str) {
+        let _ = slug;
+        self.progress(&format!("[{n}/{total}] {line}"));
+    }
+}
+
+/// Prints to the process's stdout (or stderr when stdout carries a JSON
+/// document).
+#[derive(Debug, Clone, Copy)]
+pub struct StdConsole {
+    /// Send everything to stderr.
+    pub stderr_only: bool,
+}
+
+impl Console for StdConsole {
+    fn script_line(&self, slug: &Slug, line: &str) {
+        // Nobody reading any more must not stop a script mid-way.
+        if self.stderr_only {
+            let event = serde_json::json!({
+                "event": "output", "slug": slug.as_str(), "line": line, "text": format!("[{slug}] {line}"),
+            });
+            sink::stderr_line(&event.to_string());
+        } else {
+            sink::stdout_line(&format!("[{slug}] {line}"));
+        }
+    }
+
+    fn progress(&self, line: &str) {
+        // In JSON mode stderr is one JSON object per line; `text` is the
+        // line text mode prints.
+        if self.stderr_only {
+            let event =
+                serde_json::json!({"event": "progress", "text": format!("migrate: {line}")});
+            sink::stderr_line(&event.to_string());
+        } else {
+            sink::stdout_line(&format!("migrate: {line}"));
+        }
+    }
+
+    fn step(&self, n: usize, total: usize, slug: &Slug, line: &str) {
+        let text = format!("migrate: [{n}/{total}] {line}");
+        if self.stderr_only {
+            let event = serde_json::json!({
+                "event": "start", "n": n, "total": total, "slug": slug.as_str(), "text": text,
+            });
+            sink::stderr_line(&event.to_string());
+        } else {
+            sink::stdout_line(&text);
+        }
+    }
+}
