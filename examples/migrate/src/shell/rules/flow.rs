@@ -1,0 +1,473 @@
+//! Where a status goes: lists, and-or lists, pipelines, compound commands, redirections,
+//! words and substitutions.
+
+use brush_parser::ast;
+
+use crate::shell::parse;
+
+use super::*;
+
+impl<'a> Walker<'a> {
+    pub(super) fn walk_items(&mut self, items: &[&ast::CompoundListItem], ctx: &Ctx, last: &Sink) {
+        for (i, item) in items.iter().enumerate() {
+            if !self.spend() {
+                return;
+            }
+            let is_last = i + 1 == items.len();
+            let sink = if matches!(item.1, ast::SeparatorOperator::Async) {
+                if waited_for(&items[i + 1..]) {
+                    Sink::observed()
+                } else {
+                    let line = andor_line(&item.0).unwrap_or(1);
+                    Sink::new(Kind::Ignored(Why::Background), Some(ctx.site(line)))
+                }
+            } else if is_last {
+                last.clone()
+            } else {
+                match self.errexit_off(ctx) {
+                    None => Sink::new(Kind::Errexit, None),
+                    Some(why) => Sink::new(Kind::Ignored(why), None),
+                }
+            };
+            self.walk_andor(&item.0, ctx, &sink);
+        }
+    }
+
+    pub(super) fn walk_list(&mut self, list: &ast::CompoundList, ctx: &Ctx, last: &Sink) {
+        let items: Vec<&ast::CompoundListItem> = list.0.iter().collect();
+        self.walk_items(&items, ctx, last);
+    }
+
+    pub(super) fn walk_andor(&mut self, ao: &ast::AndOrList, ctx: &Ctx, sink: &Sink) {
+        // (pipeline, is the operator before it `||`)
+        let mut parts: Vec<(&ast::Pipeline, bool)> = vec![(&ao.first, false)];
+        for next in &ao.additional {
+            match next {
+                ast::AndOr::And(p) => parts.push((p, false)),
+                ast::AndOr::Or(p) => parts.push((p, true)),
+            }
+        }
+        let n = parts.len();
+        for k in 0..n {
+            let (pipeline, _) = parts[k];
+            if k + 1 == n {
+                self.walk_pipeline(pipeline, ctx, sink);
+                continue;
+            }
+            let line = pipeline_line(pipeline).unwrap_or(1);
+            let site = ctx.site(line);
+            let retry = ctx.in_loop && !parts[k + 1].1 && is_break(parts[k + 1].0);
+            let failure = if retry {
+                Sink::new(Kind::Retry, Some(site.clone()))
+            } else if let Some(j) = (k + 1..n).find(|j| parts[*j].1) {
+                self.handler(parts[j].0, ctx, sink, &site)
+            } else {
+                match &sink.kind {
+                    Kind::Errexit => Sink::new(
+                        Kind::Condition("the left side of && (errexit ignores it there)"),
+                        Some(site.clone()),
+                    ),
+                    _ => sink.clone(),
+                }
+            };
+            // errexit is off for the whole left side (and inside functions
+            // called there).
+            let left = ctx.with_errexit_off(Why::Condition);
+            self.walk_pipeline(pipeline, &left, &failure);
+        }
+    }
+
+    /// Where the failure of the left side of `|| handler` ends up.
+    pub(super) fn handler(
+        &mut self,
+        h: &ast::Pipeline,
+        ctx: &Ctx,
+        list: &Sink,
+        site: &Site,
+    ) -> Sink {
+        let at = Some(site.clone());
+        if h.bang || h.seq.len() != 1 {
+            return Sink::new(
+                Kind::Condition("a test whose || branch runs other commands"),
+                at,
+            );
+        }
+        match self.ending(&h.seq[0], ctx, list, true, 0) {
+            Ending::Fails(s) => s,
+            Ending::Neutral(text) => Sink::new(Kind::Neutralized(format!("|| {text}")), at),
+            Ending::Other => Sink::new(
+                Kind::Condition("a test: its || branch runs when it fails for any reason"),
+                at,
+            ),
+        }
+    }
+
+    /// How a command that runs after a failure ends: passing a failure on
+    /// (to which sink), turning it into success, or something else.
+    /// `bare_exit_fails`: `exit` without a number exits with `$?`, which is
+    /// the failure after `||` but 0 in a `then` branch after `if !`.
+    pub(super) fn ending(
+        &self,
+        c: &ast::Command,
+        ctx: &Ctx,
+        list: &Sink,
+        bare_exit_fails: bool,
+        depth: usize,
+    ) -> Ending {
+        if depth > 8 {
+            return Ending::Other;
+        }
+        match c {
+            ast::Command::Simple(s) => {
+                let words = simple_words(s);
+                let Some(first) = words.first() else {
+                    return Ending::Other;
+                };
+                let name = parse::literal(&first.value).unwrap_or_default();
+                let arg = words.get(1).and_then(|w| parse::literal(&w.value));
+                match name.as_str() {
+                    "true" | ":" | "echo" | "printf" | "continue" | "break" => {
+                        Ending::Neutral(first.value.clone())
+                    }
+                    "exit" | "return" => {
+                        let sink = if name == "exit" {
+                            &ctx.exit_sink
+                        } else {
+                            &ctx.return_sink
+                        };
+                        match arg.as_deref() {
+                            Some("0") => Ending::Neutral(format!("{name} 0")),
+                            None if words.len() == 1 && !bare_exit_fails => {
+                                Ending::Neutral(name.clone())
+                            }
+                            _ => Ending::Fails(sink.as_command_status()),
+                        }
+                    }
+                    "false" => Ending::Fails(list.as_command_status()),
+                    f if self.functions.contains_key(f) => {
+                        let func = &self.functions[f];
+                        // `return N` in the handler function is its status,
+                        // which is the handler's.
+                        let inner = Ctx {
+                            return_sink: list.as_command_status(),
+                            ..ctx.clone()
+                        };
+                        match last_command_of_compound(&func.def.body.0) {
+                            Some(last) => match self.ending(last, &inner, list, false, depth + 1) {
+                                Ending::Neutral(_) => Ending::Neutral(name.clone()),
+                                other => other,
+                            },
+                            None => Ending::Other,
+                        }
+                    }
+                    _ => Ending::Other,
+                }
+            }
+            ast::Command::Compound(ast::CompoundCommand::BraceGroup(b), _) => {
+                match last_command(&b.list) {
+                    Some(last) => match self.ending(last, ctx, list, bare_exit_fails, depth + 1) {
+                        Ending::Neutral(t) => Ending::Neutral(format!("{{ {t}; }}")),
+                        other => other,
+                    },
+                    None => Ending::Other,
+                }
+            }
+            ast::Command::Compound(ast::CompoundCommand::Subshell(s), _) => {
+                let inner = Ctx {
+                    exit_sink: list.as_command_status(),
+                    ..ctx.clone()
+                };
+                match last_command(&s.list) {
+                    Some(last) => match self.ending(last, &inner, list, bare_exit_fails, depth + 1)
+                    {
+                        Ending::Neutral(t) => Ending::Neutral(format!("( {t} )")),
+                        other => other,
+                    },
+                    None => Ending::Other,
+                }
+            }
+            _ => Ending::Other,
+        }
+    }
+
+    pub(super) fn walk_pipeline(&mut self, p: &ast::Pipeline, ctx: &Ctx, sink: &Sink) {
+        let line = pipeline_line(p).unwrap_or(1);
+        let site = ctx.site(line);
+        let (ctx, sink) = if p.bang {
+            let sink = match &sink.kind {
+                Kind::Test(_, negated) => (**negated).clone(),
+                Kind::Retry => sink.clone(),
+                _ => Sink::new(Kind::Negated, Some(site.clone())),
+            };
+            (ctx.with_errexit_off(Why::Condition), sink)
+        } else {
+            let sink = match &sink.kind {
+                Kind::Test(plain, _) => (**plain).clone(),
+                _ => sink.clone(),
+            };
+            (ctx.clone(), sink)
+        };
+        let n = p.seq.len();
+        let mut calls: Vec<Option<ClusterCall>> = Vec::new();
+        for (i, c) in p.seq.iter().enumerate() {
+            let s = if i + 1 == n || self.pipefail {
+                sink.clone()
+            } else {
+                Sink::new(Kind::Ignored(Why::PipelineNotLast), Some(site.clone()))
+            };
+            calls.push(self.walk_command(c, &ctx, &s));
+        }
+        // `kubectl get cm LEDGER -o yaml | sed ... | kubectl replace -f -`
+        let mut read_ledger = false;
+        for call in calls.iter().flatten() {
+            if read_ledger && call.writes && call.stdin {
+                let at = ctx.site(call.line);
+                self.ledger_write(&at);
+            }
+            read_ledger |= call.mentions_ledger;
+        }
+    }
+
+    pub(super) fn ledger_write(&mut self, at: &Site) {
+        let message = format!(
+            "the script writes the ledger ConfigMap '{}'; scripts never write the ledger or stamp a version, the runner records outcomes",
+            self.config.ledger_name
+        );
+        self.push(at, "ledger-write", message);
+    }
+
+    pub(super) fn walk_command(
+        &mut self,
+        c: &ast::Command,
+        ctx: &Ctx,
+        sink: &Sink,
+    ) -> Option<ClusterCall> {
+        match c {
+            ast::Command::Simple(s) => self.walk_simple(s, ctx, sink),
+            ast::Command::Compound(cc, redirects) => {
+                if let Some(r) = redirects {
+                    self.walk_redirects(&r.0.iter().collect::<Vec<_>>(), ctx, Why::Argument);
+                }
+                self.walk_compound(cc, ctx, sink);
+                None
+            }
+            ast::Command::Function(_) => None,
+            ast::Command::ExtendedTest(t, redirects) => {
+                if let Some(r) = redirects {
+                    self.walk_redirects(&r.0.iter().collect::<Vec<_>>(), ctx, Why::Argument);
+                }
+                let line = t.loc.start.line;
+                let mut words = Vec::new();
+                extended_words(&t.expr, &mut words);
+                for w in words {
+                    self.walk_word(w, line, ctx, Why::Test("a [[ ]] test"));
+                }
+                None
+            }
+        }
+    }
+
+    pub(super) fn walk_compound(&mut self, cc: &ast::CompoundCommand, ctx: &Ctx, sink: &Sink) {
+        match cc {
+            ast::CompoundCommand::BraceGroup(b) => self.walk_list(&b.list, ctx, sink),
+            ast::CompoundCommand::Subshell(s) => {
+                let status = sink.as_command_status();
+                let inner = Ctx {
+                    exit_sink: status.clone(),
+                    ..ctx.clone()
+                };
+                self.walk_list(&s.list, &inner, &status);
+            }
+            ast::CompoundCommand::ForClause(f) => {
+                let line = f.loc.start.line;
+                for w in f.values.iter().flatten() {
+                    self.walk_word(w, line, ctx, Why::ForList);
+                }
+                let body = Ctx {
+                    in_loop: true,
+                    ..ctx.clone()
+                };
+                self.walk_list(&f.body.list, &body, sink);
+            }
+            ast::CompoundCommand::ArithmeticForClause(f) => {
+                let body = Ctx {
+                    in_loop: true,
+                    ..ctx.clone()
+                };
+                self.walk_list(&f.body.list, &body, sink);
+            }
+            ast::CompoundCommand::CaseClause(c) => {
+                let line = c.loc.start.line;
+                self.walk_word(&c.value, line, ctx, Why::Test("a case subject"));
+                for item in &c.cases {
+                    for p in &item.patterns {
+                        self.walk_word(p, line, ctx, Why::Test("a case pattern"));
+                    }
+                    if let Some(cmd) = &item.cmd {
+                        self.walk_list(cmd, ctx, sink);
+                    }
+                }
+            }
+            ast::CompoundCommand::IfClause(i) => {
+                let line = i.loc.start.line;
+                let cond = ctx.with_errexit_off(Why::Condition);
+                let test = self.if_test(ctx, sink, &i.then, i.elses.as_deref(), line);
+                self.walk_list(&i.condition, &cond, &test);
+                self.walk_list(&i.then, ctx, sink);
+                let elses = i.elses.as_deref().unwrap_or_default();
+                for (k, e) in elses.iter().enumerate() {
+                    if let Some(c) = &e.condition {
+                        let test = self.if_test(ctx, sink, &e.body, Some(&elses[k + 1..]), line);
+                        self.walk_list(c, &cond, &test);
+                    }
+                    self.walk_list(&e.body, ctx, sink);
+                }
+            }
+            ast::CompoundCommand::WhileClause(w) | ast::CompoundCommand::UntilClause(w) => {
+                let cond = ctx.with_errexit_off(Why::Condition);
+                let line = w.2.start.line;
+                self.walk_list(&w.0, &cond, &Sink::new(Kind::Retry, Some(ctx.site(line))));
+                let body = Ctx {
+                    in_loop: true,
+                    ..ctx.clone()
+                };
+                self.walk_list(&w.1.list, &body, sink);
+            }
+            ast::CompoundCommand::Arithmetic(_) => {}
+            ast::CompoundCommand::Coprocess(c) => {
+                let line = c.loc.start.line;
+                let s = Sink::new(Kind::Ignored(Why::Background), Some(ctx.site(line)));
+                self.walk_command(&c.body, ctx, &s);
+            }
+        }
+    }
+
+    /// The sink of an `if`/`elif` condition: a failure runs the else part
+    /// (plain) or the then part (negated); a part that ends by failing
+    /// passes the failure on.
+    pub(super) fn if_test(
+        &self,
+        ctx: &Ctx,
+        sink: &Sink,
+        then: &ast::CompoundList,
+        elses: Option<&[ast::ElseClause]>,
+        line: usize,
+    ) -> Sink {
+        let site = Some(ctx.site(line));
+        let fails = |list: &ast::CompoundList| match last_command(list) {
+            Some(c) => match self.ending(c, ctx, &sink.as_command_status(), false, 0) {
+                Ending::Fails(s) => Some(s),
+                _ => None,
+            },
+            None => None,
+        };
+        let plain = match elses.and_then(|e| e.first()) {
+            Some(e) if e.condition.is_none() => fails(&e.body),
+            _ => None,
+        };
+        let then_breaks = ctx.in_loop && last_command(then).is_some_and(is_break_command);
+        let plain = if then_breaks {
+            Sink::new(Kind::Retry, site.clone())
+        } else {
+            plain.unwrap_or_else(|| Sink::new(Kind::Condition("an if condition"), site.clone()))
+        };
+        let negated = fails(then).unwrap_or_else(|| Sink::new(Kind::Negated, site.clone()));
+        Sink::new(Kind::Test(Box::new(plain), Box::new(negated)), site)
+    }
+
+    pub(super) fn walk_redirects(&mut self, redirects: &[&ast::IoRedirect], ctx: &Ctx, why: Why) {
+        for r in redirects {
+            match r {
+                ast::IoRedirect::File(_, _, target) => match target {
+                    ast::IoFileRedirectTarget::Filename(w)
+                    | ast::IoFileRedirectTarget::Duplicate(w) => {
+                        self.walk_word(w, 1, ctx, why.clone())
+                    }
+                    ast::IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
+                        let why = if why == Why::Mapfile {
+                            Why::Mapfile
+                        } else {
+                            Why::ProcessSubstitution
+                        };
+                        let line = sub.loc.start.line;
+                        let s = Sink::new(Kind::Ignored(why), Some(ctx.site(line)));
+                        self.walk_list(&sub.list, ctx, &s);
+                    }
+                    ast::IoFileRedirectTarget::Fd(_) => {}
+                },
+                ast::IoRedirect::HereDocument(_, doc) => {
+                    if doc.requires_expansion {
+                        // A body starts on its own line: no continuation
+                        // before it, so its recorded start is right.
+                        let line = doc.doc.loc.as_ref().map_or(1, |l| l.start.line);
+                        for sub in parse::heredoc_substitutions(&doc.doc.value) {
+                            self.walk_substitution(&sub, line, ctx, why.clone());
+                        }
+                    }
+                }
+                ast::IoRedirect::HereString(_, w) | ast::IoRedirect::OutputAndError(w, _) => {
+                    self.walk_word(w, 1, ctx, why.clone())
+                }
+            }
+        }
+    }
+
+    /// The command substitutions in a word, whose status is dropped for
+    /// `why`. `fallback` is the line when the word has no position.
+    pub(super) fn walk_word(&mut self, w: &ast::Word, fallback: usize, ctx: &Ctx, why: Why) {
+        let line = parse::word_line(w).unwrap_or(fallback);
+        for sub in parse::substitutions(&w.value) {
+            self.walk_substitution(&sub, line, ctx, why.clone());
+        }
+    }
+
+    pub(super) fn walk_substitution(
+        &mut self,
+        sub: &parse::Substitution,
+        line: usize,
+        ctx: &Ctx,
+        why: Why,
+    ) {
+        let at = ctx.site(line + sub.line_offset);
+        let sink = Sink::new(Kind::Ignored(why), Some(at));
+        self.walk_substitution_to(sub, line, ctx, &sink);
+    }
+
+    /// Walks the program inside `$(...)`, whose final status goes to `sink`.
+    pub(super) fn walk_substitution_to(
+        &mut self,
+        sub: &parse::Substitution,
+        line: usize,
+        ctx: &Ctx,
+        sink: &Sink,
+    ) {
+        let start = line + sub.line_offset;
+        let program = match parse::program(&sub.text) {
+            Ok(p) => p,
+            Err(e) => {
+                let file = ctx.file.clone();
+                self.parse_failure(&file, ctx.line(start) - 1, &e);
+                return;
+            }
+        };
+        let base = ctx.line(start) - 1;
+        self.register(&program, &ctx.file, base);
+        let site = ctx.site(start);
+        let inherit = self.inherit_errexit && self.dialect == Dialect::Bash;
+        let status = sink.as_command_status();
+        let inner = Ctx {
+            base,
+            errexit_off: if inherit {
+                ctx.errexit_off.clone()
+            } else {
+                Some(Why::Substitution(site))
+            },
+            exit_sink: status.clone(),
+            ..ctx.clone()
+        };
+        let items = items_of(&program);
+        self.walk_items(&items, &inner, &status);
+    }
+
+    // ---- simple commands -------------------------------------------------
+}
