@@ -1,0 +1,92 @@
+//! Blob contents through one `git cat-file --batch` process.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use super::*;
+
+/// One long-lived `git cat-file --batch` process, with a cache by object id:
+/// a script that is unchanged across 300 tags is read once.
+pub(super) struct BlobReader {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    cache: HashMap<String, Vec<u8>>,
+}
+
+impl BlobReader {
+    pub(super) fn start(repo: &Path) -> Result<Self, GitError> {
+        let mut child = Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["cat-file", "--batch"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|source| GitError::Spawn {
+                repo: repo.to_path_buf(),
+                source,
+            })?;
+        let protocol = |detail: &str| GitError::Protocol {
+            args: "cat-file --batch".into(),
+            detail: detail.into(),
+        };
+        let stdin = child.stdin.take().ok_or_else(|| protocol("no stdin"))?;
+        let stdout = BufReader::new(child.stdout.take().ok_or_else(|| protocol("no stdout"))?);
+        Ok(BlobReader {
+            child,
+            stdin,
+            stdout,
+            cache: HashMap::new(),
+        })
+    }
+
+    pub(super) fn read(&mut self, oid: &str) -> Result<Vec<u8>, GitError> {
+        if let Some(bytes) = self.cache.get(oid) {
+            return Ok(bytes.clone());
+        }
+        let protocol = |detail: String| GitError::Protocol {
+            args: "cat-file --batch".into(),
+            detail,
+        };
+        writeln!(self.stdin, "{oid}")
+            .and_then(|()| self.stdin.flush())
+            .map_err(|e| protocol(e.to_string()))?;
+        let mut header = String::new();
+        self.stdout
+            .read_line(&mut header)
+            .map_err(|e| protocol(e.to_string()))?;
+        let mut fields = header.split_whitespace();
+        let (_, kind, size) = (fields.next(), fields.next(), fields.next());
+        if kind != Some("blob") {
+            return Err(protocol(format!("object {oid}: {}", header.trim())));
+        }
+        let size: usize = size
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| protocol(format!("bad header {header:?}")))?;
+        // Same cap as loading a tree from disk: a hostile tag cannot exhaust memory.
+        let cap = usize::try_from(migration_core::LoadOptions::default().max_file_bytes)
+            .unwrap_or(usize::MAX);
+        if size > cap {
+            return Err(protocol(format!(
+                "object {oid} is {size} bytes, above the {cap}-byte script limit"
+            )));
+        }
+        let mut bytes = vec![0u8; size + 1];
+        self.stdout
+            .read_exact(&mut bytes)
+            .map_err(|e| protocol(e.to_string()))?;
+        bytes.pop(); // the newline after the content
+        self.cache.insert(oid.to_owned(), bytes.clone());
+        Ok(bytes)
+    }
+
+    pub(super) fn finish(mut self) -> Result<(), GitError> {
+        drop(self.stdin);
+        let _ = self.child.wait();
+        Ok(())
+    }
+}

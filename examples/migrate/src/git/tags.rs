@@ -1,0 +1,81 @@
+//! Release tags and every file of a directory at each of them (what `migrate convert` reads).
+
+use std::collections::BTreeMap;
+
+use migration_core::version::Version;
+
+use super::*;
+
+impl Repo {
+    /// The tags matching `pattern`, in version order (every one must be a
+    /// version); with `merged_only`, only those merged into HEAD (the line).
+    pub fn release_tags(
+        &self,
+        pattern: &str,
+        merged_only: bool,
+    ) -> Result<Vec<(Version, String)>, GitError> {
+        let mut args = vec!["tag"];
+        if merged_only {
+            args.extend(["--merged", "HEAD"]);
+        }
+        args.extend(["--list", pattern]);
+        let mut tags = self
+            .lines(&args)?
+            .into_iter()
+            .map(|t| {
+                Version::parse(&t)
+                    .map(|v| (v, t.clone()))
+                    .ok_or(GitError::NotSemver { tag: t })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        tags.sort();
+        Ok(tags)
+    }
+
+    /// Every regular file under `path` in each of `tags`' trees, by path
+    /// relative to `path` (`/`-separated), with its bytes; blobs are read
+    /// through one `git cat-file` process. Symlinks and submodules are
+    /// reported as [`GitError::BadEntry`]: a converted tree must not depend
+    /// on what they point to.
+    pub fn files_at_tags(
+        &self,
+        tags: &[String],
+        path: &str,
+    ) -> Result<Vec<BTreeMap<String, Vec<u8>>>, GitError> {
+        let path = path.trim_matches('/');
+        let mut reader = BlobReader::start(&self.root)?;
+        let mut out = Vec::with_capacity(tags.len());
+        for tag in tags {
+            let rev = format!("refs/tags/{tag}^{{commit}}");
+            let listing = self.git(&["ls-tree", "-r", "-z", &rev, "--", &format!("{path}/")])?;
+            let mut files = BTreeMap::new();
+            for record in listing.split(|&b| b == 0).filter(|r| !r.is_empty()) {
+                let text = String::from_utf8_lossy(record);
+                let bad = |reason: &str| GitError::BadEntry {
+                    tag: tag.clone(),
+                    path: text.to_string(),
+                    reason: reason.to_owned(),
+                };
+                let (meta, file) = text
+                    .split_once('\t')
+                    .ok_or_else(|| bad("unparseable ls-tree record"))?;
+                let mut meta = meta.split(' ');
+                let (mode, kind, oid) = (
+                    meta.next().unwrap_or(""),
+                    meta.next().unwrap_or(""),
+                    meta.next().unwrap_or(""),
+                );
+                let rel = file
+                    .strip_prefix(&format!("{path}/"))
+                    .ok_or_else(|| bad("outside the requested path"))?;
+                if kind != "blob" || !(mode == "100644" || mode == "100755") {
+                    return Err(bad("not a regular file (symlink or submodule)"));
+                }
+                files.insert(rel.to_owned(), reader.read(oid)?);
+            }
+            out.push(files);
+        }
+        reader.finish()?;
+        Ok(out)
+    }
+}
