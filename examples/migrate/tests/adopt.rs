@@ -253,13 +253,30 @@ fn diverged_tree() -> ScratchTree {
         .scratch()
 }
 
-#[test]
-fn adopting_past_a_diverged_slot_is_refused_until_told_which_content_ran() {
-    let scratch = diverged_tree();
+/// `migrate adopt` of version 3 with these `--ran` slugs, then (when it
+/// succeeded) the first run: (adopt's exit, its document, the run's slugs).
+fn adopt_then_run(scratch: &ScratchTree, ran: &[&str]) -> (i32, serde_json::Value, Vec<String>) {
     let root = scratch.root();
     let root = root.to_str().unwrap();
     let spec = format!("file:{}", scratch.file("ledger.json").display());
-    let (code, doc, _) = json(&["adopt", root, "--legacy-version", "3", "--ledger", &spec]);
+    let mut args = vec!["adopt", root, "--legacy-version", "3", "--ledger", &spec];
+    for slug in ran {
+        args.extend(["--ran", slug]);
+    }
+    let (code, doc, _) = json(&args);
+    if code != 0 {
+        return (code, doc, Vec::new());
+    }
+    let (run_code, run, err) = json(&["run", root, "--ledger", &spec, "--require-existing-ledger"]);
+    assert_eq!(run_code, 0, "{err}");
+    assert_eq!(fields(&run["results"], "slug"), scratch.lines("ran"));
+    (code, doc, scratch.lines("ran"))
+}
+
+#[test]
+fn adopting_past_a_diverged_slot_is_refused_until_told_which_content_ran() {
+    let scratch = diverged_tree();
+    let (code, doc, _) = adopt_then_run(&scratch, &[]);
     assert_eq!(code, 3, "the integer cannot say which content ran: {doc}");
     let problems = doc.to_string();
     assert!(
@@ -270,74 +287,24 @@ fn adopting_past_a_diverged_slot_is_refused_until_told_which_content_ran() {
         !scratch.file("ledger.json").exists(),
         "a refused adoption writes nothing"
     );
-
-    // A slug that is no content of a diverged slot is bad input.
-    let (code, doc, _) = json(&[
-        "adopt",
-        root,
-        "--legacy-version",
-        "3",
-        "--ledger",
-        &spec,
-        "--ran",
-        "one",
-    ]);
-    assert_eq!(code, 2, "{doc}");
-    // Two contents of one slot contradict each other.
-    let (code, _, _) = json(&[
-        "adopt",
-        root,
-        "--legacy-version",
-        "3",
-        "--ledger",
-        &spec,
-        "--ran",
-        "two-main",
-        "--ran",
-        "two-backport",
-    ]);
-    assert_eq!(code, 2);
+    // A slug that is no content of a diverged slot is bad input, and so
+    // are two contents of one slot.
+    assert_eq!(adopt_then_run(&scratch, &["one"]).0, 2);
+    assert_eq!(adopt_then_run(&scratch, &["two-main", "two-backport"]).0, 2);
 
     // The backport ran here: it is recorded, and this tree's content of the
     // slot is an ordinary migration the first run executes.
-    let (code, doc, err) = json(&[
-        "adopt",
-        root,
-        "--legacy-version",
-        "3",
-        "--ledger",
-        &spec,
-        "--ran",
-        "two-backport",
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let (code, doc, ran) = adopt_then_run(&scratch, &["two-backport"]);
+    assert_eq!(code, 0, "{doc}");
     assert_eq!(strings(&doc["legacy"]), ["one", "two-backport"]);
-    let (code, run, err) = json(&["run", root, "--ledger", &spec, "--require-existing-ledger"]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(fields(&run["results"], "slug"), ["two-main", "three"]);
-    assert_eq!(scratch.lines("ran"), ["two-main", "three"]);
+    assert_eq!(ran, ["two-main", "three"]);
 }
 
 #[test]
 fn adopting_with_this_trees_content_of_a_diverged_slot_records_it_and_runs_only_the_rest() {
     let scratch = diverged_tree();
-    let root = scratch.root();
-    let root = root.to_str().unwrap();
-    let spec = format!("file:{}", scratch.file("ledger.json").display());
-    let (code, doc, err) = json(&[
-        "adopt",
-        root,
-        "--legacy-version",
-        "3",
-        "--ledger",
-        &spec,
-        "--ran",
-        "two-main",
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let (code, doc, ran) = adopt_then_run(&scratch, &["two-main"]);
+    assert_eq!(code, 0, "{doc}");
     assert_eq!(strings(&doc["legacy"]), ["one", "two-main"]);
-    let (code, run, err) = json(&["run", root, "--ledger", &spec, "--require-existing-ledger"]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(fields(&run["results"], "slug"), ["three"]);
-    assert_eq!(scratch.lines("ran"), ["three"]);
+    assert_eq!(ran, ["three"]);
 }

@@ -208,15 +208,12 @@ impl Repo {
                 path: text.to_string(),
                 reason: reason.to_owned(),
             };
-            let (meta, file) = text
-                .split_once('\t')
-                .ok_or_else(|| bad("unparseable ls-tree record"))?;
-            let mut meta = meta.split(' ');
-            let (mode, kind, oid) = (
-                meta.next().unwrap_or(""),
-                meta.next().unwrap_or(""),
-                meta.next().unwrap_or(""),
-            );
+            let TreeRecord {
+                mode,
+                kind,
+                oid,
+                file,
+            } = TreeRecord::parse(&text).ok_or_else(|| bad("unparseable ls-tree record"))?;
             if file == legacy_path {
                 if kind != "blob" {
                     return Err(bad("legacy-map is not a regular file"));

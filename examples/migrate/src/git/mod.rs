@@ -282,3 +282,29 @@ fn reaches(parents: &HashMap<String, Vec<String>>, from: &str, target: &str) -> 
     }
     false
 }
+
+/// One record of `git ls-tree -z` output: `<mode> <kind> <oid>\t<path>`.
+pub(super) struct TreeRecord<'r> {
+    /// File mode (`100644`, `100755`, `120000` for a symlink, ...).
+    pub(super) mode: &'r str,
+    /// Object kind (`blob`, `tree`, `commit`).
+    pub(super) kind: &'r str,
+    /// Object id.
+    pub(super) oid: &'r str,
+    /// Path inside the tag's tree.
+    pub(super) file: &'r str,
+}
+
+impl<'r> TreeRecord<'r> {
+    /// Splits `text`; `None` when it has no tab (not an ls-tree record).
+    pub(super) fn parse(text: &'r str) -> Option<Self> {
+        let (meta, file) = text.split_once('\t')?;
+        let mut meta = meta.split(' ');
+        Some(TreeRecord {
+            mode: meta.next().unwrap_or(""),
+            kind: meta.next().unwrap_or(""),
+            oid: meta.next().unwrap_or(""),
+            file,
+        })
+    }
+}
