@@ -7,7 +7,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,56 +16,49 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger, Options, configmap_size};
-use migration_core::testing::{Harness, sample_entry, slug};
+use migration_core::testing::{sample_entry, slug};
 use migration_core::{
-    EntryState, Ledger, LedgerEntry, LedgerError, Lock, LockedLedger, ManualClock, Timestamp,
-    WriteMode,
+    EntryState, Ledger, LedgerEntry, LedgerError, Lock, LockedLedger, Timestamp, WriteMode,
 };
+use migration_kube::real_lane::{LaneBackend, LaneCase, run_lane};
 use serde_json::json;
-use test_apiserver::real::{LaneObjects, RealCluster, delete_with_lock, unique_name};
+use test_apiserver::real::{RealCluster, delete_with_lock, unique_name};
 
-struct Real {
-    client: Client,
-    namespace: String,
-    name: String,
-    clock: Arc<ManualClock>,
-}
+/// The ConfigMap backend on the conformance lane.
+struct ConfigMaps;
 
 #[async_trait]
-impl Harness for Real {
-    async fn ledger(&self) -> Arc<dyn LockedLedger> {
+impl LaneBackend for ConfigMaps {
+    fn ledger(&self, case: &LaneCase) -> Arc<dyn LockedLedger> {
         let options = Options {
-            clock: self.clock.clone(),
+            clock: case.clock.clone(),
             ..Options::default()
         };
         Arc::new(ConfigMapLedger::with_options(
-            self.client.clone(),
-            &self.namespace,
-            &self.name,
+            case.client.clone(),
+            &case.namespace,
+            &case.name,
             options,
         ))
     }
-    async fn plant_raw(&self, key: &str, value: &str) {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
+    async fn plant_raw(&self, case: &LaneCase, key: &str, value: &str) {
+        let api: Api<ConfigMap> = Api::namespaced(case.client.clone(), &case.namespace);
         let patch = serde_json::json!({"data": {key: value}});
-        api.patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+        api.patch(&case.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .unwrap();
     }
-    async fn raw(&self, key: &str) -> Option<String> {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
-        api.get_opt(&self.name)
+    async fn raw(&self, case: &LaneCase, key: &str) -> Option<String> {
+        let api: Api<ConfigMap> = Api::namespaced(case.client.clone(), &case.namespace);
+        api.get_opt(&case.name)
             .await
             .unwrap()?
             .data?
             .get(key)
             .cloned()
     }
-    fn advance_clock(&self, by: Duration) {
-        self.clock.advance(by);
-    }
-    fn budget_bytes(&self) -> Option<u64> {
-        Some(CONFIGMAP_BUDGET_BYTES)
+    fn budget_bytes(&self) -> u64 {
+        CONFIGMAP_BUDGET_BYTES
     }
 }
 
@@ -75,38 +67,20 @@ async fn conformance_against_a_real_cluster() {
     let Some(cluster) = RealCluster::from_env("ConfigMap conformance lane").await else {
         return;
     };
-    lane(cluster.client(), cluster.namespace().to_owned()).await;
+    lane(cluster.client(), cluster.namespace()).await;
 }
 
 /// The lane itself, also exercised against the test API server below so
 /// that its own code cannot rot while nobody has a cluster at hand.
-async fn lane(client: Client, namespace: String) {
-    let objects = LaneObjects::new("ledger");
-    migration_core::testing::run_all(|case: &'static str| {
-        let name = objects.name_for(case);
-        let (client, namespace) = (client.clone(), namespace.clone());
-        async move {
-            Real {
-                client,
-                namespace,
-                name,
-                clock: Arc::new(ManualClock::new(Timestamp::now())),
-            }
-        }
-    })
-    .await;
-    objects
-        .delete(
-            &Api::<ConfigMap>::namespaced(client.clone(), &namespace),
-            &Api::namespaced(client, &namespace),
-        )
-        .await;
+async fn lane(client: Client, namespace: &str) {
+    let objects = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    run_lane(ConfigMaps, "ledger", client, namespace, objects).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lane_runs_every_case_and_cleans_up_against_the_test_server() {
     let server = test_apiserver::TestApiServer::start().await;
-    lane(server.client(), "lane".into()).await;
+    lane(server.client(), "lane").await;
     assert!(
         server.objects("configmaps").is_empty(),
         "the lane deletes what it made"
@@ -170,36 +144,12 @@ impl Fixture {
         self.stored().await.data.unwrap_or_default()
     }
 
-    /// Runs kubectl with `manifest` on stdin; panics with its output unless it succeeds.
+    /// Runs `kubectl apply <args>` with `manifest` on stdin; panics with its output unless it
+    /// succeeds.
     fn kubectl_apply(&self, args: &[&str], manifest: &serde_json::Value) -> String {
-        use std::io::Write;
-        let mut child = self
-            .cluster
-            .kubectl()
-            .args(["apply", "-n", self.cluster.namespace(), "-f", "-"])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run kubectl (set MIGRATE_TEST_KUBECTL): {e}"));
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(manifest.to_string().as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success(),
-            "kubectl apply {args:?} failed: {text}"
-        );
-        text
+        let namespace = self.cluster.namespace();
+        let apply = [&["apply", "-n", namespace, "-f", "-"], args].concat();
+        self.cluster.kubectl_ok(&apply, &manifest.to_string())
     }
 
     fn manifest(&self, data: serde_json::Value) -> serde_json::Value {
@@ -338,32 +288,18 @@ async fn a_server_side_kubectl_apply_that_takes_a_ledger_key_by_force_prunes_it_
     record_some(&f.ledger()).await;
     // Applying our key with another value conflicts with our ownership: the real server refuses
     // unless forced.
-    let conflict = f
-        .cluster
-        .kubectl()
-        .args([
+    let manifest = f.manifest(json!({"version": "46", "m.s-0": "{}"}));
+    let conflict = f.cluster.kubectl_with_stdin(
+        &[
             "apply",
             "--server-side",
             "--field-manager",
             "chart",
             "-f",
             "-",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            let manifest = f.manifest(json!({"version": "46", "m.s-0": "{}"}));
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(manifest.to_string().as_bytes())?;
-            child.wait_with_output()
-        })
-        .unwrap();
+        ],
+        &manifest.to_string(),
+    );
     let text = String::from_utf8_lossy(&conflict.stderr);
     assert!(
         !conflict.status.success() && text.contains("conflict"),

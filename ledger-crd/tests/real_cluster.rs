@@ -26,75 +26,65 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject};
 use kube::{Api, Client, CustomResourceExt};
 use ledger_crd::{CrdLedger, DEFAULT_BUDGET_BYTES, MigrationLedger, Options};
-use migration_core::testing::Harness;
-use migration_core::{Ledger, Lock, LockedLedger, ManualClock, Timestamp};
+use migration_core::{Ledger, Lock, LockedLedger};
+use migration_kube::real_lane::{LaneBackend, LaneCase, run_lane};
 use serde_json::json;
-use test_apiserver::real::{LaneObjects, RealCluster, delete_with_lock};
+use test_apiserver::real::{RealCluster, api_status, delete_with_lock};
 
 /// The field manager of the lane's CRD apply and planted values.
 const LANE_MANAGER: &str = "cozystack-migrate-test-lane";
 
-struct Real {
-    client: Client,
-    namespace: String,
-    name: String,
-    clock: Arc<ManualClock>,
+fn ledgers(client: Client) -> Api<DynamicObject> {
+    Api::all_with(client, &ApiResource::erase::<MigrationLedger>(&()))
 }
 
-impl Real {
-    fn api(&self) -> Api<DynamicObject> {
-        Api::all_with(
-            self.client.clone(),
-            &ApiResource::erase::<MigrationLedger>(&()),
-        )
-    }
-}
+/// The custom-resource backend on the conformance lane.
+struct Ledgers;
 
 #[async_trait]
-impl Harness for Real {
-    async fn ledger(&self) -> Arc<dyn LockedLedger> {
+impl LaneBackend for Ledgers {
+    fn ledger(&self, case: &LaneCase) -> Arc<dyn LockedLedger> {
         let options = Options {
-            lease_namespace: self.namespace.clone(),
-            clock: self.clock.clone(),
+            lease_namespace: case.namespace.clone(),
+            clock: case.clock.clone(),
             ..Options::default()
         };
         Arc::new(CrdLedger::with_options(
-            self.client.clone(),
-            &self.name,
+            case.client.clone(),
+            &case.name,
             options,
         ))
     }
 
-    async fn plant_raw(&self, key: &str, value: &str) {
+    async fn plant_raw(&self, case: &LaneCase, key: &str, value: &str) {
         let slot = common::slot(key);
         let (patch, status) = common::planting_patch(&slot, common::raw_value(&slot, value));
         let params = PatchParams {
             field_manager: Some(LANE_MANAGER.into()),
             ..PatchParams::default()
         };
-        let api = self.api();
+        let api = ledgers(case.client.clone());
         if status {
-            api.patch_status(&self.name, &params, &Patch::Merge(&patch))
+            api.patch_status(&case.name, &params, &Patch::Merge(&patch))
                 .await
                 .unwrap();
         } else {
-            api.patch(&self.name, &params, &Patch::Merge(&patch))
+            api.patch(&case.name, &params, &Patch::Merge(&patch))
                 .await
                 .unwrap();
         }
     }
 
-    async fn raw(&self, key: &str) -> Option<String> {
-        let object = self.api().get_opt(&self.name).await.unwrap()?;
+    async fn raw(&self, case: &LaneCase, key: &str) -> Option<String> {
+        let object = ledgers(case.client.clone())
+            .get_opt(&case.name)
+            .await
+            .unwrap()?;
         common::read_slot(&serde_json::to_value(object).unwrap(), &common::slot(key))
     }
 
-    fn advance_clock(&self, by: Duration) {
-        self.clock.advance(by);
-    }
-
-    fn budget_bytes(&self) -> Option<u64> {
-        Some(DEFAULT_BUDGET_BYTES)
+    fn budget_bytes(&self) -> u64 {
+        DEFAULT_BUDGET_BYTES
     }
 }
 
@@ -130,32 +120,14 @@ async fn conformance_against_a_real_cluster() {
     let Some(cluster) = RealCluster::from_env("MigrationLedger conformance lane").await else {
         return;
     };
-    lane(cluster.client(), cluster.namespace().to_owned()).await;
+    lane(cluster.client(), cluster.namespace()).await;
 }
 
 /// The lane itself, also exercised against the test API server below so
 /// that its own code cannot rot while nobody has a cluster at hand.
-async fn lane(client: Client, namespace: String) {
+async fn lane(client: Client, namespace: &str) {
     install_crd(&client).await;
-    let objects = LaneObjects::new("lane");
-    migration_core::testing::run_all(|case: &'static str| {
-        let name = objects.name_for(case);
-        let (client, namespace) = (client.clone(), namespace.clone());
-        async move {
-            Real {
-                client,
-                namespace,
-                name,
-                clock: Arc::new(ManualClock::new(Timestamp::now())),
-            }
-        }
-    })
-    .await;
-    let ledgers: Api<DynamicObject> =
-        Api::all_with(client.clone(), &ApiResource::erase::<MigrationLedger>(&()));
-    objects
-        .delete(&ledgers, &Api::namespaced(client, &namespace))
-        .await;
+    run_lane(Ledgers, "lane", client.clone(), namespace, ledgers(client)).await;
 }
 
 /// Plays the part of the apiextensions controller on the test server: once
@@ -209,7 +181,7 @@ async fn the_lane_installs_the_crd_runs_every_case_and_cleans_up_against_the_tes
             }
         })
     };
-    lane(server.client(), "lane".into()).await;
+    lane(server.client(), "lane").await;
     controller.await.unwrap();
     assert!(
         server
@@ -263,10 +235,7 @@ impl Fixture {
     }
 
     fn api(&self) -> Api<DynamicObject> {
-        Api::all_with(
-            self.cluster.client(),
-            &ApiResource::erase::<MigrationLedger>(&()),
-        )
+        ledgers(self.cluster.client())
     }
 
     async fn stored(&self) -> serde_json::Value {
@@ -326,13 +295,6 @@ async fn json_patch_status(
         .client()
         .request::<serde_json::Value>(request)
         .await
-}
-
-fn api_status<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Box<kube::core::Status> {
-    match result {
-        Err(kube::Error::Api(status)) => status,
-        other => panic!("expected an API error, got {other:?}"),
-    }
 }
 
 #[tokio::test]

@@ -195,6 +195,47 @@ impl RealCluster {
         command
     }
 
+    /// Runs `kubectl <args>` with `stdin` on its standard input and returns what it did,
+    /// successful or not (for tests that expect a refusal).
+    ///
+    /// # Panics
+    /// If kubectl cannot be started.
+    pub fn kubectl_with_stdin(&self, args: &[&str], stdin: &str) -> std::process::Output {
+        use std::io::Write;
+        use std::process::Stdio;
+        let mut child = self
+            .kubectl()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run kubectl (set {KUBECTL_VAR}): {e}"));
+        if let Some(mut input) = child.stdin.take() {
+            // kubectl may exit before reading everything; its output says why.
+            let _ = input.write_all(stdin.as_bytes());
+        }
+        child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("kubectl {args:?} did not finish: {e}"))
+    }
+
+    /// Runs `kubectl <args>` with `stdin` on its standard input and returns its standard
+    /// output followed by its standard error.
+    ///
+    /// # Panics
+    /// Unless kubectl succeeds; the message carries its output.
+    pub fn kubectl_ok(&self, args: &[&str], stdin: &str) -> String {
+        let out = self.kubectl_with_stdin(args, stdin);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "kubectl {args:?} failed: {text}");
+        text
+    }
+
     /// `helm --kubeconfig <the kubeconfig>`, from `MIGRATE_TEST_HELM` or `PATH`.
     pub fn helm(&self) -> Command {
         let mut command = Command::new(tool(HELM_VAR, "helm"));
@@ -221,6 +262,17 @@ impl RealCluster {
             Err(kube::Error::Api(status)) if status.code == 409 => {}
             Err(e) => panic!("cannot create namespace {name}: {e}"),
         }
+    }
+}
+
+/// The API server's refusal in `result`: the `Status` of a `kube::Error::Api`.
+///
+/// # Panics
+/// If `result` is a success or another kind of error.
+pub fn api_status<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Box<kube::core::Status> {
+    match result {
+        Err(kube::Error::Api(status)) => status,
+        other => panic!("expected an API error, got {other:?}"),
     }
 }
 
