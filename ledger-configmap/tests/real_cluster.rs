@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -22,7 +21,8 @@ use migration_core::{
 };
 use migration_kube::real_lane::{LaneBackend, LaneCase, run_lane};
 use serde_json::json;
-use test_apiserver::real::{RealCluster, delete_with_lock, unique_name};
+use test_apiserver::or_skip;
+use test_apiserver::real::{RealCluster, unique_name};
 
 /// The ConfigMap backend on the conformance lane.
 struct ConfigMaps;
@@ -30,15 +30,14 @@ struct ConfigMaps;
 #[async_trait]
 impl LaneBackend for ConfigMaps {
     fn ledger(&self, case: &LaneCase) -> Arc<dyn LockedLedger> {
-        let options = Options {
-            clock: case.clock.clone(),
-            ..Options::default()
-        };
         Arc::new(ConfigMapLedger::with_options(
             case.client.clone(),
             &case.namespace,
             &case.name,
-            options,
+            Options {
+                clock: case.clock.clone(),
+                ..Options::default()
+            },
         ))
     }
     async fn plant_raw(&self, case: &LaneCase, key: &str, value: &str) {
@@ -64,9 +63,7 @@ impl LaneBackend for ConfigMaps {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_against_a_real_cluster() {
-    let Some(cluster) = RealCluster::from_env("ConfigMap conformance lane").await else {
-        return;
-    };
+    let cluster = or_skip!(RealCluster::from_env("ConfigMap conformance lane").await);
     lane(cluster.client(), cluster.namespace()).await;
 }
 
@@ -161,8 +158,7 @@ impl Fixture {
     }
 
     async fn cleanup(self) {
-        let leases = Api::namespaced(self.cluster.client(), self.cluster.namespace());
-        delete_with_lock(&self.api(), &leases, &self.name).await;
+        self.cluster.delete_with_lock(&self.api(), &self.name).await;
     }
 }
 
@@ -192,9 +188,7 @@ const OUR_KEYS: [&str; 7] = [
 
 #[tokio::test]
 async fn a_client_side_kubectl_apply_of_version_leaves_every_ledger_key_in_place() {
-    let Some(f) = Fixture::new("client-side kubectl apply", "csa").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("client-side kubectl apply", "csa").await);
     // The chart creates the ConfigMap with kubectl apply: `version` only.
     f.kubectl_apply(&[], &f.manifest(json!({"version": "45"})));
     let l = f.ledger();
@@ -216,9 +210,7 @@ async fn a_client_side_kubectl_apply_of_version_leaves_every_ledger_key_in_place
 
 #[tokio::test]
 async fn a_client_side_kubectl_apply_prunes_ledger_keys_once_they_are_in_its_manifest() {
-    let Some(f) = Fixture::new("client-side kubectl apply hazard", "csa-hazard").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("client-side kubectl apply hazard", "csa-hazard").await);
     f.kubectl_apply(&[], &f.manifest(json!({"version": "45"})));
     record_some(&f.ledger()).await;
     // A chart that (wrongly) renders a ledger key: the key enters last-applied-configuration...
@@ -240,9 +232,7 @@ async fn a_client_side_kubectl_apply_prunes_ledger_keys_once_they_are_in_its_man
 
 #[tokio::test]
 async fn a_server_side_kubectl_apply_of_version_leaves_every_ledger_key_in_place() {
-    let Some(f) = Fixture::new("server-side kubectl apply", "ssa").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("server-side kubectl apply", "ssa").await);
     let ssa = ["--server-side", "--field-manager", "chart"];
     f.kubectl_apply(&ssa, &f.manifest(json!({"version": "45"})));
     let l = f.ledger();
@@ -280,9 +270,7 @@ async fn a_server_side_kubectl_apply_of_version_leaves_every_ledger_key_in_place
 
 #[tokio::test]
 async fn a_server_side_kubectl_apply_that_takes_a_ledger_key_by_force_prunes_it_later() {
-    let Some(f) = Fixture::new("server-side kubectl apply hazard", "ssa-hazard").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("server-side kubectl apply hazard", "ssa-hazard").await);
     let ssa = ["--server-side", "--field-manager", "chart"];
     f.kubectl_apply(&ssa, &f.manifest(json!({"version": "45"})));
     record_some(&f.ledger()).await;
@@ -332,9 +320,7 @@ async fn a_server_side_kubectl_apply_that_takes_a_ledger_key_by_force_prunes_it_
 
 #[tokio::test]
 async fn writes_keep_labels_and_foreign_keys_on_a_real_server() {
-    let Some(f) = Fixture::new("ConfigMap writes keep foreign data", "keep").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("ConfigMap writes keep foreign data", "keep").await);
     f.create(
         json!({"platform.cozystack.io/no-delete": "true"}),
         json!({"version": "45", "owner-note": "hands off"}),
@@ -368,9 +354,7 @@ async fn writes_keep_labels_and_foreign_keys_on_a_real_server() {
 
 #[tokio::test]
 async fn a_chart_created_configmap_with_only_version_is_an_old_cluster_on_a_real_server() {
-    let Some(f) = Fixture::new("chart-created ConfigMap", "chart").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("chart-created ConfigMap", "chart").await);
     f.create(json!({}), json!({"version": "12"})).await;
     let snapshot = f.ledger().read().await.unwrap().expect("it exists");
     assert_eq!(snapshot.version, migration_core::LegacyVersion::Known(12));
@@ -380,9 +364,7 @@ async fn a_chart_created_configmap_with_only_version_is_an_old_cluster_on_a_real
 
 #[tokio::test]
 async fn ten_thousand_keys_with_one_corrupt_read_as_exactly_one_corrupt_on_a_real_server() {
-    let Some(f) = Fixture::new("ten thousand keys", "tenk").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("ten thousand keys", "tenk").await);
     let value = LedgerEntry::new(EntryState::Ok, Timestamp::from_unix(0)).encode();
     let mut data = serde_json::Map::new();
     for n in 0..10_000 {
@@ -430,9 +412,7 @@ fn server_counted_bytes(cm: &ConfigMap) -> usize {
 
 #[tokio::test]
 async fn the_budget_counts_keys_too_so_it_refuses_before_the_real_one_mebibyte_limit() {
-    let Some(f) = Fixture::new("the 1 MiB ConfigMap limit", "mib").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("the 1 MiB ConfigMap limit", "mib").await);
     let created = f.create(json!({}), json!({"version": "45"})).await;
     let room = CONFIGMAP_BUDGET_BYTES as usize - configmap_size(&created) as usize;
     // One byte over our budget: refused before sending (nothing stored, resourceVersion kept).
@@ -489,9 +469,7 @@ async fn the_budget_counts_keys_too_so_it_refuses_before_the_real_one_mebibyte_l
 
 #[tokio::test]
 async fn an_expired_lease_is_taken_over_and_the_old_holder_cannot_release_it() {
-    let Some(f) = Fixture::new("Lease take-over after expiry", "lease").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("Lease take-over after expiry", "lease").await);
     // Wall-clock expiry, no manual clock: the lease really lapses.
     let l = f.ledger();
     let first = l.acquire("runner-a", Duration::from_secs(1)).await.unwrap();
@@ -513,21 +491,13 @@ async fn an_expired_lease_is_taken_over_and_the_old_holder_cannot_release_it() {
     let lost = l.renew(&first, Duration::from_secs(30)).await.unwrap_err();
     assert!(matches!(lost, LedgerError::LockLost { .. }), "{lost:?}");
     l.release(&first).await.unwrap();
-    let leases: Api<Lease> = Api::namespaced(f.cluster.client(), f.cluster.namespace());
-    let stored = leases.get(&format!("{}-lock", f.name)).await.unwrap();
     assert_eq!(
-        stored.spec.unwrap().holder_identity.as_deref(),
+        f.cluster.lock_holder(&f.name).await.as_deref(),
         Some("runner-b"),
         "the old holder's release leaves the new holder alone"
     );
     l.release(&second).await.unwrap();
-    assert!(
-        leases
-            .get_opt(&format!("{}-lock", f.name))
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(f.cluster.lock_lease(&f.name).await.is_none());
     f.cleanup().await;
 }
 
@@ -551,9 +521,7 @@ fn write_chart(dir: &std::path::Path, name: &str, version: &str) {
 
 #[tokio::test]
 async fn a_helm_upgrade_of_the_chart_that_owns_the_configmap_leaves_every_ledger_key_in_place() {
-    let Some(f) = Fixture::new("helm install and upgrade", "helm").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("helm install and upgrade", "helm").await);
     let home = std::env::temp_dir().join(unique_name("helm-home"));
     let chart = home.join("chart");
     let helm = |args: &[&str]| {

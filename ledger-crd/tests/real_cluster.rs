@@ -20,7 +20,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject};
@@ -29,7 +28,8 @@ use ledger_crd::{CrdLedger, DEFAULT_BUDGET_BYTES, MigrationLedger, Options};
 use migration_core::{Ledger, Lock, LockedLedger};
 use migration_kube::real_lane::{LaneBackend, LaneCase, run_lane};
 use serde_json::json;
-use test_apiserver::real::{RealCluster, api_status, delete_with_lock};
+use test_apiserver::or_skip;
+use test_apiserver::real::{RealCluster, api_status};
 
 /// The field manager of the lane's CRD apply and planted values.
 const LANE_MANAGER: &str = "cozystack-migrate-test-lane";
@@ -117,14 +117,11 @@ async fn install_crd(client: &Client) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_against_a_real_cluster() {
-    let Some(cluster) = RealCluster::from_env("MigrationLedger conformance lane").await else {
-        return;
-    };
+    let cluster = or_skip!(RealCluster::from_env("MigrationLedger conformance lane").await);
     lane(cluster.client(), cluster.namespace()).await;
 }
 
-/// The lane itself, also exercised against the test API server below so
-/// that its own code cannot rot while nobody has a cluster at hand.
+/// Installs the CRD, then runs the shared lane (against the test API server too, below).
 async fn lane(client: Client, namespace: &str) {
     install_crd(&client).await;
     run_lane(Ledgers, "lane", client.clone(), namespace, ledgers(client)).await;
@@ -206,16 +203,21 @@ async fn the_lane_installs_the_crd_runs_every_case_and_cleans_up_against_the_tes
 /// test leaves them for inspection; the test environment is thrown away with its etcd data.
 struct Fixture {
     cluster: RealCluster,
+    ledgers: Api<DynamicObject>,
     name: String,
 }
 
 impl Fixture {
     async fn new(what: &str, prefix: &str) -> Option<Self> {
         let cluster = RealCluster::from_env(what).await?;
-        install_crd(&cluster.client()).await;
+        let client = cluster.client();
+        install_crd(&client).await;
+        let name = test_apiserver::real::unique_name(prefix);
+        let ledgers = ledgers(client);
         Some(Self {
             cluster,
-            name: test_apiserver::real::unique_name(prefix),
+            ledgers,
+            name,
         })
     }
 
@@ -235,7 +237,7 @@ impl Fixture {
     }
 
     fn api(&self) -> Api<DynamicObject> {
-        ledgers(self.cluster.client())
+        self.ledgers.clone()
     }
 
     async fn stored(&self) -> serde_json::Value {
@@ -253,8 +255,7 @@ impl Fixture {
     }
 
     async fn cleanup(self) {
-        let leases = Api::namespaced(self.cluster.client(), self.cluster.namespace());
-        delete_with_lock(&self.api(), &leases, &self.name).await;
+        self.cluster.delete_with_lock(&self.api(), &self.name).await;
     }
 }
 
@@ -299,9 +300,7 @@ async fn json_patch_status(
 
 #[tokio::test]
 async fn the_crd_is_accepted_by_server_side_apply_and_becomes_established() {
-    let Some(cluster) = RealCluster::from_env("CRD installation").await else {
-        return;
-    };
+    let cluster = or_skip!(RealCluster::from_env("CRD installation").await);
     install_crd(&cluster.client()).await;
     let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
     let crd = crds.get(MigrationLedger::crd_name()).await.unwrap();
@@ -332,9 +331,7 @@ async fn the_crd_is_accepted_by_server_side_apply_and_becomes_established() {
 
 #[tokio::test]
 async fn printer_columns_read_back_through_the_table_format() {
-    let Some(f) = Fixture::new("printer columns", "columns").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("printer columns", "columns").await);
     use migration_core::EntryState;
     let l = f.ledger();
     let mut seed = entries(0..3, EntryState::Ok);
@@ -410,9 +407,7 @@ async fn printer_columns_read_back_through_the_table_format() {
 
 #[tokio::test]
 async fn the_status_subresource_keeps_entries_out_of_reach_of_spec_writes() {
-    let Some(f) = Fixture::new("status subresource", "status").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("status subresource", "status").await);
     use migration_core::{EntryState, WriteMode};
     // Created with a status: the real server drops it.
     let object: DynamicObject = serde_json::from_value(json!({
@@ -487,9 +482,7 @@ async fn the_status_subresource_keeps_entries_out_of_reach_of_spec_writes() {
 
 #[tokio::test]
 async fn a_status_json_patch_on_a_stale_resource_version_is_rejected_and_changes_nothing() {
-    let Some(f) = Fixture::new("JSON-Patch precondition on /status", "stale").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("JSON-Patch precondition on /status", "stale").await);
     use migration_core::EntryState;
     f.ledger()
         .create(&entries(0..1, EntryState::Ok))
@@ -547,9 +540,7 @@ async fn a_status_json_patch_on_a_stale_resource_version_is_rejected_and_changes
 
 #[tokio::test]
 async fn a_fresh_install_stores_typed_entries_and_reads_back_on_a_real_server() {
-    let Some(f) = Fixture::new("fresh install", "fresh").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("fresh install", "fresh").await);
     use migration_core::EntryState;
     let l = f.ledger();
     assert_eq!(l.read().await.unwrap(), None, "no object: a fresh install");
@@ -591,9 +582,7 @@ async fn a_fresh_install_stores_typed_entries_and_reads_back_on_a_real_server() 
 
 #[tokio::test]
 async fn a_ledger_declared_by_a_chart_is_an_existing_cluster_on_a_real_server() {
-    let Some(f) = Fixture::new("chart-declared ledger", "declared").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("chart-declared ledger", "declared").await);
     use migration_core::{EntryState, LedgerError, LegacyVersion, WriteMode};
     f.declare(json!({"version": 45})).await.unwrap();
     let l = f.ledger();
@@ -617,9 +606,7 @@ async fn a_ledger_declared_by_a_chart_is_an_existing_cluster_on_a_real_server() 
 
 #[tokio::test]
 async fn two_racing_fresh_installs_store_exactly_one_seed_on_a_real_server() {
-    let Some(f) = Fixture::new("racing fresh installs", "race").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("racing fresh installs", "race").await);
     use migration_core::{EntryState, LedgerError};
     let (a, b) = (f.ledger(), f.ledger());
     let seed_a = entries(0..3, EntryState::SkippedFreshInstall);
@@ -636,9 +623,7 @@ async fn two_racing_fresh_installs_store_exactly_one_seed_on_a_real_server() {
 
 #[tokio::test]
 async fn the_real_schema_takes_an_integer_or_a_string_version_and_refuses_other_types() {
-    let Some(f) = Fixture::new("spec.version schema", "version").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("spec.version schema", "version").await);
     use migration_core::LegacyVersion;
     for (version, expected) in [
         (json!(45), LegacyVersion::Known(45)),
@@ -682,9 +667,7 @@ async fn the_real_schema_takes_an_integer_or_a_string_version_and_refuses_other_
 
 #[tokio::test]
 async fn entries_are_replaced_whole_and_unknown_fields_survive_the_real_schema() {
-    let Some(f) = Fixture::new("entry replacement and unknown fields", "fields").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("entry replacement and unknown fields", "fields").await);
     use migration_core::testing::{sample_entry, slug};
     use migration_core::{EntryState, WriteMode};
     let l = f.ledger();
@@ -723,9 +706,7 @@ async fn entries_are_replaced_whole_and_unknown_fields_survive_the_real_schema()
 
 #[tokio::test]
 async fn the_budget_stays_below_what_the_real_server_accepts() {
-    let Some(f) = Fixture::new("the CRD size budget", "budget").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("the CRD size budget", "budget").await);
     use migration_core::testing::{sample_entry, slug};
     use migration_core::{EntryState, LedgerError, WriteMode};
     let message_entry = |bytes: usize| {
@@ -796,27 +777,17 @@ const ETCD_REQUEST_LIMIT: u64 = ledger_crd::ETCD_REQUEST_LIMIT_BYTES;
 
 #[tokio::test]
 async fn the_lock_is_a_lease_in_the_lease_namespace_on_a_real_server() {
-    let Some(f) = Fixture::new("CRD ledger lock", "lock").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("CRD ledger lock", "lock").await);
     let l = f.ledger();
     let lease = l
         .acquire("runner-a/pid-1", Duration::from_secs(30))
         .await
         .unwrap();
-    let leases: Api<Lease> = Api::namespaced(f.cluster.client(), f.cluster.namespace());
-    let stored = leases.get(&format!("{}-lock", f.name)).await.unwrap();
     assert_eq!(
-        stored.spec.unwrap().holder_identity.as_deref(),
+        f.cluster.lock_holder(&f.name).await.as_deref(),
         Some("runner-a/pid-1")
     );
     l.release(&lease).await.unwrap();
-    assert!(
-        leases
-            .get_opt(&format!("{}-lock", f.name))
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(f.cluster.lock_lease(&f.name).await.is_none());
     f.cleanup().await;
 }

@@ -243,6 +243,34 @@ impl RealCluster {
         command
     }
 
+    /// The run-lock Lease `<name>-lock` of ledger object `name`, in [`namespace`](Self::namespace),
+    /// as stored (`None` if absent).
+    ///
+    /// # Panics
+    /// On an API error.
+    pub async fn lock_lease(&self, name: &str) -> Option<Lease> {
+        let leases: Api<Lease> = Api::namespaced(self.client(), self.namespace());
+        match leases.get_opt(&format!("{name}-lock")).await {
+            Ok(lease) => lease,
+            Err(e) => panic!("cannot read Lease {name}-lock: {e}"),
+        }
+    }
+
+    /// Who holds the run lock of ledger object `name` (`None` without a Lease or a holder).
+    pub async fn lock_holder(&self, name: &str) -> Option<String> {
+        self.lock_lease(name).await?.spec?.holder_identity
+    }
+
+    /// Deletes ledger object `name` from `objects` and its run-lock Lease from
+    /// [`namespace`](Self::namespace), ignoring either being absent (see [`delete_with_lock`]).
+    pub async fn delete_with_lock<K>(&self, objects: &Api<K>, name: &str)
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let leases: Api<Lease> = Api::namespaced(self.client(), self.namespace());
+        delete_with_lock(objects, &leases, name).await;
+    }
+
     /// Creates namespace `name` unless it exists (no controller-manager runs on a test
     /// environment, so tests never delete namespaces: they would stay `Terminating`).
     ///
@@ -263,6 +291,19 @@ impl RealCluster {
             Err(e) => panic!("cannot create namespace {name}: {e}"),
         }
     }
+}
+
+/// The value in an `Option`, or a plain `return` from the enclosing test when it is `None`:
+/// `let f = or_skip!(Fixture::new("what", "prefix").await);` for a real-server test that
+/// skips (having printed why) when no cluster is configured.
+#[macro_export]
+macro_rules! or_skip {
+    ($option:expr) => {
+        match $option {
+            Some(value) => value,
+            None => return,
+        }
+    };
 }
 
 /// The API server's refusal in `result`: the `Status` of a `kube::Error::Api`.
