@@ -16,6 +16,8 @@
 
 mod common;
 
+use common::scenarios::{self, entries};
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +28,7 @@ use kube::core::{ApiResource, DynamicObject};
 use kube::{Api, Client, CustomResourceExt};
 use ledger_crd::{CrdLedger, DEFAULT_BUDGET_BYTES, MigrationLedger, Options};
 use migration_core::{Ledger, Lock, LockedLedger};
+use migration_kube::fault_suite::assert_permanent;
 use migration_kube::real_lane::{LaneBackend, LaneCase, run_lane};
 use serde_json::json;
 use test_apiserver::or_skip;
@@ -259,20 +262,6 @@ impl Fixture {
     }
 }
 
-fn entries(
-    range: std::ops::Range<usize>,
-    state: migration_core::EntryState,
-) -> Vec<(migration_core::Slug, migration_core::LedgerEntry)> {
-    range
-        .map(|n| {
-            (
-                migration_core::testing::slug(n),
-                migration_core::testing::sample_entry(state, n as u32),
-            )
-        })
-        .collect()
-}
-
 /// A JSON Patch to the ledger's status subresource, as the backend sends it (kube's typed JSON
 /// Patch needs the `json-patch` crate: this is its merge-patch request with the body swapped).
 async fn json_patch_status(
@@ -408,7 +397,6 @@ async fn printer_columns_read_back_through_the_table_format() {
 #[tokio::test]
 async fn the_status_subresource_keeps_entries_out_of_reach_of_spec_writes() {
     let f = or_skip!(Fixture::new("status subresource", "status").await);
-    use migration_core::{EntryState, WriteMode};
     // Created with a status: the real server drops it.
     let object: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "migrations.cozystack.io/v1alpha1", "kind": "MigrationLedger",
@@ -429,52 +417,12 @@ async fn the_status_subresource_keeps_entries_out_of_reach_of_spec_writes() {
         .await
         .unwrap();
     let l = f.ledger();
-    l.create(&entries(0..3, EntryState::Ok)).await.unwrap();
-    // A chart applies spec, labels, annotations and (by mistake) a status.
-    let applied = json!({
-        "apiVersion": "migrations.cozystack.io/v1alpha1", "kind": "MigrationLedger",
-        "metadata": {"name": f.name, "labels": {"app": "cozystack"}, "annotations": {"helm.sh/resource-policy": "keep"}},
-        "spec": {"bundle": "cozystack", "version": 45},
-        "status": {"entries": {}, "initialized": false},
-    });
-    f.api()
-        .patch(
-            &f.name,
-            &PatchParams::apply("helm").force(),
-            &Patch::Apply(&applied),
-        )
-        .await
-        .unwrap();
-    let snapshot = l.read().await.unwrap().unwrap();
-    assert_eq!(
-        snapshot.records.len(),
-        3,
-        "a spec write cannot touch entries"
-    );
-    assert_eq!(snapshot.version, migration_core::LegacyVersion::Known(45));
+    scenarios::a_chart_applies_spec_over_entries(&l, &f.api(), &f.name).await;
     let generation = f.stored().await["metadata"]["generation"].clone();
-    l.write(&entries(0..5, EntryState::Legacy), WriteMode::OnlyIfAbsent)
-        .await
-        .unwrap();
-    l.write(&entries(1..2, EntryState::Failed), WriteMode::Replace)
-        .await
-        .unwrap();
-    l.note_attempt(&migration_core::testing::slug(7), "t", 0)
-        .await
-        .unwrap();
-    let object = f.stored().await;
+    scenarios::entry_writes_leave_the_charts_fields_alone(&l, &f.api(), &f.name).await;
     assert_eq!(
-        object["spec"],
-        json!({"bundle": "cozystack", "version": 45})
-    );
-    assert_eq!(object["metadata"]["labels"]["app"], "cozystack");
-    assert_eq!(
-        object["metadata"]["annotations"]["helm.sh/resource-policy"],
-        "keep"
-    );
-    assert_eq!(object["status"]["entries"].as_object().unwrap().len(), 5);
-    assert_eq!(
-        object["metadata"]["generation"], generation,
+        f.stored().await["metadata"]["generation"],
+        generation,
         "status writes do not move the generation"
     );
     f.cleanup().await;
@@ -583,24 +531,8 @@ async fn a_fresh_install_stores_typed_entries_and_reads_back_on_a_real_server() 
 #[tokio::test]
 async fn a_ledger_declared_by_a_chart_is_an_existing_cluster_on_a_real_server() {
     let f = or_skip!(Fixture::new("chart-declared ledger", "declared").await);
-    use migration_core::{EntryState, LedgerError, LegacyVersion, WriteMode};
     f.declare(json!({"version": 45})).await.unwrap();
-    let l = f.ledger();
-    let snapshot = l.read().await.unwrap().expect("it exists");
-    assert_eq!(snapshot.version, LegacyVersion::Known(45));
-    assert!(snapshot.records.is_empty());
-    assert!(matches!(
-        l.create(&entries(0..2, EntryState::SkippedFreshInstall))
-            .await
-            .unwrap_err(),
-        LedgerError::AlreadyExists { .. }
-    ));
-    l.write(&entries(0..2, EntryState::Legacy), WriteMode::OnlyIfAbsent)
-        .await
-        .unwrap();
-    let object = f.stored().await;
-    assert_eq!(object["status"]["initialized"], true);
-    assert_eq!(object["spec"]["version"], 45);
+    scenarios::a_declared_ledger_is_an_existing_cluster(&f.ledger(), &f.api(), &f.name).await;
     f.cleanup().await;
 }
 
@@ -757,16 +689,7 @@ async fn the_budget_stays_below_what_the_real_server_accepts() {
             .write(&[(slug(10), message_entry(bytes))], WriteMode::Replace)
             .await
             .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                LedgerError::Permanent {
-                    operation: "write",
-                    ..
-                }
-            ),
-            "{bytes}: {err:?}"
-        );
+        assert_permanent(&err, "write", bytes);
         assert!(err.to_string().contains(answer), "{err}");
     }
     assert_eq!(f.stored().await["metadata"]["resourceVersion"], before);

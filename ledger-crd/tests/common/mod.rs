@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+pub mod scenarios;
+
 use ledger_crd::{GROUP, KIND, PLURAL, VERSION};
 use migration_core::keys;
 use serde_json::{Value, json};

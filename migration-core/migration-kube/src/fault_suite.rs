@@ -31,6 +31,18 @@ use crate::RetryPolicy;
 /// case expects on the wire.
 pub const TRIES: u32 = 6;
 
+/// Asserts that `err` is a permanent error of `operation` (`read`, `write`, ...); `why` goes
+/// into the panic message.
+///
+/// # Panics
+/// If it is another error.
+pub fn assert_permanent(err: &LedgerError, operation: &str, why: impl std::fmt::Display) {
+    assert!(
+        matches!(err, LedgerError::Permanent { operation: op, .. } if *op == operation),
+        "{why}: expected a permanent {operation} error, got {err:?}"
+    );
+}
+
 /// What the suite needs to know about a backend's resource.
 pub trait FaultHarness: Send + Sync {
     /// The resource the ledger reads and creates, as the test server counts
@@ -192,16 +204,7 @@ pub async fn permanent_errors_fail_closed_naming_operation_and_object(h: &impl F
             .respond(403, "Forbidden"),
     );
     let err = l.read().await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            LedgerError::Permanent {
-                operation: "read",
-                ..
-            }
-        ),
-        "an error is never an absent ledger: {err:?}"
-    );
+    assert_permanent(&err, "read", "an error is never an absent ledger");
 
     let other = served(h).await;
     other.faults().inject(
