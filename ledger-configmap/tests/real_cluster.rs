@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,9 +18,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger, Options, configmap_size};
 use migration_core::testing::{sample_entry, slug};
-use migration_core::{
-    EntryState, Ledger, LedgerEntry, LedgerError, Lock, LockedLedger, Timestamp, WriteMode,
-};
+use migration_core::{EntryState, Ledger, LedgerEntry, LedgerError, Lock, LockedLedger, WriteMode};
 use migration_kube::real_lane::{LaneBackend, LaneCase, run_lane};
 use serde_json::json;
 use test_apiserver::or_skip;
@@ -327,19 +327,7 @@ async fn writes_keep_labels_and_foreign_keys_on_a_real_server() {
     )
     .await;
     let l = f.ledger();
-    l.write(
-        &[(slug(1), sample_entry(EntryState::Legacy, 1))],
-        WriteMode::OnlyIfAbsent,
-    )
-    .await
-    .unwrap();
-    l.write(
-        &[(slug(1), sample_entry(EntryState::Ok, 2))],
-        WriteMode::Replace,
-    )
-    .await
-    .unwrap();
-    l.note_attempt(&slug(2), "t", 0).await.unwrap();
+    common::write_beside_foreign_data(&l).await;
     let cm = f.stored().await;
     assert_eq!(
         cm.metadata.labels.unwrap()["platform.cozystack.io/no-delete"],
@@ -365,20 +353,14 @@ async fn a_chart_created_configmap_with_only_version_is_an_old_cluster_on_a_real
 #[tokio::test]
 async fn ten_thousand_keys_with_one_corrupt_read_as_exactly_one_corrupt_on_a_real_server() {
     let f = or_skip!(Fixture::new("ten thousand keys", "tenk").await);
-    let value = LedgerEntry::new(EntryState::Ok, Timestamp::from_unix(0)).encode();
-    let mut data = serde_json::Map::new();
-    for n in 0..10_000 {
-        data.insert(format!("m.k{n}"), json!(value));
-    }
-    data.insert("m.k4242".into(), json!("{\"state\":\"ok\""));
-    f.create(json!({}), serde_json::Value::Object(data)).await;
+    f.create(json!({}), common::ten_thousand_keys_one_corrupt())
+        .await;
     let snapshot = f.ledger().read().await.unwrap().unwrap();
     assert_eq!(snapshot.records.len(), 10_000);
-    let corrupt: Vec<_> = snapshot
-        .corrupt()
-        .map(|(s, c)| (s.to_string(), c.key.clone()))
-        .collect();
-    assert_eq!(corrupt, [("k4242".to_owned(), "m.k4242".to_owned())]);
+    assert_eq!(
+        migration_core::testing::corrupt_keys(&snapshot),
+        [("k4242".to_owned(), "m.k4242".to_owned())]
+    );
     f.cleanup().await;
 }
 

@@ -102,20 +102,7 @@ async fn install_crd(client: &Client) {
     )
     .await
     .unwrap_or_else(|e| panic!("cannot apply the CRD {name}: {e}"));
-    for _ in 0..120 {
-        let crd = crds.get(name).await.unwrap();
-        let established = crd
-            .status
-            .and_then(|s| s.conditions)
-            .into_iter()
-            .flatten()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if established {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    panic!("the CRD {name} did not become established within 30 s");
+    test_apiserver::real::wait_until_established(client, name).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::serde;
 use kube::api::{Api, DeleteParams, PostParams};
 
@@ -315,6 +316,32 @@ pub fn api_status<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Box<kub
         Err(kube::Error::Api(status)) => status,
         other => panic!("expected an API error, got {other:?}"),
     }
+}
+
+/// Waits until the API server reports CustomResourceDefinition `name` `Established`
+/// (polling every 250 ms).
+///
+/// # Panics
+/// On an API error, or if it is not established within 30 s.
+pub async fn wait_until_established(client: &kube::Client, name: &str) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for _ in 0..120 {
+        let crd = match crds.get(name).await {
+            Ok(crd) => crd,
+            Err(e) => panic!("cannot read the CRD {name}: {e}"),
+        };
+        let established = crd
+            .status
+            .and_then(|s| s.conditions)
+            .into_iter()
+            .flatten()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    panic!("the CRD {name} did not become established within 30 s");
 }
 
 /// A name no other test run uses: `<prefix>-<pid>-<counter>` (DNS-1123, at most 63 characters

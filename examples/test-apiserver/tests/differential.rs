@@ -91,20 +91,7 @@ async fn install_widgets(client: &Client) {
     )
     .await
     .unwrap();
-    for _ in 0..120 {
-        let crd = crds.get(&format!("widgets.{GROUP}")).await.unwrap();
-        let established = crd
-            .status
-            .and_then(|s| s.conditions)
-            .into_iter()
-            .flatten()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if established {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    panic!("widgets.{GROUP} did not become established within 30 s");
+    test_apiserver::real::wait_until_established(client, &format!("widgets.{GROUP}")).await;
 }
 
 enum Body {
