@@ -454,16 +454,7 @@ async fn an_uninitialized_object_with_any_sign_of_history_is_a_ledger() {
 #[tokio::test]
 async fn a_ledger_declared_by_a_chart_is_an_existing_cluster_not_a_fresh_install() {
     let server = served().await;
-    server
-        .put_object(
-            RESOURCE,
-            json!({
-                "apiVersion": "migrations.cozystack.io/v1alpha1", "kind": "MigrationLedger",
-                "metadata": {"name": NAME},
-                "spec": {"version": 45},
-            }),
-        )
-        .unwrap();
+    common::declare(&server, NAME, json!({"version": 45}));
     let l = ledger(&server);
     scenarios::a_declared_ledger_is_an_existing_cluster(&l, &dynamic_api(&server), NAME).await;
     assert_eq!(l.read().await.unwrap().unwrap().records.len(), 2);
@@ -472,15 +463,7 @@ async fn a_ledger_declared_by_a_chart_is_an_existing_cluster_not_a_fresh_install
     // ledger (which runs every migration), exactly as a chart-created empty
     // ConfigMap is; only the engine's own unfinished seeding reads as absent.
     let server = served().await;
-    server
-        .put_object(
-            RESOURCE,
-            json!({
-                "apiVersion": "migrations.cozystack.io/v1alpha1", "kind": "MigrationLedger",
-                "metadata": {"name": NAME}, "spec": {"bundle": NAME},
-            }),
-        )
-        .unwrap();
+    common::declare(&server, NAME, json!({"bundle": NAME}));
     let snapshot = ledger(&server).read().await.unwrap().expect("it exists");
     assert!(snapshot.records.is_empty());
     assert_eq!(snapshot.version, LegacyVersion::Absent);

@@ -114,3 +114,18 @@ fn merge(target: &mut Value, patch: &Value) {
 pub fn raw(server: &TestApiServer, name: &str, key: &str) -> Option<String> {
     read_slot(&server.object(RESOURCE, "", name)?, &slot(key))
 }
+
+/// Stores `MigrationLedger` `name` with `spec` and nothing else on the test server, as a chart
+/// declares it (no engine annotation, no status).
+pub fn declare(server: &TestApiServer, name: &str, spec: Value) {
+    server
+        .put_object(
+            RESOURCE,
+            json!({
+                "apiVersion": "migrations.cozystack.io/v1alpha1", "kind": "MigrationLedger",
+                "metadata": {"name": name},
+                "spec": spec,
+            }),
+        )
+        .unwrap();
+}
