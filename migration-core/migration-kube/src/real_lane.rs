@@ -1,5 +1,5 @@
-//! The conformance lane both Kubernetes backends run against a real API server (feature
-//! `testing`): every case of `migration_core::testing::run_all`, each on its own ledger object
+//! The conformance harness both Kubernetes backends share (feature `testing`), and the lane
+//! they run against a real API server: every case of `migration_core::testing::run_all`, each on its own ledger object
 //! and run-lock Lease, deleted at the end. One harness, parametrised by the backend's
 //! [`LaneBackend`], so the ConfigMap and the custom-resource lanes cannot drift apart.
 //!
@@ -51,6 +51,24 @@ pub trait LaneBackend: Send + Sync {
 pub struct LaneHarness<B> {
     backend: Arc<B>,
     case: LaneCase,
+}
+
+impl<B: LaneBackend> LaneHarness<B> {
+    /// The harness of ledger object `name` (its Lease in `namespace`) reached through `client`,
+    /// its manual clock starting at `now`: for backends' in-process conformance tests, which
+    /// expand `migration_core::ledger_conformance_tests!` over a function returning it.
+    pub fn new(backend: B, client: Client, namespace: &str, name: &str, now: Timestamp) -> Self {
+        let case = LaneCase {
+            client,
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            clock: Arc::new(ManualClock::new(now)),
+        };
+        Self {
+            backend: Arc::new(backend),
+            case,
+        }
+    }
 }
 
 #[async_trait]
