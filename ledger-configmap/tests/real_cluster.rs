@@ -517,13 +517,7 @@ async fn a_helm_upgrade_of_the_chart_that_owns_the_configmap_leaves_every_ledger
             .env("HELM_DATA_HOME", home.join("data"))
             .output()
             .unwrap_or_else(|e| panic!("cannot run helm (set MIGRATE_TEST_HELM): {e}"));
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "helm {args:?}: {text}");
-        text
+        test_apiserver::real::succeeded(&format!("helm {args:?}"), &out)
     };
     let release = f.name.clone();
     let chart_path = chart.to_str().unwrap().to_owned();

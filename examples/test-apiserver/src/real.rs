@@ -227,14 +227,10 @@ impl RealCluster {
     /// # Panics
     /// Unless kubectl succeeds; the message carries its output.
     pub fn kubectl_ok(&self, args: &[&str], stdin: &str) -> String {
-        let out = self.kubectl_with_stdin(args, stdin);
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "kubectl {args:?} failed: {text}");
-        text
+        succeeded(
+            &format!("kubectl {args:?}"),
+            &self.kubectl_with_stdin(args, stdin),
+        )
     }
 
     /// `helm --kubeconfig <the kubeconfig>`, from `MIGRATE_TEST_HELM` or `PATH`.
@@ -316,6 +312,20 @@ pub fn api_status<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Box<kub
         Err(kube::Error::Api(status)) => status,
         other => panic!("expected an API error, got {other:?}"),
     }
+}
+
+/// The standard output followed by the standard error of a tool run as `what`.
+///
+/// # Panics
+/// Unless the run succeeded; the message names `what` and carries the output.
+pub fn succeeded(what: &str, out: &std::process::Output) -> String {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{what} failed: {text}");
+    text
 }
 
 /// Waits until the API server reports CustomResourceDefinition `name` `Established`

@@ -47,11 +47,8 @@ pub async fn a_chart_applies_spec_over_entries(
     .await
     .unwrap();
     let snapshot = l.read().await.unwrap().unwrap();
-    assert_eq!(
-        snapshot.records.len(),
-        3,
-        "a spec write cannot touch entries"
-    );
+    let kept = snapshot.records.len();
+    assert_eq!(kept, 3, "a spec write cannot touch entries");
     assert_eq!(snapshot.version, LegacyVersion::Known(45));
 }
 
