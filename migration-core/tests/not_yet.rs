@@ -41,6 +41,20 @@ async fn existing_ledger() -> MemoryLedger {
     memory
 }
 
+/// Records `slug` as `not-yet` (after one attempt, message "later") in `ledger`.
+async fn record_not_yet(ledger: &MemoryLedger, slug: &str) {
+    let not_yet = LedgerEntry {
+        reason: Some(NOT_YET.into()),
+        message: Some("later".into()),
+        attempts: 1,
+        ..LedgerEntry::new(EntryState::NotYet, Timestamp::from_unix(0))
+    };
+    ledger
+        .write(&[(s(slug), not_yet)], migration_core::WriteMode::Replace)
+        .await
+        .unwrap();
+}
+
 /// One pre-apply run: `not_yet` slugs end `NotYet`, every other executed
 /// one succeeds. Returns (slug, step kind, verdict) in order.
 async fn run_once(
@@ -230,19 +244,7 @@ async fn a_not_yet_requirement_in_the_other_tier_makes_the_dependent_wait_not_fa
         .manifest(&[("00001-v1", "pre-waits\n"), ("00002-v2", "bg-needs\n")])
         .build();
     let ledger = existing_ledger().await;
-    let not_yet = LedgerEntry {
-        reason: Some(NOT_YET.into()),
-        message: Some("later".into()),
-        attempts: 1,
-        ..LedgerEntry::new(EntryState::NotYet, Timestamp::from_unix(0))
-    };
-    ledger
-        .write(
-            &[(s("pre-waits"), not_yet)],
-            migration_core::WriteMode::Replace,
-        )
-        .await
-        .unwrap();
+    record_not_yet(&ledger, "pre-waits").await;
     let clock = clock();
     let seen = run_tier(Tier::Background, &tree, &ledger, &clock, &[]).await;
     assert_eq!(
@@ -267,16 +269,7 @@ async fn a_retired_slug_left_not_yet_is_refused_by_the_retention_floor() {
         .manifest(&[("00001-v1.0.0", "gone retired\n"), ("00002-v1.1.0", "b\n")])
         .build();
     let ledger = existing_ledger().await;
-    let not_yet = LedgerEntry {
-        reason: Some(NOT_YET.into()),
-        message: Some("later".into()),
-        attempts: 1,
-        ..LedgerEntry::new(EntryState::NotYet, Timestamp::from_unix(0))
-    };
-    ledger
-        .write(&[(s("gone"), not_yet)], migration_core::WriteMode::Replace)
-        .await
-        .unwrap();
+    record_not_yet(&ledger, "gone").await;
     let err = Migrator::new(&tree, &ledger, &clock())
         .plan(&PlanRequest::tier(Tier::PreApply))
         .await
