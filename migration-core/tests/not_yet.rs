@@ -122,9 +122,7 @@ async fn entry(ledger: &MemoryLedger, slug: &str) -> LedgerEntry {
 #[tokio::test]
 async fn a_not_yet_migration_under_abort_is_recorded_not_yet_and_the_independent_rest_of_the_tier_runs()
  {
-    let tree = tree();
-    let ledger = existing_ledger().await;
-    let clock = clock();
+    let (tree, ledger, clock) = (tree(), existing_ledger().await, clock());
     let seen = run_once(&tree, &ledger, &clock, &["waits"]).await;
     let recorded = Verdict::Recorded(EntryState::NotYet);
     assert_eq!(
@@ -159,9 +157,7 @@ async fn a_not_yet_migration_under_abort_is_recorded_not_yet_and_the_independent
 
 #[tokio::test]
 async fn the_next_run_plans_not_yet_slugs_again_and_counts_attempts_on() {
-    let tree = tree();
-    let ledger = existing_ledger().await;
-    let clock = clock();
+    let (tree, ledger, clock) = (tree(), existing_ledger().await, clock());
     run_once(&tree, &ledger, &clock, &["waits"]).await;
 
     let plan = Migrator::new(&tree, &ledger, &clock)
@@ -201,9 +197,7 @@ async fn the_next_run_plans_not_yet_slugs_again_and_counts_attempts_on() {
 
 #[tokio::test]
 async fn verify_fails_while_a_not_yet_entry_remains_and_passes_once_it_ran() {
-    let tree = tree();
-    let ledger = existing_ledger().await;
-    let clock = clock();
+    let (tree, ledger, clock) = (tree(), existing_ledger().await, clock());
     run_once(&tree, &ledger, &clock, &["waits"]).await;
     let snapshot = ledger.read().await.unwrap();
     let result = verify(&tree, tree.manifest().unwrap(), snapshot.as_ref(), None);
