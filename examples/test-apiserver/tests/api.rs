@@ -106,6 +106,17 @@ async fn listed(api: &Api<ConfigMap>, params: ListParams) -> Vec<String> {
         .collect()
 }
 
+/// A watch of `api`'s ConfigMaps from resource version `from`.
+async fn watch_from(
+    api: &Api<ConfigMap>,
+    from: &str,
+) -> impl futures_util::Stream<Item = Result<WatchEvent<ConfigMap>, Error>> + Unpin + use<> {
+    api.watch(&WatchParams::default(), from)
+        .await
+        .unwrap()
+        .boxed()
+}
+
 /// The names a watcher's initial listing delivers, up to its `InitDone`.
 async fn initial_names<S>(stream: &mut S) -> Vec<String>
 where
@@ -807,11 +818,7 @@ async fn watch_from_an_older_resource_version_replays_history() {
     merge(&api, "a", json!({"data": {"k": "2"}})).await;
     create(&api, &cm("b", &[])).await;
     api.delete("b", &DeleteParams::default()).await.unwrap();
-    let mut stream = api
-        .watch(&WatchParams::default(), &rv(&a))
-        .await
-        .unwrap()
-        .boxed();
+    let mut stream = watch_from(&api, &rv(&a)).await;
     match next_event(&mut stream).await.unwrap() {
         WatchEvent::Modified(cm) => assert_eq!(cm.data.unwrap()["k"], "2"),
         other => panic!("expected MODIFIED, got {other:?}"),
@@ -836,11 +843,7 @@ async fn watch_from_a_compacted_resource_version_is_gone() {
     let a = create(&api, &cm("a", &[])).await;
     merge(&api, "a", json!({"data": {"k": "2"}})).await;
     server.compact_history();
-    let mut stream = api
-        .watch(&WatchParams::default(), &rv(&a))
-        .await
-        .unwrap()
-        .boxed();
+    let mut stream = watch_from(&api, &rv(&a)).await;
     match next_event(&mut stream).await.unwrap() {
         WatchEvent::Error(st) => assert_eq!((st.code, st.reason.as_str()), (410, "Expired")),
         other => panic!("expected a 410 ERROR event, got {other:?}"),
@@ -859,11 +862,7 @@ async fn bounded_history_expires_old_resource_versions() {
     for i in 0..3 {
         merge(&api, "a", json!({"data": {"i": i.to_string()}})).await;
     }
-    let mut stream = api
-        .watch(&WatchParams::default(), &rv(&a))
-        .await
-        .unwrap()
-        .boxed();
+    let mut stream = watch_from(&api, &rv(&a)).await;
     assert!(
         matches!(next_event(&mut stream).await.unwrap(), WatchEvent::Error(st) if st.code == 410)
     );
@@ -912,11 +911,7 @@ async fn watch_times_out_with_a_bookmark() {
 async fn runtime_watcher_sees_a_create_and_an_update() {
     let (_server, api) = served().await;
     let mut stream = watcher(api.clone(), watcher::Config::default()).boxed();
-    loop {
-        if let watcher::Event::InitDone = next_event(&mut stream).await.unwrap() {
-            break;
-        }
-    }
+    initial_names(&mut stream).await;
     create(&api, &cm("a", &[("k", "1")])).await;
     match next_event(&mut stream).await.unwrap() {
         watcher::Event::Apply(cm) => assert_eq!(cm.data.unwrap()["k"], "1"),
@@ -933,11 +928,7 @@ async fn runtime_watcher_sees_a_create_and_an_update() {
 async fn runtime_watcher_relists_after_410() {
     let (server, api) = served().await;
     let mut stream = watcher(api.clone(), watcher::Config::default()).boxed();
-    loop {
-        if let watcher::Event::InitDone = next_event(&mut stream).await.unwrap() {
-            break;
-        }
-    }
+    initial_names(&mut stream).await;
     // The watcher has listed but not yet started its watch; move its position out of history.
     create(&api, &cm("a", &[])).await;
     server.compact_history();
