@@ -33,6 +33,13 @@ fn cm(name: &str, data: &[(&str, &str)]) -> ConfigMap {
     cm
 }
 
+/// A test server started by `builder` and the ConfigMaps of namespace [`NS`] on it.
+async fn served_by(builder: test_apiserver::Builder) -> (TestApiServer, Api<ConfigMap>) {
+    let server = builder.start().await.unwrap();
+    let api = cms(&server.client());
+    (server, api)
+}
+
 /// A fresh test server and the ConfigMaps of namespace [`NS`] on it.
 async fn served() -> (TestApiServer, Api<ConfigMap>) {
     let server = TestApiServer::start().await;
@@ -42,6 +49,30 @@ async fn served() -> (TestApiServer, Api<ConfigMap>) {
 
 fn cms(client: &Client) -> Api<ConfigMap> {
     Api::namespaced(client.clone(), NS)
+}
+
+/// What the helpers below create: any resource kube can send and read back.
+trait Object:
+    kube::Resource
+    + Clone
+    + k8s_openapi::serde::Serialize
+    + k8s_openapi::serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl<K> Object for K where
+    K: kube::Resource
+        + Clone
+        + k8s_openapi::serde::Serialize
+        + k8s_openapi::serde::de::DeserializeOwned
+        + std::fmt::Debug
+{
+}
+
+/// The `Status` with which the server refuses to create `object`.
+async fn create_refused<K: Object>(api: &Api<K>, object: &K) -> Box<kube::core::Status> {
+    status(api.create(&PostParams::default(), object).await)
 }
 
 /// The `Status` of an API error, or a panic naming what came back instead.
@@ -70,14 +101,7 @@ fn widget(name: &str, spec: Value) -> DynamicObject {
 }
 
 /// Creates `obj`, panicking with the server's answer if it is refused.
-async fn create<K>(api: &Api<K>, obj: &K) -> K
-where
-    K: kube::Resource
-        + Clone
-        + k8s_openapi::serde::Serialize
-        + k8s_openapi::serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
+async fn create<K: Object>(api: &Api<K>, obj: &K) -> K {
     api.create(&PostParams::default(), obj).await.unwrap()
 }
 
@@ -316,25 +340,13 @@ async fn oversize_object_is_refused_like_etcd() {
     let ok = "y".repeat(1_400_000);
     create(&api, &widget("ok", json!({ "blob": ok }))).await;
     let big = "y".repeat(1_600_000);
-    let st = status(
-        api.create(
-            &PostParams::default(),
-            &widget("big", json!({ "blob": big })),
-        )
-        .await,
-    );
+    let st = create_refused(&api, &widget("big", json!({ "blob": big }))).await;
     assert_eq!(st.code, 500);
     assert_eq!(st.message, "etcdserver: request is too large");
     assert!(server.object("widgets", NS, "big").is_none());
     // Past 3 MiB the request body itself is refused before decoding.
     let huge = "y".repeat(3_200_000);
-    let st = status(
-        api.create(
-            &PostParams::default(),
-            &widget("huge", json!({ "blob": huge })),
-        )
-        .await,
-    );
+    let st = create_refused(&api, &widget("huge", json!({ "blob": huge }))).await;
     assert_eq!(
         (st.code, st.reason.as_str()),
         (413, "RequestEntityTooLarge")
@@ -343,19 +355,8 @@ async fn oversize_object_is_refused_like_etcd() {
 
 #[tokio::test]
 async fn configurable_object_size_limit() {
-    let server = TestApiServer::builder()
-        .max_object_bytes(2_000)
-        .start()
-        .await
-        .unwrap();
-    let api = cms(&server.client());
-    let st = status(
-        api.create(
-            &PostParams::default(),
-            &cm("a", &[("k", &"z".repeat(3_000))]),
-        )
-        .await,
-    );
+    let (_server, api) = served_by(TestApiServer::builder().max_object_bytes(2_000)).await;
+    let st = create_refused(&api, &cm("a", &[("k", &"z".repeat(3_000))])).await;
     assert_eq!(st.code, 500);
 }
 
@@ -852,12 +853,7 @@ async fn watch_from_a_compacted_resource_version_is_gone() {
 
 #[tokio::test]
 async fn bounded_history_expires_old_resource_versions() {
-    let server = TestApiServer::builder()
-        .history_limit(2)
-        .start()
-        .await
-        .unwrap();
-    let api = cms(&server.client());
+    let (_server, api) = served_by(TestApiServer::builder().history_limit(2)).await;
     let a = create(&api, &cm("a", &[])).await;
     for i in 0..3 {
         merge(&api, "a", json!({"data": {"i": i.to_string()}})).await;
