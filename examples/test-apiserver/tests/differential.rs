@@ -703,24 +703,19 @@ async fn custom_resources(p: &mut Probe<'_>) {
         )
         .await,
     );
-    p.record_status(
-        "cr/status JSON patch with a stale resourceVersion replace op",
-        p.json_patch(
-            &format!("{}/status", p.widget_path(&w)),
-            json!([{"op": "replace", "path": "/metadata/resourceVersion", "value": rv(&first)},
-                   {"op": "add", "path": "/status/phase", "value": "stale"}]),
-        )
-        .await,
-    );
-    p.record_status(
-        "cr/status JSON patch with a stale resourceVersion test op",
-        p.json_patch(
-            &format!("{}/status", p.widget_path(&w)),
-            json!([{"op": "test", "path": "/metadata/resourceVersion", "value": rv(&first)},
-                   {"op": "add", "path": "/status/phase", "value": "stale"}]),
-        )
-        .await,
-    );
+    for op in ["replace", "test"] {
+        let answer = p
+            .json_patch(
+                &format!("{}/status", p.widget_path(&w)),
+                json!([{"op": op, "path": "/metadata/resourceVersion", "value": rv(&first)},
+                       {"op": "add", "path": "/status/phase", "value": "stale"}]),
+            )
+            .await;
+        p.record_status(
+            &format!("cr/status JSON patch with a stale resourceVersion {op} op"),
+            answer,
+        );
+    }
     p.record_status(
         "cr/unknown subresource",
         p.get(&format!("{}/nosuch", p.widget_path(&w))).await,
