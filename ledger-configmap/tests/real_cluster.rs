@@ -149,12 +149,35 @@ impl Fixture {
         self.cluster.kubectl_ok(&apply, &manifest.to_string())
     }
 
+    /// The chart's first apply (`kubectl apply <args>` of `version: 45`), then the engine's
+    /// records ([`record_some`]); returns the ledger that wrote them.
+    async fn applied_and_recorded(&self, args: &[&str]) -> ConfigMapLedger {
+        self.kubectl_apply(args, &self.manifest(json!({"version": "45"})));
+        let l = self.ledger();
+        record_some(&l).await;
+        l
+    }
+
     fn manifest(&self, data: serde_json::Value) -> serde_json::Value {
         json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": self.name, "namespace": self.cluster.namespace()},
             "data": data,
         })
+    }
+
+    /// The hazard of applying a ledger key: once `m.s-0` was in an applied manifest, the next
+    /// apply without it deleted it; `m.s-1`, never applied, stays.
+    async fn assert_pruned_the_applied_ledger_key_only(&self) {
+        let data = self.data().await;
+        assert!(
+            !data.contains_key("m.s-0"),
+            "the hazard: a key once in the applied manifest is pruned: {data:?}"
+        );
+        assert!(
+            data.contains_key("m.s-1"),
+            "keys never applied stay: {data:?}"
+        );
     }
 
     async fn cleanup(self) {
@@ -190,9 +213,7 @@ const OUR_KEYS: [&str; 7] = [
 async fn a_client_side_kubectl_apply_of_version_leaves_every_ledger_key_in_place() {
     let f = or_skip!(Fixture::new("client-side kubectl apply", "csa").await);
     // The chart creates the ConfigMap with kubectl apply: `version` only.
-    f.kubectl_apply(&[], &f.manifest(json!({"version": "45"})));
-    let l = f.ledger();
-    record_some(&l).await;
+    let l = f.applied_and_recorded(&[]).await;
     // A later release applies version 46; another drops the key altogether.
     f.kubectl_apply(&[], &f.manifest(json!({"version": "46"})));
     assert_eq!(ledger_keys(&f.data().await), OUR_KEYS);
@@ -211,22 +232,13 @@ async fn a_client_side_kubectl_apply_of_version_leaves_every_ledger_key_in_place
 #[tokio::test]
 async fn a_client_side_kubectl_apply_prunes_ledger_keys_once_they_are_in_its_manifest() {
     let f = or_skip!(Fixture::new("client-side kubectl apply hazard", "csa-hazard").await);
-    f.kubectl_apply(&[], &f.manifest(json!({"version": "45"})));
-    record_some(&f.ledger()).await;
+    f.applied_and_recorded(&[]).await;
     // A chart that (wrongly) renders a ledger key: the key enters last-applied-configuration...
     let entry = f.data().await["m.s-0"].clone();
     f.kubectl_apply(&[], &f.manifest(json!({"version": "46", "m.s-0": entry})));
     // ... and the next apply without it deletes the entry.
     f.kubectl_apply(&[], &f.manifest(json!({"version": "47"})));
-    let data = f.data().await;
-    assert!(
-        !data.contains_key("m.s-0"),
-        "the hazard: a key once in the applied manifest is pruned"
-    );
-    assert!(
-        data.contains_key("m.s-1"),
-        "keys never applied stay: {data:?}"
-    );
+    f.assert_pruned_the_applied_ledger_key_only().await;
     f.cleanup().await;
 }
 
@@ -234,9 +246,7 @@ async fn a_client_side_kubectl_apply_prunes_ledger_keys_once_they_are_in_its_man
 async fn a_server_side_kubectl_apply_of_version_leaves_every_ledger_key_in_place() {
     let f = or_skip!(Fixture::new("server-side kubectl apply", "ssa").await);
     let ssa = ["--server-side", "--field-manager", "chart"];
-    f.kubectl_apply(&ssa, &f.manifest(json!({"version": "45"})));
-    let l = f.ledger();
-    record_some(&l).await;
+    f.applied_and_recorded(&ssa).await;
     f.kubectl_apply(&ssa, &f.manifest(json!({"version": "46"})));
     assert_eq!(ledger_keys(&f.data().await), OUR_KEYS);
     f.kubectl_apply(&ssa, &f.manifest(json!({"note": "x"})));
@@ -272,8 +282,7 @@ async fn a_server_side_kubectl_apply_of_version_leaves_every_ledger_key_in_place
 async fn a_server_side_kubectl_apply_that_takes_a_ledger_key_by_force_prunes_it_later() {
     let f = or_skip!(Fixture::new("server-side kubectl apply hazard", "ssa-hazard").await);
     let ssa = ["--server-side", "--field-manager", "chart"];
-    f.kubectl_apply(&ssa, &f.manifest(json!({"version": "45"})));
-    record_some(&f.ledger()).await;
+    f.applied_and_recorded(&ssa).await;
     // Applying our key with another value conflicts with our ownership: the real server refuses
     // unless forced.
     let manifest = f.manifest(json!({"version": "46", "m.s-0": "{}"}));
@@ -309,12 +318,7 @@ async fn a_server_side_kubectl_apply_that_takes_a_ledger_key_by_force_prunes_it_
         &f.manifest(json!({"version": "46", "m.s-0": "{}"})),
     );
     f.kubectl_apply(&ssa, &f.manifest(json!({"version": "47"})));
-    let data = f.data().await;
-    assert!(!data.contains_key("m.s-0"), "the hazard: {data:?}");
-    assert!(
-        data.contains_key("m.s-1"),
-        "keys never applied stay: {data:?}"
-    );
+    f.assert_pruned_the_applied_ledger_key_only().await;
     f.cleanup().await;
 }
 
