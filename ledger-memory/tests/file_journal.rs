@@ -48,6 +48,15 @@ fn record_starts(file: &[u8]) -> Vec<usize> {
 
 /// A ledger with a snapshot of two entries and then three appended
 /// records: a write, an attempt mark, another write.
+/// Panics unless `err` says the ledger is unreadable; `context` says where.
+#[track_caller]
+fn assert_unreadable(err: &LedgerError, context: impl std::fmt::Display) {
+    assert!(
+        matches!(err, LedgerError::Unreadable { .. }),
+        "{context}: expected Unreadable, got {err:?}"
+    );
+}
+
 fn journaled(path: &Path) -> FileLedger {
     let ledger = FileLedger::new(path);
     let rt = rt();
@@ -203,10 +212,7 @@ fn a_zero_filled_tail_is_a_torn_record() {
 fn assert_unreadable_at(path: &Path, offset: usize, what: &str) {
     let rt = rt();
     let err = rt.block_on(FileLedger::new(path).read()).unwrap_err();
-    assert!(
-        matches!(err, LedgerError::Unreadable { .. }),
-        "{what}: {err:?}"
-    );
+    assert_unreadable(&err, what);
     let text = err.to_string();
     assert!(text.contains("ledger.json"), "{what}: {text}");
     assert!(
@@ -218,19 +224,16 @@ fn assert_unreadable_at(path: &Path, offset: usize, what: &str) {
     let err = rt
         .block_on(FileLedger::new(path).note_attempt(&slug(9), "t", 0))
         .unwrap_err();
-    assert!(
-        matches!(err, LedgerError::Unreadable { .. }),
-        "{what}: {err:?}"
-    );
+    assert_unreadable(&err, what);
     assert_eq!(
         bytes(path),
         before,
         "{what}: a refused write changed the file"
     );
     let err = rt.block_on(FileLedger::new(path).create(&[])).unwrap_err();
-    assert!(
-        matches!(err, LedgerError::Unreadable { .. }),
-        "{what}: a damaged ledger must never look absent: {err:?}"
+    assert_unreadable(
+        &err,
+        format_args!("{what}: a damaged ledger must never look absent"),
     );
 }
 
@@ -282,10 +285,7 @@ fn a_snapshot_cut_short_is_unreadable_never_absent() {
     for cut in 0..TAG.len() {
         std::fs::write(&path, &file[..cut]).unwrap();
         let err = rt().block_on(FileLedger::new(&path).read()).unwrap_err();
-        assert!(
-            matches!(err, LedgerError::Unreadable { .. }),
-            "tag cut at {cut}: {err:?}"
-        );
+        assert_unreadable(&err, format_args!("tag cut at {cut}"));
     }
 }
 
