@@ -78,6 +78,25 @@ pub trait FaultHarness: Send + Sync {
 }
 
 /// A server serving the harness's resource.
+/// Makes every `verb` request to `resource` answer `code` with `reason`.
+fn respond_always(server: &TestApiServer, verb: Verb, resource: &str, code: u16, reason: &str) {
+    server
+        .faults()
+        .inject(FaultRule::on(verb, resource).always().respond(code, reason));
+}
+
+/// Makes the next `verb` request to `resource` answer `code` with `reason`.
+fn respond_once(server: &TestApiServer, verb: Verb, resource: &str, code: u16, reason: &str) {
+    server
+        .faults()
+        .inject(FaultRule::on(verb, resource).once().respond(code, reason));
+}
+
+/// The write requests (patches of [`FaultHarness::writes`]) `server` counted.
+fn writes(h: &impl FaultHarness, server: &TestApiServer) -> usize {
+    server.requests().count(Verb::Patch, h.writes())
+}
+
 async fn served(h: &impl FaultHarness) -> TestApiServer {
     let server = TestApiServer::start().await;
     h.serve(&server);
@@ -107,11 +126,7 @@ fn one(n: usize, state: EntryState) -> [(Slug, LedgerEntry); 1] {
 /// until the write lands: three writes on the wire.
 pub async fn transient_errors_are_retried_and_succeed(h: &impl FaultHarness) {
     let server = served(h).await;
-    server.faults().inject(
-        FaultRule::on(Verb::Create, h.resource())
-            .once()
-            .respond(500, "InternalError"),
-    );
+    respond_once(&server, Verb::Create, h.resource(), 500, "InternalError");
     ledger(h, &server)
         .create(&one(0, EntryState::Ok))
         .await
@@ -121,33 +136,21 @@ pub async fn transient_errors_are_retried_and_succeed(h: &impl FaultHarness) {
             .times(2)
             .respond(500, "InternalError"),
     );
-    server.faults().inject(
-        FaultRule::on(Verb::Get, h.resource())
-            .once()
-            .respond(503, "ServiceUnavailable"),
-    );
+    respond_once(&server, Verb::Get, h.resource(), 503, "ServiceUnavailable");
     server.requests().reset();
     let report = ledger(h, &server)
         .write(&one(1, EntryState::Ok), WriteMode::OnlyIfAbsent)
         .await
         .unwrap();
     assert_eq!(report.written, [slug(1)]);
-    assert_eq!(
-        server.requests().count(Verb::Patch, h.writes()),
-        3,
-        "two 500s, then success"
-    );
+    assert_eq!(writes(h, &server), 3, "two 500s, then success");
 }
 
 /// A write that always meets a 500 gives up after exactly [`TRIES`]
 /// writes, as a transient error naming the ledger.
 pub async fn transient_errors_give_up_after_bounded_attempts_and_say_so(h: &impl FaultHarness) {
     let server = existing(h).await;
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, h.writes())
-            .always()
-            .respond(500, "InternalError"),
-    );
+    respond_always(&server, Verb::Patch, h.writes(), 500, "InternalError");
     let l = ledger(h, &server);
     let err = l
         .write(&one(1, EntryState::Ok), WriteMode::Replace)
@@ -165,7 +168,7 @@ pub async fn transient_errors_give_up_after_bounded_attempts_and_say_so(h: &impl
     );
     assert!(err.to_string().contains(&l.describe()), "{err}");
     assert_eq!(
-        server.requests().count(Verb::Patch, h.writes()),
+        writes(h, &server),
         TRIES as usize,
         "one write per try, no more, no fewer"
     );
@@ -175,11 +178,7 @@ pub async fn transient_errors_give_up_after_bounded_attempts_and_say_so(h: &impl
 /// operation, the object and the status.
 pub async fn permanent_errors_fail_closed_naming_operation_and_object(h: &impl FaultHarness) {
     let server = existing(h).await;
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, h.writes())
-            .always()
-            .respond(403, "Forbidden"),
-    );
+    respond_always(&server, Verb::Patch, h.writes(), 403, "Forbidden");
     let l = ledger(h, &server);
     let err = l
         .write(&one(1, EntryState::Ok), WriteMode::Replace)
@@ -191,18 +190,10 @@ pub async fn permanent_errors_fail_closed_naming_operation_and_object(h: &impl F
         text.contains("write") && text.contains(h.written_object()) && text.contains("403"),
         "{text}"
     );
-    assert_eq!(
-        server.requests().count(Verb::Patch, h.writes()),
-        1,
-        "a permanent error is not retried"
-    );
+    assert_eq!(writes(h, &server), 1, "a permanent error is not retried");
 
     server.faults().clear();
-    server.faults().inject(
-        FaultRule::on(Verb::Get, h.resource())
-            .always()
-            .respond(403, "Forbidden"),
-    );
+    respond_always(&server, Verb::Get, h.resource(), 403, "Forbidden");
     let err = l.read().await.unwrap_err();
     assert_permanent(&err, "read", "an error is never an absent ledger");
 
