@@ -92,6 +92,30 @@ fn respond_once(server: &TestApiServer, verb: Verb, resource: &str, code: u16, r
         .inject(FaultRule::on(verb, resource).once().respond(code, reason));
 }
 
+/// Makes the next `verb` request to `resource` take effect but lose its reply as `how`.
+fn lose_reply_once(server: &TestApiServer, verb: Verb, resource: &str, how: LostReply) {
+    server
+        .faults()
+        .inject(FaultRule::on(verb, resource).once().lost_reply(how));
+}
+
+/// An existing ledger whose every write is answered `code` with `reason`, a handle on it, and
+/// the error a replacing write of `s-1` ends in.
+async fn a_write_always_answered(
+    h: &impl FaultHarness,
+    code: u16,
+    reason: &str,
+) -> (TestApiServer, Arc<dyn Ledger>, LedgerError) {
+    let server = existing(h).await;
+    respond_always(&server, Verb::Patch, h.writes(), code, reason);
+    let l = ledger(h, &server);
+    let err = l
+        .write(&one(1, EntryState::Ok), WriteMode::Replace)
+        .await
+        .unwrap_err();
+    (server, l, err)
+}
+
 /// The write requests (patches of [`FaultHarness::writes`]) `server` counted.
 fn writes(h: &impl FaultHarness, server: &TestApiServer) -> usize {
     server.requests().count(Verb::Patch, h.writes())
@@ -149,13 +173,7 @@ pub async fn transient_errors_are_retried_and_succeed(h: &impl FaultHarness) {
 /// A write that always meets a 500 gives up after exactly [`TRIES`]
 /// writes, as a transient error naming the ledger.
 pub async fn transient_errors_give_up_after_bounded_attempts_and_say_so(h: &impl FaultHarness) {
-    let server = existing(h).await;
-    respond_always(&server, Verb::Patch, h.writes(), 500, "InternalError");
-    let l = ledger(h, &server);
-    let err = l
-        .write(&one(1, EntryState::Ok), WriteMode::Replace)
-        .await
-        .unwrap_err();
+    let (server, l, err) = a_write_always_answered(h, 500, "InternalError").await;
     assert!(
         matches!(
             err,
@@ -177,13 +195,7 @@ pub async fn transient_errors_give_up_after_bounded_attempts_and_say_so(h: &impl
 /// A 403 on a write, a read or a create is final at once and names the
 /// operation, the object and the status.
 pub async fn permanent_errors_fail_closed_naming_operation_and_object(h: &impl FaultHarness) {
-    let server = existing(h).await;
-    respond_always(&server, Verb::Patch, h.writes(), 403, "Forbidden");
-    let l = ledger(h, &server);
-    let err = l
-        .write(&one(1, EntryState::Ok), WriteMode::Replace)
-        .await
-        .unwrap_err();
+    let (server, l, err) = a_write_always_answered(h, 403, "Forbidden").await;
     let text = err.to_string();
     assert!(matches!(err, LedgerError::Permanent { .. }), "{err:?}");
     assert!(
@@ -218,11 +230,7 @@ pub async fn a_lost_reply_on_an_only_if_absent_write_never_duplicates_or_overwri
     h: &impl FaultHarness,
 ) {
     let server = existing(h).await;
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, h.writes())
-            .once()
-            .lost_reply(LostReply::DropConnection),
-    );
+    lose_reply_once(&server, Verb::Patch, h.writes(), LostReply::DropConnection);
     let report = ledger(h, &server)
         .write(&one(1, EntryState::Legacy), WriteMode::OnlyIfAbsent)
         .await
@@ -241,11 +249,7 @@ pub async fn a_lost_reply_on_a_replacing_write_leaves_exactly_the_entry_written(
     h: &impl FaultHarness,
 ) {
     let server = existing(h).await;
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, h.writes())
-            .once()
-            .lost_reply(LostReply::InternalError),
-    );
+    lose_reply_once(&server, Verb::Patch, h.writes(), LostReply::InternalError);
     let entry = LedgerEntry {
         attempts: 1,
         ..LedgerEntry::new(EntryState::Ok, Timestamp::from_unix(1))
@@ -264,11 +268,7 @@ pub async fn a_lost_reply_on_a_replacing_write_leaves_exactly_the_entry_written(
 /// retry finds the token already noted.
 pub async fn a_lost_reply_on_note_attempt_counts_the_execution_once(h: &impl FaultHarness) {
     let server = existing(h).await;
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, h.writes())
-            .once()
-            .lost_reply(LostReply::InternalError),
-    );
+    lose_reply_once(&server, Verb::Patch, h.writes(), LostReply::InternalError);
     let l = ledger(h, &server);
     assert_eq!(l.note_attempt(&slug(1), "run-7", 0).await.unwrap(), 1);
     assert_eq!(
