@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::time::Duration;
 
 use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger, Options};
@@ -52,19 +54,7 @@ async fn writes_keep_labels_annotations_and_foreign_keys() {
     let server = TestApiServer::start().await;
     plant(&server, json!({"version": "45", "owner-note": "hands off"}));
     let l = ledger(&server);
-    l.write(
-        &[(slug(1), sample_entry(EntryState::Legacy, 1))],
-        WriteMode::OnlyIfAbsent,
-    )
-    .await
-    .unwrap();
-    l.write(
-        &[(slug(1), sample_entry(EntryState::Ok, 2))],
-        WriteMode::Replace,
-    )
-    .await
-    .unwrap();
-    l.note_attempt(&slug(2), "t", 0).await.unwrap();
+    common::write_beside_foreign_data(&l).await;
     let cm = stored(&server);
     assert_eq!(
         cm["metadata"]["labels"]["platform.cozystack.io/no-delete"],
@@ -247,20 +237,13 @@ async fn a_realistic_entry_is_compact_and_thousands_fit_the_budget() {
 #[tokio::test]
 async fn ten_thousand_keys_with_one_corrupt_read_as_exactly_one_corrupt() {
     let server = TestApiServer::start().await;
-    let mut data = serde_json::Map::new();
-    let value = LedgerEntry::new(EntryState::Ok, Timestamp::from_unix(0)).encode();
-    for n in 0..10_000 {
-        data.insert(format!("m.k{n}"), json!(value));
-    }
-    data.insert("m.k4242".into(), json!("{\"state\":\"ok\""));
-    plant(&server, serde_json::Value::Object(data));
+    plant(&server, common::ten_thousand_keys_one_corrupt());
     let snapshot = ledger(&server).read().await.unwrap().unwrap();
     assert_eq!(snapshot.records.len(), 10_000);
-    let corrupt: Vec<_> = snapshot
-        .corrupt()
-        .map(|(s, c)| (s.to_string(), c.key.clone()))
-        .collect();
-    assert_eq!(corrupt, [("k4242".to_owned(), "m.k4242".to_owned())]);
+    assert_eq!(
+        migration_core::testing::corrupt_keys(&snapshot),
+        [("k4242".to_owned(), "m.k4242".to_owned())]
+    );
 }
 
 #[tokio::test]

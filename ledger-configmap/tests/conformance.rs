@@ -4,66 +4,65 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger, Options};
-use migration_core::testing::Harness;
-use migration_core::{LockedLedger, ManualClock, Timestamp};
+use migration_core::{LockedLedger, Timestamp};
 use migration_kube::RetryPolicy;
+use migration_kube::real_lane::{LaneBackend, LaneCase, LaneHarness};
 use test_apiserver::TestApiServer;
 
 const NS: &str = "cozy-system";
 const NAME: &str = "cozystack-version";
 
-struct KubeHarness {
-    server: TestApiServer,
-    clock: Arc<ManualClock>,
-}
+/// The ConfigMap backend on the test server: raw keys planted and read in its storage, each
+/// ledger handle through a new client.
+struct Served(TestApiServer);
 
-async fn harness() -> KubeHarness {
-    KubeHarness {
-        server: TestApiServer::start().await,
-        clock: Arc::new(ManualClock::new(Timestamp::from_unix(1_786_529_040))),
-    }
+async fn harness() -> LaneHarness<Served> {
+    let server = TestApiServer::start().await;
+    let client = server.client();
+    LaneHarness::new(
+        Served(server),
+        client,
+        NS,
+        NAME,
+        Timestamp::from_unix(1_786_529_040),
+    )
 }
 
 #[async_trait]
-impl Harness for KubeHarness {
-    async fn ledger(&self) -> Arc<dyn LockedLedger> {
+impl LaneBackend for Served {
+    fn ledger(&self, case: &LaneCase) -> Arc<dyn LockedLedger> {
         let options = Options {
-            clock: self.clock.clone(),
+            clock: case.clock.clone(),
             retry: RetryPolicy::immediate(8),
             ..Options::default()
         };
         Arc::new(ConfigMapLedger::with_options(
-            self.server.client(),
+            self.0.client(),
             NS,
             NAME,
             options,
         ))
     }
 
-    async fn plant_raw(&self, key: &str, value: &str) {
+    async fn plant_raw(&self, _: &LaneCase, key: &str, value: &str) {
         let mut cm = self
-            .server
+            .0
             .object("configmaps", NS, NAME)
             .expect("the ledger exists");
         cm["data"][key] = serde_json::Value::String(value.to_owned());
-        self.server.put_object("configmaps", cm).unwrap();
+        self.0.put_object("configmaps", cm).unwrap();
     }
 
-    async fn raw(&self, key: &str) -> Option<String> {
-        let cm = self.server.object("configmaps", NS, NAME)?;
+    async fn raw(&self, _: &LaneCase, key: &str) -> Option<String> {
+        let cm = self.0.object("configmaps", NS, NAME)?;
         cm["data"][key].as_str().map(str::to_owned)
     }
 
-    fn advance_clock(&self, by: Duration) {
-        self.clock.advance(by);
-    }
-
-    fn budget_bytes(&self) -> Option<u64> {
-        Some(CONFIGMAP_BUDGET_BYTES)
+    fn budget_bytes(&self) -> u64 {
+        CONFIGMAP_BUDGET_BYTES
     }
 }
 

@@ -6,107 +6,78 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger, Options, configmap_size};
-use migration_core::testing::{Harness, sample_entry, slug};
-use migration_core::{
-    EntryState, Ledger, LedgerEntry, LedgerError, Lock, LockedLedger, ManualClock, Timestamp,
-    WriteMode,
-};
+use migration_core::testing::{sample_entry, slug};
+use migration_core::{EntryState, Ledger, LedgerEntry, LedgerError, Lock, LockedLedger, WriteMode};
+use migration_kube::real_lane::{LaneBackend, LaneCase, run_lane};
 use serde_json::json;
-use test_apiserver::real::{LaneObjects, RealCluster, delete_with_lock, unique_name};
+use test_apiserver::or_skip;
+use test_apiserver::real::{RealCluster, unique_name};
 
-struct Real {
-    client: Client,
-    namespace: String,
-    name: String,
-    clock: Arc<ManualClock>,
-}
+/// The ConfigMap backend on the conformance lane.
+struct ConfigMaps;
 
 #[async_trait]
-impl Harness for Real {
-    async fn ledger(&self) -> Arc<dyn LockedLedger> {
-        let options = Options {
-            clock: self.clock.clone(),
-            ..Options::default()
-        };
+impl LaneBackend for ConfigMaps {
+    fn ledger(&self, case: &LaneCase) -> Arc<dyn LockedLedger> {
         Arc::new(ConfigMapLedger::with_options(
-            self.client.clone(),
-            &self.namespace,
-            &self.name,
-            options,
+            case.client.clone(),
+            &case.namespace,
+            &case.name,
+            Options {
+                clock: case.clock.clone(),
+                ..Options::default()
+            },
         ))
     }
-    async fn plant_raw(&self, key: &str, value: &str) {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
+    async fn plant_raw(&self, case: &LaneCase, key: &str, value: &str) {
+        let api: Api<ConfigMap> = Api::namespaced(case.client.clone(), &case.namespace);
         let patch = serde_json::json!({"data": {key: value}});
-        api.patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+        api.patch(&case.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .unwrap();
     }
-    async fn raw(&self, key: &str) -> Option<String> {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
-        api.get_opt(&self.name)
+    async fn raw(&self, case: &LaneCase, key: &str) -> Option<String> {
+        let api: Api<ConfigMap> = Api::namespaced(case.client.clone(), &case.namespace);
+        api.get_opt(&case.name)
             .await
             .unwrap()?
             .data?
             .get(key)
             .cloned()
     }
-    fn advance_clock(&self, by: Duration) {
-        self.clock.advance(by);
-    }
-    fn budget_bytes(&self) -> Option<u64> {
-        Some(CONFIGMAP_BUDGET_BYTES)
+    fn budget_bytes(&self) -> u64 {
+        CONFIGMAP_BUDGET_BYTES
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_against_a_real_cluster() {
-    let Some(cluster) = RealCluster::from_env("ConfigMap conformance lane").await else {
-        return;
-    };
-    lane(cluster.client(), cluster.namespace().to_owned()).await;
+    let cluster = or_skip!(RealCluster::from_env("ConfigMap conformance lane").await);
+    lane(cluster.client(), cluster.namespace()).await;
 }
 
 /// The lane itself, also exercised against the test API server below so
 /// that its own code cannot rot while nobody has a cluster at hand.
-async fn lane(client: Client, namespace: String) {
-    let objects = LaneObjects::new("ledger");
-    migration_core::testing::run_all(|case: &'static str| {
-        let name = objects.name_for(case);
-        let (client, namespace) = (client.clone(), namespace.clone());
-        async move {
-            Real {
-                client,
-                namespace,
-                name,
-                clock: Arc::new(ManualClock::new(Timestamp::now())),
-            }
-        }
-    })
-    .await;
-    objects
-        .delete(
-            &Api::<ConfigMap>::namespaced(client.clone(), &namespace),
-            &Api::namespaced(client, &namespace),
-        )
-        .await;
+async fn lane(client: Client, namespace: &str) {
+    let objects = Api::<ConfigMap>::namespaced(client.clone(), namespace);
+    run_lane(ConfigMaps, "ledger", client, namespace, objects).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lane_runs_every_case_and_cleans_up_against_the_test_server() {
     let server = test_apiserver::TestApiServer::start().await;
-    lane(server.client(), "lane".into()).await;
+    lane(server.client(), "lane").await;
     assert!(
         server.objects("configmaps").is_empty(),
         "the lane deletes what it made"
@@ -170,36 +141,21 @@ impl Fixture {
         self.stored().await.data.unwrap_or_default()
     }
 
-    /// Runs kubectl with `manifest` on stdin; panics with its output unless it succeeds.
+    /// Runs `kubectl apply <args>` with `manifest` on stdin; panics with its output unless it
+    /// succeeds.
     fn kubectl_apply(&self, args: &[&str], manifest: &serde_json::Value) -> String {
-        use std::io::Write;
-        let mut child = self
-            .cluster
-            .kubectl()
-            .args(["apply", "-n", self.cluster.namespace(), "-f", "-"])
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run kubectl (set MIGRATE_TEST_KUBECTL): {e}"));
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(manifest.to_string().as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success(),
-            "kubectl apply {args:?} failed: {text}"
-        );
-        text
+        let namespace = self.cluster.namespace();
+        let apply = [&["apply", "-n", namespace, "-f", "-"], args].concat();
+        self.cluster.kubectl_ok(&apply, &manifest.to_string())
+    }
+
+    /// The chart's first apply (`kubectl apply <args>` of `version: 45`), then the engine's
+    /// records ([`record_some`]); returns the ledger that wrote them.
+    async fn applied_and_recorded(&self, args: &[&str]) -> ConfigMapLedger {
+        self.kubectl_apply(args, &self.manifest(json!({"version": "45"})));
+        let l = self.ledger();
+        record_some(&l).await;
+        l
     }
 
     fn manifest(&self, data: serde_json::Value) -> serde_json::Value {
@@ -210,9 +166,22 @@ impl Fixture {
         })
     }
 
+    /// The hazard of applying a ledger key: once `m.s-0` was in an applied manifest, the next
+    /// apply without it deleted it; `m.s-1`, never applied, stays.
+    async fn assert_pruned_the_applied_ledger_key_only(&self) {
+        let data = self.data().await;
+        assert!(
+            !data.contains_key("m.s-0"),
+            "the hazard: a key once in the applied manifest is pruned: {data:?}"
+        );
+        assert!(
+            data.contains_key("m.s-1"),
+            "keys never applied stay: {data:?}"
+        );
+    }
+
     async fn cleanup(self) {
-        let leases = Api::namespaced(self.cluster.client(), self.cluster.namespace());
-        delete_with_lock(&self.api(), &leases, &self.name).await;
+        self.cluster.delete_with_lock(&self.api(), &self.name).await;
     }
 }
 
@@ -242,13 +211,9 @@ const OUR_KEYS: [&str; 7] = [
 
 #[tokio::test]
 async fn a_client_side_kubectl_apply_of_version_leaves_every_ledger_key_in_place() {
-    let Some(f) = Fixture::new("client-side kubectl apply", "csa").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("client-side kubectl apply", "csa").await);
     // The chart creates the ConfigMap with kubectl apply: `version` only.
-    f.kubectl_apply(&[], &f.manifest(json!({"version": "45"})));
-    let l = f.ledger();
-    record_some(&l).await;
+    let l = f.applied_and_recorded(&[]).await;
     // A later release applies version 46; another drops the key altogether.
     f.kubectl_apply(&[], &f.manifest(json!({"version": "46"})));
     assert_eq!(ledger_keys(&f.data().await), OUR_KEYS);
@@ -266,37 +231,22 @@ async fn a_client_side_kubectl_apply_of_version_leaves_every_ledger_key_in_place
 
 #[tokio::test]
 async fn a_client_side_kubectl_apply_prunes_ledger_keys_once_they_are_in_its_manifest() {
-    let Some(f) = Fixture::new("client-side kubectl apply hazard", "csa-hazard").await else {
-        return;
-    };
-    f.kubectl_apply(&[], &f.manifest(json!({"version": "45"})));
-    record_some(&f.ledger()).await;
+    let f = or_skip!(Fixture::new("client-side kubectl apply hazard", "csa-hazard").await);
+    f.applied_and_recorded(&[]).await;
     // A chart that (wrongly) renders a ledger key: the key enters last-applied-configuration...
     let entry = f.data().await["m.s-0"].clone();
     f.kubectl_apply(&[], &f.manifest(json!({"version": "46", "m.s-0": entry})));
     // ... and the next apply without it deletes the entry.
     f.kubectl_apply(&[], &f.manifest(json!({"version": "47"})));
-    let data = f.data().await;
-    assert!(
-        !data.contains_key("m.s-0"),
-        "the hazard: a key once in the applied manifest is pruned"
-    );
-    assert!(
-        data.contains_key("m.s-1"),
-        "keys never applied stay: {data:?}"
-    );
+    f.assert_pruned_the_applied_ledger_key_only().await;
     f.cleanup().await;
 }
 
 #[tokio::test]
 async fn a_server_side_kubectl_apply_of_version_leaves_every_ledger_key_in_place() {
-    let Some(f) = Fixture::new("server-side kubectl apply", "ssa").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("server-side kubectl apply", "ssa").await);
     let ssa = ["--server-side", "--field-manager", "chart"];
-    f.kubectl_apply(&ssa, &f.manifest(json!({"version": "45"})));
-    let l = f.ledger();
-    record_some(&l).await;
+    f.applied_and_recorded(&ssa).await;
     f.kubectl_apply(&ssa, &f.manifest(json!({"version": "46"})));
     assert_eq!(ledger_keys(&f.data().await), OUR_KEYS);
     f.kubectl_apply(&ssa, &f.manifest(json!({"note": "x"})));
@@ -330,40 +280,23 @@ async fn a_server_side_kubectl_apply_of_version_leaves_every_ledger_key_in_place
 
 #[tokio::test]
 async fn a_server_side_kubectl_apply_that_takes_a_ledger_key_by_force_prunes_it_later() {
-    let Some(f) = Fixture::new("server-side kubectl apply hazard", "ssa-hazard").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("server-side kubectl apply hazard", "ssa-hazard").await);
     let ssa = ["--server-side", "--field-manager", "chart"];
-    f.kubectl_apply(&ssa, &f.manifest(json!({"version": "45"})));
-    record_some(&f.ledger()).await;
+    f.applied_and_recorded(&ssa).await;
     // Applying our key with another value conflicts with our ownership: the real server refuses
     // unless forced.
-    let conflict = f
-        .cluster
-        .kubectl()
-        .args([
+    let manifest = f.manifest(json!({"version": "46", "m.s-0": "{}"}));
+    let conflict = f.cluster.kubectl_with_stdin(
+        &[
             "apply",
             "--server-side",
             "--field-manager",
             "chart",
             "-f",
             "-",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            let manifest = f.manifest(json!({"version": "46", "m.s-0": "{}"}));
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(manifest.to_string().as_bytes())?;
-            child.wait_with_output()
-        })
-        .unwrap();
+        ],
+        &manifest.to_string(),
+    );
     let text = String::from_utf8_lossy(&conflict.stderr);
     assert!(
         !conflict.status.success() && text.contains("conflict"),
@@ -385,39 +318,20 @@ async fn a_server_side_kubectl_apply_that_takes_a_ledger_key_by_force_prunes_it_
         &f.manifest(json!({"version": "46", "m.s-0": "{}"})),
     );
     f.kubectl_apply(&ssa, &f.manifest(json!({"version": "47"})));
-    let data = f.data().await;
-    assert!(!data.contains_key("m.s-0"), "the hazard: {data:?}");
-    assert!(
-        data.contains_key("m.s-1"),
-        "keys never applied stay: {data:?}"
-    );
+    f.assert_pruned_the_applied_ledger_key_only().await;
     f.cleanup().await;
 }
 
 #[tokio::test]
 async fn writes_keep_labels_and_foreign_keys_on_a_real_server() {
-    let Some(f) = Fixture::new("ConfigMap writes keep foreign data", "keep").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("ConfigMap writes keep foreign data", "keep").await);
     f.create(
         json!({"platform.cozystack.io/no-delete": "true"}),
         json!({"version": "45", "owner-note": "hands off"}),
     )
     .await;
     let l = f.ledger();
-    l.write(
-        &[(slug(1), sample_entry(EntryState::Legacy, 1))],
-        WriteMode::OnlyIfAbsent,
-    )
-    .await
-    .unwrap();
-    l.write(
-        &[(slug(1), sample_entry(EntryState::Ok, 2))],
-        WriteMode::Replace,
-    )
-    .await
-    .unwrap();
-    l.note_attempt(&slug(2), "t", 0).await.unwrap();
+    common::write_beside_foreign_data(&l).await;
     let cm = f.stored().await;
     assert_eq!(
         cm.metadata.labels.unwrap()["platform.cozystack.io/no-delete"],
@@ -432,9 +346,7 @@ async fn writes_keep_labels_and_foreign_keys_on_a_real_server() {
 
 #[tokio::test]
 async fn a_chart_created_configmap_with_only_version_is_an_old_cluster_on_a_real_server() {
-    let Some(f) = Fixture::new("chart-created ConfigMap", "chart").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("chart-created ConfigMap", "chart").await);
     f.create(json!({}), json!({"version": "12"})).await;
     let snapshot = f.ledger().read().await.unwrap().expect("it exists");
     assert_eq!(snapshot.version, migration_core::LegacyVersion::Known(12));
@@ -444,23 +356,15 @@ async fn a_chart_created_configmap_with_only_version_is_an_old_cluster_on_a_real
 
 #[tokio::test]
 async fn ten_thousand_keys_with_one_corrupt_read_as_exactly_one_corrupt_on_a_real_server() {
-    let Some(f) = Fixture::new("ten thousand keys", "tenk").await else {
-        return;
-    };
-    let value = LedgerEntry::new(EntryState::Ok, Timestamp::from_unix(0)).encode();
-    let mut data = serde_json::Map::new();
-    for n in 0..10_000 {
-        data.insert(format!("m.k{n}"), json!(value));
-    }
-    data.insert("m.k4242".into(), json!("{\"state\":\"ok\""));
-    f.create(json!({}), serde_json::Value::Object(data)).await;
+    let f = or_skip!(Fixture::new("ten thousand keys", "tenk").await);
+    f.create(json!({}), common::ten_thousand_keys_one_corrupt())
+        .await;
     let snapshot = f.ledger().read().await.unwrap().unwrap();
     assert_eq!(snapshot.records.len(), 10_000);
-    let corrupt: Vec<_> = snapshot
-        .corrupt()
-        .map(|(s, c)| (s.to_string(), c.key.clone()))
-        .collect();
-    assert_eq!(corrupt, [("k4242".to_owned(), "m.k4242".to_owned())]);
+    assert_eq!(
+        migration_core::testing::corrupt_keys(&snapshot),
+        [("k4242".to_owned(), "m.k4242".to_owned())]
+    );
     f.cleanup().await;
 }
 
@@ -494,9 +398,7 @@ fn server_counted_bytes(cm: &ConfigMap) -> usize {
 
 #[tokio::test]
 async fn the_budget_counts_keys_too_so_it_refuses_before_the_real_one_mebibyte_limit() {
-    let Some(f) = Fixture::new("the 1 MiB ConfigMap limit", "mib").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("the 1 MiB ConfigMap limit", "mib").await);
     let created = f.create(json!({}), json!({"version": "45"})).await;
     let room = CONFIGMAP_BUDGET_BYTES as usize - configmap_size(&created) as usize;
     // One byte over our budget: refused before sending (nothing stored, resourceVersion kept).
@@ -553,9 +455,7 @@ async fn the_budget_counts_keys_too_so_it_refuses_before_the_real_one_mebibyte_l
 
 #[tokio::test]
 async fn an_expired_lease_is_taken_over_and_the_old_holder_cannot_release_it() {
-    let Some(f) = Fixture::new("Lease take-over after expiry", "lease").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("Lease take-over after expiry", "lease").await);
     // Wall-clock expiry, no manual clock: the lease really lapses.
     let l = f.ledger();
     let first = l.acquire("runner-a", Duration::from_secs(1)).await.unwrap();
@@ -577,21 +477,13 @@ async fn an_expired_lease_is_taken_over_and_the_old_holder_cannot_release_it() {
     let lost = l.renew(&first, Duration::from_secs(30)).await.unwrap_err();
     assert!(matches!(lost, LedgerError::LockLost { .. }), "{lost:?}");
     l.release(&first).await.unwrap();
-    let leases: Api<Lease> = Api::namespaced(f.cluster.client(), f.cluster.namespace());
-    let stored = leases.get(&format!("{}-lock", f.name)).await.unwrap();
     assert_eq!(
-        stored.spec.unwrap().holder_identity.as_deref(),
+        f.cluster.lock_holder(&f.name).await.as_deref(),
         Some("runner-b"),
         "the old holder's release leaves the new holder alone"
     );
     l.release(&second).await.unwrap();
-    assert!(
-        leases
-            .get_opt(&format!("{}-lock", f.name))
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(f.cluster.lock_lease(&f.name).await.is_none());
     f.cleanup().await;
 }
 
@@ -615,9 +507,7 @@ fn write_chart(dir: &std::path::Path, name: &str, version: &str) {
 
 #[tokio::test]
 async fn a_helm_upgrade_of_the_chart_that_owns_the_configmap_leaves_every_ledger_key_in_place() {
-    let Some(f) = Fixture::new("helm install and upgrade", "helm").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("helm install and upgrade", "helm").await);
     let home = std::env::temp_dir().join(unique_name("helm-home"));
     let chart = home.join("chart");
     let helm = |args: &[&str]| {
@@ -631,13 +521,7 @@ async fn a_helm_upgrade_of_the_chart_that_owns_the_configmap_leaves_every_ledger
             .env("HELM_DATA_HOME", home.join("data"))
             .output()
             .unwrap_or_else(|e| panic!("cannot run helm (set MIGRATE_TEST_HELM): {e}"));
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "helm {args:?}: {text}");
-        text
+        test_apiserver::real::succeeded(&format!("helm {args:?}"), &out)
     };
     let release = f.name.clone();
     let chart_path = chart.to_str().unwrap().to_owned();

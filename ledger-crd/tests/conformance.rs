@@ -8,55 +8,49 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use ledger_crd::{CrdLedger, DEFAULT_BUDGET_BYTES, Options, RetryPolicy};
-use migration_core::testing::Harness;
-use migration_core::{LockedLedger, ManualClock, Timestamp};
+use migration_core::{LockedLedger, Timestamp};
+use migration_kube::real_lane::{LaneBackend, LaneCase, LaneHarness};
 use test_apiserver::TestApiServer;
 
 const NAME: &str = "cozystack";
 
-struct KubeHarness {
-    server: TestApiServer,
-    clock: Arc<ManualClock>,
-}
+/// The custom-resource backend on the test server: raw keys planted and read in its storage
+/// (`tests/common`), each ledger handle through a new client.
+struct Served(TestApiServer);
 
-async fn harness() -> KubeHarness {
+async fn harness() -> LaneHarness<Served> {
     let server = TestApiServer::start().await;
     common::register(&server);
-    KubeHarness {
-        server,
-        clock: Arc::new(ManualClock::new(Timestamp::from_unix(1_786_529_040))),
-    }
+    let (client, now) = (server.client(), Timestamp::from_unix(1_786_529_040));
+    LaneHarness::new(Served(server), client, "default", NAME, now)
 }
 
 #[async_trait]
-impl Harness for KubeHarness {
-    async fn ledger(&self) -> Arc<dyn LockedLedger> {
+impl LaneBackend for Served {
+    fn ledger(&self, case: &LaneCase) -> Arc<dyn LockedLedger> {
+        let retry = RetryPolicy::immediate(8);
+        let clock = case.clock.clone();
         let options = Options {
-            clock: self.clock.clone(),
-            retry: RetryPolicy::immediate(8),
+            clock,
+            retry,
             ..Options::default()
         };
-        Arc::new(CrdLedger::with_options(self.server.client(), NAME, options))
+        Arc::new(CrdLedger::with_options(self.0.client(), NAME, options))
     }
 
-    async fn plant_raw(&self, key: &str, value: &str) {
-        common::plant(&self.server, NAME, key, value);
+    async fn plant_raw(&self, _: &LaneCase, key: &str, value: &str) {
+        common::plant(&self.0, NAME, key, value);
     }
 
-    async fn raw(&self, key: &str) -> Option<String> {
-        common::raw(&self.server, NAME, key)
+    async fn raw(&self, _: &LaneCase, key: &str) -> Option<String> {
+        common::raw(&self.0, NAME, key)
     }
 
-    fn advance_clock(&self, by: Duration) {
-        self.clock.advance(by);
-    }
-
-    fn budget_bytes(&self) -> Option<u64> {
-        Some(DEFAULT_BUDGET_BYTES)
+    fn budget_bytes(&self) -> u64 {
+        DEFAULT_BUDGET_BYTES
     }
 }
 

@@ -10,8 +10,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::RESOURCE;
-use kube::api::{Patch, PatchParams};
+use common::scenarios::entries;
+use common::{RESOURCE, scenarios};
 use kube::core::{ApiResource, DynamicObject};
 use kube::{Api, CustomResourceExt};
 use ledger_crd::{
@@ -24,6 +24,7 @@ use migration_core::{
     EntryState, Ledger, LedgerEntry, LedgerError, LegacyVersion, ManualClock, Record, Slug,
     Timestamp, WriteMode,
 };
+use migration_kube::fault_suite::assert_permanent;
 use serde_json::{Value, json};
 use test_apiserver::{FaultRule, LostReply, TestApiServer, Verb};
 
@@ -56,12 +57,6 @@ fn stored(server: &TestApiServer) -> Value {
     server
         .object(RESOURCE, "", NAME)
         .expect("the object exists")
-}
-
-fn entries(range: std::ops::Range<usize>, state: EntryState) -> Vec<(Slug, LedgerEntry)> {
-    range
-        .map(|n| (slug(n), sample_entry(state, n as u32)))
-        .collect()
 }
 
 fn dynamic_api(server: &TestApiServer) -> Api<DynamicObject> {
@@ -194,49 +189,11 @@ async fn every_engine_write_goes_to_the_status_subresource_with_a_precondition()
 async fn a_spec_write_cannot_touch_entries_and_entry_writes_leave_spec_and_metadata_alone() {
     let server = served().await;
     let l = ledger(&server);
-    l.create(&entries(0..3, EntryState::Ok)).await.unwrap();
     // A chart applies the object: spec, labels and annotations, and (by
     // mistake) a status; the status subresource keeps entries out of reach.
-    let applied = json!({
-        "apiVersion": "migrations.cozystack.io/v1alpha1", "kind": "MigrationLedger",
-        "metadata": {"name": NAME, "labels": {"app": "cozystack"}, "annotations": {"helm.sh/resource-policy": "keep"}},
-        "spec": {"bundle": "cozystack", "version": 45},
-        "status": {"entries": {}, "initialized": false},
-    });
-    dynamic_api(&server)
-        .patch(
-            NAME,
-            &PatchParams::apply("helm").force(),
-            &Patch::Apply(&applied),
-        )
-        .await
-        .unwrap();
-    let snapshot = l.read().await.unwrap().unwrap();
-    assert_eq!(
-        snapshot.records.len(),
-        3,
-        "a spec write cannot touch entries"
-    );
-    assert_eq!(snapshot.version, LegacyVersion::Known(45));
-
-    l.write(&entries(0..5, EntryState::Legacy), WriteMode::OnlyIfAbsent)
-        .await
-        .unwrap();
-    l.write(&entries(1..2, EntryState::Failed), WriteMode::Replace)
-        .await
-        .unwrap();
-    l.note_attempt(&slug(7), "t", 0).await.unwrap();
-    let object = stored(&server);
-    assert_eq!(
-        object["spec"],
-        json!({"bundle": "cozystack", "version": 45})
-    );
-    assert_eq!(object["metadata"]["labels"]["app"], "cozystack");
-    assert_eq!(
-        object["metadata"]["annotations"]["helm.sh/resource-policy"],
-        "keep"
-    );
-    assert_eq!(object["status"]["entries"].as_object().unwrap().len(), 5);
+    let api = dynamic_api(&server);
+    scenarios::a_chart_applies_spec_over_entries(&l, &api, NAME).await;
+    scenarios::entry_writes_leave_the_charts_fields_alone(&l, &api, NAME).await;
 }
 
 // ---------------------------------------------------------------------------
@@ -497,47 +454,16 @@ async fn an_uninitialized_object_with_any_sign_of_history_is_a_ledger() {
 #[tokio::test]
 async fn a_ledger_declared_by_a_chart_is_an_existing_cluster_not_a_fresh_install() {
     let server = served().await;
-    server
-        .put_object(
-            RESOURCE,
-            json!({
-                "apiVersion": "migrations.cozystack.io/v1alpha1", "kind": "MigrationLedger",
-                "metadata": {"name": NAME},
-                "spec": {"version": 45},
-            }),
-        )
-        .unwrap();
+    common::declare(&server, NAME, json!({"version": 45}));
     let l = ledger(&server);
-    let snapshot = l.read().await.unwrap().expect("it exists");
-    assert_eq!(snapshot.version, LegacyVersion::Known(45));
-    assert!(snapshot.records.is_empty());
-    assert!(matches!(
-        l.create(&entries(0..2, EntryState::SkippedFreshInstall))
-            .await
-            .unwrap_err(),
-        LedgerError::AlreadyExists { .. }
-    ));
-    l.write(&entries(0..2, EntryState::Legacy), WriteMode::OnlyIfAbsent)
-        .await
-        .unwrap();
-    let object = stored(&server);
-    assert_eq!(object["status"]["initialized"], true);
-    assert_eq!(object["spec"]["version"], 45);
+    scenarios::a_declared_ledger_is_an_existing_cluster(&l, &dynamic_api(&server), NAME).await;
     assert_eq!(l.read().await.unwrap().unwrap().records.len(), 2);
 
     // Declared without a version, nothing recorded: an existing but empty
     // ledger (which runs every migration), exactly as a chart-created empty
     // ConfigMap is; only the engine's own unfinished seeding reads as absent.
     let server = served().await;
-    server
-        .put_object(
-            RESOURCE,
-            json!({
-                "apiVersion": "migrations.cozystack.io/v1alpha1", "kind": "MigrationLedger",
-                "metadata": {"name": NAME}, "spec": {"bundle": NAME},
-            }),
-        )
-        .unwrap();
+    common::declare(&server, NAME, json!({"bundle": NAME}));
     let snapshot = ledger(&server).read().await.unwrap().expect("it exists");
     assert!(snapshot.records.is_empty());
     assert_eq!(snapshot.version, LegacyVersion::Absent);
@@ -685,16 +611,7 @@ async fn the_budget_stays_below_what_the_api_server_accepts() {
         )
         .await
         .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            LedgerError::Permanent {
-                operation: "write",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_permanent(&err, "write", "above etcd's limit");
     // Above 2 MiB a real API server (and so the double) answers with its etcd client's gRPC
     // limit rather than etcd's own "request is too large".
     assert!(err.to_string().contains("message larger than max"), "{err}");
@@ -772,11 +689,10 @@ async fn one_corrupt_entry_among_ten_thousand_is_exactly_one_corrupt_record() {
 
     let snapshot = l.read().await.unwrap().unwrap();
     assert_eq!(snapshot.records.len(), 10_000);
-    let corrupt: Vec<_> = snapshot
-        .corrupt()
-        .map(|(s, c)| (s.to_string(), c.key.clone()))
-        .collect();
-    assert_eq!(corrupt, [("k4242".to_owned(), "m.k4242".to_owned())]);
+    assert_eq!(
+        migration_core::testing::corrupt_keys(&snapshot),
+        [("k4242".to_owned(), "m.k4242".to_owned())]
+    );
     assert!(matches!(
         snapshot.record(&Slug::parse("k1").unwrap()),
         Some(Record::Entry(_))
@@ -912,16 +828,7 @@ async fn a_missing_crd_is_an_error_never_an_absent_ledger() {
     let server = TestApiServer::start().await; // MigrationLedger not served
     let l = ledger(&server);
     let err = l.read().await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            LedgerError::Permanent {
-                operation: "read",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_permanent(&err, "read", "a missing CRD");
     assert!(
         err.to_string()
             .contains("install the CustomResourceDefinition"),
@@ -1063,16 +970,7 @@ async fn set_condition_refuses_ready_and_malformed_conditions_before_sending() {
         },
     ] {
         let err = l.set_condition(&bad).await.unwrap_err();
-        assert!(
-            matches!(
-                err,
-                LedgerError::Permanent {
-                    operation: "set condition",
-                    ..
-                }
-            ),
-            "{bad:?}: {err:?}"
-        );
+        assert_permanent(&err, "set condition", format_args!("{bad:?}"));
     }
     assert_eq!(server.requests().total(), 0);
     l.set_condition(&LedgerCondition {

@@ -57,17 +57,18 @@ fn ledger(server: &TestApiServer) -> CrdLedger {
     )
 }
 
+/// The fixed clock of every run here.
+fn clock() -> ManualClock {
+    ManualClock::new(Timestamp::from_unix(1_786_529_040))
+}
+
 fn s(x: &str) -> Slug {
     Slug::parse(x).unwrap()
 }
 
 #[tokio::test]
 async fn a_fresh_install_records_every_slug_skipped_and_runs_nothing() {
-    let server = served().await;
-    let (tree, clock) = (
-        tree(),
-        ManualClock::new(Timestamp::from_unix(1_786_529_040)),
-    );
+    let (server, tree, clock) = (served().await, tree(), clock());
     let l = ledger(&server);
     let migrator = Migrator::new(&tree, &l, &clock);
     server.requests().reset();
@@ -96,11 +97,7 @@ async fn a_fresh_install_records_every_slug_skipped_and_runs_nothing() {
 
 #[tokio::test]
 async fn a_fresh_install_interrupted_between_its_requests_stays_a_fresh_install() {
-    let server = served().await;
-    let (tree, clock) = (
-        tree(),
-        ManualClock::new(Timestamp::from_unix(1_786_529_040)),
-    );
+    let (server, tree, clock) = (served().await, tree(), clock());
     let l = ledger(&server);
     let migrator = Migrator::new(&tree, &l, &clock);
     server.faults().inject(
@@ -139,20 +136,8 @@ async fn a_fresh_install_interrupted_between_its_requests_stays_a_fresh_install(
 #[tokio::test]
 async fn an_old_cluster_whose_ledger_a_chart_declared_is_seeded_legacy_not_fresh() {
     let server = served().await;
-    server
-        .put_object(
-            RESOURCE,
-            json!({
-                "apiVersion": "migrations.cozystack.io/v1alpha1", "kind": "MigrationLedger",
-                "metadata": {"name": NAME},
-                "spec": {"bundle": NAME, "version": 2},
-            }),
-        )
-        .unwrap();
-    let (tree, clock) = (
-        tree(),
-        ManualClock::new(Timestamp::from_unix(1_786_529_040)),
-    );
+    common::declare(&server, NAME, json!({"bundle": NAME, "version": 2}));
+    let (tree, clock) = (tree(), clock());
     let l = ledger(&server);
     let prepared = Migrator::new(&tree, &l, &clock)
         .prepare(&PlanRequest::tier(Tier::PreApply))

@@ -16,85 +16,78 @@
 
 mod common;
 
+use common::scenarios::{self, entries};
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject};
 use kube::{Api, Client, CustomResourceExt};
 use ledger_crd::{CrdLedger, DEFAULT_BUDGET_BYTES, MigrationLedger, Options};
-use migration_core::testing::Harness;
-use migration_core::{Ledger, Lock, LockedLedger, ManualClock, Timestamp};
+use migration_core::{Ledger, Lock, LockedLedger};
+use migration_kube::fault_suite::assert_permanent;
+use migration_kube::real_lane::{LaneBackend, LaneCase, run_lane};
 use serde_json::json;
-use test_apiserver::real::{LaneObjects, RealCluster, delete_with_lock};
+use test_apiserver::or_skip;
+use test_apiserver::real::{RealCluster, api_status};
 
 /// The field manager of the lane's CRD apply and planted values.
 const LANE_MANAGER: &str = "cozystack-migrate-test-lane";
 
-struct Real {
-    client: Client,
-    namespace: String,
-    name: String,
-    clock: Arc<ManualClock>,
+fn ledgers(client: Client) -> Api<DynamicObject> {
+    Api::all_with(client, &ApiResource::erase::<MigrationLedger>(&()))
 }
 
-impl Real {
-    fn api(&self) -> Api<DynamicObject> {
-        Api::all_with(
-            self.client.clone(),
-            &ApiResource::erase::<MigrationLedger>(&()),
-        )
-    }
-}
+/// The custom-resource backend on the conformance lane.
+struct Ledgers;
 
 #[async_trait]
-impl Harness for Real {
-    async fn ledger(&self) -> Arc<dyn LockedLedger> {
+impl LaneBackend for Ledgers {
+    fn ledger(&self, case: &LaneCase) -> Arc<dyn LockedLedger> {
         let options = Options {
-            lease_namespace: self.namespace.clone(),
-            clock: self.clock.clone(),
+            lease_namespace: case.namespace.clone(),
+            clock: case.clock.clone(),
             ..Options::default()
         };
         Arc::new(CrdLedger::with_options(
-            self.client.clone(),
-            &self.name,
+            case.client.clone(),
+            &case.name,
             options,
         ))
     }
 
-    async fn plant_raw(&self, key: &str, value: &str) {
+    async fn plant_raw(&self, case: &LaneCase, key: &str, value: &str) {
         let slot = common::slot(key);
         let (patch, status) = common::planting_patch(&slot, common::raw_value(&slot, value));
         let params = PatchParams {
             field_manager: Some(LANE_MANAGER.into()),
             ..PatchParams::default()
         };
-        let api = self.api();
+        let api = ledgers(case.client.clone());
         if status {
-            api.patch_status(&self.name, &params, &Patch::Merge(&patch))
+            api.patch_status(&case.name, &params, &Patch::Merge(&patch))
                 .await
                 .unwrap();
         } else {
-            api.patch(&self.name, &params, &Patch::Merge(&patch))
+            api.patch(&case.name, &params, &Patch::Merge(&patch))
                 .await
                 .unwrap();
         }
     }
 
-    async fn raw(&self, key: &str) -> Option<String> {
-        let object = self.api().get_opt(&self.name).await.unwrap()?;
+    async fn raw(&self, case: &LaneCase, key: &str) -> Option<String> {
+        let object = ledgers(case.client.clone())
+            .get_opt(&case.name)
+            .await
+            .unwrap()?;
         common::read_slot(&serde_json::to_value(object).unwrap(), &common::slot(key))
     }
 
-    fn advance_clock(&self, by: Duration) {
-        self.clock.advance(by);
-    }
-
-    fn budget_bytes(&self) -> Option<u64> {
-        Some(DEFAULT_BUDGET_BYTES)
+    fn budget_bytes(&self) -> u64 {
+        DEFAULT_BUDGET_BYTES
     }
 }
 
@@ -109,53 +102,19 @@ async fn install_crd(client: &Client) {
     )
     .await
     .unwrap_or_else(|e| panic!("cannot apply the CRD {name}: {e}"));
-    for _ in 0..120 {
-        let crd = crds.get(name).await.unwrap();
-        let established = crd
-            .status
-            .and_then(|s| s.conditions)
-            .into_iter()
-            .flatten()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if established {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    panic!("the CRD {name} did not become established within 30 s");
+    test_apiserver::real::wait_until_established(client, name).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_against_a_real_cluster() {
-    let Some(cluster) = RealCluster::from_env("MigrationLedger conformance lane").await else {
-        return;
-    };
-    lane(cluster.client(), cluster.namespace().to_owned()).await;
+    let cluster = or_skip!(RealCluster::from_env("MigrationLedger conformance lane").await);
+    lane(cluster.client(), cluster.namespace()).await;
 }
 
-/// The lane itself, also exercised against the test API server below so
-/// that its own code cannot rot while nobody has a cluster at hand.
-async fn lane(client: Client, namespace: String) {
+/// Installs the CRD, then runs the shared lane (against the test API server too, below).
+async fn lane(client: Client, namespace: &str) {
     install_crd(&client).await;
-    let objects = LaneObjects::new("lane");
-    migration_core::testing::run_all(|case: &'static str| {
-        let name = objects.name_for(case);
-        let (client, namespace) = (client.clone(), namespace.clone());
-        async move {
-            Real {
-                client,
-                namespace,
-                name,
-                clock: Arc::new(ManualClock::new(Timestamp::now())),
-            }
-        }
-    })
-    .await;
-    let ledgers: Api<DynamicObject> =
-        Api::all_with(client.clone(), &ApiResource::erase::<MigrationLedger>(&()));
-    objects
-        .delete(&ledgers, &Api::namespaced(client, &namespace))
-        .await;
+    run_lane(Ledgers, "lane", client.clone(), namespace, ledgers(client)).await;
 }
 
 /// Plays the part of the apiextensions controller on the test server: once
@@ -209,7 +168,7 @@ async fn the_lane_installs_the_crd_runs_every_case_and_cleans_up_against_the_tes
             }
         })
     };
-    lane(server.client(), "lane".into()).await;
+    lane(server.client(), "lane").await;
     controller.await.unwrap();
     assert!(
         server
@@ -234,16 +193,21 @@ async fn the_lane_installs_the_crd_runs_every_case_and_cleans_up_against_the_tes
 /// test leaves them for inspection; the test environment is thrown away with its etcd data.
 struct Fixture {
     cluster: RealCluster,
+    ledgers: Api<DynamicObject>,
     name: String,
 }
 
 impl Fixture {
     async fn new(what: &str, prefix: &str) -> Option<Self> {
         let cluster = RealCluster::from_env(what).await?;
-        install_crd(&cluster.client()).await;
+        let client = cluster.client();
+        install_crd(&client).await;
+        let name = test_apiserver::real::unique_name(prefix);
+        let ledgers = ledgers(client);
         Some(Self {
             cluster,
-            name: test_apiserver::real::unique_name(prefix),
+            ledgers,
+            name,
         })
     }
 
@@ -263,10 +227,7 @@ impl Fixture {
     }
 
     fn api(&self) -> Api<DynamicObject> {
-        Api::all_with(
-            self.cluster.client(),
-            &ApiResource::erase::<MigrationLedger>(&()),
-        )
+        self.ledgers.clone()
     }
 
     async fn stored(&self) -> serde_json::Value {
@@ -284,23 +245,8 @@ impl Fixture {
     }
 
     async fn cleanup(self) {
-        let leases = Api::namespaced(self.cluster.client(), self.cluster.namespace());
-        delete_with_lock(&self.api(), &leases, &self.name).await;
+        self.cluster.delete_with_lock(&self.api(), &self.name).await;
     }
-}
-
-fn entries(
-    range: std::ops::Range<usize>,
-    state: migration_core::EntryState,
-) -> Vec<(migration_core::Slug, migration_core::LedgerEntry)> {
-    range
-        .map(|n| {
-            (
-                migration_core::testing::slug(n),
-                migration_core::testing::sample_entry(state, n as u32),
-            )
-        })
-        .collect()
 }
 
 /// A JSON Patch to the ledger's status subresource, as the backend sends it (kube's typed JSON
@@ -328,18 +274,9 @@ async fn json_patch_status(
         .await
 }
 
-fn api_status<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Box<kube::core::Status> {
-    match result {
-        Err(kube::Error::Api(status)) => status,
-        other => panic!("expected an API error, got {other:?}"),
-    }
-}
-
 #[tokio::test]
 async fn the_crd_is_accepted_by_server_side_apply_and_becomes_established() {
-    let Some(cluster) = RealCluster::from_env("CRD installation").await else {
-        return;
-    };
+    let cluster = or_skip!(RealCluster::from_env("CRD installation").await);
     install_crd(&cluster.client()).await;
     let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
     let crd = crds.get(MigrationLedger::crd_name()).await.unwrap();
@@ -370,9 +307,7 @@ async fn the_crd_is_accepted_by_server_side_apply_and_becomes_established() {
 
 #[tokio::test]
 async fn printer_columns_read_back_through_the_table_format() {
-    let Some(f) = Fixture::new("printer columns", "columns").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("printer columns", "columns").await);
     use migration_core::EntryState;
     let l = f.ledger();
     let mut seed = entries(0..3, EntryState::Ok);
@@ -448,10 +383,7 @@ async fn printer_columns_read_back_through_the_table_format() {
 
 #[tokio::test]
 async fn the_status_subresource_keeps_entries_out_of_reach_of_spec_writes() {
-    let Some(f) = Fixture::new("status subresource", "status").await else {
-        return;
-    };
-    use migration_core::{EntryState, WriteMode};
+    let f = or_skip!(Fixture::new("status subresource", "status").await);
     // Created with a status: the real server drops it.
     let object: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "migrations.cozystack.io/v1alpha1", "kind": "MigrationLedger",
@@ -472,52 +404,12 @@ async fn the_status_subresource_keeps_entries_out_of_reach_of_spec_writes() {
         .await
         .unwrap();
     let l = f.ledger();
-    l.create(&entries(0..3, EntryState::Ok)).await.unwrap();
-    // A chart applies spec, labels, annotations and (by mistake) a status.
-    let applied = json!({
-        "apiVersion": "migrations.cozystack.io/v1alpha1", "kind": "MigrationLedger",
-        "metadata": {"name": f.name, "labels": {"app": "cozystack"}, "annotations": {"helm.sh/resource-policy": "keep"}},
-        "spec": {"bundle": "cozystack", "version": 45},
-        "status": {"entries": {}, "initialized": false},
-    });
-    f.api()
-        .patch(
-            &f.name,
-            &PatchParams::apply("helm").force(),
-            &Patch::Apply(&applied),
-        )
-        .await
-        .unwrap();
-    let snapshot = l.read().await.unwrap().unwrap();
-    assert_eq!(
-        snapshot.records.len(),
-        3,
-        "a spec write cannot touch entries"
-    );
-    assert_eq!(snapshot.version, migration_core::LegacyVersion::Known(45));
+    scenarios::a_chart_applies_spec_over_entries(&l, &f.api(), &f.name).await;
     let generation = f.stored().await["metadata"]["generation"].clone();
-    l.write(&entries(0..5, EntryState::Legacy), WriteMode::OnlyIfAbsent)
-        .await
-        .unwrap();
-    l.write(&entries(1..2, EntryState::Failed), WriteMode::Replace)
-        .await
-        .unwrap();
-    l.note_attempt(&migration_core::testing::slug(7), "t", 0)
-        .await
-        .unwrap();
-    let object = f.stored().await;
+    scenarios::entry_writes_leave_the_charts_fields_alone(&l, &f.api(), &f.name).await;
     assert_eq!(
-        object["spec"],
-        json!({"bundle": "cozystack", "version": 45})
-    );
-    assert_eq!(object["metadata"]["labels"]["app"], "cozystack");
-    assert_eq!(
-        object["metadata"]["annotations"]["helm.sh/resource-policy"],
-        "keep"
-    );
-    assert_eq!(object["status"]["entries"].as_object().unwrap().len(), 5);
-    assert_eq!(
-        object["metadata"]["generation"], generation,
+        f.stored().await["metadata"]["generation"],
+        generation,
         "status writes do not move the generation"
     );
     f.cleanup().await;
@@ -525,9 +417,7 @@ async fn the_status_subresource_keeps_entries_out_of_reach_of_spec_writes() {
 
 #[tokio::test]
 async fn a_status_json_patch_on_a_stale_resource_version_is_rejected_and_changes_nothing() {
-    let Some(f) = Fixture::new("JSON-Patch precondition on /status", "stale").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("JSON-Patch precondition on /status", "stale").await);
     use migration_core::EntryState;
     f.ledger()
         .create(&entries(0..1, EntryState::Ok))
@@ -585,9 +475,7 @@ async fn a_status_json_patch_on_a_stale_resource_version_is_rejected_and_changes
 
 #[tokio::test]
 async fn a_fresh_install_stores_typed_entries_and_reads_back_on_a_real_server() {
-    let Some(f) = Fixture::new("fresh install", "fresh").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("fresh install", "fresh").await);
     use migration_core::EntryState;
     let l = f.ledger();
     assert_eq!(l.read().await.unwrap(), None, "no object: a fresh install");
@@ -629,35 +517,15 @@ async fn a_fresh_install_stores_typed_entries_and_reads_back_on_a_real_server() 
 
 #[tokio::test]
 async fn a_ledger_declared_by_a_chart_is_an_existing_cluster_on_a_real_server() {
-    let Some(f) = Fixture::new("chart-declared ledger", "declared").await else {
-        return;
-    };
-    use migration_core::{EntryState, LedgerError, LegacyVersion, WriteMode};
+    let f = or_skip!(Fixture::new("chart-declared ledger", "declared").await);
     f.declare(json!({"version": 45})).await.unwrap();
-    let l = f.ledger();
-    let snapshot = l.read().await.unwrap().expect("it exists");
-    assert_eq!(snapshot.version, LegacyVersion::Known(45));
-    assert!(snapshot.records.is_empty());
-    assert!(matches!(
-        l.create(&entries(0..2, EntryState::SkippedFreshInstall))
-            .await
-            .unwrap_err(),
-        LedgerError::AlreadyExists { .. }
-    ));
-    l.write(&entries(0..2, EntryState::Legacy), WriteMode::OnlyIfAbsent)
-        .await
-        .unwrap();
-    let object = f.stored().await;
-    assert_eq!(object["status"]["initialized"], true);
-    assert_eq!(object["spec"]["version"], 45);
+    scenarios::a_declared_ledger_is_an_existing_cluster(&f.ledger(), &f.api(), &f.name).await;
     f.cleanup().await;
 }
 
 #[tokio::test]
 async fn two_racing_fresh_installs_store_exactly_one_seed_on_a_real_server() {
-    let Some(f) = Fixture::new("racing fresh installs", "race").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("racing fresh installs", "race").await);
     use migration_core::{EntryState, LedgerError};
     let (a, b) = (f.ledger(), f.ledger());
     let seed_a = entries(0..3, EntryState::SkippedFreshInstall);
@@ -674,9 +542,7 @@ async fn two_racing_fresh_installs_store_exactly_one_seed_on_a_real_server() {
 
 #[tokio::test]
 async fn the_real_schema_takes_an_integer_or_a_string_version_and_refuses_other_types() {
-    let Some(f) = Fixture::new("spec.version schema", "version").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("spec.version schema", "version").await);
     use migration_core::LegacyVersion;
     for (version, expected) in [
         (json!(45), LegacyVersion::Known(45)),
@@ -720,9 +586,7 @@ async fn the_real_schema_takes_an_integer_or_a_string_version_and_refuses_other_
 
 #[tokio::test]
 async fn entries_are_replaced_whole_and_unknown_fields_survive_the_real_schema() {
-    let Some(f) = Fixture::new("entry replacement and unknown fields", "fields").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("entry replacement and unknown fields", "fields").await);
     use migration_core::testing::{sample_entry, slug};
     use migration_core::{EntryState, WriteMode};
     let l = f.ledger();
@@ -761,9 +625,7 @@ async fn entries_are_replaced_whole_and_unknown_fields_survive_the_real_schema()
 
 #[tokio::test]
 async fn the_budget_stays_below_what_the_real_server_accepts() {
-    let Some(f) = Fixture::new("the CRD size budget", "budget").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("the CRD size budget", "budget").await);
     use migration_core::testing::{sample_entry, slug};
     use migration_core::{EntryState, LedgerError, WriteMode};
     let message_entry = |bytes: usize| {
@@ -814,16 +676,7 @@ async fn the_budget_stays_below_what_the_real_server_accepts() {
             .write(&[(slug(10), message_entry(bytes))], WriteMode::Replace)
             .await
             .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                LedgerError::Permanent {
-                    operation: "write",
-                    ..
-                }
-            ),
-            "{bytes}: {err:?}"
-        );
+        assert_permanent(&err, "write", bytes);
         assert!(err.to_string().contains(answer), "{err}");
     }
     assert_eq!(f.stored().await["metadata"]["resourceVersion"], before);
@@ -834,27 +687,17 @@ const ETCD_REQUEST_LIMIT: u64 = ledger_crd::ETCD_REQUEST_LIMIT_BYTES;
 
 #[tokio::test]
 async fn the_lock_is_a_lease_in_the_lease_namespace_on_a_real_server() {
-    let Some(f) = Fixture::new("CRD ledger lock", "lock").await else {
-        return;
-    };
+    let f = or_skip!(Fixture::new("CRD ledger lock", "lock").await);
     let l = f.ledger();
     let lease = l
         .acquire("runner-a/pid-1", Duration::from_secs(30))
         .await
         .unwrap();
-    let leases: Api<Lease> = Api::namespaced(f.cluster.client(), f.cluster.namespace());
-    let stored = leases.get(&format!("{}-lock", f.name)).await.unwrap();
     assert_eq!(
-        stored.spec.unwrap().holder_identity.as_deref(),
+        f.cluster.lock_holder(&f.name).await.as_deref(),
         Some("runner-a/pid-1")
     );
     l.release(&lease).await.unwrap();
-    assert!(
-        leases
-            .get_opt(&format!("{}-lock", f.name))
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(f.cluster.lock_lease(&f.name).await.is_none());
     f.cleanup().await;
 }

@@ -2,11 +2,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ledger_memory::{DEFAULT_BUDGET_BYTES, FileLedger, MemoryLedger};
+use common::FileHarness;
+use ledger_memory::{DEFAULT_BUDGET_BYTES, MemoryLedger};
 use migration_core::testing::Harness;
 use migration_core::testing::fixtures::shared_clock;
 use migration_core::{LockedLedger, ManualClock};
@@ -43,49 +46,10 @@ impl Harness for MemoryHarness {
     }
 }
 
-struct FileHarness {
-    _dir: tempfile::TempDir,
-    path: std::path::PathBuf,
-    clock: Arc<ManualClock>,
-}
-
 async fn file_harness() -> FileHarness {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state").join("ledger.json");
-    FileHarness {
-        _dir: dir,
-        path,
-        clock: shared_clock(),
-    }
-}
-
-#[async_trait]
-impl Harness for FileHarness {
-    async fn ledger(&self) -> Arc<dyn LockedLedger> {
-        // A new handle per call: separate objects sharing only the file.
-        // The budget is set to the ConfigMap's so the budget cases run on
-        // a small ledger; the file ledger's own default (64 MiB) is
-        // exercised in file_ledger.rs.
-        Arc::new(
-            FileLedger::with_clock(&self.path, self.clock.clone())
-                .with_budget(Some(DEFAULT_BUDGET_BYTES)),
-        )
-    }
-    async fn plant_raw(&self, key: &str, value: &str) {
-        FileLedger::new(&self.path).put_raw(key, value).unwrap();
-    }
-    async fn raw(&self, key: &str) -> Option<String> {
-        FileLedger::new(&self.path)
-            .raw_data()
-            .unwrap()
-            .and_then(|d| d.get(key).cloned())
-    }
-    fn advance_clock(&self, by: Duration) {
-        self.clock.advance(by);
-    }
-    fn budget_bytes(&self) -> Option<u64> {
-        Some(DEFAULT_BUDGET_BYTES)
-    }
+    // The budget is set to the ConfigMap's so the budget cases run on a small ledger; the file
+    // ledger's own default (64 MiB) is exercised in file_journal.rs.
+    FileHarness::new(Some(DEFAULT_BUDGET_BYTES))
 }
 
 mod memory {

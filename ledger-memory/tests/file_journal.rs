@@ -5,16 +5,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ledger_memory::{DEFAULT_FILE_BUDGET_BYTES, FileLedger, MemoryLedger};
-use migration_core::testing::{Harness, sample_entry, slug};
-use migration_core::{
-    EntryState, Ledger, LedgerError, Lock, LockedLedger, ManualClock, Timestamp, WriteMode,
-};
+use migration_core::testing::{sample_entry, slug};
+use migration_core::{EntryState, Ledger, LedgerError, Lock, ManualClock, Timestamp, WriteMode};
 
 const TAG: &str = "migration-ledger/v2\n";
 
@@ -48,6 +48,15 @@ fn record_starts(file: &[u8]) -> Vec<usize> {
 
 /// A ledger with a snapshot of two entries and then three appended
 /// records: a write, an attempt mark, another write.
+/// Panics unless `err` says the ledger is unreadable; `context` says where.
+#[track_caller]
+fn assert_unreadable(err: &LedgerError, context: impl std::fmt::Display) {
+    assert!(
+        matches!(err, LedgerError::Unreadable { .. }),
+        "{context}: expected Unreadable, got {err:?}"
+    );
+}
+
 fn journaled(path: &Path) -> FileLedger {
     let ledger = FileLedger::new(path);
     let rt = rt();
@@ -203,10 +212,7 @@ fn a_zero_filled_tail_is_a_torn_record() {
 fn assert_unreadable_at(path: &Path, offset: usize, what: &str) {
     let rt = rt();
     let err = rt.block_on(FileLedger::new(path).read()).unwrap_err();
-    assert!(
-        matches!(err, LedgerError::Unreadable { .. }),
-        "{what}: {err:?}"
-    );
+    assert_unreadable(&err, what);
     let text = err.to_string();
     assert!(text.contains("ledger.json"), "{what}: {text}");
     assert!(
@@ -218,19 +224,16 @@ fn assert_unreadable_at(path: &Path, offset: usize, what: &str) {
     let err = rt
         .block_on(FileLedger::new(path).note_attempt(&slug(9), "t", 0))
         .unwrap_err();
-    assert!(
-        matches!(err, LedgerError::Unreadable { .. }),
-        "{what}: {err:?}"
-    );
+    assert_unreadable(&err, what);
     assert_eq!(
         bytes(path),
         before,
         "{what}: a refused write changed the file"
     );
     let err = rt.block_on(FileLedger::new(path).create(&[])).unwrap_err();
-    assert!(
-        matches!(err, LedgerError::Unreadable { .. }),
-        "{what}: a damaged ledger must never look absent: {err:?}"
+    assert_unreadable(
+        &err,
+        format_args!("{what}: a damaged ledger must never look absent"),
     );
 }
 
@@ -282,10 +285,7 @@ fn a_snapshot_cut_short_is_unreadable_never_absent() {
     for cut in 0..TAG.len() {
         std::fs::write(&path, &file[..cut]).unwrap();
         let err = rt().block_on(FileLedger::new(&path).read()).unwrap_err();
-        assert!(
-            matches!(err, LedgerError::Unreadable { .. }),
-            "tag cut at {cut}: {err:?}"
-        );
+        assert_unreadable(&err, format_args!("tag cut at {cut}"));
     }
 }
 
@@ -707,31 +707,6 @@ fn the_run_lock_excludes_another_process_until_it_releases() {
 
 // ---- the budget ----
 
-struct DefaultBudget {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-#[async_trait::async_trait]
-impl Harness for DefaultBudget {
-    async fn ledger(&self) -> Arc<dyn LockedLedger> {
-        Arc::new(FileLedger::new(&self.path))
-    }
-    async fn plant_raw(&self, key: &str, value: &str) {
-        FileLedger::new(&self.path).put_raw(key, value).unwrap();
-    }
-    async fn raw(&self, key: &str) -> Option<String> {
-        FileLedger::new(&self.path)
-            .raw_data()
-            .unwrap()
-            .and_then(|d| d.get(key).cloned())
-    }
-    fn advance_clock(&self, _: Duration) {}
-    fn budget_bytes(&self) -> Option<u64> {
-        Some(DEFAULT_FILE_BUDGET_BYTES)
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_budget_is_the_file_ledgers_own_64_mib() {
     assert_eq!(DEFAULT_FILE_BUDGET_BYTES, 64 * 1024 * 1024);
@@ -744,7 +719,6 @@ async fn the_default_budget_is_the_file_ledgers_own_64_mib() {
     ledger.create(&[(slug(1), big)]).await.unwrap();
     drop(dir);
     // And the conformance cases hold at 64 MiB.
-    let (dir, path) = scratch();
-    let harness = DefaultBudget { _dir: dir, path };
+    let harness = common::FileHarness::new(None);
     migration_core::testing::a_write_above_the_budget_is_refused_whole(&harness).await;
 }

@@ -65,6 +65,14 @@ pub fn sample_entry(state: EntryState, n: u32) -> LedgerEntry {
     entry
 }
 
+/// The corrupt records of `snapshot` as `(slug, stored key)` pairs, in slug order.
+pub fn corrupt_keys(snapshot: &crate::ledger::LedgerSnapshot) -> Vec<(String, String)> {
+    snapshot
+        .corrupt()
+        .map(|(s, c)| (s.to_string(), c.key.clone()))
+        .collect()
+}
+
 /// `s-<n>` as a slug.
 pub fn slug(n: usize) -> Slug {
     Slug::parse(&format!("s-{n}")).unwrap()

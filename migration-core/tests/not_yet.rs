@@ -41,6 +41,20 @@ async fn existing_ledger() -> MemoryLedger {
     memory
 }
 
+/// Records `slug` as `not-yet` (after one attempt, message "later") in `ledger`.
+async fn record_not_yet(ledger: &MemoryLedger, slug: &str) {
+    let not_yet = LedgerEntry {
+        reason: Some(NOT_YET.into()),
+        message: Some("later".into()),
+        attempts: 1,
+        ..LedgerEntry::new(EntryState::NotYet, Timestamp::from_unix(0))
+    };
+    ledger
+        .write(&[(s(slug), not_yet)], migration_core::WriteMode::Replace)
+        .await
+        .unwrap();
+}
+
 /// One pre-apply run: `not_yet` slugs end `NotYet`, every other executed
 /// one succeeds. Returns (slug, step kind, verdict) in order.
 async fn run_once(
@@ -108,9 +122,7 @@ async fn entry(ledger: &MemoryLedger, slug: &str) -> LedgerEntry {
 #[tokio::test]
 async fn a_not_yet_migration_under_abort_is_recorded_not_yet_and_the_independent_rest_of_the_tier_runs()
  {
-    let tree = tree();
-    let ledger = existing_ledger().await;
-    let clock = clock();
+    let (tree, ledger, clock) = (tree(), existing_ledger().await, clock());
     let seen = run_once(&tree, &ledger, &clock, &["waits"]).await;
     let recorded = Verdict::Recorded(EntryState::NotYet);
     assert_eq!(
@@ -145,9 +157,7 @@ async fn a_not_yet_migration_under_abort_is_recorded_not_yet_and_the_independent
 
 #[tokio::test]
 async fn the_next_run_plans_not_yet_slugs_again_and_counts_attempts_on() {
-    let tree = tree();
-    let ledger = existing_ledger().await;
-    let clock = clock();
+    let (tree, ledger, clock) = (tree(), existing_ledger().await, clock());
     run_once(&tree, &ledger, &clock, &["waits"]).await;
 
     let plan = Migrator::new(&tree, &ledger, &clock)
@@ -187,9 +197,7 @@ async fn the_next_run_plans_not_yet_slugs_again_and_counts_attempts_on() {
 
 #[tokio::test]
 async fn verify_fails_while_a_not_yet_entry_remains_and_passes_once_it_ran() {
-    let tree = tree();
-    let ledger = existing_ledger().await;
-    let clock = clock();
+    let (tree, ledger, clock) = (tree(), existing_ledger().await, clock());
     run_once(&tree, &ledger, &clock, &["waits"]).await;
     let snapshot = ledger.read().await.unwrap();
     let result = verify(&tree, tree.manifest().unwrap(), snapshot.as_ref(), None);
@@ -230,19 +238,7 @@ async fn a_not_yet_requirement_in_the_other_tier_makes_the_dependent_wait_not_fa
         .manifest(&[("00001-v1", "pre-waits\n"), ("00002-v2", "bg-needs\n")])
         .build();
     let ledger = existing_ledger().await;
-    let not_yet = LedgerEntry {
-        reason: Some(NOT_YET.into()),
-        message: Some("later".into()),
-        attempts: 1,
-        ..LedgerEntry::new(EntryState::NotYet, Timestamp::from_unix(0))
-    };
-    ledger
-        .write(
-            &[(s("pre-waits"), not_yet)],
-            migration_core::WriteMode::Replace,
-        )
-        .await
-        .unwrap();
+    record_not_yet(&ledger, "pre-waits").await;
     let clock = clock();
     let seen = run_tier(Tier::Background, &tree, &ledger, &clock, &[]).await;
     assert_eq!(
@@ -267,16 +263,7 @@ async fn a_retired_slug_left_not_yet_is_refused_by_the_retention_floor() {
         .manifest(&[("00001-v1.0.0", "gone retired\n"), ("00002-v1.1.0", "b\n")])
         .build();
     let ledger = existing_ledger().await;
-    let not_yet = LedgerEntry {
-        reason: Some(NOT_YET.into()),
-        message: Some("later".into()),
-        attempts: 1,
-        ..LedgerEntry::new(EntryState::NotYet, Timestamp::from_unix(0))
-    };
-    ledger
-        .write(&[(s("gone"), not_yet)], migration_core::WriteMode::Replace)
-        .await
-        .unwrap();
+    record_not_yet(&ledger, "gone").await;
     let err = Migrator::new(&tree, &ledger, &clock())
         .plan(&PlanRequest::tier(Tier::PreApply))
         .await

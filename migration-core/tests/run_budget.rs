@@ -6,13 +6,23 @@
 use ledger_memory::MemoryLedger;
 use migration_core::header::Tier;
 use migration_core::testing::fixtures::{TreeBuilder, clock, shared_clock};
-use migration_core::{Ledger, MigrateError, MigrationsTree, Migrator, Outcome, PlanRequest, Step};
+use migration_core::{
+    Ledger, MigrateError, MigrationsTree, Migrator, Outcome, PlanRequest, Prepared, Step,
+};
 
 /// A memory ledger with `budget` bytes, existing and empty.
 async fn ledger(budget: u64) -> MemoryLedger {
     let memory = MemoryLedger::with_clock_and_budget(shared_clock(), Some(budget));
     memory.create(&[]).await.unwrap();
     memory
+}
+
+/// The pre-apply tier of `migrator`, prepared.
+async fn prepare_pre_apply(migrator: &Migrator<'_>) -> Prepared {
+    migrator
+        .prepare(&PlanRequest::tier(Tier::PreApply))
+        .await
+        .unwrap()
 }
 
 /// Pre-apply `a1` then `a2`, in one batch.
@@ -36,10 +46,7 @@ async fn the_room_reserved_for_one_migration_is_used_up_by_what_it_records() {
         async move {
             let memory = ledger(budget).await;
             let migrator = Migrator::new(tree, &memory, clock);
-            let prepared = migrator
-                .prepare(&PlanRequest::tier(Tier::PreApply))
-                .await
-                .unwrap();
+            let prepared = prepare_pre_apply(&migrator).await;
             match migrator.begin(prepared).next_step() {
                 Ok(Some(Step::Execute(_))) => true,
                 Err(MigrateError::NoRoom { slug, .. }) if slug.as_str() == "a1" => false,
@@ -64,10 +71,7 @@ async fn the_room_reserved_for_one_migration_is_used_up_by_what_it_records() {
     );
     let memory = ledger(budget).await;
     let migrator = Migrator::new(&tree, &memory, &clock);
-    let prepared = migrator
-        .prepare(&PlanRequest::tier(Tier::PreApply))
-        .await
-        .unwrap();
+    let prepared = prepare_pre_apply(&migrator).await;
     let mut run = migrator.begin(prepared);
     let Ok(Some(Step::Execute(first))) = run.next_step() else {
         panic!("a1 fits the budget found")
@@ -96,10 +100,7 @@ async fn a_ledger_with_room_runs_every_migration() {
     let clock = clock();
     let memory = ledger(1024 * 1024).await;
     let migrator = Migrator::new(&tree, &memory, &clock);
-    let prepared = migrator
-        .prepare(&PlanRequest::tier(Tier::PreApply))
-        .await
-        .unwrap();
+    let prepared = prepare_pre_apply(&migrator).await;
     let mut run = migrator.begin(prepared);
     let mut ran = Vec::new();
     while let Some(step) = run.next_step().unwrap() {

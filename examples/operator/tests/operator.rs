@@ -4,16 +4,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::pairs;
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use ledger_configmap::{ConfigMapLedger, Options};
 use migrate_operator::{
-    ATTEMPT_LABEL, Context, Index, Leadership, OperatorConfig, OperatorError, Retries, SLUG_LABEL,
+    ATTEMPT_LABEL, Context, Index, OperatorConfig, OperatorError, Retries, SLUG_LABEL,
     index_configmap, reconcile, run_controller,
 };
 use migration_core::{
@@ -186,12 +189,6 @@ impl Setup {
     }
 }
 
-fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
-    list.iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
-}
-
 #[tokio::test]
 async fn a_job_is_created_for_the_first_pending_slug_only_and_carries_the_run() {
     let t = setup(&["first", "second"], &[]).await;
@@ -316,15 +313,7 @@ async fn failure_retries_with_backoff_then_records_failed_and_stops_retrying() {
     let entry = snapshot
         .entry(&s("flaky"))
         .expect("a failed entry is ensured");
-    assert_eq!(entry.state, EntryState::Failed);
-    assert_eq!(entry.reason.as_deref(), Some("retries-exhausted"));
-    assert!(
-        entry
-            .message
-            .as_deref()
-            .unwrap()
-            .contains("BackoffLimitExceeded")
-    );
+    common::assert_gave_up(entry, "BackoffLimitExceeded");
     assert!(t.events().contains(&"RetriesExhausted".to_owned()));
     t.reconcile(&ctx).await;
     t.clock.advance(Duration::from_secs(3600));
@@ -397,45 +386,7 @@ async fn the_controller_reacts_to_job_changes_through_watches() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_two_replicas_only_the_leader_acts() {
     let server = TestApiServer::start().await;
-    let clock = Arc::new(migration_core::SystemClock);
-    let ttl = Duration::from_secs(2);
-    let acted = Arc::new(std::sync::Mutex::new(Vec::<&str>::new()));
-    let replica = |name: &'static str| {
-        let leadership = Leadership::new(
-            server.client(),
-            NS,
-            "operator-leader",
-            name,
-            clock.clone(),
-            ttl,
-        );
-        let acted = acted.clone();
-        tokio::spawn(async move {
-            leadership
-                .run(|| {
-                    let acted = acted.clone();
-                    async move {
-                        acted.lock().unwrap().push(name);
-                        std::future::pending::<()>().await;
-                    }
-                })
-                .await;
-        })
-    };
-    let a = replica("replica-a");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let b = replica("replica-b");
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        *acted.lock().unwrap(),
-        ["replica-a"],
-        "only the leader works"
-    );
-    // The leader dies without releasing: the other takes over once the lease lapses.
-    a.abort();
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(*acted.lock().unwrap(), ["replica-a", "replica-b"]);
-    b.abort();
+    common::only_the_leader_acts(server.client(), NS).await;
 }
 
 #[tokio::test]

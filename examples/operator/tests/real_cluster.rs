@@ -7,20 +7,21 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::Write;
-use std::process::Stdio;
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 
+use common::pairs;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use ledger_configmap::{ConfigMapLedger, Options};
 use migrate_operator::{
-    ATTEMPT_LABEL, Context, Index, Leadership, OperatorConfig, OperatorError, Retries, SLUG_LABEL,
+    ATTEMPT_LABEL, Context, Index, OperatorConfig, OperatorError, Retries, SLUG_LABEL,
     index_configmap, reconcile, run_controller,
 };
 use migration_core::{
@@ -29,6 +30,7 @@ use migration_core::{
 };
 use migration_kube::RetryPolicy;
 use serde_json::json;
+use test_apiserver::or_skip;
 use test_apiserver::real::{RealCluster, unique_name};
 
 const INDEX: &str = "cozystack-migrations-index";
@@ -251,27 +253,7 @@ impl Env {
                     &format!("name: cozystack-migrations-ledger-crd-{}", self.ns),
                 ),
         );
-        let mut child = self
-            .cluster
-            .kubectl()
-            .args(["apply", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run kubectl (set MIGRATE_TEST_KUBECTL): {e}"));
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(manifest.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "kubectl apply of rbac.yaml: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.cluster.kubectl_ok(&["apply", "-f", "-"], &manifest);
     }
 
     async fn wait_for_jobs(&self, n: usize) {
@@ -285,17 +267,9 @@ impl Env {
     }
 }
 
-fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
-    list.iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect()
-}
-
 #[tokio::test]
 async fn the_job_for_the_first_pending_slug_passes_real_validation_and_is_announced_by_an_event() {
-    let Some(t) = Env::new("operator: Job creation", &["first", "second"], &[]).await else {
-        return;
-    };
+    let t = or_skip!(Env::new("operator: Job creation", &["first", "second"], &[]).await);
     let ctx = t.context(t.cluster.client(), Retries::default());
     t.reconcile(&ctx).await.unwrap();
     t.reconcile(&ctx).await.unwrap();
@@ -323,9 +297,7 @@ async fn the_job_for_the_first_pending_slug_passes_real_validation_and_is_announ
 
 #[tokio::test]
 async fn job_status_set_through_the_status_subresource_drives_success_retries_and_give_up() {
-    let Some(t) = Env::new("operator: Job outcomes", &["first", "flaky", "last"], &[]).await else {
-        return;
-    };
+    let t = or_skip!(Env::new("operator: Job outcomes", &["first", "flaky", "last"], &[]).await);
     let retries = Retries {
         limit: 2,
         base: Duration::from_secs(30),
@@ -350,16 +322,7 @@ async fn job_status_set_through_the_status_subresource_drives_success_retries_an
     t.reconcile(&ctx).await.unwrap();
     let snapshot = t.ledger(t.cluster.client()).read().await.unwrap().unwrap();
     let entry = snapshot.entry(&s("flaky")).expect("a failed entry");
-    assert_eq!(entry.state, EntryState::Failed);
-    assert_eq!(entry.reason.as_deref(), Some("retries-exhausted"));
-    assert!(
-        entry
-            .message
-            .as_deref()
-            .unwrap()
-            .contains("Job has reached the specified backoff limit"),
-        "{entry:?}"
-    );
+    common::assert_gave_up(entry, "Job has reached the specified backoff limit");
     t.reconcile(&ctx).await.unwrap();
     assert_eq!(
         t.jobs().await,
@@ -380,9 +343,7 @@ async fn job_status_set_through_the_status_subresource_drives_success_retries_an
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_under_its_own_serviceaccount_reacts_to_real_watches() {
-    let Some(t) = Env::new("operator: controller and RBAC", &["first", "second"], &[]).await else {
-        return;
-    };
+    let t = or_skip!(Env::new("operator: controller and RBAC", &["first", "second"], &[]).await);
     t.apply_rbac(|m| m);
     let operator = t.cluster.service_account_client(&t.ns, OPERATOR_SA).await;
     let controller = tokio::spawn(run_controller(t.context(operator, Retries::default())));
@@ -406,9 +367,7 @@ async fn the_controller_under_its_own_serviceaccount_reacts_to_real_watches() {
 
 #[tokio::test]
 async fn the_roles_grant_what_the_operator_and_the_runner_do() {
-    let Some(t) = Env::new("operator and runner RBAC", &["flaky"], &[]).await else {
-        return;
-    };
+    let t = or_skip!(Env::new("operator and runner RBAC", &["flaky"], &[]).await);
     t.apply_rbac(|m| m);
     // The operator: reads the index and the ledger, creates Jobs, publishes Events, records a
     // failed entry, and holds its leader Lease.
@@ -460,9 +419,7 @@ async fn the_roles_grant_what_the_operator_and_the_runner_do() {
 
 #[tokio::test]
 async fn a_verb_missing_from_a_role_fails_with_a_forbidden_error_naming_it() {
-    let Some(t) = Env::new("RBAC: a missing verb", &["first"], &[]).await else {
-        return;
-    };
+    let t = or_skip!(Env::new("RBAC: a missing verb", &["first"], &[]).await);
     // The operator's Role without `create` on Jobs, the runner's without `patch` on the ledger.
     t.apply_rbac(|m| {
         m.replace(
@@ -504,45 +461,6 @@ async fn a_verb_missing_from_a_role_fails_with_a_forbidden_error_naming_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_two_replicas_only_the_leader_acts_on_a_real_server() {
-    let Some(t) = Env::new("operator leader election", &[], &[]).await else {
-        return;
-    };
-    let clock = Arc::new(migration_core::SystemClock);
-    let acted = Arc::new(std::sync::Mutex::new(Vec::<&str>::new()));
-    let replica = |name: &'static str| {
-        let leadership = Leadership::new(
-            t.cluster.client(),
-            &t.ns,
-            "operator-leader",
-            name,
-            clock.clone(),
-            Duration::from_secs(2),
-        );
-        let acted = acted.clone();
-        tokio::spawn(async move {
-            leadership
-                .run(|| {
-                    let acted = acted.clone();
-                    async move {
-                        acted.lock().unwrap().push(name);
-                        std::future::pending::<()>().await;
-                    }
-                })
-                .await;
-        })
-    };
-    let a = replica("replica-a");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let b = replica("replica-b");
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        *acted.lock().unwrap(),
-        ["replica-a"],
-        "only the leader works"
-    );
-    // The leader dies without releasing: the other takes over once the lease lapses.
-    a.abort();
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(*acted.lock().unwrap(), ["replica-a", "replica-b"]);
-    b.abort();
+    let t = or_skip!(Env::new("operator leader election", &[], &[]).await);
+    common::only_the_leader_acts(t.cluster.client(), &t.ns).await;
 }

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::serde;
 use kube::api::{Api, DeleteParams, PostParams};
 
@@ -195,11 +196,76 @@ impl RealCluster {
         command
     }
 
+    /// Runs `kubectl <args>` with `stdin` on its standard input and returns what it did,
+    /// successful or not (for tests that expect a refusal).
+    ///
+    /// # Panics
+    /// If kubectl cannot be started.
+    pub fn kubectl_with_stdin(&self, args: &[&str], stdin: &str) -> std::process::Output {
+        use std::io::Write;
+        use std::process::Stdio;
+        let mut child = self
+            .kubectl()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run kubectl (set {KUBECTL_VAR}): {e}"));
+        if let Some(mut input) = child.stdin.take() {
+            // kubectl may exit before reading everything; its output says why.
+            let _ = input.write_all(stdin.as_bytes());
+        }
+        child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("kubectl {args:?} did not finish: {e}"))
+    }
+
+    /// Runs `kubectl <args>` with `stdin` on its standard input and returns its standard
+    /// output followed by its standard error.
+    ///
+    /// # Panics
+    /// Unless kubectl succeeds; the message carries its output.
+    pub fn kubectl_ok(&self, args: &[&str], stdin: &str) -> String {
+        succeeded(
+            &format!("kubectl {args:?}"),
+            &self.kubectl_with_stdin(args, stdin),
+        )
+    }
+
     /// `helm --kubeconfig <the kubeconfig>`, from `MIGRATE_TEST_HELM` or `PATH`.
     pub fn helm(&self) -> Command {
         let mut command = Command::new(tool(HELM_VAR, "helm"));
         command.arg("--kubeconfig").arg(&self.kubeconfig);
         command
+    }
+
+    /// The run-lock Lease `<name>-lock` of ledger object `name`, in [`namespace`](Self::namespace),
+    /// as stored (`None` if absent).
+    ///
+    /// # Panics
+    /// On an API error.
+    pub async fn lock_lease(&self, name: &str) -> Option<Lease> {
+        let leases: Api<Lease> = Api::namespaced(self.client(), self.namespace());
+        match leases.get_opt(&format!("{name}-lock")).await {
+            Ok(lease) => lease,
+            Err(e) => panic!("cannot read Lease {name}-lock: {e}"),
+        }
+    }
+
+    /// Who holds the run lock of ledger object `name` (`None` without a Lease or a holder).
+    pub async fn lock_holder(&self, name: &str) -> Option<String> {
+        self.lock_lease(name).await?.spec?.holder_identity
+    }
+
+    /// Deletes ledger object `name` from `objects` and its run-lock Lease from
+    /// [`namespace`](Self::namespace), ignoring either being absent (see [`delete_with_lock`]).
+    pub async fn delete_with_lock<K>(&self, objects: &Api<K>, name: &str)
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let leases: Api<Lease> = Api::namespaced(self.client(), self.namespace());
+        delete_with_lock(objects, &leases, name).await;
     }
 
     /// Creates namespace `name` unless it exists (no controller-manager runs on a test
@@ -222,6 +288,70 @@ impl RealCluster {
             Err(e) => panic!("cannot create namespace {name}: {e}"),
         }
     }
+}
+
+/// The value in an `Option`, or a plain `return` from the enclosing test when it is `None`:
+/// `let f = or_skip!(Fixture::new("what", "prefix").await);` for a real-server test that
+/// skips (having printed why) when no cluster is configured.
+#[macro_export]
+macro_rules! or_skip {
+    ($option:expr) => {
+        match $option {
+            Some(value) => value,
+            None => return,
+        }
+    };
+}
+
+/// The API server's refusal in `result`: the `Status` of a `kube::Error::Api`.
+///
+/// # Panics
+/// If `result` is a success or another kind of error.
+pub fn api_status<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Box<kube::core::Status> {
+    match result {
+        Err(kube::Error::Api(status)) => status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// The standard output followed by the standard error of a tool run as `what`.
+///
+/// # Panics
+/// Unless the run succeeded; the message names `what` and carries the output.
+pub fn succeeded(what: &str, out: &std::process::Output) -> String {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{what} failed: {text}");
+    text
+}
+
+/// Waits until the API server reports CustomResourceDefinition `name` `Established`
+/// (polling every 250 ms).
+///
+/// # Panics
+/// On an API error, or if it is not established within 30 s.
+pub async fn wait_until_established(client: &kube::Client, name: &str) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for _ in 0..120 {
+        let crd = match crds.get(name).await {
+            Ok(crd) => crd,
+            Err(e) => panic!("cannot read the CRD {name}: {e}"),
+        };
+        let established = crd
+            .status
+            .and_then(|s| s.conditions)
+            .into_iter()
+            .flatten()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    panic!("the CRD {name} did not become established within 30 s");
 }
 
 /// A name no other test run uses: `<prefix>-<pid>-<counter>` (DNS-1123, at most 63 characters

@@ -33,8 +33,46 @@ fn cm(name: &str, data: &[(&str, &str)]) -> ConfigMap {
     cm
 }
 
+/// A test server started by `builder` and the ConfigMaps of namespace [`NS`] on it.
+async fn served_by(builder: test_apiserver::Builder) -> (TestApiServer, Api<ConfigMap>) {
+    let server = builder.start().await.unwrap();
+    let api = cms(&server.client());
+    (server, api)
+}
+
+/// A fresh test server and the ConfigMaps of namespace [`NS`] on it.
+async fn served() -> (TestApiServer, Api<ConfigMap>) {
+    let server = TestApiServer::start().await;
+    let api = cms(&server.client());
+    (server, api)
+}
+
 fn cms(client: &Client) -> Api<ConfigMap> {
     Api::namespaced(client.clone(), NS)
+}
+
+/// What the helpers below create: any resource kube can send and read back.
+trait Object:
+    kube::Resource
+    + Clone
+    + k8s_openapi::serde::Serialize
+    + k8s_openapi::serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl<K> Object for K where
+    K: kube::Resource
+        + Clone
+        + k8s_openapi::serde::Serialize
+        + k8s_openapi::serde::de::DeserializeOwned
+        + std::fmt::Debug
+{
+}
+
+/// The `Status` with which the server refuses to create `object`.
+async fn create_refused<K: Object>(api: &Api<K>, object: &K) -> Box<kube::core::Status> {
+    status(api.create(&PostParams::default(), object).await)
 }
 
 /// The `Status` of an API error, or a panic naming what came back instead.
@@ -63,14 +101,7 @@ fn widget(name: &str, spec: Value) -> DynamicObject {
 }
 
 /// Creates `obj`, panicking with the server's answer if it is refused.
-async fn create<K>(api: &Api<K>, obj: &K) -> K
-where
-    K: kube::Resource
-        + Clone
-        + k8s_openapi::serde::Serialize
-        + k8s_openapi::serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
+async fn create<K: Object>(api: &Api<K>, obj: &K) -> K {
     api.create(&PostParams::default(), obj).await.unwrap()
 }
 
@@ -88,6 +119,43 @@ fn rv<K: kube::Resource>(obj: &K) -> String {
     obj.meta().resource_version.clone().unwrap()
 }
 
+/// The names of the objects `api` lists with `params`, in order.
+async fn listed(api: &Api<ConfigMap>, params: ListParams) -> Vec<String> {
+    api.list(&params)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|c| c.metadata.name.unwrap())
+        .collect()
+}
+
+/// A watch of `api`'s ConfigMaps from resource version `from`.
+async fn watch_from(
+    api: &Api<ConfigMap>,
+    from: &str,
+) -> impl futures_util::Stream<Item = Result<WatchEvent<ConfigMap>, Error>> + Unpin + use<> {
+    api.watch(&WatchParams::default(), from)
+        .await
+        .unwrap()
+        .boxed()
+}
+
+/// The names a watcher's initial listing delivers, up to its `InitDone`.
+async fn initial_names<S>(stream: &mut S) -> Vec<String>
+where
+    S: futures_util::Stream<Item = Result<watcher::Event<ConfigMap>, watcher::Error>> + Unpin,
+{
+    let mut names = Vec::new();
+    loop {
+        match next_event(stream).await.unwrap() {
+            watcher::Event::InitApply(cm) => names.push(cm.metadata.name.unwrap()),
+            watcher::Event::InitDone => return names,
+            _ => {}
+        }
+    }
+}
+
 async fn next_event<S, T>(stream: &mut S) -> T
 where
     S: futures_util::Stream<Item = T> + Unpin,
@@ -102,8 +170,7 @@ where
 
 #[tokio::test]
 async fn create_of_an_existing_name_is_already_exists() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (_server, api) = served().await;
     create(&api, &cm("a", &[])).await;
     let st = status(api.create(&PostParams::default(), &cm("a", &[])).await);
     assert_eq!((st.code, st.reason.as_str()), (409, "AlreadyExists"));
@@ -117,8 +184,7 @@ async fn create_of_an_existing_name_is_already_exists() {
 
 #[tokio::test]
 async fn merge_patch_carrying_a_stale_resource_version_is_conflict() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (_server, api) = served().await;
     let created = create(&api, &cm("a", &[("k", "1")])).await;
     let stale = rv(&created);
     let patch = |v: &str, rv: &str| json!({"metadata": {"resourceVersion": rv}, "data": {"k": v}});
@@ -163,8 +229,7 @@ async fn merge_patch_carrying_a_stale_resource_version_is_conflict() {
 
 #[tokio::test]
 async fn replace_with_a_stale_resource_version_is_conflict() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (_server, api) = served().await;
     let created = create(&api, &cm("a", &[("k", "1")])).await;
     let mut first = created.clone();
     first.data = Some(BTreeMap::from([("k".into(), "2".into())]));
@@ -180,8 +245,7 @@ async fn replace_with_a_stale_resource_version_is_conflict() {
 
 #[tokio::test]
 async fn verbs_on_a_missing_object_are_not_found() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (server, api) = served().await;
     let st = status(api.get("nope").await);
     assert_eq!((st.code, st.reason.as_str()), (404, "NotFound"));
     assert_eq!(st.message, r#"configmaps "nope" not found"#);
@@ -228,8 +292,7 @@ async fn malformed_json_body_is_bad_request() {
 
 #[tokio::test]
 async fn configmap_values_over_one_mebibyte_are_invalid() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (_server, api) = served().await;
     // Values only, as the real server counts: exactly at the limit is accepted (keys beside it
     // do not count), one byte more is not.
     let at_limit = "x".repeat(1_048_575);
@@ -261,8 +324,7 @@ async fn configmap_values_over_one_mebibyte_are_invalid() {
 
 #[tokio::test]
 async fn configmap_keys_are_validated() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (_server, api) = served().await;
     let st = status(
         api.create(&PostParams::default(), &cm("a", &[("migrations/001", "x")]))
             .await,
@@ -278,25 +340,13 @@ async fn oversize_object_is_refused_like_etcd() {
     let ok = "y".repeat(1_400_000);
     create(&api, &widget("ok", json!({ "blob": ok }))).await;
     let big = "y".repeat(1_600_000);
-    let st = status(
-        api.create(
-            &PostParams::default(),
-            &widget("big", json!({ "blob": big })),
-        )
-        .await,
-    );
+    let st = create_refused(&api, &widget("big", json!({ "blob": big }))).await;
     assert_eq!(st.code, 500);
     assert_eq!(st.message, "etcdserver: request is too large");
     assert!(server.object("widgets", NS, "big").is_none());
     // Past 3 MiB the request body itself is refused before decoding.
     let huge = "y".repeat(3_200_000);
-    let st = status(
-        api.create(
-            &PostParams::default(),
-            &widget("huge", json!({ "blob": huge })),
-        )
-        .await,
-    );
+    let st = create_refused(&api, &widget("huge", json!({ "blob": huge }))).await;
     assert_eq!(
         (st.code, st.reason.as_str()),
         (413, "RequestEntityTooLarge")
@@ -305,19 +355,8 @@ async fn oversize_object_is_refused_like_etcd() {
 
 #[tokio::test]
 async fn configurable_object_size_limit() {
-    let server = TestApiServer::builder()
-        .max_object_bytes(2_000)
-        .start()
-        .await
-        .unwrap();
-    let api = cms(&server.client());
-    let st = status(
-        api.create(
-            &PostParams::default(),
-            &cm("a", &[("k", &"z".repeat(3_000))]),
-        )
-        .await,
-    );
+    let (_server, api) = served_by(TestApiServer::builder().max_object_bytes(2_000)).await;
+    let st = create_refused(&api, &cm("a", &[("k", &"z".repeat(3_000))])).await;
     assert_eq!(st.code, 500);
 }
 
@@ -325,8 +364,7 @@ async fn configurable_object_size_limit() {
 
 #[tokio::test]
 async fn merge_patch_null_removes_a_key() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (_server, api) = served().await;
     create(&api, &cm("a", &[("m.foo", "1"), ("m.bar", "2")])).await;
     let patched = merge(&api, "a", json!({"data": {"m.foo": null}})).await;
     assert_eq!(
@@ -386,8 +424,7 @@ async fn json_patch_add_replace_remove_test() {
 
 #[tokio::test]
 async fn server_side_apply_creates_then_merges() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (_server, api) = served().await;
     let apply = |data: Value| {
         Patch::Apply(
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": data}),
@@ -442,8 +479,7 @@ async fn strategic_merge_patch_merges_maps_and_is_refused_for_custom_resources()
 
 #[tokio::test]
 async fn a_no_op_write_keeps_the_resource_version() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (server, api) = served().await;
     let created = create(&api, &cm("a", &[("k", "1")])).await;
     let same = merge(&api, "a", json!({"data": {"k": "1"}})).await;
     assert_eq!(rv(&same), rv(&created));
@@ -669,8 +705,7 @@ async fn every_builtin_path_round_trips_through_typed_apis() {
 
 #[tokio::test]
 async fn finalizers_hold_deletion_until_removed() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (_server, api) = served().await;
     let mut obj = cm("a", &[]);
     obj.metadata.finalizers = Some(vec!["example.com/cleanup".into()]);
     create(&api, &obj).await;
@@ -687,8 +722,7 @@ async fn finalizers_hold_deletion_until_removed() {
 
 #[tokio::test]
 async fn delete_preconditions_are_checked() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (server, api) = served().await;
     let created = create(&api, &cm("a", &[])).await;
     merge(&api, "a", json!({"data": {"k": "v"}})).await;
     let stale = DeleteParams {
@@ -706,8 +740,7 @@ async fn delete_preconditions_are_checked() {
 
 #[tokio::test]
 async fn label_and_field_selectors_filter_lists() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (_server, api) = served().await;
     for (name, labels) in [
         ("a", vec![("app", "ledger"), ("tier", "x")]),
         ("b", vec![("app", "ledger")]),
@@ -722,38 +755,27 @@ async fn label_and_field_selectors_filter_lists() {
         );
         create(&api, &obj).await;
     }
-    let names = |list: kube::core::ObjectList<ConfigMap>| {
-        list.items
-            .into_iter()
-            .map(|c| c.metadata.name.unwrap())
-            .collect::<Vec<_>>()
-    };
-    let list = api
-        .list(&ListParams::default().labels("app=ledger,tier"))
-        .await
-        .unwrap();
-    assert_eq!(names(list), ["a"]);
-    let list = api
-        .list(&ListParams::default().labels("app=ledger"))
-        .await
-        .unwrap();
-    assert_eq!(names(list), ["a", "b"]);
-    let list = api
-        .list(&ListParams::default().labels("app!=ledger"))
-        .await
-        .unwrap();
-    assert_eq!(names(list), ["c"]);
-    let list = api
-        .list(&ListParams::default().fields("metadata.name=b"))
-        .await
-        .unwrap();
-    assert_eq!(names(list), ["b"]);
+    assert_eq!(
+        listed(&api, ListParams::default().labels("app=ledger,tier")).await,
+        ["a"]
+    );
+    assert_eq!(
+        listed(&api, ListParams::default().labels("app=ledger")).await,
+        ["a", "b"]
+    );
+    assert_eq!(
+        listed(&api, ListParams::default().labels("app!=ledger")).await,
+        ["c"]
+    );
+    assert_eq!(
+        listed(&api, ListParams::default().fields("metadata.name=b")).await,
+        ["b"]
+    );
 }
 
 #[tokio::test]
 async fn paginated_list_is_a_consistent_snapshot() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (server, api) = served().await;
     for name in ["a", "b", "c"] {
         create(&api, &cm(name, &[])).await;
     }
@@ -792,17 +814,12 @@ async fn paginated_list_is_a_consistent_snapshot() {
 
 #[tokio::test]
 async fn watch_from_an_older_resource_version_replays_history() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (_server, api) = served().await;
     let a = create(&api, &cm("a", &[("k", "1")])).await;
     merge(&api, "a", json!({"data": {"k": "2"}})).await;
     create(&api, &cm("b", &[])).await;
     api.delete("b", &DeleteParams::default()).await.unwrap();
-    let mut stream = api
-        .watch(&WatchParams::default(), &rv(&a))
-        .await
-        .unwrap()
-        .boxed();
+    let mut stream = watch_from(&api, &rv(&a)).await;
     match next_event(&mut stream).await.unwrap() {
         WatchEvent::Modified(cm) => assert_eq!(cm.data.unwrap()["k"], "2"),
         other => panic!("expected MODIFIED, got {other:?}"),
@@ -823,16 +840,11 @@ async fn watch_from_an_older_resource_version_replays_history() {
 
 #[tokio::test]
 async fn watch_from_a_compacted_resource_version_is_gone() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (server, api) = served().await;
     let a = create(&api, &cm("a", &[])).await;
     merge(&api, "a", json!({"data": {"k": "2"}})).await;
     server.compact_history();
-    let mut stream = api
-        .watch(&WatchParams::default(), &rv(&a))
-        .await
-        .unwrap()
-        .boxed();
+    let mut stream = watch_from(&api, &rv(&a)).await;
     match next_event(&mut stream).await.unwrap() {
         WatchEvent::Error(st) => assert_eq!((st.code, st.reason.as_str()), (410, "Expired")),
         other => panic!("expected a 410 ERROR event, got {other:?}"),
@@ -841,21 +853,12 @@ async fn watch_from_a_compacted_resource_version_is_gone() {
 
 #[tokio::test]
 async fn bounded_history_expires_old_resource_versions() {
-    let server = TestApiServer::builder()
-        .history_limit(2)
-        .start()
-        .await
-        .unwrap();
-    let api = cms(&server.client());
+    let (_server, api) = served_by(TestApiServer::builder().history_limit(2)).await;
     let a = create(&api, &cm("a", &[])).await;
     for i in 0..3 {
         merge(&api, "a", json!({"data": {"i": i.to_string()}})).await;
     }
-    let mut stream = api
-        .watch(&WatchParams::default(), &rv(&a))
-        .await
-        .unwrap()
-        .boxed();
+    let mut stream = watch_from(&api, &rv(&a)).await;
     assert!(
         matches!(next_event(&mut stream).await.unwrap(), WatchEvent::Error(st) if st.code == 410)
     );
@@ -863,8 +866,7 @@ async fn bounded_history_expires_old_resource_versions() {
 
 #[tokio::test]
 async fn watch_with_a_selector_sees_objects_leave_it() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (_server, api) = served().await;
     let mut obj = cm("a", &[]);
     obj.metadata.labels = Some(BTreeMap::from([("app".into(), "ledger".into())]));
     create(&api, &obj).await;
@@ -884,8 +886,7 @@ async fn watch_with_a_selector_sees_objects_leave_it() {
 
 #[tokio::test]
 async fn watch_times_out_with_a_bookmark() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (_server, api) = served().await;
     let wp = WatchParams::default().timeout(1);
     let started = std::time::Instant::now();
     let events: Vec<_> = api
@@ -904,14 +905,9 @@ async fn watch_times_out_with_a_bookmark() {
 
 #[tokio::test]
 async fn runtime_watcher_sees_a_create_and_an_update() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (_server, api) = served().await;
     let mut stream = watcher(api.clone(), watcher::Config::default()).boxed();
-    loop {
-        if let watcher::Event::InitDone = next_event(&mut stream).await.unwrap() {
-            break;
-        }
-    }
+    initial_names(&mut stream).await;
     create(&api, &cm("a", &[("k", "1")])).await;
     match next_event(&mut stream).await.unwrap() {
         watcher::Event::Apply(cm) => assert_eq!(cm.data.unwrap()["k"], "1"),
@@ -926,14 +922,9 @@ async fn runtime_watcher_sees_a_create_and_an_update() {
 
 #[tokio::test]
 async fn runtime_watcher_relists_after_410() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (server, api) = served().await;
     let mut stream = watcher(api.clone(), watcher::Config::default()).boxed();
-    loop {
-        if let watcher::Event::InitDone = next_event(&mut stream).await.unwrap() {
-            break;
-        }
-    }
+    initial_names(&mut stream).await;
     // The watcher has listed but not yet started its watch; move its position out of history.
     create(&api, &cm("a", &[])).await;
     server.compact_history();
@@ -942,33 +933,18 @@ async fn runtime_watcher_relists_after_410() {
         other => panic!("expected the 410 to surface, got {other:?}"),
     }
     // It then relists and finds what it missed.
-    let mut relisted = Vec::new();
-    loop {
-        match next_event(&mut stream).await.unwrap() {
-            watcher::Event::InitApply(cm) => relisted.push(cm.metadata.name.unwrap()),
-            watcher::Event::InitDone => break,
-            _ => {}
-        }
-    }
+    let relisted = initial_names(&mut stream).await;
     assert_eq!(relisted, ["a"]);
     assert_eq!(server.requests().count(Verb::List, "configmaps"), 2);
 }
 
 #[tokio::test]
 async fn streaming_list_watcher_gets_initial_events() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (server, api) = served().await;
     create(&api, &cm("a", &[])).await;
     let config = watcher::Config::default().streaming_lists();
     let mut stream = watcher(api, config).boxed();
-    let mut initial = Vec::new();
-    loop {
-        match next_event(&mut stream).await.unwrap() {
-            watcher::Event::InitApply(cm) => initial.push(cm.metadata.name.unwrap()),
-            watcher::Event::InitDone => break,
-            _ => {}
-        }
-    }
+    let initial = initial_names(&mut stream).await;
     assert_eq!(initial, ["a"]);
     assert_eq!(
         server.requests().count(Verb::List, "configmaps"),
@@ -981,8 +957,7 @@ async fn streaming_list_watcher_gets_initial_events() {
 
 #[tokio::test]
 async fn fault_on_the_nth_call_only() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (server, api) = served().await;
     create(&api, &cm("a", &[])).await;
     let rule = server.faults().inject(
         FaultRule::on(Verb::Patch, "configmaps")
@@ -1009,8 +984,7 @@ async fn fault_on_the_nth_call_only() {
 
 #[tokio::test]
 async fn fault_500_and_422_reach_the_client() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (server, api) = served().await;
     server.faults().inject(
         FaultRule::on(Verb::Create, "configmaps")
             .once()
@@ -1035,8 +1009,7 @@ async fn fault_500_and_422_reach_the_client() {
 
 #[tokio::test]
 async fn fault_429_with_retry_after_is_retried_by_kubes_default_client() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (server, api) = served().await;
     let rule = server.faults().inject(
         FaultRule::on(Verb::Get, "configmaps")
             .times(2)
@@ -1106,8 +1079,7 @@ async fn fault_delay_provokes_a_client_timeout_and_still_applies() {
 
 #[tokio::test]
 async fn lost_reply_as_500_really_applies_the_write() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (server, api) = served().await;
     server.faults().inject(
         FaultRule::on(Verb::Create, "configmaps")
             .once()
@@ -1132,8 +1104,7 @@ async fn lost_reply_as_500_really_applies_the_write() {
 
 #[tokio::test]
 async fn lost_reply_as_dropped_connection_really_applies_the_write() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (server, api) = served().await;
     let created = create(&api, &cm("a", &[("k", "1")])).await;
     server.faults().inject(
         FaultRule::on(Verb::Patch, "configmaps")
@@ -1197,8 +1168,7 @@ async fn request_counters_count_round_trips_and_reset() {
 
 #[tokio::test]
 async fn planted_objects_are_served_and_inspectable() {
-    let server = TestApiServer::start().await;
-    let api = cms(&server.client());
+    let (server, api) = served().await;
     // Bypasses validation: a key the real server would refuse, as left by an older writer.
     server
         .put_object(

@@ -91,20 +91,7 @@ async fn install_widgets(client: &Client) {
     )
     .await
     .unwrap();
-    for _ in 0..120 {
-        let crd = crds.get(&format!("widgets.{GROUP}")).await.unwrap();
-        let established = crd
-            .status
-            .and_then(|s| s.conditions)
-            .into_iter()
-            .flatten()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if established {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    panic!("widgets.{GROUP} did not become established within 30 s");
+    test_apiserver::real::wait_until_established(client, &format!("widgets.{GROUP}")).await;
 }
 
 enum Body {
@@ -192,6 +179,14 @@ impl<'a> Probe<'a> {
     async fn patch(&self, path: &str, content_type: &str, body: Value) -> (u16, Value) {
         self.send("PATCH", path, content_type, Body::Json(body))
             .await
+    }
+    /// A JSON merge patch (RFC 7386).
+    async fn merge(&self, path: &str, body: Value) -> (u16, Value) {
+        self.patch(path, "application/merge-patch+json", body).await
+    }
+    /// A JSON patch (RFC 6902).
+    async fn json_patch(&self, path: &str, body: Value) -> (u16, Value) {
+        self.patch(path, "application/json-patch+json", body).await
     }
     async fn delete(&self, path: &str, body: Option<Value>) -> (u16, Value) {
         let body = body.map_or(Body::None, Body::Json);
@@ -349,31 +344,20 @@ async fn configmap_errors(p: &mut Probe<'_>) {
     );
     p.record_status(
         "configmap/merge patch missing",
-        p.patch(
-            &p.cm_path(&missing),
-            "application/merge-patch+json",
-            json!({"data": {"x": "y"}}),
-        )
-        .await,
+        p.merge(&p.cm_path(&missing), json!({"data": {"x": "y"}}))
+            .await,
     );
     p.record_status(
         "configmap/delete missing",
         p.delete(&p.cm_path(&missing), None).await,
     );
     // Move the object on, so that the first resourceVersion is stale.
-    let (_, moved) = p
-        .patch(
-            &p.cm_path(&a),
-            "application/merge-patch+json",
-            json!({"data": {"k": "v2"}}),
-        )
-        .await;
+    let (_, moved) = p.merge(&p.cm_path(&a), json!({"data": {"k": "v2"}})).await;
     assert_ne!(rv(&moved), rv(&first));
     p.record_status(
         "configmap/merge patch carrying a stale resourceVersion",
-        p.patch(
+        p.merge(
             &p.cm_path(&a),
-            "application/merge-patch+json",
             json!({"metadata": {"resourceVersion": rv(&first)}, "data": {"k": "v3"}}),
         )
         .await,
@@ -388,9 +372,8 @@ async fn configmap_errors(p: &mut Probe<'_>) {
     wrong_uid["metadata"]["uid"] = json!("00000000-0000-0000-0000-000000000000");
     p.record_status(
         "configmap/merge patch carrying another uid",
-        p.patch(
+        p.merge(
             &p.cm_path(&a),
-            "application/merge-patch+json",
             json!({"metadata": {"uid": "00000000-0000-0000-0000-000000000000"}}),
         )
         .await,
@@ -465,9 +448,8 @@ async fn patches(p: &mut Probe<'_>) {
         )
         .await;
     let merged = p
-        .patch(
+        .merge(
             &p.cm_path(&a),
-            "application/merge-patch+json",
             json!({"data": {"drop": null, "change": "4", "new": "5"}}),
         )
         .await;
@@ -478,11 +460,7 @@ async fn patches(p: &mut Probe<'_>) {
     );
     let (_, now) = p.get(&p.cm_path(&a)).await;
     let same = p
-        .patch(
-            &p.cm_path(&a),
-            "application/merge-patch+json",
-            json!({"data": {"change": "4"}}),
-        )
+        .merge(&p.cm_path(&a), json!({"data": {"change": "4"}}))
         .await;
     p.record(
         "patch/merge that changes nothing keeps the resourceVersion",
@@ -490,9 +468,8 @@ async fn patches(p: &mut Probe<'_>) {
     );
     assert_ne!(rv(&now), rv(&created));
     let json_patch = p
-        .patch(
+        .json_patch(
             &p.cm_path(&a),
-            "application/json-patch+json",
             json!([
                 {"op": "test", "path": "/data/keep", "value": "1"},
                 {"op": "add", "path": "/data/added", "value": "6"},
@@ -510,38 +487,24 @@ async fn patches(p: &mut Probe<'_>) {
     );
     p.record_status(
         "patch/json: a failing test op",
-        p.patch(
-            &p.cm_path(&a),
-            "application/json-patch+json",
-            json!([{"op": "test", "path": "/data/keep", "value": "other"}, {"op": "add", "path": "/data/x", "value": "y"}]),
-        )
+        p.json_patch(&p.cm_path(&a), json!([{"op": "test", "path": "/data/keep", "value": "other"}, {"op": "add", "path": "/data/x", "value": "y"}]))
         .await,
     );
     p.record_status(
         "patch/json: remove of a missing path",
-        p.patch(
+        p.json_patch(
             &p.cm_path(&a),
-            "application/json-patch+json",
             json!([{"op": "remove", "path": "/data/nope"}]),
         )
         .await,
     );
     p.record_status(
         "patch/json: not an array",
-        p.patch(
-            &p.cm_path(&a),
-            "application/json-patch+json",
-            json!({"op": "add"}),
-        )
-        .await,
+        p.json_patch(&p.cm_path(&a), json!({"op": "add"})).await,
     );
     p.record_status(
         "patch/json: stale resourceVersion set by a replace op",
-        p.patch(
-            &p.cm_path(&a),
-            "application/json-patch+json",
-            json!([{"op": "replace", "path": "/metadata/resourceVersion", "value": rv(&created)}, {"op": "add", "path": "/data/x", "value": "y"}]),
-        )
+        p.json_patch(&p.cm_path(&a), json!([{"op": "replace", "path": "/metadata/resourceVersion", "value": rv(&created)}, {"op": "add", "path": "/data/x", "value": "y"}]))
         .await,
     );
     let strategic = p
@@ -659,11 +622,7 @@ async fn leases(p: &mut Probe<'_>) {
     );
     p.record_status("lease/get missing", p.get(&p.lease_path(&missing)).await);
     let moved = p
-        .patch(
-            &p.lease_path(&l),
-            "application/merge-patch+json",
-            json!({"spec": {"holderIdentity": "b"}}),
-        )
+        .merge(&p.lease_path(&l), json!({"spec": {"holderIdentity": "b"}}))
         .await;
     p.record_object("lease/merge patch", moved, &["/spec/holderIdentity"]);
     let mut stale = first.clone();
@@ -693,12 +652,7 @@ async fn custom_resources(p: &mut Probe<'_>) {
     );
     let first = created.1;
     p.record_status("cr/get missing", p.get(&p.widget_path(&missing)).await);
-    let status = p
-        .patch(
-            &format!("{}/status", p.widget_path(&w)),
-            "application/merge-patch+json",
-            json!({"spec": {"size": 99}, "metadata": {"labels": {"via": "status"}}, "status": {"phase": "Ready"}}),
-        )
+    let status = p.merge(&format!("{}/status", p.widget_path(&w)), json!({"spec": {"size": 99}, "metadata": {"labels": {"via": "status"}}, "status": {"phase": "Ready"}}))
         .await;
     p.record_object(
         "cr/a status write changes only status",
@@ -711,9 +665,8 @@ async fn custom_resources(p: &mut Probe<'_>) {
         ],
     );
     let spec = p
-        .patch(
+        .merge(
             &p.widget_path(&w),
-            "application/merge-patch+json",
             json!({"spec": {"size": 2}, "status": {"phase": "from the main resource"}}),
         )
         .await;
@@ -723,9 +676,8 @@ async fn custom_resources(p: &mut Probe<'_>) {
         &["/spec", "/status", "/metadata/generation"],
     );
     let labels = p
-        .patch(
+        .merge(
             &p.widget_path(&w),
-            "application/merge-patch+json",
             json!({"metadata": {"labels": {"a": "b"}}}),
         )
         .await;
@@ -751,35 +703,27 @@ async fn custom_resources(p: &mut Probe<'_>) {
         )
         .await,
     );
-    p.record_status(
-        "cr/status JSON patch with a stale resourceVersion replace op",
-        p.patch(
-            &format!("{}/status", p.widget_path(&w)),
-            "application/json-patch+json",
-            json!([{"op": "replace", "path": "/metadata/resourceVersion", "value": rv(&first)},
-                   {"op": "add", "path": "/status/phase", "value": "stale"}]),
-        )
-        .await,
-    );
-    p.record_status(
-        "cr/status JSON patch with a stale resourceVersion test op",
-        p.patch(
-            &format!("{}/status", p.widget_path(&w)),
-            "application/json-patch+json",
-            json!([{"op": "test", "path": "/metadata/resourceVersion", "value": rv(&first)},
-                   {"op": "add", "path": "/status/phase", "value": "stale"}]),
-        )
-        .await,
-    );
+    for op in ["replace", "test"] {
+        let answer = p
+            .json_patch(
+                &format!("{}/status", p.widget_path(&w)),
+                json!([{"op": op, "path": "/metadata/resourceVersion", "value": rv(&first)},
+                       {"op": "add", "path": "/status/phase", "value": "stale"}]),
+            )
+            .await;
+        p.record_status(
+            &format!("cr/status JSON patch with a stale resourceVersion {op} op"),
+            answer,
+        );
+    }
     p.record_status(
         "cr/unknown subresource",
         p.get(&format!("{}/nosuch", p.widget_path(&w))).await,
     );
     // Finalizers hold deletion until the last one goes.
     let held = p
-        .patch(
+        .merge(
             &p.widget_path(&w),
-            "application/merge-patch+json",
             json!({"metadata": {"finalizers": ["difftest.example.com/hold"]}}),
         )
         .await;
@@ -792,17 +736,12 @@ async fn custom_resources(p: &mut Probe<'_>) {
     );
     p.record_status(
         "cr/a new finalizer on an object being deleted",
-        p.patch(
-            &p.widget_path(&w),
-            "application/merge-patch+json",
-            json!({"metadata": {"finalizers": ["difftest.example.com/hold", "difftest.example.com/more"]}}),
-        )
+        p.merge(&p.widget_path(&w), json!({"metadata": {"finalizers": ["difftest.example.com/hold", "difftest.example.com/more"]}}))
         .await,
     );
     let released = p
-        .patch(
+        .merge(
             &p.widget_path(&w),
-            "application/merge-patch+json",
             json!({"metadata": {"finalizers": null}}),
         )
         .await;
@@ -931,21 +870,14 @@ async fn watches(p: &mut Probe<'_>) {
     let mut object = cm(&w, json!({"n": "1"}));
     object["metadata"]["labels"] = json!({"difftest": "watched"});
     p.post(&p.cms_path(), object).await;
-    p.patch(
+    p.merge(&p.cm_path(&w), json!({"data": {"n": "2"}})).await;
+    p.merge(
         &p.cm_path(&w),
-        "application/merge-patch+json",
-        json!({"data": {"n": "2"}}),
-    )
-    .await;
-    p.patch(
-        &p.cm_path(&w),
-        "application/merge-patch+json",
         json!({"metadata": {"labels": {"difftest": "left"}}}),
     )
     .await;
-    p.patch(
+    p.merge(
         &p.cm_path(&w),
-        "application/merge-patch+json",
         json!({"metadata": {"labels": {"difftest": "watched"}}}),
     )
     .await;

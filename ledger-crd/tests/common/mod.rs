@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+pub mod scenarios;
+
 use ledger_crd::{GROUP, KIND, PLURAL, VERSION};
 use migration_core::keys;
 use serde_json::{Value, json};
@@ -111,4 +113,19 @@ fn merge(target: &mut Value, patch: &Value) {
 /// Reads directly from the test server's storage.
 pub fn raw(server: &TestApiServer, name: &str, key: &str) -> Option<String> {
     read_slot(&server.object(RESOURCE, "", name)?, &slot(key))
+}
+
+/// Stores `MigrationLedger` `name` with `spec` and nothing else on the test server, as a chart
+/// declares it (no engine annotation, no status).
+pub fn declare(server: &TestApiServer, name: &str, spec: Value) {
+    server
+        .put_object(
+            RESOURCE,
+            json!({
+                "apiVersion": "migrations.cozystack.io/v1alpha1", "kind": "MigrationLedger",
+                "metadata": {"name": name},
+                "spec": spec,
+            }),
+        )
+        .unwrap();
 }

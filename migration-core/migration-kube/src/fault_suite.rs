@@ -31,6 +31,18 @@ use crate::RetryPolicy;
 /// case expects on the wire.
 pub const TRIES: u32 = 6;
 
+/// Asserts that `err` is a permanent error of `operation` (`read`, `write`, ...); `why` goes
+/// into the panic message.
+///
+/// # Panics
+/// If it is another error.
+pub fn assert_permanent(err: &LedgerError, operation: &str, why: impl std::fmt::Display) {
+    assert!(
+        matches!(err, LedgerError::Permanent { operation: op, .. } if *op == operation),
+        "{why}: expected a permanent {operation} error, got {err:?}"
+    );
+}
+
 /// What the suite needs to know about a backend's resource.
 pub trait FaultHarness: Send + Sync {
     /// The resource the ledger reads and creates, as the test server counts
@@ -66,6 +78,49 @@ pub trait FaultHarness: Send + Sync {
 }
 
 /// A server serving the harness's resource.
+/// Makes every `verb` request to `resource` answer `code` with `reason`.
+fn respond_always(server: &TestApiServer, verb: Verb, resource: &str, code: u16, reason: &str) {
+    server
+        .faults()
+        .inject(FaultRule::on(verb, resource).always().respond(code, reason));
+}
+
+/// Makes the next `verb` request to `resource` answer `code` with `reason`.
+fn respond_once(server: &TestApiServer, verb: Verb, resource: &str, code: u16, reason: &str) {
+    server
+        .faults()
+        .inject(FaultRule::on(verb, resource).once().respond(code, reason));
+}
+
+/// Makes the next `verb` request to `resource` take effect but lose its reply as `how`.
+fn lose_reply_once(server: &TestApiServer, verb: Verb, resource: &str, how: LostReply) {
+    server
+        .faults()
+        .inject(FaultRule::on(verb, resource).once().lost_reply(how));
+}
+
+/// An existing ledger whose every write is answered `code` with `reason`, a handle on it, and
+/// the error a replacing write of `s-1` ends in.
+async fn a_write_always_answered(
+    h: &impl FaultHarness,
+    code: u16,
+    reason: &str,
+) -> (TestApiServer, Arc<dyn Ledger>, LedgerError) {
+    let server = existing(h).await;
+    respond_always(&server, Verb::Patch, h.writes(), code, reason);
+    let l = ledger(h, &server);
+    let err = l
+        .write(&one(1, EntryState::Ok), WriteMode::Replace)
+        .await
+        .unwrap_err();
+    (server, l, err)
+}
+
+/// The write requests (patches of [`FaultHarness::writes`]) `server` counted.
+fn writes(h: &impl FaultHarness, server: &TestApiServer) -> usize {
+    server.requests().count(Verb::Patch, h.writes())
+}
+
 async fn served(h: &impl FaultHarness) -> TestApiServer {
     let server = TestApiServer::start().await;
     h.serve(&server);
@@ -95,11 +150,7 @@ fn one(n: usize, state: EntryState) -> [(Slug, LedgerEntry); 1] {
 /// until the write lands: three writes on the wire.
 pub async fn transient_errors_are_retried_and_succeed(h: &impl FaultHarness) {
     let server = served(h).await;
-    server.faults().inject(
-        FaultRule::on(Verb::Create, h.resource())
-            .once()
-            .respond(500, "InternalError"),
-    );
+    respond_once(&server, Verb::Create, h.resource(), 500, "InternalError");
     ledger(h, &server)
         .create(&one(0, EntryState::Ok))
         .await
@@ -109,38 +160,20 @@ pub async fn transient_errors_are_retried_and_succeed(h: &impl FaultHarness) {
             .times(2)
             .respond(500, "InternalError"),
     );
-    server.faults().inject(
-        FaultRule::on(Verb::Get, h.resource())
-            .once()
-            .respond(503, "ServiceUnavailable"),
-    );
+    respond_once(&server, Verb::Get, h.resource(), 503, "ServiceUnavailable");
     server.requests().reset();
     let report = ledger(h, &server)
         .write(&one(1, EntryState::Ok), WriteMode::OnlyIfAbsent)
         .await
         .unwrap();
     assert_eq!(report.written, [slug(1)]);
-    assert_eq!(
-        server.requests().count(Verb::Patch, h.writes()),
-        3,
-        "two 500s, then success"
-    );
+    assert_eq!(writes(h, &server), 3, "two 500s, then success");
 }
 
 /// A write that always meets a 500 gives up after exactly [`TRIES`]
 /// writes, as a transient error naming the ledger.
 pub async fn transient_errors_give_up_after_bounded_attempts_and_say_so(h: &impl FaultHarness) {
-    let server = existing(h).await;
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, h.writes())
-            .always()
-            .respond(500, "InternalError"),
-    );
-    let l = ledger(h, &server);
-    let err = l
-        .write(&one(1, EntryState::Ok), WriteMode::Replace)
-        .await
-        .unwrap_err();
+    let (server, l, err) = a_write_always_answered(h, 500, "InternalError").await;
     assert!(
         matches!(
             err,
@@ -153,7 +186,7 @@ pub async fn transient_errors_give_up_after_bounded_attempts_and_say_so(h: &impl
     );
     assert!(err.to_string().contains(&l.describe()), "{err}");
     assert_eq!(
-        server.requests().count(Verb::Patch, h.writes()),
+        writes(h, &server),
         TRIES as usize,
         "one write per try, no more, no fewer"
     );
@@ -162,46 +195,19 @@ pub async fn transient_errors_give_up_after_bounded_attempts_and_say_so(h: &impl
 /// A 403 on a write, a read or a create is final at once and names the
 /// operation, the object and the status.
 pub async fn permanent_errors_fail_closed_naming_operation_and_object(h: &impl FaultHarness) {
-    let server = existing(h).await;
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, h.writes())
-            .always()
-            .respond(403, "Forbidden"),
-    );
-    let l = ledger(h, &server);
-    let err = l
-        .write(&one(1, EntryState::Ok), WriteMode::Replace)
-        .await
-        .unwrap_err();
+    let (server, l, err) = a_write_always_answered(h, 403, "Forbidden").await;
     let text = err.to_string();
     assert!(matches!(err, LedgerError::Permanent { .. }), "{err:?}");
     assert!(
         text.contains("write") && text.contains(h.written_object()) && text.contains("403"),
         "{text}"
     );
-    assert_eq!(
-        server.requests().count(Verb::Patch, h.writes()),
-        1,
-        "a permanent error is not retried"
-    );
+    assert_eq!(writes(h, &server), 1, "a permanent error is not retried");
 
     server.faults().clear();
-    server.faults().inject(
-        FaultRule::on(Verb::Get, h.resource())
-            .always()
-            .respond(403, "Forbidden"),
-    );
+    respond_always(&server, Verb::Get, h.resource(), 403, "Forbidden");
     let err = l.read().await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            LedgerError::Permanent {
-                operation: "read",
-                ..
-            }
-        ),
-        "an error is never an absent ledger: {err:?}"
-    );
+    assert_permanent(&err, "read", "an error is never an absent ledger");
 
     let other = served(h).await;
     other.faults().inject(
@@ -224,11 +230,7 @@ pub async fn a_lost_reply_on_an_only_if_absent_write_never_duplicates_or_overwri
     h: &impl FaultHarness,
 ) {
     let server = existing(h).await;
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, h.writes())
-            .once()
-            .lost_reply(LostReply::DropConnection),
-    );
+    lose_reply_once(&server, Verb::Patch, h.writes(), LostReply::DropConnection);
     let report = ledger(h, &server)
         .write(&one(1, EntryState::Legacy), WriteMode::OnlyIfAbsent)
         .await
@@ -247,11 +249,7 @@ pub async fn a_lost_reply_on_a_replacing_write_leaves_exactly_the_entry_written(
     h: &impl FaultHarness,
 ) {
     let server = existing(h).await;
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, h.writes())
-            .once()
-            .lost_reply(LostReply::InternalError),
-    );
+    lose_reply_once(&server, Verb::Patch, h.writes(), LostReply::InternalError);
     let entry = LedgerEntry {
         attempts: 1,
         ..LedgerEntry::new(EntryState::Ok, Timestamp::from_unix(1))
@@ -270,11 +268,7 @@ pub async fn a_lost_reply_on_a_replacing_write_leaves_exactly_the_entry_written(
 /// retry finds the token already noted.
 pub async fn a_lost_reply_on_note_attempt_counts_the_execution_once(h: &impl FaultHarness) {
     let server = existing(h).await;
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, h.writes())
-            .once()
-            .lost_reply(LostReply::InternalError),
-    );
+    lose_reply_once(&server, Verb::Patch, h.writes(), LostReply::InternalError);
     let l = ledger(h, &server);
     assert_eq!(l.note_attempt(&slug(1), "run-7", 0).await.unwrap(), 1);
     assert_eq!(

@@ -31,6 +31,8 @@ mod error;
 #[cfg(feature = "testing")]
 pub mod fault_suite;
 mod lease;
+#[cfg(feature = "testing")]
+pub mod real_lane;
 mod retry;
 mod write;
 
