@@ -9,9 +9,7 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::Path;
-use std::process::Stdio;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Api;
@@ -105,30 +103,6 @@ spec:
     )
 }
 
-fn kubectl(cluster: &RealCluster, args: &[&str], stdin: Option<&str>) -> String {
-    let mut child = cluster
-        .kubectl()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run kubectl (set MIGRATE_TEST_KUBECTL): {e}"));
-    let mut input = child.stdin.take().unwrap();
-    input
-        .write_all(stdin.unwrap_or_default().as_bytes())
-        .unwrap();
-    drop(input);
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
 /// The demo tree with the release history `run-demo.sh` gives it: v1.7.0 ships the first
 /// five scripts, v1.8.0 everything; the manifest is generated from the tags.
 fn demo_repo() -> common::Repo {
@@ -208,6 +182,14 @@ fn get(cluster: &RealCluster, args: &[&str], jsonpath: &str) -> String {
     let output = format!("jsonpath={jsonpath}");
     all.extend(["-o", &output]);
     kubectl(cluster, &all, None)
+}
+
+/// Runs kubectl (with `stdin`), panicking unless it succeeds; its stdout alone (a warning on
+/// stderr is no part of a value read back).
+fn kubectl(cluster: &RealCluster, args: &[&str], stdin: Option<&str>) -> String {
+    let out = cluster.kubectl_with_stdin(args, stdin.unwrap_or_default());
+    test_apiserver::real::succeeded(&format!("kubectl {args:?}"), &out);
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Plays the namespace controller, which a test environment does not run: a namespace being
