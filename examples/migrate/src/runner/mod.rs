@@ -25,7 +25,6 @@ use migration_core::{
     Migrator, Outcome as CoreOutcome, PlanRequest, Prepared, Run, Slug, Step, TierSelection,
     Verdict,
 };
-use nix::sys::signal::Signal;
 use tokio::sync::watch;
 
 use crate::lint::{Finding, Level, LintConfig, lint_pending};
@@ -109,7 +108,7 @@ impl RunConfig {
 fn failpoint(point: &str) {
     #[cfg(feature = "failpoints")]
     if std::env::var("MIGRATE_FAILPOINT").is_ok_and(|v| v == point) {
-        let _ = nix::sys::signal::kill(nix::unistd::getpid(), Signal::SIGKILL);
+        let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
     }
     #[cfg(not(feature = "failpoints"))]
     let _ = point;
