@@ -54,7 +54,7 @@ pub enum Refusal {
     /// A diverged legacy slot below `version` with no record of any of its
     /// contents: the integer alone cannot say which one ran here.
     #[error(
-        "ledger 'version' {version} says integer {number} ran, but the numbered runner held different contents there ('{slug}', {}); no entry records which one ran on this cluster, so none is assumed: record the one that ran (an entry 'legacy' for its slug, e.g. with the numbered runner's release line in hand) and run again",
+        "ledger 'version' {version} says integer {number} ran, but the numbered runner held different contents there ('{slug}', {}); no entry records which one ran on this cluster, so none is assumed: record the one that ran ('migrate adopt --legacy-version {version} --ran SLUG' on a new ledger, or an entry 'legacy' for its slug) and run again",
         others.iter().map(|o| format!("'{o}'")).collect::<Vec<_>>().join(", ")
     )]
     DivergedLegacySlot {
