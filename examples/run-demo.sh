@@ -14,7 +14,8 @@ WORK="$ROOT/target/demo"
 [ "${1:-}" = "--reset" ] && rm -rf "$WORK"
 mkdir -p "$WORK"
 
-cargo build --quiet -p migrate --bin migrate
+# Both binaries: the runner runs no script without migrate-shim beside migrate.
+cargo build --quiet -p migrate --bins
 MIGRATE="$ROOT/target/debug/migrate"
 
 # A scratch repository whose tags ship the demo's migrations in two releases.
