@@ -1,0 +1,354 @@
+//! The file-backed ledger: a snapshot plus an append-only journal in one
+//! file (format in [`crate::journal`]), and the run lock in a sidecar.
+
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use migration_core::ledger::{Lease, Ledger, LedgerError, LedgerSnapshot, WriteMode, WriteReport};
+use migration_core::lock::Lock;
+use migration_core::{Clock, LedgerEntry, Slug, SystemClock};
+
+use crate::document::{self, LockState, Object};
+use crate::journal::Corrupt;
+
+mod sidecar;
+mod store;
+
+/// The file ledger's default size budget: 64 MiB of keys and values (about
+/// 120,000 migrations run by the runner), counted like a ConfigMap's data.
+/// It is the file ledger's own limit, not the ConfigMap's 1 MiB: a dry run
+/// that must refuse what a cluster would refuse uses the memory ledger.
+pub const DEFAULT_FILE_BUDGET_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The journal never triggers a compaction below this file size.
+pub const DEFAULT_COMPACT_MIN_BYTES: u64 = 1024 * 1024;
+
+/// A ledger stored in one file: the embedded default, for running the
+/// engine with no cluster.
+///
+/// **Format.** A format tag, a snapshot record, then one appended record
+/// per mutation (`migration-ledger/v2`, described in `journal.rs` and the
+/// README): a write or an attempt mark costs one append and one
+/// `fdatasync`, whatever the size of the ledger. When the file grows past
+/// twice what its live data needs (and past
+/// [`DEFAULT_COMPACT_MIN_BYTES`]), the next mutation rewrites it as a
+/// fresh snapshot (temporary file, fsync, rename, fsync of the directory),
+/// so a crash at any step leaves the old or the new file, both whole. Files
+/// of the older whole-document format (`migration-ledger/v1`) are read,
+/// and converted by the first write; an older version refuses the new
+/// format as unreadable instead of misreading it.
+///
+/// **Crashes.** A crash during an append leaves a torn final line, which
+/// was never acknowledged: readers ignore it and the next writer truncates
+/// it. Any other damage (a bad checksum, a revision out of sequence, a
+/// torn snapshot) makes the whole ledger unreadable, naming the file and
+/// the byte offset; it is never read as absent.
+///
+/// **Processes.** Every mutation holds an exclusive `flock` on the sidecar
+/// `<file>.lock`, so several processes can share one ledger. Each handle
+/// keeps the replayed state and reads only what other processes appended
+/// since (or everything, when a compaction replaced the file). Reads take
+/// no lock unless they find damage, which they re-check under it.
+///
+/// **The run lock** lives in the same sidecar, never in the ledger file:
+/// acquire, renew and release rewrite one short checksummed line under the
+/// flock, without fsync. A lease only keeps live processes apart; after a
+/// machine crash no holder is alive, and a lost or torn lease record is
+/// read as free (a torn one can only come from its own holder's write).
+///
+/// **Symlinks.** A symlinked path is followed: the ledger is written
+/// through the link into its target, whose directory also holds the
+/// sidecar; the link itself is never replaced.
+///
+/// File I/O is synchronous: each operation is a few system calls under the
+/// flock, shorter than handing the work to a blocking thread pool.
+#[derive(Debug, Clone)]
+pub struct FileLedger {
+    path: PathBuf,
+    clock: Arc<dyn Clock>,
+    budget: Option<u64>,
+    compact_min: u64,
+    handle: Arc<Mutex<Handle>>,
+}
+
+/// What one handle keeps between calls.
+#[derive(Debug, Default)]
+struct Handle {
+    sidecar: Option<Sidecar>,
+    view: Option<View>,
+}
+
+/// The open `<file>.lock`.
+#[derive(Debug)]
+struct Sidecar {
+    path: PathBuf,
+    file: File,
+}
+
+/// The ledger file as last replayed.
+#[derive(Debug)]
+struct View {
+    target: PathBuf,
+    /// `None`: there is no file.
+    file: Option<Opened>,
+    /// `Some` for a whole-document (v1) file: the lock it carries.
+    legacy_lock: Option<LockState>,
+    state: Option<Object>,
+    /// Offset after the last complete record.
+    end: u64,
+    /// Bytes of a torn final record after `end`.
+    torn: u64,
+}
+
+#[derive(Debug)]
+struct Opened {
+    file: File,
+    dev: u64,
+    ino: u64,
+    writable: bool,
+}
+
+/// Holds the flock; releases it when dropped, on every path.
+struct Flock<'f>(&'f File);
+
+impl Drop for Flock<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
+static TMP_SEQUENCE: AtomicU64 = AtomicU64::new(0);
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+fn directory_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Follows symlinks to the file the ledger really is (which need not exist
+/// yet). Parent directories may be symlinks; they are left as they are.
+fn resolve(path: &Path) -> io::Result<PathBuf> {
+    let mut current = path.to_path_buf();
+    for _ in 0..40 {
+        match fs::symlink_metadata(&current) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target = fs::read_link(&current)?;
+                current = if target.is_absolute() {
+                    target
+                } else {
+                    directory_of(&current).join(target)
+                };
+            }
+            Ok(_) => return Ok(current),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(current),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other("too many levels of symbolic links"))
+}
+
+fn read_all(file: &File) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut reader = file;
+    reader.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+fn nonce() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 40)
+}
+
+impl FileLedger {
+    /// A ledger stored at `path` (created on the first write), with the
+    /// file ledger's budget [`DEFAULT_FILE_BUDGET_BYTES`].
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self::with_clock(path, Arc::new(SystemClock))
+    }
+
+    /// A ledger at `path` whose lock expiry follows `clock`.
+    pub fn with_clock(path: impl Into<PathBuf>, clock: Arc<dyn Clock>) -> Self {
+        FileLedger {
+            path: path.into(),
+            clock,
+            budget: Some(DEFAULT_FILE_BUDGET_BYTES),
+            compact_min: DEFAULT_COMPACT_MIN_BYTES,
+            handle: Arc::default(),
+        }
+    }
+
+    /// Replaces the size budget (`None`: unlimited). The budget counts
+    /// the live keys and values, as a ConfigMap would, not the file.
+    pub fn with_budget(mut self, budget: Option<u64>) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// The file size below which the journal is never compacted (default
+    /// [`DEFAULT_COMPACT_MIN_BYTES`]; 0 compacts as soon as the file is
+    /// twice what its live data needs).
+    pub fn with_compact_min(mut self, bytes: u64) -> Self {
+        self.compact_min = bytes;
+        self
+    }
+
+    /// The size budget in bytes, if any.
+    pub fn budget(&self) -> Option<u64> {
+        self.budget
+    }
+
+    /// The ledger file, as given (see [`FileLedger`] for symlinks).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Stores `value` under `key` verbatim, creating the ledger object if it
+    /// is absent. For tests and repairs: plants corrupt values or `version`.
+    pub fn put_raw(&self, key: &str, value: &str) -> Result<(), LedgerError> {
+        self.mutate("put raw", |state| {
+            Ok(((), Some(document::put_raw(state, key, value))))
+        })
+    }
+
+    /// Every raw key and value, or `None` when the ledger object is absent.
+    pub fn raw_data(
+        &self,
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, LedgerError> {
+        self.with_state("read", |state| state.map(|o| o.data().clone()))
+    }
+
+    /// Rewrites the file as one snapshot now (also converting a file of
+    /// the older format). Nothing to do when the ledger does not exist.
+    pub fn compact(&self) -> Result<(), LedgerError> {
+        let operation = "compact";
+        let target = self.resolve(operation)?;
+        let mut handle = self.handle();
+        let Handle { sidecar, view } = &mut *handle;
+        let flock = self.flock(sidecar, &target, operation)?;
+        self.refresh(view, &target, true, operation)?;
+        let Some(current) = view.as_mut() else {
+            return Ok(());
+        };
+        let Some(object) = current.state.take() else {
+            return Ok(());
+        };
+        self.import_legacy_lock(flock.0, current, operation)?;
+        self.replace_with_snapshot(view, &target, object, operation)
+    }
+
+    fn name(&self) -> String {
+        format!("file ledger {}", self.path.display())
+    }
+
+    fn io_error(&self, operation: &'static str, what: &str, e: &io::Error) -> LedgerError {
+        LedgerError::Permanent {
+            ledger: self.name(),
+            operation,
+            message: format!("{what}: {e}"),
+        }
+    }
+
+    fn unreadable(&self, target: &Path, corrupt: &Corrupt) -> LedgerError {
+        LedgerError::Unreadable {
+            ledger: self.name(),
+            reason: format!(
+                "{} at byte offset {}: {}",
+                target.display(),
+                corrupt.offset,
+                corrupt.reason
+            ),
+        }
+    }
+
+    fn handle(&self) -> MutexGuard<'_, Handle> {
+        // A panic in another thread mid-operation may have left the view
+        // half-updated: forget it, the file is the truth.
+        self.handle.lock().unwrap_or_else(|poisoned| {
+            let mut handle = poisoned.into_inner();
+            handle.view = None;
+            self.handle.clear_poison();
+            handle
+        })
+    }
+
+    fn resolve(&self, operation: &'static str) -> Result<PathBuf, LedgerError> {
+        resolve(&self.path).map_err(|e| self.io_error(operation, "resolving the path", &e))
+    }
+}
+
+#[async_trait]
+impl Ledger for FileLedger {
+    fn describe(&self) -> String {
+        self.name()
+    }
+
+    async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
+        self.with_state("read", |state| state.map(|o| o.snapshot(self.budget)))
+    }
+
+    async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
+        let name = self.name();
+        self.mutate("create", |state| {
+            document::plan_create(&name, self.budget, state, entries).map(|c| ((), Some(c)))
+        })
+    }
+
+    async fn write(
+        &self,
+        entries: &[(Slug, LedgerEntry)],
+        mode: WriteMode,
+    ) -> Result<WriteReport, LedgerError> {
+        let name = self.name();
+        self.mutate("write", |state| {
+            document::plan_write(&name, self.budget, state, entries, mode)
+        })
+    }
+
+    async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
+        let name = self.name();
+        self.mutate("note attempt", |state| {
+            document::plan_note_attempt(&name, self.budget, state, slug, token, floor)
+        })
+    }
+}
+
+#[async_trait]
+impl Lock for FileLedger {
+    async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
+        let name = self.name();
+        let now = self.clock.now();
+        self.with_lock("acquire lock", |lock| {
+            lock.acquire(&name, holder, ttl, now, |g| format!("{g}.{:x}", nonce()))
+        })
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
+        let name = self.name();
+        let now = self.clock.now();
+        self.with_lock("renew lock", |lock| lock.renew(&name, lease, ttl, now))
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
+        self.with_lock("release lock", |lock| {
+            lock.release(lease);
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,401 @@
+//! Reading and writing the file under its flock: refresh from the journal, append a
+//! record, compact into a new snapshot.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use migration_core::ledger::LedgerError;
+
+use crate::document::{Change, Object};
+use crate::journal::{self};
+
+use super::*;
+
+impl FileLedger {
+    /// Opens (once) and locks the sidecar of `target`.
+    pub(super) fn flock<'s>(
+        &self,
+        slot: &'s mut Option<Sidecar>,
+        target: &Path,
+        operation: &'static str,
+    ) -> Result<Flock<'s>, LedgerError> {
+        let path = with_suffix(target, ".lock");
+        for _ in 0..3 {
+            if slot.as_ref().is_none_or(|s| s.path != path) {
+                *slot = None;
+                let open = || {
+                    OpenOptions::new()
+                        .create(true)
+                        .truncate(false)
+                        .read(true)
+                        .write(true)
+                        .open(&path)
+                };
+                let file = match open() {
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                        fs::create_dir_all(directory_of(&path))
+                            .map_err(|e| self.io_error(operation, "creating the directory", &e))?;
+                        open()
+                    }
+                    other => other,
+                }
+                .map_err(|e| self.io_error(operation, "opening the lock file", &e))?;
+                *slot = Some(Sidecar {
+                    path: path.clone(),
+                    file,
+                });
+            }
+            let Some(sidecar) = slot.as_ref() else { break };
+            sidecar
+                .file
+                .lock()
+                .map_err(|e| self.io_error(operation, "locking", &e))?;
+            // Someone may have removed or replaced the sidecar: a lock on
+            // an unlinked file excludes nobody.
+            let held = sidecar.file.metadata().ok();
+            let named = fs::metadata(&path).ok();
+            let same = matches!((&held, &named), (Some(h), Some(n)) if h.dev() == n.dev() && h.ino() == n.ino());
+            if same {
+                // Reborrow for the guard's lifetime.
+                let Some(sidecar) = slot.as_ref() else { break };
+                return Ok(Flock(&sidecar.file));
+            }
+            let _ = sidecar.file.unlock();
+            *slot = None;
+        }
+        Err(LedgerError::Transient {
+            ledger: self.name(),
+            operation,
+            message: format!("the lock file {} keeps being replaced", path.display()),
+        })
+    }
+
+    /// Brings `view` up to date with the file at `target`: reads only what
+    /// was appended since, unless the file was replaced. With `write`
+    /// (under the flock) the file is opened for writing and a torn final
+    /// record is truncated.
+    pub(super) fn refresh(
+        &self,
+        view: &mut Option<View>,
+        target: &Path,
+        write: bool,
+        operation: &'static str,
+    ) -> Result<(), LedgerError> {
+        let result = self.try_refresh(view, target, write, operation);
+        if result.is_err() {
+            *view = None;
+        }
+        result
+    }
+
+    pub(super) fn try_refresh(
+        &self,
+        view: &mut Option<View>,
+        target: &Path,
+        write: bool,
+        operation: &'static str,
+    ) -> Result<(), LedgerError> {
+        let meta = match fs::metadata(target) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                *view = Some(View {
+                    target: target.to_path_buf(),
+                    file: None,
+                    legacy_lock: None,
+                    state: None,
+                    end: 0,
+                    torn: 0,
+                });
+                return Ok(());
+            }
+            Err(e) => return Err(self.io_error(operation, "reading", &e)),
+        };
+        let cached = view.as_mut().filter(|v| {
+            v.target == target
+                && v.file
+                    .as_ref()
+                    .is_some_and(|f| f.dev == meta.dev() && f.ino == meta.ino())
+                && meta.len() >= v.end
+                && (v.legacy_lock.is_none() || meta.len() == v.end)
+        });
+        let Some(current) = cached else {
+            *view = Some(self.load(target, write, operation)?);
+            return self.finish_refresh(view, write, operation);
+        };
+        if write && current.file.as_ref().is_some_and(|f| !f.writable) {
+            let opened = self.open(target, true, operation)?;
+            if current
+                .file
+                .as_ref()
+                .is_some_and(|f| f.dev != opened.dev || f.ino != opened.ino)
+            {
+                *view = Some(self.load(target, write, operation)?);
+                return self.finish_refresh(view, write, operation);
+            }
+            current.file = Some(opened);
+        }
+        if current.legacy_lock.is_none() && meta.len() > current.end {
+            let Some(opened) = current.file.as_ref() else {
+                return Ok(());
+            };
+            let mut tail = vec![0; (meta.len() - current.end) as usize];
+            opened
+                .file
+                .read_exact_at(&mut tail, current.end)
+                .map_err(|e| self.io_error(operation, "reading", &e))?;
+            let replayed = journal::replay(&tail, current.end, &mut current.state, false)
+                .map_err(|c| self.unreadable(target, &c))?;
+            current.end = replayed.end;
+            current.torn = replayed.torn;
+        } else if meta.len() == current.end {
+            current.torn = 0;
+        }
+        self.finish_refresh(view, write, operation)
+    }
+
+    pub(super) fn finish_refresh(
+        &self,
+        view: &mut Option<View>,
+        write: bool,
+        operation: &'static str,
+    ) -> Result<(), LedgerError> {
+        let Some(current) = view.as_mut() else {
+            return Ok(());
+        };
+        if let (true, Some(opened)) = (write && current.torn > 0, current.file.as_ref()) {
+            tracing::warn!(
+                file = %current.target.display(),
+                offset = current.end,
+                bytes = current.torn,
+                "dropping a torn final record left by a crash (it was never acknowledged)"
+            );
+            opened
+                .file
+                .set_len(current.end)
+                .map_err(|e| self.io_error(operation, "truncating a torn record", &e))?;
+            current.torn = 0;
+        }
+        Ok(())
+    }
+
+    pub(super) fn open(
+        &self,
+        target: &Path,
+        write: bool,
+        operation: &'static str,
+    ) -> Result<Opened, LedgerError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(write)
+            .open(target)
+            .map_err(|e| self.io_error(operation, "opening", &e))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| self.io_error(operation, "reading", &e))?;
+        Ok(Opened {
+            file,
+            dev: meta.dev(),
+            ino: meta.ino(),
+            writable: write,
+        })
+    }
+
+    pub(super) fn load(
+        &self,
+        target: &Path,
+        write: bool,
+        operation: &'static str,
+    ) -> Result<View, LedgerError> {
+        let opened = match self.open(target, write, operation) {
+            Err(LedgerError::Permanent { .. }) if !target.exists() => {
+                return Ok(View {
+                    target: target.to_path_buf(),
+                    file: None,
+                    legacy_lock: None,
+                    state: None,
+                    end: 0,
+                    torn: 0,
+                });
+            }
+            other => other?,
+        };
+        let bytes = read_all(&opened.file).map_err(|e| self.io_error(operation, "reading", &e))?;
+        let parsed = journal::parse(&bytes).map_err(|c| self.unreadable(target, &c))?;
+        Ok(View {
+            target: target.to_path_buf(),
+            file: Some(opened),
+            legacy_lock: parsed.legacy_lock,
+            state: parsed.state,
+            end: parsed.replayed.end,
+            torn: parsed.replayed.torn,
+        })
+    }
+
+    /// Runs `read` on the current state. A read takes no lock; damage found
+    /// without it is checked again under it (a writer may have been busy).
+    pub(super) fn with_state<R>(
+        &self,
+        operation: &'static str,
+        read: impl FnOnce(Option<&Object>) -> R,
+    ) -> Result<R, LedgerError> {
+        let target = self.resolve(operation)?;
+        let mut handle = self.handle();
+        let Handle { sidecar, view } = &mut *handle;
+        if self.refresh(view, &target, false, operation).is_err() {
+            // Damage, or a file that shrank under the read (a writer
+            // truncating a torn record): decide under the flock.
+            let _flock = self.flock(sidecar, &target, operation)?;
+            self.refresh(view, &target, false, operation)?;
+        }
+        Ok(read(view.as_ref().and_then(|v| v.state.as_ref())))
+    }
+
+    /// One mutation under the flock: `plan` decides against the current
+    /// state and returns the change, which is stored before it is applied.
+    pub(super) fn mutate<R>(
+        &self,
+        operation: &'static str,
+        plan: impl FnOnce(Option<&Object>) -> Result<(R, Option<Change>), LedgerError>,
+    ) -> Result<R, LedgerError> {
+        let target = self.resolve(operation)?;
+        let mut handle = self.handle();
+        let Handle { sidecar, view } = &mut *handle;
+        let flock = self.flock(sidecar, &target, operation)?;
+        self.refresh(view, &target, true, operation)?;
+        let (result, change) = plan(view.as_ref().and_then(|v| v.state.as_ref()))?;
+        if let Some(change) = change {
+            let stored = self.store(flock.0, view, &target, change, operation);
+            if stored.is_err() {
+                *view = None;
+            }
+            stored?;
+        }
+        Ok(result)
+    }
+
+    pub(super) fn store(
+        &self,
+        sidecar: &File,
+        view: &mut Option<View>,
+        target: &Path,
+        change: Change,
+        operation: &'static str,
+    ) -> Result<(), LedgerError> {
+        let Some(current) = view.as_mut() else {
+            return Err(self.io_error(operation, "storing", &io::Error::other("no view")));
+        };
+        let journal_file = current
+            .file
+            .as_ref()
+            .filter(|_| current.legacy_lock.is_none());
+        let Some(opened) = journal_file else {
+            // No file yet, or the older format: write a whole new file.
+            let mut state = current.state.take();
+            change.apply(&mut state);
+            let Some(object) = state else {
+                return Err(self.io_error(operation, "storing", &io::Error::other("no object")));
+            };
+            self.import_legacy_lock(sidecar, current, operation)?;
+            return self.replace_with_snapshot(view, target, object, operation);
+        };
+        let line = journal::encode_change(&change);
+        let size = current.end + line.len() as u64;
+        let live = current
+            .state
+            .as_ref()
+            .map_or(0, |o| o.bytes() + 32 * o.keys() as u64);
+        if size > self.compact_min && size > 2 * (live + line.len() as u64) {
+            let mut state = current.state.take();
+            change.apply(&mut state);
+            let Some(object) = state else {
+                return Err(self.io_error(operation, "storing", &io::Error::other("no object")));
+            };
+            return self.replace_with_snapshot(view, target, object, operation);
+        }
+        let appended = opened
+            .file
+            .write_all_at(&line, current.end)
+            .and_then(|()| opened.file.sync_data());
+        if let Err(e) = appended {
+            // Nothing was acknowledged: take the partial record back.
+            let _ = opened.file.set_len(current.end);
+            return Err(self.io_error(operation, "appending to the journal", &e));
+        }
+        current.end = size;
+        change.apply(&mut current.state);
+        Ok(())
+    }
+
+    /// Replaces the file at `target` with a snapshot of `object`: a
+    /// temporary file beside it, fsync, rename, fsync of the directory.
+    pub(super) fn replace_with_snapshot(
+        &self,
+        view: &mut Option<View>,
+        target: &Path,
+        object: Object,
+        operation: &'static str,
+    ) -> Result<(), LedgerError> {
+        *view = None;
+        let dir = directory_of(target);
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let prefix = format!("{name}.tmp.");
+        // Under the flock nobody else is writing one: any left is a crash's.
+        if let Ok(entries) = fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                    let _ = fs::remove_file(entry.path());
+                }
+            }
+        }
+        let tmp = dir.join(format!(
+            "{prefix}{}.{}",
+            std::process::id(),
+            TMP_SEQUENCE.fetch_add(1, Ordering::Relaxed)
+        ));
+        let bytes = journal::encode_file(&object);
+        let permissions = fs::metadata(target).ok().map(|m| m.permissions());
+        let written = (|| {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&tmp)?;
+            if let Some(permissions) = permissions {
+                file.set_permissions(permissions)?;
+            }
+            file.write_all_at(&bytes, 0)?;
+            file.sync_all()?;
+            fs::rename(&tmp, target)?;
+            // The rename is durable only once the directory entry is.
+            File::open(&dir)?.sync_all()?;
+            Ok::<File, io::Error>(file)
+        })();
+        let file = written.map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            self.io_error(operation, "writing", &e)
+        })?;
+        let meta = file
+            .metadata()
+            .map_err(|e| self.io_error(operation, "writing", &e))?;
+        *view = Some(View {
+            target: target.to_path_buf(),
+            file: Some(Opened {
+                file,
+                dev: meta.dev(),
+                ino: meta.ino(),
+                writable: true,
+            }),
+            legacy_lock: None,
+            state: Some(object),
+            end: bytes.len() as u64,
+            torn: 0,
+        });
+        Ok(())
+    }
+}
