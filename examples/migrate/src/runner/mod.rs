@@ -85,7 +85,7 @@ impl RunConfig {
             tier,
             only: None,
             image: None,
-            namespace: "cozy-system".into(),
+            namespace: migration_kube::defaults::NAMESPACE.into(),
             timeout: Duration::from_secs(15 * 60),
             grace: Duration::from_secs(10),
             lock_ttl: Duration::from_secs(60),
