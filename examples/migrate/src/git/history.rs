@@ -200,20 +200,15 @@ impl Repo {
         let args_ref: Vec<&str> = args.iter().map(String::as_str).collect();
         let listing = self.git(&args_ref)?;
         let mut scripts = BTreeMap::new();
-        for record in listing.split(|&b| b == 0).filter(|r| !r.is_empty()) {
+        for text in ls_tree_records(&listing) {
             present = true;
-            let text = String::from_utf8_lossy(record);
-            let bad = |reason: &str| GitError::BadEntry {
-                tag: tag.to_owned(),
-                path: text.to_string(),
-                reason: reason.to_owned(),
-            };
+            let bad = |reason: &str| bad_entry(tag, &text, reason);
             let TreeRecord {
                 mode,
                 kind,
                 oid,
                 file,
-            } = TreeRecord::parse(&text).ok_or_else(|| bad("unparseable ls-tree record"))?;
+            } = TreeRecord::parse(&text, tag)?;
             if file == legacy_path {
                 if kind != "blob" {
                     return Err(bad("legacy-map is not a regular file"));

@@ -296,15 +296,35 @@ pub(super) struct TreeRecord<'r> {
 }
 
 impl<'r> TreeRecord<'r> {
-    /// Splits `text`; `None` when it has no tab (not an ls-tree record).
-    pub(super) fn parse(text: &'r str) -> Option<Self> {
-        let (meta, file) = text.split_once('\t')?;
+    /// Splits one record of `tag`'s listing; a text without a tab is no
+    /// ls-tree record.
+    pub(super) fn parse(text: &'r str, tag: &str) -> Result<Self, GitError> {
+        let (meta, file) = text
+            .split_once('\t')
+            .ok_or_else(|| bad_entry(tag, text, "unparseable ls-tree record"))?;
         let mut meta = meta.split(' ');
-        Some(TreeRecord {
+        Ok(TreeRecord {
             mode: meta.next().unwrap_or(""),
             kind: meta.next().unwrap_or(""),
             oid: meta.next().unwrap_or(""),
             file,
         })
+    }
+}
+
+/// The records of `git ls-tree -z` output, as text.
+pub(super) fn ls_tree_records(listing: &[u8]) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
+    listing
+        .split(|&b| b == 0)
+        .filter(|r| !r.is_empty())
+        .map(String::from_utf8_lossy)
+}
+
+/// What is wrong with one record (`text`) of `tag`'s tree.
+pub(super) fn bad_entry(tag: &str, text: &str, reason: &str) -> GitError {
+    GitError::BadEntry {
+        tag: tag.to_owned(),
+        path: text.to_owned(),
+        reason: reason.to_owned(),
     }
 }

@@ -49,19 +49,14 @@ impl Repo {
             let rev = format!("refs/tags/{tag}^{{commit}}");
             let listing = self.git(&["ls-tree", "-r", "-z", &rev, "--", &format!("{path}/")])?;
             let mut files = BTreeMap::new();
-            for record in listing.split(|&b| b == 0).filter(|r| !r.is_empty()) {
-                let text = String::from_utf8_lossy(record);
-                let bad = |reason: &str| GitError::BadEntry {
-                    tag: tag.clone(),
-                    path: text.to_string(),
-                    reason: reason.to_owned(),
-                };
+            for text in ls_tree_records(&listing) {
+                let bad = |reason: &str| bad_entry(tag, &text, reason);
                 let TreeRecord {
                     mode,
                     kind,
                     oid,
                     file,
-                } = TreeRecord::parse(&text).ok_or_else(|| bad("unparseable ls-tree record"))?;
+                } = TreeRecord::parse(&text, tag)?;
                 let rel = file
                     .strip_prefix(&format!("{path}/"))
                     .ok_or_else(|| bad("outside the requested path"))?;
