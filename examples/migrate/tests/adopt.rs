@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::path::Path;
-
 use common::{fields, json, parse, strings};
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder};
 use migration_core::{OnError, Tier};
@@ -171,21 +169,11 @@ fn a_numbered_runners_version_file_is_refused_as_a_file_ledger_naming_adopt() {
     );
 }
 
-fn kubeconfig(dir: &Path, server: &TestApiServer) -> std::path::PathBuf {
-    let path = dir.join("kubeconfig");
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\nusers:\n- name: test\n  user: {{}}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n    namespace: default\ncurrent-context: test\n",
-        server.url()
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configmap_holding_only_the_version_is_completed_and_another_version_refused() {
     let server = TestApiServer::start().await;
     let scratch = scratch_tree();
-    let kc = kubeconfig(scratch.dir(), &server);
+    let kc = common::kubeconfig_for(scratch.dir(), &server.url());
     let root = scratch.root().to_str().unwrap().to_owned();
     server
         .put_object(

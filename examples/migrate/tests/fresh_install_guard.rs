@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::path::Path;
-
 use common::{fields, parse};
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder};
 use migration_core::{OnError, Tier};
@@ -166,21 +164,11 @@ fn an_existing_ledger_passes_the_guard_and_its_migrations_run() {
     assert!(scratch.file("ran").exists());
 }
 
-fn kubeconfig(dir: &Path, server: &TestApiServer) -> std::path::PathBuf {
-    let path = dir.join("kubeconfig");
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\nusers:\n- name: test\n  user: {{}}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n    namespace: default\ncurrent-context: test\n",
-        server.url()
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_ledger_configmap_is_refused_when_an_existing_one_is_required() {
     let server = TestApiServer::start().await;
     let scratch = scratch_tree();
-    let kc = kubeconfig(scratch.dir(), &server);
+    let kc = common::kubeconfig_for(scratch.dir(), &server.url());
     let root = scratch.root().to_str().unwrap().to_owned();
     let output = |extra: &'static [&'static str]| {
         let mut cmd = common::migrate();

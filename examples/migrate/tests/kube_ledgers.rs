@@ -7,25 +7,11 @@ mod common;
 
 use std::path::Path;
 
-use common::{fields, parse};
+use common::{fields, kubeconfig_for, parse};
 use ledger_crd::{GROUP, KIND, PLURAL, VERSION};
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder};
 use migration_core::{OnError, Tier};
 use test_apiserver::TestApiServer;
-
-fn kubeconfig(dir: &Path, server: &TestApiServer) -> std::path::PathBuf {
-    kubeconfig_for(dir, &server.url())
-}
-
-fn kubeconfig_for(dir: &Path, url: &str) -> std::path::PathBuf {
-    let path = dir.join("kubeconfig");
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\nusers:\n- name: test\n  user: {{}}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n    namespace: default\ncurrent-context: test\n",
-        url
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
 
 /// The tree both ledgers run: `a` succeeds, `b` fails under on-error=warn.
 fn scratch_tree() -> ScratchTree {
@@ -52,7 +38,7 @@ async fn migrate(kubeconfig: &Path, args: &[&str]) -> (i32, serde_json::Value, S
 async fn run_status_and_verify_on_the_configmap_ledger() {
     let server = TestApiServer::start().await;
     let scratch = scratch_tree();
-    let kc = kubeconfig(scratch.dir(), &server);
+    let kc = kubeconfig_for(scratch.dir(), &server.url());
     let root = scratch.root();
     let root = root.to_str().unwrap();
     server
@@ -131,7 +117,7 @@ async fn run_and_status_on_the_custom_resource_ledger() {
     let server = TestApiServer::start().await;
     server.register_custom_resource(GROUP, VERSION, PLURAL, KIND, false, true);
     let scratch = scratch_tree();
-    let kc = kubeconfig(scratch.dir(), &server);
+    let kc = kubeconfig_for(scratch.dir(), &server.url());
     let root = scratch.root();
     let root = root.to_str().unwrap();
     // The first run is a fresh install: the ledger object is created, nothing runs.

@@ -241,3 +241,14 @@ pub fn empty_file_ledger(path: &Path) -> String {
 
 pub mod numbered;
 pub mod shells;
+
+/// Writes `dir/kubeconfig` naming the API server at `url` (no credentials,
+/// namespace `default`), for the `configmap:` and `crd:` ledgers.
+pub fn kubeconfig_for(dir: &Path, url: &str) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {url}\nusers:\n- name: test\n  user: {{}}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n    namespace: default\ncurrent-context: test\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
