@@ -21,7 +21,6 @@ use serde_json::{Value, json};
 use test_apiserver::real::{HELM_VAR, KUBECONFIG_VAR, RealCluster, unique_name};
 
 const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../chart");
-const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../demo");
 const LEDGER: &str = "cozystack-version";
 
 /// The real-server lane, or `None` after printing why it is skipped; under `CI=true` an unset
@@ -113,58 +112,6 @@ fn committed_at() -> String {
     seed[start..start + 20].to_owned()
 }
 
-/// The demo tree with the release history `run-demo.sh` gives it (v1.7.0, v1.8.0) and its
-/// generated manifest: the tree the committed chart files were rendered from.
-fn demo_tree() -> common::Repo {
-    let repo = common::Repo::new();
-    let copy = |rel: &str| {
-        let to = repo.tree().join(rel);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(Path::new(DEMO).join(rel), to).unwrap();
-    };
-    let first = [
-        "lib/kube.sh",
-        "lib/etcd-crds.yaml",
-        "legacy-map",
-        "tests/lib.sh",
-        "tests/fake-kubectl",
-        "pre-apply/flux-crds-relabel",
-        "pre-apply/tenant-namespace-labels",
-        "pre-apply/seaweedfs-bucket-owner",
-        "pre-apply/etcd-crds-precreate",
-        "pre-apply/drop-legacy-monitoring",
-    ];
-    for rel in first {
-        copy(rel);
-    }
-    repo.commit("release 1.7");
-    repo.tag("v1.7.0");
-    for dir in ["pre-apply", "background", "lib", "tests"] {
-        for entry in std::fs::read_dir(Path::new(DEMO).join(dir)).unwrap() {
-            copy(&format!(
-                "{dir}/{}",
-                entry.unwrap().file_name().to_str().unwrap()
-            ));
-        }
-    }
-    for file in ["legacy-map", "revoked"] {
-        copy(file);
-    }
-    repo.commit("release 1.8");
-    repo.tag("v1.8.0");
-    let (code, doc, err) = common::json(&[
-        "manifest",
-        "--repo",
-        repo.path().to_str().unwrap(),
-        "--path",
-        "migrations",
-        "--out",
-        repo.tree().join("order.d").to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{doc} {err}");
-    repo
-}
-
 /// Runs the chart's render-files.sh for `tree` into `files`.
 fn render_files(tree: &Path, image: &str, at: &str, files: &Path) {
     let mut command = Command::new("sh");
@@ -192,7 +139,7 @@ fn seed_fresh_render(tree: &Path, at: &str) -> Value {
 
 #[test]
 fn the_committed_chart_files_are_what_seed_fresh_and_index_render_for_the_demo_tree() {
-    let repo = demo_tree();
+    let repo = common::Repo::demo();
     let out = tempfile::tempdir().unwrap();
     render_files(&repo.tree(), &values_image(), &committed_at(), out.path());
     for file in ["ledger-seed.yaml", "index.yaml"] {
@@ -216,7 +163,7 @@ async fn helm_lints_the_chart_and_templates_a_seeded_ledger_at_install_and_a_gua
     lint.args(["lint", "--strict", CHART]);
     run(lint);
 
-    let repo = demo_tree();
+    let repo = common::Repo::demo();
     let at = committed_at();
     let template = |extra: &[&str]| {
         let mut helm = cluster.helm();

@@ -9,15 +9,11 @@
 
 mod common;
 
-use std::path::Path;
-
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
 use test_apiserver::real::{RealCluster, unique_name};
-
-const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../demo");
 
 /// What the demo's scripts act on: two tenants with the objects the chart hands over, the Flux
 /// and operator CRDs, and the legacy monitoring namespace.
@@ -101,47 +97,6 @@ spec:
       containers: [{{name: grafana, image: grafana/grafana}}]
 "#
     )
-}
-
-/// The demo tree with the release history `run-demo.sh` gives it: v1.7.0 ships the first
-/// five scripts, v1.8.0 everything; the manifest is generated from the tags.
-fn demo_repo() -> common::Repo {
-    let repo = common::Repo {
-        dir: tempfile::tempdir().unwrap(),
-    };
-    repo.git(&["init", "--quiet", "-b", "main"]);
-    let copy = |rel: &str| {
-        let to = repo.tree().join(rel);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(Path::new(DEMO).join(rel), to).unwrap();
-    };
-    for rel in [
-        "lib/kube.sh",
-        "lib/etcd-crds.yaml",
-        "legacy-map",
-        "tests/lib.sh",
-        "tests/fake-kubectl",
-        "pre-apply/flux-crds-relabel",
-        "pre-apply/tenant-namespace-labels",
-        "pre-apply/seaweedfs-bucket-owner",
-        "pre-apply/etcd-crds-precreate",
-        "pre-apply/drop-legacy-monitoring",
-    ] {
-        copy(rel);
-    }
-    repo.commit("release 1.7");
-    repo.tag("v1.7.0");
-    for dir in ["lib", "tests", "pre-apply", "background"] {
-        for entry in std::fs::read_dir(Path::new(DEMO).join(dir)).unwrap() {
-            let name = entry.unwrap().file_name();
-            copy(&format!("{dir}/{}", name.to_str().unwrap()));
-        }
-    }
-    repo.commit("release 1.8");
-    repo.tag("v1.8.0");
-    let (code, doc, stderr) = repo.manifest();
-    assert_eq!(code, 0, "{doc} {stderr}");
-    repo
 }
 
 fn migrate(cluster: &RealCluster, args: &[&str]) -> (i32, Value, String) {
@@ -271,7 +226,7 @@ async fn the_demo_tree_runs_against_a_real_server_then_nothing_is_pending() {
     cms.create(&PostParams::default(), &ledger).await.unwrap();
     let spec = format!("configmap:{ns}/cozystack-version");
 
-    let repo = demo_repo();
+    let repo = common::Repo::demo();
     let tree = repo.tree();
     let tree = tree.to_str().unwrap();
     let (code, pre, stderr) = tokio::task::block_in_place(|| {

@@ -176,6 +176,51 @@ impl Repo {
         self.git(&["merge", "--quiet", "--no-edit", branch]);
     }
 
+    /// The demo tree (`examples/demo`) with the release history `examples/run-demo.sh` gives
+    /// it: v1.7.0 ships the legacy scripts and the first release's, v1.8.0 the whole tree;
+    /// `order.d/` is generated from those tags.
+    pub fn demo() -> Self {
+        let demo = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../demo"));
+        let repo = Repo::new();
+        let copy = |rel: &str| {
+            let to = repo.tree().join(rel);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(demo.join(rel), to).unwrap();
+        };
+        for rel in [
+            "lib/kube.sh",
+            "lib/etcd-crds.yaml",
+            "legacy-map",
+            "tests/lib.sh",
+            "tests/fake-kubectl",
+            "pre-apply/flux-crds-relabel",
+            "pre-apply/tenant-namespace-labels",
+            "pre-apply/seaweedfs-bucket-owner",
+            "pre-apply/etcd-crds-precreate",
+            "pre-apply/drop-legacy-monitoring",
+        ] {
+            copy(rel);
+        }
+        repo.commit("release 1.7");
+        repo.tag("v1.7.0");
+        for dir in ["pre-apply", "background", "lib", "tests"] {
+            for entry in std::fs::read_dir(demo.join(dir)).unwrap() {
+                copy(&format!(
+                    "{dir}/{}",
+                    entry.unwrap().file_name().to_str().unwrap()
+                ));
+            }
+        }
+        for file in ["legacy-map", "revoked"] {
+            copy(file);
+        }
+        repo.commit("release 1.8");
+        repo.tag("v1.8.0");
+        let (code, doc, err) = repo.manifest();
+        assert_eq!(code, 0, "{doc} {err}");
+        repo
+    }
+
     /// Generates the manifest into `migrations/order.d` and returns the JSON document.
     pub fn manifest(&self) -> (i32, serde_json::Value, String) {
         let out_dir = self.tree().join("order.d");
