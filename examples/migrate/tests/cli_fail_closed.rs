@@ -113,30 +113,18 @@ fn verify_since_an_unknown_tag_is_an_error_naming_it() {
     let state = tempfile::tempdir().unwrap();
     let tree = repo.tree();
     let tree = tree.to_str().unwrap();
-    let (code, _, err) = json(&["seed-fresh", tree, "--ledger", &ledger_of(&state)]);
+    let ledger = ledger_of(&state);
+    let (code, _, err) = json(&["seed-fresh", tree, "--ledger", &ledger]);
     assert_eq!(code, 0, "{err}");
+    let verify_since = |since: &str| json(&["verify", tree, "--ledger", &ledger, "--since", since]);
     for since in ["v9.9.9", "1.1.0"] {
-        let (code, doc, _) = json(&[
-            "verify",
-            tree,
-            "--ledger",
-            &ledger_of(&state),
-            "--since",
-            since,
-        ]);
+        let (code, doc, _) = verify_since(since);
         assert_eq!(code, 2, "{since}: {doc}");
         assert_first_problem(&doc, &format!("--since \"{since}\": no such release"));
     }
     // A tag that shipped no migration is still a release (git knows it).
     repo.release("v1.2.0");
-    let (code, doc, _) = json(&[
-        "verify",
-        tree,
-        "--ledger",
-        &ledger_of(&state),
-        "--since",
-        "v1.2.0",
-    ]);
+    let (code, doc, _) = verify_since("v1.2.0");
     assert_eq!(code, 0, "{doc}");
 }
 

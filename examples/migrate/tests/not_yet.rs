@@ -112,17 +112,7 @@ impl Scratch {
 }
 
 fn outcomes(report: &serde_json::Value) -> Vec<(String, String)> {
-    report["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["slug"].as_str().unwrap().to_owned(),
-                r["outcome"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    common::field_pairs(&report["results"], "slug", "outcome")
 }
 
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {

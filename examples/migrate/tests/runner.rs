@@ -128,17 +128,7 @@ fn outcomes(doc: &serde_json::Value) -> Vec<(String, String)> {
     } else {
         doc
     };
-    report["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["slug"].as_str().unwrap().to_owned(),
-                r["outcome"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    common::field_pairs(&report["results"], "slug", "outcome")
 }
 
 fn pair(a: &str, b: &str) -> (String, String) {

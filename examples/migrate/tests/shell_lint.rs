@@ -597,17 +597,7 @@ fn the_real_shellcheck_reports_its_findings_in_scripts_and_sourced_helpers() {
     let (code, doc) = lint(dir.path(), &[], None);
     assert_eq!(code, 0, "{doc}");
     assert_eq!(doc["shellcheck"]["ran"], true, "{doc}");
-    let found: Vec<(String, String)> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["file"].as_str().unwrap().to_owned(),
-                f["rule"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
+    let found = common::field_pairs(&doc["findings"], "file", "rule");
     for (file, rule) in [
         ("pre-apply/a", "shellcheck:SC2086"),
         ("lib/helpers.sh", "shellcheck:SC2086"),

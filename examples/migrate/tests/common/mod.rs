@@ -54,6 +54,22 @@ pub fn fields<'a>(list: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// The string fields `a` and `b` of every object in the JSON array
+/// `list`, as owned pairs (`("slug", "outcome")` of a report's results).
+pub fn field_pairs(list: &serde_json::Value, a: &str, b: &str) -> Vec<(String, String)> {
+    let field = |v: &serde_json::Value, key: &str| {
+        v[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {key}: {v}"))
+            .to_owned()
+    };
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .map(|v| (field(v, a), field(v, b)))
+        .collect()
+}
+
 /// Asserts that the first problem a failed command's document names
 /// mentions `needle`.
 pub fn assert_first_problem(doc: &serde_json::Value, needle: &str) {
@@ -286,6 +302,7 @@ pub fn empty_file_ledger(path: &Path) -> String {
 
 pub mod numbered;
 pub mod shells;
+pub mod tripwire;
 
 /// Writes `dir/kubeconfig` naming the API server at `url` (no credentials,
 /// namespace `default`), for the `configmap:` and `crd:` ledgers.
