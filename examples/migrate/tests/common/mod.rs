@@ -177,6 +177,18 @@ impl Repo {
         self.release(tag);
     }
 
+    /// A repository with one [`Self::release_with`] per `(tag, scripts)`,
+    /// in order, and its manifest generated.
+    pub fn released(releases: &[(&str, &[(&str, &str)])]) -> Self {
+        let repo = Repo::new();
+        for (tag, scripts) in releases {
+            repo.release_with(tag, scripts);
+        }
+        let (code, _, err) = repo.manifest();
+        assert_eq!(code, 0, "{err}");
+        repo
+    }
+
     /// Creates branch `name` at HEAD and switches to it.
     pub fn branch(&self, name: &str) {
         self.git(&["checkout", "--quiet", "-b", name]);
@@ -290,6 +302,12 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .build()
         .unwrap()
         .block_on(f)
+}
+
+/// The `--ledger` spec of a file ledger `ledger.json` in `dir` (not
+/// created).
+pub fn ledger_in(dir: &tempfile::TempDir) -> String {
+    format!("file:{}", dir.path().join("ledger.json").display())
 }
 
 /// Writes an existing but empty file ledger at `path` (an upgrade, not a
