@@ -18,7 +18,7 @@ mod common;
 use std::path::Path;
 
 use common::tripwire::Scratch;
-use common::{parse, shells};
+use common::parse;
 
 #[test]
 fn a_masked_failure_names_each_failed_command_with_its_status_and_stderr() {

@@ -127,11 +127,11 @@ pub(super) fn simple_line(s: &ast::SimpleCommand) -> Option<usize> {
         return Some(l);
     }
     parse::items(s).find_map(|item| match item {
-            ast::CommandPrefixOrSuffixItem::Word(w)
-            | ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => parse::word_line(w),
-            ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, s) => Some(s.loc.start.line),
-            ast::CommandPrefixOrSuffixItem::IoRedirect(_) => None,
-        })
+        ast::CommandPrefixOrSuffixItem::Word(w)
+        | ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => parse::word_line(w),
+        ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, s) => Some(s.loc.start.line),
+        ast::CommandPrefixOrSuffixItem::IoRedirect(_) => None,
+    })
 }
 
 pub(super) fn command_line(c: &ast::Command) -> Option<usize> {
