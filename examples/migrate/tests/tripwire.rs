@@ -17,8 +17,8 @@ mod common;
 
 use std::path::Path;
 
-use common::tripwire::Scratch;
 use common::parse;
+use common::tripwire::Scratch;
 
 #[test]
 fn a_masked_failure_names_each_failed_command_with_its_status_and_stderr() {
