@@ -79,6 +79,33 @@ pub fn assert_first_problem(doc: &serde_json::Value, needle: &str) {
     assert!(first.contains(needle), "{doc}");
 }
 
+/// Runs `git -C DIR ARGS` as a throwaway identity without signing and
+/// returns its stdout, panicking with its stderr unless it succeeds.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "tag.gpgsign=false",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
 /// A scratch git repository with a `migrations/` tree.
 pub struct Repo {
     pub dir: tempfile::TempDir,
@@ -106,28 +133,7 @@ impl Repo {
     }
 
     pub fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(self.dir.path())
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@example.invalid",
-                "-c",
-                "commit.gpgsign=false",
-                "-c",
-                "tag.gpgsign=false",
-            ])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).to_string()
+        git(self.dir.path(), args)
     }
 
     /// Writes `migrations/<tier>/<slug>` with a header.
