@@ -135,7 +135,7 @@ impl LedgerSpec {
             |e: &dyn fmt::Display| format!("cannot reach a Kubernetes API server for {self}: {e}");
         let options = KUBE_OPTIONS.get().cloned().unwrap_or_default();
         if options == KubeOptions::default() {
-            return kube::Client::try_default().await.map_err(|e| fail(&e));
+            return migration_kube::client::infer().await.map_err(|e| fail(&e));
         }
         let chosen = kube::config::KubeConfigOptions {
             context: options.context.clone(),
@@ -153,7 +153,7 @@ impl LedgerSpec {
             Some(context) => format!("--context {context}: {e}"),
             None => fail(&e),
         })?;
-        kube::Client::try_from(config).map_err(|e| fail(&e))
+        migration_kube::client::from_config(config).map_err(|e| fail(&e))
     }
 
     /// Opens the ledger the spec names. Kubernetes backends discover their

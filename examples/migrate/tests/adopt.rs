@@ -27,6 +27,19 @@ fn scratch_tree() -> ScratchTree {
         .scratch()
 }
 
+/// `migrate adopt ROOT --legacy-version VERSION --ledger SPEC [EXTRA...]`.
+fn adopt(
+    root: &std::path::Path,
+    version: &str,
+    spec: &str,
+    extra: &[&str],
+) -> (i32, serde_json::Value, String) {
+    let root = root.to_str().unwrap();
+    let mut args = vec!["adopt", root, "--legacy-version", version, "--ledger", spec];
+    args.extend_from_slice(extra);
+    json(&args)
+}
+
 fn status(spec: &str) -> serde_json::Value {
     let (code, doc, err) = json(&["status", "--ledger", spec]);
     assert_eq!(code, 0, "{err}");
@@ -39,7 +52,7 @@ fn adopting_creates_legacy_entries_below_the_version_and_the_first_run_runs_the_
     let root = scratch.root();
     let root = root.to_str().unwrap();
     let spec = format!("file:{}", scratch.file("ledger.json").display());
-    let (code, doc, err) = json(&["adopt", root, "--legacy-version", "3", "--ledger", &spec]);
+    let (code, doc, err) = adopt(&scratch.root(), "3", &spec, &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["outcome"], "created");
     assert_eq!(strings(&doc["legacy"]), ["one", "two"]);
@@ -59,24 +72,15 @@ fn adopting_twice_is_a_no_op_and_a_ledger_with_other_entries_is_refused() {
     let root = scratch.root();
     let root = root.to_str().unwrap();
     let spec = format!("file:{}", scratch.file("ledger.json").display());
-    let adopt = |version: &str| {
-        json(&[
-            "adopt",
-            root,
-            "--legacy-version",
-            version,
-            "--ledger",
-            &spec,
-        ])
-    };
-    assert_eq!(adopt("4").0, 0);
-    let (code, doc, err) = adopt("4");
+    let adopt_version = |version: &str| adopt(&scratch.root(), version, &spec, &[]);
+    assert_eq!(adopt_version("4").0, 0);
+    let (code, doc, err) = adopt_version("4");
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["outcome"], "already-adopted");
     assert_eq!(strings(&doc["legacy"]), ["one", "two", "three"]);
 
     // Another integer would mark other migrations applied.
-    let (code, doc, _) = adopt("2");
+    let (code, doc, _) = adopt_version("2");
     assert_eq!(code, 3, "{doc}");
     assert!(
         doc["problems"][0]
@@ -87,7 +91,7 @@ fn adopting_twice_is_a_no_op_and_a_ledger_with_other_entries_is_refused() {
 
     // Once the engine ran, the ledger is the engine's.
     assert_eq!(json(&["run", root, "--ledger", &spec]).0, 0);
-    let (code, doc, _) = adopt("4");
+    let (code, doc, _) = adopt_version("4");
     assert_eq!(code, 3, "{doc}");
     let problem = doc["problems"][0].as_str().unwrap();
     assert!(
@@ -106,14 +110,7 @@ fn a_version_beyond_the_legacy_map_or_a_tree_without_one_is_bad_input() {
     let scratch = scratch_tree();
     let root = scratch.root();
     let spec = format!("file:{}", scratch.file("ledger.json").display());
-    let (code, doc, _) = json(&[
-        "adopt",
-        root.to_str().unwrap(),
-        "--legacy-version",
-        "9",
-        "--ledger",
-        &spec,
-    ]);
+    let (code, doc, _) = adopt(&root, "9", &spec, &[]);
     assert_eq!(code, 2, "{doc}");
     let problem = doc["problems"][0].as_str().unwrap();
     assert!(
@@ -127,14 +124,7 @@ fn a_version_beyond_the_legacy_map_or_a_tree_without_one_is_bad_input() {
         .manifest(&[("00001-v1", "a\n")])
         .scratch();
     let root = bare.root();
-    let (code, doc, _) = json(&[
-        "adopt",
-        root.to_str().unwrap(),
-        "--legacy-version",
-        "1",
-        "--ledger",
-        &spec,
-    ]);
+    let (code, doc, _) = adopt(&root, "1", &spec, &[]);
     assert_eq!(code, 2, "{doc}");
     assert!(
         doc["problems"][0]
@@ -247,11 +237,8 @@ fn adopt_then_run(scratch: &ScratchTree, ran: &[&str]) -> (i32, serde_json::Valu
     let root = scratch.root();
     let root = root.to_str().unwrap();
     let spec = format!("file:{}", scratch.file("ledger.json").display());
-    let mut args = vec!["adopt", root, "--legacy-version", "3", "--ledger", &spec];
-    for slug in ran {
-        args.extend(["--ran", slug]);
-    }
-    let (code, doc, _) = json(&args);
+    let ran: Vec<&str> = ran.iter().flat_map(|slug| ["--ran", slug]).collect();
+    let (code, doc, _) = adopt(&scratch.root(), "3", &spec, &ran);
     if code != 0 {
         return (code, doc, Vec::new());
     }

@@ -63,22 +63,10 @@ fn run(mut command: Command) -> String {
 
 /// The objects of a YAML stream, as JSON (kubectl converts; no YAML parser needed).
 fn objects(cluster: &RealCluster, yaml: &str) -> Vec<Value> {
-    use std::io::Write;
-    let mut child = cluster
-        .kubectl()
-        .args(["create", "--dry-run=client", "-o", "json", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(yaml.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = cluster.kubectl_with_stdin(
+        &["create", "--dry-run=client", "-o", "json", "-f", "-"],
+        yaml,
+    );
     assert!(
         out.status.success(),
         "{}",

@@ -9,16 +9,14 @@ mod common;
 
 use std::process::Stdio;
 
-use common::{Repo, assert_first_problem, json, migrate};
+use common::{Repo, assert_first_problem, json, ledger_in, migrate};
 
 /// A repository with v1.0.0 (a) and v1.1.0 (b), manifest generated.
 fn released() -> Repo {
-    let repo = Repo::new();
-    repo.release_with("v1.0.0", &[("pre-apply", "a")]);
-    repo.release_with("v1.1.0", &[("pre-apply", "b")]);
-    let (code, _, err) = repo.manifest();
-    assert_eq!(code, 0, "{err}");
-    repo
+    Repo::released(&[
+        ("v1.0.0", &[("pre-apply", "a")]),
+        ("v1.1.0", &[("pre-apply", "b")]),
+    ])
 }
 
 fn manifest_with(repo: &Repo, path: &str, extra: &[&str]) -> (i32, serde_json::Value, String) {
@@ -103,40 +101,24 @@ fn manifest_in_a_repository_without_any_tag_puts_everything_untagged() {
     assert_eq!(batch_names(&doc), ["99999-untagged"]);
 }
 
-fn ledger_of(dir: &tempfile::TempDir) -> String {
-    format!("file:{}", dir.path().join("ledger.json").display())
-}
-
 #[test]
 fn verify_since_an_unknown_tag_is_an_error_naming_it() {
     let repo = released();
     let state = tempfile::tempdir().unwrap();
     let tree = repo.tree();
     let tree = tree.to_str().unwrap();
-    let (code, _, err) = json(&["seed-fresh", tree, "--ledger", &ledger_of(&state)]);
+    let ledger = ledger_in(&state);
+    let (code, _, err) = json(&["seed-fresh", tree, "--ledger", &ledger]);
     assert_eq!(code, 0, "{err}");
+    let verify_since = |since: &str| json(&["verify", tree, "--ledger", &ledger, "--since", since]);
     for since in ["v9.9.9", "1.1.0"] {
-        let (code, doc, _) = json(&[
-            "verify",
-            tree,
-            "--ledger",
-            &ledger_of(&state),
-            "--since",
-            since,
-        ]);
+        let (code, doc, _) = verify_since(since);
         assert_eq!(code, 2, "{since}: {doc}");
         assert_first_problem(&doc, &format!("--since \"{since}\": no such release"));
     }
     // A tag that shipped no migration is still a release (git knows it).
     repo.release("v1.2.0");
-    let (code, doc, _) = json(&[
-        "verify",
-        tree,
-        "--ledger",
-        &ledger_of(&state),
-        "--since",
-        "v1.2.0",
-    ]);
+    let (code, doc, _) = verify_since("v1.2.0");
     assert_eq!(code, 0, "{doc}");
 }
 
@@ -196,7 +178,7 @@ fn plan_leaves_no_file_behind_on_a_fresh_or_an_existing_ledger() {
         "plan",
         tree.to_str().unwrap(),
         "--ledger",
-        &ledger_of(&state),
+        &ledger_in(&state),
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(files_in(&state).is_empty(), "{:?}", files_in(&state));
@@ -215,7 +197,7 @@ fn a_run_refused_for_a_missing_order_d_creates_no_ledger_and_no_lock_file() {
         "run",
         repo.tree().to_str().unwrap(),
         "--ledger",
-        &ledger_of(&state),
+        &ledger_in(&state),
     ]);
     assert_eq!(code, 2, "{doc}");
     assert_first_problem(&doc, "no order.d/ manifest");

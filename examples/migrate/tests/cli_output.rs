@@ -9,12 +9,10 @@ use common::{Repo, assert_first_problem, json, migrate};
 
 /// A repository with v1.0.0 (a, b) and v1.1.0 (c), all pre-apply, manifest generated.
 fn released() -> Repo {
-    let repo = Repo::new();
-    repo.release_with("v1.0.0", &[("pre-apply", "a"), ("pre-apply", "b")]);
-    repo.release_with("v1.1.0", &[("pre-apply", "c")]);
-    let (code, _, err) = repo.manifest();
-    assert_eq!(code, 0, "{err}");
-    repo
+    Repo::released(&[
+        ("v1.0.0", &[("pre-apply", "a"), ("pre-apply", "b")]),
+        ("v1.1.0", &[("pre-apply", "c")]),
+    ])
 }
 
 /// Writes a whole-document file ledger holding `data` and returns its spec.

@@ -4,20 +4,14 @@
 
 mod common;
 
-use common::{Repo, assert_first_problem, fields, json, migrate};
+use common::{Repo, assert_first_problem, fields, json, ledger_in, migrate};
 
 /// A repository with v1.0.0 (a, b) and v1.1.0 (c), manifest generated.
 fn released() -> Repo {
-    let repo = Repo::new();
-    repo.release_with("v1.0.0", &[("pre-apply", "a"), ("background", "b")]);
-    repo.release_with("v1.1.0", &[("pre-apply", "c")]);
-    let (code, _, err) = repo.manifest();
-    assert_eq!(code, 0, "{err}");
-    repo
-}
-
-fn ledger_arg(dir: &tempfile::TempDir) -> String {
-    format!("file:{}", dir.path().join("ledger.json").display())
+    Repo::released(&[
+        ("v1.0.0", &[("pre-apply", "a"), ("background", "b")]),
+        ("v1.1.0", &[("pre-apply", "c")]),
+    ])
 }
 
 #[test]
@@ -28,7 +22,7 @@ fn plan_on_a_fresh_cluster_seeds_and_runs_nothing_then_writes_nothing() {
         "plan",
         repo.tree().to_str().unwrap(),
         "--ledger",
-        &ledger_arg(&state),
+        &ledger_in(&state),
     ]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["fresh_install"], true);
@@ -49,7 +43,7 @@ fn plan_lists_pending_in_order_with_what_the_runner_needs() {
         "plan",
         repo.tree().to_str().unwrap(),
         "--ledger",
-        &ledger_arg(&state),
+        &ledger_in(&state),
         "--tier",
         "pre-apply",
     ]);
@@ -73,7 +67,7 @@ fn a_refused_plan_exits_3_naming_every_problem() {
         "plan",
         repo.tree().to_str().unwrap(),
         "--ledger",
-        &ledger_arg(&state),
+        &ledger_in(&state),
     ]);
     assert_eq!(code, 3);
     assert_eq!(doc["error"], "refused");
@@ -121,7 +115,7 @@ fn seed_fresh_creates_the_ledger_once_and_refuses_an_existing_one() {
         "seed-fresh",
         tree.to_str().unwrap(),
         "--ledger",
-        &ledger_arg(&state),
+        &ledger_in(&state),
     ]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["seeded"], 3);
@@ -129,10 +123,10 @@ fn seed_fresh_creates_the_ledger_once_and_refuses_an_existing_one() {
         "seed-fresh",
         tree.to_str().unwrap(),
         "--ledger",
-        &ledger_arg(&state),
+        &ledger_in(&state),
     ]);
     assert_eq!(code, 3, "{doc}");
-    let (_, status, _) = json(&["status", "--ledger", &ledger_arg(&state)]);
+    let (_, status, _) = json(&["status", "--ledger", &ledger_in(&state)]);
     assert_eq!(status["counts"]["skipped-fresh-install"], 3);
 }
 
@@ -183,17 +177,17 @@ fn verify_fails_on_missing_entries_and_since_rejects_a_fresh_install() {
     let state = tempfile::tempdir().unwrap();
     let tree = repo.tree();
     let tree = tree.to_str().unwrap();
-    let (code, doc, _) = json(&["verify", tree, "--ledger", &ledger_arg(&state)]);
+    let (code, doc, _) = json(&["verify", tree, "--ledger", &ledger_in(&state)]);
     assert_eq!(code, 5);
     assert_eq!(doc["problems"].as_array().unwrap().len(), 3);
-    json(&["seed-fresh", tree, "--ledger", &ledger_arg(&state)]);
-    let (code, doc, _) = json(&["verify", tree, "--ledger", &ledger_arg(&state)]);
+    json(&["seed-fresh", tree, "--ledger", &ledger_in(&state)]);
+    let (code, doc, _) = json(&["verify", tree, "--ledger", &ledger_in(&state)]);
     assert_eq!((code, &doc["ok"]), (0, &serde_json::json!(true)));
     let (code, doc, _) = json(&[
         "verify",
         tree,
         "--ledger",
-        &ledger_arg(&state),
+        &ledger_in(&state),
         "--since",
         "v1.0.0",
     ]);
@@ -214,7 +208,7 @@ fn status_lists_failures_first() {
         r#"{{"format":"migration-ledger/v1","ledger":{{"revision":1,"data":{{"version":"7","m.a":"{ok}","m.z":"{failed}","m.bad":"{{"}}}},"lock":null,"lock_generation":0}}"#
     );
     std::fs::write(state.path().join("ledger.json"), doc).unwrap();
-    let (code, doc, err) = json(&["status", "--ledger", &ledger_arg(&state)]);
+    let (code, doc, err) = json(&["status", "--ledger", &ledger_in(&state)]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["version"], 7);
     assert_eq!(doc["entries"][0]["slug"], "z");
@@ -222,7 +216,7 @@ fn status_lists_failures_first() {
     assert_eq!(doc["entries"][1]["slug"], "a");
     assert_eq!(doc["corrupt"][0]["key"], "m.bad");
     let text = migrate()
-        .args(["status", "--ledger", &ledger_arg(&state)])
+        .args(["status", "--ledger", &ledger_in(&state)])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
@@ -243,7 +237,7 @@ fn status_lists_failures_first() {
 #[test]
 fn status_of_a_missing_ledger_says_so() {
     let state = tempfile::tempdir().unwrap();
-    let (code, doc, _) = json(&["status", "--ledger", &ledger_arg(&state)]);
+    let (code, doc, _) = json(&["status", "--ledger", &ledger_in(&state)]);
     assert_eq!((code, &doc["exists"]), (0, &serde_json::json!(false)));
 }
 
@@ -251,7 +245,7 @@ fn status_of_a_missing_ledger_says_so() {
 fn an_unreadable_ledger_file_exits_1() {
     let state = tempfile::tempdir().unwrap();
     std::fs::write(state.path().join("ledger.json"), "{broken").unwrap();
-    let (code, doc, _) = json(&["status", "--ledger", &ledger_arg(&state)]);
+    let (code, doc, _) = json(&["status", "--ledger", &ledger_in(&state)]);
     assert_eq!(code, 1);
     assert_first_problem(&doc, "unreadable");
 }

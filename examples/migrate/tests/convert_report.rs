@@ -143,19 +143,9 @@ fn the_reported_diff_applied_by_hand_gives_exactly_the_rewritten_tree() {
         "{diff}"
     );
     assert!(diff.contains("+  exit 75\n"), "{diff}");
-    std::fs::write(dir.path().join("d.patch"), &diff).unwrap();
-    let apply = std::process::Command::new("git")
-        .arg("-C")
-        .arg(&plain)
-        .args(["apply", "-p1"])
-        .arg(dir.path().join("d.patch"))
-        .output()
-        .unwrap();
-    assert!(
-        apply.status.success(),
-        "{}",
-        String::from_utf8_lossy(&apply.stderr)
-    );
+    let patch = dir.path().join("d.patch");
+    std::fs::write(&patch, &diff).unwrap();
+    common::git(&plain, &["apply", "-p1", patch.to_str().unwrap()]);
     let mut expected = files(&rewritten);
     let got = files(&plain);
     // The stamp helper is left out only when the rewrite removed its uses.

@@ -12,7 +12,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::numbered::{NUMBERED, history};
-use common::{Repo, json, migrate};
+use common::{Repo, git, json, migrate};
 
 /// Converts the checked-out line into `<dir>/tree` with `--rewrite`, makes
 /// `<dir>` a repository and generates the manifest there.
@@ -53,22 +53,6 @@ fn convert_line(repo: &Repo, dir: &Path) -> (serde_json::Value, PathBuf) {
         "the converted tree fails manifest: {err}\n{manifest}"
     );
     (report, tree)
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args(["-c", "commit.gpgsign=false"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Both converted lines: the old line's next patch release, and main's.

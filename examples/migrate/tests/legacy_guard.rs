@@ -24,6 +24,15 @@ fn problems(doc: &serde_json::Value) -> String {
     doc["problems"].to_string()
 }
 
+/// Commits `repo`'s working tree as `message`, asserts that the manifest is
+/// refused (exit 2) and returns the problems it names.
+fn refused_manifest(repo: &Repo, message: &str) -> String {
+    repo.commit(message);
+    let (code, doc, _) = repo.manifest();
+    assert_eq!(code, 2, "{doc}");
+    problems(&doc)
+}
+
 #[test]
 fn an_unchanged_legacy_map_with_a_line_appended_for_a_new_legacy_script_passes() {
     let repo = released();
@@ -40,10 +49,7 @@ fn a_shipped_legacy_line_pointing_elsewhere_is_refused_naming_the_tag() {
     repo.add("pre-apply", "two-renamed", "echo two");
     repo.remove("pre-apply", "2");
     repo.write("legacy-map", "1 1\n2 two-renamed\n");
-    repo.commit("edit");
-    let (code, doc, _) = repo.manifest();
-    assert_eq!(code, 2, "{doc}");
-    let text = problems(&doc);
+    let text = refused_manifest(&repo, "edit");
     assert!(
         text.contains("legacy-map line '2 2' shipped in tag v1.0.0")
             && text.contains("the working tree has '2 two-renamed'"),
@@ -55,14 +61,12 @@ fn a_shipped_legacy_line_pointing_elsewhere_is_refused_naming_the_tag() {
 fn a_shipped_legacy_line_removed_is_refused() {
     let repo = released();
     repo.write("legacy-map", "1 1\n");
-    repo.commit("drop a line");
-    let (code, doc, _) = repo.manifest();
-    assert_eq!(code, 2, "{doc}");
+    let text = refused_manifest(&repo, "drop a line");
     assert!(
-        problems(&doc).contains(
+        text.contains(
             "legacy-map line '2 2' shipped in tag v1.0.0 is missing from the working tree"
         ),
-        "{doc}"
+        "{text}"
     );
 }
 
@@ -70,13 +74,11 @@ fn a_shipped_legacy_line_removed_is_refused() {
 fn a_slug_shipped_as_a_regular_migration_cannot_be_moved_into_the_legacy_batch() {
     let repo = released();
     repo.write("legacy-map", "1 1\n2 2\n3 relabel\n");
-    repo.commit("relabel becomes legacy");
-    let (code, doc, _) = repo.manifest();
-    assert_eq!(code, 2, "{doc}");
+    let text = refused_manifest(&repo, "relabel becomes legacy");
     assert!(
-        problems(&doc).contains(
+        text.contains(
             "'relabel' shipped in tag v1.0.0 as a regular migration; the working tree's legacy-map now lists it as '3 relabel'"
         ),
-        "{doc}"
+        "{text}"
     );
 }

@@ -111,18 +111,17 @@ impl Scratch {
     }
 }
 
+/// `(state, reason, attempts)` of a ledger entry.
+fn state_reason_attempts(e: &serde_json::Value) -> (Option<&str>, Option<&str>, Option<u64>) {
+    (
+        e["state"].as_str(),
+        e["reason"].as_str(),
+        e["attempts"].as_u64(),
+    )
+}
+
 fn outcomes(report: &serde_json::Value) -> Vec<(String, String)> {
-    report["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["slug"].as_str().unwrap().to_owned(),
-                r["outcome"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    common::field_pairs(&report["results"], "slug", "outcome")
 }
 
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -169,11 +168,7 @@ fn exit_75_is_recorded_not_yet_under_abort_its_dependents_wait_and_the_rest_of_t
 
         let e = s.entry("crd-waits");
         assert_eq!(
-            (
-                e["state"].as_str(),
-                e["reason"].as_str(),
-                e["attempts"].as_u64()
-            ),
+            state_reason_attempts(&e),
             (Some("not-yet"), Some("exit-status-75"), Some(1)),
             "{}: {e}",
             shell.name
@@ -184,11 +179,7 @@ fn exit_75_is_recorded_not_yet_under_abort_its_dependents_wait_and_the_rest_of_t
         );
         let d = s.entry("uses-crd");
         assert_eq!(
-            (
-                d["state"].as_str(),
-                d["reason"].as_str(),
-                d["attempts"].as_u64()
-            ),
+            state_reason_attempts(&d),
             (Some("not-yet"), Some("requirement-not-yet"), Some(0)),
             "{}: {d}",
             shell.name

@@ -16,50 +16,8 @@ use serde_json::{Value, json};
 use test_apiserver::real::{RealCluster, unique_name};
 
 /// What the demo's scripts act on: two tenants with the objects the chart hands over, the Flux
-/// and operator CRDs, and the legacy monitoring namespace.
-const CLUSTER_CRDS: &str = r#"
-apiVersion: v1
-kind: Namespace
-metadata: {name: monitoring-legacy}
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: tenant-a, labels: {tenant: "true"}}
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: tenant-b, labels: {tenant: "true"}}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: helmreleases.helm.toolkit.fluxcd.io}
-spec:
-  group: helm.toolkit.fluxcd.io
-  scope: Namespaced
-  names: {plural: helmreleases, singular: helmrelease, kind: HelmRelease}
-  versions:
-  - {name: v2, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: clusters.postgresql.cnpg.io}
-spec:
-  group: postgresql.cnpg.io
-  scope: Namespaced
-  names: {plural: clusters, singular: cluster, kind: Cluster}
-  versions:
-  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: buckets.s3.seaweedfs.example}
-spec:
-  group: s3.seaweedfs.example
-  scope: Namespaced
-  names: {plural: buckets, singular: bucket, kind: Bucket}
-  versions:
-  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
-"#;
+/// and operator CRDs, and the legacy monitoring namespace (a fixture: data, not code).
+const CLUSTER_CRDS: &str = include_str!("fixtures/real-cluster-objects.yaml");
 
 /// Per tenant, once the CRDs are served. (No controller-manager runs, so the `default`
 /// ServiceAccount that pods need is created here.)
@@ -117,17 +75,7 @@ fn migrate(cluster: &RealCluster, args: &[&str]) -> (i32, Value, String) {
 }
 
 fn outcomes(doc: &Value) -> Vec<(String, String)> {
-    doc["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["slug"].as_str().unwrap().to_owned(),
-                r["outcome"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    common::field_pairs(&doc["results"], "slug", "outcome")
 }
 
 /// `jsonpath` of a namespaced object, through kubectl.

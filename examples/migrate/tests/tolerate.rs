@@ -128,12 +128,46 @@ exit 1
             .expect("an end record")
     }
 
+    /// `migrate-tolerate FLAGS -- kubectl get x` against `fixture`: its
+    /// output and the `end` record of the call.
+    fn get_x(&self, fixture: &str, flags: &[&str]) -> (Output, serde_json::Value) {
+        let out = self.run(fixture, &with_command(flags, &["kubectl", "get", "x"]), "");
+        (out, self.last_end())
+    }
+
     fn attempts(&self) -> usize {
         std::fs::read_to_string(self.path().join("attempts"))
             .unwrap_or_default()
             .lines()
             .count()
     }
+}
+
+/// Up to two retries, without waiting.
+const RETRY_TWICE: &[&str] = &["--retry", "2", "--retry-delay", "0"];
+
+/// Asserts that the call `out` against `fixture` exited `code` and that its
+/// `end` record says `outcome` for the one answer class `class`.
+fn assert_ended(
+    fixture: &str,
+    out: &Output,
+    end: &serde_json::Value,
+    code: i32,
+    outcome: &str,
+    class: &str,
+) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{fixture}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(end["outcome"], outcome, "{fixture}: {end}");
+    assert_eq!(
+        end["classes"],
+        serde_json::json!([class]),
+        "{fixture}: {end}"
+    );
 }
 
 fn with_command<'a>(flags: &[&'a str], command: &[&'a str]) -> Vec<&'a str> {
@@ -146,21 +180,8 @@ fn with_command<'a>(flags: &[&'a str], command: &[&'a str]) -> Vec<&'a str> {
 #[test]
 fn each_accepted_answer_is_tolerated_by_its_own_flag_and_reported_as_tolerated() {
     for (fixture, class, flag) in ACCEPTED {
-        let h = Helper::new();
-        let out = h.run(
-            fixture,
-            &with_command(&[flag], &["kubectl", "get", "x"]),
-            "",
-        );
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{fixture}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let end = h.last_end();
-        assert_eq!(end["outcome"], "tolerated", "{fixture}: {end}");
-        assert_eq!(end["classes"], serde_json::json!([class]), "{fixture}");
+        let (out, end) = Helper::new().get_x(fixture, &[flag]);
+        assert_ended(fixture, &out, &end, 0, "tolerated", class);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
             err.contains(
@@ -183,41 +204,16 @@ fn each_accepted_answer_is_tolerated_by_its_own_flag_and_reported_as_tolerated()
 fn an_accepted_answer_under_another_flag_stays_a_failure() {
     for (fixture, class, flag) in ACCEPTED {
         let others: Vec<&str> = ALL_FLAGS.iter().copied().filter(|f| f != flag).collect();
-        let h = Helper::new();
-        let out = h.run(
-            fixture,
-            &with_command(&others, &["kubectl", "get", "x"]),
-            "",
-        );
-        assert_eq!(out.status.code(), Some(1), "{fixture}");
-        let end = h.last_end();
-        assert_eq!(end["outcome"], "failed", "{fixture}: {end}");
-        assert_eq!(end["classes"], serde_json::json!([class]), "{fixture}");
+        let (out, end) = Helper::new().get_x(fixture, &others);
+        assert_ended(fixture, &out, &end, 1, "failed", class);
     }
 }
 
 #[test]
 fn each_refused_failure_stays_a_failure_whatever_flags_are_given() {
     for (fixture, class, _) in REFUSED {
-        let h = Helper::new();
-        let out = h.run(
-            fixture,
-            &with_command(&ALL_FLAGS, &["kubectl", "get", "x"]),
-            "",
-        );
-        assert_eq!(
-            out.status.code(),
-            Some(1),
-            "{fixture}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let end = h.last_end();
-        assert_eq!(end["outcome"], "failed", "{fixture}: {end}");
-        assert_eq!(
-            end["classes"],
-            serde_json::json!([class]),
-            "{fixture}: {end}"
-        );
+        let (out, end) = Helper::new().get_x(fixture, &ALL_FLAGS);
+        assert_ended(fixture, &out, &end, 1, "failed", class);
         assert!(
             !end["stderr"].as_array().unwrap().is_empty(),
             "{fixture}: the stderr head is reported"
@@ -231,17 +227,7 @@ fn only_transient_failures_are_retried_and_the_retries_are_bounded() {
         let h = Helper::new();
         let out = h.run(
             fixture,
-            &[
-                "--retry",
-                "2",
-                "--retry-delay",
-                "0",
-                "--",
-                "kubectl",
-                "apply",
-                "-f",
-                "x.yaml",
-            ],
+            &with_command(RETRY_TWICE, &["kubectl", "apply", "-f", "x.yaml"]),
             "",
         );
         assert_eq!(out.status.code(), Some(1), "{fixture}");
@@ -251,20 +237,7 @@ fn only_transient_failures_are_retried_and_the_retries_are_bounded() {
     }
     for (fixture, _, _) in ACCEPTED {
         let h = Helper::new();
-        h.run(
-            fixture,
-            &[
-                "--retry",
-                "2",
-                "--retry-delay",
-                "0",
-                "--",
-                "kubectl",
-                "get",
-                "x",
-            ],
-            "",
-        );
+        h.get_x(fixture, RETRY_TWICE);
         assert_eq!(h.attempts(), 1, "{fixture}: answers are not retried");
     }
 }

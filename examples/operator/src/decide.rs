@@ -255,10 +255,7 @@ pub fn decide(
 mod tests {
     use super::*;
     use migration_core::LedgerEntry;
-
-    fn s(x: &str) -> Slug {
-        Slug::parse(x).unwrap()
-    }
+    use migration_core::testing::fixtures::s;
 
     fn index(slugs: &[&str], revoked: &[&str]) -> Index {
         Index {

@@ -175,10 +175,7 @@ pub fn job_for(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn s(x: &str) -> Slug {
-        Slug::parse(x).unwrap()
-    }
+    use migration_core::testing::fixtures::s;
 
     fn index_configmap_with_uid() -> ConfigMap {
         ConfigMap {

@@ -71,7 +71,7 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let client = match kube::Client::try_default().await {
+        let client = match migration_kube::client::infer().await {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("migrate-operator: cannot reach the API server: {e}");

@@ -19,9 +19,8 @@ use migrate_operator::{
     ATTEMPT_LABEL, Context, Index, OperatorConfig, OperatorError, Retries, SLUG_LABEL,
     index_configmap, reconcile, run_controller,
 };
-use migration_core::{
-    Clock, EntryState, Ledger, LedgerEntry, ManualClock, Slug, Timestamp, WriteMode,
-};
+use migration_core::testing::fixtures::s;
+use migration_core::{Clock, EntryState, Ledger, LedgerEntry, ManualClock, Timestamp, WriteMode};
 use migration_kube::RetryPolicy;
 use serde_json::json;
 use test_apiserver::{TestApiServer, Verb};
@@ -33,10 +32,6 @@ struct Setup {
     server: TestApiServer,
     ledger: Arc<dyn Ledger>,
     clock: Arc<ManualClock>,
-}
-
-fn s(x: &str) -> Slug {
-    Slug::parse(x).unwrap()
 }
 
 async fn setup(slugs: &[&str], revoked: &[&str]) -> Setup {

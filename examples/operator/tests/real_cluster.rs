@@ -24,9 +24,9 @@ use migrate_operator::{
     ATTEMPT_LABEL, Context, Index, OperatorConfig, OperatorError, Retries, SLUG_LABEL,
     index_configmap, reconcile, run_controller,
 };
+use migration_core::testing::fixtures::s;
 use migration_core::{
-    Clock, EntryState, Ledger, LedgerEntry, LedgerError, Lock, ManualClock, Slug, Timestamp,
-    WriteMode,
+    Clock, EntryState, Ledger, LedgerEntry, LedgerError, Lock, ManualClock, Timestamp, WriteMode,
 };
 use migration_kube::RetryPolicy;
 use serde_json::json;
@@ -38,10 +38,6 @@ const LEDGER: &str = "cozystack-version";
 const OPERATOR_SA: &str = "cozystack-migrations-operator";
 const RUNNER_SA: &str = "cozystack-migrations";
 const RBAC: &str = include_str!("../deploy/rbac.yaml");
-
-fn s(x: &str) -> Slug {
-    Slug::parse(x).unwrap()
-}
 
 /// One test's namespace on the real cluster, with the index and an empty ledger in it.
 struct Env {

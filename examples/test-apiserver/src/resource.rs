@@ -42,15 +42,10 @@ impl ResourceDef {
         status_subresource: bool,
     ) -> Self {
         Self {
-            group: group.to_string(),
-            version: version.to_string(),
-            plural: plural.to_string(),
-            kind: kind.to_string(),
-            namespaced,
             status_subresource,
             custom: true,
             generation: true,
-            return_deleted_object: false,
+            ..Self::builtin(group, version, plural, kind, namespaced)
         }
     }
 

@@ -127,9 +127,15 @@ async fn served(h: &impl FaultHarness) -> TestApiServer {
     server
 }
 
+/// A client for `server` as the product builds one ([`crate::client`]: no
+/// retry layer of kube's own under the ledger's).
+fn client(server: &TestApiServer) -> kube::Client {
+    crate::client::from_config(server.config()).unwrap()
+}
+
 /// A handle trying [`TRIES`] times without waiting.
 fn ledger(h: &impl FaultHarness, server: &TestApiServer) -> Arc<dyn Ledger> {
-    h.ledger(server.client(), RetryPolicy::immediate(TRIES))
+    h.ledger(client(server), RetryPolicy::immediate(TRIES))
 }
 
 /// A server holding an empty ledger, created through another handle (so
@@ -190,6 +196,24 @@ pub async fn transient_errors_give_up_after_bounded_attempts_and_say_so(h: &impl
         TRIES as usize,
         "one write per try, no more, no fewer"
     );
+}
+
+/// A write that always meets a 503 or a 429 (what kube's own retry layer
+/// would retry) also costs exactly [`TRIES`] writes: the ledger's retries
+/// are the only layer.
+pub async fn kube_retryable_errors_cost_one_request_per_try(h: &impl FaultHarness) {
+    for (code, reason) in [(503, "ServiceUnavailable"), (429, "TooManyRequests")] {
+        let (server, _, err) = a_write_always_answered(h, code, reason).await;
+        assert!(
+            matches!(err, LedgerError::Transient { .. }),
+            "{code}: {err:?}"
+        );
+        assert_eq!(
+            writes(h, &server),
+            TRIES as usize,
+            "{code}: one write per try of the ledger's, none added below it"
+        );
+    }
 }
 
 /// A 403 on a write, a read or a create is final at once and names the
@@ -287,7 +311,7 @@ pub async fn a_slow_server_times_out_and_the_retry_succeeds(h: &impl FaultHarnes
     );
     let mut config = server.config();
     config.read_timeout = Some(Duration::from_millis(500));
-    let client = kube::Client::try_from(config).unwrap();
+    let client = crate::client::from_config(config).unwrap();
     let l = h.ledger(client, RetryPolicy::immediate(4));
     assert!(l.read().await.unwrap().is_some());
 }
@@ -300,6 +324,7 @@ macro_rules! ledger_fault_tests {
         $crate::ledger_fault_tests!(@tests $harness;
             transient_errors_are_retried_and_succeed,
             transient_errors_give_up_after_bounded_attempts_and_say_so,
+            kube_retryable_errors_cost_one_request_per_try,
             permanent_errors_fail_closed_naming_operation_and_object,
             a_lost_reply_on_an_only_if_absent_write_never_duplicates_or_overwrites,
             a_lost_reply_on_a_replacing_write_leaves_exactly_the_entry_written,

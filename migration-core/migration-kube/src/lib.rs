@@ -6,7 +6,8 @@
 //! - [`classify`] and [`ledger_error`]: one mapping from `kube::Error` onto
 //!   the core's [`LedgerError`](migration_core::LedgerError) kinds;
 //! - [`RetryPolicy`]: bounded exponential backoff with jitter for transient
-//!   API errors (429, 5xx, timeouts, connection resets);
+//!   API errors (429, 5xx, timeouts, connection resets), the one retry layer:
+//!   [`client`] builds every `kube::Client` without kube's own;
 //! - [`conditional_update`] over a [`ConditionalObject`]: the write that
 //!   carries the resourceVersion it was computed from, re-read and
 //!   recomputed on a 409, bounded by the [`RetryPolicy`]; and
@@ -26,6 +27,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod client;
 pub mod defaults;
 mod error;
 #[cfg(feature = "testing")]

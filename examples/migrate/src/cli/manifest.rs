@@ -74,13 +74,8 @@ pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
 /// that does not exist, is refused (git would find it in no tag and every
 /// script would be untagged).
 fn repo_relative(repo: &Path, path: &str) -> Result<String, Failure> {
-    let bad = |why: String| Failure::bad_input(vec![format!("--path {path:?}: {why}")]);
-    let root = std::fs::canonicalize(repo).map_err(|e| {
-        bad(format!(
-            "the repository {} cannot be read: {e}",
-            repo.display()
-        ))
-    })?;
+    let bad = |why: String| bad_path(path, &why);
+    let root = canonical_root(repo, path)?;
     let given = Path::new(path);
     let full = if given.is_absolute() {
         given.to_path_buf()
@@ -110,15 +105,10 @@ fn repo_relative(repo: &Path, path: &str) -> Result<String, Failure> {
 /// any more) as git names it: `./x` and `x/` become `x`, an absolute path
 /// must lie inside the repository, `..` is refused.
 fn lexical_relative(repo: &Path, path: &str) -> Result<String, Failure> {
-    let bad = |why: &str| Failure::bad_input(vec![format!("--path {path:?}: {why}")]);
+    let bad = |why: &str| bad_path(path, why);
     let given = Path::new(path);
     let relative = if given.is_absolute() {
-        let root = std::fs::canonicalize(repo).map_err(|e| {
-            bad(&format!(
-                "the repository {} cannot be read: {e}",
-                repo.display()
-            ))
-        })?;
+        let root = canonical_root(repo, path)?;
         given
             .strip_prefix(&root)
             .map_err(|_| bad("outside the repository; give the tree's path inside it"))?
@@ -142,4 +132,20 @@ fn lexical_relative(repo: &Path, path: &str) -> Result<String, Failure> {
         return Err(bad("names the repository itself, not a tree inside it"));
     }
     Ok(parts.join("/"))
+}
+
+/// `--path PATH` refused for `why`.
+fn bad_path(path: &str, why: &str) -> Failure {
+    Failure::bad_input(vec![format!("--path {path:?}: {why}")])
+}
+
+/// The repository's canonical root, against which both kinds of `--path`
+/// are made relative; an unreadable repository refuses `path`.
+fn canonical_root(repo: &Path, path: &str) -> Result<std::path::PathBuf, Failure> {
+    std::fs::canonicalize(repo).map_err(|e| {
+        bad_path(
+            path,
+            &format!("the repository {} cannot be read: {e}", repo.display()),
+        )
+    })
 }

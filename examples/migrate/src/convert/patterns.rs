@@ -495,12 +495,7 @@ fn simple(s: &ast::SimpleCommand) -> Simple<'_> {
     if let Some(w) = &s.word_or_name {
         words.push(w);
     }
-    let items = s
-        .prefix
-        .iter()
-        .flat_map(|p| p.0.iter())
-        .chain(s.suffix.iter().flat_map(|p| p.0.iter()));
-    for item in items {
+    for item in parse::items(s) {
         match item {
             ast::CommandPrefixOrSuffixItem::Word(w) => words.push(w),
             ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => words.push(w),

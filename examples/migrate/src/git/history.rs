@@ -49,20 +49,8 @@ impl Repo {
                 repo: self.root.clone(),
             });
         }
-        let sort = |tags: Vec<String>| -> Result<Vec<(Version, String)>, GitError> {
-            let mut v = tags
-                .into_iter()
-                .map(|t| {
-                    Version::parse(&t)
-                        .map(|v| (v, t.clone()))
-                        .ok_or(GitError::NotSemver { tag: t })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            v.sort();
-            Ok(v)
-        };
-        let line = sort(self.lines(&["tag", "--merged", "HEAD", "--list", pattern])?)?;
-        let all = sort(self.lines(&["tag", "--list", pattern])?)?;
+        let line = self.release_tags(pattern, true)?;
+        let all = self.release_tags(pattern, false)?;
         if all.is_empty() {
             // A repository before its first release has no tags at all, and
             // everything is untagged; tags that all miss the pattern are a

@@ -51,19 +51,15 @@ impl Repo {
             let mut files = BTreeMap::new();
             for text in ls_tree_records(&listing) {
                 let bad = |reason: &str| bad_entry(tag, &text, reason);
-                let TreeRecord {
-                    mode,
-                    kind,
-                    oid,
-                    file,
-                } = TreeRecord::parse(&text, tag)?;
-                let rel = file
+                let record = TreeRecord::parse(&text, tag)?;
+                let rel = record
+                    .file
                     .strip_prefix(&format!("{path}/"))
                     .ok_or_else(|| bad("outside the requested path"))?;
-                if kind != "blob" || !(mode == "100644" || mode == "100755") {
+                if record.kind != "blob" || !(record.mode == "100644" || record.mode == "100755") {
                     return Err(bad("not a regular file (symlink or submodule)"));
                 }
-                files.insert(rel.to_owned(), reader.read(oid)?);
+                files.insert(rel.to_owned(), reader.read(record.oid)?);
             }
             out.push(files);
         }

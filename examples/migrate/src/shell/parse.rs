@@ -305,6 +305,15 @@ fn parameter_name(p: &Parameter) -> String {
     }
 }
 
+/// Every prefix then suffix item of a simple command (assignments,
+/// words, redirects, process substitutions), in source order.
+pub fn items(s: &ast::SimpleCommand) -> impl Iterator<Item = &ast::CommandPrefixOrSuffixItem> {
+    s.prefix
+        .iter()
+        .flat_map(|p| p.0.iter())
+        .chain(s.suffix.iter().flat_map(|p| p.0.iter()))
+}
+
 /// Line ranges (one-based, inclusive) of heredoc bodies in a program, so
 /// that waiver comments inside them are not read as waivers.
 pub fn heredoc_lines(program: &ast::Program) -> Vec<(usize, usize)> {
@@ -344,12 +353,7 @@ fn heredocs_in_redirect(r: &ast::IoRedirect, out: &mut Vec<(usize, usize)>) {
 fn heredocs_in_command(c: &ast::Command, out: &mut Vec<(usize, usize)>) {
     match c {
         ast::Command::Simple(s) => {
-            let items = s
-                .prefix
-                .iter()
-                .flat_map(|p| p.0.iter())
-                .chain(s.suffix.iter().flat_map(|p| p.0.iter()));
-            for item in items {
+            for item in items(s) {
                 if let ast::CommandPrefixOrSuffixItem::IoRedirect(r) = item {
                     heredocs_in_redirect(r, out);
                 }

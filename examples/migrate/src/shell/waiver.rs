@@ -137,49 +137,50 @@ pub fn apply(
     }
     for (file, list) in waivers {
         for w in list {
-            let finding = |rule: &'static str, level: Level, message: String| Finding {
-                file: file.clone(),
-                line: Some(w.line),
-                rule,
-                level,
-                message,
-            };
-            if w.rules.is_empty() {
-                out.findings.push(finding(
+            // At most one finding a waiver: the first thing wrong with it.
+            let problem: Option<(&'static str, Level, String)> = if w.rules.is_empty() {
+                Some((
                     "waiver-rule",
                     Level::Error,
                     "a waiver must name the rule it waives: '# migrate: allow RULE: reason'".into(),
-                ));
-                continue;
-            }
-            if let Some(bad) = w.rules.iter().find(|r| !known(r)) {
-                out.findings.push(finding(
+                ))
+            } else if let Some(bad) = w.rules.iter().find(|r| !known(r)) {
+                Some((
                     "waiver-rule",
                     Level::Error,
-                    format!("the waiver names '{bad}', which is no rule id; use the id lint reports in brackets"),
-                ));
-                continue;
-            }
-            if w.reason.is_none() {
-                out.findings.push(finding(
+                    format!(
+                        "the waiver names '{bad}', which is no rule id; use the id lint reports in brackets"
+                    ),
+                ))
+            } else if w.reason.is_none() {
+                Some((
                     "waiver-reason",
                     Level::Error,
                     format!(
                         "a waiver needs a reason: '# migrate: allow {}: why this is safe'; without one it waives nothing",
                         w.rules.join(",")
                     ),
-                ));
-                continue;
-            }
-            if !used.contains(&(file.clone(), w.line)) {
-                out.findings.push(finding(
+                ))
+            } else if !used.contains(&(file.clone(), w.line)) {
+                Some((
                     "waiver-unused",
                     Level::Warning,
                     format!(
                         "this waiver of {} matches no finding on this line or the next; remove it",
                         w.rules.join(",")
                     ),
-                ));
+                ))
+            } else {
+                None
+            };
+            if let Some((rule, level, message)) = problem {
+                out.findings.push(Finding {
+                    file: file.clone(),
+                    line: Some(w.line),
+                    rule,
+                    level,
+                    message,
+                });
             }
         }
     }

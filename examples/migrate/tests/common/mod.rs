@@ -54,6 +54,22 @@ pub fn fields<'a>(list: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// The string fields `a` and `b` of every object in the JSON array
+/// `list`, as owned pairs (`("slug", "outcome")` of a report's results).
+pub fn field_pairs(list: &serde_json::Value, a: &str, b: &str) -> Vec<(String, String)> {
+    let field = |v: &serde_json::Value, key: &str| {
+        v[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {key}: {v}"))
+            .to_owned()
+    };
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .map(|v| (field(v, a), field(v, b)))
+        .collect()
+}
+
 /// Asserts that the first problem a failed command's document names
 /// mentions `needle`.
 pub fn assert_first_problem(doc: &serde_json::Value, needle: &str) {
@@ -61,6 +77,33 @@ pub fn assert_first_problem(doc: &serde_json::Value, needle: &str) {
         .as_str()
         .unwrap_or_else(|| panic!("no problems listed: {doc}"));
     assert!(first.contains(needle), "{doc}");
+}
+
+/// Runs `git -C DIR ARGS` as a throwaway identity without signing and
+/// returns its stdout, panicking with its stderr unless it succeeds.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "tag.gpgsign=false",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
 }
 
 /// A scratch git repository with a `migrations/` tree.
@@ -90,28 +133,7 @@ impl Repo {
     }
 
     pub fn git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(self.dir.path())
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@example.invalid",
-                "-c",
-                "commit.gpgsign=false",
-                "-c",
-                "tag.gpgsign=false",
-            ])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).to_string()
+        git(self.dir.path(), args)
     }
 
     /// Writes `migrations/<tier>/<slug>` with a header.
@@ -159,6 +181,18 @@ impl Repo {
             self.add(tier, slug, &format!("echo {slug}"));
         }
         self.release(tag);
+    }
+
+    /// A repository with one [`Self::release_with`] per `(tag, scripts)`,
+    /// in order, and its manifest generated.
+    pub fn released(releases: &[(&str, &[(&str, &str)])]) -> Self {
+        let repo = Repo::new();
+        for (tag, scripts) in releases {
+            repo.release_with(tag, scripts);
+        }
+        let (code, _, err) = repo.manifest();
+        assert_eq!(code, 0, "{err}");
+        repo
     }
 
     /// Creates branch `name` at HEAD and switches to it.
@@ -276,6 +310,12 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
+/// The `--ledger` spec of a file ledger `ledger.json` in `dir` (not
+/// created).
+pub fn ledger_in(dir: &tempfile::TempDir) -> String {
+    format!("file:{}", dir.path().join("ledger.json").display())
+}
+
 /// Writes an existing but empty file ledger at `path` (an upgrade, not a
 /// fresh install) and returns its `--ledger` spec.
 pub fn empty_file_ledger(path: &Path) -> String {
@@ -286,6 +326,7 @@ pub fn empty_file_ledger(path: &Path) -> String {
 
 pub mod numbered;
 pub mod shells;
+pub mod tripwire;
 
 /// Writes `dir/kubeconfig` naming the API server at `url` (no credentials,
 /// namespace `default`), for the `configmap:` and `crd:` ledgers.

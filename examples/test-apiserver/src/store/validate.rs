@@ -39,29 +39,20 @@ impl Store {
             ));
         }
         if let Some(labels) = obj.pointer("/metadata/labels").and_then(Value::as_object) {
+            let invalid = |detail: String| {
+                ApiError::invalid(res, name, "metadata.labels", "FieldValueInvalid", &detail)
+            };
             for (key, value) in labels {
                 let value = value.as_str().unwrap_or_default();
                 if !is_qualified_name(key) {
-                    return Err(ApiError::invalid(
-                        res,
-                        name,
-                        "metadata.labels",
-                        "FieldValueInvalid",
-                        &format!(
-                            "Invalid value: {key:?}: name part must consist of alphanumeric characters, '-', '_' or '.'"
-                        ),
-                    ));
+                    return Err(invalid(format!(
+                        "Invalid value: {key:?}: name part must consist of alphanumeric characters, '-', '_' or '.'"
+                    )));
                 }
                 if !is_label_value(value) {
-                    return Err(ApiError::invalid(
-                        res,
-                        name,
-                        "metadata.labels",
-                        "FieldValueInvalid",
-                        &format!(
-                            "Invalid value: {value:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character, at most 63 characters"
-                        ),
-                    ));
+                    return Err(invalid(format!(
+                        "Invalid value: {value:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character, at most 63 characters"
+                    )));
                 }
             }
         }

@@ -384,14 +384,7 @@ impl<'a> Walker<'a> {
                         self.walk_word(w, 1, ctx, why.clone())
                     }
                     ast::IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
-                        let why = if why == Why::Mapfile {
-                            Why::Mapfile
-                        } else {
-                            Why::ProcessSubstitution
-                        };
-                        let line = sub.loc.start.line;
-                        let s = Sink::new(Kind::Ignored(why), Some(ctx.site(line)));
-                        self.walk_list(&sub.list, ctx, &s);
+                        self.process_substitution(sub, ctx, why == Why::Mapfile)
                     }
                     ast::IoFileRedirectTarget::Fd(_) => {}
                 },

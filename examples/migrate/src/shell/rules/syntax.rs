@@ -126,16 +126,12 @@ pub(super) fn simple_line(s: &ast::SimpleCommand) -> Option<usize> {
     if let Some(l) = s.word_or_name.as_ref().and_then(parse::word_line) {
         return Some(l);
     }
-    s.prefix
-        .iter()
-        .flat_map(|p| p.0.iter())
-        .chain(s.suffix.iter().flat_map(|p| p.0.iter()))
-        .find_map(|item| match item {
-            ast::CommandPrefixOrSuffixItem::Word(w)
-            | ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => parse::word_line(w),
-            ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, s) => Some(s.loc.start.line),
-            ast::CommandPrefixOrSuffixItem::IoRedirect(_) => None,
-        })
+    parse::items(s).find_map(|item| match item {
+        ast::CommandPrefixOrSuffixItem::Word(w)
+        | ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => parse::word_line(w),
+        ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, s) => Some(s.loc.start.line),
+        ast::CommandPrefixOrSuffixItem::IoRedirect(_) => None,
+    })
 }
 
 pub(super) fn command_line(c: &ast::Command) -> Option<usize> {
