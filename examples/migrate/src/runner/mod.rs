@@ -116,6 +116,13 @@ fn failpoint(point: &str) {
 
 /// Runs the tier. `interrupt` turns true on SIGTERM/SIGINT (the binary
 /// wires the signals; tests flip it directly).
+///
+/// Where the lock lives decides when it is taken (CONTRACT.md §5.5): a lock
+/// beside the ledger (a Lease, a lock file) now, before reading; one kept in
+/// the ledger object by the run's first write, on the revision the run
+/// planned on. That write may find the lock held (wait, then plan again) or
+/// the ledger changed since it was read (plan again); nothing has been
+/// written or executed by then.
 pub async fn run(
     tree: &MigrationsTree,
     ledger: &dyn LockedLedger,
@@ -126,21 +133,62 @@ pub async fn run(
 ) -> Result<RunReport, RunError> {
     let started = Instant::now();
     failpoint("before-lock");
-    let mut keeper = acquire(ledger, config, console, &mut interrupt, started).await?;
+    let mut keeper = if ledger.kept_in_ledger() {
+        LockKeeper::deferred(ledger, &config.holder, config.lock_ttl)
+    } else {
+        acquire(ledger, config, console, &mut interrupt, started).await?
+    };
     failpoint("after-lock");
     let migrator = Migrator::new(tree, ledger, clock)
         .with_image(config.image.clone())
         .with_allowed_interpreters(config.allowed_interpreters.clone())
         .with_require_existing_ledger(config.require_existing_ledger);
-    let result = locked_run(
-        &migrator,
-        &mut keeper,
-        config,
-        console,
-        &mut interrupt,
-        started,
-    )
-    .await;
+    let mut announced = false;
+    let mut replans = 0u32;
+    let result = loop {
+        let result = locked_run(
+            &migrator,
+            &mut keeper,
+            config,
+            console,
+            &mut interrupt,
+            started,
+        )
+        .await;
+        match result {
+            Err(RunError::Ledger(cause @ LedgerError::LockHeld { .. }))
+                if keeper.lease().is_none() =>
+            {
+                if let Err(e) = wait_for_lock(
+                    cause,
+                    config,
+                    console,
+                    &mut interrupt,
+                    started,
+                    &mut announced,
+                )
+                .await
+                {
+                    break Err(e);
+                }
+            }
+            // Another writer came between the read and the first write:
+            // plan again on what is there now (a few times at least, then
+            // for as long as the run would wait for the lock).
+            Err(RunError::Ledger(LedgerError::Changed { .. }))
+                if keeper.lease().is_none()
+                    && (replans < migration_core::migrator::PREPARE_ROUNDS
+                        || started.elapsed() < config.lock_wait) =>
+            {
+                replans += 1;
+                tracing::info!(
+                    replans,
+                    "the ledger changed before the run took its lock; planning again"
+                );
+            }
+            other => break other,
+        }
+    };
     // Released on every path; a failed release only delays the next runner
     // until the lease expires, so it is reported, not fatal.
     if let Err(e) = keeper.release().await {
@@ -163,29 +211,43 @@ async fn acquire<'l>(
         match LockKeeper::acquire(lock, &config.holder, config.lock_ttl).await {
             Ok(keeper) => return Ok(keeper),
             Err(cause @ LedgerError::LockHeld { .. }) => {
-                let waited = started.elapsed();
-                if waited >= config.lock_wait {
-                    return Err(RunError::LockBusy { cause, waited });
-                }
-                if !announced {
-                    console.progress(&format!("waiting for the run lock: {cause}"));
-                    announced = true;
-                }
-                let pause = Duration::from_millis(500).min(config.lock_wait - waited);
-                tokio::select! {
-                    () = tokio::time::sleep(pause) => {}
-                    _ = interrupt.changed() => {}
-                }
-                if *interrupt.borrow() {
-                    return Err(RunError::Interrupted {
-                        slug: None,
-                        report: Box::new(empty_report(config)),
-                    });
-                }
+                wait_for_lock(cause, config, console, interrupt, started, &mut announced).await?;
             }
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// One pause while another runner holds the lock (`cause`): gives up once
+/// `--lock-wait` has passed since the run started, or on an interrupt.
+async fn wait_for_lock(
+    cause: LedgerError,
+    config: &RunConfig,
+    console: &dyn Console,
+    interrupt: &mut watch::Receiver<bool>,
+    started: Instant,
+    announced: &mut bool,
+) -> Result<(), RunError> {
+    let waited = started.elapsed();
+    if waited >= config.lock_wait {
+        return Err(RunError::LockBusy { cause, waited });
+    }
+    if !*announced {
+        console.progress(&format!("waiting for the run lock: {cause}"));
+        *announced = true;
+    }
+    let pause = Duration::from_millis(500).min(config.lock_wait - waited);
+    tokio::select! {
+        () = tokio::time::sleep(pause) => {}
+        _ = interrupt.changed() => {}
+    }
+    if *interrupt.borrow() {
+        return Err(RunError::Interrupted {
+            slug: None,
+            report: Box::new(empty_report(config)),
+        });
+    }
+    Ok(())
 }
 
 fn empty_report(config: &RunConfig) -> RunReport {
@@ -236,7 +298,7 @@ async fn locked_run(
         return Err(RunError::Unsafe { findings });
     }
 
-    let mut report = RunReport {
+    let report = RunReport {
         tier: config.tier.to_string(),
         only: config.only.as_ref().map(ToString::to_string),
         fresh_install: plan.fresh_install,
@@ -282,8 +344,70 @@ async fn locked_run(
             plan,
             written: prepared.written,
             usage: prepared.usage,
+            revision: prepared.revision,
         })
         .with_message_limit(config.tail_bytes);
+    let outcome = steps(
+        tree, &mut run, keeper, config, console, interrupt, started, report,
+    )
+    .await;
+    // A first write refused for the lock or a changed ledger wrote nothing:
+    // the caller plans again, and the outcomes decided so far (migrations
+    // that did not execute) are decided again then.
+    if keeper.lease().is_none()
+        && matches!(
+            outcome,
+            Err(RunError::Ledger(
+                LedgerError::LockHeld { .. } | LedgerError::Changed { .. }
+            ))
+        )
+    {
+        return outcome;
+    }
+    // On every path the outcomes decided and not written yet are written
+    // (and a lock kept in the ledger released with them).
+    let unwritten = run.unwritten().next().cloned();
+    match (outcome, run.close(keeper).await) {
+        (outcome, Ok(())) => outcome,
+        (Ok(_), Err(cause)) => Err(unrecorded(cause, unwritten)),
+        (Err(e), Err(cause)) => {
+            console.progress(&format!("warning: {}", unrecorded(cause, unwritten)));
+            Err(e)
+        }
+    }
+}
+
+/// A write of outcomes that could not be confirmed, naming the migration
+/// (the one the error names, else `first`, the first outcome it carried).
+fn unrecorded(cause: MigrateError, first: Option<Slug>) -> RunError {
+    let slug = match &cause {
+        MigrateError::Unconfirmed { slug, .. } => Some(slug.clone()),
+        _ => first,
+    };
+    match (slug, cause) {
+        (Some(slug), cause) => RunError::Unrecorded { slug, cause },
+        (None, MigrateError::Ledger(e)) => RunError::Ledger(e),
+        (None, cause) => RunError::Ledger(LedgerError::Permanent {
+            ledger: String::new(),
+            operation: "record",
+            message: cause.to_string(),
+        }),
+    }
+}
+
+/// The pending migrations, in order, until the plan is done or the run
+/// must stop.
+#[allow(clippy::too_many_arguments)]
+async fn steps(
+    tree: &MigrationsTree,
+    run: &mut Run<'_, '_>,
+    keeper: &mut LockKeeper<'_>,
+    config: &RunConfig,
+    console: &dyn Console,
+    interrupt: &mut watch::Receiver<bool>,
+    started: Instant,
+    mut report: RunReport,
+) -> Result<RunReport, RunError> {
     // `[n/N]` progress: N is what the plan holds, n counts steps taken.
     let (total, mut step_no) = (report.pending, 0usize);
     // The tripwire is armed once per run, at the first script that runs
@@ -324,7 +448,7 @@ async fn locked_run(
                 // that can fail in between: a crash in that instant
                 // over-counts by one, which errs on the safe side (attempts
                 // never under-count executions).
-                let attempts = note_attempt(&mut run, &pending, &config.holder).await?;
+                let attempts = note_attempt(run, &pending, &config.holder, keeper).await?;
                 console.step(
                     step_no,
                     total,
@@ -546,14 +670,29 @@ fn attempt_token(holder: &str, slug: &Slug) -> String {
     format!("{holder}/{slug}/{nanos}/{n}")
 }
 
-/// Notes a started execution under a token unique to it.
+/// Notes a started execution under a token unique to it; the same write
+/// records the outcomes decided before it.
 async fn note_attempt(
     run: &mut Run<'_, '_>,
     pending: &PendingMigration,
     holder: &str,
+    keeper: &mut LockKeeper<'_>,
 ) -> Result<u32, RunError> {
     let token = attempt_token(holder, &pending.slug);
-    Ok(run.note_attempt(pending, &token).await?)
+    run.note_attempt(pending, &token, keeper)
+        .await
+        .map_err(|e| match e {
+            MigrateError::Ledger(e) => RunError::Ledger(e),
+            MigrateError::Unconfirmed { ref slug, .. } => RunError::Unrecorded {
+                slug: slug.clone(),
+                cause: e.clone(),
+            },
+            other => RunError::Ledger(LedgerError::Permanent {
+                ledger: String::new(),
+                operation: "note attempt",
+                message: other.to_string(),
+            }),
+        })
 }
 
 /// What an interruption did: which script it stopped, or that none ran.
