@@ -52,7 +52,7 @@ use kube::api::Patch;
 use kube::{Api, Client};
 use migration_core::keys;
 use migration_core::ledger::AttemptMark;
-use migration_core::step::{StepReport, StepWrite};
+use migration_core::step::{LockStep, StepReport, StepWrite};
 use migration_core::{
     Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, SystemClock, WriteMode,
     WriteReport,
@@ -454,7 +454,6 @@ impl Ledger for ConfigMapLedger {
         // Chosen once, so a retry after a lost reply recognises its own take.
         let take_token = lock::new_token(self.clock.now());
         conditional_update(&Conditional(self), OP, |current| {
-            let (lock, lease) = self.lock_step(current, &step.lock, &take_token, OP)?;
             let mut writes: BTreeMap<String, String> = encoded
                 .iter()
                 .filter(|(_, key, value)| {
@@ -472,6 +471,16 @@ impl Ledger for ConfigMapLedger {
                     writes.insert(key, next.encode());
                 }
             }
+            let (lock, lease) = match self.lock_step(current, &step.lock, &take_token, OP) {
+                // A release whose reply was lost: the lock is gone and every
+                // record is in place, so this very write landed.
+                Err(LedgerError::LockLost { .. })
+                    if matches!(step.lock, LockStep::Release { .. }) && writes.is_empty() =>
+                {
+                    (None, None)
+                }
+                other => other?,
+            };
             let report = StepReport { attempts, lease };
             if writes.is_empty() && lock.is_none() {
                 return Ok(Step::Done(report));

@@ -362,3 +362,36 @@ async fn a_409_on_a_step_under_the_lock_reads_again_and_writes_if_the_lock_is_st
     assert!(stored(&server)["data"]["m.q"].is_null());
     b.release(&lease_b).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_lost_reply_to_the_step_that_releases_the_lock_is_recognised_by_its_records() {
+    let server = TestApiServer::start().await;
+    let l = seeded(&server).await;
+    let revision = l.read().await.unwrap().unwrap().revision;
+    let lease = l
+        .write_step(&take(&slug("a"), "t1", revision.as_deref()))
+        .await
+        .unwrap()
+        .lease
+        .unwrap();
+    server.faults().inject(
+        test_apiserver::FaultRule::on(Verb::Patch, "configmaps")
+            .once()
+            .lost_reply(test_apiserver::LostReply::DropConnection),
+    );
+    let record = [(slug("a"), entry(EntryState::Ok, 1))];
+    // The release landed; the retry finds the lock gone but every record in
+    // place: that is this write, not a lock lost to someone else.
+    let report = l
+        .write_step(&migration_core::step::StepWrite {
+            records: &record,
+            attempt: None,
+            lock: migration_core::step::LockStep::Release { lease: &lease },
+        })
+        .await
+        .unwrap();
+    assert_eq!(report.lease, None);
+    let cm = stored(&server);
+    assert_eq!(cm["data"]["m.a"], record[0].1.encode());
+    assert!(cm["metadata"]["annotations"][LOCK_ANNOTATION].is_null());
+}
