@@ -21,7 +21,7 @@ use migration_core::header::Tier;
 use migration_core::plan::PendingMigration;
 use migration_core::run::{NOT_YET, REQUIREMENT_NOT_YET, REQUIREMENT_UNMET, previous_attempts};
 use migration_core::{
-    Clock, EntryState, LedgerError, Lock, LockKeeper, LockedLedger, MigrateError, MigrationsTree,
+    Clock, EntryState, LedgerError, LockKeeper, LockedLedger, MigrateError, MigrationsTree,
     Migrator, Outcome as CoreOutcome, PlanRequest, Prepared, Run, Slug, Step, TierSelection,
     Verdict,
 };
@@ -30,10 +30,12 @@ use tokio::sync::watch;
 use crate::lint::{Finding, Level, LintConfig, lint_pending};
 
 mod console;
+mod lock;
 mod outcome;
 mod process;
 
 pub use console::{Console, StdConsole};
+use lock::{acquire, note_attempt, unrecorded, wait_for_lock};
 pub use outcome::{MigrationResult, Outcome, RunError, RunReport};
 pub use process::escalate;
 use process::{Exec, execute};
@@ -199,70 +201,6 @@ pub async fn run(
     result
 }
 
-async fn acquire<'l>(
-    lock: &'l dyn Lock,
-    config: &RunConfig,
-    console: &dyn Console,
-    interrupt: &mut watch::Receiver<bool>,
-    started: Instant,
-) -> Result<LockKeeper<'l>, RunError> {
-    let mut announced = false;
-    loop {
-        match LockKeeper::acquire(lock, &config.holder, config.lock_ttl).await {
-            Ok(keeper) => return Ok(keeper),
-            Err(cause @ LedgerError::LockHeld { .. }) => {
-                wait_for_lock(cause, config, console, interrupt, started, &mut announced).await?;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-/// One pause while another runner holds the lock (`cause`): gives up once
-/// `--lock-wait` has passed since the run started, or on an interrupt.
-async fn wait_for_lock(
-    cause: LedgerError,
-    config: &RunConfig,
-    console: &dyn Console,
-    interrupt: &mut watch::Receiver<bool>,
-    started: Instant,
-    announced: &mut bool,
-) -> Result<(), RunError> {
-    let waited = started.elapsed();
-    if waited >= config.lock_wait {
-        return Err(RunError::LockBusy { cause, waited });
-    }
-    if !*announced {
-        console.progress(&format!("waiting for the run lock: {cause}"));
-        *announced = true;
-    }
-    let pause = Duration::from_millis(500).min(config.lock_wait - waited);
-    tokio::select! {
-        () = tokio::time::sleep(pause) => {}
-        _ = interrupt.changed() => {}
-    }
-    if *interrupt.borrow() {
-        return Err(RunError::Interrupted {
-            slug: None,
-            report: Box::new(empty_report(config)),
-        });
-    }
-    Ok(())
-}
-
-fn empty_report(config: &RunConfig) -> RunReport {
-    RunReport {
-        tier: config.tier.to_string(),
-        only: config.only.as_ref().map(ToString::to_string),
-        fresh_install: false,
-        fresh_install_reason: None,
-        seeded: 0,
-        pending: 0,
-        results: Vec::new(),
-        elapsed_ms: 0,
-    }
-}
-
 async fn locked_run(
     migrator: &Migrator<'_>,
     keeper: &mut LockKeeper<'_>,
@@ -374,24 +312,6 @@ async fn locked_run(
             console.progress(&format!("warning: {}", unrecorded(cause, unwritten)));
             Err(e)
         }
-    }
-}
-
-/// A write of outcomes that could not be confirmed, naming the migration
-/// (the one the error names, else `first`, the first outcome it carried).
-fn unrecorded(cause: MigrateError, first: Option<Slug>) -> RunError {
-    let slug = match &cause {
-        MigrateError::Unconfirmed { slug, .. } => Some(slug.clone()),
-        _ => first,
-    };
-    match (slug, cause) {
-        (Some(slug), cause) => RunError::Unrecorded { slug, cause },
-        (None, MigrateError::Ledger(e)) => RunError::Ledger(e),
-        (None, cause) => RunError::Ledger(LedgerError::Permanent {
-            ledger: String::new(),
-            operation: "record",
-            message: cause.to_string(),
-        }),
     }
 }
 
@@ -656,43 +576,6 @@ fn result(
         duration_ms: begun.elapsed().as_millis(),
         cluster_commands: None,
     }
-}
-
-/// A token unique to one execution: holder, slug, wall-clock nanoseconds and
-/// a process-wide counter. It must differ between executions even when the
-/// injected clock stands still, or a re-run would not count.
-fn attempt_token(holder: &str, slug: &Slug) -> String {
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{holder}/{slug}/{nanos}/{n}")
-}
-
-/// Notes a started execution under a token unique to it; the same write
-/// records the outcomes decided before it.
-async fn note_attempt(
-    run: &mut Run<'_, '_>,
-    pending: &PendingMigration,
-    holder: &str,
-    keeper: &mut LockKeeper<'_>,
-) -> Result<u32, RunError> {
-    let token = attempt_token(holder, &pending.slug);
-    run.note_attempt(pending, &token, keeper)
-        .await
-        .map_err(|e| match e {
-            MigrateError::Ledger(e) => RunError::Ledger(e),
-            MigrateError::Unconfirmed { ref slug, .. } => RunError::Unrecorded {
-                slug: slug.clone(),
-                cause: e.clone(),
-            },
-            other => RunError::Ledger(LedgerError::Permanent {
-                ledger: String::new(),
-                operation: "note attempt",
-                message: other.to_string(),
-            }),
-        })
 }
 
 /// What an interruption did: which script it stopped, or that none ran.
