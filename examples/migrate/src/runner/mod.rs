@@ -307,6 +307,14 @@ async fn locked_run(
     let unwritten = run.unwritten().next().cloned();
     match (outcome, run.close(keeper).await) {
         (outcome, Ok(())) => outcome,
+        // Nothing executed (the lock was never taken) and the closing write
+        // of outcomes that did not execute was refused: plan again.
+        (
+            _,
+            Err(MigrateError::Ledger(
+                e @ (LedgerError::LockHeld { .. } | LedgerError::Changed { .. }),
+            )),
+        ) if keeper.lease().is_none() => Err(RunError::Ledger(e)),
         (Ok(_), Err(cause)) => Err(unrecorded(cause, unwritten)),
         (Err(e), Err(cause)) => {
             console.progress(&format!("warning: {}", unrecorded(cause, unwritten)));
