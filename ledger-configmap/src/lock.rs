@@ -147,21 +147,16 @@ impl ConfigMapLedger {
         }
     }
 
-    fn refuse_if_changed(
-        &self,
-        cm: &ConfigMap,
-        revision: Option<&str>,
-        operation: &'static str,
-    ) -> Result<(), LedgerError> {
+    /// Refuses unless `cm` is still at `revision`, the one a run planned on.
+    fn refuse_if_changed(&self, cm: &ConfigMap, revision: Option<&str>) -> Result<(), LedgerError> {
         let found = cm.metadata.resource_version.as_deref();
         if found.is_some() && found == revision {
             return Ok(());
         }
         Err(LedgerError::Changed {
             ledger: self.description.clone(),
-            operation,
-            expected: revision.unwrap_or("unknown").to_owned(),
-            found: found.unwrap_or("none").to_owned(),
+            expected: revision.unwrap_or("unknown").into(),
+            found: found.unwrap_or("none").into(),
         })
     }
 
@@ -195,7 +190,7 @@ impl ConfigMapLedger {
                     return Ok((None, Some(l.lease())));
                 }
                 self.refuse_if_held(stored.as_ref(), holder, now)?;
-                self.refuse_if_changed(cm, revision, operation)?;
+                self.refuse_if_changed(cm, revision)?;
                 let taken = StoredLock {
                     holder: holder.to_owned(),
                     token: take_token.to_owned(),
@@ -207,7 +202,7 @@ impl ConfigMapLedger {
             }
             LockStep::Check { holder, revision } => {
                 self.refuse_if_held(stored.as_ref(), holder, now)?;
-                self.refuse_if_changed(cm, revision, operation)?;
+                self.refuse_if_changed(cm, revision)?;
                 Ok((None, None))
             }
             LockStep::Hold { lease, ttl } => {

@@ -323,21 +323,19 @@ pub enum LedgerError {
         /// When the holder's lease lapses unless renewed.
         expires_at: Timestamp,
     },
-    /// A write conditional on the revision a run planned on found the
-    /// ledger changed since (another writer came first); nothing was
-    /// written. The run plans again on what is there now.
+    /// A run's first write, conditional on the revision the run planned on,
+    /// found the ledger changed since (another writer came first); nothing
+    /// was written. The run plans again on what is there now.
     #[error(
-        "{ledger}: {operation} refused: the ledger changed since it was read at revision {expected} (now {found}); plan again"
+        "{ledger}: write step refused: the ledger changed since it was read at revision {expected} (now {found}); plan again"
     )]
     Changed {
         /// The ledger.
         ledger: String,
-        /// The operation.
-        operation: &'static str,
         /// The revision planned on.
-        expected: String,
+        expected: Box<str>,
         /// The revision found.
-        found: String,
+        found: Box<str>,
     },
     /// A renew found that this holder no longer holds the lock.
     #[error("{ledger}: the run lock was lost by {holder}: {reason}")]
