@@ -365,11 +365,6 @@ impl Run<'_, '_> {
         self.commit(None, true, keeper).await.map(|_| ())
     }
 
-    /// Whether outcomes are waiting for the next write.
-    pub fn has_unwritten(&self) -> bool {
-        !self.staged.is_empty()
-    }
-
     /// Slugs whose outcomes are decided but not written yet.
     pub fn unwritten(&self) -> impl Iterator<Item = &Slug> {
         self.staged.iter().map(|(slug, _)| slug)

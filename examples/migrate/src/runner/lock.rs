@@ -130,3 +130,43 @@ pub(super) async fn note_attempt(
             }),
         })
 }
+
+/// The console of a run that may plan again before its first write takes
+/// the lock (held by another runner: every half second until it is free):
+/// a progress line an earlier round printed is not printed again, so a
+/// waiting run does not repeat its plan twice a second; a line that
+/// differs (the plan changed) is printed.
+pub(super) struct Replanning<'c> {
+    inner: &'c dyn Console,
+    seen: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl<'c> Replanning<'c> {
+    pub(super) fn new(inner: &'c dyn Console) -> Self {
+        Replanning {
+            inner,
+            seen: std::sync::Mutex::default(),
+        }
+    }
+}
+
+impl Console for Replanning<'_> {
+    fn script_line(&self, slug: &Slug, line: &str) {
+        self.inner.script_line(slug, line);
+    }
+
+    fn progress(&self, line: &str) {
+        let fresh = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(line.to_owned());
+        if fresh {
+            self.inner.progress(line);
+        }
+    }
+
+    fn step(&self, n: usize, total: usize, slug: &Slug, line: &str) {
+        self.inner.step(n, total, slug, line);
+    }
+}

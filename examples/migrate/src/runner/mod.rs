@@ -35,7 +35,7 @@ mod outcome;
 mod process;
 
 pub use console::{Console, StdConsole};
-use lock::{acquire, note_attempt, unrecorded, wait_for_lock};
+use lock::{Replanning, acquire, note_attempt, unrecorded, wait_for_lock};
 pub use outcome::{MigrationResult, Outcome, RunError, RunReport};
 pub use process::escalate;
 use process::{Exec, execute};
@@ -147,12 +147,13 @@ pub async fn run(
         .with_require_existing_ledger(config.require_existing_ledger);
     let mut announced = false;
     let mut replans = 0u32;
+    let replanning = Replanning::new(console);
     let result = loop {
         let result = locked_run(
             &migrator,
             &mut keeper,
             config,
-            console,
+            &replanning,
             &mut interrupt,
             started,
         )
