@@ -25,8 +25,14 @@
 //! - Transient errors (429, 5xx, timeouts, connection resets) are retried
 //!   with bounded exponential backoff and jitter; every other error fails
 //!   closed with the operation, the object and the key in its message.
-//! - The run lock is a `coordination.k8s.io/v1` Lease `<name>-lock` beside
-//!   the ConfigMap.
+//! - The run lock lives in the ConfigMap itself, in the annotation
+//!   [`LOCK_ANNOTATION`] (holder, token, acquired and renewed times, TTL):
+//!   a run takes it with its first write, conditional on the
+//!   `resourceVersion` it planned on, renews it with every write and
+//!   releases it with its last, so a run of K migrations costs K + 2
+//!   requests ([`module@lock`]). Before the ConfigMap exists there is
+//!   nothing to lock, and nothing a run does then needs it: a fresh install
+//!   is one create that never overwrites.
 //! - A write costs one request when this handle has seen the object before:
 //!   the last object read or written is kept, and the next conditional patch
 //!   is computed on it and carries its `resourceVersion`. If anyone changed
@@ -46,14 +52,19 @@ use kube::api::Patch;
 use kube::{Api, Client};
 use migration_core::keys;
 use migration_core::ledger::AttemptMark;
+use migration_core::step::{LockStep, StepReport, StepWrite};
 use migration_core::{
     Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, SystemClock, WriteMode,
     WriteReport,
 };
 use migration_kube::{
-    Backoff, Base, Class, ConditionalObject, LeaseLock, RetryPolicy, Step, classify,
-    conditional_update, defaults, ledger_error, patch_params, post_params,
+    Backoff, Base, Class, ConditionalObject, RetryPolicy, Step, classify, conditional_update,
+    ledger_error, patch_params, post_params,
 };
+
+pub mod lock;
+
+pub use lock::LOCK_ANNOTATION;
 
 /// A ConfigMap holds at most this many bytes of data (keys plus values).
 pub const CONFIGMAP_BUDGET_BYTES: u64 = 1024 * 1024;
@@ -61,9 +72,6 @@ pub const CONFIGMAP_BUDGET_BYTES: u64 = 1024 * 1024;
 /// Tunables; the defaults suit production.
 #[derive(Clone)]
 pub struct Options {
-    /// Name of the Lease used as the run lock (default `<name>-lock`,
-    /// [`defaults::lock_name`]).
-    pub lease_name: Option<String>,
     /// Size budget in bytes (default [`CONFIGMAP_BUDGET_BYTES`]).
     pub budget: u64,
     /// Retry policy for transient errors and precondition conflicts.
@@ -75,7 +83,6 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            lease_name: None,
             budget: CONFIGMAP_BUDGET_BYTES,
             retry: RetryPolicy::default(),
             clock: Arc::new(SystemClock),
@@ -91,7 +98,8 @@ pub struct ConfigMapLedger {
     description: String,
     budget: u64,
     retry: RetryPolicy,
-    lock: LeaseLock,
+    /// The clock lock expiry is judged on.
+    clock: Arc<dyn Clock>,
     /// The last object this handle (and its clones) read or wrote: the base
     /// of the next conditional patch, so that a write needs no read first.
     /// The `resourceVersion` precondition makes a stale copy harmless.
@@ -139,24 +147,13 @@ impl ConfigMapLedger {
     /// The ledger in ConfigMap `namespace/name`.
     pub fn with_options(client: Client, namespace: &str, name: &str, options: Options) -> Self {
         let description = format!("configmap {namespace}/{name}");
-        let lease_name = options
-            .lease_name
-            .unwrap_or_else(|| defaults::lock_name(name));
-        let lock = LeaseLock::new(
-            client.clone(),
-            namespace,
-            &lease_name,
-            &description,
-            options.clock,
-            options.retry,
-        );
         ConfigMapLedger {
             api: Api::namespaced(client, namespace),
             name: name.to_owned(),
             description,
             budget: options.budget,
             retry: options.retry,
-            lock,
+            clock: options.clock,
             last_seen: Arc::new(Mutex::new(None)),
         }
     }
@@ -219,6 +216,22 @@ impl ConfigMapLedger {
     }
 }
 
+/// What one conditional merge patch changes.
+#[derive(Debug, Default)]
+struct Change {
+    /// The `data` keys to set.
+    data: BTreeMap<String, String>,
+    /// The lock annotation: `None` leaves it, `Some(None)` removes it,
+    /// `Some(Some(value))` sets it.
+    lock: Option<Option<String>>,
+}
+
+impl Change {
+    fn data(data: BTreeMap<String, String>) -> Self {
+        Change { data, lock: None }
+    }
+}
+
 /// The ConfigMap as the target of conditional merge patches: the base of a
 /// write is the copy last seen on its first try (no request), a fresh read
 /// on every later one.
@@ -226,8 +239,7 @@ struct Conditional<'a>(&'a ConfigMapLedger);
 
 impl ConditionalObject for Conditional<'_> {
     type Object = Arc<ConfigMap>;
-    /// The `data` keys to set.
-    type Write = BTreeMap<String, String>;
+    type Write = Change;
 
     fn ledger(&self) -> &str {
         &self.0.description
@@ -262,17 +274,18 @@ impl ConditionalObject for Conditional<'_> {
         }
     }
 
-    /// One merge patch of `writes` carrying `current`'s resourceVersion; the
+    /// One merge patch of `change` carrying `current`'s resourceVersion; the
     /// object as stored is remembered.
-    async fn send(
-        &self,
-        current: &Arc<ConfigMap>,
-        writes: &BTreeMap<String, String>,
-    ) -> Result<(), kube::Error> {
-        let patch = serde_json::json!({
-            "metadata": { "resourceVersion": current.metadata.resource_version },
-            "data": writes,
-        });
+    async fn send(&self, current: &Arc<ConfigMap>, change: &Change) -> Result<(), kube::Error> {
+        let mut metadata =
+            serde_json::json!({ "resourceVersion": current.metadata.resource_version });
+        if let Some(lock) = &change.lock {
+            metadata["annotations"] = serde_json::json!({ LOCK_ANNOTATION: lock });
+        }
+        let mut patch = serde_json::json!({ "metadata": metadata });
+        if !change.data.is_empty() {
+            patch["data"] = serde_json::json!(change.data);
+        }
         let stored = self
             .0
             .api
@@ -404,26 +417,20 @@ impl Ledger for ConfigMapLedger {
             if would_be > self.budget {
                 return Err(self.full(current, would_be));
             }
-            Ok(Step::Write(writes, report))
+            Ok(Step::Write(Change::data(writes), report))
         })
         .await
+        .map(|mut report| {
+            report.revision = self.revision();
+            report
+        })
     }
 
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
         const OP: &str = "note attempt";
         let key = keys::attempt_key(slug);
         conditional_update(&Conditional(self), OP, |current| {
-            let stored =
-                match current.data.as_ref().and_then(|d| d.get(&key)) {
-                    Some(raw) => Some(AttemptMark::decode(&key, raw).map_err(|c| {
-                        LedgerError::Permanent {
-                            ledger: self.description.clone(),
-                            operation: OP,
-                            message: c.to_string(),
-                        }
-                    })?),
-                    None => None,
-                };
+            let stored = self.stored_mark(current, &key, OP)?;
             let next = AttemptMark::next(stored.as_ref(), token, floor);
             if stored.as_ref() == Some(&next) {
                 return Ok(Step::Done(next.count));
@@ -433,13 +440,89 @@ impl Ledger for ConfigMapLedger {
             if would_be > self.budget {
                 return Err(self.full(current, would_be));
             }
-            Ok(Step::Write(writes, next.count))
+            Ok(Step::Write(Change::data(writes), next.count))
+        })
+        .await
+    }
+
+    /// One conditional merge patch for the whole step: the records, the
+    /// attempt mark and the lock annotation, decided together on one base
+    /// (CONTRACT.md §5.5).
+    async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
+        const OP: &str = "write step";
+        let encoded = encode(&self.description, OP, step.records)?;
+        // Chosen once, so a retry after a lost reply recognises its own take.
+        let take_token = lock::new_token(self.clock.now());
+        conditional_update(&Conditional(self), OP, |current| {
+            let mut writes: BTreeMap<String, String> = encoded
+                .iter()
+                .filter(|(_, key, value)| {
+                    current.data.as_ref().and_then(|d| d.get(key)) != Some(value)
+                })
+                .map(|(_, key, value)| (key.clone(), value.clone()))
+                .collect();
+            let mut attempts = None;
+            if let Some(note) = step.attempt {
+                let key = keys::attempt_key(note.slug);
+                let stored = self.stored_mark(current, &key, OP)?;
+                let next = AttemptMark::next(stored.as_ref(), note.token, note.floor);
+                attempts = Some(next.count);
+                if stored.as_ref() != Some(&next) {
+                    writes.insert(key, next.encode());
+                }
+            }
+            let (lock, lease) = match self.lock_step(current, &step.lock, &take_token, OP) {
+                // A release whose reply was lost: the lock is gone and every
+                // record is in place, so this very write landed.
+                Err(LedgerError::LockLost { .. })
+                    if matches!(step.lock, LockStep::Release { .. }) && writes.is_empty() =>
+                {
+                    (None, None)
+                }
+                other => other?,
+            };
+            let report = StepReport { attempts, lease };
+            if writes.is_empty() && lock.is_none() {
+                return Ok(Step::Done(report));
+            }
+            let would_be = Self::size_after(current, &writes);
+            if would_be > self.budget {
+                return Err(self.full(current, would_be));
+            }
+            Ok(Step::Write(Change { data: writes, lock }, report))
         })
         .await
     }
 }
 
-migration_kube::lock_by_lease!(ConfigMapLedger, lock);
+impl ConfigMapLedger {
+    /// The stored attempt mark under `key`; a corrupt one fails permanently.
+    fn stored_mark(
+        &self,
+        current: &ConfigMap,
+        key: &str,
+        operation: &'static str,
+    ) -> Result<Option<AttemptMark>, LedgerError> {
+        match current.data.as_ref().and_then(|d| d.get(key)) {
+            Some(raw) => {
+                AttemptMark::decode(key, raw)
+                    .map(Some)
+                    .map_err(|c| LedgerError::Permanent {
+                        ledger: self.description.clone(),
+                        operation,
+                        message: c.to_string(),
+                    })
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The `resourceVersion` of the object as last seen.
+    fn revision(&self) -> Option<String> {
+        self.last_seen()
+            .and_then(|cm| cm.metadata.resource_version.clone())
+    }
+}
 
 #[cfg(test)]
 mod tests;

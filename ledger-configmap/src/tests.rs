@@ -167,30 +167,30 @@ async fn nothing_to_write_and_over_budget_are_decided_on_a_fresh_read() {
 }
 
 #[tokio::test]
-async fn the_lock_costs_one_request_to_take_one_to_renew_and_one_to_release() {
+async fn the_lock_in_the_configmap_costs_one_patch_to_take_one_to_renew_and_one_to_release() {
     let server = TestApiServer::start().await;
-    let l = ledger(&server);
+    let l = seeded(&server).await;
     let ttl = Duration::from_secs(30);
     let lease = l.acquire("runner-a", ttl).await.unwrap();
+    assert_eq!(
+        stored(&server)["metadata"]["annotations"][LOCK_ANNOTATION]
+            .as_str()
+            .map(|v| v.contains("\"holder\":\"runner-a\"")),
+        Some(true)
+    );
     let lease = l.renew(&lease, ttl).await.unwrap();
     l.release(&lease).await.unwrap();
-    assert_eq!(server.requests().count(Verb::Create, "leases"), 1);
-    assert_eq!(server.requests().count(Verb::Patch, "leases"), 1);
-    assert_eq!(server.requests().count(Verb::Delete, "leases"), 1);
+    assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 3);
     assert_eq!(server.requests().total(), 3);
-    assert!(
-        server
-            .object("leases", NS, "cozystack-version-lock")
-            .is_none()
-    );
+    assert!(stored(&server)["metadata"]["annotations"][LOCK_ANNOTATION].is_null());
+    assert_eq!(stored(&server)["data"]["version"], "45", "data untouched");
 }
 
-#[tokio::test]
-async fn a_remembered_lease_taken_over_meanwhile_is_lost_and_left_alone() {
-    let server = TestApiServer::start().await;
-    let clock = Arc::new(migration_core::ManualClock::new(Timestamp::from_unix(
-        1_786_529_040,
-    )));
+/// Two handles on one ConfigMap whose lock expiry is judged on `clock`.
+fn handles(
+    server: &TestApiServer,
+    clock: &Arc<migration_core::ManualClock>,
+) -> (ConfigMapLedger, ConfigMapLedger) {
     let handle = || {
         ConfigMapLedger::with_options(
             server.client(),
@@ -203,7 +203,21 @@ async fn a_remembered_lease_taken_over_meanwhile_is_lost_and_left_alone() {
             },
         )
     };
-    let (a, b) = (handle(), handle());
+    (handle(), handle())
+}
+
+fn manual_clock() -> Arc<migration_core::ManualClock> {
+    Arc::new(migration_core::ManualClock::new(Timestamp::from_unix(
+        1_786_529_040,
+    )))
+}
+
+#[tokio::test]
+async fn a_remembered_lock_taken_over_meanwhile_is_lost_and_left_alone() {
+    let server = TestApiServer::start().await;
+    seeded(&server).await;
+    let clock = manual_clock();
+    let (a, b) = handles(&server, &clock);
     let ttl = Duration::from_secs(30);
     let lease_a = a.acquire("runner-a", ttl).await.unwrap();
     // A stalls past its expiry; B takes the lock over.
@@ -212,26 +226,172 @@ async fn a_remembered_lease_taken_over_meanwhile_is_lost_and_left_alone() {
     let err = a.renew(&lease_a, ttl).await.unwrap_err();
     assert!(matches!(err, LedgerError::LockLost { .. }), "{err:?}");
     a.release(&lease_a).await.unwrap();
-    let stored = server
-        .object("leases", NS, "cozystack-version-lock")
-        .unwrap();
-    assert_eq!(stored["spec"]["holderIdentity"], "runner-b");
-    b.release(&lease_b).await.unwrap();
-    assert!(
-        server
-            .object("leases", NS, "cozystack-version-lock")
-            .is_none()
+    let holder = |server: &TestApiServer| {
+        stored(server)["metadata"]["annotations"][LOCK_ANNOTATION]
+            .as_str()
+            .map(|v| v.contains("\"holder\":\"runner-b\""))
+    };
+    assert_eq!(
+        holder(&server),
+        Some(true),
+        "a stale release freed B's lock"
     );
-    // Another holder has it. A handle that last saw it there reads it
-    // (one request); a new handle tries to create it first (two).
+    b.release(&lease_b).await.unwrap();
+    assert_eq!(holder(&server), None);
+    // Held by another: refused on a fresh read, nothing written.
     b.acquire("runner-b", ttl).await.unwrap();
     server.requests().reset();
     let err = a.acquire("runner-a", ttl).await.unwrap_err();
     assert!(matches!(err, LedgerError::LockHeld { .. }), "{err:?}");
-    assert_eq!(server.requests().total(), 1);
+    assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 0);
+}
+
+/// The step that takes the lock with the first attempt mark.
+fn take<'a>(
+    attempt: &'a Slug,
+    token: &'a str,
+    revision: Option<&'a str>,
+) -> migration_core::step::StepWrite<'a> {
+    migration_core::step::StepWrite {
+        records: &[],
+        attempt: Some(migration_core::step::AttemptNote {
+            slug: attempt,
+            token,
+            floor: 0,
+        }),
+        lock: migration_core::step::LockStep::Take {
+            holder: "runner-a",
+            ttl: Duration::from_secs(60),
+            revision,
+        },
+    }
+}
+
+#[tokio::test]
+async fn a_lost_reply_to_the_step_that_takes_the_lock_is_recognised_on_the_retry() {
+    let server = TestApiServer::start().await;
+    let l = seeded(&server).await;
+    let revision = l.read().await.unwrap().unwrap().revision;
+    server.faults().inject(
+        test_apiserver::FaultRule::on(Verb::Patch, "configmaps")
+            .once()
+            .lost_reply(test_apiserver::LostReply::InternalError),
+    );
     server.requests().reset();
-    let err = handle().acquire("runner-c", ttl).await.unwrap_err();
-    assert!(matches!(err, LedgerError::LockHeld { .. }), "{err:?}");
-    assert_eq!(server.requests().count(Verb::Create, "leases"), 1);
-    assert_eq!(server.requests().total(), 2);
+    // The take landed but its reply was lost: the retry reads the object,
+    // whose revision is no longer the planned one, and finds its own take
+    // there rather than a change by someone else.
+    let report = l
+        .write_step(&take(&slug("a"), "t1", revision.as_deref()))
+        .await
+        .unwrap();
+    assert_eq!(report.attempts, Some(1));
+    assert_eq!(report.lease.unwrap().holder, "runner-a");
+    assert_eq!(
+        stored(&server)["data"]["a.a"],
+        r#"{"count":1,"token":"t1"}"#
+    );
+    assert_eq!(
+        server.requests().count(Verb::Patch, "configmaps"),
+        1,
+        "nothing left to write after the lost reply"
+    );
+}
+
+#[tokio::test]
+async fn a_409_on_a_step_under_the_lock_reads_again_and_writes_if_the_lock_is_still_ours() {
+    let server = TestApiServer::start().await;
+    let clock = manual_clock();
+    seeded(&server).await;
+    let (a, b) = handles(&server, &clock);
+    let revision = a.read().await.unwrap().unwrap().revision;
+    let lease = a
+        .write_step(&take(&slug("a"), "t1", revision.as_deref()))
+        .await
+        .unwrap()
+        .lease
+        .unwrap();
+    // Someone else's seeding write makes A's copy stale.
+    b.write(
+        &[(slug("z"), entry(EntryState::Legacy, 0))],
+        WriteMode::OnlyIfAbsent,
+    )
+    .await
+    .unwrap();
+    server.requests().reset();
+    let record = [(slug("a"), entry(EntryState::Ok, 1))];
+    let step = migration_core::step::StepWrite {
+        records: &record,
+        attempt: None,
+        lock: migration_core::step::LockStep::Release { lease: &lease },
+    };
+    a.write_step(&step).await.unwrap();
+    assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 2);
+    assert_eq!(server.requests().count(Verb::Get, "configmaps"), 1);
+    let cm = stored(&server);
+    assert!(cm["data"]["m.a"].is_string() && cm["data"]["m.z"].is_string());
+    assert!(cm["metadata"]["annotations"][LOCK_ANNOTATION].is_null());
+    // Had another holder taken the lock meanwhile, the step writes nothing.
+    let revision = b.read().await.unwrap().unwrap().revision;
+    let lease_b = b
+        .write_step(&migration_core::step::StepWrite {
+            lock: migration_core::step::LockStep::Take {
+                holder: "runner-b",
+                ttl: Duration::from_secs(60),
+                revision: revision.as_deref(),
+            },
+            ..take(&slug("b"), "t2", None)
+        })
+        .await
+        .unwrap()
+        .lease
+        .unwrap();
+    let late = [(slug("q"), entry(EntryState::Ok, 1))];
+    let err = a
+        .write_step(&migration_core::step::StepWrite {
+            records: &late,
+            attempt: None,
+            lock: migration_core::step::LockStep::Hold {
+                lease: &lease,
+                ttl: Duration::from_secs(60),
+            },
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LedgerError::LockLost { .. }), "{err:?}");
+    assert!(stored(&server)["data"]["m.q"].is_null());
+    b.release(&lease_b).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lost_reply_to_the_step_that_releases_the_lock_is_recognised_by_its_records() {
+    let server = TestApiServer::start().await;
+    let l = seeded(&server).await;
+    let revision = l.read().await.unwrap().unwrap().revision;
+    let lease = l
+        .write_step(&take(&slug("a"), "t1", revision.as_deref()))
+        .await
+        .unwrap()
+        .lease
+        .unwrap();
+    server.faults().inject(
+        test_apiserver::FaultRule::on(Verb::Patch, "configmaps")
+            .once()
+            .lost_reply(test_apiserver::LostReply::DropConnection),
+    );
+    let record = [(slug("a"), entry(EntryState::Ok, 1))];
+    // The release landed; the retry finds the lock gone but every record in
+    // place: that is this write, not a lock lost to someone else.
+    let report = l
+        .write_step(&migration_core::step::StepWrite {
+            records: &record,
+            attempt: None,
+            lock: migration_core::step::LockStep::Release { lease: &lease },
+        })
+        .await
+        .unwrap();
+    assert_eq!(report.lease, None);
+    let cm = stored(&server);
+    assert_eq!(cm["data"]["m.a"], record[0].1.encode());
+    assert!(cm["metadata"]["annotations"][LOCK_ANNOTATION].is_null());
 }

@@ -256,23 +256,38 @@ async fn a_chart_created_configmap_with_only_version_is_an_old_cluster_not_a_fre
 }
 
 #[tokio::test]
-async fn the_lock_is_a_lease_beside_the_configmap() {
+async fn the_lock_is_an_annotation_of_the_configmap_that_leaves_the_others_and_needs_no_lease() {
     let server = TestApiServer::start().await;
     let l = ledger(&server);
+    // No ConfigMap yet: nothing to lock, and nothing is created.
+    let err = l
+        .acquire("runner-a/pid-1", Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LedgerError::NotFound { .. }), "{err:?}");
+    assert!(server.object("configmaps", NS, NAME).is_none());
+    plant(&server, json!({"version": "45"}));
     let lease = l
         .acquire("runner-a/pid-1", Duration::from_secs(30))
         .await
         .unwrap();
-    let stored = server
-        .object("leases", NS, "cozystack-version-lock")
-        .expect("a Lease");
-    assert_eq!(stored["spec"]["holderIdentity"], "runner-a/pid-1");
-    assert_eq!(stored["spec"]["leaseDurationSeconds"], 30);
-    assert!(stored["spec"]["renewTime"].as_str().unwrap().ends_with('Z'));
+    let annotations = &stored(&server)["metadata"]["annotations"];
+    let lock: serde_json::Value = serde_json::from_str(
+        annotations[ledger_configmap::LOCK_ANNOTATION]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(lock["holder"], "runner-a/pid-1");
+    assert_eq!(lock["ttl_seconds"], 30);
+    assert!(lock["renewed"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(annotations["helm.sh/resource-policy"], "keep");
     l.release(&lease).await.unwrap();
-    assert!(
-        server
-            .object("leases", NS, "cozystack-version-lock")
-            .is_none()
+    let cm = stored(&server);
+    assert!(cm["metadata"]["annotations"][ledger_configmap::LOCK_ANNOTATION].is_null());
+    assert_eq!(
+        cm["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
     );
+    assert_eq!(server.requests().count(Verb::Create, "leases"), 0);
 }

@@ -454,9 +454,10 @@ async fn the_budget_counts_keys_too_so_it_refuses_before_the_real_one_mebibyte_l
 }
 
 #[tokio::test]
-async fn an_expired_lease_is_taken_over_and_the_old_holder_cannot_release_it() {
-    let f = or_skip!(Fixture::new("Lease take-over after expiry", "lease").await);
-    // Wall-clock expiry, no manual clock: the lease really lapses.
+async fn an_expired_lock_is_taken_over_and_the_old_holder_cannot_release_it() {
+    let f = or_skip!(Fixture::new("run lock take-over after expiry", "lease").await);
+    // Wall-clock expiry, no manual clock: the lock really lapses.
+    f.create(json!({}), json!({"version": "45"})).await;
     let l = f.ledger();
     let first = l.acquire("runner-a", Duration::from_secs(1)).await.unwrap();
     let held = l
@@ -477,13 +478,28 @@ async fn an_expired_lease_is_taken_over_and_the_old_holder_cannot_release_it() {
     let lost = l.renew(&first, Duration::from_secs(30)).await.unwrap_err();
     assert!(matches!(lost, LedgerError::LockLost { .. }), "{lost:?}");
     l.release(&first).await.unwrap();
-    assert_eq!(
-        f.cluster.lock_holder(&f.name).await.as_deref(),
-        Some("runner-b"),
+    let lock = |cm: &ConfigMap| {
+        cm.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ledger_configmap::LOCK_ANNOTATION).cloned())
+    };
+    assert!(
+        lock(&f.stored().await).is_some_and(|v| v.contains("\"holder\":\"runner-b\"")),
         "the old holder's release leaves the new holder alone"
     );
     l.release(&second).await.unwrap();
-    assert!(f.cluster.lock_lease(&f.name).await.is_none());
+    let stored = f.stored().await;
+    assert_eq!(lock(&stored), None);
+    assert_eq!(
+        stored.data.unwrap().get("version").map(String::as_str),
+        Some("45"),
+        "the lock never touches the data"
+    );
+    assert!(
+        f.cluster.lock_lease(&f.name).await.is_none(),
+        "no Lease is used"
+    );
     f.cleanup().await;
 }
 

@@ -15,6 +15,7 @@ pub use crate::lock::Lease;
 use crate::entry::{CorruptEntry, LedgerEntry};
 use crate::keys::{self, Key};
 use crate::slug::Slug;
+use crate::step::{StepReport, StepWrite};
 use crate::time::Timestamp;
 
 /// The durable count of started executions of one slug, written before each
@@ -232,6 +233,10 @@ pub struct WriteReport {
     pub written: Vec<Slug>,
     /// Keys left untouched because they already existed ([`WriteMode::OnlyIfAbsent`]).
     pub already_present: Vec<Slug>,
+    /// The stored object's revision after the write, when the backend
+    /// tells it (one whose run lock lives in the ledger object must: a run
+    /// takes that lock on the revision it planned on, seeds included).
+    pub revision: Option<String>,
 }
 
 /// What went wrong talking to a ledger. Backends map their own errors onto
@@ -318,6 +323,20 @@ pub enum LedgerError {
         /// When the holder's lease lapses unless renewed.
         expires_at: Timestamp,
     },
+    /// A run's first write, conditional on the revision the run planned on,
+    /// found the ledger changed since (another writer came first); nothing
+    /// was written. The run plans again on what is there now.
+    #[error(
+        "{ledger}: write step refused: the ledger changed since it was read at revision {expected} (now {found}); plan again"
+    )]
+    Changed {
+        /// The ledger.
+        ledger: String,
+        /// The revision planned on.
+        expected: Box<str>,
+        /// The revision found.
+        found: Box<str>,
+    },
     /// A renew found that this holder no longer holds the lock.
     #[error("{ledger}: the run lock was lost by {holder}: {reason}")]
     LockLost {
@@ -400,6 +419,37 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     /// beside the entries (ConfigMap key `a.<slug>`); the ledger must exist
     /// ([`LedgerError::NotFound`] otherwise).
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError>;
+
+    /// Writes one step of a run ([`StepWrite`]): its records, replacing, and
+    /// the attempt mark of the execution about to start, under its lock.
+    ///
+    /// The default sends [`Self::write`] (records, [`WriteMode::Replace`])
+    /// and then [`Self::note_attempt`]: correct for every backend, two
+    /// operations. A backend that can store both in one conditional write
+    /// overrides it, and one whose run lock lives in the ledger object
+    /// ([`crate::Lock::kept_in_ledger`]) must, to honour
+    /// [`crate::step::LockStep`]; the default refuses any lock step but
+    /// [`crate::step::LockStep::Separate`] as a permanent error.
+    async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
+        if step.lock != crate::step::LockStep::Separate {
+            return Err(LedgerError::Permanent {
+                ledger: self.describe(),
+                operation: "write step",
+                message: "this ledger keeps no run lock in its object".into(),
+            });
+        }
+        if !step.records.is_empty() {
+            self.write(step.records, WriteMode::Replace).await?;
+        }
+        let attempts = match step.attempt {
+            Some(a) => Some(self.note_attempt(a.slug, a.token, a.floor).await?),
+            None => None,
+        };
+        Ok(StepReport {
+            attempts,
+            lease: None,
+        })
+    }
 }
 
 #[cfg(test)]

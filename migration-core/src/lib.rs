@@ -34,6 +34,7 @@ pub mod redact;
 pub mod retry;
 pub mod run;
 pub mod slug;
+pub mod step;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod time;

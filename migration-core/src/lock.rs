@@ -1,10 +1,13 @@
 //! The run lock: its own trait beside the storage trait, and the one keeper
 //! that renews it.
 //!
-//! A run holds the lock from before it reads the ledger until it has
-//! recorded its last outcome, so two runners never interleave. The lock is
-//! a lease: it lapses unless renewed, so a crashed holder frees it by
-//! itself. The [`LockKeeper`] decides when to renew (every third of the
+//! A run holds the lock while it writes, so two runners never interleave.
+//! Where it lives decides when it is taken: a lock beside the ledger object
+//! (a Lease, a lock file) is taken before the run reads the ledger; one kept
+//! in the ledger object itself ([`Lock::kept_in_ledger`]) is taken by the
+//! run's first write, conditional on the revision the run planned on, and
+//! released by its last (CONTRACT.md §5.5). The lock is a lease: it lapses
+//! unless renewed, so a crashed holder frees it by itself. The [`LockKeeper`] decides when to renew (every third of the
 //! lease, so two renewals can fail before it lapses) and is shared by the
 //! hook runner and the operator's leader election.
 
@@ -37,14 +40,20 @@ pub struct Lease {
 /// while leases are renewed before they lapse; an expired lease can be taken
 /// over; every call is one operation that never waits for another holder.
 /// Transient errors are retried by the backend.
+///
+/// A lock kept in the ledger object answers `true` to
+/// [`Self::kept_in_ledger`]; it can only be taken once the ledger exists
+/// ([`LedgerError::NotFound`] before), and its ledger's
+/// [`Ledger::write_step`] takes, renews and releases it with the writes of a
+/// run.
 #[async_trait]
 pub trait Lock: Send + Sync + fmt::Debug {
     /// Takes the run lock for `holder` for `ttl`.
     ///
     /// Succeeds if the lock is free, expired, or already held by `holder`
     /// (which renews it). Otherwise returns [`LedgerError::LockHeld`] naming
-    /// the holder; it never waits. The lock is independent of the ledger
-    /// object, so it can be taken before a fresh install creates it.
+    /// the holder; it never waits. A lock beside the ledger object can be
+    /// taken before a fresh install creates it; one kept in it cannot.
     async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError>;
 
     /// Extends a held lock by `ttl` from now.
@@ -56,6 +65,14 @@ pub trait Lock: Send + Sync + fmt::Debug {
     /// Releases a held lock. Idempotent: releasing a lock that this holder
     /// no longer holds succeeds and leaves the current holder alone.
     async fn release(&self, lease: &Lease) -> Result<(), LedgerError>;
+
+    /// Whether the lock lives in the ledger object itself, so that a run
+    /// takes it with its first [`Ledger::write_step`] instead of before
+    /// reading ([`crate::step::LockStep`]). `false` unless the backend says
+    /// otherwise.
+    fn kept_in_ledger(&self) -> bool {
+        false
+    }
 }
 
 /// A backend handle that is both the ledger and its lock: what programs
@@ -65,10 +82,16 @@ pub trait LockedLedger: Ledger + Lock {}
 impl<T: Ledger + Lock + ?Sized> LockedLedger for T {}
 
 /// Holds a lease and renews it when due.
+///
+/// A keeper made by [`LockKeeper::deferred`] holds nothing yet: the run's
+/// first write takes the lock ([`LockKeeper::took`]); until then renewing
+/// does nothing (no script runs before that write) and releasing sends
+/// nothing.
 #[derive(Debug)]
 pub struct LockKeeper<'l> {
     lock: &'l dyn Lock,
-    lease: Lease,
+    holder: String,
+    lease: Option<Lease>,
     ttl: Duration,
     renewed: Instant,
 }
@@ -84,15 +107,56 @@ impl<'l> LockKeeper<'l> {
         let lease = lock.acquire(holder, ttl).await?;
         Ok(LockKeeper {
             lock,
-            lease,
+            holder: holder.to_owned(),
+            lease: Some(lease),
             ttl,
             renewed: Instant::now(),
         })
     }
 
-    /// The lease as last renewed.
-    pub fn lease(&self) -> &Lease {
-        &self.lease
+    /// A keeper for a lock kept in the ledger object, not taken yet: the
+    /// run's first write takes it for `holder` for `ttl`.
+    pub fn deferred(lock: &'l dyn Lock, holder: &str, ttl: Duration) -> Self {
+        LockKeeper {
+            lock,
+            holder: holder.to_owned(),
+            lease: None,
+            ttl,
+            renewed: Instant::now(),
+        }
+    }
+
+    /// Who holds (or will hold) the lock.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// The lease's lifetime, renewed from each renewal.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Whether the lock lives in the ledger object ([`Lock::kept_in_ledger`]).
+    pub fn kept_in_ledger(&self) -> bool {
+        self.lock.kept_in_ledger()
+    }
+
+    /// The lease as last taken or renewed; `None` before a deferred keeper's
+    /// lock is taken and after it is released.
+    pub fn lease(&self) -> Option<&Lease> {
+        self.lease.as_ref()
+    }
+
+    /// Keeps `lease`, just taken or renewed by a write of the run, and
+    /// restarts the renewal period from now.
+    pub fn took(&mut self, lease: Lease) {
+        self.lease = Some(lease);
+        self.renewed = Instant::now();
+    }
+
+    /// Forgets the lease: a write of the run released it.
+    pub fn released(&mut self) {
+        self.lease = None;
     }
 
     /// How often the lease is renewed: a third of its lifetime, so two
@@ -102,9 +166,13 @@ impl<'l> LockKeeper<'l> {
     }
 
     /// Renews now. An error means the lock is lost (someone else holds it,
-    /// or the backend gave up retrying): the holder must stop mutating.
+    /// or the backend gave up retrying): the holder must stop mutating. A
+    /// keeper holding nothing yet renews nothing.
     pub async fn renew(&mut self) -> Result<(), LedgerError> {
-        self.lease = self.lock.renew(&self.lease, self.ttl).await?;
+        let Some(lease) = &self.lease else {
+            return Ok(());
+        };
+        self.lease = Some(self.lock.renew(lease, self.ttl).await?);
         self.renewed = Instant::now();
         Ok(())
     }
@@ -120,8 +188,11 @@ impl<'l> LockKeeper<'l> {
         }
     }
 
-    /// Releases the lock.
+    /// Releases the lock, if this keeper still holds it.
     pub async fn release(self) -> Result<(), LedgerError> {
-        self.lock.release(&self.lease).await
+        match &self.lease {
+            Some(lease) => self.lock.release(lease).await,
+            None => Ok(()),
+        }
     }
 }

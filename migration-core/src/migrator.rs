@@ -9,6 +9,7 @@ use crate::entry::{EntryState, LedgerEntry};
 use crate::ledger::{Ledger, LedgerError, LedgerSnapshot, Record, Usage, WriteMode};
 use crate::plan::{Plan, PlanContext, PlanError, PlanRequest, SeedMode, plan};
 use crate::slug::Slug;
+use crate::step::{LockStep, StepReport, StepWrite};
 use crate::time::Clock;
 use crate::tree::MigrationsTree;
 
@@ -91,6 +92,9 @@ pub struct Prepared {
     /// How full the ledger was when planned, plus what the seeding wrote
     /// (`None` when the backend has no budget, or on a fresh install).
     pub usage: Option<Usage>,
+    /// The ledger's revision the plan holds for, seeding included (`None`
+    /// when unknown): a run lock kept in the ledger object is taken on it.
+    pub revision: Option<String>,
 }
 
 /// Reads, plans and writes through one ledger for one tree.
@@ -201,11 +205,13 @@ impl<'a> Migrator<'a> {
             // to seed: otherwise the next run would be "fresh" again and
             // record the first new migration as skipped instead of running it.
             let usage = snapshot.as_ref().and_then(|s| s.usage);
+            let revision = snapshot.as_ref().and_then(|s| s.revision.clone());
             if plan.seed.is_empty() && !plan.fresh_install {
                 return Ok(Prepared {
                     plan,
                     written: Vec::new(),
                     usage,
+                    revision,
                 });
             }
             let entries: Vec<(Slug, LedgerEntry)> = plan
@@ -218,15 +224,15 @@ impl<'a> Migrator<'a> {
                     .ledger
                     .create(&entries)
                     .await
-                    .map(|()| entries.iter().map(|e| e.0.clone()).collect()),
+                    .map(|()| (entries.iter().map(|e| e.0.clone()).collect(), None)),
                 SeedMode::IfAbsent => self
                     .ledger
                     .write(&entries, WriteMode::OnlyIfAbsent)
                     .await
-                    .map(|report| report.written),
+                    .map(|report| (report.written, report.revision)),
             };
             match result {
-                Ok(written) => {
+                Ok((written, revision)) => {
                     tracing::info!(
                         written = written.len(),
                         fresh_install = plan.fresh_install,
@@ -242,6 +248,7 @@ impl<'a> Migrator<'a> {
                         plan,
                         written,
                         usage,
+                        revision,
                     });
                 }
                 // Someone else created it: plan again against their ledger.
@@ -261,7 +268,8 @@ impl<'a> Migrator<'a> {
                         return Ok(Prepared {
                             plan: again,
                             written: Vec::new(),
-                            usage: snapshot.and_then(|s| s.usage),
+                            usage: snapshot.as_ref().and_then(|s| s.usage),
+                            revision: snapshot.and_then(|s| s.revision),
                         });
                     }
                     return Err(e.into());
@@ -288,6 +296,63 @@ impl<'a> Migrator<'a> {
         record(self.ledger, slug, entry, WriteMode::Replace)
             .await
             .map(|_| ())
+    }
+
+    /// Writes one step of a run ([`Ledger::write_step`]: records, the next
+    /// attempt mark, the run lock when it lives in the ledger) and confirms
+    /// its records, as [`Self::record`] does for one.
+    ///
+    /// The backend retries transient errors itself, and a retry that finds
+    /// its own write stored answers as if the reply had come (the attempt
+    /// token and the lock token make that recognisable). If the step still
+    /// fails, a refusal that wrote nothing (the lock held or lost, the
+    /// ledger changed since planned, full, absent) is returned as it is;
+    /// otherwise the ledger is re-read once: records that are not all in
+    /// place are [`MigrateError::Unconfirmed`]; records in place with an
+    /// attempt to note are the write's error (the attempt is unknown, so the
+    /// script must not start); records in place and nothing else to note
+    /// stand, and the lease is reported unchanged (a release whose reply was
+    /// lost is sent again by whoever holds the lease).
+    pub async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, MigrateError> {
+        let error = match self.ledger.write_step(step).await {
+            Ok(report) => return Ok(report),
+            Err(
+                e @ (LedgerError::LockHeld { .. }
+                | LedgerError::LockLost { .. }
+                | LedgerError::Changed { .. }
+                | LedgerError::Full { .. }
+                | LedgerError::NotFound { .. }),
+            ) => return Err(e.into()),
+            Err(e) => e,
+        };
+        let snapshot = match self.ledger.read().await {
+            Ok(Some(snapshot)) => Some(snapshot),
+            Ok(None) | Err(_) => None,
+        };
+        let missing = step.records.iter().find(|(slug, entry)| {
+            !snapshot
+                .as_ref()
+                .is_some_and(|snapshot| holds(snapshot, slug, entry))
+        });
+        if let Some((slug, _)) = missing {
+            return Err(MigrateError::Unconfirmed {
+                ledger: self.ledger.describe(),
+                slug: slug.clone(),
+                cause: error,
+            });
+        }
+        if step.attempt.is_some() || snapshot.is_none() {
+            return Err(error.into());
+        }
+        tracing::warn!(error = %error, "step write reply lost, but its records are in place");
+        let lease = match step.lock {
+            LockStep::Hold { lease, .. } | LockStep::Release { lease } => Some(lease.clone()),
+            LockStep::Separate | LockStep::Take { .. } | LockStep::Check { .. } => None,
+        };
+        Ok(StepReport {
+            attempts: None,
+            lease,
+        })
     }
 
     /// The entries a fresh install seeds: every manifest slug of either

@@ -4,21 +4,34 @@
 //! A [`Run`] walks a prepared plan's pending list in manifest order. The
 //! program that executes scripts (the hook runner, or a Job the operator
 //! started) asks for the [`Run::next_step`], notes the attempt right before
-//! it spawns the script ([`Run::note_attempt`]), and hands the outcome back
-//! ([`Run::finish`]). Everything that decides lives here: requirements
+//! it spawns the script ([`Run::note_attempt`]), hands the outcome back
+//! ([`Run::finish`]), and closes the run on every exit path
+//! ([`Run::close`]). Everything that decides lives here: requirements
 //! re-checked against the states reached earlier in the same run, the entry
-//! an outcome becomes, and whether `on-error` records a failure or stops the
-//! run with nothing recorded. The caller only spawns processes and streams
-//! their output.
+//! an outcome becomes, whether `on-error` records a failure or stops the
+//! run with nothing recorded, and which writes carry what.
+//!
+//! Writes: an outcome is not written on its own. It waits for the run's
+//! next write, which is either the attempt mark of the next execution (one
+//! [`Ledger::write_step`](crate::Ledger::write_step) carries both, before
+//! that script starts) or the closing write. Nothing needs a durable point
+//! between a record and the next attempt mark: a crash after a script's
+//! effect and before its record leaves the script's attempt counted, so it
+//! runs again and the count includes the lost execution (CONTRACT.md §5.3,
+//! §7.6). With the run lock kept in the ledger object the first of these
+//! writes takes the lock, on the revision the run planned on, and the
+//! closing one releases it: K pending migrations cost K + 1 writes.
 
 use std::collections::HashMap;
 
 use crate::entry::{EntryState, LedgerEntry};
 use crate::header::OnError;
 use crate::ledger::{AttemptMark, LedgerError, Usage};
+use crate::lock::LockKeeper;
 use crate::migrator::{MigrateError, Migrator, Prepared, record_bytes};
 use crate::plan::{PendingMigration, Plan, Unmet};
 use crate::slug::Slug;
+use crate::step::{AttemptNote, LockStep, StepWrite};
 
 /// The reason recorded for a migration that did not execute because a
 /// requirement is unmet.
@@ -113,7 +126,8 @@ pub enum Outcome {
 /// What [`Run::finish`] did with an outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// The outcome was recorded in this state; the run goes on.
+    /// The outcome is recorded in this state by the run's next write (the
+    /// next attempt mark, or [`Run::close`]); the run goes on.
     Recorded(EntryState),
     /// An `on-error=abort` migration failed or was blocked: nothing was
     /// recorded for it and the run must stop (it runs again next time).
@@ -147,6 +161,8 @@ pub struct Run<'m, 'a> {
     /// The ledger's fill, kept up to date with what this run writes.
     usage: Option<Usage>,
     message_limit: usize,
+    /// Outcomes decided but not written yet: the next write carries them.
+    staged: Vec<(Slug, LedgerEntry)>,
 }
 
 impl<'a> Migrator<'a> {
@@ -160,6 +176,7 @@ impl<'a> Migrator<'a> {
             next: 0,
             reached: HashMap::new(),
             message_limit: DEFAULT_MESSAGE_LIMIT_BYTES,
+            staged: Vec::new(),
         }
     }
 }
@@ -287,11 +304,20 @@ impl Run<'_, '_> {
     /// counted so far, this one included. `token` must be unique to this
     /// execution: noting twice with one token counts once, so a lost reply
     /// retried by the backend is not counted twice.
+    ///
+    /// The same write records the outcomes decided since the last one and,
+    /// with the lock kept in the ledger object, takes the lock (the first
+    /// time, on the revision the run planned on) or renews it. Errors that
+    /// must send the caller back to planning, having written and executed
+    /// nothing: [`LedgerError::LockHeld`] (wait, then prepare again) and
+    /// [`LedgerError::Changed`] (prepare again), only ever from the write
+    /// that would take the lock.
     pub async fn note_attempt(
         &mut self,
         pending: &PendingMigration,
         token: &str,
-    ) -> Result<u32, LedgerError> {
+        keeper: &mut LockKeeper<'_>,
+    ) -> Result<u32, MigrateError> {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(LedgerError::Permanent {
                 ledger: self.migrator.ledger().describe(),
@@ -300,14 +326,20 @@ impl Run<'_, '_> {
                     "attempt token of {} bytes is longer than {MAX_TOKEN_BYTES}",
                     token.len()
                 ),
-            });
+            }
+            .into());
         }
-        let floor = previous_attempts(pending);
-        let count = self
-            .migrator
-            .ledger()
-            .note_attempt(&pending.slug, token, floor)
-            .await?;
+        let attempt = AttemptNote {
+            slug: &pending.slug,
+            token,
+            floor: previous_attempts(pending),
+        };
+        let report = self.commit(Some(attempt), false, keeper).await?;
+        let count = report.ok_or_else(|| LedgerError::Permanent {
+            ledger: self.migrator.ledger().describe(),
+            operation: "note attempt",
+            message: format!("the write for '{}' noted no attempt", pending.slug),
+        })?;
         if let Some(usage) = self.usage.as_mut() {
             let mark = AttemptMark {
                 count,
@@ -318,11 +350,75 @@ impl Run<'_, '_> {
         Ok(count)
     }
 
+    /// Ends the run on any path: writes the outcomes not written yet and,
+    /// with the lock kept in the ledger object, releases it in the same
+    /// write (a run that never took it checks it is free instead). A run
+    /// with nothing left to write sends nothing here; a lock still held is
+    /// then the caller's to release ([`LockKeeper::release`]).
+    ///
+    /// An error names the outcome that could not be confirmed
+    /// ([`MigrateError::Unconfirmed`]): that migration runs again next time.
+    pub async fn close(mut self, keeper: &mut LockKeeper<'_>) -> Result<(), MigrateError> {
+        if self.staged.is_empty() {
+            return Ok(());
+        }
+        self.commit(None, true, keeper).await.map(|_| ())
+    }
+
+    /// Slugs whose outcomes are decided but not written yet.
+    pub fn unwritten(&self) -> impl Iterator<Item = &Slug> {
+        self.staged.iter().map(|(slug, _)| slug)
+    }
+
+    /// One write of the staged outcomes and `attempt`, under the lock as the
+    /// keeper holds it; `last` releases a lock kept in the ledger.
+    async fn commit(
+        &mut self,
+        attempt: Option<AttemptNote<'_>>,
+        last: bool,
+        keeper: &mut LockKeeper<'_>,
+    ) -> Result<Option<u32>, MigrateError> {
+        let revision = self.prepared.revision.clone();
+        let held = keeper.lease().cloned();
+        let lock = match (&held, keeper.kept_in_ledger()) {
+            (_, false) => LockStep::Separate,
+            (None, _) if attempt.is_some() => LockStep::Take {
+                holder: keeper.holder(),
+                ttl: keeper.ttl(),
+                revision: revision.as_deref(),
+            },
+            (None, _) => LockStep::Check {
+                holder: keeper.holder(),
+                revision: revision.as_deref(),
+            },
+            (Some(lease), _) if last => LockStep::Release { lease },
+            (Some(lease), _) => LockStep::Hold {
+                lease,
+                ttl: keeper.ttl(),
+            },
+        };
+        let step = StepWrite {
+            records: &self.staged,
+            attempt,
+            lock,
+        };
+        let report = self.migrator.write_step(&step).await?;
+        match (lock, report.lease) {
+            (LockStep::Separate | LockStep::Check { .. }, _) => {}
+            (_, Some(lease)) => keeper.took(lease),
+            (_, None) => keeper.released(),
+        }
+        self.staged.clear();
+        Ok(report.attempts)
+    }
+
     /// Records `outcome` of `pending` (executed `attempts` times so far), or
     /// tells the caller to stop. Under `on-error=abort` a failed or blocked
     /// migration records nothing; under `warn` it is recorded `failed` and
-    /// the run goes on. A record that cannot be confirmed is an error, never
-    /// assumed written.
+    /// the run goes on. The record is written by the run's next write (the
+    /// next [`Self::note_attempt`] or [`Self::close`]), which confirms it: a
+    /// record that cannot be confirmed is an error there, never assumed
+    /// written.
     pub async fn finish(
         &mut self,
         pending: &PendingMigration,
@@ -377,10 +473,11 @@ impl Run<'_, '_> {
         if note.is_some() {
             entry.message = note;
         }
-        self.migrator.record(&pending.slug, &entry).await?;
         if let Some(usage) = self.usage.as_mut() {
             usage.used_bytes += record_bytes(&pending.slug, &entry, usage);
         }
+        self.staged.retain(|(slug, _)| slug != &pending.slug);
+        self.staged.push((pending.slug.clone(), entry));
         self.reached.insert(pending.slug.clone(), state);
         Ok(Verdict::Recorded(state))
     }

@@ -16,6 +16,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 pub mod fixtures;
+mod steps;
+
+pub use steps::{
+    a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothing,
+    a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_releases,
+    a_step_taking_the_lock_on_a_changed_ledger_writes_nothing,
+};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,7 +85,10 @@ pub fn slug(n: usize) -> Slug {
     Slug::parse(&format!("s-{n}")).unwrap()
 }
 
-fn entries(range: std::ops::Range<usize>, state: EntryState) -> Vec<(Slug, LedgerEntry)> {
+pub(crate) fn entries(
+    range: std::ops::Range<usize>,
+    state: EntryState,
+) -> Vec<(Slug, LedgerEntry)> {
     range
         .map(|n| (slug(n), sample_entry(state, n as u32)))
         .collect()
@@ -404,9 +414,17 @@ pub async fn note_attempt_counts_once_per_token_and_needs_the_ledger(h: &impl Ha
     assert!(h.raw("a.s-1").await.unwrap().contains("\"count\":2"));
 }
 
+/// A lock kept in the ledger object needs the object: create it empty.
+async fn ledger_for_locking(ledger: &dyn LockedLedger) {
+    if ledger.kept_in_ledger() {
+        ledger.create(&[]).await.unwrap();
+    }
+}
+
 pub async fn lock_excludes_a_second_holder_until_released(h: &impl Harness) {
     let a = h.ledger().await;
     let b = h.ledger().await;
+    ledger_for_locking(a.as_ref()).await;
     let ttl = Duration::from_secs(60);
     let lease = a.acquire("runner-a", ttl).await.unwrap();
     assert_eq!(lease.holder, "runner-a");
@@ -428,6 +446,20 @@ pub async fn lock_excludes_a_second_holder_until_released(h: &impl Harness) {
 
 pub async fn lock_can_be_taken_before_the_ledger_exists(h: &impl Harness) {
     let ledger = h.ledger().await;
+    if ledger.kept_in_ledger() {
+        // Nothing to lock yet, and a fresh install needs no lock.
+        let err = ledger
+            .acquire("runner-a", Duration::from_secs(30))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, LedgerError::NotFound { .. }), "got {err:?}");
+        assert_eq!(
+            ledger.read().await.unwrap(),
+            None,
+            "trying the lock must not create the ledger"
+        );
+        return;
+    }
     let lease = ledger
         .acquire("runner-a", Duration::from_secs(30))
         .await
@@ -442,6 +474,7 @@ pub async fn lock_can_be_taken_before_the_ledger_exists(h: &impl Harness) {
 
 pub async fn same_holder_reacquires_and_renew_extends(h: &impl Harness) {
     let ledger = h.ledger().await;
+    ledger_for_locking(ledger.as_ref()).await;
     let ttl = Duration::from_secs(60);
     let first = ledger.acquire("runner-a", ttl).await.unwrap();
     h.advance_clock(Duration::from_secs(10));
@@ -459,6 +492,7 @@ pub async fn same_holder_reacquires_and_renew_extends(h: &impl Harness) {
 pub async fn an_expired_lock_can_be_taken_over_and_the_old_holder_loses_it(h: &impl Harness) {
     let a = h.ledger().await;
     let b = h.ledger().await;
+    ledger_for_locking(a.as_ref()).await;
     let ttl = Duration::from_secs(30);
     let stale = a.acquire("crashed-runner", ttl).await.unwrap();
     h.advance_clock(Duration::from_secs(31));
@@ -515,6 +549,9 @@ macro_rules! ledger_conformance_tests {
             a_write_above_the_budget_is_refused_whole,
             a_create_above_the_budget_is_refused,
             note_attempt_counts_once_per_token_and_needs_the_ledger,
+            a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothing,
+            a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_releases,
+            a_step_taking_the_lock_on_a_changed_ledger_writes_nothing,
             lock_excludes_a_second_holder_until_released,
             lock_can_be_taken_before_the_ledger_exists,
             same_holder_reacquires_and_renew_extends,

@@ -77,6 +77,10 @@ async fn run_tier(
     let migrator = Migrator::new(tree, ledger, clock);
     let prepared = migrator.prepare(&PlanRequest::tier(tier)).await.unwrap();
     let mut run = migrator.begin(prepared);
+    // The memory ledger's lock lives beside it: this keeper holds nothing
+    // and the run's writes carry no lock.
+    let mut keeper =
+        migration_core::LockKeeper::deferred(ledger, "test", std::time::Duration::from_secs(60));
     let mut seen = Vec::new();
     // Tokens must differ between executions, across runs too.
     static TOKENS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -85,7 +89,10 @@ async fn run_tier(
         let (kind, attempts, outcome) = match step {
             Step::Execute(_) => {
                 let n = TOKENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let attempts = run.note_attempt(&pending, &format!("t{n}")).await.unwrap();
+                let attempts = run
+                    .note_attempt(&pending, &format!("t{n}"), &mut keeper)
+                    .await
+                    .unwrap();
                 let outcome = if not_yet.contains(&pending.slug.as_str()) {
                     Outcome::NotYet {
                         message: "crd x is not served yet".into(),
@@ -105,6 +112,7 @@ async fn run_tier(
         let verdict = run.finish(&pending, attempts, outcome).await.unwrap();
         seen.push((pending.slug.to_string(), kind, verdict));
     }
+    run.close(&mut keeper).await.unwrap();
     seen
 }
 

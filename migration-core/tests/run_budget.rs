@@ -7,8 +7,15 @@ use ledger_memory::MemoryLedger;
 use migration_core::header::Tier;
 use migration_core::testing::fixtures::{TreeBuilder, clock, shared_clock};
 use migration_core::{
-    Ledger, MigrateError, MigrationsTree, Migrator, Outcome, PlanRequest, Prepared, Step,
+    Ledger, LockKeeper, MigrateError, MigrationsTree, Migrator, Outcome, PlanRequest, Prepared,
+    Step,
 };
+
+/// A keeper for a memory ledger, whose lock lives beside it: it holds
+/// nothing, and the run's writes carry no lock.
+fn no_lock(memory: &MemoryLedger) -> LockKeeper<'_> {
+    LockKeeper::deferred(memory, "test", std::time::Duration::from_secs(60))
+}
 
 /// A memory ledger with `budget` bytes, existing and empty.
 async fn ledger(budget: u64) -> MemoryLedger {
@@ -76,7 +83,11 @@ async fn the_room_reserved_for_one_migration_is_used_up_by_what_it_records() {
     let Ok(Some(Step::Execute(first))) = run.next_step() else {
         panic!("a1 fits the budget found")
     };
-    let attempts = run.note_attempt(&first, "token-1").await.unwrap();
+    let mut keeper = no_lock(&memory);
+    let attempts = run
+        .note_attempt(&first, "token-1", &mut keeper)
+        .await
+        .unwrap();
     run.finish(&first, attempts, Outcome::Succeeded)
         .await
         .unwrap();
@@ -102,17 +113,19 @@ async fn a_ledger_with_room_runs_every_migration() {
     let migrator = Migrator::new(&tree, &memory, &clock);
     let prepared = prepare_pre_apply(&migrator).await;
     let mut run = migrator.begin(prepared);
+    let mut keeper = no_lock(&memory);
     let mut ran = Vec::new();
     while let Some(step) = run.next_step().unwrap() {
         let Step::Execute(p) = step else {
             panic!("nothing is blocked here")
         };
         let attempts = run
-            .note_attempt(&p, &format!("t-{}", p.slug))
+            .note_attempt(&p, &format!("t-{}", p.slug), &mut keeper)
             .await
             .unwrap();
         run.finish(&p, attempts, Outcome::Succeeded).await.unwrap();
         ran.push(p.slug.to_string());
     }
+    run.close(&mut keeper).await.unwrap();
     assert_eq!(ran, ["a1", "a2"]);
 }

@@ -301,6 +301,73 @@ pub async fn a_lost_reply_on_note_attempt_counts_the_execution_once(h: &impl Fau
     );
 }
 
+/// A run's step (the record of one migration and the attempt mark of the
+/// next) whose reply was lost: the retry finds it stored, and neither the
+/// record nor the attempt is written twice or counted twice.
+pub async fn a_lost_reply_on_a_step_leaves_its_record_and_counts_the_attempt_once(
+    h: &impl FaultHarness,
+) {
+    let server = existing(h).await;
+    lose_reply_once(&server, Verb::Patch, h.writes(), LostReply::InternalError);
+    let l = ledger(h, &server);
+    let record = one(1, EntryState::Ok);
+    let step = step_of(&record, "run-7");
+    assert_eq!(l.write_step(&step).await.unwrap().attempts, Some(1));
+    assert_eq!(
+        h.stored_entry(&server, &slug(1)),
+        Some(h.entry_as_stored(&record[0].1))
+    );
+    assert_eq!(
+        h.stored_attempt(&server, &slug(2)),
+        Some(json!({"count": 1, "token": "run-7"}))
+    );
+}
+
+/// A step that meets a 409 (someone wrote the ledger since this handle saw
+/// it) reads again and writes on what is there, losing nothing.
+pub async fn a_conflict_on_a_step_reads_again_and_loses_no_update(h: &impl FaultHarness) {
+    let server = existing(h).await;
+    let l = ledger(h, &server);
+    l.read().await.unwrap();
+    // Another handle writes meanwhile: this one's copy is stale.
+    ledger(h, &server)
+        .write(&one(5, EntryState::Legacy), WriteMode::OnlyIfAbsent)
+        .await
+        .unwrap();
+    let record = one(1, EntryState::Ok);
+    assert_eq!(
+        l.write_step(&step_of(&record, "run-8"))
+            .await
+            .unwrap()
+            .attempts,
+        Some(1)
+    );
+    let snapshot = l.read().await.unwrap().unwrap();
+    assert_eq!(snapshot.entry(&slug(1)), Some(&record[0].1));
+    assert!(
+        snapshot.entry(&slug(5)).is_some(),
+        "the other write was lost"
+    );
+    assert_eq!(snapshot.attempts_started.get(&slug(2)), Some(&1));
+}
+
+/// The step recording `record` and noting `s-2`'s attempt under `token`.
+fn step_of<'a>(
+    record: &'a [(Slug, LedgerEntry)],
+    token: &'a str,
+) -> migration_core::step::StepWrite<'a> {
+    static NEXT: std::sync::LazyLock<Slug> = std::sync::LazyLock::new(|| slug(2));
+    migration_core::step::StepWrite {
+        records: record,
+        attempt: Some(migration_core::step::AttemptNote {
+            slug: &NEXT,
+            token,
+            floor: 0,
+        }),
+        lock: migration_core::step::LockStep::Separate,
+    }
+}
+
 /// A read that outlasts the client's timeout is retried and succeeds.
 pub async fn a_slow_server_times_out_and_the_retry_succeeds(h: &impl FaultHarness) {
     let server = existing(h).await;
@@ -329,6 +396,8 @@ macro_rules! ledger_fault_tests {
             a_lost_reply_on_an_only_if_absent_write_never_duplicates_or_overwrites,
             a_lost_reply_on_a_replacing_write_leaves_exactly_the_entry_written,
             a_lost_reply_on_note_attempt_counts_the_execution_once,
+            a_lost_reply_on_a_step_leaves_its_record_and_counts_the_attempt_once,
+            a_conflict_on_a_step_reads_again_and_loses_no_update,
             a_slow_server_times_out_and_the_retry_succeeds,
         );
     };

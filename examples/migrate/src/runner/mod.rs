@@ -21,7 +21,7 @@ use migration_core::header::Tier;
 use migration_core::plan::PendingMigration;
 use migration_core::run::{NOT_YET, REQUIREMENT_NOT_YET, REQUIREMENT_UNMET, previous_attempts};
 use migration_core::{
-    Clock, EntryState, LedgerError, Lock, LockKeeper, LockedLedger, MigrateError, MigrationsTree,
+    Clock, EntryState, LedgerError, LockKeeper, LockedLedger, MigrateError, MigrationsTree,
     Migrator, Outcome as CoreOutcome, PlanRequest, Prepared, Run, Slug, Step, TierSelection,
     Verdict,
 };
@@ -30,10 +30,12 @@ use tokio::sync::watch;
 use crate::lint::{Finding, Level, LintConfig, lint_pending};
 
 mod console;
+mod lock;
 mod outcome;
 mod process;
 
 pub use console::{Console, StdConsole};
+use lock::{Replanning, acquire, note_attempt, unrecorded, wait_for_lock};
 pub use outcome::{MigrationResult, Outcome, RunError, RunReport};
 pub use process::escalate;
 use process::{Exec, execute};
@@ -116,6 +118,13 @@ fn failpoint(point: &str) {
 
 /// Runs the tier. `interrupt` turns true on SIGTERM/SIGINT (the binary
 /// wires the signals; tests flip it directly).
+///
+/// Where the lock lives decides when it is taken (CONTRACT.md §5.5): a lock
+/// beside the ledger (a Lease, a lock file) now, before reading; one kept in
+/// the ledger object by the run's first write, on the revision the run
+/// planned on. That write may find the lock held (wait, then plan again) or
+/// the ledger changed since it was read (plan again); nothing has been
+/// written or executed by then.
 pub async fn run(
     tree: &MigrationsTree,
     ledger: &dyn LockedLedger,
@@ -126,21 +135,63 @@ pub async fn run(
 ) -> Result<RunReport, RunError> {
     let started = Instant::now();
     failpoint("before-lock");
-    let mut keeper = acquire(ledger, config, console, &mut interrupt, started).await?;
+    let mut keeper = if ledger.kept_in_ledger() {
+        LockKeeper::deferred(ledger, &config.holder, config.lock_ttl)
+    } else {
+        acquire(ledger, config, console, &mut interrupt, started).await?
+    };
     failpoint("after-lock");
     let migrator = Migrator::new(tree, ledger, clock)
         .with_image(config.image.clone())
         .with_allowed_interpreters(config.allowed_interpreters.clone())
         .with_require_existing_ledger(config.require_existing_ledger);
-    let result = locked_run(
-        &migrator,
-        &mut keeper,
-        config,
-        console,
-        &mut interrupt,
-        started,
-    )
-    .await;
+    let mut announced = false;
+    let mut replans = 0u32;
+    let replanning = Replanning::new(console);
+    let result = loop {
+        let result = locked_run(
+            &migrator,
+            &mut keeper,
+            config,
+            &replanning,
+            &mut interrupt,
+            started,
+        )
+        .await;
+        match result {
+            Err(RunError::Ledger(cause @ LedgerError::LockHeld { .. }))
+                if keeper.lease().is_none() =>
+            {
+                if let Err(e) = wait_for_lock(
+                    cause,
+                    config,
+                    console,
+                    &mut interrupt,
+                    started,
+                    &mut announced,
+                )
+                .await
+                {
+                    break Err(e);
+                }
+            }
+            // Another writer came between the read and the first write:
+            // plan again on what is there now (a few times at least, then
+            // for as long as the run would wait for the lock).
+            Err(RunError::Ledger(LedgerError::Changed { .. }))
+                if keeper.lease().is_none()
+                    && (replans < migration_core::migrator::PREPARE_ROUNDS
+                        || started.elapsed() < config.lock_wait) =>
+            {
+                replans += 1;
+                tracing::info!(
+                    replans,
+                    "the ledger changed before the run took its lock; planning again"
+                );
+            }
+            other => break other,
+        }
+    };
     // Released on every path; a failed release only delays the next runner
     // until the lease expires, so it is reported, not fatal.
     if let Err(e) = keeper.release().await {
@@ -149,56 +200,6 @@ pub async fn run(
         ));
     }
     result
-}
-
-async fn acquire<'l>(
-    lock: &'l dyn Lock,
-    config: &RunConfig,
-    console: &dyn Console,
-    interrupt: &mut watch::Receiver<bool>,
-    started: Instant,
-) -> Result<LockKeeper<'l>, RunError> {
-    let mut announced = false;
-    loop {
-        match LockKeeper::acquire(lock, &config.holder, config.lock_ttl).await {
-            Ok(keeper) => return Ok(keeper),
-            Err(cause @ LedgerError::LockHeld { .. }) => {
-                let waited = started.elapsed();
-                if waited >= config.lock_wait {
-                    return Err(RunError::LockBusy { cause, waited });
-                }
-                if !announced {
-                    console.progress(&format!("waiting for the run lock: {cause}"));
-                    announced = true;
-                }
-                let pause = Duration::from_millis(500).min(config.lock_wait - waited);
-                tokio::select! {
-                    () = tokio::time::sleep(pause) => {}
-                    _ = interrupt.changed() => {}
-                }
-                if *interrupt.borrow() {
-                    return Err(RunError::Interrupted {
-                        slug: None,
-                        report: Box::new(empty_report(config)),
-                    });
-                }
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-fn empty_report(config: &RunConfig) -> RunReport {
-    RunReport {
-        tier: config.tier.to_string(),
-        only: config.only.as_ref().map(ToString::to_string),
-        fresh_install: false,
-        fresh_install_reason: None,
-        seeded: 0,
-        pending: 0,
-        results: Vec::new(),
-        elapsed_ms: 0,
-    }
 }
 
 async fn locked_run(
@@ -236,7 +237,7 @@ async fn locked_run(
         return Err(RunError::Unsafe { findings });
     }
 
-    let mut report = RunReport {
+    let report = RunReport {
         tier: config.tier.to_string(),
         only: config.only.as_ref().map(ToString::to_string),
         fresh_install: plan.fresh_install,
@@ -282,8 +283,60 @@ async fn locked_run(
             plan,
             written: prepared.written,
             usage: prepared.usage,
+            revision: prepared.revision,
         })
         .with_message_limit(config.tail_bytes);
+    let outcome = steps(
+        tree, &mut run, keeper, config, console, interrupt, started, report,
+    )
+    .await;
+    // A first write refused for the lock or a changed ledger wrote nothing:
+    // the caller plans again, and the outcomes decided so far (migrations
+    // that did not execute) are decided again then.
+    if keeper.lease().is_none()
+        && matches!(
+            outcome,
+            Err(RunError::Ledger(
+                LedgerError::LockHeld { .. } | LedgerError::Changed { .. }
+            ))
+        )
+    {
+        return outcome;
+    }
+    // On every path the outcomes decided and not written yet are written
+    // (and a lock kept in the ledger released with them).
+    let unwritten = run.unwritten().next().cloned();
+    match (outcome, run.close(keeper).await) {
+        (outcome, Ok(())) => outcome,
+        // Nothing executed (the lock was never taken) and the closing write
+        // of outcomes that did not execute was refused: plan again.
+        (
+            _,
+            Err(MigrateError::Ledger(
+                e @ (LedgerError::LockHeld { .. } | LedgerError::Changed { .. }),
+            )),
+        ) if keeper.lease().is_none() => Err(RunError::Ledger(e)),
+        (Ok(_), Err(cause)) => Err(unrecorded(cause, unwritten)),
+        (Err(e), Err(cause)) => {
+            console.progress(&format!("warning: {}", unrecorded(cause, unwritten)));
+            Err(e)
+        }
+    }
+}
+
+/// The pending migrations, in order, until the plan is done or the run
+/// must stop.
+#[allow(clippy::too_many_arguments)]
+async fn steps(
+    tree: &MigrationsTree,
+    run: &mut Run<'_, '_>,
+    keeper: &mut LockKeeper<'_>,
+    config: &RunConfig,
+    console: &dyn Console,
+    interrupt: &mut watch::Receiver<bool>,
+    started: Instant,
+    mut report: RunReport,
+) -> Result<RunReport, RunError> {
     // `[n/N]` progress: N is what the plan holds, n counts steps taken.
     let (total, mut step_no) = (report.pending, 0usize);
     // The tripwire is armed once per run, at the first script that runs
@@ -324,7 +377,7 @@ async fn locked_run(
                 // that can fail in between: a crash in that instant
                 // over-counts by one, which errs on the safe side (attempts
                 // never under-count executions).
-                let attempts = note_attempt(&mut run, &pending, &config.holder).await?;
+                let attempts = note_attempt(run, &pending, &config.holder, keeper).await?;
                 console.step(
                     step_no,
                     total,
@@ -532,28 +585,6 @@ fn result(
         duration_ms: begun.elapsed().as_millis(),
         cluster_commands: None,
     }
-}
-
-/// A token unique to one execution: holder, slug, wall-clock nanoseconds and
-/// a process-wide counter. It must differ between executions even when the
-/// injected clock stands still, or a re-run would not count.
-fn attempt_token(holder: &str, slug: &Slug) -> String {
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{holder}/{slug}/{nanos}/{n}")
-}
-
-/// Notes a started execution under a token unique to it.
-async fn note_attempt(
-    run: &mut Run<'_, '_>,
-    pending: &PendingMigration,
-    holder: &str,
-) -> Result<u32, RunError> {
-    let token = attempt_token(holder, &pending.slug);
-    Ok(run.note_attempt(pending, &token).await?)
 }
 
 /// What an interruption did: which script it stopped, or that none ran.

@@ -1,0 +1,100 @@
+//! One combined write of a run: the outcomes recorded since the last write,
+//! the attempt mark of the execution about to start, and (on a backend that
+//! keeps its run lock in the ledger object) what happens to that lock, all
+//! sent as one conditional write ([`crate::Ledger::write_step`]).
+//!
+//! Why: a run of K migrations used to write twice per migration (the
+//! attempt mark before the script, the record after it). The record of one
+//! migration and the attempt mark of the next need no durable point between
+//! them, so they travel together; the run lock, when it lives in the same
+//! object, rides on the first and the last of those writes (CONTRACT.md
+//! §5.5, §7.2).
+
+use std::time::Duration;
+
+use crate::entry::LedgerEntry;
+use crate::lock::Lease;
+use crate::slug::Slug;
+
+/// The attempt mark to note in a step: see [`crate::Ledger::note_attempt`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptNote<'a> {
+    /// The migration about to execute.
+    pub slug: &'a Slug,
+    /// A token unique to this execution (noting it twice counts once).
+    pub token: &'a str,
+    /// The attempts an existing entry already records.
+    pub floor: u32,
+}
+
+/// What a step does with a run lock kept in the ledger object
+/// ([`crate::Lock::kept_in_ledger`]). Backends whose lock lives beside the
+/// ledger are only ever handed [`LockStep::Separate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockStep<'a> {
+    /// The lock is not in the ledger object; the step does not look at it.
+    Separate,
+    /// Take the lock for `holder` for `ttl` with this write, on the
+    /// condition that the object is still at `revision` (the one the run
+    /// planned on) and no other holder holds the lock. Refused, writing
+    /// nothing, with [`crate::LedgerError::LockHeld`] or
+    /// [`crate::LedgerError::Changed`]. A retry that finds this very take
+    /// already stored (a lost reply) succeeds.
+    Take {
+        /// Who takes it.
+        holder: &'a str,
+        /// For how long.
+        ttl: Duration,
+        /// The revision the run planned on.
+        revision: Option<&'a str>,
+    },
+    /// Write under the lock only if it is free for `holder` (as for
+    /// [`LockStep::Take`]), leaving it as it was: for a run that records
+    /// without executing anything (every pending migration blocked).
+    Check {
+        /// Who would hold it.
+        holder: &'a str,
+        /// The revision the run planned on.
+        revision: Option<&'a str>,
+    },
+    /// Write under `lease`, renewing it for `ttl`; refused with
+    /// [`crate::LedgerError::LockLost`] when another holder has it.
+    Hold {
+        /// The lease held.
+        lease: &'a Lease,
+        /// The new lifetime from now.
+        ttl: Duration,
+    },
+    /// Write under `lease` and release it in the same write; refused with
+    /// [`crate::LedgerError::LockLost`] when another holder has it.
+    Release {
+        /// The lease held.
+        lease: &'a Lease,
+    },
+}
+
+/// One combined write: `records` replaced (as [`crate::WriteMode::Replace`]),
+/// then `attempt` noted, under `lock`. Atomic on backends that override
+/// [`crate::Ledger::write_step`]; the default sends the records, then the
+/// attempt, so a failure between them leaves the records written and no
+/// attempt noted (the script has not started).
+#[derive(Debug, Clone, Copy)]
+pub struct StepWrite<'a> {
+    /// Outcomes to record, overwriting.
+    pub records: &'a [(Slug, LedgerEntry)],
+    /// The execution about to start, if any.
+    pub attempt: Option<AttemptNote<'a>>,
+    /// The run lock, when it lives in the ledger object.
+    pub lock: LockStep<'a>,
+}
+
+/// What a step stored.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StepReport {
+    /// The attempt count noted, when the step noted one.
+    pub attempts: Option<u32>,
+    /// The lease as the step left it: taken or renewed ([`LockStep::Take`],
+    /// [`LockStep::Hold`]); `None` after [`LockStep::Release`] and for
+    /// [`LockStep::Separate`] and [`LockStep::Check`].
+    pub lease: Option<Lease>,
+}

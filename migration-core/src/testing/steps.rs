@@ -1,0 +1,233 @@
+//! Conformance cases of [`Ledger::write_step`](crate::Ledger::write_step),
+//! the combined write of a run, and of a run lock kept in the ledger object.
+
+use std::time::Duration;
+
+use super::{Harness, entries, sample_entry, slug};
+use crate::entry::EntryState;
+use crate::ledger::{LedgerError, WriteMode};
+use crate::lock::LockedLedger;
+use crate::step::{AttemptNote, LockStep, StepWrite};
+
+/// The revision `ledger` reads at now.
+async fn revision(ledger: &dyn LockedLedger) -> Option<String> {
+    ledger.read().await.unwrap().unwrap().revision
+}
+
+pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothing(
+    h: &impl Harness,
+) {
+    let ledger = h.ledger().await;
+    ledger.create(&entries(0..2, EntryState::Ok)).await.unwrap();
+    let records = vec![(slug(0), sample_entry(EntryState::Failed, 5))];
+    let rev = revision(ledger.as_ref()).await;
+    let take = |kept: bool| {
+        if kept {
+            LockStep::Take {
+                holder: "runner-a",
+                ttl: Duration::from_secs(60),
+                revision: rev.as_deref(),
+            }
+        } else {
+            LockStep::Separate
+        }
+    };
+    let step = StepWrite {
+        records: &records,
+        attempt: Some(AttemptNote {
+            slug: &slug(1),
+            token: "run-1",
+            floor: 4,
+        }),
+        lock: take(ledger.kept_in_ledger()),
+    };
+    let first = ledger.write_step(&step).await.unwrap();
+    assert_eq!(first.attempts, Some(5), "the floor is respected");
+    assert_eq!(
+        first.lease.as_ref().map(|l| l.holder.as_str()),
+        ledger.kept_in_ledger().then_some("runner-a"),
+        "a take leaves the lease"
+    );
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert_eq!(snapshot.entry(&slug(0)), Some(&records[0].1));
+    assert_eq!(snapshot.attempts_started.get(&slug(1)), Some(&5));
+    assert_eq!(
+        snapshot.entry(&slug(1)).unwrap().state,
+        EntryState::Ok,
+        "an entry the step does not name is untouched"
+    );
+    // The same step again (a retry after a lost reply): with the lease it
+    // left, nothing is counted twice.
+    let again = StepWrite {
+        lock: match &first.lease {
+            Some(lease) => LockStep::Hold {
+                lease,
+                ttl: Duration::from_secs(60),
+            },
+            None => LockStep::Separate,
+        },
+        ..step
+    };
+    assert_eq!(ledger.write_step(&again).await.unwrap().attempts, Some(5));
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert_eq!(snapshot.attempts_started.get(&slug(1)), Some(&5));
+    assert_eq!(snapshot.entry(&slug(0)), Some(&records[0].1));
+    // Records alone, no attempt and no lock.
+    let only_records = StepWrite {
+        records: &records[..],
+        attempt: None,
+        lock: LockStep::Separate,
+    };
+    assert_eq!(
+        ledger.write_step(&only_records).await.unwrap().attempts,
+        None
+    );
+}
+
+pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_releases(
+    h: &impl Harness,
+) {
+    let a = h.ledger().await;
+    if !a.kept_in_ledger() {
+        return;
+    }
+    let b = h.ledger().await;
+    a.create(&[]).await.unwrap();
+    let ttl = Duration::from_secs(60);
+    let rev = revision(a.as_ref()).await;
+    let record = vec![(slug(1), sample_entry(EntryState::Ok, 1))];
+    let taken = a
+        .write_step(&StepWrite {
+            records: &[],
+            attempt: Some(AttemptNote {
+                slug: &slug(1),
+                token: "a-1",
+                floor: 0,
+            }),
+            lock: LockStep::Take {
+                holder: "runner-a",
+                ttl,
+                revision: rev.as_deref(),
+            },
+        })
+        .await
+        .unwrap();
+    let lease = taken.lease.expect("the take leaves a lease");
+    // Another runner can neither take it nor write under a check.
+    let rev_b = revision(b.as_ref()).await;
+    for lock in [
+        LockStep::Take {
+            holder: "runner-b",
+            ttl,
+            revision: rev_b.as_deref(),
+        },
+        LockStep::Check {
+            holder: "runner-b",
+            revision: rev_b.as_deref(),
+        },
+    ] {
+        let step = StepWrite {
+            records: &record,
+            attempt: None,
+            lock,
+        };
+        match b.write_step(&step).await {
+            Err(LedgerError::LockHeld { holder, .. }) => assert_eq!(holder, "runner-a"),
+            other => panic!("a held lock must refuse runner-b, got {other:?}"),
+        }
+    }
+    match b.acquire("runner-b", ttl).await {
+        Err(LedgerError::LockHeld { holder, .. }) => assert_eq!(holder, "runner-a"),
+        other => panic!("a held lock must refuse runner-b, got {other:?}"),
+    }
+    assert!(b.read().await.unwrap().unwrap().entry(&slug(1)).is_none());
+    // The holder writes under it (renewing it), then releases it with its
+    // last record; a stale lease is lost, not honoured.
+    h.advance_clock(Duration::from_secs(10));
+    let held = a
+        .write_step(&StepWrite {
+            records: &[],
+            attempt: None,
+            lock: LockStep::Hold { lease: &lease, ttl },
+        })
+        .await
+        .unwrap()
+        .lease
+        .expect("holding renews the lease");
+    assert!(
+        held.expires_at > lease.expires_at,
+        "a write under the lock renews it"
+    );
+    let released = a
+        .write_step(&StepWrite {
+            records: &record,
+            attempt: None,
+            lock: LockStep::Release { lease: &held },
+        })
+        .await
+        .unwrap();
+    assert_eq!(released.lease, None);
+    assert_eq!(
+        a.read().await.unwrap().unwrap().entry(&slug(1)),
+        Some(&record[0].1)
+    );
+    match a
+        .write_step(&StepWrite {
+            records: &record,
+            attempt: None,
+            lock: LockStep::Hold { lease: &held, ttl },
+        })
+        .await
+    {
+        Err(LedgerError::LockLost { .. }) => {}
+        other => panic!("a released lease must be lost, got {other:?}"),
+    }
+    let lease_b = b.acquire("runner-b", ttl).await.unwrap();
+    b.release(&lease_b).await.unwrap();
+}
+
+pub async fn a_step_taking_the_lock_on_a_changed_ledger_writes_nothing(h: &impl Harness) {
+    let a = h.ledger().await;
+    if !a.kept_in_ledger() {
+        return;
+    }
+    let b = h.ledger().await;
+    a.create(&[]).await.unwrap();
+    let planned_on = revision(a.as_ref()).await;
+    // Another writer between the read and the first write of the run.
+    b.write(&entries(5..6, EntryState::Legacy), WriteMode::OnlyIfAbsent)
+        .await
+        .unwrap();
+    let record = vec![(slug(1), sample_entry(EntryState::Ok, 1))];
+    let step = StepWrite {
+        records: &record,
+        attempt: Some(AttemptNote {
+            slug: &slug(2),
+            token: "a-1",
+            floor: 0,
+        }),
+        lock: LockStep::Take {
+            holder: "runner-a",
+            ttl: Duration::from_secs(60),
+            revision: planned_on.as_deref(),
+        },
+    };
+    match a.write_step(&step).await {
+        Err(e @ LedgerError::Changed { .. }) => assert!(e.to_string().contains("plan again")),
+        other => panic!("a take on a changed ledger must be refused, got {other:?}"),
+    }
+    let snapshot = a.read().await.unwrap().unwrap();
+    assert!(snapshot.entry(&slug(1)).is_none(), "nothing written");
+    assert!(snapshot.attempts_started.is_empty(), "no attempt noted");
+    // Planned again on what is there, the take succeeds.
+    let step = StepWrite {
+        lock: LockStep::Take {
+            holder: "runner-a",
+            ttl: Duration::from_secs(60),
+            revision: snapshot.revision.as_deref(),
+        },
+        ..step
+    };
+    let lease = a.write_step(&step).await.unwrap().lease.unwrap();
+    a.release(&lease).await.unwrap();
+}
