@@ -276,10 +276,12 @@ pub async fn runner(recorded: usize, pending: usize) -> Scenario {
 /// the ConfigMap backend: read the ledger (1); then one conditional patch
 /// before each script (its attempt mark, with the previous migration's
 /// record; the first also takes the lock kept in the ConfigMap) and one
-/// after the last (its record, releasing the lock): `k + 2`. With nothing
-/// pending the read is all: no lock is taken, nothing is written.
+/// after the last (its record, releasing the lock), plus one read of the
+/// Lease that runners of older releases lock the ledger through (taking the
+/// lock must not start beside one of them): `k + 3`. With nothing pending
+/// the read is all: no lock is taken, nothing is written.
 pub fn runner_minimum(k: usize) -> usize {
-    if k == 0 { 1 } else { k + 2 }
+    if k == 0 { 1 } else { k + 3 }
 }
 
 /// Every scenario in the README's table, in order.

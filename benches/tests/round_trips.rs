@@ -55,7 +55,7 @@ async fn legacy_seeding_writes_all_56_keys_in_one_patch() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hook_run_costs_k_plus_two_requests_for_k_pending_migrations_and_one_for_none() {
+async fn a_hook_run_costs_k_plus_three_requests_for_k_pending_migrations_and_one_for_none() {
     for k in [0, 1, 10] {
         let s = round_trips::runner(100, k).await;
         assert_eq!(s.outcome, format!("{k} pending, {k} results"));
@@ -73,9 +73,22 @@ async fn a_hook_run_costs_k_plus_two_requests_for_k_pending_migrations_and_one_f
             s.name
         );
         assert_eq!(
+            s.counts.count("GET", "leases"),
+            usize::from(k > 0),
+            "{}: taking the lock checks that no runner of an older release holds the Lease",
+            s.name
+        );
+        assert!(
+            s.counts.total <= if k == 0 { 1 } else { k + 3 },
+            "{}: K + 3 at most",
+            s.name
+        );
+        assert_eq!(
             s.counts.total,
-            s.counts.count("GET", "configmaps") + s.counts.count("PATCH", "configmaps"),
-            "{}: the run lock lives in the ConfigMap, so no Lease request",
+            s.counts.count("GET", "configmaps")
+                + s.counts.count("PATCH", "configmaps")
+                + s.counts.count("GET", "leases"),
+            "{}: the run lock lives in the ConfigMap, so no Lease is written",
             s.name
         );
         // The goal of issue 17, asserted beside the exact figure.

@@ -29,7 +29,9 @@
 //!   [`LOCK_ANNOTATION`] (holder, token, acquired and renewed times, TTL):
 //!   a run takes it with its first write, conditional on the
 //!   `resourceVersion` it planned on, renews it with every write and
-//!   releases it with its last, so a run of K migrations costs K + 2
+//!   releases it with its last; taking it first reads the Lease
+//!   `<name>-lock` that runners of older releases still lock through and
+//!   waits while one holds it, so a run of K migrations costs K + 3
 //!   requests ([`module@lock`]). Before the ConfigMap exists there is
 //!   nothing to lock, and nothing a run does then needs it: a fresh install
 //!   is one create that never overwrites.
@@ -58,13 +60,19 @@ use migration_core::{
     WriteReport,
 };
 use migration_kube::{
-    Backoff, Base, Class, ConditionalObject, RetryPolicy, Step, classify, conditional_update,
-    ledger_error, patch_params, post_params,
+    Backoff, Base, Class, ConditionalObject, LeaseLock, RetryPolicy, Step, classify,
+    conditional_update, ledger_error, patch_params, post_params,
 };
 
 pub mod lock;
 
 pub use lock::LOCK_ANNOTATION;
+
+/// The Lease that runners of older releases lock ledger `name` through:
+/// `<name>-lock`, beside the ConfigMap.
+pub fn older_runners_lease(name: &str) -> String {
+    format!("{name}-lock")
+}
 
 /// A ConfigMap holds at most this many bytes of data (keys plus values).
 pub const CONFIGMAP_BUDGET_BYTES: u64 = 1024 * 1024;
@@ -104,6 +112,10 @@ pub struct ConfigMapLedger {
     /// of the next conditional patch, so that a write needs no read first.
     /// The `resourceVersion` precondition makes a stale copy harmless.
     last_seen: Arc<Mutex<Option<Arc<ConfigMap>>>>,
+    /// The Lease `NAME-lock` that runners of older releases lock this
+    /// ledger through: taking the lock in the object first checks that no
+    /// such runner holds it (CONTRACT.md §5.5).
+    older_runners: LeaseLock,
 }
 
 impl std::fmt::Debug for ConfigMapLedger {
@@ -147,7 +159,16 @@ impl ConfigMapLedger {
     /// The ledger in ConfigMap `namespace/name`.
     pub fn with_options(client: Client, namespace: &str, name: &str, options: Options) -> Self {
         let description = format!("configmap {namespace}/{name}");
+        let older_runners = LeaseLock::new(
+            client.clone(),
+            namespace,
+            &older_runners_lease(name),
+            &description,
+            options.clock.clone(),
+            options.retry.clone(),
+        );
         ConfigMapLedger {
+            older_runners,
             api: Api::namespaced(client, namespace),
             name: name.to_owned(),
             description,
@@ -451,6 +472,9 @@ impl Ledger for ConfigMapLedger {
     async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
         const OP: &str = "write step";
         let encoded = encode(&self.description, OP, step.records)?;
+        if let LockStep::Take { holder, .. } = step.lock {
+            self.older_runners.refuse_if_held_by_another(holder).await?;
+        }
         // Chosen once, so a retry after a lost reply recognises its own take.
         let take_token = lock::new_token(self.clock.now());
         conditional_update(&Conditional(self), OP, |current| {

@@ -223,6 +223,7 @@ impl ConfigMapLedger {
     /// Takes the lock; see [`migration_core::Lock::acquire`].
     async fn take(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         const OP: &str = "acquire lock";
+        self.older_runners.refuse_if_held_by_another(holder).await?;
         let fresh_token = new_token(self.clock.now());
         conditional_update(&Conditional(self), OP, |cm| {
             let stored = self.stored_lock(cm, OP)?;

@@ -181,7 +181,12 @@ async fn the_lock_in_the_configmap_costs_one_patch_to_take_one_to_renew_and_one_
     let lease = l.renew(&lease, ttl).await.unwrap();
     l.release(&lease).await.unwrap();
     assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 3);
-    assert_eq!(server.requests().total(), 3);
+    assert_eq!(
+        server.requests().count(Verb::Get, "leases"),
+        1,
+        "taking it checks the older runners' Lease"
+    );
+    assert_eq!(server.requests().total(), 4);
     assert!(stored(&server)["metadata"]["annotations"][LOCK_ANNOTATION].is_null());
     assert_eq!(stored(&server)["data"]["version"], "45", "data untouched");
 }
@@ -394,4 +399,53 @@ async fn a_lost_reply_to_the_step_that_releases_the_lock_is_recognised_by_its_re
     let cm = stored(&server);
     assert_eq!(cm["data"]["m.a"], record[0].1.encode());
     assert!(cm["metadata"]["annotations"][LOCK_ANNOTATION].is_null());
+}
+
+#[tokio::test]
+async fn a_runner_of_an_older_release_holding_the_lease_keeps_a_newer_run_out_until_it_expires() {
+    let server = TestApiServer::start().await;
+    let l = seeded(&server).await;
+    let clock = manual_clock();
+    let (new, _) = handles(&server, &clock);
+    // An older runner locks this ledger through the Lease beside it, with
+    // the code it ran then.
+    let older = migration_kube::LeaseLock::new(
+        server.client(),
+        NS,
+        &older_runners_lease(NAME),
+        "configmap cozy-system/cozystack-version",
+        clock.clone(),
+        RetryPolicy::immediate(4),
+    );
+    older
+        .acquire("old-runner/pid-3", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let revision = l.read().await.unwrap().unwrap().revision;
+    server.requests().reset();
+    let held = |e: &LedgerError| matches!(e, LedgerError::LockHeld { holder, .. } if holder == "old-runner/pid-3");
+    let err = new
+        .acquire("runner-a", Duration::from_secs(60))
+        .await
+        .unwrap_err();
+    assert!(held(&err), "{err:?}");
+    let first = slug("first");
+    let err = new
+        .write_step(&take(&first, "t-1", revision.as_deref()))
+        .await
+        .unwrap_err();
+    assert!(held(&err), "{err:?}");
+    assert_eq!(
+        server.requests().count(Verb::Patch, "configmaps"),
+        0,
+        "nothing written"
+    );
+    assert!(stored(&server)["metadata"]["annotations"][LOCK_ANNOTATION].is_null());
+    // Its lease lapses (a crashed older runner): the newer run goes ahead.
+    clock.advance(Duration::from_secs(61));
+    let report = new
+        .write_step(&take(&first, "t-1", revision.as_deref()))
+        .await
+        .unwrap();
+    assert_eq!(report.attempts, Some(1));
 }

@@ -124,7 +124,8 @@ async fn a_run_waits_for_the_holder_of_the_lock_in_the_configmap_naming_it_then_
         "released with the last write"
     );
     assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 2);
-    assert_eq!(server.requests().total(), 3);
+    assert_eq!(server.requests().count(Verb::Get, "leases"), 1);
+    assert_eq!(server.requests().total(), 4);
     let entry = ledger
         .read()
         .await

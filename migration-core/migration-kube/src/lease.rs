@@ -282,6 +282,31 @@ impl LeaseLock {
         }
     }
 
+    /// Refuses, as [`LedgerError::LockHeld`], while someone other than
+    /// `holder` holds this Lease unexpired; absent, unheld, expired or ours
+    /// is `Ok`. One read; it writes nothing. For a lock that moved
+    /// elsewhere (the ConfigMap ledger's, into the ConfigMap itself): a
+    /// runner of an older release still locks through this Lease, and a
+    /// newer runner must not start while that one runs.
+    pub async fn refuse_if_held_by_another(&self, holder: &str) -> Result<(), LedgerError> {
+        const OP: &str = "check the older runners' lock";
+        let mut attempt = 0;
+        let Some(current) = self.get(OP, &mut attempt).await? else {
+            return Ok(());
+        };
+        let h = holding(&current);
+        match h.holder {
+            Some(other) if other != holder && self.clock.now() < h.expires => {
+                Err(LedgerError::LockHeld {
+                    ledger: self.ledger.clone(),
+                    holder: other,
+                    expires_at: h.expires,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Takes the lock for `holder`; see [`migration_core::Lock::acquire`].
     pub async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         const OP: &str = "acquire lock";
