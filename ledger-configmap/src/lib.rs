@@ -323,7 +323,7 @@ fn put_entry(
     entry: &LedgerEntry,
 ) {
     let stored = entry.stored(contexts);
-    if let Some((id, text)) = stored.context {
+    for (id, text) in stored.contexts {
         writes.insert(keys::context_key(id), text);
     }
     writes.insert(key.to_owned(), stored.value);

@@ -251,7 +251,7 @@ pub(crate) fn put_entry(
         message: format!("key {}: cannot encode the entry: {e}", keys::entry_key(slug)),
     };
     let stored = entry.stored(index);
-    if let Some((id, text)) = stored.context {
+    for (id, text) in stored.contexts {
         write
             .contexts
             .insert(id, serde_json::from_str(&text).map_err(cannot)?);

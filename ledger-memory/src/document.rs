@@ -177,7 +177,7 @@ fn encode_all(
             continue;
         }
         let stored = entry.stored(placement);
-        if let Some((id, text)) = stored.context {
+        for (id, text) in stored.contexts {
             out.push((keys::context_key(id), text));
         }
         out.push((key, stored.value));

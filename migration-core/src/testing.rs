@@ -16,6 +16,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 pub mod fixtures;
+mod format;
+
+pub use format::*;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -364,8 +367,9 @@ pub async fn a_create_above_the_budget_is_refused(h: &impl Harness) {
         return;
     };
     let ledger = h.ledger().await;
+    // The smallest an entry can be stored (compact, naming a shared record).
     let per_entry = sample_entry(EntryState::SkippedFreshInstall, 0)
-        .encode()
+        .encode_compact(Some("1"))
         .len() as u64
         + 8;
     let n = usize::try_from(budget / per_entry + 10).unwrap();
@@ -515,6 +519,9 @@ macro_rules! ledger_conformance_tests {
             a_write_above_the_budget_is_refused_whole,
             a_create_above_the_budget_is_refused,
             note_attempt_counts_once_per_token_and_needs_the_ledger,
+            entries_of_one_run_share_what_they_repeat_and_read_back_whole,
+            entries_of_the_previous_format_read_back_unchanged,
+            a_reference_to_a_missing_shared_record_is_corrupt_naming_the_key,
             lock_excludes_a_second_holder_until_released,
             lock_can_be_taken_before_the_ledger_exists,
             same_holder_reacquires_and_renew_extends,

@@ -379,12 +379,12 @@ proptest! {
     fn snapshot_parsing_never_panics_and_classifies_every_key(
         data in proptest::collection::btree_map("([mac]\\.)?[a-zA-Z0-9_.-]{0,10}", "\\PC{0,40}|\\{\"count\":[0-9],\"token\":\"t\"\\}|\\{\"batch\":\"b\"\\}|\\{\"s\":\"ok\",\"t\":\"2026-08-12T10:04:00Z\",\"c\":\"[0-9a]\"\\}", 0..12),
     ) {
-        use migration_core::entry::{Context, context::valid_id};
+        use migration_core::entry::{SharedRecord, context::valid_id};
         let snapshot = LedgerSnapshot::from_raw_data(data.iter().map(|(k, v)| (k.as_str(), v.as_str())), None);
         // Entry keys, attempt-mark keys and unreadable shared records: each
         // lands in exactly one place.
         let bad_contexts = data.iter().filter(|(k, v)| {
-            k.strip_prefix("c.").is_some_and(|id| !valid_id(id) || Context::decode(v).is_err())
+            k.strip_prefix("c.").is_some_and(|id| !valid_id(id) || SharedRecord::decode(v).is_err())
         }).count();
         let ledger_keys = data.keys().filter(|k| k.starts_with("m.") || k.starts_with("a.")).count() + bad_contexts;
         prop_assert_eq!(

@@ -150,7 +150,7 @@ impl Fields {
         }
         let [state, at, sha256, context, attempts, reason, message] = self.compact;
         let context = match typed::<String>(context)? {
-            Some(id) => contexts.resolve(&id)?.clone(),
+            Some(id) => contexts.resolve(&id)?,
             None => Context::default(),
         };
         finish(Parts {

@@ -14,7 +14,9 @@ use crate::digest::Sha256Digest;
 use crate::time::Timestamp;
 
 use codec::{COMPACT_FIELDS, Compact, FULL_FIELDS, Fields};
-pub use context::{Context, ContextIndex, Contexts, PlaceContext, Placement, StoredSize};
+pub use context::{
+    Context, ContextIndex, Contexts, PlaceContext, Placement, SharedRecord, StoredSize,
+};
 
 /// The outcome recorded for a slug. All but [`EntryState::NotYet`] are
 /// terminal (CONTRACT.md §5.2).
@@ -195,14 +197,14 @@ impl LedgerEntry {
         if !self.fits_compact() {
             return StoredEntry {
                 value: self.encode(),
-                context: None,
+                contexts: Vec::new(),
             };
         }
         let placed = Context::of(self).map(|c| index.place(&c));
         let value = self.encode_compact(placed.as_ref().map(|p| p.id.as_str()));
         StoredEntry {
             value,
-            context: placed.and_then(|p| p.new_record.map(|text| (p.id, text))),
+            contexts: placed.map(|p| p.new_records).unwrap_or_default(),
         }
     }
 
@@ -262,7 +264,7 @@ pub fn flat_data<'a>(
     let mut data = std::collections::BTreeMap::new();
     for (slug, entry) in entries {
         let stored = entry.stored(&mut index);
-        if let Some((id, text)) = stored.context {
+        for (id, text) in stored.contexts {
             data.insert(crate::keys::context_key(id), text);
         }
         data.insert(crate::keys::entry_key(slug), stored.value);
@@ -275,9 +277,9 @@ pub fn flat_data<'a>(
 pub struct StoredEntry {
     /// The entry's stored value.
     pub value: String,
-    /// A new shared record to store in the same write: its id (key
-    /// `c.<id>`) and its text.
-    pub context: Option<(String, String)>,
+    /// New shared records to store in the same write: id (key `c.<id>`)
+    /// and text of each.
+    pub contexts: Vec<(String, String)>,
 }
 
 /// A stored value that is not a valid entry. The engine refuses to act on the
