@@ -87,7 +87,12 @@ pub async fn fill_with_runner_writes(ledger: &dyn Ledger, per_run: usize, limit:
 /// A fresh install's seeding of `n` slugs, `per_batch` per batch, one run.
 pub fn fresh_install(n: usize, per_batch: usize) -> Vec<(Slug, LedgerEntry)> {
     (0..n)
-        .map(|i| (slug(i), runner_entry(i, 0, i / per_batch, EntryState::SkippedFreshInstall)))
+        .map(|i| {
+            (
+                slug(i),
+                runner_entry(i, 0, i / per_batch, EntryState::SkippedFreshInstall),
+            )
+        })
         .collect()
 }
 
@@ -104,8 +109,8 @@ pub fn fresh_install_capacity(per_batch: usize, budget: u64) -> usize {
     let mut bytes = 0;
     for i in 0.. {
         let slug = slug(i);
-        let stored = runner_entry(i, 0, i / per_batch, EntryState::SkippedFreshInstall)
-            .stored(&mut index);
+        let stored =
+            runner_entry(i, 0, i / per_batch, EntryState::SkippedFreshInstall).stored(&mut index);
         bytes += (keys::entry_key(&slug).len() + stored.value.len()) as u64;
         for (id, text) in &stored.contexts {
             bytes += (keys::context_key(id).len() + text.len()) as u64;

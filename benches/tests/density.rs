@@ -67,7 +67,10 @@ async fn the_configmap_backend_creates_6000_fresh_install_entries_and_refuses_mo
         assert_eq!(snapshot.entry(slug), Some(entry));
     }
     let used = snapshot.usage.unwrap().used_bytes;
-    assert_eq!(used, flat_bytes(&flat_data(entries.iter().map(|(s, e)| (s, e)))));
+    assert_eq!(
+        used,
+        flat_bytes(&flat_data(entries.iter().map(|(s, e)| (s, e))))
+    );
     assert!(used <= CONFIGMAP_BUDGET_BYTES);
 
     let too_many = fresh_install(fresh_install_capacity(10, CONFIGMAP_BUDGET_BYTES) + 1, 10);

@@ -110,7 +110,10 @@ async fn a_stale_copy_is_re_read_and_the_write_keeps_foreign_changes() {
         .unwrap();
     let cm = stored(&server);
     assert_eq!(cm["data"]["version"], "46");
-    assert_eq!(cm["data"]["m.a"], entry(EntryState::Ok, 1).encode_compact(None));
+    assert_eq!(
+        cm["data"]["m.a"],
+        entry(EntryState::Ok, 1).encode_compact(None)
+    );
     assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 2);
     assert_eq!(server.requests().count(Verb::Get, "configmaps"), 1);
 }

@@ -248,7 +248,10 @@ pub(crate) fn put_entry(
     let cannot = |e: serde_json::Error| LedgerError::Permanent {
         ledger: ledger.to_owned(),
         operation,
-        message: format!("key {}: cannot encode the entry: {e}", keys::entry_key(slug)),
+        message: format!(
+            "key {}: cannot encode the entry: {e}",
+            keys::entry_key(slug)
+        ),
     };
     let stored = entry.stored(index);
     for (id, text) in stored.contexts {

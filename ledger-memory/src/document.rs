@@ -225,10 +225,15 @@ pub(crate) fn plan_create(
         });
     }
     let none = ContextIndex::default();
-    let data: BTreeMap<String, String> =
-        encode_all(name, "create", entries, &mut Placement::new(&none), |_, _| true)?
-            .into_iter()
-            .collect();
+    let data: BTreeMap<String, String> = encode_all(
+        name,
+        "create",
+        entries,
+        &mut Placement::new(&none),
+        |_, _| true,
+    )?
+    .into_iter()
+    .collect();
     let object = Object::new(1, data);
     check_budget(name, budget, 0, object.bytes, 0)?;
     Ok(Change::Create(object))
@@ -246,7 +251,13 @@ pub(crate) fn plan_write(
     let Some(object) = current else {
         // A slug named twice is refused before anything else.
         let none = ContextIndex::default();
-        encode_all(name, "write", entries, &mut Placement::new(&none), |_, _| false)?;
+        encode_all(
+            name,
+            "write",
+            entries,
+            &mut Placement::new(&none),
+            |_, _| false,
+        )?;
         return Err(not_found(name, "write"));
     };
     let mut report = WriteReport::default();

@@ -95,7 +95,9 @@ pub fn is_entry_key(key: &str) -> bool {
 /// Whether the engine writes `key`: an entry, an attempt mark or a shared
 /// record (never `version`, never another owner's key).
 pub fn is_engine_key(key: &str) -> bool {
-    key.starts_with(ENTRY_PREFIX) || key.starts_with(ATTEMPT_PREFIX) || key.starts_with(CONTEXT_PREFIX)
+    key.starts_with(ENTRY_PREFIX)
+        || key.starts_with(ATTEMPT_PREFIX)
+        || key.starts_with(CONTEXT_PREFIX)
 }
 
 #[cfg(test)]

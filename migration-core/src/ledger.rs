@@ -496,22 +496,37 @@ mod tests {
         );
         assert_eq!(AttemptMark::next(None, "t", 3).count, 4);
         let raw = second.encode();
-        assert_eq!(raw, format!(r#"{{"count":2,"token":"{}"}}"#, fingerprint("t2")));
+        assert_eq!(
+            raw,
+            format!(r#"{{"count":2,"token":"{}"}}"#, fingerprint("t2"))
+        );
         assert_eq!(fingerprint("t2").len(), FINGERPRINT_HEX_DIGITS);
         assert_eq!(
             raw.len(),
             r#"{"count":2,"token":"0123456789abcdef"}"#.len(),
             "a mark's size does not depend on the token's"
         );
-        assert!(AttemptMark::largest().encode().len() >= AttemptMark::next(None, &"x".repeat(512), u32::MAX - 1).encode().len());
+        assert!(
+            AttemptMark::largest().encode().len()
+                >= AttemptMark::next(None, &"x".repeat(512), u32::MAX - 1)
+                    .encode()
+                    .len()
+        );
         assert_eq!(AttemptMark::decode("a.x", &raw).unwrap(), second);
         assert!(AttemptMark::decode("a.x", "{").is_err());
     }
 
     #[test]
     fn a_mark_an_older_engine_stored_with_the_token_itself_is_still_idempotent() {
-        let old = AttemptMark::decode("a.x", r#"{"count":3,"token":"holder/x/1786529040123456789/7"}"#).unwrap();
-        assert_eq!(AttemptMark::next(Some(&old), "holder/x/1786529040123456789/7", 0), old);
+        let old = AttemptMark::decode(
+            "a.x",
+            r#"{"count":3,"token":"holder/x/1786529040123456789/7"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            AttemptMark::next(Some(&old), "holder/x/1786529040123456789/7", 0),
+            old
+        );
         let next = AttemptMark::next(Some(&old), "another", 0);
         assert_eq!((next.count, next.token), (4, fingerprint("another")));
     }

@@ -380,9 +380,9 @@ impl Run<'_, '_> {
         }
         self.migrator.record(&pending.slug, &entry).await?;
         if let Some(usage) = self.usage.as_mut() {
-            usage.used_bytes += self
-                .sizes
-                .count(&pending.slug, &entry, usage.record_overhead_bytes);
+            usage.used_bytes +=
+                self.sizes
+                    .count(&pending.slug, &entry, usage.record_overhead_bytes);
         }
         self.reached.insert(pending.slug.clone(), state);
         Ok(Verdict::Recorded(state))

@@ -104,7 +104,9 @@ mod previous_engine {
             let state: EntryState = state.ok_or_else(|| de::Error::missing_field("state"))?;
             let at = at.ok_or_else(|| de::Error::missing_field("at"))?;
             if state.needs_reason() && (reason.is_none() || message.is_none()) {
-                return Err(de::Error::custom(format!("a {state} entry must carry 'reason'")));
+                return Err(de::Error::custom(format!(
+                    "a {state} entry must carry 'reason'"
+                )));
             }
             Ok(Entry {
                 state,
@@ -222,7 +224,11 @@ fn entries_the_previous_engine_stored_decode_to_the_same_entries() {
         let slug = Slug::parse(&key[2..]).unwrap();
         assert_eq!(snapshot.entry(&slug), Some(expected), "{key}");
     }
-    assert!(snapshot.unreadable_keys.is_empty(), "{:?}", snapshot.unreadable_keys);
+    assert!(
+        snapshot.unreadable_keys.is_empty(),
+        "{:?}",
+        snapshot.unreadable_keys
+    );
     assert_eq!(
         snapshot.attempts_started[&s("redis-failover-group-label")],
         1
@@ -243,18 +249,27 @@ fn entries_the_previous_engine_stored_decode_to_the_same_entries() {
 fn every_state_round_trips_through_the_compact_form_and_its_shared_records() {
     let mut entries = Vec::new();
     for (i, state) in EntryState::ALL.into_iter().enumerate() {
-        entries.push((s(&format!("run-a-{i}")), runner_entry(state, 1, "00001-v1.0.0")));
-        entries.push((s(&format!("run-b-{i}")), runner_entry(state, 2, "00002-v1.1.0")));
+        entries.push((
+            s(&format!("run-a-{i}")),
+            runner_entry(state, 1, "00001-v1.0.0"),
+        ));
+        entries.push((
+            s(&format!("run-b-{i}")),
+            runner_entry(state, 2, "00002-v1.1.0"),
+        ));
         entries.push((s(&format!("bare-{i}")), {
             let mut e = runner_entry(state, 1, "x");
             (e.batch, e.image, e.lib_sha256) = (None, None, None);
             e
         }));
     }
-    entries.push((s("batch-only"), LedgerEntry {
-        batch: Some("00000-legacy".into()),
-        ..LedgerEntry::new(EntryState::Legacy, NOW)
-    }));
+    entries.push((
+        s("batch-only"),
+        LedgerEntry {
+            batch: Some("00000-legacy".into()),
+            ..LedgerEntry::new(EntryState::Legacy, NOW)
+        },
+    ));
     let data = flat_data(entries.iter().map(|(s, e)| (s, e)));
     let snapshot = snapshot_of(&data);
     for (slug, entry) in &entries {
@@ -265,15 +280,17 @@ fn every_state_round_trips_through_the_compact_form_and_its_shared_records() {
     let records: Vec<&String> = data.keys().filter(|k| k.starts_with("c.")).collect();
     assert_eq!(records.len(), 5, "{records:?}");
     assert_eq!(
-        data["c.2"],
-        r#"{"base":"1","batch":"00001-v1.0.0"}"#,
+        data["c.2"], r#"{"base":"1","batch":"00001-v1.0.0"}"#,
         "a batch names its run's record"
     );
     assert_eq!(
         data["m.run-a-0"],
         format!(r#"{{"s":"ok","t":"2026-08-12T10:04:00Z","h":"{SCRIPT_SHA}","c":"2","n":1}}"#)
     );
-    assert_eq!(data["m.bare-3"], r#"{"s":"revoked","t":"2026-08-12T10:04:00Z","h":"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad","n":1}"#);
+    assert_eq!(
+        data["m.bare-3"],
+        r#"{"s":"revoked","t":"2026-08-12T10:04:00Z","h":"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad","n":1}"#
+    );
 }
 
 #[test]
@@ -288,7 +305,10 @@ fn a_writer_reuses_stored_shared_records_and_allocates_above_every_stored_id() {
     let other = runner_entry(EntryState::Ok, 1, "00002-v1.1.0").stored(&mut index);
     assert_eq!(
         other.contexts,
-        [("42".to_owned(), r#"{"base":"1","batch":"00002-v1.1.0"}"#.to_owned())]
+        [(
+            "42".to_owned(),
+            r#"{"base":"1","batch":"00002-v1.1.0"}"#.to_owned()
+        )]
     );
 }
 
@@ -296,7 +316,10 @@ fn a_writer_reuses_stored_shared_records_and_allocates_above_every_stored_id() {
 fn a_dangling_or_unreadable_shared_record_makes_the_entry_corrupt_naming_both_keys() {
     let mut data = flat_data([
         (&s("fine"), &runner_entry(EntryState::Ok, 1, "00001-v1.0.0")),
-        (&s("on-bad-base"), &runner_entry(EntryState::Ok, 2, "00002-v1.1.0")),
+        (
+            &s("on-bad-base"),
+            &runner_entry(EntryState::Ok, 2, "00002-v1.1.0"),
+        ),
     ]);
     let compact = |c: &str| format!(r#"{{"s":"ok","t":"2026-08-12T10:04:00Z","c":"{c}","n":1}}"#);
     data.insert("m.dangling".into(), compact("77"));
@@ -320,10 +343,25 @@ fn a_dangling_or_unreadable_shared_record_makes_the_entry_corrupt_naming_both_ke
     assert!(reason("on-corrupt").contains("'c.9', which is unreadable"));
     assert!(reason("on-chain").contains("has a base of its own"));
     assert!(reason("on-twice").contains("gives 'image' twice"));
-    assert!(reason("on-bad-base").contains("c.3"), "{}", reason("on-bad-base"));
-    assert!(snapshot.entry(&s("fine")).is_some(), "one bad record hides nothing else");
-    let unreadable: Vec<&str> = snapshot.unreadable_keys.iter().map(|c| c.key.as_str()).collect();
-    assert_eq!(unreadable, ["c.3", "c.9"], "unreadable shared records are reported by key");
+    assert!(
+        reason("on-bad-base").contains("c.3"),
+        "{}",
+        reason("on-bad-base")
+    );
+    assert!(
+        snapshot.entry(&s("fine")).is_some(),
+        "one bad record hides nothing else"
+    );
+    let unreadable: Vec<&str> = snapshot
+        .unreadable_keys
+        .iter()
+        .map(|c| c.key.as_str())
+        .collect();
+    assert_eq!(
+        unreadable,
+        ["c.3", "c.9"],
+        "unreadable shared records are reported by key"
+    );
 }
 
 #[test]
@@ -354,7 +392,13 @@ fn the_previous_engine_reports_every_compact_entry_corrupt_and_reads_marks_right
     let old = previous_engine::decode(&full).unwrap();
     assert_eq!(old.state, EntryState::Ok);
     assert_eq!(old.at, NOW);
-    assert_eq!((old.sha256.is_some(), old.lib_sha256.is_some()), (true, true));
-    assert_eq!((old.batch.as_deref(), old.image, old.attempts), (Some("b"), Some(image(1)), 1));
+    assert_eq!(
+        (old.sha256.is_some(), old.lib_sha256.is_some()),
+        (true, true)
+    );
+    assert_eq!(
+        (old.batch.as_deref(), old.image, old.attempts),
+        (Some("b"), Some(image(1)), 1)
+    );
     assert!(old.extra.is_empty());
 }

@@ -244,10 +244,11 @@ impl<'a> View<'a> {
             let ledger_key = keys::entry_key(key);
             match Slug::parse(key) {
                 Ok(slug) => {
-                    let record = match LedgerEntry::from_value_in(&ledger_key, value.clone(), &contexts) {
-                        Ok(entry) => Record::Entry(entry),
-                        Err(corrupt) => Record::Corrupt(corrupt),
-                    };
+                    let record =
+                        match LedgerEntry::from_value_in(&ledger_key, value.clone(), &contexts) {
+                            Ok(entry) => Record::Entry(entry),
+                            Err(corrupt) => Record::Corrupt(corrupt),
+                        };
                     snapshot.records.insert(slug, record);
                 }
                 Err(e) => snapshot.unreadable_keys.push(CorruptEntry::new(

@@ -27,9 +27,9 @@ impl Tally {
         let mut tally = Tally::default();
         for (key, value) in entries {
             let ledger_key = keys::entry_key(key);
-            let parsed = Slug::parse(key)
-                .ok()
-                .and_then(|_| LedgerEntry::from_value_in(&ledger_key, value.clone(), contexts).ok());
+            let parsed = Slug::parse(key).ok().and_then(|_| {
+                LedgerEntry::from_value_in(&ledger_key, value.clone(), contexts).ok()
+            });
             let Some(entry) = parsed else {
                 tally.corrupt.push(ledger_key);
                 continue;
@@ -195,14 +195,20 @@ mod tests {
         );
         let one = Tally::of(
             json!({"a": entry("ok", "2026-01-01T00:00:00Z")})
-                .as_object().unwrap(), &Contexts::default());
+                .as_object()
+                .unwrap(),
+            &Contexts::default(),
+        );
         assert_eq!(
             one.ready(),
             (true, "NoFailures", "1 entry, none failed".into())
         );
         let failed = Tally::of(
             json!({"a": entry("failed", "2026-01-01T00:00:00Z")})
-                .as_object().unwrap(), &Contexts::default());
+                .as_object()
+                .unwrap(),
+            &Contexts::default(),
+        );
         assert_eq!(
             failed.ready(),
             (false, "MigrationsFailed", "1 migration failed: a".into())

@@ -118,7 +118,17 @@ impl Fields {
     }
 
     fn full_entry(self) -> Result<LedgerEntry, String> {
-        let [state, at, sha256, lib, batch, image, attempts, reason, message] = self.full;
+        let [
+            state,
+            at,
+            sha256,
+            lib,
+            batch,
+            image,
+            attempts,
+            reason,
+            message,
+        ] = self.full;
         let mut extra = self.extra;
         // In the full form the compact names are unknown fields, kept as
         // they were (an old entry decodes exactly as it always did).

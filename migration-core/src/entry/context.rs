@@ -205,7 +205,9 @@ impl Contexts {
                 "names {key}, whose base {base_key} has a base of its own (one level only)"
             ));
         }
-        let twice = |field: &str| format!("names {key}, which gives '{field}' twice (itself and its base {base_key})");
+        let twice = |field: &str| {
+            format!("names {key}, which gives '{field}' twice (itself and its base {base_key})")
+        };
         fn merge<T: Clone>(
             slot: &mut Option<T>,
             from: &Option<T>,
@@ -223,7 +225,12 @@ impl Contexts {
         }
         merge(&mut context.batch, &base.batch, "batch", &twice)?;
         merge(&mut context.image, &base.image, "image", &twice)?;
-        merge(&mut context.lib_sha256, &base.lib_sha256, "lib_sha256", &twice)?;
+        merge(
+            &mut context.lib_sha256,
+            &base.lib_sha256,
+            "lib_sha256",
+            &twice,
+        )?;
         Ok(context)
     }
 }

@@ -12,7 +12,9 @@ use super::{Harness, sample_entry, slug};
 fn run_entry(n: u32, run: u32, batch: u32) -> LedgerEntry {
     LedgerEntry {
         batch: Some(format!("{batch:05}-v1.{batch}.0")),
-        image: Some(format!("registry.example/migrations:v{run}@sha256:{run:064x}")),
+        image: Some(format!(
+            "registry.example/migrations:v{run}@sha256:{run:064x}"
+        )),
         lib_sha256: Some(crate::Sha256Digest::of(&run.to_be_bytes())),
         ..sample_entry(EntryState::Ok, n)
     }
@@ -20,8 +22,9 @@ fn run_entry(n: u32, run: u32, batch: u32) -> LedgerEntry {
 
 pub async fn entries_of_one_run_share_what_they_repeat_and_read_back_whole(h: &impl Harness) {
     let ledger = h.ledger().await;
-    let first: Vec<(Slug, LedgerEntry)> =
-        (0..6).map(|n| (slug(n), run_entry(n as u32, 1, (n / 3) as u32))).collect();
+    let first: Vec<(Slug, LedgerEntry)> = (0..6)
+        .map(|n| (slug(n), run_entry(n as u32, 1, (n / 3) as u32)))
+        .collect();
     ledger.create(&first).await.unwrap();
     // A later run, and an `ONLY` re-run recorded in yet another run.
     let second: Vec<(Slug, LedgerEntry)> = (6..9)
@@ -33,7 +36,11 @@ pub async fn entries_of_one_run_share_what_they_repeat_and_read_back_whole(h: &i
     for (slug, entry) in first.iter().skip(2).chain(&second).chain(&first[..1]) {
         assert_eq!(snapshot.entry(slug), Some(entry), "{slug}");
     }
-    assert!(snapshot.unreadable_keys.is_empty(), "{:?}", snapshot.unreadable_keys);
+    assert!(
+        snapshot.unreadable_keys.is_empty(),
+        "{:?}",
+        snapshot.unreadable_keys
+    );
     let raw = h.raw("m.s-0").await.unwrap();
     assert!(
         !raw.contains("registry.example") && raw.contains("\"c\":"),
@@ -48,8 +55,11 @@ pub async fn entries_of_the_previous_format_read_back_unchanged(h: &impl Harness
     let ledger = h.ledger().await;
     ledger.create(&[]).await.unwrap();
     h.plant_raw("m.old", PREVIOUS_FORMAT_OK).await;
-    h.plant_raw("a.old", r#"{"count":2,"token":"holder/old/1786529040123456789/3"}"#)
-        .await;
+    h.plant_raw(
+        "a.old",
+        r#"{"count":2,"token":"holder/old/1786529040123456789/3"}"#,
+    )
+    .await;
     let new = [(slug(1), run_entry(1, 1, 1))];
     ledger.write(&new, WriteMode::Replace).await.unwrap();
     let snapshot = ledger.read().await.unwrap().unwrap();
@@ -77,7 +87,10 @@ pub async fn entries_of_the_previous_format_read_back_unchanged(h: &impl Harness
 
 pub async fn a_reference_to_a_missing_shared_record_is_corrupt_naming_the_key(h: &impl Harness) {
     let ledger = h.ledger().await;
-    ledger.create(&[(slug(0), run_entry(0, 1, 1))]).await.unwrap();
+    ledger
+        .create(&[(slug(0), run_entry(0, 1, 1))])
+        .await
+        .unwrap();
     h.plant_raw(
         "m.dangling",
         r#"{"s":"ok","t":"2026-08-12T10:04:00Z","c":"999999","n":1}"#,
