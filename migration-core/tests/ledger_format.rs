@@ -402,3 +402,48 @@ fn the_previous_engine_reports_every_compact_entry_corrupt_and_reads_marks_right
     );
     assert!(old.extra.is_empty());
 }
+
+#[test]
+fn the_size_a_run_reserves_bounds_what_storing_the_entry_costs() {
+    use migration_core::entry::StoredSize;
+    let mut sizes = StoredSize::default();
+    let mut index = ContextIndex::default();
+    let mut entries = Vec::new();
+    for run in 0..3 {
+        for batch in 0..3 {
+            for state in EntryState::ALL {
+                entries.push(runner_entry(state, run, &format!("{batch:05}-v1.{run}.0")));
+            }
+        }
+    }
+    let mut extra = runner_entry(EntryState::Ok, 9, "b");
+    extra.extra.insert("n".into(), serde_json::json!(1));
+    entries.push(extra);
+    for (i, entry) in entries.iter().enumerate() {
+        let slug = s(&format!("slug-{i}"));
+        let stored = entry.stored(&mut index);
+        let actual = (2
+            + slug.as_str().len()
+            + stored.value.len()
+            + stored
+                .contexts
+                .iter()
+                .map(|(id, t)| 2 + id.len() + t.len())
+                .sum::<usize>()) as u64;
+        let bound = sizes.bytes(&slug, entry, 0);
+        assert!(bound >= actual, "{i}: bound {bound} < stored {actual}");
+        // Each shared record is counted once: later entries of a run and
+        // batch cost about their own bytes.
+        assert_eq!(sizes.count(&slug, entry, 0), bound);
+        if stored.contexts.is_empty() {
+            assert!(bound - actual <= 19, "{i}: {bound} vs {actual}");
+        }
+    }
+    let largest = AttemptMark::largest().encode().len();
+    assert_eq!(
+        largest,
+        AttemptMark::next(None, &"t".repeat(512), u32::MAX - 1)
+            .encode()
+            .len()
+    );
+}

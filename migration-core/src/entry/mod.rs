@@ -102,12 +102,16 @@ impl FromStr for EntryState {
 
 /// One ledger record.
 ///
-/// The JSON shape is exactly CONTRACT.md §5:
-/// `{"state":"ok","at":"…","sha256":"…","lib_sha256":"…","batch":"…","image":"…","attempts":1}`,
-/// with `reason` and `message` for `failed` and `not-yet`. Optional fields are omitted when
-/// unknown (a `legacy` entry has no checksum). Fields this version does not
-/// know are kept in [`LedgerEntry::extra`] and written back unchanged, so an
-/// older engine never strips what a newer one recorded.
+/// What an entry says, whichever of its two stored forms (CONTRACT.md §5.2)
+/// it was read from: the full form
+/// `{"state":"ok","at":"…","sha256":"…","lib_sha256":"…","batch":"…","image":"…","attempts":1}`
+/// ([`LedgerEntry::encode`], serde's view), or the compact form
+/// `{"s":"ok","t":"…","h":"…","c":"2","n":1}` whose `image`, `lib_sha256` and
+/// `batch` are in the shared record `c` names ([`LedgerEntry::stored`]), with
+/// the reason and message for `failed` and `not-yet`. Optional fields are
+/// omitted when unknown (a `legacy` entry has no checksum). Fields this
+/// version does not know are kept in [`LedgerEntry::extra`] and written back
+/// unchanged, so an older engine never strips what a newer one recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerEntry {
     /// The outcome.
