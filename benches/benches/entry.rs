@@ -19,6 +19,7 @@ use ledger_configmap::CONFIGMAP_BUDGET_BYTES;
 use ledger_memory::MemoryLedger;
 use migration_core::entry::{ContextIndex, Contexts};
 use migration_core::ledger::AttemptMark;
+use migration_core::testing::previous_engine;
 use migration_core::{EntryState, Ledger, LedgerEntry, keys};
 
 fn realistic() -> LedgerEntry {
@@ -119,6 +120,12 @@ fn encode_decode(c: &mut Criterion) {
         });
         group.bench_function(BenchmarkId::new("decode_full", name), |b| {
             b.iter(|| LedgerEntry::decode("m.redis-failover-label-00042", black_box(&raw)))
+        });
+        // The same value through the decoder of the engine before the
+        // compact form (frozen), for a before/after in one run.
+        assert!(previous_engine::decode(&raw).is_ok());
+        group.bench_function(BenchmarkId::new("decode_full_previous_engine", name), |b| {
+            b.iter(|| previous_engine::decode(black_box(&raw)))
         });
         let mut index = ContextIndex::default();
         let stored = entry.stored(&mut index);

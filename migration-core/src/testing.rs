@@ -17,6 +17,7 @@
 
 pub mod fixtures;
 mod format;
+pub mod previous_engine;
 
 pub use format::*;
 
