@@ -341,3 +341,34 @@ fn the_size_a_run_reserves_bounds_what_storing_the_entry_costs() {
             .len()
     );
 }
+
+#[test]
+fn the_fast_path_for_the_full_form_agrees_with_the_general_decoder() {
+    let values = [
+        migration_core::testing::PREVIOUS_FORMAT_OK.to_owned(),
+        r#"{"state":"not-yet","at":"2026-08-12T10:04:00Z","reason":"r","message":"m","n":3,"c":"9"}"#
+            .to_owned(),
+        runner_entry(EntryState::Failed, 2, "00002-v1.1.0").encode(),
+    ];
+    for raw in &values {
+        let fast = LedgerEntry::decode("m.x", raw).unwrap();
+        let value: serde_json::Value = serde_json::from_str(raw).unwrap();
+        assert_eq!(
+            LedgerEntry::from_value("m.x", value).unwrap(),
+            fast,
+            "{raw}"
+        );
+        // Reordered, it takes the general path and reads the same.
+        let reordered = raw.replacen(r#"{"state":"#, r#"{"zz":0,"state":"#, 1);
+        let mut general = LedgerEntry::decode("m.x", &reordered).unwrap();
+        general.extra.remove("zz");
+        assert_eq!(general, fast, "{reordered}");
+    }
+    for raw in [
+        r#"{"state":"ok","at":"2026-08-12T10:04:00Z","s":"ok"}"#,
+        r#"{"t":"2026-08-12T10:04:00Z","state":"ok","s":"ok"}"#,
+    ] {
+        let err = LedgerEntry::decode("m.x", raw).unwrap_err();
+        assert!(err.reason.contains("ambiguous"), "{raw}: {err}");
+    }
+}

@@ -21,6 +21,9 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use crate::digest::Sha256Digest;
+use crate::time::Timestamp;
+
 use super::context::{Context, Contexts};
 use super::{EntryState, LedgerEntry};
 
@@ -316,5 +319,103 @@ impl Serialize for Compact<'_> {
             map.serialize_entry(k, v)?;
         }
         map.end()
+    }
+}
+
+/// A full-form entry decoded by [`FullVisitor`].
+pub(super) struct Full(pub(super) LedgerEntry);
+
+impl<'de> Deserialize<'de> for Full {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(FullVisitor).map(Full)
+    }
+}
+
+/// The full form read straight into typed fields: the common case of a
+/// ledger written before the compact form, kept as fast as it was.
+struct FullVisitor;
+
+fn set_once<T, E: de::Error>(slot: &mut Option<T>, key: &str, value: T) -> Result<(), E> {
+    if slot.is_some() {
+        return Err(E::custom(format!("duplicate field '{key}'")));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+impl<'de> Visitor<'de> for FullVisitor {
+    type Value = LedgerEntry;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a ledger entry object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LedgerEntry, A::Error> {
+        let mut state: Option<EntryState> = None;
+        let mut at: Option<Timestamp> = None;
+        let mut sha256: Option<Sha256Digest> = None;
+        let mut lib_sha256: Option<Sha256Digest> = None;
+        let mut batch: Option<String> = None;
+        let mut image: Option<String> = None;
+        let mut attempts: Option<u32> = None;
+        let mut reason: Option<String> = None;
+        let mut message: Option<String> = None;
+        let mut extra = Map::new();
+        // A key seen twice is ambiguous: which value is the truth? Refuse it,
+        // including for unknown keys, rather than silently keep the last one.
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "state" => {
+                    let raw: String = map.next_value()?;
+                    let parsed = raw.parse::<EntryState>().map_err(de::Error::custom)?;
+                    set_once(&mut state, &key, parsed)?;
+                }
+                "at" => set_once(&mut at, &key, map.next_value()?)?,
+                "sha256" => set_once(&mut sha256, &key, map.next_value()?)?,
+                "lib_sha256" => set_once(&mut lib_sha256, &key, map.next_value()?)?,
+                "batch" => set_once(&mut batch, &key, map.next_value()?)?,
+                "image" => set_once(&mut image, &key, map.next_value()?)?,
+                "attempts" => set_once(&mut attempts, &key, map.next_value()?)?,
+                "reason" => set_once(&mut reason, &key, map.next_value()?)?,
+                "message" => set_once(&mut message, &key, map.next_value()?)?,
+                _ => {
+                    let value: Value = map.next_value()?;
+                    if extra.insert(key.clone(), value).is_some() {
+                        return Err(de::Error::custom(format!("duplicate field '{key}'")));
+                    }
+                }
+            }
+        }
+        let state = state.ok_or_else(|| de::Error::missing_field("state"))?;
+        let at = at.ok_or_else(|| de::Error::missing_field("at"))?;
+        if state.needs_reason() {
+            if reason.is_none() {
+                return Err(de::Error::custom(format!(
+                    "a {state} entry must carry 'reason'"
+                )));
+            }
+            if message.is_none() {
+                return Err(de::Error::custom(format!(
+                    "a {state} entry must carry 'message'"
+                )));
+            }
+        }
+        if extra.contains_key(COMPACT_FIELDS[C_STATE]) {
+            return Err(de::Error::custom(
+                "both 'state' and 's': the form is ambiguous",
+            ));
+        }
+        Ok(LedgerEntry {
+            state,
+            at,
+            sha256,
+            lib_sha256,
+            batch,
+            image,
+            attempts: attempts.unwrap_or(0),
+            reason,
+            message,
+            extra,
+        })
     }
 }
