@@ -31,7 +31,7 @@
 //!   `{count, token}` (started executions). A cluster must run the CRD this
 //!   engine prints (`migrate crd`): an older one has no `status.contexts`,
 //!   the API server prunes it, and the entries naming its records then read
-//!   as corrupt ("names the shared record 'c.<id>', which does not exist").
+//!   as corrupt ("names the shared record `c.<id>`, which does not exist").
 //!   Each value is decoded on its own, so a malformed one is a
 //!   [`Record::Corrupt`](migration_core::Record::Corrupt) naming its key
 //!   (`m.<slug>`), and a key that is not a slug is reported in

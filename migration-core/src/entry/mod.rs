@@ -1,5 +1,5 @@
 //! Ledger entries: the JSON record kept per slug (CONTRACT.md §5), its two
-//! stored forms ([`codec`]) and the shared records compact entries name
+//! stored forms (CONTRACT.md §5.2) and the shared records compact entries name
 //! ([`context`]).
 
 mod codec;
