@@ -3,12 +3,14 @@
 //! The migration ledger stored in a ConfigMap, by default
 //! `cozy-system/cozystack-version`: key `version` holds the legacy integer
 //! (read, never written, by the engine), one key `m.<slug>` per entry holds
-//! its compact JSON, and `a.<slug>` counts started executions (CONTRACT.md §5).
+//! its compact JSON, `c.<id>` holds a shared record those entries name (the
+//! image, `lib/` digest and batch a run's entries share), and `a.<slug>`
+//! counts started executions (CONTRACT.md §5).
 //!
 //! Kubernetes API level: k8s-openapi's `v1_33` (the platform's floor).
 //!
 //! Guarantees, beyond the [`Ledger`] trait's:
-//! - Writes are JSON merge patches that name only the `m.*`/`a.*` keys they
+//! - Writes are JSON merge patches that name only the `m.*`/`a.*`/`c.*` keys they
 //!   write, under the field manager `cozystack-migrate`, carrying the
 //!   object's `resourceVersion` as a precondition. Other keys, labels and
 //!   annotations are never touched; a concurrent writer causes a 409, a
@@ -52,6 +54,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Patch;
 use kube::{Api, Client};
+use migration_core::entry::ContextIndex;
 use migration_core::keys;
 use migration_core::ledger::AttemptMark;
 use migration_core::step::{LockStep, StepReport, StepWrite};
@@ -325,14 +328,15 @@ impl ConditionalObject for Conditional<'_> {
     }
 }
 
-fn encode(
+/// Refuses a write that names a slug twice (which of the two would be the
+/// truth?).
+fn check_unique(
     ledger: &str,
     operation: &'static str,
     entries: &[(Slug, LedgerEntry)],
-) -> Result<Vec<(Slug, String, String)>, LedgerError> {
+) -> Result<(), LedgerError> {
     let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::with_capacity(entries.len());
-    for (slug, entry) in entries {
+    for (slug, _) in entries {
         if !seen.insert(slug) {
             return Err(LedgerError::Permanent {
                 ledger: ledger.to_owned(),
@@ -340,9 +344,23 @@ fn encode(
                 message: format!("slug '{slug}' appears twice in one write"),
             });
         }
-        out.push((slug.clone(), keys::entry_key(slug), entry.encode()));
     }
-    Ok(out)
+    Ok(())
+}
+
+/// Adds `entry` to `writes` under `key`, with the shared record it names
+/// when `contexts` (the object being changed) does not hold it yet.
+fn put_entry(
+    writes: &mut BTreeMap<String, String>,
+    contexts: &mut ContextIndex,
+    key: &str,
+    entry: &LedgerEntry,
+) {
+    let stored = entry.stored(contexts);
+    for (id, text) in stored.contexts {
+        writes.insert(keys::context_key(id), text);
+    }
+    writes.insert(key.to_owned(), stored.value);
 }
 
 #[async_trait]
@@ -373,8 +391,12 @@ impl Ledger for ConfigMapLedger {
 
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
         const OP: &str = "create";
-        let encoded = encode(&self.description, OP, entries)?;
-        let data: BTreeMap<String, String> = encoded.into_iter().map(|(_, k, v)| (k, v)).collect();
+        check_unique(&self.description, OP, entries)?;
+        let mut contexts = ContextIndex::default();
+        let mut data = BTreeMap::new();
+        for (slug, entry) in entries {
+            put_entry(&mut data, &mut contexts, &keys::entry_key(slug), entry);
+        }
         let cm = ConfigMap {
             metadata: kube::api::ObjectMeta {
                 name: Some(self.name.clone()),
@@ -417,18 +439,25 @@ impl Ledger for ConfigMapLedger {
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
         const OP: &str = "write";
-        let encoded = encode(&self.description, OP, entries)?;
+        check_unique(&self.description, OP, entries)?;
+        let keyed: Vec<(&Slug, String, &LedgerEntry)> = entries
+            .iter()
+            .map(|(slug, entry)| (slug, keys::entry_key(slug), entry))
+            .collect();
         conditional_update(&Conditional(self), OP, |current| {
             let existing = current.data.as_ref();
+            // Shared records are filed against exactly the object this
+            // conditional patch replaces.
+            let mut contexts = existing.map(ContextIndex::of_flat).unwrap_or_default();
             let mut report = WriteReport::default();
             let mut writes = BTreeMap::new();
-            for (slug, key, value) in &encoded {
+            for (slug, key, entry) in &keyed {
                 if mode == WriteMode::OnlyIfAbsent && existing.is_some_and(|d| d.contains_key(key))
                 {
-                    report.already_present.push(slug.clone());
+                    report.already_present.push((*slug).clone());
                 } else {
-                    writes.insert(key.clone(), value.clone());
-                    report.written.push(slug.clone());
+                    put_entry(&mut writes, &mut contexts, key, entry);
+                    report.written.push((*slug).clone());
                 }
             }
             if writes.is_empty() {
@@ -471,19 +500,26 @@ impl Ledger for ConfigMapLedger {
     /// (CONTRACT.md §5.5).
     async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
         const OP: &str = "write step";
-        let encoded = encode(&self.description, OP, step.records)?;
+        check_unique(&self.description, OP, step.records)?;
         if let LockStep::Take { holder, .. } = step.lock {
             self.older_runners.refuse_if_held_by_another(holder).await?;
         }
         // Chosen once, so a retry after a lost reply recognises its own take.
         let take_token = lock::new_token(self.clock.now());
         conditional_update(&Conditional(self), OP, |current| {
+            let existing = current.data.as_ref();
+            // Shared records are filed against exactly the object this
+            // conditional patch replaces.
+            let mut contexts = existing.map(ContextIndex::of_flat).unwrap_or_default();
+            let mut encoded = BTreeMap::new();
+            for (slug, entry) in step.records {
+                put_entry(&mut encoded, &mut contexts, &keys::entry_key(slug), entry);
+            }
+            // A record already in place (a retry after a lost reply) is not
+            // written again: encoding it on the same object gives the same text.
             let mut writes: BTreeMap<String, String> = encoded
-                .iter()
-                .filter(|(_, key, value)| {
-                    current.data.as_ref().and_then(|d| d.get(key)) != Some(value)
-                })
-                .map(|(_, key, value)| (key.clone(), value.clone()))
+                .into_iter()
+                .filter(|(key, value)| existing.and_then(|d| d.get(key)) != Some(value))
                 .collect();
             let mut attempts = None;
             if let Some(note) = step.attempt {

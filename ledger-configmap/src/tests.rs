@@ -90,7 +90,7 @@ async fn a_key_written_by_someone_else_meanwhile_is_never_overwritten() {
     assert!(report.written.is_empty());
     assert_eq!(
         stored(&server)["data"]["m.a"],
-        entry(EntryState::Ok, 7).encode()
+        entry(EntryState::Ok, 7).encode_compact(None)
     );
     // The stale patch is refused (409), then one fresh read decides.
     assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 1);
@@ -110,7 +110,10 @@ async fn a_stale_copy_is_re_read_and_the_write_keeps_foreign_changes() {
         .unwrap();
     let cm = stored(&server);
     assert_eq!(cm["data"]["version"], "46");
-    assert_eq!(cm["data"]["m.a"], entry(EntryState::Ok, 1).encode());
+    assert_eq!(
+        cm["data"]["m.a"],
+        entry(EntryState::Ok, 1).encode_compact(None)
+    );
     assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 2);
     assert_eq!(server.requests().count(Verb::Get, "configmaps"), 1);
 }

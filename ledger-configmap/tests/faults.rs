@@ -52,7 +52,7 @@ impl FaultHarness for ConfigMaps {
     }
 
     fn entry_as_stored(&self, entry: &LedgerEntry) -> Value {
-        Value::String(entry.encode())
+        Value::String(entry.encode_compact(None))
     }
 
     fn stored_attempt(&self, server: &TestApiServer, slug: &Slug) -> Option<Value> {

@@ -6,7 +6,7 @@ use migration_kube::{Backoff, Class, classify};
 use serde_json::{Value, json};
 
 use crate::CrdLedger;
-use crate::ledger::encode;
+use crate::ledger::seed_write;
 use crate::resource::{GROUP, KIND, VERSION};
 use crate::state::{
     CREATED_BY, CREATED_BY_ANNOTATION, Lifecycle, StatusWrite, View, plan_status_write,
@@ -34,10 +34,7 @@ impl CrdLedger {
     /// [`Ledger::create`]: migration_core::Ledger::create
     pub(crate) async fn seed(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
         const OP: &str = "create";
-        let write = StatusWrite {
-            entries: encode(&self.description, OP, entries)?,
-            ..StatusWrite::default()
-        };
+        let write = seed_write(&self.description, OP, entries)?;
         self.check_creation_budget(&write)?;
         let mut step = CreateStep::Post;
         let mut attempt = 0;
@@ -82,6 +79,9 @@ impl CrdLedger {
                             && view
                                 .entries()
                                 .map_or(write.entries.is_empty(), |e| *e == write.entries)
+                            && view
+                                .stored_contexts()
+                                .map_or(write.contexts.is_empty(), |c| *c == write.contexts)
                             && view.attempt_count() == 0;
                         if view.lifecycle() == Lifecycle::Seeding {
                             CreateStep::Complete(object)

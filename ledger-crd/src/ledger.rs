@@ -7,6 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kube::core::Request;
 use kube::{Client, Resource};
+use migration_core::entry::ContextIndex;
 use migration_core::keys;
 use migration_core::ledger::AttemptMark;
 use migration_core::{
@@ -15,7 +16,7 @@ use migration_core::{
 use migration_kube::{
     Base, ConditionalObject, LeaseLock, RetryPolicy, Step, conditional_update, defaults,
 };
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::resource::MigrationLedger;
 use crate::state::{
@@ -210,16 +211,15 @@ impl ConditionalObject for Conditional<'_> {
     }
 }
 
-/// The entries of one call as the JSON values to store, by slug; a slug
-/// named twice is refused (which of the two would be the truth?).
-pub(crate) fn encode(
+/// Refuses a call that names a slug twice (which of the two would be the
+/// truth?), naming its key.
+pub(crate) fn check_unique(
     ledger: &str,
     operation: &'static str,
     entries: &[(Slug, LedgerEntry)],
-) -> Result<Map<String, Value>, LedgerError> {
+) -> Result<(), LedgerError> {
     let mut seen = HashSet::new();
-    let mut out = Map::new();
-    for (slug, entry) in entries {
+    for (slug, _) in entries {
         if !seen.insert(slug) {
             return Err(LedgerError::Permanent {
                 ledger: ledger.to_owned(),
@@ -230,17 +230,53 @@ pub(crate) fn encode(
                 ),
             });
         }
-        let value = serde_json::to_value(entry).map_err(|e| LedgerError::Permanent {
-            ledger: ledger.to_owned(),
-            operation,
-            message: format!(
-                "key {}: cannot encode the entry: {e}",
-                keys::entry_key(slug)
-            ),
-        })?;
-        out.insert(slug.as_str().to_owned(), value);
     }
-    Ok(out)
+    Ok(())
+}
+
+/// Adds `entry` to `write` as the JSON value to store under its slug, with
+/// the shared record it names when `index` (the object being changed) does
+/// not hold it yet.
+pub(crate) fn put_entry(
+    ledger: &str,
+    operation: &'static str,
+    write: &mut StatusWrite,
+    index: &mut ContextIndex,
+    slug: &Slug,
+    entry: &LedgerEntry,
+) -> Result<(), LedgerError> {
+    let cannot = |e: serde_json::Error| LedgerError::Permanent {
+        ledger: ledger.to_owned(),
+        operation,
+        message: format!(
+            "key {}: cannot encode the entry: {e}",
+            keys::entry_key(slug)
+        ),
+    };
+    let stored = entry.stored(index);
+    for (id, text) in stored.contexts {
+        write
+            .contexts
+            .insert(id, serde_json::from_str(&text).map_err(cannot)?);
+    }
+    let value = serde_json::from_str(&stored.value).map_err(cannot)?;
+    write.entries.insert(slug.as_str().to_owned(), value);
+    Ok(())
+}
+
+/// The status write that seeds a fresh ledger with `entries`.
+pub(crate) fn seed_write(
+    ledger: &str,
+    operation: &'static str,
+    entries: &[(Slug, LedgerEntry)],
+) -> Result<StatusWrite, LedgerError> {
+    check_unique(ledger, operation, entries)?;
+    let mut write = StatusWrite::default();
+    let mut index = ContextIndex::default();
+    for (slug, entry) in entries {
+        put_entry(ledger, operation, &mut write, &mut index, slug, entry)?;
+    }
+    Ok(write)
 }
 
 #[async_trait]
@@ -281,17 +317,20 @@ impl Ledger for CrdLedger {
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
         const OP: &str = "write";
-        let encoded = encode(&self.description, OP, entries)?;
+        check_unique(&self.description, OP, entries)?;
         self.update_status(OP, |view| {
             let stored = view.entries();
+            // Shared records are filed against exactly the object this
+            // conditional write replaces.
+            let mut index = view.context_index();
             let mut report = WriteReport::default();
             let mut write = StatusWrite::default();
-            for (slug, _) in entries {
+            for (slug, entry) in entries {
                 let key = slug.as_str();
                 if mode == WriteMode::OnlyIfAbsent && stored.is_some_and(|s| s.contains_key(key)) {
                     report.already_present.push(slug.clone());
-                } else if let Some(value) = encoded.get(key) {
-                    write.entries.insert(key.to_owned(), value.clone());
+                } else {
+                    put_entry(&self.description, OP, &mut write, &mut index, slug, entry)?;
                     report.written.push(slug.clone());
                 }
             }
@@ -342,7 +381,7 @@ mod tests {
             migration_core::EntryState::Ok,
             migration_core::Timestamp::from_unix(0),
         );
-        let err = encode(
+        let err = seed_write(
             "migrationledger x",
             "write",
             &[(slug.clone(), entry.clone()), (slug, entry)],

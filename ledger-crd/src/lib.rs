@@ -24,8 +24,14 @@
 //! - `spec` is what is declared: `bundle`, and the legacy integer `version`
 //!   (int or string; read into [`LedgerSnapshot::version`], never written).
 //! - `status.entries.<slug>` is one entry with exactly the fields of spec
-//!   §5, stored as a JSON object (typed fields, not a JSON string);
-//!   `status.attempts.<slug>` is `{count, token}` (started executions).
+//!   §5.2, stored as a JSON object (typed fields, not a JSON string): the
+//!   compact form naming a shared record in `status.contexts.<id>` (the
+//!   image, `lib/` digest and batch a run's entries share, stored once), or
+//!   the full form of older entries. `status.attempts.<slug>` is
+//!   `{count, token}` (started executions). A cluster must run the CRD this
+//!   engine prints (`migrate crd`): an older one has no `status.contexts`,
+//!   the API server prunes it, and the entries naming its records then read
+//!   as corrupt ("names the shared record `c.<id>`, which does not exist").
 //!   Each value is decoded on its own, so a malformed one is a
 //!   [`Record::Corrupt`](migration_core::Record::Corrupt) naming its key
 //!   (`m.<slug>`), and a key that is not a slug is reported in
@@ -79,8 +85,10 @@
 //! fields add) and refuses with [`LedgerError::Full`], sending nothing, when
 //! it exceeds the budget: [`DEFAULT_BUDGET_BYTES`], the etcd limit less
 //! [`BUDGET_HEADROOM_BYTES`] for what the computation cannot see (etcd's key
-//! and framing, server-stamped metadata). A realistic entry takes about
-//! 300 bytes with its ownership record, so some 5,000 fit.
+//! and framing, server-stamped metadata). A realistic compact entry takes
+//! about 240 bytes with its ownership record, its attempt mark about 130
+//! (estimated from the stored JSON, not measured), so some 4,000 migrations
+//! the runner recorded fit, or some 6,500 fresh-install entries.
 //!
 //! ## Failures
 //!

@@ -110,6 +110,11 @@ pub struct MigrationLedgerStatus {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(schema_with = "entries_schema")]
     pub entries: BTreeMap<String, serde_json::Value>,
+    /// Shared records by id: the image, `lib/` digest and batch the compact
+    /// entries naming the id (`c`) share, stored once. Never removed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "contexts_schema")]
+    pub contexts: BTreeMap<String, serde_json::Value>,
     /// Started executions by migration slug, counted before each run.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(schema_with = "attempts_schema")]
@@ -163,11 +168,42 @@ fn entries_schema(_: &mut SchemaGenerator) -> Schema {
         "description": "Ledger entries by migration slug.",
         "type": "object",
         "additionalProperties": {
-            "description": "One ledger entry: {state, at, sha256, lib_sha256, batch, image, attempts}, plus reason and message when failed.",
+            "description": "One ledger entry. Compact form (written by this engine): {s: state, t: when, h: sha256 of the script, c: id of the shared record in status.contexts, n: attempts}, plus r (reason) and m (message) when failed or not-yet. Full form (older entries): {state, at, sha256, lib_sha256, batch, image, attempts, reason, message}.",
             "x-kubernetes-preserve-unknown-fields": true,
             "properties": {
+                "s": {
+                    "description": "State (compact form): ok, failed, legacy, revoked, skipped-fresh-install or not-yet.",
+                    "type": "string",
+                },
+                "t": {
+                    "description": "When the outcome was recorded (compact form; RFC 3339).",
+                    "type": "string",
+                    "format": "date-time",
+                },
+                "h": {
+                    "description": "SHA-256 of the script, hex (compact form).",
+                    "type": "string",
+                },
+                "c": {
+                    "description": "Id of the shared record in status.contexts holding image, lib_sha256 and batch (compact form).",
+                    "type": "string",
+                },
+                "n": {
+                    "description": "Real executions of this migration on this cluster (compact form; 0 when absent).",
+                    "type": "integer",
+                    "format": "int64",
+                    "minimum": 0,
+                },
+                "r": {
+                    "description": "Machine-readable reason (compact form; failed and not-yet).",
+                    "type": "string",
+                },
+                "m": {
+                    "description": "Detail, e.g. the tail of the output (compact form).",
+                    "type": "string",
+                },
                 "state": {
-                    "description": "ok, failed, legacy, revoked or skipped-fresh-install.",
+                    "description": "ok, failed, legacy, revoked, skipped-fresh-install or not-yet.",
                     "type": "string",
                 },
                 "at": {
@@ -210,6 +246,33 @@ fn entries_schema(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
+/// The schema of `status.contexts`; untyped at the value for the same
+/// reasons as [`entries_schema`].
+fn contexts_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "description": "Shared records by id: what the entries naming the id share, stored once.",
+        "type": "object",
+        "additionalProperties": {
+            "description": "{batch, image, lib_sha256}, each omitted when unknown.",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "properties": {
+                "batch": {
+                    "description": "The manifest batch that placed the entries (informational).",
+                    "type": "string",
+                },
+                "image": {
+                    "description": "The image the scripts ran from.",
+                    "type": "string",
+                },
+                "lib_sha256": {
+                    "description": "SHA-256 of the shared lib/ directory when they ran, hex.",
+                    "type": "string",
+                },
+            },
+        },
+    })
+}
+
 /// The schema of `status.attempts`; untyped at the value for the same
 /// reasons as [`entries_schema`].
 fn attempts_schema(_: &mut SchemaGenerator) -> Schema {
@@ -217,7 +280,7 @@ fn attempts_schema(_: &mut SchemaGenerator) -> Schema {
         "description": "Started executions by migration slug.",
         "type": "object",
         "additionalProperties": {
-            "description": "{count, token}: executions started, and the run that started the last one.",
+            "description": "{count, token}: executions started, and a fingerprint of the execution that started the last one.",
             "x-kubernetes-preserve-unknown-fields": true,
             "properties": {
                 "count": {

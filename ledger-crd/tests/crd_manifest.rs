@@ -155,11 +155,26 @@ fn entries_are_typed_objects_that_keep_unknown_fields() {
         "reason",
         "sha256",
         "state",
+        "s",
+        "t",
+        "h",
+        "c",
+        "n",
+        "r",
+        "m",
     ];
     expected.sort_unstable();
     let mut fields = fields;
     fields.sort_unstable();
-    assert_eq!(fields, expected, "exactly the fields of CONTRACT.md §5");
+    assert_eq!(
+        fields, expected,
+        "exactly the fields of CONTRACT.md §5.2, both forms"
+    );
+    assert_eq!(entry["properties"]["n"]["type"], "integer");
+    assert_eq!(entry["properties"]["t"]["format"], "date-time");
+    let context = &status["properties"]["contexts"]["additionalProperties"];
+    assert_eq!(context["x-kubernetes-preserve-unknown-fields"], true);
+    assert!(context["properties"]["lib_sha256"].is_object());
     assert_eq!(entry["properties"]["attempts"]["type"], "integer");
     assert_eq!(entry["properties"]["at"]["format"], "date-time");
     assert_eq!(

@@ -55,7 +55,7 @@ impl FaultHarness for MigrationLedgers {
     }
 
     fn entry_as_stored(&self, entry: &LedgerEntry) -> Value {
-        serde_json::to_value(entry).unwrap()
+        entry.compact_value(None)
     }
 
     fn stored_attempt(&self, server: &TestApiServer, slug: &Slug) -> Option<Value> {

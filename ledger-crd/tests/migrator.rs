@@ -153,7 +153,7 @@ async fn an_old_cluster_whose_ledger_a_chart_declared_is_seeded_legacy_not_fresh
         .collect();
     assert_eq!(pending, ["a", "b"]);
     let object = server.object(RESOURCE, "", NAME).unwrap();
-    assert_eq!(object["status"]["entries"]["legacy-one"]["state"], "legacy");
+    assert_eq!(object["status"]["entries"]["legacy-one"]["s"], "legacy");
     assert_eq!(
         object["spec"]["version"], 2,
         "the declared version is never written"

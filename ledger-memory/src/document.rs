@@ -1,8 +1,9 @@
 //! The stored state shared by the in-memory and the file ledger, and the
 //! rules every operation follows on it.
 //!
-//! The ledger object mirrors a ConfigMap: `data` maps `version`, `m.<slug>`
-//! and `a.<slug>` keys to strings, each entry being its compact JSON. Keeping
+//! The ledger object mirrors a ConfigMap: `data` maps `version`, `m.<slug>`,
+//! `a.<slug>` and `c.<id>` keys to strings, each entry being its compact
+//! JSON naming a shared record (CONTRACT.md §5.2). Keeping
 //! raw strings (not typed entries) is what lets tests plant corrupt values
 //! and lets the file ledger be rendered as a ConfigMap without translation.
 //!
@@ -17,6 +18,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use migration_core::entry::{ContextIndex, Placement};
 use migration_core::keys;
 use migration_core::ledger::{
     AttemptMark, Lease, LedgerError, LedgerSnapshot, Usage, WriteMode, WriteReport,
@@ -34,6 +36,9 @@ pub(crate) struct Object {
     bytes: u64,
     /// Keys with the `m.` prefix.
     entries: usize,
+    /// The shared records, kept up to date so that a write files its new
+    /// ones without scanning the ledger.
+    contexts: ContextIndex,
 }
 
 fn key_size(key: &str, value: &str) -> u64 {
@@ -45,11 +50,13 @@ impl Object {
     pub(crate) fn new(revision: u64, data: BTreeMap<String, String>) -> Self {
         let bytes = data.iter().map(|(k, v)| key_size(k, v)).sum();
         let entries = data.keys().filter(|k| keys::is_entry_key(k)).count();
+        let contexts = ContextIndex::of_flat(&data);
         Object {
             revision,
             data,
             bytes,
             entries,
+            contexts,
         }
     }
 
@@ -83,6 +90,9 @@ impl Object {
         let added = key_size(&key, &value);
         let value_len = value.len() as u64;
         let is_entry = keys::is_entry_key(&key);
+        if let Some(id) = key.strip_prefix(keys::CONTEXT_PREFIX) {
+            self.contexts.observe(id, &value);
+        }
         match self.data.insert(key, value) {
             // The key was there: only the value's length changes.
             Some(old) => self.bytes = self.bytes - old.len() as u64 + value_len,
@@ -141,10 +151,16 @@ impl Change {
     }
 }
 
+/// The keys that store `entries`: each entry's key and value, and the
+/// shared records new to `contexts`, planned in `placement`. A slug named
+/// twice is refused (which of the two would be the truth?). `write` decides
+/// per entry whether it is stored at all.
 fn encode_all(
     name: &str,
     operation: &'static str,
     entries: &[(Slug, LedgerEntry)],
+    placement: &mut Placement<'_>,
+    mut write: impl FnMut(&Slug, &str) -> bool,
 ) -> Result<Vec<(String, String)>, LedgerError> {
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::with_capacity(entries.len());
@@ -156,7 +172,15 @@ fn encode_all(
                 message: format!("slug '{slug}' appears twice in one write"),
             });
         }
-        out.push((keys::entry_key(slug), entry.encode()));
+        let key = keys::entry_key(slug);
+        if !write(slug, &key) {
+            continue;
+        }
+        let stored = entry.stored(placement);
+        for (id, text) in stored.contexts {
+            out.push((keys::context_key(id), text));
+        }
+        out.push((key, stored.value));
     }
     Ok(out)
 }
@@ -200,7 +224,16 @@ pub(crate) fn plan_create(
             ledger: name.to_owned(),
         });
     }
-    let data: BTreeMap<String, String> = encode_all(name, "create", entries)?.into_iter().collect();
+    let none = ContextIndex::default();
+    let data: BTreeMap<String, String> = encode_all(
+        name,
+        "create",
+        entries,
+        &mut Placement::new(&none),
+        |_, _| true,
+    )?
+    .into_iter()
+    .collect();
     let object = Object::new(1, data);
     check_budget(name, budget, 0, object.bytes, 0)?;
     Ok(Change::Create(object))
@@ -215,20 +248,34 @@ pub(crate) fn plan_write(
     entries: &[(Slug, LedgerEntry)],
     mode: WriteMode,
 ) -> Result<(WriteReport, Option<Change>), LedgerError> {
-    let encoded = encode_all(name, "write", entries)?;
     let Some(object) = current else {
+        // A slug named twice is refused before anything else.
+        let none = ContextIndex::default();
+        encode_all(
+            name,
+            "write",
+            entries,
+            &mut Placement::new(&none),
+            |_, _| false,
+        )?;
         return Err(not_found(name, "write"));
     };
     let mut report = WriteReport::default();
-    let mut puts = Vec::with_capacity(encoded.len());
-    for ((slug, _), (key, value)) in entries.iter().zip(encoded) {
-        if mode == WriteMode::OnlyIfAbsent && object.data.contains_key(&key) {
-            report.already_present.push(slug.clone());
-            continue;
-        }
-        puts.push((key, value));
-        report.written.push(slug.clone());
-    }
+    let puts = encode_all(
+        name,
+        "write",
+        entries,
+        &mut Placement::new(&object.contexts),
+        |slug, key| {
+            if mode == WriteMode::OnlyIfAbsent && object.data.contains_key(key) {
+                report.already_present.push(slug.clone());
+                false
+            } else {
+                report.written.push(slug.clone());
+                true
+            }
+        },
+    )?;
     check_budget(
         name,
         budget,

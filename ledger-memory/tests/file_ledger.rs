@@ -61,7 +61,22 @@ async fn the_file_stores_entries_as_configmap_style_strings() {
     let stored = doc["data"]["m.s-1"]
         .as_str()
         .expect("entries are JSON strings");
-    assert_eq!(stored, sample_entry(EntryState::Ok, 1).encode());
+    // Compact, naming the shared record of its batch (`c.2`), which names
+    // that of its image (`c.1`; CONTRACT.md §5.2).
+    assert_eq!(
+        stored,
+        sample_entry(EntryState::Ok, 1).encode_compact(Some("2"))
+    );
+    assert_eq!(
+        doc["data"]["c.2"].as_str(),
+        Some(r#"{"base":"1","batch":"00001-v1.0.0"}"#)
+    );
+    assert!(
+        doc["data"]["c.1"]
+            .as_str()
+            .unwrap()
+            .contains("registry.example")
+    );
     assert!(
         !dir.path().read_dir().unwrap().any(|e| e
             .unwrap()

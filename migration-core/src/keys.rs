@@ -7,6 +7,7 @@
 //! | `version`      | the legacy integer (read, never written, by the engine) |
 //! | `m.<slug>`     | the entry of `<slug>`, as compact JSON                  |
 //! | `a.<slug>`     | the attempt mark of `<slug>` (started executions)       |
+//! | `c.<id>`       | a shared record compact entries name by `<id>`          |
 //!
 //! Any other key belongs to another owner and is left alone. Backends that
 //! store entries and marks in maps of their own (the custom-resource
@@ -26,6 +27,9 @@ pub const ENTRY_PREFIX: &str = "m.";
 /// (`a.<slug>`).
 pub const ATTEMPT_PREFIX: &str = "a.";
 
+/// The prefix that turns an id into the key of a shared record (`c.<id>`).
+pub const CONTEXT_PREFIX: &str = "c.";
+
 /// The key of the entry of `name`: `m.<name>`. `name` is a slug, or the raw
 /// name a backend found stored where a slug belongs (to name it in a corrupt
 /// record).
@@ -39,6 +43,11 @@ pub fn attempt_key(name: impl AsRef<str>) -> String {
     format!("{ATTEMPT_PREFIX}{}", name.as_ref())
 }
 
+/// The key of the shared record `id`: `c.<id>`.
+pub fn context_key(id: impl AsRef<str>) -> String {
+    format!("{CONTEXT_PREFIX}{}", id.as_ref())
+}
+
 /// What a stored key names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Key {
@@ -49,6 +58,9 @@ pub enum Key {
     Entry(Result<Slug, SlugError>),
     /// `a.<rest>`: an attempt mark; `Err` as for [`Key::Entry`].
     Attempt(Result<Slug, SlugError>),
+    /// `c.<id>`: a shared record; `Err` (the raw id) when the id is not
+    /// one ([`crate::entry::context::valid_id`]).
+    Context(Result<String, String>),
     /// Anything else: another owner's data.
     Foreign,
 }
@@ -61,6 +73,12 @@ pub fn parse(key: &str) -> Key {
         Key::Entry(Slug::parse(rest))
     } else if let Some(rest) = key.strip_prefix(ATTEMPT_PREFIX) {
         Key::Attempt(Slug::parse(rest))
+    } else if let Some(id) = key.strip_prefix(CONTEXT_PREFIX) {
+        if crate::entry::context::valid_id(id) {
+            Key::Context(Ok(id.to_owned()))
+        } else {
+            Key::Context(Err(id.to_owned()))
+        }
     } else {
         Key::Foreign
     }
@@ -74,10 +92,12 @@ pub fn is_entry_key(key: &str) -> bool {
     key.starts_with(ENTRY_PREFIX)
 }
 
-/// Whether the engine writes `key`: an entry or an attempt mark (never
-/// `version`, never another owner's key).
+/// Whether the engine writes `key`: an entry, an attempt mark or a shared
+/// record (never `version`, never another owner's key).
 pub fn is_engine_key(key: &str) -> bool {
-    key.starts_with(ENTRY_PREFIX) || key.starts_with(ATTEMPT_PREFIX)
+    key.starts_with(ENTRY_PREFIX)
+        || key.starts_with(ATTEMPT_PREFIX)
+        || key.starts_with(CONTEXT_PREFIX)
 }
 
 #[cfg(test)]
@@ -99,6 +119,15 @@ mod tests {
         assert_eq!(parse("owner-note"), Key::Foreign);
         assert!(!is_engine_key("version") && !is_entry_key("version"));
         assert!(is_engine_key("a.x") && !is_entry_key("a.x"));
+        assert!(is_engine_key("c.1") && !is_entry_key("c.1"));
+    }
+
+    #[test]
+    fn a_shared_record_key_reads_back_as_its_id() {
+        assert_eq!(context_key("12"), "c.12");
+        assert_eq!(parse("c.12"), Key::Context(Ok("12".into())));
+        assert_eq!(parse("c.Bad"), Key::Context(Err("Bad".into())));
+        assert_eq!(parse("c."), Key::Context(Err(String::new())));
     }
 
     #[test]

@@ -12,7 +12,8 @@ use async_trait::async_trait;
 
 pub use crate::lock::Lease;
 
-use crate::entry::{CorruptEntry, LedgerEntry};
+use crate::digest::Sha256Digest;
+use crate::entry::{Contexts, CorruptEntry, LedgerEntry};
 use crate::keys::{self, Key};
 use crate::slug::Slug;
 use crate::step::{StepReport, StepWrite};
@@ -20,15 +21,32 @@ use crate::time::Timestamp;
 
 /// The durable count of started executions of one slug, written before each
 /// execution so that a crash between a script's effect and its record still
-/// counts: `{"count":2,"token":"<run token>"}`. The token makes noting one
-/// execution idempotent when a reply is lost and the call is repeated.
+/// counts: `{"count":2,"token":"<fingerprint>"}`. The token makes noting one
+/// execution idempotent when a reply is lost and the call is repeated: all
+/// it must do is differ from the token of any other execution of the slug,
+/// so what is stored is a fixed-size [`fingerprint`] of the caller's token
+/// (16 hex digits, 64 bits), whatever that token's length. Engines that
+/// stored the token itself are read the same way.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AttemptMark {
     /// Executions started so far.
     pub count: u32,
-    /// The token of the execution that last incremented the count.
+    /// The [`fingerprint`] of the token of the execution that last
+    /// incremented the count (or, written by an older engine, that token).
     pub token: String,
+}
+
+/// The hex digits of a token's SHA-256 an attempt mark keeps.
+pub const FINGERPRINT_HEX_DIGITS: usize = 16;
+
+/// What an attempt mark stores of an execution's token: the first
+/// [`FINGERPRINT_HEX_DIGITS`] hex digits of its SHA-256. Two different
+/// tokens of one slug collide with probability 2^-64.
+pub fn fingerprint(token: &str) -> String {
+    let mut hex = Sha256Digest::of(token.as_bytes()).to_string();
+    hex.truncate(FINGERPRINT_HEX_DIGITS);
+    hex
 }
 
 impl AttemptMark {
@@ -46,16 +64,26 @@ impl AttemptMark {
     /// at least `floor` (the attempts an existing entry already records).
     /// Noting the same token twice changes nothing.
     pub fn next(current: Option<&AttemptMark>, token: &str, floor: u32) -> AttemptMark {
+        let stored = fingerprint(token);
         match current {
-            Some(mark) if mark.token == token => mark.clone(),
+            Some(mark) if mark.token == stored || mark.token == token => mark.clone(),
             Some(mark) => AttemptMark {
                 count: mark.count.max(floor).saturating_add(1),
-                token: token.to_owned(),
+                token: stored,
             },
             None => AttemptMark {
                 count: floor.saturating_add(1),
-                token: token.to_owned(),
+                token: stored,
             },
+        }
+    }
+
+    /// The largest mark this engine stores: the highest count with a
+    /// fingerprint (what a run reserves for it before a script runs).
+    pub fn largest() -> AttemptMark {
+        AttemptMark {
+            count: u32::MAX,
+            token: "f".repeat(FINGERPRINT_HEX_DIGITS),
         }
     }
 }
@@ -153,8 +181,9 @@ impl Usage {
 
 impl LedgerSnapshot {
     /// Builds a snapshot from a backend's raw `key → string` data, the shape
-    /// of a ConfigMap: `version` plus one JSON value per `m.<slug>` key.
-    /// Other keys are ignored (they belong to other owners).
+    /// of a ConfigMap: `version`, one JSON value per `m.<slug>` key, the
+    /// attempt marks `a.<slug>` and the shared records `c.<id>` compact
+    /// entries name. Other keys are ignored (they belong to other owners).
     pub fn from_raw_data<'a>(
         data: impl IntoIterator<Item = (&'a str, &'a str)>,
         revision: Option<String>,
@@ -163,6 +192,10 @@ impl LedgerSnapshot {
             revision,
             ..LedgerSnapshot::default()
         };
+        let mut contexts = Contexts::default();
+        // Entries are decoded once every shared record is known, whatever
+        // order the data comes in.
+        let mut entries = Vec::new();
         for (key, value) in data {
             match keys::parse(key) {
                 Key::Version => snapshot.version = LegacyVersion::parse(value),
@@ -177,20 +210,31 @@ impl LedgerSnapshot {
                     }
                     (_, Err(corrupt)) => snapshot.unreadable_keys.push(corrupt),
                 },
-                Key::Entry(Ok(slug)) => {
-                    let record = match LedgerEntry::decode(key, value) {
-                        Ok(entry) => Record::Entry(entry),
-                        Err(corrupt) => Record::Corrupt(corrupt),
-                    };
-                    snapshot.records.insert(slug, record);
-                }
+                Key::Entry(Ok(slug)) => entries.push((slug, key, value)),
                 Key::Entry(Err(e)) => snapshot.unreadable_keys.push(CorruptEntry::new(
                     key,
                     value,
                     format!("the key is not 'm.<slug>': {e}"),
                 )),
+                Key::Context(Ok(id)) => contexts.insert_raw(&id, value),
+                Key::Context(Err(_)) => snapshot.unreadable_keys.push(CorruptEntry::new(
+                    key,
+                    value,
+                    "the key is not 'c.<id>' (an id is 1 to 32 lowercase letters and digits)"
+                        .to_owned(),
+                )),
                 Key::Foreign => {}
             }
+        }
+        snapshot
+            .unreadable_keys
+            .extend(contexts.unreadable().cloned());
+        for (slug, key, value) in entries {
+            let record = match LedgerEntry::decode_in(key, value, &contexts) {
+                Ok(entry) => Record::Entry(entry),
+                Err(corrupt) => Record::Corrupt(corrupt),
+            };
+            snapshot.records.insert(slug, record);
         }
         snapshot
     }
@@ -502,9 +546,39 @@ mod tests {
         );
         assert_eq!(AttemptMark::next(None, "t", 3).count, 4);
         let raw = second.encode();
-        assert_eq!(raw, r#"{"count":2,"token":"t2"}"#);
+        assert_eq!(
+            raw,
+            format!(r#"{{"count":2,"token":"{}"}}"#, fingerprint("t2"))
+        );
+        assert_eq!(fingerprint("t2").len(), FINGERPRINT_HEX_DIGITS);
+        assert_eq!(
+            raw.len(),
+            r#"{"count":2,"token":"0123456789abcdef"}"#.len(),
+            "a mark's size does not depend on the token's"
+        );
+        assert!(
+            AttemptMark::largest().encode().len()
+                >= AttemptMark::next(None, &"x".repeat(512), u32::MAX - 1)
+                    .encode()
+                    .len()
+        );
         assert_eq!(AttemptMark::decode("a.x", &raw).unwrap(), second);
         assert!(AttemptMark::decode("a.x", "{").is_err());
+    }
+
+    #[test]
+    fn a_mark_an_older_engine_stored_with_the_token_itself_is_still_idempotent() {
+        let old = AttemptMark::decode(
+            "a.x",
+            r#"{"count":3,"token":"holder/x/1786529040123456789/7"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            AttemptMark::next(Some(&old), "holder/x/1786529040123456789/7", 0),
+            old
+        );
+        let next = AttemptMark::next(Some(&old), "another", 0);
+        assert_eq!((next.count, next.token), (4, fingerprint("another")));
     }
 
     #[test]

@@ -239,8 +239,9 @@ impl<'a> Migrator<'a> {
                         "seeded ledger"
                     );
                     let usage = usage.map(|mut u| {
+                        let mut sizes = crate::entry::StoredSize::default();
                         for (slug, entry) in entries.iter().filter(|(s, _)| written.contains(s)) {
-                            u.used_bytes += record_bytes(slug, entry, &u);
+                            u.used_bytes += sizes.count(slug, entry, u.record_overhead_bytes);
                         }
                         u
                     });
@@ -565,8 +566,14 @@ fn plan_again(
     plan(migrator.tree, snapshot, request, &migrator.context())
 }
 
-/// Bytes one entry costs a ledger with `usage`: its key, its stored value and
+/// The most bytes one entry can cost a ledger with `usage`: its key, its
+/// stored value, its shared record unless `sizes` counted it already, and
 /// the backend's per-record overhead.
-pub(crate) fn record_bytes(slug: &Slug, entry: &LedgerEntry, usage: &Usage) -> u64 {
-    (crate::keys::entry_key(slug).len() + entry.encode().len()) as u64 + usage.record_overhead_bytes
+pub(crate) fn record_bytes(
+    sizes: &crate::entry::StoredSize,
+    slug: &Slug,
+    entry: &LedgerEntry,
+    usage: &Usage,
+) -> u64 {
+    sizes.bytes(slug, entry, usage.record_overhead_bytes)
 }

@@ -24,9 +24,9 @@
 
 use std::collections::HashMap;
 
-use crate::entry::{EntryState, LedgerEntry};
+use crate::entry::{EntryState, LedgerEntry, StoredSize};
 use crate::header::OnError;
-use crate::ledger::{AttemptMark, LedgerError, Usage};
+use crate::ledger::{AttemptMark, LedgerError, Usage, fingerprint};
 use crate::lock::LockKeeper;
 use crate::migrator::{MigrateError, Migrator, Prepared, record_bytes};
 use crate::plan::{PendingMigration, Plan, Unmet};
@@ -160,6 +160,8 @@ pub struct Run<'m, 'a> {
     reached: HashMap<Slug, EntryState>,
     /// The ledger's fill, kept up to date with what this run writes.
     usage: Option<Usage>,
+    /// What this run's records cost, each shared record counted once.
+    sizes: StoredSize,
     message_limit: usize,
     /// Outcomes decided but not written yet: the next write carries them.
     staged: Vec<(Slug, LedgerEntry)>,
@@ -175,6 +177,7 @@ impl<'a> Migrator<'a> {
             prepared,
             next: 0,
             reached: HashMap::new(),
+            sizes: StoredSize::default(),
             message_limit: DEFAULT_MESSAGE_LIMIT_BYTES,
             staged: Vec::new(),
         }
@@ -280,9 +283,10 @@ impl Run<'_, '_> {
             + self.reached.len()
     }
 
-    /// The attempt mark with the longest token plus a `failed` entry whose
-    /// message is the limit's worth of characters that JSON escapes the
-    /// most (six bytes each), with the longest reason and the most attempts.
+    /// The largest attempt mark plus a `failed` entry whose message is the
+    /// limit's worth of characters that JSON escapes the most (six bytes
+    /// each), with the longest reason and the most attempts, and its shared
+    /// record unless this run already counted one for the same fields.
     fn largest_record_bytes(&self, pending: &PendingMigration, usage: &Usage) -> u64 {
         let entry = self.entry(
             pending,
@@ -293,11 +297,8 @@ impl Run<'_, '_> {
                 "\u{1}".repeat(self.message_limit),
             )),
         );
-        let mark = AttemptMark {
-            count: u32::MAX,
-            token: "t".repeat(MAX_TOKEN_BYTES),
-        };
-        record_bytes(&pending.slug, &entry, usage) + attempt_bytes(&pending.slug, &mark, usage)
+        record_bytes(&self.sizes, &pending.slug, &entry, usage)
+            + attempt_bytes(&pending.slug, &AttemptMark::largest(), usage)
     }
 
     /// Notes that `pending` is about to execute and returns the executions
@@ -343,7 +344,7 @@ impl Run<'_, '_> {
         if let Some(usage) = self.usage.as_mut() {
             let mark = AttemptMark {
                 count,
-                token: token.to_owned(),
+                token: fingerprint(token),
             };
             usage.used_bytes += attempt_bytes(&pending.slug, &mark, usage);
         }
@@ -474,7 +475,9 @@ impl Run<'_, '_> {
             entry.message = note;
         }
         if let Some(usage) = self.usage.as_mut() {
-            usage.used_bytes += record_bytes(&pending.slug, &entry, usage);
+            usage.used_bytes +=
+                self.sizes
+                    .count(&pending.slug, &entry, usage.record_overhead_bytes);
         }
         self.staged.retain(|(slug, _)| slug != &pending.slug);
         self.staged.push((pending.slug.clone(), entry));

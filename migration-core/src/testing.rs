@@ -24,6 +24,11 @@ pub use steps::{
     a_step_taking_the_lock_on_a_changed_ledger_writes_nothing,
 };
 
+mod format;
+pub mod previous_engine;
+
+pub use format::*;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -374,8 +379,9 @@ pub async fn a_create_above_the_budget_is_refused(h: &impl Harness) {
         return;
     };
     let ledger = h.ledger().await;
+    // The smallest an entry can be stored (compact, naming a shared record).
     let per_entry = sample_entry(EntryState::SkippedFreshInstall, 0)
-        .encode()
+        .encode_compact(Some("1"))
         .len() as u64
         + 8;
     let n = usize::try_from(budget / per_entry + 10).unwrap();
@@ -552,6 +558,9 @@ macro_rules! ledger_conformance_tests {
             a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothing,
             a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_releases,
             a_step_taking_the_lock_on_a_changed_ledger_writes_nothing,
+            entries_of_one_run_share_what_they_repeat_and_read_back_whole,
+            entries_of_the_previous_format_read_back_unchanged,
+            a_reference_to_a_missing_shared_record_is_corrupt_naming_the_key,
             lock_excludes_a_second_holder_until_released,
             lock_can_be_taken_before_the_ledger_exists,
             same_holder_reacquires_and_renew_extends,

@@ -137,10 +137,12 @@ proptest! {
                     prop_assert!(!revoked.contains(&i), "revoked {} is pending", p.slug);
                     prop_assert!(i as u64 >= version, "{} is below the legacy version but pending", p.slug);
                 }
+                let snapshot = block_on(ledger.read()).unwrap().unwrap();
                 for i in 0..n {
                     let key = format!("m.l{i}");
                     if before.contains_key(&key) { continue; }
-                    let written = after.get(&key).map(|v| LedgerEntry::decode(&key, v).unwrap().state);
+                    let slug = migration_core::Slug::parse(&format!("l{i}")).unwrap();
+                    let written = after.get(&key).map(|_| snapshot.entry(&slug).unwrap().state);
                     let expected = if (i as u64) < version { Some(EntryState::Legacy) }
                         else if revoked.contains(&i) { Some(EntryState::Revoked) }
                         else { None };
@@ -192,8 +194,8 @@ proptest! {
         let first = block_on(migrator.prepare(&PlanRequest::tier(Tier::PreApply))).unwrap();
         prop_assert!(first.plan.fresh_install && first.plan.pending.is_empty());
         let data = ledger.raw_data().unwrap();
-        prop_assert_eq!(data.len(), n);
-        prop_assert!(data.values().all(|v| v.contains("skipped-fresh-install")));
+        prop_assert_eq!(data.keys().filter(|k| k.starts_with("m.")).count(), n);
+        prop_assert!(data.iter().filter(|(k, _)| k.starts_with("m.")).all(|(_, v)| v.contains("skipped-fresh-install")));
         let second = block_on(migrator.prepare(&PlanRequest::tier(Tier::PreApply))).unwrap();
         prop_assert!(second.written.is_empty() && second.plan.pending.is_empty());
         prop_assert_eq!(ledger.raw_data().unwrap(), data);
@@ -375,11 +377,16 @@ proptest! {
 
     #[test]
     fn snapshot_parsing_never_panics_and_classifies_every_key(
-        data in proptest::collection::btree_map("([ma]\\.)?[a-zA-Z0-9_.-]{0,10}", "\\PC{0,40}|\\{\"count\":[0-9],\"token\":\"t\"\\}", 0..12),
+        data in proptest::collection::btree_map("([mac]\\.)?[a-zA-Z0-9_.-]{0,10}", "\\PC{0,40}|\\{\"count\":[0-9],\"token\":\"t\"\\}|\\{\"batch\":\"b\"\\}|\\{\"s\":\"ok\",\"t\":\"2026-08-12T10:04:00Z\",\"c\":\"[0-9a]\"\\}", 0..12),
     ) {
+        use migration_core::entry::{SharedRecord, context::valid_id};
         let snapshot = LedgerSnapshot::from_raw_data(data.iter().map(|(k, v)| (k.as_str(), v.as_str())), None);
-        // Entry keys and attempt-mark keys: each lands in exactly one place.
-        let ledger_keys = data.keys().filter(|k| k.starts_with("m.") || k.starts_with("a.")).count();
+        // Entry keys, attempt-mark keys and unreadable shared records: each
+        // lands in exactly one place.
+        let bad_contexts = data.iter().filter(|(k, v)| {
+            k.strip_prefix("c.").is_some_and(|id| !valid_id(id) || SharedRecord::decode(v).is_err())
+        }).count();
+        let ledger_keys = data.keys().filter(|k| k.starts_with("m.") || k.starts_with("a.")).count() + bad_contexts;
         prop_assert_eq!(
             snapshot.records.len() + snapshot.attempts_started.len() + snapshot.unreadable_keys.len(),
             ledger_keys

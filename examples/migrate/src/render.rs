@@ -23,7 +23,8 @@ fn head(namespace: &str, name: &str) -> String {
     out
 }
 
-/// A ConfigMap manifest holding `entries` under `m.<slug>` keys.
+/// A ConfigMap manifest holding `entries` under `m.<slug>` keys, with the
+/// shared records they name under `c.<id>` (CONTRACT.md §5.2).
 pub fn configmap_yaml(namespace: &str, name: &str, entries: &[(Slug, LedgerEntry)]) -> String {
     let mut out = head(namespace, name);
     let _ = writeln!(out, "  annotations:");
@@ -32,13 +33,9 @@ pub fn configmap_yaml(namespace: &str, name: &str, entries: &[(Slug, LedgerEntry
         let _ = writeln!(out, "data: {{}}");
     } else {
         let _ = writeln!(out, "data:");
-        for (slug, entry) in entries {
-            let _ = writeln!(
-                out,
-                "  {}: {}",
-                quote(&migration_core::keys::entry_key(slug)),
-                quote(&entry.encode())
-            );
+        let data = migration_core::entry::flat_data(entries.iter().map(|(s, e)| (s, e)));
+        for (key, value) in &data {
+            let _ = writeln!(out, "  {}: {}", quote(key), quote(value));
         }
     }
     out
@@ -72,15 +69,11 @@ pub fn configmap_json(
     name: &str,
     entries: &[(Slug, LedgerEntry)],
 ) -> serde_json::Value {
-    let data: serde_json::Map<String, serde_json::Value> = entries
-        .iter()
-        .map(|(s, e)| {
-            (
-                migration_core::keys::entry_key(s),
-                serde_json::Value::String(e.encode()),
-            )
-        })
-        .collect();
+    let data: serde_json::Map<String, serde_json::Value> =
+        migration_core::entry::flat_data(entries.iter().map(|(s, e)| (s, e)))
+            .into_iter()
+            .map(|(k, v)| (k, serde_json::Value::String(v)))
+            .collect();
     serde_json::json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -107,9 +100,20 @@ mod tests {
             "cozystack-version",
             &[(Slug::parse("a").unwrap(), entry.clone())],
         );
-        let line = yaml.lines().find(|l| l.starts_with("  'm.a'")).unwrap();
-        let value = line.split_once(": ").unwrap().1;
-        let unquoted = value.trim_matches('\'').replace("''", "'");
-        assert_eq!(LedgerEntry::decode("m.a", &unquoted).unwrap(), entry);
+        let data: Vec<(String, String)> = yaml
+            .lines()
+            .filter(|l| l.starts_with("  '"))
+            .map(|line| {
+                let (key, value) = line.trim_start().split_once(": ").unwrap();
+                let unquote = |s: &str| s.trim_matches('\'').replace("''", "'");
+                (unquote(key), unquote(value))
+            })
+            .collect();
+        assert!(data.iter().any(|(k, _)| k == "c.1"), "{yaml}");
+        let snapshot = migration_core::LedgerSnapshot::from_raw_data(
+            data.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            None,
+        );
+        assert_eq!(snapshot.entry(&Slug::parse("a").unwrap()), Some(&entry));
     }
 }

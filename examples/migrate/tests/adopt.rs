@@ -207,7 +207,7 @@ async fn a_configmap_holding_only_the_version_is_completed_and_another_version_r
     for slug in ["one", "two"] {
         let entry: serde_json::Value =
             serde_json::from_str(cm["data"][format!("m.{slug}")].as_str().unwrap()).unwrap();
-        assert_eq!(entry["state"], "legacy", "{slug}");
+        assert_eq!(entry["s"], "legacy", "{slug}");
     }
     assert!(cm["data"].get("m.three").is_none());
 }

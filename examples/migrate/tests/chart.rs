@@ -96,8 +96,12 @@ fn values_image() -> String {
 /// The `at` the committed files/ledger-seed.yaml was rendered with.
 fn committed_at() -> String {
     let seed = std::fs::read_to_string(Path::new(CHART).join("files/ledger-seed.yaml")).unwrap();
-    let start = seed.find(r#""at":""#).expect("a seeded entry") + 6;
-    seed[start..start + 20].to_owned()
+    // The compact form's time (`t`), or the full form's (`at`).
+    let (start, len) = match seed.find(r#""t":""#) {
+        Some(i) => (i, 5),
+        None => (seed.find(r#""at":""#).expect("a seeded entry"), 6),
+    };
+    seed[start + len..start + len + 20].to_owned()
 }
 
 /// Runs the chart's render-files.sh for `tree` into `files`.
@@ -133,6 +137,10 @@ fn the_committed_chart_files_are_what_seed_fresh_and_index_render_for_the_demo_t
     for file in ["ledger-seed.yaml", "index.yaml"] {
         let committed = std::fs::read_to_string(Path::new(CHART).join("files").join(file)).unwrap();
         let rendered = std::fs::read_to_string(out.path().join(file)).unwrap();
+        if std::env::var_os("UPDATE_CHART_FILES").is_some() {
+            std::fs::write(Path::new(CHART).join("files").join(file), &rendered).unwrap();
+            continue;
+        }
         assert_eq!(
             committed, rendered,
             "examples/chart/files/{file} differs from render-files.sh's output for the demo tree: \
@@ -299,7 +307,12 @@ fn ledger_data(cluster: &RealCluster, ns: &str) -> Value {
 
 fn entry_state(data: &Value, slug: &str) -> String {
     let entry: Value = serde_json::from_str(data[format!("m.{slug}")].as_str().unwrap()).unwrap();
-    entry["state"].as_str().unwrap().to_owned()
+    // The compact form's state (`s`), or the full form's.
+    entry["s"]
+        .as_str()
+        .or(entry["state"].as_str())
+        .unwrap()
+        .to_owned()
 }
 
 fn helm_upgrade(cluster: &RealCluster, release: &str, chart: &Path, ns: &str) -> Command {

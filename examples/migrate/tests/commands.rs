@@ -146,11 +146,22 @@ fn seed_fresh_renders_a_configmap_a_chart_can_ship() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["kind"], "ConfigMap");
     assert_eq!(doc["metadata"]["namespace"], "ns");
-    let data = doc["data"].as_object().unwrap();
-    assert_eq!(data.len(), 3);
-    let entry: serde_json::Value = serde_json::from_str(data["m.c"].as_str().unwrap()).unwrap();
-    assert_eq!(entry["state"], "skipped-fresh-install");
-    assert_eq!(entry["batch"], "00002-v1.1.0");
+    let data: Vec<(String, String)> = doc["data"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(data.iter().filter(|(k, _)| k.starts_with("m.")).count(), 3);
+    let snapshot = migration_core::LedgerSnapshot::from_raw_data(
+        data.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        None,
+    );
+    let entry = snapshot
+        .entry(&migration_core::Slug::parse("c").unwrap())
+        .unwrap();
+    assert_eq!(entry.state, migration_core::EntryState::SkippedFreshInstall);
+    assert_eq!(entry.batch.as_deref(), Some("00002-v1.1.0"));
     let yaml = migrate()
         .args([
             "seed-fresh",
@@ -166,7 +177,7 @@ fn seed_fresh_renders_a_configmap_a_chart_can_ship() {
         "{text}"
     );
     assert!(
-        text.contains("  'm.a': '{\"state\":\"skipped-fresh-install\""),
+        text.contains("  'm.a': '{\"s\":\"skipped-fresh-install\""),
         "{text}"
     );
 }

@@ -319,13 +319,13 @@ fn a_rewritten_retry_later_exit_is_not_yet_and_holds_back_the_later_scripts_unti
         .unwrap()
         .unwrap();
     assert!(
-        raw["m.2"].contains("\"state\":\"not-yet\""),
+        raw["m.2"].contains("\"s\":\"not-yet\""),
         "2 is recorded not-yet, never ok: {raw:?}"
     );
     for key in ["m.3-v1-1-0-rc-1", "m.4-v1-1-0-rc-2"] {
         assert!(
-            raw[key].contains("\"state\":\"not-yet\"")
-                && raw[key].contains("\"reason\":\"requirement-not-yet\""),
+            raw[key].contains("\"s\":\"not-yet\"")
+                && raw[key].contains("\"r\":\"requirement-not-yet\""),
             "{key} waits with 2, recorded not-yet without running: {raw:?}"
         );
     }

@@ -62,13 +62,15 @@ async fn run_status_and_verify_on_the_configmap_ledger() {
         .unwrap();
     assert_eq!(cm["metadata"]["labels"]["keep"], "me");
     assert_eq!(cm["data"]["version"], "1");
-    let a: serde_json::Value = serde_json::from_str(cm["data"]["m.a"].as_str().unwrap()).unwrap();
+    // Compact, its image in the shared record it names.
+    let data = cm["data"].as_object().unwrap();
+    let a: serde_json::Value = serde_json::from_str(data["m.a"].as_str().unwrap()).unwrap();
+    let run = &data[&format!("c.{}", a["c"].as_str().unwrap())];
+    let run: serde_json::Value = serde_json::from_str(run.as_str().unwrap()).unwrap();
+    let base = &data[&format!("c.{}", run["base"].as_str().unwrap())];
+    let base: serde_json::Value = serde_json::from_str(base.as_str().unwrap()).unwrap();
     assert_eq!(
-        (
-            a["state"].as_str(),
-            a["image"].as_str(),
-            a["attempts"].as_u64()
-        ),
+        (a["s"].as_str(), base["image"].as_str(), a["n"].as_u64()),
         (Some("ok"), Some("img@sha256:1"), Some(1))
     );
     assert!(
@@ -131,7 +133,7 @@ async fn run_and_status_on_the_custom_resource_ledger() {
         .expect("created");
     assert_eq!(object["status"]["initialized"], true);
     assert_eq!(
-        object["status"]["entries"]["a"]["state"],
+        object["status"]["entries"]["a"]["s"],
         "skipped-fresh-install"
     );
     let (code, status, _) = migrate(&kc, &["status", "--ledger", "crd:platform"]).await;

@@ -5,6 +5,7 @@
 //! never on the typed [`crate::MigrationLedger`]: a typed decode is all or
 //! nothing, and one bad value must stay one corrupt record.
 
+use migration_core::entry::{ContextIndex, Contexts};
 use migration_core::keys;
 use migration_core::ledger::{AttemptMark, LegacyVersion};
 use migration_core::{CorruptEntry, LedgerEntry, LedgerSnapshot, Record, Slug};
@@ -43,6 +44,7 @@ pub(crate) struct View<'a> {
     status: Option<&'a Map<String, Value>>,
     entries: Option<&'a Map<String, Value>>,
     attempts: Option<&'a Map<String, Value>>,
+    contexts: Option<&'a Map<String, Value>>,
     initialized: bool,
 }
 
@@ -93,6 +95,7 @@ impl<'a> View<'a> {
         };
         let entries = map_field("entries")?;
         let attempts = map_field("attempts")?;
+        let contexts = map_field("contexts")?;
         let initialized = match status.and_then(|s| s.get("initialized")) {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
@@ -108,6 +111,7 @@ impl<'a> View<'a> {
             status,
             entries,
             attempts,
+            contexts,
             initialized,
         })
     }
@@ -139,6 +143,7 @@ impl<'a> View<'a> {
             && self.declared_version().is_none()
             && empty(self.entries)
             && empty(self.attempts)
+            && empty(self.contexts)
         {
             Lifecycle::Seeding
         } else {
@@ -172,6 +177,29 @@ impl<'a> View<'a> {
         self.attempts.map_or(0, Map::len)
     }
 
+    /// The stored shared records, parsed, for resolving entries.
+    pub(crate) fn contexts(&self) -> Contexts {
+        let mut contexts = Contexts::default();
+        for (id, value) in self.contexts.into_iter().flatten() {
+            contexts.insert_value(id, value);
+        }
+        contexts
+    }
+
+    /// The stored shared records by their stored text, for filing new ones.
+    pub(crate) fn context_index(&self) -> ContextIndex {
+        let mut index = ContextIndex::default();
+        for (id, value) in self.contexts.into_iter().flatten() {
+            index.observe(id, &value.to_string());
+        }
+        index
+    }
+
+    /// The stored shared records as stored.
+    pub(crate) fn stored_contexts(&self) -> Option<&'a Map<String, Value>> {
+        self.contexts
+    }
+
     /// The stored attempt mark of `slug`, if any.
     pub(crate) fn attempt(&self, slug: &Slug) -> Option<&'a Value> {
         self.attempts.and_then(|a| a.get(slug.as_str()))
@@ -199,14 +227,28 @@ impl<'a> View<'a> {
             revision: self.resource_version().map(str::to_owned),
             ..LedgerSnapshot::default()
         };
+        let contexts = self.contexts();
+        for (id, value) in self.contexts.into_iter().flatten() {
+            if !migration_core::entry::context::valid_id(id) {
+                snapshot.unreadable_keys.push(CorruptEntry::new(
+                    &keys::context_key(id),
+                    &raw_text(value),
+                    "the key is not an id (1 to 32 lowercase letters and digits)".to_owned(),
+                ));
+            }
+        }
+        snapshot
+            .unreadable_keys
+            .extend(contexts.unreadable().cloned());
         for (key, value) in self.entries.into_iter().flatten() {
             let ledger_key = keys::entry_key(key);
             match Slug::parse(key) {
                 Ok(slug) => {
-                    let record = match LedgerEntry::from_value(&ledger_key, value.clone()) {
-                        Ok(entry) => Record::Entry(entry),
-                        Err(corrupt) => Record::Corrupt(corrupt),
-                    };
+                    let record =
+                        match LedgerEntry::from_value_in(&ledger_key, value.clone(), &contexts) {
+                            Ok(entry) => Record::Entry(entry),
+                            Err(corrupt) => Record::Corrupt(corrupt),
+                        };
                     snapshot.records.insert(slug, record);
                 }
                 Err(e) => snapshot.unreadable_keys.push(CorruptEntry::new(

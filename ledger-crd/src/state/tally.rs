@@ -1,6 +1,7 @@
 //! Counts and the `Ready` condition over a ledger's entries, and the condition
 //! convention (a transition time that moves only when the status changes).
 
+use migration_core::entry::Contexts;
 use migration_core::{EntryState, LedgerEntry, Slug, Timestamp, keys};
 use serde_json::{Value, json};
 
@@ -18,13 +19,17 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    pub(crate) fn of<'v>(entries: impl IntoIterator<Item = (&'v String, &'v Value)>) -> Self {
+    /// Counts `entries`, resolving compact ones in `contexts`.
+    pub(crate) fn of<'v>(
+        entries: impl IntoIterator<Item = (&'v String, &'v Value)>,
+        contexts: &Contexts,
+    ) -> Self {
         let mut tally = Tally::default();
         for (key, value) in entries {
             let ledger_key = keys::entry_key(key);
-            let parsed = Slug::parse(key)
-                .ok()
-                .and_then(|_| LedgerEntry::from_value(&ledger_key, value.clone()).ok());
+            let parsed = Slug::parse(key).ok().and_then(|_| {
+                LedgerEntry::from_value_in(&ledger_key, value.clone(), contexts).ok()
+            });
             let Some(entry) = parsed else {
                 tally.corrupt.push(ledger_key);
                 continue;
@@ -158,7 +163,7 @@ mod tests {
             "e": "garbage",
             "Not_Slug": entry("ok", "2027-01-01T00:00:00Z"),
         });
-        let tally = Tally::of(entries.as_object().unwrap());
+        let tally = Tally::of(entries.as_object().unwrap(), &Contexts::default());
         assert_eq!(tally.ok, 1);
         assert_eq!(tally.failed, ["a", "b"]);
         assert_eq!(tally.other, 1);
@@ -192,6 +197,7 @@ mod tests {
             json!({"a": entry("ok", "2026-01-01T00:00:00Z")})
                 .as_object()
                 .unwrap(),
+            &Contexts::default(),
         );
         assert_eq!(
             one.ready(),
@@ -201,6 +207,7 @@ mod tests {
             json!({"a": entry("failed", "2026-01-01T00:00:00Z")})
                 .as_object()
                 .unwrap(),
+            &Contexts::default(),
         );
         assert_eq!(
             failed.ready(),

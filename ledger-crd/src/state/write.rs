@@ -16,6 +16,8 @@ pub(crate) struct StatusWrite {
     pub(crate) entries: Map<String, Value>,
     /// Attempt marks to store, by slug.
     pub(crate) attempts: Map<String, Value>,
+    /// New shared records to store, by id.
+    pub(crate) contexts: Map<String, Value>,
     /// A condition to set (not `Ready`), as `{type, status, reason, message}`.
     pub(crate) condition: Option<Value>,
 }
@@ -59,6 +61,7 @@ pub(crate) fn plan_status_write(
         ops.push(json!({"op": "add", "path": "/status/initialized", "value": true}));
     }
     for (field, current, writes) in [
+        ("contexts", view.contexts, &write.contexts),
         ("entries", view.entries, &write.entries),
         ("attempts", view.attempts, &write.attempts),
     ] {
@@ -80,7 +83,11 @@ pub(crate) fn plan_status_write(
 
     let mut merged: BTreeMap<&String, &Value> = view.entries.into_iter().flatten().collect();
     merged.extend(&write.entries);
-    let tally = Tally::of(merged);
+    let mut contexts = view.contexts();
+    for (id, value) in &write.contexts {
+        contexts.insert_value(id, value);
+    }
+    let tally = Tally::of(merged, &contexts);
     ops.push(json!({"op": "add", "path": "/status/summary", "value": tally.summary()}));
 
     let mut conditions = view.conditions();
@@ -157,6 +164,7 @@ fn ownership_growth(view: &View<'_>, write: &StatusWrite) -> u64 {
     for (current, writes) in [
         (view.entries, &write.entries),
         (view.attempts, &write.attempts),
+        (view.contexts, &write.contexts),
     ] {
         for (key, value) in writes {
             let old = current.and_then(|c| c.get(key));

@@ -1,15 +1,22 @@
-//! Ledger entries: the JSON record kept per slug (CONTRACT.md §5).
+//! Ledger entries: the JSON record kept per slug (CONTRACT.md §5), its two
+//! stored forms (CONTRACT.md §5.2) and the shared records compact entries name
+//! ([`context`]).
+
+mod codec;
+pub mod context;
 
 use std::fmt;
 use std::str::FromStr;
 
-use serde::de::{self, MapAccess, Visitor};
-use serde::ser::SerializeMap;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::digest::Sha256Digest;
 use crate::time::Timestamp;
+
+use codec::{COMPACT_FIELDS, Compact, FULL_FIELDS, Fields, Full};
+pub use context::{
+    Context, ContextIndex, Contexts, PlaceContext, Placement, SharedRecord, StoredSize,
+};
 
 /// The outcome recorded for a slug. All but [`EntryState::NotYet`] are
 /// terminal (CONTRACT.md §5.2).
@@ -95,12 +102,16 @@ impl FromStr for EntryState {
 
 /// One ledger record.
 ///
-/// The JSON shape is exactly CONTRACT.md §5:
-/// `{"state":"ok","at":"…","sha256":"…","lib_sha256":"…","batch":"…","image":"…","attempts":1}`,
-/// with `reason` and `message` for `failed` and `not-yet`. Optional fields are omitted when
-/// unknown (a `legacy` entry has no checksum). Fields this version does not
-/// know are kept in [`LedgerEntry::extra`] and written back unchanged, so an
-/// older engine never strips what a newer one recorded.
+/// What an entry says, whichever of its two stored forms (CONTRACT.md §5.2)
+/// it was read from: the full form
+/// `{"state":"ok","at":"…","sha256":"…","lib_sha256":"…","batch":"…","image":"…","attempts":1}`
+/// ([`LedgerEntry::encode`], serde's view), or the compact form
+/// `{"s":"ok","t":"…","h":"…","c":"2","n":1}` whose `image`, `lib_sha256` and
+/// `batch` are in the shared record `c` names ([`LedgerEntry::stored`]), with
+/// the reason and message for `failed` and `not-yet`. Optional fields are
+/// omitted when unknown (a `legacy` entry has no checksum). Fields this
+/// version does not know are kept in [`LedgerEntry::extra`] and written back
+/// unchanged, so an older engine never strips what a newer one recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerEntry {
     /// The outcome.
@@ -142,7 +153,8 @@ impl LedgerEntry {
         }
     }
 
-    /// Encodes the entry as compact JSON, the form every backend stores.
+    /// Encodes the entry in the full form, self-contained (CONTRACT.md §5.2):
+    /// what `migrate status` shows and what any engine reads.
     pub fn encode(&self) -> String {
         // Serialising our own types into a String cannot fail; the fallback
         // exists only to avoid a panic path.
@@ -150,17 +162,136 @@ impl LedgerEntry {
             .unwrap_or_else(|e| format!("{{\"encode-error\":{:?}}}", e.to_string()))
     }
 
-    /// Decodes a stored value. Anything that is not a well-formed entry is
-    /// [`CorruptEntry`] naming `key`: never "absent", never "present".
-    pub fn decode(key: &str, raw: &str) -> Result<Self, CorruptEntry> {
-        serde_json::from_str(raw).map_err(|e| CorruptEntry::new(key, raw, e.to_string()))
+    /// Encodes the entry in the compact form, its shared fields left to the
+    /// record `context` names (`None`: no record; the entry then has no
+    /// image, `lib/` digest or batch).
+    pub fn encode_compact(&self, context: Option<&str>) -> String {
+        serde_json::to_string(&Compact {
+            entry: self,
+            context,
+        })
+        .unwrap_or_else(|e| format!("{{\"encode-error\":{:?}}}", e.to_string()))
     }
 
-    /// Decodes an already-parsed JSON value (for backends that store typed objects).
-    pub fn from_value(key: &str, value: Value) -> Result<Self, CorruptEntry> {
-        let raw = value.to_string();
-        serde_json::from_value(value).map_err(|e| CorruptEntry::new(key, &raw, e.to_string()))
+    /// The compact form as a JSON value (for backends that store objects).
+    pub fn compact_value(&self, context: Option<&str>) -> Value {
+        serde_json::to_value(Compact {
+            entry: self,
+            context,
+        })
+        .unwrap_or(Value::Null)
     }
+
+    /// True when the compact form can hold this entry: no unknown field
+    /// carries a name of either form (an unknown `n` kept from a full-form
+    /// entry would read back as the attempt count). Otherwise the entry is
+    /// stored in the full form.
+    pub fn fits_compact(&self) -> bool {
+        !self
+            .extra
+            .keys()
+            .any(|k| COMPACT_FIELDS.contains(&k.as_str()) || FULL_FIELDS.contains(&k.as_str()))
+    }
+
+    /// How this entry is stored by a backend that writes new entries: the
+    /// compact form naming its shared record, placed in `index` (with the
+    /// record to store beside it when it is new), or the full form when the
+    /// compact one cannot hold it.
+    pub fn stored(&self, index: &mut impl PlaceContext) -> StoredEntry {
+        if !self.fits_compact() {
+            return StoredEntry {
+                value: self.encode(),
+                contexts: Vec::new(),
+            };
+        }
+        let placed = Context::of(self).map(|c| index.place(&c));
+        let value = self.encode_compact(placed.as_ref().map(|p| p.id.as_str()));
+        StoredEntry {
+            value,
+            contexts: placed.map(|p| p.new_records).unwrap_or_default(),
+        }
+    }
+
+    /// Decodes a self-contained stored value: the full form, or a compact
+    /// one that names no shared record. Anything that is not a well-formed
+    /// entry is [`CorruptEntry`] naming `key`: never "absent", never
+    /// "present".
+    pub fn decode(key: &str, raw: &str) -> Result<Self, CorruptEntry> {
+        Self::decode_in(key, raw, Contexts::none())
+    }
+
+    /// Decodes a stored value of either form, resolving a compact entry's
+    /// shared record in `contexts`; a reference to a record that is missing
+    /// or unreadable makes the entry corrupt, naming both keys.
+    pub fn decode_in(key: &str, raw: &str, contexts: &Contexts) -> Result<Self, CorruptEntry> {
+        // What every engine before the compact form wrote starts so: read it
+        // straight into typed fields (the general path files every field
+        // first, which costs a quarter more).
+        if raw.starts_with(r#"{"state":"#) {
+            return serde_json::from_str::<Full>(raw)
+                .map(|full| full.0)
+                .map_err(|e| CorruptEntry::new(key, raw, e.to_string()));
+        }
+        serde_json::from_str::<Fields>(raw)
+            .map_err(|e| e.to_string())
+            .and_then(|fields| fields.into_entry(contexts))
+            .map_err(|reason| CorruptEntry::new(key, raw, reason))
+    }
+
+    /// Decodes an already-parsed JSON value (for backends that store typed
+    /// objects), self-contained as for [`LedgerEntry::decode`].
+    pub fn from_value(key: &str, value: Value) -> Result<Self, CorruptEntry> {
+        Self::from_value_in(key, value, Contexts::none())
+    }
+
+    /// Decodes an already-parsed JSON value, resolving shared records in
+    /// `contexts` as [`LedgerEntry::decode_in`] does.
+    pub fn from_value_in(
+        key: &str,
+        value: Value,
+        contexts: &Contexts,
+    ) -> Result<Self, CorruptEntry> {
+        match value {
+            Value::Object(map) => Fields::of_map(map.clone())
+                .into_entry(contexts)
+                .map_err(|reason| CorruptEntry::new(key, &Value::Object(map).to_string(), reason)),
+            other => {
+                let reason = serde_json::from_value::<Fields>(other.clone())
+                    .err()
+                    .map_or_else(|| "not an object".to_owned(), |e| e.to_string());
+                Err(CorruptEntry::new(key, &other.to_string(), reason))
+            }
+        }
+    }
+}
+
+/// The `key → value` data that stores `entries` in a new flat ledger (a
+/// ConfigMap's `data`, as `migrate seed-fresh --render` prints it): each
+/// entry in its stored form under `m.<slug>`, and the shared records they
+/// name under `c.<id>`. A slug given twice keeps its last entry.
+pub fn flat_data<'a>(
+    entries: impl IntoIterator<Item = (&'a crate::Slug, &'a LedgerEntry)>,
+) -> std::collections::BTreeMap<String, String> {
+    let mut index = ContextIndex::default();
+    let mut data = std::collections::BTreeMap::new();
+    for (slug, entry) in entries {
+        let stored = entry.stored(&mut index);
+        for (id, text) in stored.contexts {
+            data.insert(crate::keys::context_key(id), text);
+        }
+        data.insert(crate::keys::entry_key(slug), stored.value);
+    }
+    data
+}
+
+/// How one entry is stored (see [`LedgerEntry::stored`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEntry {
+    /// The entry's stored value.
+    pub value: String,
+    /// New shared records to store in the same write: id (key `c.<id>`)
+    /// and text of each.
+    pub contexts: Vec<(String, String)>,
 }
 
 /// A stored value that is not a valid entry. The engine refuses to act on the
@@ -184,138 +315,6 @@ impl CorruptEntry {
             reason,
             excerpt: raw.chars().take(120).collect(),
         }
-    }
-}
-
-const KNOWN_FIELDS: [&str; 9] = [
-    "state",
-    "at",
-    "sha256",
-    "lib_sha256",
-    "batch",
-    "image",
-    "attempts",
-    "reason",
-    "message",
-];
-
-impl Serialize for LedgerEntry {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("state", self.state.as_str())?;
-        map.serialize_entry("at", &self.at)?;
-        if let Some(d) = &self.sha256 {
-            map.serialize_entry("sha256", d)?;
-        }
-        if let Some(d) = &self.lib_sha256 {
-            map.serialize_entry("lib_sha256", d)?;
-        }
-        if let Some(b) = &self.batch {
-            map.serialize_entry("batch", b)?;
-        }
-        if let Some(i) = &self.image {
-            map.serialize_entry("image", i)?;
-        }
-        map.serialize_entry("attempts", &self.attempts)?;
-        if let Some(r) = &self.reason {
-            map.serialize_entry("reason", r)?;
-        }
-        if let Some(m) = &self.message {
-            map.serialize_entry("message", m)?;
-        }
-        for (k, v) in &self.extra {
-            map.serialize_entry(k, v)?;
-        }
-        map.end()
-    }
-}
-
-impl<'de> Deserialize<'de> for LedgerEntry {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(EntryVisitor)
-    }
-}
-
-struct EntryVisitor;
-
-fn set_once<T, E: de::Error>(slot: &mut Option<T>, key: &str, value: T) -> Result<(), E> {
-    if slot.is_some() {
-        return Err(E::custom(format!("duplicate field '{key}'")));
-    }
-    *slot = Some(value);
-    Ok(())
-}
-
-impl<'de> Visitor<'de> for EntryVisitor {
-    type Value = LedgerEntry;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a ledger entry object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LedgerEntry, A::Error> {
-        let mut state: Option<EntryState> = None;
-        let mut at: Option<Timestamp> = None;
-        let mut sha256: Option<Sha256Digest> = None;
-        let mut lib_sha256: Option<Sha256Digest> = None;
-        let mut batch: Option<String> = None;
-        let mut image: Option<String> = None;
-        let mut attempts: Option<u32> = None;
-        let mut reason: Option<String> = None;
-        let mut message: Option<String> = None;
-        let mut extra = Map::new();
-        // A key seen twice is ambiguous: which value is the truth? Refuse it,
-        // including for unknown keys, rather than silently keep the last one.
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "state" => {
-                    let raw: String = map.next_value()?;
-                    let parsed = raw.parse::<EntryState>().map_err(de::Error::custom)?;
-                    set_once(&mut state, &key, parsed)?;
-                }
-                "at" => set_once(&mut at, &key, map.next_value()?)?,
-                "sha256" => set_once(&mut sha256, &key, map.next_value()?)?,
-                "lib_sha256" => set_once(&mut lib_sha256, &key, map.next_value()?)?,
-                "batch" => set_once(&mut batch, &key, map.next_value()?)?,
-                "image" => set_once(&mut image, &key, map.next_value()?)?,
-                "attempts" => set_once(&mut attempts, &key, map.next_value()?)?,
-                "reason" => set_once(&mut reason, &key, map.next_value()?)?,
-                "message" => set_once(&mut message, &key, map.next_value()?)?,
-                _ => {
-                    let value: Value = map.next_value()?;
-                    if extra.insert(key.clone(), value).is_some() {
-                        return Err(de::Error::custom(format!("duplicate field '{key}'")));
-                    }
-                }
-            }
-        }
-        let state = state.ok_or_else(|| de::Error::missing_field("state"))?;
-        let at = at.ok_or_else(|| de::Error::missing_field("at"))?;
-        if state.needs_reason() {
-            if reason.is_none() {
-                return Err(de::Error::custom(format!(
-                    "a {state} entry must carry 'reason'"
-                )));
-            }
-            if message.is_none() {
-                return Err(de::Error::custom(format!(
-                    "a {state} entry must carry 'message'"
-                )));
-            }
-        }
-        debug_assert!(extra.keys().all(|k| !KNOWN_FIELDS.contains(&k.as_str())));
-        Ok(LedgerEntry {
-            state,
-            at,
-            sha256,
-            lib_sha256,
-            batch,
-            image,
-            attempts: attempts.unwrap_or(0),
-            reason,
-            message,
-            extra,
-        })
     }
 }
 

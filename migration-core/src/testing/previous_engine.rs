@@ -1,0 +1,108 @@
+//! The entry decoder of the engine before the compact form, frozen as of
+//! commit e5c2eda (`migration-core/src/entry.rs` and `ledger.rs`): what a
+//! downgraded engine does with what this one writes (CONTRACT.md §5.2), and
+//! the baseline the `entry` bench compares decoding with.
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
+
+use crate::{EntryState, Sha256Digest, Timestamp};
+
+#[derive(Debug)]
+pub struct Entry {
+    pub state: EntryState,
+    pub at: Timestamp,
+    pub sha256: Option<Sha256Digest>,
+    pub lib_sha256: Option<Sha256Digest>,
+    pub batch: Option<String>,
+    pub image: Option<String>,
+    pub attempts: u32,
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttemptMark {
+    pub count: u32,
+    pub token: String,
+}
+
+pub fn decode(raw: &str) -> Result<Entry, String> {
+    serde_json::from_str::<Entry>(raw).map_err(|e| e.to_string())
+}
+
+pub fn decode_mark(raw: &str) -> Result<AttemptMark, String> {
+    serde_json::from_str(raw).map_err(|e| e.to_string())
+}
+
+impl<'de> Deserialize<'de> for Entry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(EntryVisitor)
+    }
+}
+
+struct EntryVisitor;
+
+fn set_once<T, E: de::Error>(slot: &mut Option<T>, key: &str, value: T) -> Result<(), E> {
+    if slot.is_some() {
+        return Err(E::custom(format!("duplicate field '{key}'")));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+impl<'de> Visitor<'de> for EntryVisitor {
+    type Value = Entry;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a ledger entry object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entry, A::Error> {
+        let (mut state, mut at, mut sha256, mut lib_sha256) = (None, None, None, None);
+        let (mut batch, mut image, mut attempts) = (None, None, None);
+        let (mut reason, mut message): (Option<String>, Option<String>) = (None, None);
+        let mut extra = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "state" => {
+                    let raw: String = map.next_value()?;
+                    let parsed = raw.parse::<EntryState>().map_err(de::Error::custom)?;
+                    set_once(&mut state, &key, parsed)?;
+                }
+                "at" => set_once(&mut at, &key, map.next_value()?)?,
+                "sha256" => set_once(&mut sha256, &key, map.next_value()?)?,
+                "lib_sha256" => set_once(&mut lib_sha256, &key, map.next_value()?)?,
+                "batch" => set_once(&mut batch, &key, map.next_value()?)?,
+                "image" => set_once(&mut image, &key, map.next_value()?)?,
+                "attempts" => set_once(&mut attempts, &key, map.next_value()?)?,
+                "reason" => set_once(&mut reason, &key, map.next_value()?)?,
+                "message" => set_once(&mut message, &key, map.next_value()?)?,
+                _ => {
+                    let value: Value = map.next_value()?;
+                    if extra.insert(key.clone(), value).is_some() {
+                        return Err(de::Error::custom(format!("duplicate field '{key}'")));
+                    }
+                }
+            }
+        }
+        let state: EntryState = state.ok_or_else(|| de::Error::missing_field("state"))?;
+        let at = at.ok_or_else(|| de::Error::missing_field("at"))?;
+        if state.needs_reason() && (reason.is_none() || message.is_none()) {
+            return Err(de::Error::custom(format!(
+                "a {state} entry must carry 'reason'"
+            )));
+        }
+        Ok(Entry {
+            state,
+            at,
+            sha256,
+            lib_sha256,
+            batch,
+            image,
+            attempts: attempts.unwrap_or(0),
+            extra,
+        })
+    }
+}
