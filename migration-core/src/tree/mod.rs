@@ -11,6 +11,8 @@
 //! - `load`: reading the files from disk ([`MigrationsTree::load`]);
 //! - `files`: validating raw [`TreeFiles`], whatever their source
 //!   ([`MigrationsTree::from_files`]);
+//! - `tier`: reading and checking a tier directory's scripts, on a few
+//!   threads when there are many;
 //! - `lists`: the `revoked` and `legacy-map` list files;
 //! - `problems`: what can be wrong ([`TreeProblem`], [`TreeError`]).
 
@@ -18,6 +20,7 @@ mod files;
 mod lists;
 mod load;
 mod problems;
+mod tier;
 
 pub use files::TreeFiles;
 pub use lists::{LegacyPair, RevokedSlug, parse_legacy_map, parse_revoked};
