@@ -62,8 +62,8 @@ impl MigrationsTree {
         for (tier, name, bytes) in &files.scripts {
             scripts.add(*tier, name, bytes);
         }
-        problems.append(&mut scripts.problems);
-        let scripts = scripts.scripts;
+        let (scripts, mut script_problems) = scripts.finish();
+        problems.append(&mut script_problems);
         let mut lib = LibDigest::new();
         for (path, bytes) in files.lib {
             lib.add_file(path, bytes);
@@ -137,15 +137,34 @@ impl ScriptSet {
         };
         match self.scripts.entry(script.slug.clone()) {
             Entry::Occupied(first) => self.problems.push(TreeProblem::DuplicateSlug {
+                first: first.get().relative_path(),
+                second: script.relative_path(),
                 slug: script.slug,
-                first: first.get().relative_path.clone(),
-                second: script.relative_path,
             }),
             Entry::Vacant(slot) => {
                 slot.insert(script);
             }
         }
     }
+
+    /// The scripts, and the problems found in them.
+    pub(super) fn finish(self) -> (BTreeMap<Slug, Script>, Vec<TreeProblem>) {
+        (compact(self.scripts), self.problems)
+    }
+}
+
+/// `map` with its nodes full. Inserting in ascending order, as the loader
+/// does, splits every full node into a half-full one that is never filled
+/// again: nearly twice the memory a large tree needs. `append` into a
+/// non-empty map rebuilds both from their sorted entries into full nodes,
+/// freeing the old nodes as it goes.
+fn compact<K: Ord, V>(mut map: BTreeMap<K, V>) -> BTreeMap<K, V> {
+    let Some(first) = map.pop_first() else {
+        return map;
+    };
+    let mut full = BTreeMap::from([first]);
+    full.append(&mut map);
+    full
 }
 
 /// A script that requires itself, a pre-apply script requiring a
@@ -161,7 +180,7 @@ fn requirement_problems(
         for req in &script.header.requires {
             if req.target == script.slug {
                 problems.push(TreeProblem::SelfRequirement {
-                    file: script.relative_path.clone(),
+                    file: script.relative_path(),
                     line: req.line,
                 });
             } else if script.tier == Tier::PreApply
@@ -170,7 +189,7 @@ fn requirement_problems(
                     .is_some_and(|t| t.tier == Tier::Background)
             {
                 problems.push(TreeProblem::RequiresBackground {
-                    file: script.relative_path.clone(),
+                    file: script.relative_path(),
                     line: req.line,
                     target: req.target.clone(),
                 });
@@ -179,7 +198,7 @@ fn requirement_problems(
                 && manifest.is_none_or(|m| m.position(&req.target).is_none())
             {
                 problems.push(TreeProblem::UnknownRequirement {
-                    file: script.relative_path.clone(),
+                    file: script.relative_path(),
                     line: req.line,
                     target: req.target.clone(),
                 });
@@ -246,10 +265,7 @@ pub(super) fn validate_script(
     name: &str,
     bytes: &[u8],
 ) -> Result<Script, Vec<TreeProblem>> {
-    // One allocation: `PathBuf::from(tier).join(name)` would take two.
-    let mut relative = PathBuf::with_capacity(tier.as_str().len() + 1 + name.len());
-    relative.push(tier.as_str());
-    relative.push(name);
+    let relative = super::script_relative_path(tier, name);
     let slug = match Slug::parse(name) {
         Ok(slug) => slug,
         Err(source) => {
@@ -274,7 +290,6 @@ pub(super) fn validate_script(
     Ok(Script {
         slug,
         tier,
-        relative_path: relative,
         header,
         sha256: Sha256Digest::of(bytes),
         len: bytes.len() as u64,
