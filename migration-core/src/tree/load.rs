@@ -236,7 +236,8 @@ impl Reader<'_> {
     ) -> Result<Vec<(std::ffi::OsString, bool)>, TreeError> {
         let mut out = Vec::new();
         for item in fs::read_dir(dir).map_err(self.io(dir))? {
-            let item = item.map_err(self.io(dir))?;
+            // The error's path is only built when there is an error.
+            let item = item.map_err(|e| self.io(dir)(e))?;
             let regular = item.file_type().is_ok_and(|t| t.is_file());
             out.push((item.file_name(), regular));
         }

@@ -100,25 +100,29 @@ fn read_run(
     add: &mut dyn FnMut(Found),
 ) -> Result<(), TreeError> {
     let mut buffer = Vec::with_capacity(BUFFER_BYTES);
+    // One path, its last component replaced for each entry.
+    let mut path = dir.to_path_buf();
     for (name, regular) in entries {
-        add(read_entry(reader, tier, dir, name, *regular, &mut buffer)?);
+        path.push(name);
+        let found = read_entry(reader, tier, &path, name, *regular, &mut buffer);
+        path.pop();
+        add(found?);
     }
     Ok(())
 }
 
-/// Reads and checks one tier-directory entry.
+/// Reads and checks one tier-directory entry, `name` at `path`.
 fn read_entry(
     reader: &Reader<'_>,
     tier: Tier,
-    dir: &Path,
+    path: &Path,
     name: &OsString,
     regular: bool,
     buffer: &mut Vec<u8>,
 ) -> Result<Found, TreeError> {
-    let path = dir.join(name);
     let Some(name) = name.to_str() else {
         return Ok(Found::Unreadable(TreeProblem::NonUtf8Name {
-            path: reader.relative(&path),
+            path: reader.relative(path),
         }));
     };
     if PLACEHOLDER_FILES.contains(&name) {
@@ -127,13 +131,13 @@ fn read_entry(
     if regular {
         // The common case, at two system calls beyond reading (open,
         // close); symlinks and the rest are resolved below.
-        return Ok(match reader.read_listed_file(&path, buffer)? {
+        return Ok(match reader.read_listed_file(path, buffer)? {
             Ok(()) => Found::Checked(validate_script(tier, name, buffer)),
             Err(problem) => Found::Unreadable(problem),
         });
     }
-    Ok(match reader.resolve(&path)? {
-        Resolved::File(target, len) => match reader.read_capped(&path, &target, len)? {
+    Ok(match reader.resolve(path)? {
+        Resolved::File(target, len) => match reader.read_capped(path, &target, len)? {
             Ok(bytes) => Found::Checked(validate_script(tier, name, &bytes)),
             Err(problem) => Found::Unreadable(problem),
         },
