@@ -44,6 +44,7 @@ impl Manifest {
                 }
             };
             let batch = batches.len();
+            batch_files.push(f);
             let mut entries = Vec::with_capacity(line_count(bytes));
             for (line, words) in line_file::records(bytes) {
                 let Some(words) = words else {
@@ -110,7 +111,6 @@ impl Manifest {
                     }
                 }
             }
-            batch_files.push(f);
             batches.push(Batch { name, entries });
         }
         if !errors.is_empty() {
