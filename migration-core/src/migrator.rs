@@ -191,6 +191,22 @@ impl<'a> Migrator<'a> {
         )?)
     }
 
+    /// [`Self::plan`] against a snapshot the caller has read itself
+    /// ([`Self::read`], or the ledger's `read` before the tree was loaded),
+    /// for a caller that needs the snapshot too: one read, not two.
+    pub fn plan_snapshot(
+        &self,
+        snapshot: Option<&LedgerSnapshot>,
+        request: &PlanRequest,
+    ) -> Result<Plan, MigrateError> {
+        if snapshot.is_none() && self.require_existing {
+            return Err(MigrateError::Absent {
+                ledger: self.ledger.describe(),
+            });
+        }
+        Ok(plan(self.tree, snapshot, request, &self.context())?)
+    }
+
     /// Reads the ledger, plans, and writes the plan's seeding (fresh-install
     /// creation, legacy and revoked entries) before anything runs.
     ///

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -13,8 +14,11 @@ pub const MAX_SLUG_LEN: usize = 60;
 /// A `Slug` can only be obtained by parsing ([`Slug::parse`], [`FromStr`] or
 /// serde deserialisation, which validates too), so holding one proves the
 /// grammar holds. Legacy integer names such as `45` are valid slugs.
+///
+/// The text is shared: a clone (the tree, the manifest and a plan each
+/// hold every slug) costs a reference count, not an allocation.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Slug(String);
+pub struct Slug(Arc<str>);
 
 /// Why a string is not a slug.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -108,7 +112,7 @@ impl Slug {
                 position: len - 1,
             });
         }
-        Ok(Slug(input.to_owned()))
+        Ok(Slug(Arc::from(input)))
     }
 
     /// The slug as a string.

@@ -339,6 +339,67 @@ mod hostile {
         assert_eq!(tree.scripts().len(), 1);
     }
 
+    /// Large enough that the loader reads the tier on several threads
+    /// (where there are several CPUs).
+    const MANY: usize = 1200;
+
+    fn many_scripts() -> TreeBuilder {
+        (0..MANY).fold(TreeBuilder::new(), |tree, i| tree.pre(&format!("m-{i:05}")))
+    }
+
+    #[test]
+    fn a_large_tree_loads_from_disk_as_it_does_from_memory() {
+        let built = many_scripts().bg("late");
+        let dir = tempfile::tempdir().unwrap();
+        built.write_to(dir.path());
+        let from_disk = MigrationsTree::load(dir.path()).unwrap();
+        let from_memory = built.build();
+        assert_eq!(from_disk.scripts().len(), MANY + 1);
+        assert_eq!(from_disk.scripts(), from_memory.scripts());
+    }
+
+    #[test]
+    fn a_large_tree_reports_every_problem_in_name_order() {
+        // Problems spread over the whole directory, so over every reader.
+        let mut built = many_scripts();
+        let broken = [7, MANY / 3, MANY / 2, MANY - 2];
+        for i in broken {
+            built = built.raw_script(Tier::PreApply, &format!("m-{i:05}"), b"no shebang\n");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        built.write_to(dir.path());
+        std::fs::write(dir.path().join("pre-apply/Not-A-Slug"), b"#!/bin/sh\n").unwrap();
+        let expected: Vec<String> = std::iter::once("pre-apply/Not-A-Slug: ".to_owned())
+            .chain(
+                broken
+                    .iter()
+                    .map(|i| format!("pre-apply/m-{i:05}:1: missing shebang")),
+            )
+            .collect();
+        let text = invalid(dir.path());
+        assert_eq!(text.len(), expected.len(), "{text:#?}");
+        for (found, prefix) in text.iter().zip(&expected) {
+            assert!(
+                found.starts_with(prefix),
+                "{found} should start with {prefix}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_large_tree_with_a_script_in_both_tiers_names_both_files() {
+        let built = many_scripts().bg(&format!("m-{:05}", MANY - 1));
+        let dir = tempfile::tempdir().unwrap();
+        built.write_to(dir.path());
+        let last = format!("m-{:05}", MANY - 1);
+        assert_eq!(
+            invalid(dir.path()),
+            [format!(
+                "slug '{last}' exists in both pre-apply/{last} and background/{last}; slugs are unique across tiers"
+            )]
+        );
+    }
+
     #[test]
     fn disk_and_memory_loading_agree() {
         let built = TreeBuilder::new()

@@ -283,7 +283,7 @@ fn stale_manifest(tree: &MigrationsTree) -> Vec<Finding> {
     };
     let mut findings = Vec::new();
     for (slug, script) in tree.scripts() {
-        let file = script.relative_path.display().to_string();
+        let file = script.relative_path().display().to_string();
         match manifest.lookup(slug) {
             None => findings.push(stale(file, format!("'{slug}' is in no batch of order.d/"))),
             Some((batch, line)) if line.retired => findings.push(stale(

@@ -60,7 +60,7 @@ fn check_unused(root: &Path, slug: &Slug) -> Result<(), ScaffoldError> {
         },
     )?;
     if let Some(script) = tree.script(slug) {
-        return taken(format!("{} exists", script.relative_path.display()));
+        return taken(format!("{} exists", script.relative_path().display()));
     }
     if let Some((batch, _)) = tree.manifest().and_then(|m| m.lookup(slug)) {
         return taken(format!("the manifest lists it in {}", batch.name));

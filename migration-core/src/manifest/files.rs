@@ -2,11 +2,12 @@
 //! reported), reading the directory, rendering and writing it back.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::path::Path;
 
 use super::{
     Batch, BatchName, BatchNameError, MAX_BATCH_FILE_BYTES, Manifest, ManifestEntry, ManifestError,
-    RETIRED_FLAG,
+    Position, RETIRED_FLAG,
 };
 use crate::line_file;
 use crate::slug::Slug;
@@ -21,8 +22,17 @@ impl Manifest {
         files.sort_by(|a, b| a.0.cmp(&b.0));
         let mut errors = Vec::new();
         let mut batches = Vec::with_capacity(files.len());
-        let mut seen: HashMap<Slug, (String, usize)> = HashMap::new();
-        for (file, bytes) in files {
+        // Where each slug was first seen: its position (the manifest's index
+        // when all is well) and the file line, for a repetition's message.
+        let lines = files
+            .iter()
+            .map(|(_, b)| line_count(b))
+            .sum::<usize>()
+            .min(1 << 20);
+        let mut seen: HashMap<Slug, (Position, usize)> = HashMap::with_capacity(lines);
+        // The file each batch came from (files with a bad name make none).
+        let mut batch_files: Vec<usize> = Vec::with_capacity(files.len());
+        for (f, (file, bytes)) in files.iter().enumerate() {
             let name = match file.parse::<BatchName>() {
                 Ok(name) => name,
                 Err(source) => {
@@ -33,8 +43,10 @@ impl Manifest {
                     continue;
                 }
             };
-            let mut entries = Vec::new();
-            for (line, words) in line_file::records(&bytes) {
+            let batch = batches.len();
+            batch_files.push(f);
+            let mut entries = Vec::with_capacity(line_count(bytes));
+            for (line, words) in line_file::records(bytes) {
                 let Some(words) = words else {
                     errors.push(ManifestError::BadLine {
                         file: file.clone(),
@@ -75,25 +87,39 @@ impl Manifest {
                         continue;
                     }
                 };
-                if let Some((first_file, first_line)) = seen.get(&slug) {
-                    errors.push(ManifestError::DuplicateSlug {
-                        slug,
-                        file: file.clone(),
-                        line,
-                        first_file: first_file.clone(),
-                        first_line: *first_line,
-                    });
-                    continue;
+                let here = Position {
+                    batch,
+                    index: entries.len(),
+                };
+                match seen.entry(slug) {
+                    Entry::Occupied(first) => {
+                        let (at, first_line) = *first.get();
+                        errors.push(ManifestError::DuplicateSlug {
+                            slug: first.key().clone(),
+                            file: file.clone(),
+                            line,
+                            first_file: files[batch_files[at.batch]].0.clone(),
+                            first_line,
+                        });
+                    }
+                    Entry::Vacant(slot) => {
+                        entries.push(ManifestEntry {
+                            slug: slot.key().clone(),
+                            retired,
+                        });
+                        slot.insert((here, line));
+                    }
                 }
-                seen.insert(slug.clone(), (file.clone(), line));
-                entries.push(ManifestEntry { slug, retired });
             }
             batches.push(Batch { name, entries });
         }
         if !errors.is_empty() {
             return Err(errors);
         }
-        Manifest::from_batches(batches)
+        // Every slug is in `seen` once, at its position: that is the
+        // index, so it is not built again by hashing every slug twice.
+        let index = seen.into_iter().map(|(slug, (p, _))| (slug, p)).collect();
+        Manifest::from_indexed_batches(batches, index)
     }
 
     /// Reads every file of an `order.d/` directory.
@@ -164,4 +190,11 @@ impl Manifest {
         }
         Ok(())
     }
+}
+
+/// Room to reserve for a batch file's entries: its line count, an upper
+/// bound, capped so a hostile file of blank lines cannot reserve much.
+fn line_count(bytes: &[u8]) -> usize {
+    const MOST: usize = 1 << 20;
+    (bytes.iter().filter(|&&b| b == b'\n').count() + 1).min(MOST)
 }

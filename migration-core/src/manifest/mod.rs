@@ -60,20 +60,7 @@ impl Manifest {
     /// and that no slug appears twice.
     pub fn from_batches(batches: Vec<Batch>) -> Result<Self, Vec<ManifestError>> {
         let mut errors = Vec::new();
-        for pair in batches.windows(2) {
-            if pair[0].name.sequence() == pair[1].name.sequence() {
-                errors.push(ManifestError::DuplicateSequence {
-                    sequence: pair[0].name.sequence(),
-                    first: pair[0].name.to_string(),
-                    second: pair[1].name.to_string(),
-                });
-            } else if pair[0].name.to_string() > pair[1].name.to_string() {
-                errors.push(ManifestError::OutOfOrder {
-                    earlier: pair[1].name.to_string(),
-                    later: pair[0].name.to_string(),
-                });
-            }
-        }
+        check_batch_names(&batches, &mut errors);
         let mut index = HashMap::with_capacity(batches.iter().map(|b| b.entries.len()).sum());
         for (b, batch) in batches.iter().enumerate() {
             for (i, entry) in batch.entries.iter().enumerate() {
@@ -91,6 +78,21 @@ impl Manifest {
                 }
             }
         }
+        if errors.is_empty() {
+            Ok(Manifest { batches, index })
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// [`Self::from_batches`] for a caller that has already checked that
+    /// no slug appears twice and built `index`, every slug's position.
+    fn from_indexed_batches(
+        batches: Vec<Batch>,
+        index: HashMap<Slug, Position>,
+    ) -> Result<Self, Vec<ManifestError>> {
+        let mut errors = Vec::new();
+        check_batch_names(&batches, &mut errors);
         if errors.is_empty() {
             Ok(Manifest { batches, index })
         } else {
@@ -148,5 +150,23 @@ impl Manifest {
                         .zip(&b.entries)
                         .all(|(x, y)| x.slug == y.slug)
             })
+    }
+}
+
+/// Batch names must increase, and no sequence number may repeat.
+fn check_batch_names(batches: &[Batch], errors: &mut Vec<ManifestError>) {
+    for pair in batches.windows(2) {
+        if pair[0].name.sequence() == pair[1].name.sequence() {
+            errors.push(ManifestError::DuplicateSequence {
+                sequence: pair[0].name.sequence(),
+                first: pair[0].name.to_string(),
+                second: pair[1].name.to_string(),
+            });
+        } else if pair[0].name.to_string() > pair[1].name.to_string() {
+            errors.push(ManifestError::OutOfOrder {
+                earlier: pair[1].name.to_string(),
+                later: pair[0].name.to_string(),
+            });
+        }
     }
 }

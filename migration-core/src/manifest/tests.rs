@@ -76,6 +76,27 @@ fn a_slug_listed_twice_names_both_places() {
 }
 
 #[test]
+fn a_slug_listed_twice_in_one_file_names_both_lines_even_after_a_badly_named_file() {
+    let errors = Manifest::parse_files(files(&[
+        ("0000-short", "x\n"),
+        ("00001-v1", "a\nb\n"),
+        ("00002-v2", "c\n# again\nc\na\n"),
+    ]))
+    .unwrap_err();
+    let text: Vec<_> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(text.len(), 3, "{text:?}");
+    assert!(text[0].contains("0000-short"), "{}", text[0]);
+    assert_eq!(
+        text[1],
+        "00002-v2:3: slug 'c' is already listed at 00002-v2:1"
+    );
+    assert_eq!(
+        text[2],
+        "00002-v2:4: slug 'a' is already listed at 00001-v1:1"
+    );
+}
+
+#[test]
 fn unknown_flags_extra_words_and_bad_slugs_name_file_and_line() {
     let errors = Manifest::parse_files(files(&[("00001-v1", "ok\na done\nb retired now\nBad\n")]))
         .unwrap_err();

@@ -16,7 +16,7 @@ pub(super) fn consistency_problems(
     for script in &lines.unlisted {
         problems.push(Refusal::NotInManifest {
             slug: script.slug.clone(),
-            path: script.relative_path.display().to_string(),
+            path: script.relative_path().display().to_string(),
         });
     }
     for (i, (batch, line)) in manifest.iter().enumerate() {

@@ -189,7 +189,7 @@ impl<'a> Planner<'a> {
         if !allowed.contains(&script.header.shebang) {
             self.problems.push(Refusal::InterpreterNotAllowed {
                 slug: slug.clone(),
-                path: script.relative_path.display().to_string(),
+                path: script.relative_path().display().to_string(),
                 shebang: script.header.shebang.clone(),
                 allowed: allowed.join(", "),
             });
@@ -202,7 +202,7 @@ impl<'a> Planner<'a> {
             on_error: script.header.on_error,
             batch: batch.name.to_string(),
             sha256: script.sha256,
-            relative_path: script.relative_path.clone(),
+            relative_path: script.relative_path(),
             previous: record.and_then(Record::entry).cloned(),
             requires: script
                 .header

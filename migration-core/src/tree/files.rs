@@ -2,6 +2,7 @@
 //! (the disk loader, a git tag's objects, a test) goes through alike.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::path::{Path, PathBuf};
 
 use super::lists::{parse_legacy_map, parse_revoked};
@@ -34,20 +35,35 @@ impl MigrationsTree {
     /// minus those that only make sense on a file system (symlinks).
     pub fn from_files(root: PathBuf, files: TreeFiles) -> Result<Self, TreeError> {
         let display = root.clone();
-        Self::assemble(root, &display, files, Vec::new(), true)
+        Self::assemble(
+            root,
+            &display,
+            Vec::new(),
+            ScriptSet::default(),
+            files,
+            true,
+        )
     }
 
-    /// Validates `files` on top of the `problems` found while reading them;
-    /// `check_requires` is off when no manifest was read (see
-    /// [`super::LoadOptions::read_manifest`]).
+    /// Validates `files` on top of the `problems` found while reading them
+    /// and the `scripts` already validated as they were read (the disk
+    /// loader's, whose `files.scripts` is then empty); `check_requires` is
+    /// off when no manifest was read (see
+    /// [`super::LoadOptions::read_manifest`]). Problems are reported in that
+    /// order: reading, scripts, then the rest.
     pub(super) fn assemble(
         root: PathBuf,
         display_root: &Path,
-        files: TreeFiles,
         mut problems: Vec<TreeProblem>,
+        mut scripts: ScriptSet,
+        files: TreeFiles,
         check_requires: bool,
     ) -> Result<Self, TreeError> {
-        let scripts = validate_scripts(&files.scripts, &mut problems);
+        for (tier, name, bytes) in &files.scripts {
+            scripts.add(*tier, name, bytes);
+        }
+        let (scripts, mut script_problems) = scripts.finish();
+        problems.append(&mut script_problems);
         let mut lib = LibDigest::new();
         for (path, bytes) in files.lib {
             lib.add_file(path, bytes);
@@ -93,28 +109,62 @@ impl MigrationsTree {
     }
 }
 
-/// Validates every script file and keys them by slug; a slug in both tiers
-/// is a problem, the first one found is kept.
-fn validate_scripts(
-    files: &[(Tier, String, Vec<u8>)],
-    problems: &mut Vec<TreeProblem>,
-) -> BTreeMap<Slug, Script> {
-    let mut scripts: BTreeMap<Slug, Script> = BTreeMap::new();
-    for (tier, name, bytes) in files {
-        let Some(script) = validate_script(*tier, name, bytes, problems) else {
-            continue;
+/// Scripts validated one by one as they are read, keyed by slug, and the
+/// problems found in them, both in the order the files came. A slug in
+/// both tiers is a problem; the first one found is kept.
+#[derive(Debug, Default)]
+pub(super) struct ScriptSet {
+    scripts: BTreeMap<Slug, Script>,
+    problems: Vec<TreeProblem>,
+}
+
+impl ScriptSet {
+    /// Validates one script file's bytes and adds the script, or its
+    /// problems. The bytes are not kept.
+    pub(super) fn add(&mut self, tier: Tier, name: &str, bytes: &[u8]) {
+        let checked = validate_script(tier, name, bytes);
+        self.add_checked(checked);
+    }
+
+    /// Adds what [`validate_script`] found for one file.
+    pub(super) fn add_checked(&mut self, checked: Result<Script, Vec<TreeProblem>>) {
+        let script = match checked {
+            Ok(script) => script,
+            Err(mut problems) => {
+                self.problems.append(&mut problems);
+                return;
+            }
         };
-        if let Some(first) = scripts.get(&script.slug) {
-            problems.push(TreeProblem::DuplicateSlug {
-                slug: script.slug.clone(),
-                first: first.relative_path.clone(),
-                second: script.relative_path.clone(),
-            });
-        } else {
-            scripts.insert(script.slug.clone(), script);
+        match self.scripts.entry(script.slug.clone()) {
+            Entry::Occupied(first) => self.problems.push(TreeProblem::DuplicateSlug {
+                first: first.get().relative_path(),
+                second: script.relative_path(),
+                slug: script.slug,
+            }),
+            Entry::Vacant(slot) => {
+                slot.insert(script);
+            }
         }
     }
-    scripts
+
+    /// The scripts, and the problems found in them.
+    pub(super) fn finish(self) -> (BTreeMap<Slug, Script>, Vec<TreeProblem>) {
+        (compact(self.scripts), self.problems)
+    }
+}
+
+/// `map` with its nodes full. Inserting in ascending order, as the loader
+/// does, splits every full node into a half-full one that is never filled
+/// again: nearly twice the memory a large tree needs. `append` into a
+/// non-empty map rebuilds both from their sorted entries into full nodes,
+/// freeing the old nodes as it goes.
+fn compact<K: Ord, V>(mut map: BTreeMap<K, V>) -> BTreeMap<K, V> {
+    let Some(first) = map.pop_first() else {
+        return map;
+    };
+    let mut full = BTreeMap::from([first]);
+    full.append(&mut map);
+    full
 }
 
 /// A script that requires itself, a pre-apply script requiring a
@@ -130,7 +180,7 @@ fn requirement_problems(
         for req in &script.header.requires {
             if req.target == script.slug {
                 problems.push(TreeProblem::SelfRequirement {
-                    file: script.relative_path.clone(),
+                    file: script.relative_path(),
                     line: req.line,
                 });
             } else if script.tier == Tier::PreApply
@@ -139,7 +189,7 @@ fn requirement_problems(
                     .is_some_and(|t| t.tier == Tier::Background)
             {
                 problems.push(TreeProblem::RequiresBackground {
-                    file: script.relative_path.clone(),
+                    file: script.relative_path(),
                     line: req.line,
                     target: req.target.clone(),
                 });
@@ -148,7 +198,7 @@ fn requirement_problems(
                 && manifest.is_none_or(|m| m.position(&req.target).is_none())
             {
                 problems.push(TreeProblem::UnknownRequirement {
-                    file: script.relative_path.clone(),
+                    file: script.relative_path(),
                     line: req.line,
                     target: req.target.clone(),
                 });
@@ -209,44 +259,37 @@ fn parse_list<T>(
 }
 
 /// Checks one script file: its name is a slug, its header parses, and its
-/// tier is its directory. Problems go to `problems`.
-fn validate_script(
+/// tier is its directory; the script, or every problem found.
+pub(super) fn validate_script(
     tier: Tier,
     name: &str,
     bytes: &[u8],
-    problems: &mut Vec<TreeProblem>,
-) -> Option<Script> {
-    let relative = PathBuf::from(tier.as_str()).join(name);
+) -> Result<Script, Vec<TreeProblem>> {
+    let relative = super::script_relative_path(tier, name);
     let slug = match Slug::parse(name) {
         Ok(slug) => slug,
         Err(source) => {
-            problems.push(TreeProblem::BadScriptName {
+            return Err(vec![TreeProblem::BadScriptName {
                 file: relative,
                 source,
-            });
-            return None;
+            }]);
         }
     };
     let header = match parse_header(&relative, bytes) {
         Ok(h) => h,
-        Err(errors) => {
-            problems.extend(errors.into_iter().map(TreeProblem::Header));
-            return None;
-        }
+        Err(errors) => return Err(errors.into_iter().map(TreeProblem::Header).collect()),
     };
     if header.tier != tier {
-        problems.push(TreeProblem::TierMismatch {
+        return Err(vec![TreeProblem::TierMismatch {
             file: relative,
             line: tier_line(bytes),
             declared: header.tier,
             directory: tier,
-        });
-        return None;
+        }]);
     }
-    Some(Script {
+    Ok(Script {
         slug,
         tier,
-        relative_path: relative,
         header,
         sha256: Sha256Digest::of(bytes),
         len: bytes.len() as u64,

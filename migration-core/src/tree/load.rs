@@ -1,14 +1,16 @@
 //! Reading a tree from disk: symlinks followed only inside the tree, sizes
 //! and counts capped, every problem collected rather than the first
-//! returned. What is read is validated as raw [`TreeFiles`].
+//! returned. Scripts are validated as they are read (see `tier`); the
+//! other files are validated as raw [`TreeFiles`].
 
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use super::files::ScriptSet;
 use super::{
-    LEGACY_MAP_FILE, LIB_DIR, MigrationsTree, ORDER_DIR, PLACEHOLDER_FILES, REVOKED_FILE,
-    TreeError, TreeFiles, TreeProblem,
+    LEGACY_MAP_FILE, LIB_DIR, MigrationsTree, ORDER_DIR, REVOKED_FILE, TreeError, TreeFiles,
+    TreeProblem,
 };
 use crate::header::Tier;
 
@@ -58,27 +60,33 @@ impl MigrationsTree {
             });
         }
         let mut loader = Loader {
-            root: &canonical_root,
-            display_root: root,
-            options,
+            reader: Reader {
+                root: &canonical_root,
+                display_root: root,
+                options,
+            },
             problems: Vec::new(),
         };
-        let mut files = TreeFiles::default();
+        let mut scripts = ScriptSet::default();
         for tier in Tier::ALL {
-            loader.read_tier(tier, &mut files.scripts)?;
+            loader.read_tier(tier, &mut scripts)?;
         }
-        files.lib = loader.read_lib()?;
-        files.revoked = loader.read_optional(REVOKED_FILE)?;
-        files.legacy_map = loader.read_optional(LEGACY_MAP_FILE)?;
+        let mut files = TreeFiles {
+            lib: loader.read_lib()?,
+            revoked: loader.read_optional(REVOKED_FILE)?,
+            legacy_map: loader.read_optional(LEGACY_MAP_FILE)?,
+            ..TreeFiles::default()
+        };
         if options.read_manifest {
             files.order = loader.read_order()?;
         }
-        let read_problems = std::mem::take(&mut loader.problems);
+        let problems = loader.problems;
         Self::assemble(
             canonical_root,
             root,
+            problems,
+            scripts,
             files,
-            read_problems,
             options.read_manifest,
         )
     }
@@ -87,54 +95,60 @@ impl MigrationsTree {
 /// Files by name, as read from one directory.
 type NamedFiles = Vec<(String, Vec<u8>)>;
 
-/// One read of a tree: the canonical root it reads below, the root as the
-/// caller named it (for messages), and the problems found so far.
-struct Loader<'a> {
+/// What every read of one tree shares, and nothing it changes, so several
+/// threads can read with it at once: the canonical root it reads below,
+/// the root as the caller named it (for messages), and the limits.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Reader<'a> {
     root: &'a Path,
     display_root: &'a Path,
-    options: LoadOptions,
+    pub(super) options: LoadOptions,
+}
+
+/// One read of a tree: its [`Reader`] and the problems found so far.
+struct Loader<'a> {
+    reader: Reader<'a>,
     problems: Vec<TreeProblem>,
 }
 
 /// What a directory entry turned out to be, after following an in-tree symlink.
-enum Resolved {
+pub(super) enum Resolved {
     File(PathBuf, u64),
     Dir(PathBuf),
-    Rejected,
+    /// Refused, with the problem that says why.
+    Rejected(TreeProblem),
 }
 
-impl Loader<'_> {
-    fn io(&self, path: &Path) -> impl FnOnce(std::io::Error) -> TreeError + use<> {
+impl Reader<'_> {
+    /// The error for a failed system call on `path`, naming it as the
+    /// caller named the tree.
+    pub(super) fn io(&self, path: &Path) -> impl FnOnce(std::io::Error) -> TreeError + use<> {
         let path = self
             .display_root
             .join(path.strip_prefix(self.root).unwrap_or(path));
         move |source| TreeError::Io { path, source }
     }
 
-    fn relative(&self, path: &Path) -> PathBuf {
+    /// `path` relative to the tree root, for problems.
+    pub(super) fn relative(&self, path: &Path) -> PathBuf {
         path.strip_prefix(self.root).unwrap_or(path).to_path_buf()
     }
 
     /// Follows a symlink only if it stays inside the tree.
-    fn resolve(&mut self, path: &Path) -> Result<Resolved, TreeError> {
+    pub(super) fn resolve(&self, path: &Path) -> Result<Resolved, TreeError> {
         let meta = fs::symlink_metadata(path).map_err(self.io(path))?;
         let (target, meta) = if meta.file_type().is_symlink() {
-            let target = match fs::canonicalize(path) {
-                Ok(t) => t,
-                Err(_) => {
-                    self.problems.push(TreeProblem::UnexpectedEntry {
-                        path: self.relative(path),
-                        reason: "dangling symlink",
-                    });
-                    return Ok(Resolved::Rejected);
-                }
+            let Ok(target) = fs::canonicalize(path) else {
+                return Ok(Resolved::Rejected(TreeProblem::UnexpectedEntry {
+                    path: self.relative(path),
+                    reason: "dangling symlink",
+                }));
             };
             if !target.starts_with(self.root) {
-                self.problems.push(TreeProblem::SymlinkEscapes {
+                return Ok(Resolved::Rejected(TreeProblem::SymlinkEscapes {
                     path: self.relative(path),
                     target,
-                });
-                return Ok(Resolved::Rejected);
+                }));
             }
             let meta = fs::metadata(&target).map_err(self.io(path))?;
             (target, meta)
@@ -146,29 +160,27 @@ impl Loader<'_> {
         } else if meta.is_dir() {
             Ok(Resolved::Dir(target))
         } else {
-            self.problems.push(TreeProblem::UnexpectedEntry {
+            Ok(Resolved::Rejected(TreeProblem::UnexpectedEntry {
                 path: self.relative(path),
                 reason: "not a regular file or directory",
-            });
-            Ok(Resolved::Rejected)
+            }))
         }
     }
 
-    /// Reads a file no larger than the cap; `None` (with a problem) if larger.
-    fn read_capped(
-        &mut self,
+    /// Reads a file no larger than the cap, or the problem if it is larger.
+    pub(super) fn read_capped(
+        &self,
         shown: &Path,
         target: &Path,
         len: u64,
-    ) -> Result<Option<Vec<u8>>, TreeError> {
+    ) -> Result<Result<Vec<u8>, TreeProblem>, TreeError> {
         let limit = self.options.max_file_bytes;
         if len > limit {
-            self.problems.push(TreeProblem::TooLarge {
+            return Ok(Err(TreeProblem::TooLarge {
                 path: self.relative(shown),
                 size: len,
                 limit,
-            });
-            return Ok(None);
+            }));
         }
         let file = fs::File::open(target).map_err(self.io(shown))?;
         let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
@@ -177,136 +189,121 @@ impl Loader<'_> {
             .read_to_end(&mut bytes)
             .map_err(self.io(shown))?;
         if bytes.len() as u64 > limit {
-            self.problems.push(TreeProblem::TooLarge {
+            return Ok(Err(TreeProblem::TooLarge {
                 path: self.relative(shown),
                 size: bytes.len() as u64,
                 limit,
-            });
-            return Ok(None);
+            }));
         }
-        Ok(Some(bytes))
+        Ok(Ok(bytes))
     }
 
-    fn sorted_entries(&self, dir: &Path) -> Result<Vec<(PathBuf, Option<String>)>, TreeError> {
-        Ok(self
-            .sorted_typed_entries(dir)?
-            .into_iter()
-            .map(|(path, name, _)| (path, name))
-            .collect())
+    /// Reads a file the listing says is regular into `buffer` (replacing
+    /// what it held): open, read, close; no stat (the cap is enforced by
+    /// reading at most one byte past it). The buffer is reused between
+    /// files, so a script costs no allocation and its read is one system
+    /// call plus the one that finds the end.
+    pub(super) fn read_listed_file(
+        &self,
+        path: &Path,
+        buffer: &mut Vec<u8>,
+    ) -> Result<Result<(), TreeProblem>, TreeError> {
+        let limit = self.options.max_file_bytes;
+        // The error's path is only built when there is an error.
+        let file = fs::File::open(path).map_err(|e| self.io(path)(e))?;
+        buffer.clear();
+        file.take(limit + 1)
+            .read_to_end(buffer)
+            .map_err(|e| self.io(path)(e))?;
+        if buffer.len() as u64 > limit {
+            // Rare: look up the real size for the message.
+            let size = fs::metadata(path).map_or(buffer.len() as u64, |m| m.len());
+            return Ok(Err(TreeProblem::TooLarge {
+                path: self.relative(path),
+                size,
+                limit,
+            }));
+        }
+        Ok(Ok(()))
     }
 
     /// The entries of `dir` in name order, each with whether the directory
     /// itself says it is a plain regular file (not a symlink). That comes
     /// with the listing (`d_type`), so it costs no system call.
-    fn sorted_typed_entries(
+    pub(super) fn sorted_typed_entries(
         &self,
         dir: &Path,
-    ) -> Result<Vec<(PathBuf, Option<String>, bool)>, TreeError> {
+    ) -> Result<Vec<(std::ffi::OsString, bool)>, TreeError> {
         let mut out = Vec::new();
         for item in fs::read_dir(dir).map_err(self.io(dir))? {
-            let item = item.map_err(self.io(dir))?;
-            let name = item.file_name().to_str().map(str::to_owned);
+            // The error's path is only built when there is an error.
+            let item = item.map_err(|e| self.io(dir)(e))?;
             let regular = item.file_type().is_ok_and(|t| t.is_file());
-            out.push((item.path(), name, regular));
+            out.push((item.file_name(), regular));
         }
-        // One directory: byte order of the paths is the order of the
-        // names, and much cheaper than comparing path components.
-        out.sort_unstable_by(|a, b| a.0.as_os_str().cmp(b.0.as_os_str()));
+        // Byte order of the names (how `OsStr` compares).
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
     }
 
-    /// Reads a file the listing says is regular: open, read, close; no
-    /// stat (the cap is enforced by reading at most one byte past it).
-    /// `scratch` is reused between files so each read is one system call
-    /// plus the one that finds the end.
-    fn read_listed_file(
-        &mut self,
-        path: &Path,
-        scratch: &mut Vec<u8>,
-    ) -> Result<Option<Vec<u8>>, TreeError> {
-        let limit = self.options.max_file_bytes;
-        // The error's path is only built when there is an error.
-        let file = fs::File::open(path).map_err(|e| self.io(path)(e))?;
-        scratch.clear();
-        file.take(limit + 1)
-            .read_to_end(scratch)
-            .map_err(|e| self.io(path)(e))?;
-        if scratch.len() as u64 > limit {
-            // Rare: look up the real size for the message.
-            let size = fs::metadata(path).map_or(scratch.len() as u64, |m| m.len());
-            self.problems.push(TreeProblem::TooLarge {
-                path: self.relative(path),
-                size,
-                limit,
-            });
-            return Ok(None);
-        }
-        Ok(Some(scratch.as_slice().to_vec()))
+    /// The entries of `dir` in name order, as paths with their UTF-8 names.
+    fn sorted_entries(&self, dir: &Path) -> Result<Vec<(PathBuf, Option<String>)>, TreeError> {
+        Ok(self
+            .sorted_typed_entries(dir)?
+            .into_iter()
+            .map(|(name, _)| (dir.join(&name), name.into_string().ok()))
+            .collect())
     }
+}
 
-    fn read_tier(
-        &mut self,
-        tier: Tier,
-        out: &mut Vec<(Tier, String, Vec<u8>)>,
-    ) -> Result<(), TreeError> {
-        let dir = self.root.join(tier.as_str());
+impl Loader<'_> {
+    /// Reads one tier directory's scripts into `scripts`.
+    fn read_tier(&mut self, tier: Tier, scripts: &mut ScriptSet) -> Result<(), TreeError> {
+        let dir = self.reader.root.join(tier.as_str());
         if fs::symlink_metadata(&dir).is_err() {
             return Ok(());
         }
-        let Resolved::Dir(dir) = self.resolve(&dir)? else {
-            return Ok(());
+        let dir = match self.reader.resolve(&dir)? {
+            Resolved::Dir(dir) => dir,
+            Resolved::File(..) => return Ok(()),
+            Resolved::Rejected(problem) => {
+                self.problems.push(problem);
+                return Ok(());
+            }
         };
-        let mut scratch = Vec::with_capacity(64 * 1024);
-        for (path, name, regular) in self.sorted_typed_entries(&dir)? {
-            let Some(name) = name else {
-                self.problems.push(TreeProblem::NonUtf8Name {
-                    path: self.relative(&path),
-                });
-                continue;
-            };
-            if PLACEHOLDER_FILES.contains(&name.as_str()) {
-                continue;
-            }
-            if regular {
-                // The common case, at two system calls beyond reading
-                // (open, close); symlinks and the rest are resolved below.
-                if let Some(bytes) = self.read_listed_file(&path, &mut scratch)? {
-                    out.push((tier, name, bytes));
-                }
-                continue;
-            }
-            match self.resolve(&path)? {
-                Resolved::File(target, len) => {
-                    if let Some(bytes) = self.read_capped(&path, &target, len)? {
-                        out.push((tier, name, bytes));
-                    }
-                }
-                Resolved::Dir(_) => self.problems.push(TreeProblem::UnexpectedEntry {
-                    path: PathBuf::from(tier.as_str()).join(&name),
-                    reason: "a directory where a script belongs; tier directories are flat",
-                }),
-                Resolved::Rejected => {}
-            }
-        }
-        Ok(())
+        let entries = self.reader.sorted_typed_entries(&dir)?;
+        super::tier::read_scripts(
+            &self.reader,
+            tier,
+            &dir,
+            &entries,
+            &mut self.problems,
+            scripts,
+        )
     }
 
     fn read_lib(&mut self) -> Result<Vec<(String, Vec<u8>)>, TreeError> {
+        let reader = self.reader;
         let mut files = Vec::new();
-        let lib = self.root.join(LIB_DIR);
+        let lib = reader.root.join(LIB_DIR);
         if fs::symlink_metadata(&lib).is_err() {
             return Ok(files);
         }
         // Explicit stack: a deep directory chain cannot overflow recursion.
         let mut stack: Vec<(PathBuf, String)> = vec![(lib, String::new())];
         while let Some((dir, prefix)) = stack.pop() {
-            let Resolved::Dir(dir) = self.resolve(&dir)? else {
-                continue;
+            let dir = match reader.resolve(&dir)? {
+                Resolved::Dir(dir) => dir,
+                Resolved::File(..) => continue,
+                Resolved::Rejected(problem) => {
+                    self.problems.push(problem);
+                    continue;
+                }
             };
-            for (path, name) in self.sorted_entries(&dir)? {
+            for (path, name) in reader.sorted_entries(&dir)? {
                 let Some(name) = name else {
                     self.problems.push(TreeProblem::NonUtf8Name {
-                        path: self.relative(&path),
+                        path: reader.relative(&path),
                     });
                     continue;
                 };
@@ -317,30 +314,31 @@ impl Loader<'_> {
                 };
                 // Symlinked directories are refused: following them could loop.
                 let is_symlink = fs::symlink_metadata(&path)
-                    .map_err(self.io(&path))?
+                    .map_err(reader.io(&path))?
                     .file_type()
                     .is_symlink();
-                match self.resolve(&path)? {
+                match reader.resolve(&path)? {
                     Resolved::File(target, len) => {
-                        if files.len() >= self.options.max_lib_files {
+                        if files.len() >= reader.options.max_lib_files {
                             self.problems.push(TreeProblem::TooManyFiles {
                                 path: PathBuf::from(LIB_DIR),
-                                limit: self.options.max_lib_files,
+                                limit: reader.options.max_lib_files,
                             });
                             return Ok(files);
                         }
-                        if let Some(bytes) = self.read_capped(&path, &target, len)? {
-                            files.push((rel, bytes));
+                        match reader.read_capped(&path, &target, len)? {
+                            Ok(bytes) => files.push((rel, bytes)),
+                            Err(problem) => self.problems.push(problem),
                         }
                     }
                     Resolved::Dir(_) if is_symlink => {
                         self.problems.push(TreeProblem::UnexpectedEntry {
-                            path: self.relative(&path),
+                            path: reader.relative(&path),
                             reason: "symlinked directory under lib/ (not followed)",
                         })
                     }
                     Resolved::Dir(sub) => stack.push((sub, rel)),
-                    Resolved::Rejected => {}
+                    Resolved::Rejected(problem) => self.problems.push(problem),
                 }
             }
         }
@@ -348,52 +346,62 @@ impl Loader<'_> {
     }
 
     fn read_order(&mut self) -> Result<Option<NamedFiles>, TreeError> {
-        let dir = self.root.join(ORDER_DIR);
+        let reader = self.reader;
+        let dir = reader.root.join(ORDER_DIR);
         if fs::symlink_metadata(&dir).is_err() {
             return Ok(None);
         }
-        let Resolved::Dir(dir) = self.resolve(&dir)? else {
-            return Ok(None);
+        let dir = match reader.resolve(&dir)? {
+            Resolved::Dir(dir) => dir,
+            Resolved::File(..) => return Ok(None),
+            Resolved::Rejected(problem) => {
+                self.problems.push(problem);
+                return Ok(None);
+            }
         };
         let mut files = Vec::new();
-        for (path, name) in self.sorted_entries(&dir)? {
+        for (path, name) in reader.sorted_entries(&dir)? {
             let Some(name) = name else {
                 self.problems.push(TreeProblem::NonUtf8Name {
-                    path: self.relative(&path),
+                    path: reader.relative(&path),
                 });
                 continue;
             };
-            match self.resolve(&path)? {
-                Resolved::File(target, len) => {
-                    if let Some(bytes) = self.read_capped(&path, &target, len)? {
-                        files.push((name, bytes));
-                    }
-                }
+            match reader.resolve(&path)? {
+                Resolved::File(target, len) => match reader.read_capped(&path, &target, len)? {
+                    Ok(bytes) => files.push((name, bytes)),
+                    Err(problem) => self.problems.push(problem),
+                },
                 Resolved::Dir(_) => self.problems.push(TreeProblem::UnexpectedEntry {
-                    path: self.relative(&path),
+                    path: reader.relative(&path),
                     reason: "a directory inside order.d/",
                 }),
-                Resolved::Rejected => {}
+                Resolved::Rejected(problem) => self.problems.push(problem),
             }
         }
         Ok(Some(files))
     }
 
     fn read_optional(&mut self, name: &str) -> Result<Option<Vec<u8>>, TreeError> {
-        let path = self.root.join(name);
+        let reader = self.reader;
+        let path = reader.root.join(name);
         if fs::symlink_metadata(&path).is_err() {
             return Ok(None);
         }
-        match self.resolve(&path)? {
-            Resolved::File(target, len) => self.read_capped(&path, &target, len),
-            Resolved::Dir(_) => {
-                self.problems.push(TreeProblem::UnexpectedEntry {
-                    path: PathBuf::from(name),
-                    reason: "expected a file",
-                });
+        let found = match reader.resolve(&path)? {
+            Resolved::File(target, len) => reader.read_capped(&path, &target, len)?,
+            Resolved::Dir(_) => Err(TreeProblem::UnexpectedEntry {
+                path: PathBuf::from(name),
+                reason: "expected a file",
+            }),
+            Resolved::Rejected(problem) => Err(problem),
+        };
+        match found {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(problem) => {
+                self.problems.push(problem);
                 Ok(None)
             }
-            Resolved::Rejected => Ok(None),
         }
     }
 }

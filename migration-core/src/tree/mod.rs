@@ -11,6 +11,8 @@
 //! - `load`: reading the files from disk ([`MigrationsTree::load`]);
 //! - `files`: validating raw [`TreeFiles`], whatever their source
 //!   ([`MigrationsTree::from_files`]);
+//! - `tier`: reading and checking a tier directory's scripts, on a few
+//!   threads when there are many;
 //! - `lists`: the `revoked` and `legacy-map` list files;
 //! - `problems`: what can be wrong ([`TreeProblem`], [`TreeError`]).
 
@@ -18,6 +20,7 @@ mod files;
 mod lists;
 mod load;
 mod problems;
+mod tier;
 
 pub use files::TreeFiles;
 pub use lists::{LegacyPair, RevokedSlug, parse_legacy_map, parse_revoked};
@@ -51,14 +54,30 @@ pub struct Script {
     pub slug: Slug,
     /// Its tier (the directory, equal to the header's).
     pub tier: Tier,
-    /// Path relative to the tree root, e.g. `pre-apply/redis-fix`.
-    pub relative_path: PathBuf,
     /// The parsed header.
     pub header: Header,
     /// SHA-256 of the script's bytes.
     pub sha256: Sha256Digest,
     /// Size in bytes.
     pub len: u64,
+}
+
+impl Script {
+    /// Path relative to the tree root, e.g. `pre-apply/redis-fix` (the
+    /// tier directory, then the slug, which is the file name). Built on
+    /// each call rather than stored: a large tree holds many scripts.
+    pub fn relative_path(&self) -> PathBuf {
+        script_relative_path(self.tier, self.slug.as_str())
+    }
+}
+
+/// `<tier>/<name>` in one allocation (`PathBuf::from(tier).join(name)`
+/// would take two).
+pub(crate) fn script_relative_path(tier: Tier, name: &str) -> PathBuf {
+    let mut path = PathBuf::with_capacity(tier.as_str().len() + 1 + name.len());
+    path.push(tier.as_str());
+    path.push(name);
+    path
 }
 
 /// A loaded, validated migrations tree.
@@ -92,7 +111,7 @@ impl MigrationsTree {
 
     /// Absolute path of a script.
     pub fn script_path(&self, script: &Script) -> PathBuf {
-        self.root.join(&script.relative_path)
+        self.root.join(script.relative_path())
     }
 
     /// Digest of `lib/` (algorithm [`crate::digest::LibDigest::ALGORITHM`]).
