@@ -32,8 +32,22 @@ fn scratch() -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
+/// Bytes of NUL tail a writer may leave after the last record (twice the
+/// step it grows the file by, `journal::PREALLOCATE_BYTES`).
+const MAX_TAIL: u64 = 16 * 1024;
+
+/// The file without the NUL tail the writer preallocates: the records, as
+/// a reader sees them (a record never ends in NUL: it ends in a newline).
 fn bytes(path: &Path) -> Vec<u8> {
-    std::fs::read(path).unwrap()
+    let mut file = std::fs::read(path).unwrap();
+    let records = file.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    assert!(
+        (file.len() - records) as u64 <= MAX_TAIL,
+        "{} bytes of NUL tail",
+        file.len() - records
+    );
+    file.truncate(records);
+    file
 }
 
 /// Offsets at which each record line starts (the tag excluded).
@@ -188,6 +202,81 @@ fn a_crash_at_every_byte_of_an_append_loses_only_that_record() {
     // The whole record, newline included, is acknowledged and kept.
     std::fs::write(&path, &file).unwrap();
     assert_eq!(read_raw(&path).unwrap().unwrap(), with_last);
+}
+
+#[test]
+fn appends_go_into_the_preallocated_tail_and_the_file_grows_only_by_whole_steps() {
+    let (_dir, path) = scratch();
+    let ledger = journaled(&path);
+    let rt = rt();
+    let step = MAX_TAIL / 2;
+    let mut growths = 0;
+    let mut len = std::fs::metadata(&path).unwrap().len();
+    for i in 0..300 {
+        rt.block_on(ledger.note_attempt(&slug(10 + i), "run-1", 0))
+            .unwrap();
+        let now = std::fs::metadata(&path).unwrap().len();
+        assert_eq!(now % step, 0, "append {i}: {now} bytes");
+        if now != len {
+            growths += 1;
+        }
+        len = now;
+    }
+    let records = bytes(&path).len() as u64;
+    // At least a step of records between two growths: at most one append
+    // in a step's worth of bytes pays for growing the file.
+    assert!(
+        growths <= records / step + 1,
+        "{growths} growths, {records} bytes"
+    );
+    assert_eq!(record_starts(&bytes(&path)).len(), 4 + 300);
+}
+
+#[test]
+fn a_crash_at_every_byte_of_an_append_into_the_tail_loses_only_that_record() {
+    let (_dir, path) = scratch();
+    journaled(&path);
+    let raw = std::fs::read(&path).unwrap();
+    let file = bytes(&path);
+    assert!(raw.len() > file.len(), "the file has a preallocated tail");
+    let last = *record_starts(&file).last().unwrap();
+    let without_last = {
+        let mut cut = file[..last].to_vec();
+        cut.resize(raw.len(), 0);
+        std::fs::write(&path, &cut).unwrap();
+        read_raw(&path).unwrap().unwrap()
+    };
+    let rt = rt();
+    for cut in last..file.len() {
+        // The record reached the disk up to `cut`; the tail after it is
+        // still zeros. Never acknowledged: dropped, and the next writer
+        // writes over it.
+        let mut torn = file[..cut].to_vec();
+        torn.resize(raw.len(), 0);
+        std::fs::write(&path, &torn).unwrap();
+        assert_eq!(
+            read_raw(&path).unwrap().unwrap(),
+            without_last,
+            "cut at {cut}"
+        );
+        rt.block_on(FileLedger::new(&path).note_attempt(&slug(9), "after-crash", 0))
+            .unwrap();
+        let repaired = bytes(&path);
+        assert!(repaired.starts_with(&file[..last]), "cut at {cut}");
+        assert_eq!(record_starts(&repaired).len(), record_starts(&file).len());
+        let raw_data = read_raw(&path).unwrap().unwrap();
+        assert!(raw_data.contains_key("a.s-9"), "cut at {cut}");
+        assert_eq!(raw_data.len(), without_last.len() + 1, "cut at {cut}");
+    }
+    // The record's end on disk without its beginning is no prefix: damage,
+    // never read as absent.
+    let mut holed = file.clone();
+    for b in &mut holed[last..last + 16] {
+        *b = 0;
+    }
+    holed.resize(raw.len(), 0);
+    std::fs::write(&path, &holed).unwrap();
+    assert_unreadable_at(&path, last, "a record whose first bytes are zeros");
 }
 
 #[test]
@@ -357,12 +446,14 @@ fn compaction_keeps_the_file_proportional_to_the_live_data() {
             .block_on(memory.note_attempt(&slug(7), &token, 0))
             .unwrap();
         assert_eq!(a, b);
-        let len = std::fs::metadata(&path).unwrap().len();
+        let len = bytes(&path).len() as u64;
         if len < last_len {
             compactions += 1;
         }
         last_len = len;
         largest = largest.max(len);
+        let file = std::fs::metadata(&path).unwrap().len();
+        assert!(file <= len + MAX_TAIL, "file {file}, records {len}");
     }
     assert!(compactions > 10, "{compactions} compactions");
     let live: u64 = memory

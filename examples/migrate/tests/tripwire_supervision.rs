@@ -217,3 +217,49 @@ fn appending_to_path_and_mentioning_path_are_not_lint_findings() {
         "{found:?}"
     );
 }
+
+#[test]
+fn reports_live_in_a_private_directory_on_dev_shm_which_a_script_cannot_take_from_the_next_one() {
+    let shell = shells::dash();
+    let s = Scratch::new();
+    let note = "echo \"$MIGRATE_TRIPWIRE_REPORT\" > \"$SCRATCH/report-$MIGRATION_SLUG\"\nstat -c %a \"$(dirname \"$MIGRATE_TRIPWIRE_REPORT\")\" \"$(dirname \"$(dirname \"$KUBECTL\")\")\" | tr '\\n' ' ' > \"$SCRATCH/mode-$MIGRATION_SLUG\"";
+    s.scripts(
+        &shell,
+        "warn",
+        &[
+            (
+                "remover",
+                &format!("{note}\nrm -rf \"$(dirname \"$MIGRATE_TRIPWIRE_REPORT\")\""),
+            ),
+            ("after", &format!("kubectl get ns\n{note}")),
+        ],
+    );
+    let (code, _, err) = s.run(&shell, "ok");
+    assert_eq!(code, 0, "{err}");
+    let read = |name: &str| std::fs::read_to_string(s.path().join(name)).unwrap();
+    let shm = Path::new(migrate::tripwire::arm::REPORT_BASE);
+    let shm_usable = tempfile::tempdir_in(shm).is_ok();
+    for slug in ["remover", "after"] {
+        let report = read(&format!("report-{slug}"));
+        assert_eq!(
+            Path::new(report.trim()).starts_with(shm),
+            shm_usable,
+            "{slug}: {report}"
+        );
+        // Both private: the reports' directory and the shim directory.
+        assert_eq!(read(&format!("mode-{slug}")).trim(), "700 700", "{slug}");
+    }
+    // Removing the reports' directory fails the script that did it (its
+    // report is gone) and the next script gets the directory back.
+    assert_eq!(s.entry("remover")["reason"], "masked-failure");
+    assert_eq!(s.entry("after")["state"], "ok", "{}", s.entry("after"));
+    let dir = Path::new(read("report-after").trim())
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    assert!(
+        !dir.exists(),
+        "the run removes its reports' directory: {}",
+        dir.display()
+    );
+}

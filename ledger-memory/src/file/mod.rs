@@ -34,7 +34,9 @@ pub const DEFAULT_COMPACT_MIN_BYTES: u64 = 1024 * 1024;
 /// **Format.** A format tag, a snapshot record, then one appended record
 /// per mutation (`migration-ledger/v2`, described in `journal.rs` and the
 /// README): a write or an attempt mark costs one append and one
-/// `fdatasync`, whatever the size of the ledger. When the file grows past
+/// `fdatasync`, whatever the size of the ledger. The append goes into a
+/// preallocated NUL tail, so the `fdatasync` writes the record's block and
+/// not the inode; the file grows by whole steps. When the file grows past
 /// twice what its live data needs (and past
 /// [`DEFAULT_COMPACT_MIN_BYTES`]), the next mutation rewrites it as a
 /// fresh snapshot (temporary file, fsync, rename, fsync of the directory),
@@ -103,6 +105,9 @@ struct View {
     end: u64,
     /// Bytes of a torn final record after `end`.
     torn: u64,
+    /// The file's length as last read or written: `end`, then a torn
+    /// record or the preallocated NUL tail (see [`crate::journal`]).
+    len: u64,
 }
 
 #[derive(Debug)]

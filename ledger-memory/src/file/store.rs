@@ -108,6 +108,7 @@ impl FileLedger {
                     state: None,
                     end: 0,
                     torn: 0,
+                    len: 0,
                 });
                 return Ok(());
             }
@@ -153,6 +154,7 @@ impl FileLedger {
         } else if meta.len() == current.end {
             current.torn = 0;
         }
+        current.len = meta.len();
         self.finish_refresh(view, write, operation)
     }
 
@@ -177,6 +179,7 @@ impl FileLedger {
                 .set_len(current.end)
                 .map_err(|e| self.io_error(operation, "truncating a torn record", &e))?;
             current.torn = 0;
+            current.len = current.end;
         }
         Ok(())
     }
@@ -218,6 +221,7 @@ impl FileLedger {
                     state: None,
                     end: 0,
                     torn: 0,
+                    len: 0,
                 });
             }
             other => other?,
@@ -231,6 +235,7 @@ impl FileLedger {
             state: parsed.state,
             end: parsed.replayed.end,
             torn: parsed.replayed.torn,
+            len: bytes.len() as u64,
         })
     }
 
@@ -315,16 +320,26 @@ impl FileLedger {
             };
             return self.replace_with_snapshot(view, target, object, operation);
         }
+        // Into the preallocated tail when the record fits (its fdatasync
+        // then writes only its block); else the file grows by whole steps,
+        // the record and a fresh tail in one write.
+        let grown = (size > current.len).then(|| journal::preallocated_len(size));
+        let mut bytes = line;
+        if let Some(len) = grown {
+            bytes.resize((len - current.end) as usize, 0);
+        }
         let appended = opened
             .file
-            .write_all_at(&line, current.end)
+            .write_all_at(&bytes, current.end)
             .and_then(|()| opened.file.sync_data());
         if let Err(e) = appended {
-            // Nothing was acknowledged: take the partial record back.
+            // Nothing was acknowledged: take the partial record back (and
+            // the tail with it; the next append makes a new one).
             let _ = opened.file.set_len(current.end);
             return Err(self.io_error(operation, "appending to the journal", &e));
         }
         current.end = size;
+        current.len = grown.unwrap_or(current.len);
         change.apply(&mut current.state);
         Ok(())
     }
@@ -358,7 +373,10 @@ impl FileLedger {
             std::process::id(),
             TMP_SEQUENCE.fetch_add(1, Ordering::Relaxed)
         ));
-        let bytes = journal::encode_file(&object);
+        let mut bytes = journal::encode_file(&object);
+        let end = bytes.len() as u64;
+        let len = journal::preallocated_len(end);
+        bytes.resize(len as usize, 0);
         let permissions = fs::metadata(target).ok().map(|m| m.permissions());
         let written = (|| {
             let file = OpenOptions::new()
@@ -393,8 +411,9 @@ impl FileLedger {
             }),
             legacy_lock: None,
             state: Some(object),
-            end: bytes.len() as u64,
+            end,
             torn: 0,
+            len,
         });
         Ok(())
     }
