@@ -168,7 +168,7 @@ impl ConfigMapLedger {
             &older_runners_lease(name),
             &description,
             options.clock.clone(),
-            options.retry.clone(),
+            options.retry,
         );
         ConfigMapLedger {
             older_runners,
