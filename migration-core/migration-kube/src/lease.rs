@@ -20,15 +20,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, Patch, Preconditions};
 use kube::{Api, Client};
 use migration_core::{Clock, Lease, LedgerError, Timestamp};
 
 use crate::error::{Class, classify, ledger_error};
 use crate::retry::{Backoff, RetryPolicy};
-
-/// The field manager for our writes to Leases.
-const FIELD_MANAGER: &str = "cozystack-migrate";
+use crate::write::{after_failed_write, patch_params, post_params};
 
 /// A Lease used as the ledger's run lock.
 #[derive(Clone)]
@@ -194,26 +192,29 @@ impl LeaseLock {
 
     /// Decides whether to retry after a failed write: conflicts and
     /// transient errors loop (re-reading first), anything else is final.
+    /// A create that lost the race to another taker (AlreadyExists) is a
+    /// conflict like any other; the rest is the backends' one rule.
     async fn retry_after(
         &self,
         operation: &'static str,
         e: &kube::Error,
         attempt: u32,
     ) -> Result<(), LedgerError> {
-        match classify(e) {
-            Class::Conflict | Class::AlreadyExists | Class::Transient
-                if attempt < self.retry.attempts =>
-            {
+        if classify(e) == Class::AlreadyExists {
+            if attempt < self.retry.attempts {
                 self.retry.pause(attempt).await;
-                Ok(())
+                return Ok(());
             }
-            Class::Conflict | Class::AlreadyExists => Err(LedgerError::Conflict {
+            return Err(LedgerError::Conflict {
                 ledger: self.ledger.clone(),
                 operation,
                 attempts: attempt,
-            }),
-            _ => Err(self.error(operation, e)),
+            });
         }
+        after_failed_write(&self.retry, &self.ledger, operation, e, attempt, |e| {
+            self.error(operation, e)
+        })
+        .await
     }
 
     async fn set(
@@ -222,13 +223,9 @@ impl LeaseLock {
         spec: serde_json::Value,
     ) -> Result<KubeLease, kube::Error> {
         let patch = serde_json::json!({ "metadata": { "resourceVersion": rv }, "spec": spec });
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PatchParams::default()
-        };
         let result = self
             .api
-            .patch(&self.name, &params, &Patch::Merge(&patch))
+            .patch(&self.name, &patch_params(), &Patch::Merge(&patch))
             .await;
         self.remember(match &result {
             Ok(l) => Seen::Present(Box::new(l.clone())),
@@ -260,11 +257,7 @@ impl LeaseLock {
             operation,
             message: e.to_string(),
         })?;
-        let params = PostParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PostParams::default()
-        };
-        let result = self.api.create(&params, &lease).await;
+        let result = self.api.create(&post_params(), &lease).await;
         self.remember(match &result {
             Ok(l) => Seen::Present(Box::new(l.clone())),
             Err(_) => Seen::Unknown,
