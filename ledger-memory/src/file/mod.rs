@@ -110,6 +110,21 @@ struct View {
     len: u64,
 }
 
+impl View {
+    /// The view of `target` when there is no file there.
+    fn absent(target: &std::path::Path) -> View {
+        View {
+            target: target.to_path_buf(),
+            file: None,
+            legacy_lock: None,
+            state: None,
+            end: 0,
+            torn: 0,
+            len: 0,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Opened {
     file: File,

@@ -101,15 +101,7 @@ impl FileLedger {
         let meta = match fs::metadata(target) {
             Ok(meta) => meta,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                *view = Some(View {
-                    target: target.to_path_buf(),
-                    file: None,
-                    legacy_lock: None,
-                    state: None,
-                    end: 0,
-                    torn: 0,
-                    len: 0,
-                });
+                *view = Some(View::absent(target));
                 return Ok(());
             }
             Err(e) => return Err(self.io_error(operation, "reading", &e)),
@@ -214,15 +206,7 @@ impl FileLedger {
     ) -> Result<View, LedgerError> {
         let opened = match self.open(target, write, operation) {
             Err(LedgerError::Permanent { .. }) if !target.exists() => {
-                return Ok(View {
-                    target: target.to_path_buf(),
-                    file: None,
-                    legacy_lock: None,
-                    state: None,
-                    end: 0,
-                    torn: 0,
-                    len: 0,
-                });
+                return Ok(View::absent(target));
             }
             other => other?,
         };
