@@ -287,16 +287,22 @@ impl LeaseLock {
         let Some(current) = self.get(OP, &mut attempt).await? else {
             return Ok(());
         };
-        let h = holding(&current);
-        match h.holder {
-            Some(other) if other != holder && self.clock.now() < h.expires => {
-                Err(LedgerError::LockHeld {
-                    ledger: self.ledger.clone(),
-                    holder: other,
-                    expires_at: h.expires,
-                })
-            }
-            _ => Ok(()),
+        match self.held_by_another(&holding(&current), holder, self.clock.now()) {
+            Some(held) => Err(held),
+            None => Ok(()),
+        }
+    }
+
+    /// [`LedgerError::LockHeld`] when `h` is an unexpired tenure of someone
+    /// other than `holder` at `now`.
+    fn held_by_another(&self, h: &Holding, holder: &str, now: Timestamp) -> Option<LedgerError> {
+        match &h.holder {
+            Some(other) if other != holder && now < h.expires => Some(LedgerError::LockHeld {
+                ledger: self.ledger.clone(),
+                holder: other.clone(),
+                expires_at: h.expires,
+            }),
+            _ => None,
         }
     }
 
@@ -320,14 +326,10 @@ impl LeaseLock {
                 None => self.create(OP, holder, ttl, now).await?,
                 Some(current) => {
                     let h = holding(&current);
-                    let ours = h.holder.as_deref() == Some(holder);
-                    if !ours && h.holder.is_some() && now < h.expires {
-                        return Err(LedgerError::LockHeld {
-                            ledger: self.ledger.clone(),
-                            holder: h.holder.unwrap_or_default(),
-                            expires_at: h.expires,
-                        });
+                    if let Some(held) = self.held_by_another(&h, holder, now) {
+                        return Err(held);
                     }
+                    let ours = h.holder.as_deref() == Some(holder);
                     let spec = if ours {
                         serde_json::json!({ "leaseDurationSeconds": Self::seconds(ttl), "renewTime": micro(now) })
                     } else {
