@@ -105,12 +105,10 @@ fn manifest_in_a_repository_without_any_tag_puts_everything_untagged() {
 fn verify_since_an_unknown_tag_is_an_error_naming_it() {
     let repo = released();
     let state = tempfile::tempdir().unwrap();
-    let tree = repo.tree();
-    let tree = tree.to_str().unwrap();
     let ledger = ledger_in(&state);
-    let (code, _, err) = json(&["seed-fresh", tree, "--ledger", &ledger]);
+    let (code, _, err) = repo.on_ledger("seed-fresh", &ledger, &[]);
     assert_eq!(code, 0, "{err}");
-    let verify_since = |since: &str| json(&["verify", tree, "--ledger", &ledger, "--since", since]);
+    let verify_since = |since: &str| repo.on_ledger("verify", &ledger, &["--since", since]);
     for since in ["v9.9.9", "1.1.0"] {
         let (code, doc, _) = verify_since(since);
         assert_eq!(code, 2, "{since}: {doc}");
@@ -126,30 +124,23 @@ fn verify_since_an_unknown_tag_is_an_error_naming_it() {
 fn verify_fails_on_a_script_changed_since_it_ran_unless_allowed() {
     let repo = released();
     let state = tempfile::tempdir().unwrap();
-    let tree = repo.tree();
-    let tree = tree.to_str().unwrap();
     let ledger = common::empty_file_ledger(&state.path().join("ledger.json"));
-    let (code, _, err) = json(&["run", tree, "--ledger", &ledger]);
+    let (code, _, err) = repo.on_ledger("run", &ledger, &[]);
     assert_eq!(code, 0, "{err}");
     repo.add("pre-apply", "a", "echo edited after it ran");
-    let (code, doc, _) = json(&["verify", tree, "--ledger", &ledger]);
+    let (code, doc, _) = repo.on_ledger("verify", &ledger, &[]);
     assert_eq!(code, 5, "{doc}");
     assert_eq!(doc["ok"], false);
     assert_eq!(doc["checksum_mismatches"][0]["slug"], "a");
     assert_first_problem(&doc, "'a' changed on disk since it was recorded");
-    let (code, doc, _) = json(&[
-        "verify",
-        tree,
-        "--ledger",
-        &ledger,
-        "--allow-checksum-mismatch",
-    ]);
+    let (code, doc, _) = repo.on_ledger("verify", &ledger, &["--allow-checksum-mismatch"]);
     assert_eq!(code, 0, "{doc}");
     assert_eq!(doc["checksum_mismatches"][0]["slug"], "a");
+    let tree = repo.tree();
     let text = migrate()
         .args([
             "verify",
-            tree,
+            tree.to_str().unwrap(),
             "--ledger",
             &ledger,
             "--allow-checksum-mismatch",
@@ -173,17 +164,11 @@ fn files_in(dir: &tempfile::TempDir) -> Vec<String> {
 fn plan_leaves_no_file_behind_on_a_fresh_or_an_existing_ledger() {
     let repo = released();
     let state = tempfile::tempdir().unwrap();
-    let tree = repo.tree();
-    let (code, _, err) = json(&[
-        "plan",
-        tree.to_str().unwrap(),
-        "--ledger",
-        &ledger_in(&state),
-    ]);
+    let (code, _, err) = repo.on_ledger("plan", &ledger_in(&state), &[]);
     assert_eq!(code, 0, "{err}");
     assert!(files_in(&state).is_empty(), "{:?}", files_in(&state));
     let ledger = common::empty_file_ledger(&state.path().join("ledger.json"));
-    let (code, _, err) = json(&["plan", tree.to_str().unwrap(), "--ledger", &ledger]);
+    let (code, _, err) = repo.on_ledger("plan", &ledger, &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(files_in(&state), ["ledger.json"], "no ledger.json.lock");
 }
@@ -193,12 +178,7 @@ fn a_run_refused_for_a_missing_order_d_creates_no_ledger_and_no_lock_file() {
     let repo = released();
     std::fs::remove_dir_all(repo.tree().join("order.d")).unwrap();
     let state = tempfile::tempdir().unwrap();
-    let (code, doc, _) = json(&[
-        "run",
-        repo.tree().to_str().unwrap(),
-        "--ledger",
-        &ledger_in(&state),
-    ]);
+    let (code, doc, _) = repo.on_ledger("run", &ledger_in(&state), &[]);
     assert_eq!(code, 2, "{doc}");
     assert_first_problem(&doc, "no order.d/ manifest");
     assert!(files_in(&state).is_empty(), "{:?}", files_in(&state));
@@ -260,7 +240,7 @@ fn a_closed_stdout_ends_every_output_path_quietly_without_a_panic() {
     }
     let doc = serde_json::json!({"format": "migration-ledger/v1", "ledger": {"revision": 1, "data": data}, "lock": null, "lock_generation": 0});
     std::fs::write(&path, doc.to_string()).unwrap();
-    let ledger = format!("file:{}", path.display());
+    let ledger = common::file_spec(&path);
     for args in [
         vec!["status", "--ledger", &ledger],
         vec!["status", "--ledger", &ledger, "--output", "json"],

@@ -8,16 +8,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{Repo, assert_first_problem, json, migrate};
-
-fn text(args: &[&str]) -> (i32, String, String) {
-    let out = migrate().args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::{Repo, assert_first_problem, json, text};
 
 #[test]
 fn init_creates_an_empty_tree_that_new_lint_manifest_and_test_accept() {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Repo, assert_first_problem, json, migrate};
+use common::{Repo, assert_first_problem, json, migrate, text};
 
 /// A repository with v1.0.0 (a, b) and v1.1.0 (c), all pre-apply, manifest generated.
 fn released() -> Repo {
@@ -20,16 +20,15 @@ fn ledger_with(dir: &tempfile::TempDir, data: serde_json::Value) -> String {
     let path = dir.path().join("ledger.json");
     let doc = serde_json::json!({"format": "migration-ledger/v1", "ledger": {"revision": 1, "data": data}, "lock": null, "lock_generation": 0});
     std::fs::write(&path, doc.to_string()).unwrap();
-    format!("file:{}", path.display())
+    common::file_spec(&path)
 }
 
-fn text(args: &[&str]) -> (i32, String, String) {
-    let out = migrate().args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+/// [`released`] with an existing, empty file ledger in a new directory
+/// (kept alive by the returned guard), and the ledger's spec.
+fn released_on_an_empty_ledger() -> (Repo, tempfile::TempDir, String) {
+    let state = tempfile::tempdir().unwrap();
+    let ledger = common::empty_file_ledger(&state.path().join("ledger.json"));
+    (released(), state, ledger)
 }
 
 const FAILED: &str = r#"{"state":"failed","at":"2026-01-02T00:00:00Z","attempts":3,"reason":"exit-status","message":"first line of output\nsecond line\nkubectl: the server is unavailable"}"#;
@@ -149,7 +148,7 @@ fn plan_text_has_a_header_row_and_earlier_attempts_and_wide_names_seeded_and_ski
         out.contains("skipped: 1 recorded (--wide names them)"),
         "{out}"
     );
-    let (code, doc, _) = json(&["plan", tree, "--ledger", &ledger]);
+    let (code, doc, _) = repo.on_ledger("plan", &ledger, &[]);
     assert_eq!(code, 0);
     assert_eq!(doc["pending"][0]["slug"], "b");
     assert_eq!(doc["pending"][0]["attempts_before"], 2);
@@ -161,7 +160,7 @@ fn plan_text_has_a_header_row_and_earlier_attempts_and_wide_names_seeded_and_ski
         "the skipped slug by name: {wide}"
     );
     let fresh = tempfile::tempdir().unwrap();
-    let fresh = format!("file:{}", fresh.path().join("ledger.json").display());
+    let fresh = common::ledger_in(&fresh);
     let (_, seeded, _) = text(&["plan", tree, "--ledger", &fresh, "-v"]);
     for slug in ["a", "b", "c"] {
         assert!(
@@ -176,9 +175,7 @@ fn plan_text_has_a_header_row_and_earlier_attempts_and_wide_names_seeded_and_ski
 
 #[test]
 fn run_prints_n_of_total_progress_and_in_json_mode_one_json_object_per_stderr_line() {
-    let repo = released();
-    let state = tempfile::tempdir().unwrap();
-    let ledger = common::empty_file_ledger(&state.path().join("ledger.json"));
+    let (repo, _state, ledger) = released_on_an_empty_ledger();
     let tree = repo.tree();
     let tree = tree.to_str().unwrap();
     let out = migrate()
@@ -222,13 +219,11 @@ fn run_prints_n_of_total_progress_and_in_json_mode_one_json_object_per_stderr_li
 
 #[test]
 fn only_re_running_a_changed_script_does_not_claim_it_is_not_re_run() {
-    let repo = released();
-    let state = tempfile::tempdir().unwrap();
-    let ledger = common::empty_file_ledger(&state.path().join("ledger.json"));
+    let (repo, _state, ledger) = released_on_an_empty_ledger();
+    let (code, _, err) = repo.on_ledger("run", &ledger, &[]);
+    assert_eq!(code, 0, "{err}");
     let tree = repo.tree();
     let tree = tree.to_str().unwrap();
-    let (code, _, err) = json(&["run", tree, "--ledger", &ledger]);
-    assert_eq!(code, 0, "{err}");
     repo.add("pre-apply", "a", "echo a, edited");
     let (_, plan, _) = text(&["plan", tree, "--ledger", &ledger, "--only", "a"]);
     assert!(
@@ -258,7 +253,7 @@ fn the_refusal_for_a_retired_legacy_slug_names_a_release_and_says_it_once() {
     std::fs::write(order.join("00000-legacy"), "gone retired\n").unwrap();
     let state = tempfile::tempdir().unwrap();
     let ledger = ledger_with(&state, serde_json::json!({"version": "1"}));
-    let (code, doc, _) = json(&["plan", repo.tree().to_str().unwrap(), "--ledger", &ledger]);
+    let (code, doc, _) = repo.on_ledger("plan", &ledger, &[]);
     assert_eq!(code, 3, "{doc}");
     let problem = doc["problems"]
         .as_array()

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Repo, assert_first_problem, fields, json, ledger_in, migrate};
+use common::{Repo, assert_first_problem, fields, json, ledger_in, migrate, text};
 
 /// A repository with v1.0.0 (a, b) and v1.1.0 (c), manifest generated.
 fn released() -> Repo {
@@ -18,12 +18,7 @@ fn released() -> Repo {
 fn plan_on_a_fresh_cluster_seeds_and_runs_nothing_then_writes_nothing() {
     let repo = released();
     let state = tempfile::tempdir().unwrap();
-    let (code, doc, err) = json(&[
-        "plan",
-        repo.tree().to_str().unwrap(),
-        "--ledger",
-        &ledger_in(&state),
-    ]);
+    let (code, doc, err) = repo.on_ledger("plan", &ledger_in(&state), &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["fresh_install"], true);
     assert_eq!(doc["seed"].as_array().unwrap().len(), 3);
@@ -39,14 +34,7 @@ fn plan_lists_pending_in_order_with_what_the_runner_needs() {
     let repo = released();
     let state = tempfile::tempdir().unwrap();
     common::empty_file_ledger(&state.path().join("ledger.json"));
-    let (code, doc, err) = json(&[
-        "plan",
-        repo.tree().to_str().unwrap(),
-        "--ledger",
-        &ledger_in(&state),
-        "--tier",
-        "pre-apply",
-    ]);
+    let (code, doc, err) = repo.on_ledger("plan", &ledger_in(&state), &["--tier", "pre-apply"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(fields(&doc["pending"], "slug"), ["a", "c"]);
     assert_eq!(doc["pending"][1]["batch"], "00002-v1.1.0");
@@ -63,12 +51,7 @@ fn a_refused_plan_exits_3_naming_every_problem() {
     let repo = released();
     repo.add("pre-apply", "stray", "echo not in the manifest");
     let state = tempfile::tempdir().unwrap();
-    let (code, doc, _) = json(&[
-        "plan",
-        repo.tree().to_str().unwrap(),
-        "--ledger",
-        &ledger_in(&state),
-    ]);
+    let (code, doc, _) = repo.on_ledger("plan", &ledger_in(&state), &[]);
     assert_eq!(code, 3);
     assert_eq!(doc["error"], "refused");
     assert_first_problem(&doc, "'stray' is on disk but in no manifest batch");
@@ -78,53 +61,36 @@ fn a_refused_plan_exits_3_naming_every_problem() {
 fn a_tree_that_does_not_load_exits_2_naming_the_file() {
     let repo = released();
     repo.write("pre-apply/broken", "#!/bin/sh\n");
-    let (code, doc, _) = json(&["plan", repo.tree().to_str().unwrap(), "--ledger", "memory:"]);
+    let (code, doc, _) = repo.on_ledger("plan", "memory:", &[]);
     assert_eq!(code, 2);
     assert_first_problem(&doc, "pre-apply/broken");
 }
 
 #[test]
 fn usage_errors_exit_2() {
-    let out = migrate()
-        .args(["plan", "x", "--ledger", "s3:bucket"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown backend"));
-    let out = migrate()
-        .args([
-            "plan",
-            "x",
-            "--ledger",
-            "memory:",
-            "--only",
-            "../../etc/passwd",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("position 0"));
+    let (code, _, err) = text(&["plan", "x", "--ledger", "s3:bucket"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown backend"), "{err}");
+    let (code, _, err) = text(&[
+        "plan",
+        "x",
+        "--ledger",
+        "memory:",
+        "--only",
+        "../../etc/passwd",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("position 0"), "{err}");
 }
 
 #[test]
 fn seed_fresh_creates_the_ledger_once_and_refuses_an_existing_one() {
     let repo = released();
     let state = tempfile::tempdir().unwrap();
-    let tree = repo.tree();
-    let (code, doc, err) = json(&[
-        "seed-fresh",
-        tree.to_str().unwrap(),
-        "--ledger",
-        &ledger_in(&state),
-    ]);
+    let (code, doc, err) = repo.on_ledger("seed-fresh", &ledger_in(&state), &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["seeded"], 3);
-    let (code, doc, _) = json(&[
-        "seed-fresh",
-        tree.to_str().unwrap(),
-        "--ledger",
-        &ledger_in(&state),
-    ]);
+    let (code, doc, _) = repo.on_ledger("seed-fresh", &ledger_in(&state), &[]);
     assert_eq!(code, 3, "{doc}");
     let (_, status, _) = json(&["status", "--ledger", &ledger_in(&state)]);
     assert_eq!(status["counts"]["skipped-fresh-install"], 3);
@@ -186,22 +152,14 @@ fn seed_fresh_renders_a_configmap_a_chart_can_ship() {
 fn verify_fails_on_missing_entries_and_since_rejects_a_fresh_install() {
     let repo = released();
     let state = tempfile::tempdir().unwrap();
-    let tree = repo.tree();
-    let tree = tree.to_str().unwrap();
-    let (code, doc, _) = json(&["verify", tree, "--ledger", &ledger_in(&state)]);
+    let ledger = ledger_in(&state);
+    let (code, doc, _) = repo.on_ledger("verify", &ledger, &[]);
     assert_eq!(code, 5);
     assert_eq!(doc["problems"].as_array().unwrap().len(), 3);
-    json(&["seed-fresh", tree, "--ledger", &ledger_in(&state)]);
-    let (code, doc, _) = json(&["verify", tree, "--ledger", &ledger_in(&state)]);
+    repo.on_ledger("seed-fresh", &ledger, &[]);
+    let (code, doc, _) = repo.on_ledger("verify", &ledger, &[]);
     assert_eq!((code, &doc["ok"]), (0, &serde_json::json!(true)));
-    let (code, doc, _) = json(&[
-        "verify",
-        tree,
-        "--ledger",
-        &ledger_in(&state),
-        "--since",
-        "v1.0.0",
-    ]);
+    let (code, doc, _) = repo.on_ledger("verify", &ledger, &["--since", "v1.0.0"]);
     assert_eq!(code, 5, "{doc}");
     let problem = doc["problems"][0].as_str().unwrap();
     assert!(

@@ -27,6 +27,38 @@ pub fn json(args: &[&str]) -> (i32, serde_json::Value, String) {
     parse(out)
 }
 
+/// Runs `migrate ARGS` in text mode and returns (exit code, stdout,
+/// stderr).
+pub fn text(args: &[&str]) -> (i32, String, String) {
+    let out = migrate().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `migrate COMMAND TREE --ledger LEDGER EXTRA... --output json`: the
+/// shape of `plan`, `run`, `verify` and `seed-fresh` against one ledger.
+pub fn on_ledger(
+    command: &str,
+    tree: &Path,
+    ledger: &str,
+    extra: &[&str],
+) -> (i32, serde_json::Value, String) {
+    let tree = tree.to_str().unwrap();
+    let mut args = vec![command, tree, "--ledger", ledger];
+    args.extend_from_slice(extra);
+    json(&args)
+}
+
+/// The `--ledger` spec of a file ledger at `path`.
+pub fn file_spec(path: &Path) -> String {
+    format!("file:{}", path.display())
+}
+
+/// Splits a finished `migrate` into (exit code, parsed stdout, stderr),
+/// panicking when stdout is not one JSON document.
 pub fn parse(out: Output) -> (i32, serde_json::Value, String) {
     let code = out.status.code().unwrap_or(-1);
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
@@ -134,6 +166,16 @@ impl Repo {
 
     pub fn git(&self, args: &[&str]) -> String {
         git(self.dir.path(), args)
+    }
+
+    /// [`on_ledger`] on this repository's `migrations/` tree.
+    pub fn on_ledger(
+        &self,
+        command: &str,
+        ledger: &str,
+        extra: &[&str],
+    ) -> (i32, serde_json::Value, String) {
+        on_ledger(command, &self.tree(), ledger, extra)
     }
 
     /// Writes `migrations/<tier>/<slug>` with a header.
@@ -313,7 +355,7 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
 /// The `--ledger` spec of a file ledger `ledger.json` in `dir` (not
 /// created).
 pub fn ledger_in(dir: &tempfile::TempDir) -> String {
-    format!("file:{}", dir.path().join("ledger.json").display())
+    file_spec(&dir.path().join("ledger.json"))
 }
 
 /// Writes an existing but empty file ledger at `path` (an upgrade, not a
@@ -321,7 +363,7 @@ pub fn ledger_in(dir: &tempfile::TempDir) -> String {
 pub fn empty_file_ledger(path: &Path) -> String {
     std::fs::write(path, r#"{"format":"migration-ledger/v1","ledger":{"revision":1,"data":{}},"lock":null,"lock_generation":0}"#)
         .unwrap();
-    format!("file:{}", path.display())
+    file_spec(path)
 }
 
 pub mod numbered;

@@ -257,45 +257,63 @@ fn pending(fixtures: &[Fixture]) -> (tempfile::TempDir, tempfile::TempDir, Strin
     (dir, state, ledger)
 }
 
-#[test]
-fn run_refuses_every_error_level_masking_fixture_before_anything_runs() {
+/// Every error-level masking fixture pending, after `migrate COMMAND` over
+/// them exited 3 naming each one.
+struct Refused {
+    fixtures: Vec<Fixture>,
+    /// The command's JSON document.
+    doc: serde_json::Value,
+    dir: tempfile::TempDir,
+    /// Holds the ledger file while the test runs.
+    _state: tempfile::TempDir,
+    ledger: String,
+}
+
+fn refused_by(command: &str) -> Refused {
     let fixtures = error_fixtures();
     let (dir, _state, ledger) = pending(&fixtures);
-    let (code, doc, _) = json(&["run", dir.path().to_str().unwrap(), "--ledger", &ledger]);
+    let (code, doc, _) = common::on_ledger(command, dir.path(), &ledger, &[]);
     assert_eq!(code, 3, "{doc}");
     assert_every_fixture_refused(&doc, &fixtures);
-    let (_, status, _) = json(&["status", "--ledger", &ledger]);
+    Refused {
+        fixtures,
+        doc,
+        dir,
+        _state,
+        ledger,
+    }
+}
+
+#[test]
+fn run_refuses_every_error_level_masking_fixture_before_anything_runs() {
+    let refused = refused_by("run");
+    let (_, status, _) = json(&["status", "--ledger", &refused.ledger]);
     assert!(status["entries"].as_array().unwrap().is_empty());
 }
 
 #[test]
 fn plan_exits_3_with_the_plan_when_run_would_refuse_a_pending_script() {
-    let fixtures = error_fixtures();
-    let (dir, _state, ledger) = pending(&fixtures);
-    let (code, doc, _) = json(&["plan", dir.path().to_str().unwrap(), "--ledger", &ledger]);
-    assert_eq!(code, 3, "{doc}");
+    let refused = refused_by("plan");
+    let doc = &refused.doc;
     assert_eq!(doc["error"], "refused");
     assert_eq!(doc["exit_code"], 3);
     assert_eq!(
         doc["plan"]["pending"].as_array().unwrap().len(),
-        fixtures.len(),
+        refused.fixtures.len(),
         "the plan itself is still reported"
     );
-    assert_every_fixture_refused(&doc, &fixtures);
     // Text mode says so too, after the plan.
-    let out = migrate()
-        .args(["plan", dir.path().to_str().unwrap(), "--ledger", &ledger])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("run would refuse this plan"));
+    let tree = refused.dir.path().to_str().unwrap();
+    let (code, out, _) = common::text(&["plan", tree, "--ledger", &refused.ledger]);
+    assert_eq!(code, 3);
+    assert!(out.contains("run would refuse this plan"));
 }
 
 #[test]
 fn plan_and_run_accept_every_legitimate_fixture() {
     let fixtures = load("legitimate");
     let (dir, _state, ledger) = pending(&fixtures);
-    let (code, doc, _) = json(&["plan", dir.path().to_str().unwrap(), "--ledger", &ledger]);
+    let (code, doc, _) = common::on_ledger("plan", dir.path(), &ledger, &[]);
     assert_eq!(code, 0, "{doc}");
     assert_eq!(doc["pending"].as_array().unwrap().len(), fixtures.len());
 }

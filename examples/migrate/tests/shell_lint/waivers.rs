@@ -5,6 +5,13 @@ use super::*;
 
 const WAIVED_FOR: &str = "# migrate: allow for-command-substitution: the list is re-read and checked after the loop\nfor ns in $(kubectl get ns -o name); do echo \"$ns\"; done";
 
+/// `migrate lint` without shellcheck of a tree whose one script, `a`, has
+/// `body`: (exit code, JSON document).
+fn lint_body(body: &str) -> (i32, serde_json::Value) {
+    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], body))]);
+    lint(dir.path(), &["--shellcheck-level", "off"], None)
+}
+
 #[test]
 fn a_waiver_with_a_reason_accepts_the_finding_reports_it_and_run_proceeds() {
     let text = script_text("pre-apply", "abort", &[], WAIVED_FOR);
@@ -41,43 +48,32 @@ fn a_waiver_with_a_reason_accepts_the_finding_reports_it_and_run_proceeds() {
 #[test]
 fn a_waiver_on_the_findings_own_line_applies_and_one_two_lines_up_does_not() {
     let same_line = "for ns in $(kubectl get ns -o name); do echo \"$ns\"; done # migrate: allow for-command-substitution: checked below";
-    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], same_line))]);
-    assert_eq!(lint(dir.path(), &["--shellcheck-level", "off"], None).0, 0);
+    assert_eq!(lint_body(same_line).0, 0);
     let too_far = WAIVED_FOR.replace("\nfor", "\necho spacer\nfor");
-    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], &too_far))]);
-    let (code, doc) = lint(dir.path(), &["--shellcheck-level", "off"], None);
+    let (code, doc) = lint_body(&too_far);
     assert_eq!(code, 2);
-    assert_eq!(
-        rules(&doc),
-        ["waiver-unused", "for-command-substitution"],
-        "{doc}"
-    );
+    let expected = ["waiver-unused", "for-command-substitution"];
+    assert_eq!(rules(&doc), expected, "{doc}");
 }
 
 #[test]
 fn a_waiver_without_a_reason_is_an_error_and_waives_nothing() {
     let body = "# migrate: allow for-command-substitution\nfor ns in $(kubectl get ns -o name); do echo \"$ns\"; done";
-    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], body))]);
-    let (code, doc) = lint(dir.path(), &["--shellcheck-level", "off"], None);
+    let (code, doc) = lint_body(body);
     assert_eq!(code, 2);
-    assert_eq!(
-        rules(&doc),
-        ["waiver-reason", "for-command-substitution"],
-        "{doc}"
-    );
+    let expected = ["waiver-reason", "for-command-substitution"];
+    assert_eq!(rules(&doc), expected, "{doc}");
     assert!(doc["waived"].as_array().unwrap().is_empty());
 }
 
 #[test]
 fn a_waiver_that_matches_nothing_is_a_warning_and_one_naming_no_rule_is_an_error() {
     let body = "# migrate: allow kubectl-error-ignored: it used to be needed\necho ok";
-    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], body))]);
-    let (code, doc) = lint(dir.path(), &["--shellcheck-level", "off"], None);
+    let (code, doc) = lint_body(body);
     assert_eq!((code, rules(&doc)), (0, vec!["waiver-unused".to_owned()]));
     assert_eq!(doc["findings"][0]["level"], "warning");
     assert_eq!(doc["findings"][0]["line"], 5);
     let body = "# migrate: allow kubectl-eror-ignored: typo\necho ok";
-    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], body))]);
-    let (code, doc) = lint(dir.path(), &["--shellcheck-level", "off"], None);
+    let (code, doc) = lint_body(body);
     assert_eq!((code, rules(&doc)), (2, vec!["waiver-rule".to_owned()]));
 }
