@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{fields, json, parse, strings};
+use common::{assert_first_problem, fields, file_spec, json, on_ledger, parse, strings};
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder};
 use migration_core::{OnError, Tier};
 use test_apiserver::TestApiServer;
@@ -40,6 +40,11 @@ fn adopt(
     json(&args)
 }
 
+/// The first `migrate run` after an adoption, which must find the ledger.
+fn first_run(scratch: &ScratchTree, spec: &str) -> (i32, serde_json::Value, String) {
+    on_ledger("run", &scratch.root(), spec, &["--require-existing-ledger"])
+}
+
 fn status(spec: &str) -> serde_json::Value {
     let (code, doc, err) = json(&["status", "--ledger", spec]);
     assert_eq!(code, 0, "{err}");
@@ -49,9 +54,7 @@ fn status(spec: &str) -> serde_json::Value {
 #[test]
 fn adopting_creates_legacy_entries_below_the_version_and_the_first_run_runs_the_rest() {
     let scratch = scratch_tree();
-    let root = scratch.root();
-    let root = root.to_str().unwrap();
-    let spec = format!("file:{}", scratch.file("ledger.json").display());
+    let spec = file_spec(&scratch.file("ledger.json"));
     let (code, doc, err) = adopt(&scratch.root(), "3", &spec, &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["outcome"], "created");
@@ -59,7 +62,7 @@ fn adopting_creates_legacy_entries_below_the_version_and_the_first_run_runs_the_
     let ledger = status(&spec);
     assert_eq!(fields(&ledger["entries"], "state"), ["legacy", "legacy"]);
 
-    let (code, run, err) = json(&["run", root, "--ledger", &spec, "--require-existing-ledger"]);
+    let (code, run, err) = first_run(&scratch, &spec);
     assert_eq!(code, 0, "{err}");
     assert_eq!(run["fresh_install"], false);
     assert_eq!(fields(&run["results"], "slug"), ["three", "fresh"]);
@@ -69,9 +72,7 @@ fn adopting_creates_legacy_entries_below_the_version_and_the_first_run_runs_the_
 #[test]
 fn adopting_twice_is_a_no_op_and_a_ledger_with_other_entries_is_refused() {
     let scratch = scratch_tree();
-    let root = scratch.root();
-    let root = root.to_str().unwrap();
-    let spec = format!("file:{}", scratch.file("ledger.json").display());
+    let spec = file_spec(&scratch.file("ledger.json"));
     let adopt_version = |version: &str| adopt(&scratch.root(), version, &spec, &[]);
     assert_eq!(adopt_version("4").0, 0);
     let (code, doc, err) = adopt_version("4");
@@ -82,22 +83,14 @@ fn adopting_twice_is_a_no_op_and_a_ledger_with_other_entries_is_refused() {
     // Another integer would mark other migrations applied.
     let (code, doc, _) = adopt_version("2");
     assert_eq!(code, 3, "{doc}");
-    assert!(
-        doc["problems"][0]
-            .as_str()
-            .unwrap()
-            .contains("not exactly this adoption")
-    );
+    assert_first_problem(&doc, "not exactly this adoption");
 
     // Once the engine ran, the ledger is the engine's.
-    assert_eq!(json(&["run", root, "--ledger", &spec]).0, 0);
+    assert_eq!(on_ledger("run", &scratch.root(), &spec, &[]).0, 0);
     let (code, doc, _) = adopt_version("4");
     assert_eq!(code, 3, "{doc}");
-    let problem = doc["problems"][0].as_str().unwrap();
-    assert!(
-        problem.contains("ledger.json") && problem.contains("never rewrites"),
-        "{problem}"
-    );
+    assert_first_problem(&doc, "ledger.json");
+    assert_first_problem(&doc, "never rewrites");
     assert_eq!(
         fields(&status(&spec)["entries"], "state"),
         ["ok", "legacy", "legacy", "legacy"],
@@ -108,30 +101,20 @@ fn adopting_twice_is_a_no_op_and_a_ledger_with_other_entries_is_refused() {
 #[test]
 fn a_version_beyond_the_legacy_map_or_a_tree_without_one_is_bad_input() {
     let scratch = scratch_tree();
-    let root = scratch.root();
-    let spec = format!("file:{}", scratch.file("ledger.json").display());
-    let (code, doc, _) = adopt(&root, "9", &spec, &[]);
+    let spec = file_spec(&scratch.file("ledger.json"));
+    let (code, doc, _) = adopt(&scratch.root(), "9", &spec, &[]);
     assert_eq!(code, 2, "{doc}");
-    let problem = doc["problems"][0].as_str().unwrap();
-    assert!(
-        problem.contains("legacy-map ends at 3") && problem.contains("4..8"),
-        "{problem}"
-    );
+    assert_first_problem(&doc, "legacy-map ends at 3");
+    assert_first_problem(&doc, "4..8");
     assert!(!scratch.file("ledger.json").exists());
 
     let bare = TreeBuilder::new()
         .pre("a")
         .manifest(&[("00001-v1", "a\n")])
         .scratch();
-    let root = bare.root();
-    let (code, doc, _) = adopt(&root, "1", &spec, &[]);
+    let (code, doc, _) = adopt(&bare.root(), "1", &spec, &[]);
     assert_eq!(code, 2, "{doc}");
-    assert!(
-        doc["problems"][0]
-            .as_str()
-            .unwrap()
-            .contains("no legacy-map")
-    );
+    assert_first_problem(&doc, "no legacy-map");
 }
 
 #[test]
@@ -139,19 +122,15 @@ fn a_numbered_runners_version_file_is_refused_as_a_file_ledger_naming_adopt() {
     let scratch = scratch_tree();
     let path = scratch.file("version.json");
     std::fs::write(&path, r#"{"version":"4"}"#).unwrap();
-    let spec = format!("file:{}", path.display());
+    let spec = file_spec(&path);
     for args in [
         vec!["status", "--ledger", &spec],
         vec!["plan", scratch.root().to_str().unwrap(), "--ledger", &spec],
     ] {
         let (code, doc, _) = json(&args);
         assert_ne!(code, 0, "{args:?}: {doc}");
-        let problem = doc["problems"][0].as_str().unwrap();
-        assert!(
-            problem.contains("numbered runner")
-                && problem.contains("migrate adopt --legacy-version 4"),
-            "{problem}"
-        );
+        assert_first_problem(&doc, "numbered runner");
+        assert_first_problem(&doc, "migrate adopt --legacy-version 4");
     }
     assert_eq!(
         std::fs::read_to_string(&path).unwrap(),
@@ -189,12 +168,7 @@ async fn a_configmap_holding_only_the_version_is_completed_and_another_version_r
     };
     let (code, doc, _) = adopt("2").await.unwrap();
     assert_eq!(code, 3, "{doc}");
-    assert!(
-        doc["problems"][0]
-            .as_str()
-            .unwrap()
-            .contains("version is 3")
-    );
+    assert_first_problem(&doc, "version is 3");
 
     let (code, doc, err) = adopt("3").await.unwrap();
     assert_eq!(code, 0, "{err}");
@@ -234,15 +208,13 @@ fn diverged_tree() -> ScratchTree {
 /// `migrate adopt` of version 3 with these `--ran` slugs, then (when it
 /// succeeded) the first run: (adopt's exit, its document, the run's slugs).
 fn adopt_then_run(scratch: &ScratchTree, ran: &[&str]) -> (i32, serde_json::Value, Vec<String>) {
-    let root = scratch.root();
-    let root = root.to_str().unwrap();
-    let spec = format!("file:{}", scratch.file("ledger.json").display());
+    let spec = file_spec(&scratch.file("ledger.json"));
     let ran: Vec<&str> = ran.iter().flat_map(|slug| ["--ran", slug]).collect();
     let (code, doc, _) = adopt(&scratch.root(), "3", &spec, &ran);
     if code != 0 {
         return (code, doc, Vec::new());
     }
-    let (run_code, run, err) = json(&["run", root, "--ledger", &spec, "--require-existing-ledger"]);
+    let (run_code, run, err) = first_run(scratch, &spec);
     assert_eq!(run_code, 0, "{err}");
     assert_eq!(fields(&run["results"], "slug"), scratch.lines("ran"));
     (code, doc, scratch.lines("ran"))

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{fields, parse};
+use common::{assert_first_problem, fields, file_spec, parse};
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder};
 use migration_core::{OnError, Tier};
 use test_apiserver::TestApiServer;
@@ -26,10 +26,21 @@ fn scratch_tree() -> ScratchTree {
         .scratch()
 }
 
-fn run_json(args: &[&str], env: &[(&str, &str)]) -> (i32, serde_json::Value, String) {
+/// `migrate COMMAND ROOT --ledger SPEC EXTRA... --output json` on
+/// `scratch`'s tree with `env` set and the guard's variable otherwise unset.
+fn on_ledger(
+    scratch: &ScratchTree,
+    command: &str,
+    spec: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, serde_json::Value, String) {
     let mut cmd = common::migrate();
     cmd.env_remove("MIGRATE_REQUIRE_EXISTING_LEDGER")
-        .args(args)
+        .arg(command)
+        .arg(scratch.root())
+        .args(["--ledger", spec])
+        .args(extra)
         .args(["--output", "json"]);
     for (k, v) in env {
         cmd.env(k, v);
@@ -40,10 +51,8 @@ fn run_json(args: &[&str], env: &[(&str, &str)]) -> (i32, serde_json::Value, Str
 #[test]
 fn plan_and_run_refuse_a_missing_file_ledger_when_an_existing_one_is_required() {
     let scratch = scratch_tree();
-    let root = scratch.root();
-    let root = root.to_str().unwrap();
     let path = scratch.file("mistyped-ledger.json");
-    let spec = format!("file:{}", path.display());
+    let spec = file_spec(&path);
     let by_flag = ["--require-existing-ledger"];
     for (command, extra, env) in [
         ("plan", &by_flag[..], &[][..]),
@@ -59,18 +68,13 @@ fn plan_and_run_refuse_a_missing_file_ledger_when_an_existing_one_is_required() 
             &[("MIGRATE_REQUIRE_EXISTING_LEDGER", "true")][..],
         ),
     ] {
-        let mut args = vec![command, root, "--ledger", &spec];
-        args.extend_from_slice(extra);
-        let (code, doc, err) = run_json(&args, env);
+        let (code, doc, err) = on_ledger(&scratch, command, &spec, extra, env);
         assert_eq!(code, 3, "{command} {extra:?} {env:?}: {doc} {err}");
         assert_eq!(doc["error"], "refused");
-        let problem = doc["problems"][0].as_str().unwrap();
-        assert!(
-            problem.contains(&path.display().to_string())
-                && problem.contains("no ledger exists")
-                && problem.contains("fresh install"),
-            "the refusal names the ledger and why: {problem}"
-        );
+        // The refusal names the ledger and why.
+        assert_first_problem(&doc, &path.display().to_string());
+        assert_first_problem(&doc, "no ledger exists");
+        assert_first_problem(&doc, "fresh install");
         assert!(
             !path.exists(),
             "{command}: a refused command created the ledger"
@@ -82,12 +86,9 @@ fn plan_and_run_refuse_a_missing_file_ledger_when_an_existing_one_is_required() 
 #[test]
 fn a_false_environment_value_leaves_the_guard_off() {
     let scratch = scratch_tree();
-    let root = scratch.root();
-    let spec = format!("file:{}", scratch.file("ledger.json").display());
-    let (code, doc, err) = run_json(
-        &["plan", root.to_str().unwrap(), "--ledger", &spec],
-        &[("MIGRATE_REQUIRE_EXISTING_LEDGER", "false")],
-    );
+    let spec = file_spec(&scratch.file("ledger.json"));
+    let off = [("MIGRATE_REQUIRE_EXISTING_LEDGER", "false")];
+    let (code, doc, err) = on_ledger(&scratch, "plan", &spec, &[], &off);
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["fresh_install"], true);
 }
@@ -95,14 +96,9 @@ fn a_false_environment_value_leaves_the_guard_off() {
 #[test]
 fn a_fresh_install_is_announced_on_stderr_and_in_the_json_of_plan_and_run() {
     let scratch = scratch_tree();
-    let root = scratch.root();
-    let root = root.to_str().unwrap();
     let path = scratch.file("ledger.json");
-    let spec = format!("file:{}", path.display());
-    let (code, plan, err) = run_json(
-        &["plan", root, "--ledger", &spec, "--tier", "pre-apply"],
-        &[],
-    );
+    let spec = file_spec(&path);
+    let (code, plan, err) = on_ledger(&scratch, "plan", &spec, &["--tier", "pre-apply"], &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(plan["fresh_install"], true);
     let reason = plan["fresh_install_reason"].as_str().unwrap();
@@ -112,7 +108,7 @@ fn a_fresh_install_is_announced_on_stderr_and_in_the_json_of_plan_and_run() {
         "plan's stderr: {err}"
     );
 
-    let (code, run, err) = run_json(&["run", root, "--ledger", &spec], &[]);
+    let (code, run, err) = on_ledger(&scratch, "run", &spec, &[], &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(run["fresh_install"], true);
     assert_eq!(run["fresh_install_reason"], reason);
@@ -126,18 +122,15 @@ fn a_fresh_install_is_announced_on_stderr_and_in_the_json_of_plan_and_run() {
     let path2 = scratch.file("ledger2.json");
     let out = common::migrate()
         .env_remove("MIGRATE_REQUIRE_EXISTING_LEDGER")
-        .args([
-            "plan",
-            root,
-            "--ledger",
-            &format!("file:{}", path2.display()),
-        ])
+        .arg("plan")
+        .arg(scratch.root())
+        .args(["--ledger", &file_spec(&path2)])
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("FRESH INSTALL"));
 
     // The ledger exists now: neither the notice nor the field again.
-    let (code, again, err) = run_json(&["plan", root, "--ledger", &spec], &[]);
+    let (code, again, err) = on_ledger(&scratch, "plan", &spec, &[], &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(again["fresh_install"], false);
     assert!(again["fresh_install_reason"].is_null());
@@ -147,18 +140,8 @@ fn a_fresh_install_is_announced_on_stderr_and_in_the_json_of_plan_and_run() {
 #[test]
 fn an_existing_ledger_passes_the_guard_and_its_migrations_run() {
     let scratch = scratch_tree();
-    let root = scratch.root();
     let spec = common::empty_file_ledger(&scratch.file("ledger.json"));
-    let (code, doc, err) = run_json(
-        &[
-            "run",
-            root.to_str().unwrap(),
-            "--ledger",
-            &spec,
-            "--require-existing-ledger",
-        ],
-        &[],
-    );
+    let (code, doc, err) = on_ledger(&scratch, "run", &spec, &["--require-existing-ledger"], &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(fields(&doc["results"], "outcome"), ["ok"]);
     assert!(scratch.file("ran").exists());
@@ -187,11 +170,8 @@ async fn a_deleted_ledger_configmap_is_refused_when_an_existing_one_is_required(
     };
     let (code, doc, err) = output(&["--require-existing-ledger"]).await.unwrap();
     assert_eq!(code, 3, "{doc} {err}");
-    let problem = doc["problems"][0].as_str().unwrap();
-    assert!(
-        problem.contains("cozy-system/cozystack-version") && problem.contains("no ledger exists"),
-        "{problem}"
-    );
+    assert_first_problem(&doc, "cozy-system/cozystack-version");
+    assert_first_problem(&doc, "no ledger exists");
     assert!(
         server
             .object("configmaps", "cozy-system", "cozystack-version")
