@@ -9,7 +9,7 @@ mod common;
 
 use std::process::Stdio;
 
-use common::{Repo, assert_first_problem, json, ledger_in, migrate};
+use common::{Repo, assert_first_problem, ledger_in, migrate};
 
 /// A repository with v1.0.0 (a) and v1.1.0 (b), manifest generated.
 fn released() -> Repo {
@@ -17,18 +17,6 @@ fn released() -> Repo {
         ("v1.0.0", &[("pre-apply", "a")]),
         ("v1.1.0", &[("pre-apply", "b")]),
     ])
-}
-
-fn manifest_with(repo: &Repo, path: &str, extra: &[&str]) -> (i32, serde_json::Value, String) {
-    let mut args = vec![
-        "manifest",
-        "--repo",
-        repo.path().to_str().unwrap(),
-        "--path",
-        path,
-    ];
-    args.extend_from_slice(extra);
-    json(&args)
 }
 
 fn batch_names(doc: &serde_json::Value) -> Vec<String> {
@@ -45,7 +33,7 @@ fn manifest_normalises_dot_slash_trailing_slash_and_an_absolute_path_inside_the_
         "migrations/",
         absolute.to_str().unwrap(),
     ] {
-        let (code, doc, err) = manifest_with(&repo, path, &[]);
+        let (code, doc, err) = repo.manifest_at(path, &[]);
         assert_eq!(code, 0, "{path}: {err}");
         assert_eq!(
             batch_names(&doc),
@@ -59,10 +47,10 @@ fn manifest_normalises_dot_slash_trailing_slash_and_an_absolute_path_inside_the_
 fn manifest_refuses_an_absolute_path_outside_the_repo_and_a_missing_path() {
     let repo = released();
     let elsewhere = tempfile::tempdir().unwrap();
-    let (code, doc, _) = manifest_with(&repo, elsewhere.path().to_str().unwrap(), &[]);
+    let (code, doc, _) = repo.manifest_at(elsewhere.path().to_str().unwrap(), &[]);
     assert_eq!(code, 2, "{doc}");
     assert_first_problem(&doc, "outside the repository");
-    let (code, doc, _) = manifest_with(&repo, "migratoins", &[]);
+    let (code, doc, _) = repo.manifest_at("migratoins", &[]);
     assert_eq!(code, 2, "{doc}");
     assert_first_problem(&doc, "migratoins");
     assert_first_problem(&doc, "does not exist");
@@ -71,7 +59,7 @@ fn manifest_refuses_an_absolute_path_outside_the_repo_and_a_missing_path() {
 #[test]
 fn manifest_with_a_tag_pattern_matching_no_tag_is_an_error_naming_the_pattern() {
     let repo = released();
-    let (code, doc, _) = manifest_with(&repo, "migrations", &["--tag-pattern", "release-*"]);
+    let (code, doc, _) = repo.manifest_at("migrations", &["--tag-pattern", "release-*"]);
     assert_eq!(code, 2, "{doc}");
     assert_eq!(doc["error"], "bad-input");
     assert_first_problem(&doc, "no tag matches --tag-pattern \"release-*\"");
@@ -82,11 +70,11 @@ fn manifest_of_a_path_that_no_tag_holds_is_an_error_unless_the_tree_is_declared_
     let repo = released();
     repo.write("../other/pre-apply/.gitkeep", "");
     repo.write("../other/background/.gitkeep", "");
-    let (code, doc, _) = manifest_with(&repo, "other", &[]);
+    let (code, doc, _) = repo.manifest_at("other", &[]);
     assert_eq!(code, 2, "{doc}");
     assert_first_problem(&doc, "other/pre-apply");
     assert_first_problem(&doc, "--allow-new-path");
-    let (code, doc, err) = manifest_with(&repo, "other", &["--allow-new-path"]);
+    let (code, doc, err) = repo.manifest_at("other", &["--allow-new-path"]);
     assert_eq!(code, 0, "{err}");
     assert!(batch_names(&doc).is_empty(), "{doc}");
 }
@@ -96,7 +84,7 @@ fn manifest_in_a_repository_without_any_tag_puts_everything_untagged() {
     let repo = Repo::new();
     repo.add("pre-apply", "first", "echo first");
     repo.commit("first script, no release yet");
-    let (code, doc, err) = manifest_with(&repo, "migrations", &[]);
+    let (code, doc, err) = repo.manifest_at("migrations", &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(batch_names(&doc), ["99999-untagged"]);
 }

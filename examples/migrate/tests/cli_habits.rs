@@ -44,13 +44,7 @@ fn init_creates_an_empty_tree_that_new_lint_manifest_and_test_accept() {
     // The scaffold exits 1 until written, but it is well-formed.
     assert!(code == 0 || code == 2, "{err}");
     repo.commit("init");
-    let (code, doc, err) = json(&[
-        "manifest",
-        "--repo",
-        repo.path().to_str().unwrap(),
-        "--path",
-        "platform/migrations",
-    ]);
+    let (code, doc, err) = repo.manifest_at("platform/migrations", &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         Repo::batches(&doc),

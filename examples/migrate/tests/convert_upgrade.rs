@@ -39,15 +39,9 @@ fn convert_line(repo: &Repo, dir: &Path) -> (serde_json::Value, PathBuf) {
     git(dir, &["init", "--quiet", "-b", "main"]);
     git(dir, &["add", "-A"]);
     git(dir, &["commit", "--quiet", "-m", "converted"]);
-    let (code, manifest, err) = json(&[
-        "manifest",
-        "--repo",
-        dir.to_str().unwrap(),
-        "--path",
-        "tree",
-        "--out",
-        tree.join("order.d").to_str().unwrap(),
-    ]);
+    let order = tree.join("order.d");
+    let (code, manifest, err) =
+        common::manifest_of(dir, "tree", &["--out", order.to_str().unwrap()]);
     assert_eq!(
         code, 0,
         "the converted tree fails manifest: {err}\n{manifest}"

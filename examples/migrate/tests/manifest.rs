@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Repo, assert_first_problem, batches, json, strings};
+use common::{Repo, assert_first_problem, strings};
 
 #[test]
 fn tags_on_the_main_line_become_batches_and_new_work_is_untagged() {
@@ -16,16 +16,11 @@ fn tags_on_the_main_line_become_batches_and_new_work_is_untagged() {
     repo.tag("v1.1.0");
     repo.add("pre-apply", "d", "echo d");
     repo.commit("work in progress");
-    let (code, doc, err) = repo.manifest();
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        Repo::batches(&doc),
-        batches(&[
-            ("00001-v1.0.0", &["a", "b"]),
-            ("00002-v1.1.0-rc.1", &["c"]),
-            ("99999-untagged", &["d"])
-        ])
-    );
+    repo.assert_batches(&[
+        ("00001-v1.0.0", &["a", "b"]),
+        ("00002-v1.1.0-rc.1", &["c"]),
+        ("99999-untagged", &["d"]),
+    ]);
     let files: Vec<String> = std::fs::read_dir(repo.tree().join("order.d"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -46,11 +41,10 @@ fn tags_on_the_main_line_become_batches_and_new_work_is_untagged() {
 fn a_build_exactly_at_a_tag_has_no_untagged_batch_and_is_a_prefix_of_later_builds() {
     let repo = Repo::new();
     repo.release_with("v1.0.0", &[("pre-apply", "a")]);
-    let (_, at_tag, _) = repo.manifest();
-    assert_eq!(Repo::batches(&at_tag), batches(&[("00001-v1.0.0", &["a"])]));
+    let at_tag = repo.assert_batches(&[("00001-v1.0.0", &["a"])]);
     repo.release_with("v1.1.0", &[("pre-apply", "b")]);
     let (_, later, _) = repo.manifest();
-    assert_eq!(Repo::batches(&later)[..1], Repo::batches(&at_tag)[..]);
+    assert_eq!(Repo::batches(&later)[..1], at_tag[..]);
 }
 
 #[test]
@@ -59,15 +53,10 @@ fn legacy_map_slugs_go_first_in_integer_order() {
     repo.write("legacy-map", "1 zeta\n2 alpha\n");
     let scripts = ["zeta", "alpha", "new"].map(|slug| ("pre-apply", slug));
     repo.release_with("v1.0.0", &scripts);
-    let (code, doc, err) = repo.manifest();
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        Repo::batches(&doc),
-        batches(&[
-            ("00000-legacy", &["zeta", "alpha"]),
-            ("00001-v1.0.0", &["new"])
-        ])
-    );
+    repo.assert_batches(&[
+        ("00000-legacy", &["zeta", "alpha"]),
+        ("00001-v1.0.0", &["new"]),
+    ]);
 }
 
 #[test]
@@ -76,21 +65,11 @@ fn a_backport_with_the_same_content_lands_in_each_lines_own_batch() {
     repo.release_with("v1.0.0", &[("pre-apply", "a")]);
     repo.branch("release-1.0");
     repo.release_with("v1.0.1", &[("pre-apply", "fix")]);
-    let (code, on_branch, err) = repo.manifest();
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        Repo::batches(&on_branch),
-        batches(&[("00001-v1.0.0", &["a"]), ("00002-v1.0.1", &["fix"])])
-    );
+    repo.assert_batches(&[("00001-v1.0.0", &["a"]), ("00002-v1.0.1", &["fix"])]);
     repo.checkout("main");
     std::fs::remove_dir_all(repo.tree().join("order.d")).unwrap();
     repo.release_with("v1.1.0", &[("pre-apply", "fix"), ("pre-apply", "c")]);
-    let (code, on_main, err) = repo.manifest();
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        Repo::batches(&on_main),
-        batches(&[("00001-v1.0.0", &["a"]), ("00002-v1.1.0", &["c", "fix"])])
-    );
+    repo.assert_batches(&[("00001-v1.0.0", &["a"]), ("00002-v1.1.0", &["c", "fix"])]);
 }
 
 #[test]
@@ -144,12 +123,7 @@ fn a_deleted_shipped_script_stays_as_a_retired_line() {
     repo.release_with("v1.0.0", &[("pre-apply", "a"), ("pre-apply", "old")]);
     repo.remove("pre-apply", "old");
     repo.release("v1.1.0");
-    let (code, doc, err) = repo.manifest();
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        Repo::batches(&doc),
-        batches(&[("00001-v1.0.0", &["a", "old retired"])])
-    );
+    repo.assert_batches(&[("00001-v1.0.0", &["a", "old retired"])]);
 }
 
 #[test]
@@ -165,17 +139,12 @@ fn a_late_merged_old_migration_lands_at_the_end_never_in_the_middle() {
     let (_, before, _) = repo.manifest();
     std::fs::remove_dir_all(repo.tree().join("order.d")).unwrap();
     repo.merge("old-pr");
-    let (code, after, err) = repo.manifest();
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        Repo::batches(&after),
-        batches(&[
-            ("00001-v1.0.0", &["a"]),
-            ("00002-v1.1.0", &["b"]),
-            ("99999-untagged", &["aaa-old-pr"])
-        ])
-    );
-    assert_eq!(Repo::batches(&after)[..2], Repo::batches(&before)[..]);
+    let after = repo.assert_batches(&[
+        ("00001-v1.0.0", &["a"]),
+        ("00002-v1.1.0", &["b"]),
+        ("99999-untagged", &["aaa-old-pr"]),
+    ]);
+    assert_eq!(after[..2], Repo::batches(&before)[..]);
 }
 
 #[test]
@@ -184,12 +153,7 @@ fn requires_reorders_within_a_batch() {
     repo.add_requiring("pre-apply", "a-uses-z", &["z-base"], "echo a");
     repo.add("pre-apply", "z-base", "echo z");
     repo.release_with("v1.0.0", &[("pre-apply", "m")]);
-    let (code, doc, err) = repo.manifest();
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        Repo::batches(&doc),
-        batches(&[("00001-v1.0.0", &["m", "z-base", "a-uses-z"])])
-    );
+    repo.assert_batches(&[("00001-v1.0.0", &["m", "z-base", "a-uses-z"])]);
 }
 
 #[test]
@@ -205,13 +169,7 @@ fn a_shallow_clone_is_refused() {
         .status()
         .unwrap();
     assert!(status.success());
-    let (code, doc, _) = json(&[
-        "manifest",
-        "--repo",
-        clone.path().join("c").to_str().unwrap(),
-        "--path",
-        "migrations",
-    ]);
+    let (code, doc, _) = common::manifest_of(&clone.path().join("c"), "migrations", &[]);
     assert_eq!(code, 2);
     assert_first_problem(&doc, "shallow clone");
 }
@@ -227,11 +185,7 @@ fn merging_a_release_branch_back_breaks_release_order_and_is_refused() {
     repo.merge("release-1.0");
     let (code, doc, _) = repo.manifest();
     assert_eq!(code, 2);
-    let text = doc["problems"][0].as_str().unwrap();
-    assert!(
-        text.contains("v1.0.1 is not an ancestor of v1.1.0"),
-        "{text}"
-    );
+    assert_first_problem(&doc, "v1.0.1 is not an ancestor of v1.1.0");
 }
 
 #[test]
@@ -244,15 +198,7 @@ fn a_tag_that_matches_the_pattern_but_is_not_a_version_is_refused() {
     assert_first_problem(&doc, "\"very-important\"");
     // A narrower pattern leaves it out (a pattern that matched no tag at
     // all would be an error: tests/cli_fail_closed.rs).
-    let (code, _, err) = json(&[
-        "manifest",
-        "--repo",
-        repo.path().to_str().unwrap(),
-        "--path",
-        "migrations",
-        "--tag-pattern",
-        "v[0-9]*",
-    ]);
+    let (code, _, err) = repo.manifest_at("migrations", &["--tag-pattern", "v[0-9]*"]);
     assert_eq!(code, 0, "{err}");
 }
 

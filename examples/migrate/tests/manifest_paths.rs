@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{Repo, json};
+use common::Repo;
 
 /// v1.0.0 has the tree at `old/migrations` (script `a`); v1.1.0 moved it
 /// to `migrations` and added `b`.
@@ -27,15 +27,7 @@ fn moved() -> Repo {
 }
 
 fn manifest(repo: &Repo, extra: &[&str]) -> (i32, serde_json::Value, String) {
-    let mut args = vec![
-        "manifest",
-        "--repo",
-        repo.path().to_str().unwrap(),
-        "--path",
-        "migrations",
-    ];
-    args.extend_from_slice(extra);
-    json(&args)
+    repo.manifest_at("migrations", extra)
 }
 
 #[test]

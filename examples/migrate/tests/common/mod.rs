@@ -52,6 +52,13 @@ pub fn on_ledger(
     json(&args)
 }
 
+/// Runs `migrate manifest --repo REPO --path PATH EXTRA... --output json`.
+pub fn manifest_of(repo: &Path, path: &str, extra: &[&str]) -> (i32, serde_json::Value, String) {
+    let mut args = vec!["manifest", "--repo", repo.to_str().unwrap(), "--path", path];
+    args.extend_from_slice(extra);
+    json(&args)
+}
+
 /// The `--ledger` spec of a file ledger at `path`.
 pub fn file_spec(path: &Path) -> String {
     format!("file:{}", path.display())
@@ -300,15 +307,22 @@ impl Repo {
     /// Generates the manifest into `migrations/order.d` and returns the JSON document.
     pub fn manifest(&self) -> (i32, serde_json::Value, String) {
         let out_dir = self.tree().join("order.d");
-        json(&[
-            "manifest",
-            "--repo",
-            self.path().to_str().unwrap(),
-            "--path",
-            "migrations",
-            "--out",
-            out_dir.to_str().unwrap(),
-        ])
+        self.manifest_at("migrations", &["--out", out_dir.to_str().unwrap()])
+    }
+
+    /// Generates the manifest, asserts that it succeeds with `expected`
+    /// as its batches (see [`Self::batches`]), and returns them.
+    pub fn assert_batches(&self, expected: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+        let (code, doc, err) = self.manifest();
+        assert_eq!(code, 0, "{err}");
+        let got = Self::batches(&doc);
+        assert_eq!(got, batches(expected));
+        got
+    }
+
+    /// [`manifest_of`] this repository.
+    pub fn manifest_at(&self, path: &str, extra: &[&str]) -> (i32, serde_json::Value, String) {
+        manifest_of(self.path(), path, extra)
     }
 
     /// The manifest as `[(batch, [lines])]`, from the JSON document.
