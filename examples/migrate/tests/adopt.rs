@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_first_problem, fields, file_spec, json, on_ledger, parse, strings};
+use common::{assert_first_problem, fields, file_spec, json, on_ledger, strings};
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder};
 use migration_core::{OnError, Tier};
 use test_apiserver::TestApiServer;
@@ -153,24 +153,23 @@ async fn a_configmap_holding_only_the_version_is_completed_and_another_version_r
                 "data": {"version": "3"}}),
         )
         .unwrap();
-    let adopt = |version: &'static str| {
-        let mut cmd = common::migrate();
-        cmd.args(["adopt", &root, "--legacy-version", version])
-            .args([
-                "--ledger",
-                "configmap:cozy-system/cozystack-version",
-                "--output",
-                "json",
-            ])
-            .env("KUBECONFIG", &kc)
-            .env_remove("KUBERNETES_SERVICE_HOST");
-        tokio::task::spawn_blocking(move || parse(cmd.output().unwrap()))
+    let adopt = |version: &str| {
+        let ledger = "configmap:cozy-system/cozystack-version";
+        let args = [
+            "adopt",
+            &root,
+            "--legacy-version",
+            version,
+            "--ledger",
+            ledger,
+        ];
+        common::json_on_cluster(&kc, &args)
     };
-    let (code, doc, _) = adopt("2").await.unwrap();
+    let (code, doc, _) = adopt("2").await;
     assert_eq!(code, 3, "{doc}");
     assert_first_problem(&doc, "version is 3");
 
-    let (code, doc, err) = adopt("3").await.unwrap();
+    let (code, doc, err) = adopt("3").await;
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["outcome"], "seeded");
     let cm = server

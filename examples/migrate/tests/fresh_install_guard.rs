@@ -36,8 +36,7 @@ fn on_ledger(
     env: &[(&str, &str)],
 ) -> (i32, serde_json::Value, String) {
     let mut cmd = common::migrate();
-    cmd.env_remove("MIGRATE_REQUIRE_EXISTING_LEDGER")
-        .arg(command)
+    cmd.arg(command)
         .arg(scratch.root())
         .args(["--ledger", spec])
         .args(extra)
@@ -121,7 +120,6 @@ fn a_fresh_install_is_announced_on_stderr_and_in_the_json_of_plan_and_run() {
     // Text mode says it on stderr too, where a hook Job's log shows it.
     let path2 = scratch.file("ledger2.json");
     let out = common::migrate()
-        .env_remove("MIGRATE_REQUIRE_EXISTING_LEDGER")
         .arg("plan")
         .arg(scratch.root())
         .args(["--ledger", &file_spec(&path2)])
@@ -152,23 +150,14 @@ async fn a_deleted_ledger_configmap_is_refused_when_an_existing_one_is_required(
     let server = TestApiServer::start().await;
     let scratch = scratch_tree();
     let kc = common::kubeconfig_for(scratch.dir(), &server.url());
-    let root = scratch.root().to_str().unwrap().to_owned();
-    let output = |extra: &'static [&'static str]| {
-        let mut cmd = common::migrate();
-        cmd.env_remove("MIGRATE_REQUIRE_EXISTING_LEDGER")
-            .args([
-                "run",
-                &root,
-                "--ledger",
-                "configmap:cozy-system/cozystack-version",
-            ])
-            .args(extra)
-            .args(["--output", "json"])
-            .env("KUBECONFIG", &kc)
-            .env_remove("KUBERNETES_SERVICE_HOST");
-        tokio::task::spawn_blocking(move || parse(cmd.output().unwrap()))
+    let root = scratch.root();
+    let run = |extra: &[&str]| {
+        let ledger = "configmap:cozy-system/cozystack-version";
+        let mut args = vec!["run", root.to_str().unwrap(), "--ledger", ledger];
+        args.extend_from_slice(extra);
+        common::json_on_cluster(&kc, &args)
     };
-    let (code, doc, err) = output(&["--require-existing-ledger"]).await.unwrap();
+    let (code, doc, err) = run(&["--require-existing-ledger"]).await;
     assert_eq!(code, 3, "{doc} {err}");
     assert_first_problem(&doc, "cozy-system/cozystack-version");
     assert_first_problem(&doc, "no ledger exists");
@@ -179,7 +168,7 @@ async fn a_deleted_ledger_configmap_is_refused_when_an_existing_one_is_required(
         "a refused run created the ledger"
     );
 
-    let (code, doc, err) = output(&[]).await.unwrap();
+    let (code, doc, err) = run(&[]).await;
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["fresh_install"], true);
     assert!(err.contains("FRESH INSTALL"), "{err}");

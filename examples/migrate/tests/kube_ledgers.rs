@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{fields, kubeconfig_for, parse};
+use common::{fields, kubeconfig_for};
 use ledger_crd::{GROUP, KIND, PLURAL, VERSION};
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder};
 use migration_core::{OnError, Tier};
@@ -23,15 +23,7 @@ fn scratch_tree() -> ScratchTree {
 }
 
 async fn migrate(kubeconfig: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
-    let mut cmd = common::migrate();
-    cmd.args(args)
-        .args(["--output", "json"])
-        .env("KUBECONFIG", kubeconfig)
-        .env_remove("KUBERNETES_SERVICE_HOST");
-    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
-    parse(out)
+    common::json_on_cluster(kubeconfig, args).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,13 +8,36 @@ use std::process::{Command, Output};
 
 use migration_core::testing::fixtures::script_text;
 
-/// The binary under test.
+/// The binary under test, blind to the caller's `MIGRATE_*` settings (a
+/// developer's `MIGRATE_REQUIRE_EXISTING_LEDGER` would refuse every fresh
+/// install the suites start from).
 pub fn migrate() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_migrate"));
     cmd.env_remove("MIGRATE_LEDGER")
         .env_remove("ONLY")
+        .env_remove("MIGRATE_REQUIRE_EXISTING_LEDGER")
         .env("MIGRATE_LOG", "error");
     cmd
+}
+
+/// Runs `migrate ARGS --output json` against the API server `kubeconfig`
+/// names, on a blocking thread so that an in-process test API server on
+/// the test's runtime keeps answering; (exit code, parsed stdout, stderr).
+pub fn json_on_cluster(
+    kubeconfig: &Path,
+    args: &[&str],
+) -> impl std::future::Future<Output = (i32, serde_json::Value, String)> + use<> {
+    let mut cmd = migrate();
+    cmd.args(args)
+        .args(["--output", "json"])
+        .env("KUBECONFIG", kubeconfig)
+        .env_remove("KUBERNETES_SERVICE_HOST");
+    async move {
+        let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        parse(out)
+    }
 }
 
 /// Runs `migrate ARGS --output json` and returns (exit code, parsed stdout).
