@@ -31,51 +31,42 @@ fn tree(legacy_map: &str) -> tempfile::TempDir {
     dir
 }
 
-fn output(cmd: &mut std::process::Command) -> (i32, String) {
+/// Asserts that `migrate COMMAND DIR [--ledger an empty file ledger]`
+/// exits 2 and says `needle`.
+fn assert_fails(dir: &tempfile::TempDir, command: &str, needle: &str) {
+    let mut cmd = migrate();
+    cmd.arg(command).arg(dir.path());
+    if command != "lint" {
+        cmd.args(["--ledger", &empty_file_ledger(&dir.path().join("ledger"))]);
+    }
     let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains(needle), "{needle:?} in {text}");
 }
 
 #[test]
 fn a_gap_in_the_legacy_map_fails_lint_and_load_naming_both_lines() {
     let dir = tree("1 1\n2 2\n4 4\n");
-    let (code, text) = output(migrate().arg("lint").arg(dir.path()));
-    assert_eq!(code, 2, "{text}");
-    assert!(
-        text.contains(
-            "legacy-map:3: error[list-file] integer 3 is not mapped (a gap between 2 on line 2 and 4 here)"
-        ),
-        "{text}"
+    assert_fails(
+        &dir,
+        "lint",
+        "legacy-map:3: error[list-file] integer 3 is not mapped (a gap between 2 on line 2 and 4 here)",
     );
-    let ledger = empty_file_ledger(&dir.path().join("ledger"));
-    let (code, text) = output(
-        migrate()
-            .arg("plan")
-            .arg(dir.path())
-            .args(["--ledger", &ledger]),
-    );
-    assert_eq!(code, 2, "{text}");
-    assert!(
-        text.contains("legacy-map:3: integer 3 is not mapped"),
-        "{text}"
-    );
+    assert_fails(&dir, "plan", "legacy-map:3: integer 3 is not mapped");
 }
 
 #[test]
 fn a_duplicate_in_the_legacy_map_fails_lint_naming_the_first_line() {
     let dir = tree("1 1\n2 2\n2 4\n");
-    let (code, text) = output(migrate().arg("lint").arg(dir.path()));
-    assert_eq!(code, 2, "{text}");
-    assert!(
-        text.contains("legacy-map:3: error[list-file] integer 2 is already mapped on line 2"),
-        "{text}"
+    assert_fails(
+        &dir,
+        "lint",
+        "legacy-map:3: error[list-file] integer 2 is already mapped on line 2",
     );
 }
 
@@ -89,12 +80,9 @@ fn an_other_content_that_is_a_script_of_this_tree_fails_lint_and_load() {
     .unwrap();
     std::fs::write(dir.path().join("tests/3.sh"), "exit 1\n").unwrap();
     std::fs::write(dir.path().join("order.d/00000-legacy"), "1\n2\n3\n4\n").unwrap();
-    let (code, text) = output(migrate().arg("lint").arg(dir.path()));
-    assert_eq!(code, 2, "{text}");
-    assert!(
-        text.contains(
-            "legacy-map:2: error[list-file] '4' is another line's content of slot 2 but a script of this tree"
-        ),
-        "{text}"
+    assert_fails(
+        &dir,
+        "lint",
+        "legacy-map:2: error[list-file] '4' is another line's content of slot 2 but a script of this tree",
     );
 }

@@ -20,17 +20,16 @@ fn released() -> Repo {
     repo
 }
 
-fn problems(doc: &serde_json::Value) -> String {
-    doc["problems"].to_string()
-}
-
-/// Commits `repo`'s working tree as `message`, asserts that the manifest is
-/// refused (exit 2) and returns the problems it names.
-fn refused_manifest(repo: &Repo, message: &str) -> String {
+/// Commits `repo`'s working tree as `message` and asserts that the manifest
+/// is refused (exit 2) with problems naming every one of `needles`.
+fn assert_refused(repo: &Repo, message: &str, needles: &[&str]) {
     repo.commit(message);
     let (code, doc, _) = repo.manifest();
     assert_eq!(code, 2, "{doc}");
-    problems(&doc)
+    let text = doc["problems"].to_string();
+    for needle in needles {
+        assert!(text.contains(needle), "{needle:?} in {text}");
+    }
 }
 
 #[test]
@@ -49,11 +48,13 @@ fn a_shipped_legacy_line_pointing_elsewhere_is_refused_naming_the_tag() {
     repo.add("pre-apply", "two-renamed", "echo two");
     repo.remove("pre-apply", "2");
     repo.write("legacy-map", "1 1\n2 two-renamed\n");
-    let text = refused_manifest(&repo, "edit");
-    assert!(
-        text.contains("legacy-map line '2 2' shipped in tag v1.0.0")
-            && text.contains("the working tree has '2 two-renamed'"),
-        "{text}"
+    assert_refused(
+        &repo,
+        "edit",
+        &[
+            "legacy-map line '2 2' shipped in tag v1.0.0",
+            "the working tree has '2 two-renamed'",
+        ],
     );
 }
 
@@ -61,12 +62,10 @@ fn a_shipped_legacy_line_pointing_elsewhere_is_refused_naming_the_tag() {
 fn a_shipped_legacy_line_removed_is_refused() {
     let repo = released();
     repo.write("legacy-map", "1 1\n");
-    let text = refused_manifest(&repo, "drop a line");
-    assert!(
-        text.contains(
-            "legacy-map line '2 2' shipped in tag v1.0.0 is missing from the working tree"
-        ),
-        "{text}"
+    assert_refused(
+        &repo,
+        "drop a line",
+        &["legacy-map line '2 2' shipped in tag v1.0.0 is missing from the working tree"],
     );
 }
 
@@ -74,11 +73,11 @@ fn a_shipped_legacy_line_removed_is_refused() {
 fn a_slug_shipped_as_a_regular_migration_cannot_be_moved_into_the_legacy_batch() {
     let repo = released();
     repo.write("legacy-map", "1 1\n2 2\n3 relabel\n");
-    let text = refused_manifest(&repo, "relabel becomes legacy");
-    assert!(
-        text.contains(
-            "'relabel' shipped in tag v1.0.0 as a regular migration; the working tree's legacy-map now lists it as '3 relabel'"
-        ),
-        "{text}"
+    assert_refused(
+        &repo,
+        "relabel becomes legacy",
+        &[
+            "'relabel' shipped in tag v1.0.0 as a regular migration; the working tree's legacy-map now lists it as '3 relabel'",
+        ],
     );
 }
