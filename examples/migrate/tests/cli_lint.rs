@@ -6,6 +6,8 @@
 
 mod common;
 
+use std::path::PathBuf;
+
 use common::{Repo, json};
 
 fn script(tier: &str, on_error: &str) -> String {
@@ -16,23 +18,36 @@ fn findings(doc: &serde_json::Value) -> Vec<&serde_json::Value> {
     doc["findings"].as_array().unwrap().iter().collect()
 }
 
-#[test]
-fn each_finding_names_its_location_once() {
+/// The first finding of `rule` in the lint document `doc`.
+fn finding<'a>(doc: &'a serde_json::Value, rule: &str) -> &'a serde_json::Value {
+    findings(doc)
+        .into_iter()
+        .find(|f| f["rule"] == rule)
+        .unwrap_or_else(|| panic!("no {rule}: {doc}"))
+}
+
+/// A tree `migrate init` made, with `files` (path in the tree, text) added,
+/// and the JSON document of `migrate lint` on it, which must exit 2:
+/// (the directory holding the tree, the tree, the document).
+fn lint_refuses(files: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("m");
     assert_eq!(json(&["init", tree.to_str().unwrap()]).0, 0);
-    std::fs::write(
-        tree.join("pre-apply/bad-header"),
-        script("pre-apply", "sometimes"),
-    )
-    .unwrap();
-    std::fs::write(tree.join("tests/bad-header.sh"), "exit 0\n").unwrap();
+    for (path, text) in files {
+        std::fs::write(tree.join(path), text).unwrap();
+    }
     let (code, doc, _) = json(&["lint", tree.to_str().unwrap()]);
     assert_eq!(code, 2, "{doc}");
-    let header = findings(&doc)
-        .into_iter()
-        .find(|f| f["rule"] == "header")
-        .unwrap_or_else(|| panic!("{doc}"));
+    (dir, tree, doc)
+}
+
+#[test]
+fn each_finding_names_its_location_once() {
+    let (_dir, tree, doc) = lint_refuses(&[
+        ("pre-apply/bad-header", &script("pre-apply", "sometimes")),
+        ("tests/bad-header.sh", "exit 0\n"),
+    ]);
+    let header = finding(&doc, "header");
     assert_eq!(header["file"], "pre-apply/bad-header");
     assert_eq!(header["line"], 3);
     let message = header["message"].as_str().unwrap();
@@ -53,22 +68,11 @@ fn each_finding_names_its_location_once() {
 
 #[test]
 fn a_file_name_that_is_no_slug_is_told_the_slug_to_use_not_a_test_name_built_from_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("m");
-    assert_eq!(json(&["init", tree.to_str().unwrap()]).0, 0);
-    std::fs::write(
-        tree.join("pre-apply/Rotate_Certs.sh"),
-        script("pre-apply", "abort"),
-    )
-    .unwrap();
-    let (code, doc, _) = json(&["lint", tree.to_str().unwrap()]);
-    assert_eq!(code, 2, "{doc}");
+    let (_dir, _, doc) =
+        lint_refuses(&[("pre-apply/Rotate_Certs.sh", &script("pre-apply", "abort"))]);
     let all = doc.to_string();
     assert!(!all.contains("Rotate_Certs.sh.sh"), "{doc}");
-    let slug = findings(&doc)
-        .into_iter()
-        .find(|f| f["rule"] == "slug")
-        .unwrap_or_else(|| panic!("{doc}"));
+    let slug = finding(&doc, "slug");
     assert!(
         slug["message"]
             .as_str()
