@@ -30,6 +30,14 @@ fn rewrite(text: &str) -> (String, Vec<(&'static str, usize, bool)>) {
     (diff::apply(text, &a.edits), changes)
 }
 
+/// The rewritten text of `text`, asserting that its changes are `expected`
+/// (as [`rewrite`] lists them).
+fn rewritten(text: &str, expected: &[(&str, usize, bool)]) -> String {
+    let (out, changes) = rewrite(text);
+    assert_eq!(changes, expected, "{text}");
+    out
+}
+
 /// Parses `text` with `sh -n` under every shell installed.
 fn parses_everywhere(text: &str) {
     let dir = tempfile::tempdir().unwrap();
@@ -55,21 +63,19 @@ fn parses_everywhere(text: &str) {
 #[test]
 fn a_heredoc_stamp_goes_with_its_body_and_delimiter() {
     let text = "#!/bin/sh\nset -eu\necho start\nkubectl apply -f - <<EOF\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cozystack-version\ndata:\n  version: \"5\"\nEOF\necho end\n";
-    let (out, changes) = rewrite(text);
+    let out = rewritten(text, &[("version-stamp", 4, true)]);
     assert_eq!(out, "#!/bin/sh\nset -eu\necho start\necho end\n");
-    assert_eq!(changes, [("version-stamp", 4, true)]);
     parses_everywhere(&out);
 }
 
 #[test]
 fn a_stamp_alone_in_a_branch_leaves_a_colon_so_the_branch_still_parses() {
     let text = "#!/bin/sh\nif [ -n \"$x\" ]; then\n  stamp_version 7\nfi\necho done\n";
-    let (out, changes) = rewrite(text);
+    let out = rewritten(text, &[("version-stamp", 3, true)]);
     assert_eq!(
         out,
         "#!/bin/sh\nif [ -n \"$x\" ]; then\n  :\nfi\necho done\n"
     );
-    assert_eq!(changes, [("version-stamp", 3, true)]);
     parses_everywhere(&out);
 }
 
@@ -77,12 +83,8 @@ fn a_stamp_alone_in_a_branch_leaves_a_colon_so_the_branch_still_parses() {
 fn a_stamp_in_an_and_or_list_and_a_ledger_annotation_are_left_for_review() {
     let text =
         "#!/bin/sh\ntrue && stamp_version 3\nkubectl annotate configmap cozystack-version a=b\n";
-    let (out, changes) = rewrite(text);
-    assert_eq!(out, text, "nothing is rewritten");
-    assert_eq!(
-        changes,
-        [("version-stamp", 2, false), ("ledger-write", 3, false)]
-    );
+    let review = [("version-stamp", 2, false), ("ledger-write", 3, false)];
+    assert_eq!(rewritten(text, &review), text, "nothing is rewritten");
 }
 
 #[test]
@@ -96,14 +98,13 @@ fn a_stamp_in_a_comment_or_a_string_is_not_a_stamp() {
 #[test]
 fn an_exit_after_the_stamp_is_done_and_one_before_it_means_retry_later() {
     let text = "#!/bin/sh\nif [ -z \"$ready\" ]; then\n  exit 0\nfi\nif [ -n \"$nothing\" ]; then\n  stamp_version 4\n  exit 0\nfi\nstamp_version 4\n";
-    let (out, changes) = rewrite(text);
-    assert_eq!(
-        changes,
-        [
+    let out = rewritten(
+        text,
+        &[
             ("retry-later-exit", 3, true),
             ("version-stamp", 6, true),
-            ("version-stamp", 9, true)
-        ]
+            ("version-stamp", 9, true),
+        ],
     );
     assert!(
         out.contains("  exit 75\n") && out.contains("  exit 0\n"),
@@ -130,14 +131,13 @@ fn a_script_that_does_not_parse_is_reported_and_left_alone() {
 #[test]
 fn an_exit_behind_a_dry_run_test_is_the_dry_run_not_a_retry() {
     let text = "#!/bin/sh\nDRY_RUN=\"${MIGRATION_DRY_RUN:-0}\"\n[ \"$DRY_RUN\" = \"1\" ] && { echo would; exit 0; }\nstamp_version 5\n";
-    let (out, changes) = rewrite(text);
-    assert_eq!(
-        changes,
-        [
+    let out = rewritten(
+        text,
+        &[
             ("dry-run-switch", 2, false),
             ("dry-run-switch", 3, false),
-            ("version-stamp", 4, true)
-        ]
+            ("version-stamp", 4, true),
+        ],
     );
     assert!(out.contains("exit 0; }"), "{out}");
 }
