@@ -8,10 +8,10 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use common::numbered::{NUMBERED, history};
-use common::{json, migrate};
+use common::{Repo, assert_first_problem, json, migrate};
 
 fn convert(repo: &Path, out: &Path, extra: &[&str]) -> (i32, serde_json::Value, String) {
     let mut args = vec![
@@ -25,6 +25,18 @@ fn convert(repo: &Path, out: &Path, extra: &[&str]) -> (i32, serde_json::Value, 
     ];
     args.extend(extra);
     json(&args)
+}
+
+/// The numbered history converted with `extra` into `t` of a new
+/// directory, which must succeed: (the history, the directory, its `t`,
+/// the report).
+fn converted(extra: &[&str]) -> (Repo, tempfile::TempDir, PathBuf, serde_json::Value) {
+    let repo = history();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let (code, report, err) = convert(repo.path(), &out, extra);
+    assert_eq!(code, 0, "{err}");
+    (repo, dir, out, report)
 }
 
 /// Every file under `dir`, by relative path.
@@ -73,10 +85,7 @@ fn change(kind: &str, line: u64, rewritable: bool) -> (String, u64, bool) {
 
 #[test]
 fn every_convention_is_reported_at_its_line_and_only_the_safe_ones_are_rewritable() {
-    let repo = history();
-    let out = tempfile::tempdir().unwrap();
-    let (code, report, err) = convert(repo.path(), &out.path().join("t"), &[]);
-    assert_eq!(code, 0, "{err}");
+    let (_repo, _dir, out, report) = converted(&[]);
     assert_eq!(
         changes(&report, "1"),
         [
@@ -104,17 +113,13 @@ fn every_convention_is_reported_at_its_line_and_only_the_safe_ones_are_rewritabl
     assert_eq!(report["scripts"][0]["status"], "rewritable");
     assert_eq!(report["stamp_helpers"], serde_json::json!(["lib/stamp.sh"]));
     // Without --rewrite the scripts keep their bodies; only the header is new.
-    let script = std::fs::read_to_string(out.path().join("t/pre-apply/1")).unwrap();
+    let script = std::fs::read_to_string(out.join("pre-apply/1")).unwrap();
     assert!(script.starts_with(
         "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\nset -eu\n"
     ));
     assert!(script.contains("kubectl create configmap -n cozy-system cozystack-version"));
     // And lint refuses that tree: it still stamps the ledger.
-    let lint = migrate()
-        .arg("lint")
-        .arg(out.path().join("t"))
-        .output()
-        .unwrap();
+    let lint = migrate().arg("lint").arg(&out).output().unwrap();
     assert!(!lint.status.success());
     assert!(String::from_utf8_lossy(&lint.stdout).contains("ledger-write"));
 }
@@ -204,32 +209,19 @@ fn converting_twice_gives_the_same_bytes_and_a_second_run_into_the_same_director
 
 #[test]
 fn a_directory_holding_anything_else_is_refused_and_left_untouched() {
-    let repo = history();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("t");
-    let (code, _, err) = convert(repo.path(), &out, &["--rewrite"]);
-    assert_eq!(code, 0, "{err}");
+    let (repo, _dir, out, _) = converted(&["--rewrite"]);
     // The same directory, other options: other bytes.
     let (code, doc, _) = convert(repo.path(), &out, &[]);
     assert_eq!(code, 2, "{doc}");
-    let problem = doc["problems"][0].as_str().unwrap();
-    assert!(
-        problem.contains("not empty and not an identical earlier conversion"),
-        "{problem}"
-    );
+    assert_first_problem(&doc, "not empty and not an identical earlier conversion");
     // The plain conversion keeps the stamp helper the rewrite left out.
-    assert!(problem.contains("lib/stamp.sh is missing"), "{problem}");
+    assert_first_problem(&doc, "lib/stamp.sh is missing");
     // A stray file is named too, and nothing is written.
     std::fs::write(out.join("notes.txt"), "mine").unwrap();
     let before = files(&out);
     let (code, doc, _) = convert(repo.path(), &out, &["--rewrite"]);
     assert_eq!(code, 2, "{doc}");
-    assert!(
-        doc["problems"][0]
-            .as_str()
-            .unwrap()
-            .contains("notes.txt is not part of the conversion")
-    );
+    assert_first_problem(&doc, "notes.txt is not part of the conversion");
     assert_eq!(files(&out), before);
 }
 
@@ -242,17 +234,13 @@ fn a_numbered_gap_on_disk_is_refused_naming_the_slot_and_the_tags_that_hold_it()
     assert_eq!(code, 2, "{doc}");
     let problem = doc["problems"][0].as_str().unwrap();
     assert!(problem.starts_with("slot 3 is not on disk"), "{problem}");
-    assert!(problem.contains("v1.0.1, v1.1.0-rc.1"), "{problem}");
+    assert_first_problem(&doc, "v1.0.1, v1.1.0-rc.1");
     assert!(!dir.path().join("t").exists());
 }
 
 #[test]
 fn skipping_pre_releases_drops_contents_only_a_candidate_held_and_names_slugs_by_releases() {
-    let repo = history();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("t");
-    let (code, report, err) = convert(repo.path(), &out, &["--skip-prereleases"]);
-    assert_eq!(code, 0, "{err}");
+    let (_repo, _dir, out, report) = converted(&["--skip-prereleases"]);
     let map = std::fs::read_to_string(out.join("legacy-map")).unwrap();
     let map: Vec<&str> = map.lines().filter(|l| !l.starts_with('#')).collect();
     // 4-rc1 was only ever in v1.1.0-rc.1: no longer a candidate.
