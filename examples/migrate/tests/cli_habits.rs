@@ -92,13 +92,7 @@ fn test_runs_each_scripts_test_reports_pass_and_fail_per_script_and_fails_on_any
         "{doc}"
     );
     let outcome = |slug: &str| {
-        doc["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["slug"] == slug)
-            .cloned()
-            .unwrap_or_else(|| panic!("{slug}: {doc}"))
+        common::by_slug(&doc["results"], slug).unwrap_or_else(|| panic!("{slug}: {doc}"))
     };
     assert_eq!(outcome("good-one")["outcome"], "pass");
     assert_eq!(outcome("bad-one")["outcome"], "fail");

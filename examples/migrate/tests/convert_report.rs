@@ -59,11 +59,7 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 /// `(kind, line, rewritable)` of a script's changes in the report.
 fn changes(report: &serde_json::Value, slug: &str) -> Vec<(String, u64, bool)> {
-    let script = report["scripts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["slug"] == slug)
+    let script = common::by_slug(&report["scripts"], slug)
         .unwrap_or_else(|| panic!("no script {slug} in {report}"));
     script["changes"]
         .as_array()

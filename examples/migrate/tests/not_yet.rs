@@ -101,11 +101,7 @@ impl Scratch {
 
     fn entry(&self, slug: &str) -> serde_json::Value {
         let (_, doc, _) = common::json(&["status", "--ledger", &self.ledger()]);
-        doc["entries"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["slug"] == slug)
+        common::by_slug(&doc["entries"], slug)
             .cloned()
             .unwrap_or_else(|| panic!("no entry for {slug}: {doc}"))
     }

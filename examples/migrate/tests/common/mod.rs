@@ -116,6 +116,15 @@ pub fn fields<'a>(list: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// The object whose `slug` is `slug` in the JSON array `list` (a report's
+/// results, a status document's entries).
+pub fn by_slug<'a>(list: &'a serde_json::Value, slug: &str) -> Option<&'a serde_json::Value> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .find(|v| v["slug"] == slug)
+}
+
 /// The string fields `a` and `b` of every object in the JSON array
 /// `list`, as owned pairs (`("slug", "outcome")` of a report's results).
 pub fn field_pairs(list: &serde_json::Value, a: &str, b: &str) -> Vec<(String, String)> {

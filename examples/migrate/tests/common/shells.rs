@@ -14,31 +14,27 @@ pub struct Shell {
     pub is_bash: bool,
 }
 
-fn found(path: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(path);
-    p.is_file().then_some(p)
+/// The first of `paths` that is a file, as a shell named `name`; the base
+/// system always has one.
+fn base_shell(name: &'static str, paths: [&str; 2], is_bash: bool) -> Shell {
+    let path = paths
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} is part of the base system"));
+    Shell {
+        name,
+        shebang: path.display().to_string(),
+        is_bash,
+    }
 }
 
 pub fn dash() -> Shell {
-    let path = found("/usr/bin/dash")
-        .or_else(|| found("/bin/dash"))
-        .expect("dash is part of the base system");
-    Shell {
-        name: "dash",
-        shebang: path.display().to_string(),
-        is_bash: false,
-    }
+    base_shell("dash", ["/usr/bin/dash", "/bin/dash"], false)
 }
 
 pub fn bash() -> Shell {
-    let path = found("/bin/bash")
-        .or_else(|| found("/usr/bin/bash"))
-        .expect("bash is part of the base system");
-    Shell {
-        name: "bash",
-        shebang: path.display().to_string(),
-        is_bash: true,
-    }
+    base_shell("bash", ["/bin/bash", "/usr/bin/bash"], true)
 }
 
 /// busybox ash, from the Debian package busybox-static (`.ci/install-test-tools`).

@@ -121,10 +121,7 @@ impl Scratch {
             std::env::var("PATH").unwrap_or_default()
         );
         cmd.args(["run", self.tree().to_str().unwrap(), "--ledger"])
-            .arg(format!(
-                "file:{}",
-                self.path().join("ledger.json").display()
-            ))
+            .arg(self.ledger())
             .args(["--allow-interpreter", &shell.shebang, "--output", "json"])
             .env("PATH", path)
             .env("SCRATCH", self.path())
@@ -146,19 +143,22 @@ impl Scratch {
         )
     }
 
+    fn status(&self) -> serde_json::Value {
+        super::json(&["status", "--ledger", &self.ledger()]).1
+    }
+
+    /// The `--ledger` spec of this world's file ledger.
+    pub fn ledger(&self) -> String {
+        super::file_spec(&self.path().join("ledger.json"))
+    }
+
     pub fn entries(&self) -> Vec<serde_json::Value> {
-        let (_, doc, _) = super::json(&[
-            "status",
-            "--ledger",
-            &format!("file:{}", self.path().join("ledger.json").display()),
-        ]);
-        doc["entries"].as_array().unwrap().clone()
+        self.status()["entries"].as_array().unwrap().clone()
     }
 
     pub fn entry(&self, slug: &str) -> serde_json::Value {
-        self.entries()
-            .into_iter()
-            .find(|e| e["slug"] == slug)
+        super::by_slug(&self.status()["entries"], slug)
+            .cloned()
             .unwrap_or_else(|| panic!("no entry for {slug}"))
     }
 

@@ -110,12 +110,7 @@ impl Tree {
     }
 
     fn entry(&self, slug: &str) -> Option<serde_json::Value> {
-        self.status()["entries"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["slug"] == slug)
-            .cloned()
+        common::by_slug(&self.status()["entries"], slug).cloned()
     }
 
     fn lines(&self, name: &str) -> Vec<String> {
