@@ -158,9 +158,7 @@ pub fn verify(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::entry::LedgerEntry;
-    use crate::testing::fixtures::TreeBuilder;
-    use crate::time::Timestamp;
+    use crate::testing::fixtures::{TreeBuilder, snapshot_of};
 
     fn tree(revoked: &str) -> (MigrationsTree, Manifest) {
         let tree = TreeBuilder::new()
@@ -179,21 +177,6 @@ mod tests {
         (tree, manifest)
     }
 
-    fn snapshot(entries: &[(&str, EntryState)]) -> LedgerSnapshot {
-        let encoded: Vec<(String, String)> = entries
-            .iter()
-            .map(|(s, state)| {
-                let mut e = LedgerEntry::new(*state, Timestamp::from_unix(0));
-                if *state == EntryState::Failed {
-                    e.reason = Some("r".into());
-                    e.message = Some("m".into());
-                }
-                (format!("m.{s}"), e.encode())
-            })
-            .collect();
-        LedgerSnapshot::from_raw_data(encoded.iter().map(|(k, v)| (k.as_str(), v.as_str())), None)
-    }
-
     fn names(v: &Verification) -> Vec<String> {
         v.problems.iter().map(ToString::to_string).collect()
     }
@@ -201,7 +184,7 @@ mod tests {
     #[test]
     fn every_non_retired_slug_needs_a_terminal_entry() {
         let (tree, manifest) = tree("");
-        let snap = snapshot(&[("old", EntryState::Ok), ("new", EntryState::Failed)]);
+        let snap = snapshot_of(&[("old", EntryState::Ok), ("new", EntryState::Failed)]);
         let v = verify(&tree, &manifest, Some(&snap), None);
         assert_eq!(v.checked, 4);
         assert_eq!(
@@ -221,7 +204,7 @@ mod tests {
     #[test]
     fn since_demands_ok_for_everything_shipped_later_so_a_fresh_install_cannot_pass() {
         let (tree, manifest) = tree("");
-        let fresh = snapshot(&[
+        let fresh = snapshot_of(&[
             ("old", EntryState::SkippedFreshInstall),
             ("gone", EntryState::SkippedFreshInstall),
             ("new", EntryState::SkippedFreshInstall),
@@ -246,7 +229,7 @@ mod tests {
     #[test]
     fn revoked_slugs_recorded_revoked_pass_since() {
         let (tree, manifest) = tree("bad\n");
-        let snap = snapshot(&[
+        let snap = snapshot_of(&[
             ("old", EntryState::Ok),
             ("new", EntryState::Ok),
             ("bad", EntryState::Revoked),
@@ -263,7 +246,7 @@ mod tests {
     #[test]
     fn corrupt_entries_fail_verification() {
         let (tree, manifest) = tree("");
-        let mut snap = snapshot(&[
+        let mut snap = snapshot_of(&[
             ("new", EntryState::Ok),
             ("bad", EntryState::Ok),
             ("next", EntryState::Ok),

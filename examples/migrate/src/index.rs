@@ -140,18 +140,14 @@ mod tests {
     use super::*;
     use migration_core::testing::fixtures::s;
 
-    fn index(slugs: &[&str], revoked: &[&str]) -> Index {
-        Index {
-            image: "img".into(),
-            tree: "/migrations".into(),
-            slugs: slugs.iter().map(|x| s(x)).collect(),
-            revoked: revoked.iter().map(|x| s(x)).collect(),
-        }
-    }
-
     #[test]
     fn the_index_round_trips_and_rejects_bad_slugs() {
-        let i = index(&["a", "b"], &["c"]);
+        let i = Index {
+            image: "img".into(),
+            tree: "/migrations".into(),
+            slugs: vec![s("a"), s("b")],
+            revoked: vec![s("c")],
+        };
         let cm = index_configmap(&i, "ns", "idx");
         assert_eq!(Index::from_configmap(&cm).unwrap(), i);
         let mut bad = cm.clone();

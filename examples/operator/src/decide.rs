@@ -255,7 +255,7 @@ pub fn decide(
 mod tests {
     use super::*;
     use migration_core::LedgerEntry;
-    use migration_core::testing::fixtures::s;
+    use migration_core::testing::fixtures::{s, snapshot_of};
 
     fn index(slugs: &[&str], revoked: &[&str]) -> Index {
         Index {
@@ -264,21 +264,6 @@ mod tests {
             slugs: slugs.iter().map(|x| s(x)).collect(),
             revoked: revoked.iter().map(|x| s(x)).collect(),
         }
-    }
-
-    fn ledger(entries: &[(&str, EntryState)]) -> LedgerSnapshot {
-        let data: Vec<(String, String)> = entries
-            .iter()
-            .map(|(slug, state)| {
-                let mut e = LedgerEntry::new(*state, Timestamp::from_unix(0));
-                if *state == EntryState::Failed {
-                    e.reason = Some("r".into());
-                    e.message = Some("m".into());
-                }
-                (format!("m.{slug}"), e.encode())
-            })
-            .collect();
-        LedgerSnapshot::from_raw_data(data.iter().map(|(k, v)| (k.as_str(), v.as_str())), None)
     }
 
     fn job(slug: &str, attempt: u32, state: JobState) -> JobView {
@@ -334,7 +319,7 @@ mod tests {
     fn the_first_pending_slug_in_index_order_gets_the_only_job() {
         let d = decide(
             &index(&["b", "a", "c"], &[]),
-            Some(&ledger(&[("b", EntryState::Ok)])),
+            Some(&snapshot_of(&[("b", EntryState::Ok)])),
             &[],
             NOW,
             &Retries::default(),
@@ -350,7 +335,7 @@ mod tests {
 
     #[test]
     fn revoked_and_recorded_slugs_never_get_a_job() {
-        let l = ledger(&[("a", EntryState::Failed), ("b", EntryState::Revoked)]);
+        let l = snapshot_of(&[("a", EntryState::Failed), ("b", EntryState::Revoked)]);
         assert_eq!(
             decide(
                 &index(&["a", "b", "bad"], &["bad"]),

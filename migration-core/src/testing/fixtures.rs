@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
+use crate::entry::{EntryState, LedgerEntry};
 use crate::header::{OnError, Tier};
-use crate::ledger::LedgerError;
+use crate::ledger::{LedgerError, LedgerSnapshot};
 use crate::manifest::Manifest;
 use crate::slug::Slug;
 use crate::time::{ManualClock, Timestamp};
@@ -44,6 +45,23 @@ pub fn clock() -> ManualClock {
 /// expiry) and the test that moves it.
 pub fn shared_clock() -> Arc<ManualClock> {
     Arc::new(clock())
+}
+
+/// A ledger snapshot holding one entry per `(slug, state)`, recorded at the
+/// epoch; a failed entry carries the reason `r` and the message `m`.
+pub fn snapshot_of(entries: &[(&str, EntryState)]) -> LedgerSnapshot {
+    let encoded: Vec<(String, String)> = entries
+        .iter()
+        .map(|(slug, state)| {
+            let mut e = LedgerEntry::new(*state, Timestamp::from_unix(0));
+            if *state == EntryState::Failed {
+                e.reason = Some("r".into());
+                e.message = Some("m".into());
+            }
+            (format!("m.{slug}"), e.encode())
+        })
+        .collect();
+    LedgerSnapshot::from_raw_data(encoded.iter().map(|(k, v)| (k.as_str(), v.as_str())), None)
 }
 
 /// A script's text with a valid header: the tier, the failure policy, one
