@@ -103,6 +103,18 @@ async fn condition(ctx: &Context, reason: &'static str, ready: bool, message: St
     }
 }
 
+/// Reports `slug` running in the Job `job` and polls again: waiting on a
+/// Job and having just created (or adopted) one end alike.
+async fn running(
+    ctx: &Context,
+    slug: impl std::fmt::Display,
+    job: impl std::fmt::Display,
+) -> Result<Action, OperatorError> {
+    let message = format!("{slug} is running in job {job}");
+    condition(ctx, "MigrationRunning", false, message).await;
+    Ok(Action::requeue(ctx.config.poll))
+}
+
 /// One reconcile of the index ConfigMap: decide, then act.
 pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, OperatorError> {
     let config = &ctx.config;
@@ -144,14 +156,7 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
         }
         Decision::Wait { slug, job } => {
             tracing::info!(%slug, %job, "decision: wait for the running job");
-            condition(
-                &ctx,
-                "MigrationRunning",
-                false,
-                format!("{slug} is running in job {job}"),
-            )
-            .await;
-            Ok(Action::requeue(config.poll))
+            running(&ctx, &slug, &job).await
         }
         Decision::Create { slug, attempt } => {
             let job = job_for(config, &index, &cm, &slug, attempt)?;
@@ -175,14 +180,7 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
                 }
                 Err(e) => return Err(e.into()),
             }
-            condition(
-                &ctx,
-                "MigrationRunning",
-                false,
-                format!("{slug} is running in job {name}"),
-            )
-            .await;
-            Ok(Action::requeue(config.poll))
+            running(&ctx, &slug, &name).await
         }
         Decision::Backoff {
             slug,
