@@ -96,17 +96,21 @@ pub enum Colour {
     Bold,
 }
 
-/// Renders rows as left-aligned columns separated by two spaces.
-pub fn table(rows: &[Vec<String>]) -> String {
+/// Renders the `header` row and then `rows` as left-aligned columns
+/// separated by two spaces.
+pub fn table(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
+    let rows: Vec<Vec<String>> = std::iter::once(header.iter().map(|h| (*h).to_owned()).collect())
+        .chain(rows)
+        .collect();
     let width = rows.iter().map(Vec::len).max().unwrap_or(0);
     let mut widths = vec![0usize; width];
-    for row in rows {
+    for row in &rows {
         for (i, cell) in row.iter().enumerate() {
             widths[i] = widths[i].max(cell.chars().count());
         }
     }
     let mut out = String::new();
-    for row in rows {
+    for row in &rows {
         let mut line = String::new();
         for (i, cell) in row.iter().enumerate() {
             if i + 1 == row.len() {

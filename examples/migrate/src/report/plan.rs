@@ -224,34 +224,23 @@ impl PlanView {
             let _ = writeln!(out, "seed before running: {kinds}");
         }
         if wide && !self.seed.is_empty() {
-            let mut rows = vec![vec![
-                "  SEEDED".to_owned(),
-                "KIND".to_owned(),
-                "STATE".to_owned(),
-            ]];
-            rows.extend(self.seed.iter().map(|s| {
+            let rows = self.seed.iter().map(|s| {
                 vec![
                     format!("  {}", s.slug),
                     s.kind.to_owned(),
                     s.state.to_owned(),
                 ]
-            }));
-            out.push_str(&table(&rows));
+            });
+            out.push_str(&table(&["  SEEDED", "KIND", "STATE"], rows));
         }
         if self.pending.is_empty() {
             paint_line(&mut out, "nothing pending", Colour::Green, colour);
         } else {
             let _ = writeln!(out, "pending ({}):", self.pending.len());
-            let mut rows = vec![vec![
-                "  #".to_owned(),
-                "SLUG".to_owned(),
-                "TIER".to_owned(),
-                "ON-ERROR".to_owned(),
-                "BATCH".to_owned(),
-                "ATTEMPTS".to_owned(),
-                "NOTE".to_owned(),
-            ]];
-            rows.extend(self.pending.iter().enumerate().map(|(i, p)| {
+            let header = [
+                "  #", "SLUG", "TIER", "ON-ERROR", "BATCH", "ATTEMPTS", "NOTE",
+            ];
+            let rows = self.pending.iter().enumerate().map(|(i, p)| {
                 vec![
                     format!("  {}.", i + 1),
                     p.slug.clone(),
@@ -261,8 +250,8 @@ impl PlanView {
                     p.attempts_before.to_string(),
                     p.note(colour),
                 ]
-            }));
-            out.push_str(&table(&rows));
+            });
+            out.push_str(&table(&header, rows));
         }
         if !self.skipped.is_empty() {
             let reasons = counted(self.skipped.iter().map(|s| s.reason));
@@ -274,19 +263,14 @@ impl PlanView {
                 colour,
             );
             if wide {
-                let mut rows = vec![vec![
-                    "  SKIPPED".to_owned(),
-                    "REASON".to_owned(),
-                    "STATE".to_owned(),
-                ]];
-                rows.extend(self.skipped.iter().map(|s| {
+                let rows = self.skipped.iter().map(|s| {
                     vec![
                         format!("  {}", s.slug),
                         s.reason.to_owned(),
                         s.state.unwrap_or("").to_owned(),
                     ]
-                }));
-                out.push_str(&table(&rows));
+                });
+                out.push_str(&table(&["  SKIPPED", "REASON", "STATE"], rows));
             }
         }
         for m in &self.checksum_mismatches {

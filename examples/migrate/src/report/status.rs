@@ -193,14 +193,7 @@ impl StatusView {
             let corrupt = format!("CORRUPT {}: {}", c.key, c.reason);
             paint_line(&mut out, &corrupt, Colour::Red, colour);
         }
-        let mut rows = vec![vec![
-            "SLUG".to_owned(),
-            "STATE".to_owned(),
-            "WHEN".to_owned(),
-            "ATTEMPTS".to_owned(),
-            "BATCH".to_owned(),
-            "REASON".to_owned(),
-        ]];
+        let mut rows = Vec::new();
         // The table: failures, then the unrecorded attempts, then the rest.
         let failed = self
             .entries
@@ -234,7 +227,8 @@ impl StatusView {
         if self.entries.is_empty() && self.unrecorded.is_empty() {
             let _ = writeln!(out, "no entries");
         } else {
-            out.push_str(&table(&rows));
+            let header = ["SLUG", "STATE", "WHEN", "ATTEMPTS", "BATCH", "REASON"];
+            out.push_str(&table(&header, rows));
         }
         out
     }
