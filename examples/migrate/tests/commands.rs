@@ -14,6 +14,14 @@ fn released() -> Repo {
     ])
 }
 
+/// The document of `migrate ARGS`, which must succeed rendering a ConfigMap.
+fn rendered_configmap(args: &[&str]) -> serde_json::Value {
+    let (code, doc, err) = json(args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["kind"], "ConfigMap", "{doc}");
+    doc
+}
+
 #[test]
 fn plan_on_a_fresh_cluster_seeds_and_runs_nothing_then_writes_nothing() {
     let repo = released();
@@ -99,28 +107,21 @@ fn seed_fresh_creates_the_ledger_once_and_refuses_an_existing_one() {
 #[test]
 fn seed_fresh_renders_a_configmap_a_chart_can_ship() {
     let repo = released();
-    let (code, doc, err) = json(&[
-        "seed-fresh",
-        repo.tree().to_str().unwrap(),
+    let tree = repo.tree();
+    let render = [
         "--render",
         "configmap",
         "--namespace",
         "ns",
         "--name",
         "led",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(doc["kind"], "ConfigMap");
+    ];
+    let doc = rendered_configmap(&[&["seed-fresh", tree.to_str().unwrap()][..], &render].concat());
     assert_eq!(doc["metadata"]["namespace"], "ns");
-    let data: Vec<(String, String)> = doc["data"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
-        .collect();
-    assert_eq!(data.iter().filter(|(k, _)| k.starts_with("m.")).count(), 3);
+    let data = doc["data"].as_object().unwrap();
+    assert_eq!(data.keys().filter(|k| k.starts_with("m.")).count(), 3);
     let snapshot = migration_core::LedgerSnapshot::from_raw_data(
-        data.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        data.iter().map(|(k, v)| (k.as_str(), v.as_str().unwrap())),
         None,
     );
     let entry = snapshot
@@ -266,16 +267,8 @@ fn the_index_lists_exactly_the_manifests_runnable_background_slugs_in_order() {
     let (code, _, err) = repo.manifest();
     assert_eq!(code, 0, "{err}");
     let tree = repo.tree();
-    let (code, cm, err) = json(&[
-        "index",
-        tree.to_str().unwrap(),
-        "--image",
-        "img@sha256:1",
-        "--tree-path",
-        "/m",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(cm["kind"], "ConfigMap");
+    let image = ["--image", "img@sha256:1", "--tree-path", "/m"];
+    let cm = rendered_configmap(&[&["index", tree.to_str().unwrap()][..], &image].concat());
     assert_eq!(cm["metadata"]["name"], "cozystack-migrations-index");
     let slugs: Vec<&str> = cm["data"]["slugs"].as_str().unwrap().lines().collect();
     // The manifest's background lines, in order, minus the retired one.
