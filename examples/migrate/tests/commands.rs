@@ -14,9 +14,12 @@ fn released() -> Repo {
     ])
 }
 
-/// The document of `migrate ARGS`, which must succeed rendering a ConfigMap.
-fn rendered_configmap(args: &[&str]) -> serde_json::Value {
-    let (code, doc, err) = json(args);
+/// The document of `migrate COMMAND TREE EXTRA...`, which must succeed
+/// rendering a ConfigMap.
+fn rendered_configmap(command: &str, tree: &std::path::Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![command, tree.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let (code, doc, err) = json(&args);
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["kind"], "ConfigMap", "{doc}");
     doc
@@ -116,7 +119,7 @@ fn seed_fresh_renders_a_configmap_a_chart_can_ship() {
         "--name",
         "led",
     ];
-    let doc = rendered_configmap(&[&["seed-fresh", tree.to_str().unwrap()][..], &render].concat());
+    let doc = rendered_configmap("seed-fresh", &tree, &render);
     assert_eq!(doc["metadata"]["namespace"], "ns");
     let data = doc["data"].as_object().unwrap();
     assert_eq!(data.keys().filter(|k| k.starts_with("m.")).count(), 3);
@@ -268,7 +271,7 @@ fn the_index_lists_exactly_the_manifests_runnable_background_slugs_in_order() {
     assert_eq!(code, 0, "{err}");
     let tree = repo.tree();
     let image = ["--image", "img@sha256:1", "--tree-path", "/m"];
-    let cm = rendered_configmap(&[&["index", tree.to_str().unwrap()][..], &image].concat());
+    let cm = rendered_configmap("index", &tree, &image);
     assert_eq!(cm["metadata"]["name"], "cozystack-migrations-index");
     let slugs: Vec<&str> = cm["data"]["slugs"].as_str().unwrap().lines().collect();
     // The manifest's background lines, in order, minus the retired one.
