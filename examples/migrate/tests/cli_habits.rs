@@ -160,14 +160,14 @@ fn version_names_the_commit_the_binary_was_built_from() {
 #[test]
 fn kubeconfig_and_context_are_spelt_as_kubectl_spells_them_and_a_bad_one_is_named() {
     let dir = tempfile::tempdir().unwrap();
+    let status = |ledger: &str, kubeconfig: &std::path::Path, extra: &[&str]| {
+        let mut args = vec!["status", "--ledger", ledger, "--kubeconfig"];
+        args.push(kubeconfig.to_str().unwrap());
+        args.extend_from_slice(extra);
+        json(&args)
+    };
     let missing = dir.path().join("no-such-kubeconfig");
-    let (code, doc, _) = json(&[
-        "status",
-        "--ledger",
-        "configmap:cozy-system/ledger",
-        "--kubeconfig",
-        missing.to_str().unwrap(),
-    ]);
+    let (code, doc, _) = status("configmap:cozy-system/ledger", &missing, &[]);
     assert_eq!(code, 1, "{doc}");
     assert_first_problem(&doc, "--kubeconfig");
     assert_first_problem(&doc, "no-such-kubeconfig");
@@ -177,15 +177,7 @@ fn kubeconfig_and_context_are_spelt_as_kubectl_spells_them_and_a_bad_one_is_name
         "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\ncontexts:\n- name: here\n  context:\n    cluster: c\n    user: u\ncurrent-context: here\nusers:\n- name: u\n  user:\n    token: t\n",
     )
     .unwrap();
-    let (code, doc, _) = json(&[
-        "status",
-        "--ledger",
-        "crd:platform",
-        "--kubeconfig",
-        config.to_str().unwrap(),
-        "--context",
-        "elsewhere",
-    ]);
+    let (code, doc, _) = status("crd:platform", &config, &["--context", "elsewhere"]);
     assert_eq!(code, 1, "{doc}");
     assert_first_problem(&doc, "--context elsewhere");
 }
