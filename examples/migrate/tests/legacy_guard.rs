@@ -26,10 +26,7 @@ fn assert_refused(repo: &Repo, message: &str, needles: &[&str]) {
     repo.commit(message);
     let (code, doc, _) = repo.manifest();
     assert_eq!(code, 2, "{doc}");
-    let text = doc["problems"].to_string();
-    for needle in needles {
-        assert!(text.contains(needle), "{needle:?} in {text}");
-    }
+    common::assert_contains_all(&doc["problems"].to_string(), needles);
 }
 
 #[test]

@@ -17,8 +17,8 @@ mod common;
 
 use std::path::Path;
 
-use common::parse;
 use common::tripwire::Scratch;
+use common::{assert_contains_all, parse};
 
 #[test]
 fn a_masked_failure_names_each_failed_command_with_its_status_and_stderr() {
@@ -33,15 +33,14 @@ fn a_masked_failure_names_each_failed_command_with_its_status_and_stderr() {
     let entry = s.entry("two-calls");
     assert_eq!(entry["reason"], "masked-failure");
     let message = entry["message"].as_str().unwrap();
-    assert!(
-        message.contains("after 2 failed cluster-command call(s)"),
-        "{message}"
+    assert_contains_all(
+        message,
+        &[
+            "after 2 failed cluster-command call(s)",
+            "kubectl get ns -o name: exit 1 [unreachable]",
+            "helm list -A: exit 1",
+        ],
     );
-    assert!(
-        message.contains("kubectl get ns -o name: exit 1 [unreachable]"),
-        "{message}"
-    );
-    assert!(message.contains("helm list -A: exit 1"), "{message}");
     assert!(
         message.contains("The connection to the server 127.0.0.1:")
             && message.contains("was refused"),
@@ -70,14 +69,12 @@ fn under_on_error_abort_a_masked_failure_records_nothing_and_stops_the_run() {
     assert_eq!(code, 4, "{err}");
     assert_eq!(doc["error"], "migration-failed");
     let problems = doc["problems"][0].as_str().unwrap();
-    assert!(
-        problems
-            .contains("migration masks failed (masked-failure); nothing recorded, upgrade stopped"),
-        "{problems}"
-    );
-    assert!(
-        problems.contains("kubectl delete ns old: exit 1"),
-        "{problems}"
+    assert_contains_all(
+        problems,
+        &[
+            "migration masks failed (masked-failure); nothing recorded, upgrade stopped",
+            "kubectl delete ns old: exit 1",
+        ],
     );
     assert!(
         s.entries().is_empty(),

@@ -150,6 +150,13 @@ pub fn assert_first_problem(doc: &serde_json::Value, needle: &str) {
     assert!(first.contains(needle), "{doc}");
 }
 
+/// Asserts that `text` contains every one of `needles`.
+pub fn assert_contains_all(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(text.contains(needle), "{needle:?} in {text}");
+    }
+}
+
 /// Runs `git -C DIR ARGS` as a throwaway identity without signing and
 /// returns its stdout, panicking with its stderr unless it succeeds.
 pub fn git(dir: &Path, args: &[&str]) -> String {
