@@ -50,7 +50,7 @@ impl Scratch {
     }
 
     fn ledger(&self) -> String {
-        format!("file:{}", self.ledger_path().display())
+        common::file_spec(&self.ledger_path())
     }
 
     /// Writes pre-apply scripts (slug, on-error, requires, body) under
@@ -99,6 +99,22 @@ impl Scratch {
         parse(self.command(shell, "run").output().unwrap())
     }
 
+    /// [`Self::new`] holding `scripts` (see [`Self::scripts`]).
+    fn with(shell: &Shell, scripts: &[(&str, &str, &[&str], &str)]) -> Self {
+        let s = Self::new();
+        s.scripts(shell, scripts);
+        s
+    }
+
+    /// Runs, asserting exit 0 with `expected` as the (slug, outcome) of
+    /// every result; returns the report.
+    fn run_ok(&self, shell: &Shell, expected: &[(&str, &str)]) -> serde_json::Value {
+        let (code, report, stderr) = self.run(shell);
+        assert_eq!(code, 0, "{}: {report}\n{stderr}", shell.name);
+        assert_eq!(outcomes(&report), pairs(expected), "{}", shell.name);
+        report
+    }
+
     fn entry(&self, slug: &str) -> serde_json::Value {
         let (_, doc, _) = common::json(&["status", "--ledger", &self.ledger()]);
         common::by_slug(&doc["entries"], slug)
@@ -129,8 +145,7 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 #[test]
 fn exit_75_is_recorded_not_yet_under_abort_its_dependents_wait_and_the_rest_of_the_tier_runs() {
     for shell in shells::all() {
-        let s = Scratch::new();
-        s.scripts(
+        let s = Scratch::with(
             &shell,
             &[
                 (
@@ -139,21 +154,27 @@ fn exit_75_is_recorded_not_yet_under_abort_its_dependents_wait_and_the_rest_of_t
                     &[],
                     "[ -e \"$SCRATCH/crd-ready\" ] || { echo 'the CRD is not served yet'; exit 75; }\necho ready",
                 ),
-                ("uses-crd", "abort", &["crd-waits"], "touch \"$SCRATCH/uses-crd-ran\""),
-                ("independent", "abort", &[], "touch \"$SCRATCH/independent-ran\""),
+                (
+                    "uses-crd",
+                    "abort",
+                    &["crd-waits"],
+                    "touch \"$SCRATCH/uses-crd-ran\"",
+                ),
+                (
+                    "independent",
+                    "abort",
+                    &[],
+                    "touch \"$SCRATCH/independent-ran\"",
+                ),
             ],
         );
-        let (code, report, stderr) = s.run(&shell);
-        assert_eq!(code, 0, "{}: {report}\n{stderr}", shell.name);
-        assert_eq!(
-            outcomes(&report),
-            pairs(&[
+        s.run_ok(
+            &shell,
+            &[
                 ("crd-waits", "not-yet"),
                 ("uses-crd", "not-yet"),
                 ("independent", "ok"),
-            ]),
-            "{}",
-            shell.name
+            ],
         );
         assert!(
             !s.path().join("uses-crd-ran").exists(),
@@ -206,14 +227,7 @@ fn exit_75_is_recorded_not_yet_under_abort_its_dependents_wait_and_the_rest_of_t
 
         // Preconditions met on the next run: both run, in order, and verify passes.
         std::fs::write(s.path().join("crd-ready"), "").unwrap();
-        let (code, report, stderr) = s.run(&shell);
-        assert_eq!(code, 0, "{}: {report}\n{stderr}", shell.name);
-        assert_eq!(
-            outcomes(&report),
-            pairs(&[("crd-waits", "ok"), ("uses-crd", "ok")]),
-            "{}",
-            shell.name
-        );
+        s.run_ok(&shell, &[("crd-waits", "ok"), ("uses-crd", "ok")]);
         assert_eq!(s.entry("crd-waits")["attempts"], 2);
         let (code, verify, _) = parse(s.command(&shell, "verify").output().unwrap());
         assert_eq!(code, 0, "{}: {verify}", shell.name);
@@ -223,10 +237,9 @@ fn exit_75_is_recorded_not_yet_under_abort_its_dependents_wait_and_the_rest_of_t
 #[test]
 fn a_failed_cluster_command_followed_by_exit_75_is_not_yet_naming_the_call_never_ok() {
     for shell in shells::all() {
-        let s = Scratch::new();
         // The precondition check itself fails (the API server is down): the
         // script says "not yet", and the record names the failed call.
-        s.scripts(
+        let s = Scratch::with(
             &shell,
             &[(
                 "check-crd",
@@ -235,14 +248,7 @@ fn a_failed_cluster_command_followed_by_exit_75_is_not_yet_naming_the_call_never
                 "kubectl get crd widgets.example.io >/dev/null 2>&1 || exit 75\necho would-migrate",
             )],
         );
-        let (code, report, stderr) = s.run(&shell);
-        assert_eq!(code, 0, "{}: {report}\n{stderr}", shell.name);
-        assert_eq!(
-            outcomes(&report),
-            pairs(&[("check-crd", "not-yet")]),
-            "{}",
-            shell.name
-        );
+        s.run_ok(&shell, &[("check-crd", "not-yet")]);
         let e = s.entry("check-crd");
         assert_eq!(e["state"], "not-yet", "{}: {e}", shell.name);
         let message = e["message"].as_str().unwrap();
@@ -264,10 +270,9 @@ fn a_failed_cluster_command_followed_by_exit_75_is_not_yet_naming_the_call_never
 #[test]
 fn dry_run_executes_nothing_takes_no_lock_and_writes_nothing_whatever_the_scripts_do() {
     for shell in shells::all() {
-        let s = Scratch::new();
         // A script whose own dry-run switch exits 0 having done nothing: a
         // run that executed it would have recorded it `ok`.
-        s.scripts(
+        let s = Scratch::with(
             &shell,
             &[(
                 "honours-dry-run",

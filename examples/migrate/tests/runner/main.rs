@@ -60,7 +60,7 @@ impl Tree {
     }
 
     fn ledger(&self) -> String {
-        format!("file:{}", self.file("ledger.json").display())
+        common::file_spec(&self.file("ledger.json"))
     }
 
     /// Creates an empty ledger so runs are upgrades, not fresh installs.
