@@ -315,17 +315,28 @@ fn entry_state(data: &Value, slug: &str) -> String {
         .to_owned()
 }
 
-fn helm_upgrade(cluster: &RealCluster, release: &str, chart: &Path, ns: &str) -> Command {
+/// `helm VERB RELEASE CHART --namespace NS --timeout TIMEOUT`: an install
+/// or an upgrade of the chart.
+fn helm_release(
+    cluster: &RealCluster,
+    verb: &str,
+    release: &str,
+    chart: &Path,
+    ns: &str,
+    timeout: &str,
+) -> Command {
     let mut helm = cluster.helm();
-    helm.args([
-        "upgrade",
-        release,
-        chart.to_str().unwrap(),
+    helm.args([verb, release, chart.to_str().unwrap()]).args([
         "--namespace",
         ns,
-    ])
-    .args(["--timeout", "120s"]);
+        "--timeout",
+        timeout,
+    ]);
     helm
+}
+
+fn helm_upgrade(cluster: &RealCluster, release: &str, chart: &Path, ns: &str) -> Command {
+    helm_release(cluster, "upgrade", release, chart, ns, "120s")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -346,21 +357,8 @@ async fn installing_and_upgrading_the_chart_runs_the_hook_only_when_pre_apply_sl
         .collect();
 
     // Install: the ledger is created seeded, equal to seed-fresh --render; no hook Job.
-    let mut install = cluster.helm();
-    install
-        .args([
-            "install",
-            &release,
-            charts[0].to_str().unwrap(),
-            "--namespace",
-            &ns,
-        ])
-        .args([
-            "--set-string",
-            "ledger.labels.owner=platform",
-            "--timeout",
-            "60s",
-        ]);
+    let mut install = helm_release(&cluster, "install", &release, &charts[0], &ns, "60s");
+    install.args(["--set-string", "ledger.labels.owner=platform"]);
     run(install);
     let cm = get_json(&cluster, &["get", "configmap", LEDGER, "-n", &ns]);
     assert_eq!(cm["data"], seed_fresh_render(&trees[0].root(), at));
@@ -488,17 +486,9 @@ async fn installing_and_upgrading_the_chart_runs_the_hook_only_when_pre_apply_sl
 
     // Installing again over the kept ledger is not a fresh install: the ledger is not
     // rendered (nothing overwrites it), and with nothing pre-apply pending there is no hook.
-    let mut reinstall = cluster.helm();
-    reinstall
-        .args([
-            "install",
-            &release,
-            charts[2].to_str().unwrap(),
-            "--namespace",
-            &ns,
-        ])
-        .args(["--timeout", "60s"]);
-    run(reinstall);
+    run(helm_release(
+        &cluster, "install", &release, &charts[2], &ns, "60s",
+    ));
     assert_eq!(
         ledger_data(&cluster, &ns),
         data,

@@ -74,16 +74,18 @@ fn test_runs_each_scripts_test_reports_pass_and_fail_per_script_and_fails_on_any
         )
         .unwrap();
     }
-    std::fs::write(
-        tree.join("tests/good-one.sh"),
-        "#!/bin/sh\n. \"$(dirname \"$0\")/lib.sh\"\nrun_migration pre-apply/good-one\nexpect_call \"label namespace x a=b\"\nexpect_failure_when_kubectl_fails pre-apply/good-one label\n",
-    )
-    .unwrap();
-    std::fs::write(
-        tree.join("tests/bad-one.sh"),
-        "#!/bin/sh\n. \"$(dirname \"$0\")/lib.sh\"\nrun_migration pre-apply/bad-one\nexpect_call \"delete namespace x\"\n",
-    )
-    .unwrap();
+    for (slug, test) in [
+        (
+            "good-one",
+            "#!/bin/sh\n. \"$(dirname \"$0\")/lib.sh\"\nrun_migration pre-apply/good-one\nexpect_call \"label namespace x a=b\"\nexpect_failure_when_kubectl_fails pre-apply/good-one label\n",
+        ),
+        (
+            "bad-one",
+            "#!/bin/sh\n. \"$(dirname \"$0\")/lib.sh\"\nrun_migration pre-apply/bad-one\nexpect_call \"delete namespace x\"\n",
+        ),
+    ] {
+        std::fs::write(tree.join(format!("tests/{slug}.sh")), test).unwrap();
+    }
     let (code, doc, _) = json(&["test", tree_s]);
     assert_eq!(code, 2, "{doc}");
     assert_eq!(
