@@ -112,7 +112,7 @@ impl SourceCache {
         let Some(root) = &self.root else {
             return Resolution::Unresolved;
         };
-        let Some(path) = expand(word, current, script, vars) else {
+        let Some(path) = path_value(word, current, script, vars) else {
             return Resolution::Unresolved;
         };
         // Relative paths are relative to the working directory: the root.
@@ -141,14 +141,17 @@ impl SourceCache {
     }
 }
 
+/// What a path word is expanded in: the file the command is in, the tier
+/// script running (`$0`) and the variables known at that point.
+struct Scope<'a> {
+    current: &'a str,
+    script: &'a str,
+    vars: &'a HashMap<String, String>,
+}
+
 /// Expands a path word to a root-marked string (`@ROOT@/lib/x.sh`), or a
 /// relative or absolute path, or `None` when a part is unknown.
-fn expand(
-    word: &str,
-    current: &str,
-    script: &str,
-    vars: &HashMap<String, String>,
-) -> Option<String> {
+fn expand(word: &str, scope: &Scope<'_>) -> Option<String> {
     let mut out = String::new();
     for piece in parse::path_pieces(word) {
         match piece {
@@ -156,15 +159,15 @@ fn expand(
             PathPiece::Parameter(name, op) => {
                 let value = match (name.as_str(), op.as_deref()) {
                     ("MIGRATION_TREE" | "PWD", None) => "@ROOT@".to_owned(),
-                    ("0", Some("%/*")) => dir_of(script),
-                    ("BASH_SOURCE", Some("%/*")) => dir_of(current),
-                    ("0", None) => format!("@ROOT@/{script}"),
-                    (other, None) => vars.get(other)?.clone(),
+                    ("0", Some("%/*")) => dir_of(scope.script),
+                    ("BASH_SOURCE", Some("%/*")) => dir_of(scope.current),
+                    ("0", None) => format!("@ROOT@/{}", scope.script),
+                    (other, None) => scope.vars.get(other)?.clone(),
                     _ => return None,
                 };
                 out.push_str(&value);
             }
-            PathPiece::Command(c) => out.push_str(&command_path(&c, current, script, vars)?),
+            PathPiece::Command(c) => out.push_str(&command_path(&c, scope)?),
             PathPiece::Other => return None,
         }
     }
@@ -173,12 +176,7 @@ fn expand(
 
 /// `$(dirname "$0")`, `$(cd "$(dirname "$0")" && pwd)`, `$(pwd)`, and the
 /// same with `BASH_SOURCE`.
-fn command_path(
-    text: &str,
-    current: &str,
-    script: &str,
-    vars: &HashMap<String, String>,
-) -> Option<String> {
+fn command_path(text: &str, scope: &Scope<'_>) -> Option<String> {
     let t = text.trim();
     if t == "pwd" || t == "pwd -P" {
         return Some("@ROOT@".into());
@@ -192,7 +190,7 @@ fn command_path(
         })
         .map(|x| x.trim().trim_start_matches("-- ").trim());
     if let Some(x) = inner {
-        return expand(x, current, script, vars);
+        return expand(x, scope);
     }
     let arg = t
         .strip_prefix("dirname ")?
@@ -200,8 +198,8 @@ fn command_path(
         .trim_start_matches("-- ")
         .trim();
     let file = match arg.trim_matches('"') {
-        "$0" | "${0}" => script,
-        "${BASH_SOURCE[0]}" | "$BASH_SOURCE" | "${BASH_SOURCE}" => current,
+        "$0" | "${0}" => scope.script,
+        "${BASH_SOURCE[0]}" | "$BASH_SOURCE" | "${BASH_SOURCE}" => scope.current,
         _ => return None,
     };
     Some(dir_of(file))
@@ -240,7 +238,12 @@ pub fn path_value(
     script: &str,
     vars: &HashMap<String, String>,
 ) -> Option<String> {
-    expand(value, current, script, vars)
+    let scope = Scope {
+        current,
+        script,
+        vars,
+    };
+    expand(value, &scope)
 }
 
 #[cfg(test)]
