@@ -94,8 +94,7 @@ fn verify_since_an_unknown_tag_is_an_error_naming_it() {
     let repo = released();
     let state = tempfile::tempdir().unwrap();
     let ledger = ledger_in(&state);
-    let (code, _, err) = repo.on_ledger("seed-fresh", &ledger, &[]);
-    assert_eq!(code, 0, "{err}");
+    repo.succeeds("seed-fresh", &ledger, &[]);
     let verify_since = |since: &str| repo.on_ledger("verify", &ledger, &["--since", since]);
     for since in ["v9.9.9", "1.1.0"] {
         let (code, doc, _) = verify_since(since);
@@ -113,8 +112,7 @@ fn verify_fails_on_a_script_changed_since_it_ran_unless_allowed() {
     let repo = released();
     let state = tempfile::tempdir().unwrap();
     let ledger = common::empty_file_ledger(&state.path().join("ledger.json"));
-    let (code, _, err) = repo.on_ledger("run", &ledger, &[]);
-    assert_eq!(code, 0, "{err}");
+    repo.succeeds("run", &ledger, &[]);
     repo.add("pre-apply", "a", "echo edited after it ran");
     let (code, doc, _) = repo.on_ledger("verify", &ledger, &[]);
     assert_eq!(code, 5, "{doc}");
@@ -152,12 +150,10 @@ fn files_in(dir: &tempfile::TempDir) -> Vec<String> {
 fn plan_leaves_no_file_behind_on_a_fresh_or_an_existing_ledger() {
     let repo = released();
     let state = tempfile::tempdir().unwrap();
-    let (code, _, err) = repo.on_ledger("plan", &ledger_in(&state), &[]);
-    assert_eq!(code, 0, "{err}");
+    repo.succeeds("plan", &ledger_in(&state), &[]);
     assert!(files_in(&state).is_empty(), "{:?}", files_in(&state));
     let ledger = common::empty_file_ledger(&state.path().join("ledger.json"));
-    let (code, _, err) = repo.on_ledger("plan", &ledger, &[]);
-    assert_eq!(code, 0, "{err}");
+    repo.succeeds("plan", &ledger, &[]);
     assert_eq!(files_in(&state), ["ledger.json"], "no ledger.json.lock");
 }
 

@@ -220,8 +220,7 @@ fn run_prints_n_of_total_progress_and_in_json_mode_one_json_object_per_stderr_li
 #[test]
 fn only_re_running_a_changed_script_does_not_claim_it_is_not_re_run() {
     let (repo, _state, ledger) = released_on_an_empty_ledger();
-    let (code, _, err) = repo.on_ledger("run", &ledger, &[]);
-    assert_eq!(code, 0, "{err}");
+    repo.succeeds("run", &ledger, &[]);
     let tree = repo.tree();
     let tree = tree.to_str().unwrap();
     repo.add("pre-apply", "a", "echo a, edited");

@@ -29,8 +29,7 @@ fn rendered_configmap(command: &str, tree: &std::path::Path, extra: &[&str]) -> 
 fn plan_on_a_fresh_cluster_seeds_and_runs_nothing_then_writes_nothing() {
     let repo = released();
     let state = tempfile::tempdir().unwrap();
-    let (code, doc, err) = repo.on_ledger("plan", &ledger_in(&state), &[]);
-    assert_eq!(code, 0, "{err}");
+    let doc = repo.succeeds("plan", &ledger_in(&state), &[]);
     assert_eq!(doc["fresh_install"], true);
     assert_eq!(doc["seed"].as_array().unwrap().len(), 3);
     assert!(doc["pending"].as_array().unwrap().is_empty());
@@ -45,8 +44,7 @@ fn plan_lists_pending_in_order_with_what_the_runner_needs() {
     let repo = released();
     let state = tempfile::tempdir().unwrap();
     common::empty_file_ledger(&state.path().join("ledger.json"));
-    let (code, doc, err) = repo.on_ledger("plan", &ledger_in(&state), &["--tier", "pre-apply"]);
-    assert_eq!(code, 0, "{err}");
+    let doc = repo.succeeds("plan", &ledger_in(&state), &["--tier", "pre-apply"]);
     assert_eq!(fields(&doc["pending"], "slug"), ["a", "c"]);
     assert_eq!(doc["pending"][1]["batch"], "00002-v1.1.0");
     assert_eq!(doc["pending"][1]["path"], "pre-apply/c");
@@ -98,8 +96,7 @@ fn usage_errors_exit_2() {
 fn seed_fresh_creates_the_ledger_once_and_refuses_an_existing_one() {
     let repo = released();
     let state = tempfile::tempdir().unwrap();
-    let (code, doc, err) = repo.on_ledger("seed-fresh", &ledger_in(&state), &[]);
-    assert_eq!(code, 0, "{err}");
+    let doc = repo.succeeds("seed-fresh", &ledger_in(&state), &[]);
     assert_eq!(doc["seeded"], 3);
     let (code, doc, _) = repo.on_ledger("seed-fresh", &ledger_in(&state), &[]);
     assert_eq!(code, 3, "{doc}");

@@ -224,6 +224,13 @@ impl Repo {
         on_ledger(command, &self.tree(), ledger, extra)
     }
 
+    /// [`Self::on_ledger`], which must exit 0: its JSON document.
+    pub fn succeeds(&self, command: &str, ledger: &str, extra: &[&str]) -> serde_json::Value {
+        let (code, doc, err) = self.on_ledger(command, ledger, extra);
+        assert_eq!(code, 0, "{command}: {doc}\n{err}");
+        doc
+    }
+
     /// Writes `migrations/<tier>/<slug>` with a header.
     pub fn add(&self, tier: &str, slug: &str, body: &str) {
         self.add_requiring(tier, slug, &[], body);
