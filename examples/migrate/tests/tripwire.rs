@@ -226,8 +226,7 @@ fn the_shim_passes_stdin_stdout_and_the_exit_status_through() {
             "out=$(kubectl apply -f - <<'EOF'\nkind: ConfigMap\nEOF\n)\necho \"got:$out\"\n[ \"$KUBECTL\" = \"$(command -v kubectl)\" ]",
         )],
     );
-    s.write_exec(
-        &s.bin().join("kubectl"),
+    s.fake_kubectl(
         "#!/bin/sh\ncat > \"$SCRATCH/stdin-seen\"\necho out-line\necho err-line >&2\nexit 0\n",
     );
     let (code, _, err) = s.run(&shell, "ok");
@@ -241,7 +240,7 @@ fn the_shim_passes_stdin_stdout_and_the_exit_status_through() {
 
     // The status comes back unchanged (3 here), so `if`/`case $?` still work.
     let s = Scratch::new();
-    s.write_exec(&s.bin().join("kubectl"), "#!/bin/sh\nexit 3\n");
+    s.fake_kubectl("#!/bin/sh\nexit 3\n");
     s.scripts(&shell, "warn", &[("status", "kubectl get x")]);
     s.run(&shell, "ok");
     assert_eq!(s.entry("status")["reason"], "exit-status-3");
@@ -323,7 +322,7 @@ fn a_call_still_running_when_the_script_exits_is_a_failure_even_on_a_working_clu
             "kubectl delete ns old &\nsleep 0.5\necho left-it",
         )],
     );
-    s.write_exec(&s.bin().join("kubectl"), "#!/bin/sh\nsleep 2\nexit 0\n");
+    s.fake_kubectl("#!/bin/sh\nsleep 2\nexit 0\n");
     s.run(&shell, "ok");
     s.assert_masked("not-waited", "kubectl delete ns old: never finished");
 }
@@ -337,8 +336,7 @@ fn a_signal_sent_to_a_background_call_reaches_the_real_command_and_the_call_coun
             "kubectl port-forward svc/x 8080:80 &\npf=$!\nsleep 0.5\nkill $pf\nwait $pf || true",
         )],
     );
-    s.write_exec(
-        &s.bin().join("kubectl"),
+    s.fake_kubectl(
         "#!/bin/sh\ntrap 'echo got-term >> \"$SCRATCH/signals\"; exit 143' TERM\nsleep 5 &\nwait\n",
     );
     s.run(&shell, "ok");

@@ -90,6 +90,11 @@ impl Scratch {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
+    /// Replaces the fake `kubectl` with `script`.
+    pub fn fake_kubectl(&self, script: &str) {
+        self.write_exec(&self.bin().join("kubectl"), script);
+    }
+
     /// Writes the scripts (in this order) under `shell`, with `on_error`.
     pub fn scripts(&self, shell: &Shell, on_error: &str, scripts: &[(&str, &str)]) {
         let mut order = String::new();
