@@ -27,6 +27,13 @@ fn scratch_tree() -> ScratchTree {
         .scratch()
 }
 
+/// `scratch` and the `--ledger` spec of its file ledger `ledger.json` (not
+/// created).
+fn with_file_ledger(scratch: ScratchTree) -> (ScratchTree, String) {
+    let spec = file_spec(&scratch.file("ledger.json"));
+    (scratch, spec)
+}
+
 /// `migrate adopt ROOT --legacy-version VERSION --ledger SPEC [EXTRA...]`.
 fn adopt(
     root: &std::path::Path,
@@ -53,8 +60,7 @@ fn status(spec: &str) -> serde_json::Value {
 
 #[test]
 fn adopting_creates_legacy_entries_below_the_version_and_the_first_run_runs_the_rest() {
-    let scratch = scratch_tree();
-    let spec = file_spec(&scratch.file("ledger.json"));
+    let (scratch, spec) = with_file_ledger(scratch_tree());
     let (code, doc, err) = adopt(&scratch.root(), "3", &spec, &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["outcome"], "created");
@@ -71,8 +77,7 @@ fn adopting_creates_legacy_entries_below_the_version_and_the_first_run_runs_the_
 
 #[test]
 fn adopting_twice_is_a_no_op_and_a_ledger_with_other_entries_is_refused() {
-    let scratch = scratch_tree();
-    let spec = file_spec(&scratch.file("ledger.json"));
+    let (scratch, spec) = with_file_ledger(scratch_tree());
     let adopt_version = |version: &str| adopt(&scratch.root(), version, &spec, &[]);
     assert_eq!(adopt_version("4").0, 0);
     let (code, doc, err) = adopt_version("4");
@@ -100,8 +105,7 @@ fn adopting_twice_is_a_no_op_and_a_ledger_with_other_entries_is_refused() {
 
 #[test]
 fn a_version_beyond_the_legacy_map_or_a_tree_without_one_is_bad_input() {
-    let scratch = scratch_tree();
-    let spec = file_spec(&scratch.file("ledger.json"));
+    let (scratch, spec) = with_file_ledger(scratch_tree());
     let (code, doc, _) = adopt(&scratch.root(), "9", &spec, &[]);
     assert_eq!(code, 2, "{doc}");
     assert_first_problem(&doc, "legacy-map ends at 3");
