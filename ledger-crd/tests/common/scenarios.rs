@@ -1,4 +1,4 @@
-//! Scenarios run both on the test API server (`crd.rs`) and on a real one (`real_cluster.rs`):
+//! Scenarios run both on the test API server (`tests/crd`) and on a real one (`tests/real_cluster`):
 //! written once against a kube client, so the double and the real server are held to the
 //! same assertions.
 

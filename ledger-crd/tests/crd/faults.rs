@@ -1,0 +1,65 @@
+//! API faults the shared suite (tests/faults.rs) does not cover: the CRD's
+//! own absence and the two-request create.
+
+use super::*;
+
+#[tokio::test]
+async fn a_missing_crd_is_an_error_never_an_absent_ledger() {
+    let server = TestApiServer::start().await; // MigrationLedger not served
+    let l = ledger(&server);
+    let err = l.read().await.unwrap_err();
+    assert_permanent(&err, "read", "a missing CRD");
+    assert!(
+        err.to_string()
+            .contains("install the CustomResourceDefinition"),
+        "{err}"
+    );
+    let err = l.create(&[]).await.unwrap_err();
+    assert!(
+        err.to_string().contains("CustomResourceDefinition"),
+        "{err}"
+    );
+    let err = l
+        .write(&entries(0..1, EntryState::Ok), WriteMode::OnlyIfAbsent)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LedgerError::Permanent { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_lost_create_reply_completes_the_same_object_once() {
+    let server = served().await;
+    server.faults().inject(
+        FaultRule::on(Verb::Create, "migrationledgers")
+            .once()
+            .lost_reply(LostReply::DropConnection),
+    );
+    let seeded = entries(0..3, EntryState::SkippedFreshInstall);
+    ledger(&server).create(&seeded).await.unwrap();
+    assert_eq!(server.objects(RESOURCE).len(), 1);
+    let snapshot = ledger(&server).read().await.unwrap().unwrap();
+    for (slug, entry) in &seeded {
+        assert_eq!(snapshot.entry(slug), Some(entry));
+    }
+}
+
+#[tokio::test]
+async fn a_lost_reply_to_the_seeding_status_write_is_recognised_not_repeated() {
+    let server = served().await;
+    server.faults().inject(
+        FaultRule::on(Verb::Patch, "migrationledgers/status")
+            .once()
+            .lost_reply(LostReply::InternalError),
+    );
+    let seeded = entries(0..3, EntryState::SkippedFreshInstall);
+    ledger(&server).create(&seeded).await.unwrap();
+    assert_eq!(
+        status_patches(&server),
+        1,
+        "the write landed; it is not sent again"
+    );
+    assert_eq!(
+        ledger(&server).read().await.unwrap().unwrap().records.len(),
+        3
+    );
+}
