@@ -19,6 +19,16 @@ pub fn entries(range: std::ops::Range<usize>, state: EntryState) -> Vec<(Slug, L
         .collect()
 }
 
+/// Writes [`entries`]`(range, state)` in `mode`, which must succeed.
+pub async fn put(
+    l: &impl Ledger,
+    range: std::ops::Range<usize>,
+    state: EntryState,
+    mode: WriteMode,
+) -> migration_core::WriteReport {
+    l.write(&entries(range, state), mode).await.unwrap()
+}
+
 /// The object `name` as the server returns it.
 pub async fn stored(api: &Api<DynamicObject>, name: &str) -> Value {
     serde_json::to_value(api.get(name).await.unwrap()).unwrap()
@@ -59,12 +69,8 @@ pub async fn entry_writes_leave_the_charts_fields_alone(
     api: &Api<DynamicObject>,
     name: &str,
 ) {
-    l.write(&entries(0..5, EntryState::Legacy), WriteMode::OnlyIfAbsent)
-        .await
-        .unwrap();
-    l.write(&entries(1..2, EntryState::Failed), WriteMode::Replace)
-        .await
-        .unwrap();
+    put(l, 0..5, EntryState::Legacy, WriteMode::OnlyIfAbsent).await;
+    put(l, 1..2, EntryState::Failed, WriteMode::Replace).await;
     l.note_attempt(&slug(7), "t", 0).await.unwrap();
     let object = stored(api, name).await;
     assert_eq!(
@@ -95,9 +101,7 @@ pub async fn a_declared_ledger_is_an_existing_cluster(
             .unwrap_err(),
         LedgerError::AlreadyExists { .. }
     ));
-    l.write(&entries(0..2, EntryState::Legacy), WriteMode::OnlyIfAbsent)
-        .await
-        .unwrap();
+    put(l, 0..2, EntryState::Legacy, WriteMode::OnlyIfAbsent).await;
     let object = stored(api, name).await;
     assert_eq!(object["status"]["initialized"], true);
     assert_eq!(object["spec"]["version"], 45);

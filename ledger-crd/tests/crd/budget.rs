@@ -10,8 +10,7 @@ fn message_entry(bytes: usize) -> LedgerEntry {
 
 #[tokio::test]
 async fn the_budget_is_enforced_before_the_api_server_sees_the_write() {
-    let server = served().await;
-    let l = ledger(&server);
+    let (server, l) = served_ledger().await;
     l.create(&entries(0..2, EntryState::Ok)).await.unwrap();
     server.requests().reset();
     let err = l
@@ -41,8 +40,7 @@ async fn the_budget_is_enforced_before_the_api_server_sees_the_write() {
 #[tokio::test]
 async fn the_budget_stays_below_what_the_api_server_accepts() {
     // The test server refuses objects above etcd's limit as a real one does.
-    let server = served().await;
-    let l = ledger(&server);
+    let (server, l) = served_ledger().await;
     l.create(&entries(0..3, EntryState::Ok)).await.unwrap();
     let size = |v: &Value| serde_json::to_vec(v).unwrap().len() as u64;
     // Grow to just under the budget: accepted.

@@ -42,8 +42,7 @@ async fn set_condition_adds_a_condition_and_clobbers_nothing() {
     l.set_condition(&background(ConditionStatus::False, "RequirementUnmet"))
         .await
         .unwrap();
-    let object = stored(&server);
-    let set = condition(&object, "BackgroundMigrations");
+    let set = stored_condition(&server, "BackgroundMigrations");
     assert_eq!(set["reason"], "RequirementUnmet");
     assert_eq!(set["lastTransitionTime"], first);
     clock.advance(Duration::from_secs(10));
@@ -58,9 +57,7 @@ async fn set_condition_adds_a_condition_and_clobbers_nothing() {
     assert_eq!(object["status"]["conditions"].as_array().unwrap().len(), 2);
 
     // Ledger writes keep it.
-    l.write(&entries(5..6, EntryState::Failed), WriteMode::Replace)
-        .await
-        .unwrap();
+    put(&l, 5..6, EntryState::Failed, WriteMode::Replace).await;
     let object = stored(&server);
     assert_eq!(condition(&object, "BackgroundMigrations")["reason"], "Idle");
     assert_eq!(condition(&object, "Ready")["status"], "False");
@@ -68,8 +65,7 @@ async fn set_condition_adds_a_condition_and_clobbers_nothing() {
 
 #[tokio::test]
 async fn set_condition_refuses_ready_and_malformed_conditions_before_sending() {
-    let server = served().await;
-    let l = ledger(&server);
+    let (server, l) = served_ledger().await;
     l.create(&[]).await.unwrap();
     server.requests().reset();
     for bad in [
@@ -95,8 +91,7 @@ async fn set_condition_refuses_ready_and_malformed_conditions_before_sending() {
     })
     .await
     .unwrap();
-    let object = stored(&server);
-    let set = condition(&object, "migrations.cozystack.io/Background");
+    let set = stored_condition(&server, "migrations.cozystack.io/Background");
     assert!(set["message"].as_str().unwrap().len() <= 32_768);
     assert_eq!(set["status"], "Unknown");
 }

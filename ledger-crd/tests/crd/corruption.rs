@@ -4,8 +4,7 @@ use super::*;
 
 #[tokio::test]
 async fn one_corrupt_entry_among_ten_thousand_is_exactly_one_corrupt_record() {
-    let server = served().await;
-    let l = ledger(&server);
+    let (server, l) = served_ledger().await;
     l.create(&[]).await.unwrap();
     let value =
         serde_json::to_value(LedgerEntry::new(EntryState::Ok, Timestamp::from_unix(0))).unwrap();
@@ -45,9 +44,7 @@ async fn one_corrupt_entry_among_ten_thousand_is_exactly_one_corrupt_record() {
     );
 
     // The corrupt entry blocks nothing else, and nothing overwrites it.
-    l.write(&entries(0..1, EntryState::Ok), WriteMode::OnlyIfAbsent)
-        .await
-        .unwrap();
+    put(&l, 0..1, EntryState::Ok, WriteMode::OnlyIfAbsent).await;
     let report = l
         .write(
             &[(
@@ -74,8 +71,7 @@ async fn a_container_that_is_not_a_map_makes_the_ledger_unreadable_never_absent(
         ("/status", json!(7)),
         ("/spec", json!("x")),
     ] {
-        let server = served().await;
-        let l = ledger(&server);
+        let (server, l) = served_ledger().await;
         l.create(&entries(0..1, EntryState::Ok)).await.unwrap();
         let mut object = stored(&server);
         let (parent, last) = pointer.rsplit_once('/').unwrap();

@@ -26,16 +26,24 @@ async fn a_missing_crd_is_an_error_never_an_absent_ledger() {
     assert!(matches!(err, LedgerError::Permanent { .. }), "{err:?}");
 }
 
+/// A fresh install of three entries on a server that has `fault`: the
+/// server, and the entries it installed.
+async fn fresh_install_through(fault: FaultRule) -> (TestApiServer, Vec<(Slug, LedgerEntry)>) {
+    let server = served().await;
+    server.faults().inject(fault);
+    let seeded = entries(0..3, EntryState::SkippedFreshInstall);
+    ledger(&server).create(&seeded).await.unwrap();
+    (server, seeded)
+}
+
 #[tokio::test]
 async fn a_lost_create_reply_completes_the_same_object_once() {
-    let server = served().await;
-    server.faults().inject(
+    let (server, seeded) = fresh_install_through(
         FaultRule::on(Verb::Create, "migrationledgers")
             .once()
             .lost_reply(LostReply::DropConnection),
-    );
-    let seeded = entries(0..3, EntryState::SkippedFreshInstall);
-    ledger(&server).create(&seeded).await.unwrap();
+    )
+    .await;
     assert_eq!(server.objects(RESOURCE).len(), 1);
     let snapshot = ledger(&server).read().await.unwrap().unwrap();
     for (slug, entry) in &seeded {
@@ -45,14 +53,12 @@ async fn a_lost_create_reply_completes_the_same_object_once() {
 
 #[tokio::test]
 async fn a_lost_reply_to_the_seeding_status_write_is_recognised_not_repeated() {
-    let server = served().await;
-    server.faults().inject(
+    let (server, _) = fresh_install_through(
         FaultRule::on(Verb::Patch, "migrationledgers/status")
             .once()
             .lost_reply(LostReply::InternalError),
-    );
-    let seeded = entries(0..3, EntryState::SkippedFreshInstall);
-    ledger(&server).create(&seeded).await.unwrap();
+    )
+    .await;
     assert_eq!(
         status_patches(&server),
         1,

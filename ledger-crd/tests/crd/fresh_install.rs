@@ -4,8 +4,7 @@ use super::*;
 
 #[tokio::test]
 async fn a_crash_between_create_and_its_status_write_still_reads_as_a_fresh_install() {
-    let server = served().await;
-    let l = ledger(&server);
+    let (server, l) = served_ledger().await;
     // The status write fails permanently: the run dies with the object
     // created and its status never written.
     let rule = server.faults().inject(
@@ -191,6 +190,17 @@ async fn two_racing_fresh_installs_store_exactly_one_seed() {
     }
 }
 
+/// The version a fresh ledger reads back once its `spec.version` is set to
+/// `version` by someone else.
+async fn version_read_back(version: &Value) -> LegacyVersion {
+    let (server, l) = served_ledger().await;
+    l.create(&[]).await.unwrap();
+    let mut object = stored(&server);
+    object["spec"]["version"] = version.clone();
+    server.put_object(RESOURCE, object).unwrap();
+    l.read().await.unwrap().unwrap().version
+}
+
 #[tokio::test]
 async fn the_spec_version_may_be_an_integer_or_a_string() {
     for (version, expected) in [
@@ -198,30 +208,11 @@ async fn the_spec_version_may_be_an_integer_or_a_string() {
         (json!("46"), LegacyVersion::Known(46)),
         (json!(null), LegacyVersion::Absent),
     ] {
-        let server = served().await;
-        let l = ledger(&server);
-        l.create(&[]).await.unwrap();
-        let mut object = stored(&server);
-        object["spec"]["version"] = version.clone();
-        server.put_object(RESOURCE, object).unwrap();
-        assert_eq!(
-            l.read().await.unwrap().unwrap().version,
-            expected,
-            "{version}"
-        );
+        assert_eq!(version_read_back(&version).await, expected, "{version}");
     }
     for bad in [json!(-1), json!(4.5), json!("v45"), json!([45])] {
-        let server = served().await;
-        let l = ledger(&server);
-        l.create(&[]).await.unwrap();
-        let mut object = stored(&server);
-        object["spec"]["version"] = bad.clone();
-        server.put_object(RESOURCE, object).unwrap();
         assert!(
-            matches!(
-                l.read().await.unwrap().unwrap().version,
-                LegacyVersion::Corrupt { .. }
-            ),
+            matches!(version_read_back(&bad).await, LegacyVersion::Corrupt { .. }),
             "{bad}"
         );
     }

@@ -4,8 +4,7 @@ use super::*;
 
 #[tokio::test]
 async fn the_lock_is_a_lease_in_the_lease_namespace() {
-    let server = served().await;
-    let l = ledger(&server);
+    let (server, l) = served_ledger().await;
     let lease = l
         .acquire("runner-a/pid-1", Duration::from_secs(30))
         .await

@@ -11,7 +11,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::scenarios::entries;
+use common::scenarios::{entries, put};
 use common::{RESOURCE, scenarios};
 use kube::core::{ApiResource, DynamicObject};
 use kube::{Api, CustomResourceExt};
@@ -54,6 +54,13 @@ fn ledger(server: &TestApiServer) -> CrdLedger {
     CrdLedger::with_options(server.client(), NAME, options(&clock()))
 }
 
+/// A test server serving the resource, and a ledger handle on it.
+async fn served_ledger() -> (TestApiServer, CrdLedger) {
+    let server = served().await;
+    let l = ledger(&server);
+    (server, l)
+}
+
 fn stored(server: &TestApiServer) -> Value {
     server
         .object(RESOURCE, "", NAME)
@@ -69,6 +76,11 @@ fn condition<'a>(object: &'a Value, kind: &str) -> &'a Value {
         .as_array()
         .and_then(|c| c.iter().find(|c| c["type"] == kind))
         .unwrap_or_else(|| panic!("no {kind} condition in {object:#}"))
+}
+
+/// The condition `kind` of the object as stored.
+fn stored_condition(server: &TestApiServer, kind: &str) -> Value {
+    condition(&stored(server), kind).clone()
 }
 
 fn status_patches(server: &TestApiServer) -> usize {

@@ -27,9 +27,7 @@ async fn summary_and_ready_are_recomputed_by_every_write() {
     assert_eq!(ready["observedGeneration"], 1);
 
     clock.advance(Duration::from_secs(60));
-    l.write(&entries(1..2, EntryState::Failed), WriteMode::Replace)
-        .await
-        .unwrap();
+    put(&l, 1..2, EntryState::Failed, WriteMode::Replace).await;
     let object = stored(&server);
     assert_eq!(object["status"]["summary"]["ok"], 2);
     assert_eq!(object["status"]["summary"]["failed"], 1);
@@ -41,11 +39,8 @@ async fn summary_and_ready_are_recomputed_by_every_write() {
     assert_eq!(ready["lastTransitionTime"], went_false);
 
     clock.advance(Duration::from_secs(60));
-    l.write(&entries(2..3, EntryState::Failed), WriteMode::Replace)
-        .await
-        .unwrap();
-    let object = stored(&server);
-    let ready = condition(&object, "Ready");
+    put(&l, 2..3, EntryState::Failed, WriteMode::Replace).await;
+    let ready = stored_condition(&server, "Ready");
     assert_eq!(ready["message"], "2 migrations failed: s-1, s-2");
     assert_eq!(
         ready["lastTransitionTime"], went_false,
@@ -72,26 +67,21 @@ async fn summary_and_ready_are_recomputed_by_every_write() {
         .remove("broken");
     server.put_object(RESOURCE, object).unwrap();
     clock.advance(Duration::from_secs(60));
-    l.write(&entries(1..3, EntryState::Ok), WriteMode::Replace)
-        .await
-        .unwrap();
-    let object = stored(&server);
-    let ready = condition(&object, "Ready");
+    put(&l, 1..3, EntryState::Ok, WriteMode::Replace).await;
+    let ready = stored_condition(&server, "Ready");
     assert_eq!(ready["status"], "True");
     assert_eq!(
         ready["lastTransitionTime"],
         Timestamp::from_unix(T0 + 180).to_string()
     );
-    assert_eq!(object["status"]["summary"]["failed"], 0);
+    assert_eq!(stored(&server)["status"]["summary"]["failed"], 0);
 }
 
 #[tokio::test]
 async fn the_ready_message_names_at_most_twenty_slugs() {
-    let server = served().await;
-    let l = ledger(&server);
+    let (server, l) = served_ledger().await;
     l.create(&entries(0..25, EntryState::Failed)).await.unwrap();
-    let object = stored(&server);
-    let message = condition(&object, "Ready")["message"]
+    let message = stored_condition(&server, "Ready")["message"]
         .as_str()
         .unwrap()
         .to_owned();

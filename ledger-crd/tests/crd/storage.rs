@@ -4,8 +4,7 @@ use super::*;
 
 #[tokio::test]
 async fn a_replaced_entry_keeps_none_of_the_fields_it_replaces() {
-    let server = served().await;
-    let l = ledger(&server);
+    let (server, l) = served_ledger().await;
     let mut failed = sample_entry(EntryState::Failed, 1);
     failed
         .extra
@@ -25,20 +24,15 @@ async fn a_replaced_entry_keeps_none_of_the_fields_it_replaces() {
 
 #[tokio::test]
 async fn fields_a_newer_engine_recorded_survive_exactly() {
-    let server = served().await;
-    let l = ledger(&server);
+    let (server, l) = served_ledger().await;
     let mut newer = sample_entry(EntryState::Ok, 1);
     newer
         .extra
         .insert("node".into(), json!({"a": [1, null], "gone": null}));
     newer.extra.insert("cleared".into(), Value::Null);
     l.create(&[(slug(1), newer.clone())]).await.unwrap();
-    l.write(&entries(2..4, EntryState::Legacy), WriteMode::OnlyIfAbsent)
-        .await
-        .unwrap();
-    l.write(&entries(2..3, EntryState::Ok), WriteMode::Replace)
-        .await
-        .unwrap();
+    put(&l, 2..4, EntryState::Legacy, WriteMode::OnlyIfAbsent).await;
+    put(&l, 2..3, EntryState::Ok, WriteMode::Replace).await;
     let snapshot = l.read().await.unwrap().unwrap();
     assert_eq!(snapshot.entry(&slug(1)), Some(&newer));
     l.write(&[(slug(1), newer.clone())], WriteMode::Replace)

@@ -62,15 +62,10 @@ async fn a_fresh_install_is_a_create_then_one_status_write_carrying_the_resource
 
 #[tokio::test]
 async fn every_engine_write_goes_to_the_status_subresource_with_a_precondition() {
-    let server = served().await;
-    let l = ledger(&server);
+    let (server, l) = served_ledger().await;
     l.create(&entries(0..2, EntryState::Ok)).await.unwrap();
-    l.write(&entries(2..3, EntryState::Legacy), WriteMode::OnlyIfAbsent)
-        .await
-        .unwrap();
-    l.write(&entries(0..1, EntryState::Revoked), WriteMode::Replace)
-        .await
-        .unwrap();
+    put(&l, 2..3, EntryState::Legacy, WriteMode::OnlyIfAbsent).await;
+    put(&l, 0..1, EntryState::Revoked, WriteMode::Replace).await;
     l.note_attempt(&slug(1), "run-1", 0).await.unwrap();
     l.set_condition(&LedgerCondition {
         type_: "BackgroundHealthy".into(),
@@ -95,8 +90,7 @@ async fn every_engine_write_goes_to_the_status_subresource_with_a_precondition()
 
 #[tokio::test]
 async fn a_spec_write_cannot_touch_entries_and_entry_writes_leave_spec_and_metadata_alone() {
-    let server = served().await;
-    let l = ledger(&server);
+    let (server, l) = served_ledger().await;
     // A chart applies the object: spec, labels and annotations, and (by
     // mistake) a status; the status subresource keeps entries out of reach.
     let api = dynamic_api(&server);
