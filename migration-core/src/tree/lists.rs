@@ -224,6 +224,7 @@ pub fn parse_legacy_map(file: &Path, bytes: &[u8]) -> Result<Vec<LegacyPair>, Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::fixtures::assert_lines;
 
     fn lines(problems: &[TreeProblem]) -> Vec<String> {
         problems.iter().map(ToString::to_string).collect()
@@ -243,15 +244,14 @@ mod tests {
     #[test]
     fn revoked_rejects_bad_slugs_extra_words_and_duplicates_with_lines() {
         let problems = parse_revoked(Path::new("revoked"), b"a\nB\na b\na\n").unwrap_err();
-        let text = lines(&problems);
-        assert_eq!(text.len(), 3, "{text:?}");
-        assert!(text[0].starts_with("revoked:2: slug \"B\""), "{}", text[0]);
-        assert!(
-            text[1].starts_with("revoked:3: expected one slug"),
-            "{}",
-            text[1]
+        assert_lines(
+            &problems,
+            &[
+                "revoked:2: slug \"B\"…",
+                "revoked:3: expected one slug…",
+                "revoked:4: 'a' is already revoked on line 1",
+            ],
         );
-        assert_eq!(text[2], "revoked:4: 'a' is already revoked on line 1");
     }
 
     #[test]
@@ -271,22 +271,19 @@ mod tests {
             b"1 a\n1 b\n2 a\n-3 c\n+4 d\nx e\n5\n5 f g h\n2 g\n",
         )
         .unwrap_err();
-        let text = lines(&problems);
-        assert_eq!(text.len(), 7, "{text:?}");
-        assert_eq!(
-            text[0],
-            "legacy-map:2: integer 1 is already mapped on line 1"
+        assert_lines(
+            &problems,
+            &[
+                "legacy-map:2: integer 1 is already mapped on line 1",
+                "legacy-map:3: slug 'a' is already mapped on line 1",
+                "legacy-map:4: \"-3\" is not…",
+                "legacy-map:5: \"+4\" is not…",
+                "legacy-map:6: \"x\" is not…",
+                "legacy-map:7: expected…",
+                "legacy-map:8: expected…",
+            ],
         );
-        assert_eq!(
-            text[1],
-            "legacy-map:3: slug 'a' is already mapped on line 1"
-        );
-        assert!(text[2].starts_with("legacy-map:4: \"-3\" is not"));
-        assert!(text[3].starts_with("legacy-map:5: \"+4\" is not"));
-        assert!(text[4].starts_with("legacy-map:6: \"x\" is not"));
-        assert!(text[5].starts_with("legacy-map:7: expected"));
-        assert!(text[6].starts_with("legacy-map:8: expected"));
-        assert_eq!(text.len(), 7, "line 9 closes the gap: {text:?}");
+        assert_eq!(problems.len(), 7, "line 9 closes the gap: {problems:?}");
     }
 
     #[test]
@@ -324,17 +321,13 @@ mod tests {
             b"1 a others=b\n2 c others=b\n3 d others=d\n4 e f\n",
         )
         .unwrap_err();
-        let text = lines(&problems);
-        assert_eq!(text.len(), 3, "{text:?}");
-        assert_eq!(
-            text[0],
-            "legacy-map:2: slug 'b' is already mapped on line 1"
-        );
-        assert_eq!(text[1], "legacy-map:3: 'd' is named twice on this line");
-        assert!(
-            text[2].starts_with("legacy-map:4: third word \"f\""),
-            "{}",
-            text[2]
+        assert_lines(
+            &problems,
+            &[
+                "legacy-map:2: slug 'b' is already mapped on line 1",
+                "legacy-map:3: 'd' is named twice on this line",
+                "legacy-map:4: third word \"f\"…",
+            ],
         );
     }
 
