@@ -55,6 +55,22 @@ async fn prepare(
         .await
 }
 
+/// Records `entry` for `a` through `faulty`, over a ledger that holds
+/// `stored` and whose next write fails with `fault`: the migrator's answer.
+async fn record_through(
+    (memory, faulty, clock): &(MemoryLedger, FaultyLedger, ManualClock),
+    stored: &[(Slug, LedgerEntry)],
+    fault: Fault,
+    entry: &LedgerEntry,
+) -> Result<(), MigrateError> {
+    let tree = tree();
+    memory.create(stored).await.unwrap();
+    faulty.fail_next(Operation::Write, fault);
+    Migrator::new(&tree, faulty, clock)
+        .record(&s("a"), entry)
+        .await
+}
+
 fn ok(n: u32) -> LedgerEntry {
     LedgerEntry {
         attempts: n,
@@ -241,14 +257,11 @@ async fn transient_seeding_errors_give_up_after_bounded_attempts() {
 
 #[tokio::test]
 async fn a_record_whose_reply_is_lost_is_confirmed_by_reading_it_back() {
-    let (memory, faulty, clock) = setup_without_backend_retries();
-    let tree = tree();
-    memory.create(&[]).await.unwrap();
-    faulty.fail_next(Operation::Write, Fault::LostReply);
-    Migrator::new(&tree, &faulty, &clock)
-        .record(&s("a"), &ok(1))
+    let ledgers = setup_without_backend_retries();
+    record_through(&ledgers, &[], Fault::LostReply, &ok(1))
         .await
         .unwrap();
+    let (memory, faulty, _) = ledgers;
     assert_eq!(
         faulty.count(Operation::Write),
         1,
@@ -260,14 +273,11 @@ async fn a_record_whose_reply_is_lost_is_confirmed_by_reading_it_back() {
 
 #[tokio::test]
 async fn a_transient_record_failure_is_retried() {
-    let (memory, faulty, clock) = setup();
-    let tree = tree();
-    memory.create(&[]).await.unwrap();
-    faulty.fail_next(Operation::Write, Fault::Transient);
-    Migrator::new(&tree, &faulty, &clock)
-        .record(&s("a"), &ok(2))
+    let ledgers = setup();
+    record_through(&ledgers, &[], Fault::Transient, &ok(2))
         .await
         .unwrap();
+    let (memory, faulty, _) = ledgers;
     assert_eq!(faulty.count(Operation::Write), 2);
     let snapshot = memory.read().await.unwrap().unwrap();
     assert_eq!(snapshot.entry(&s("a")), Some(&ok(2)));
@@ -275,14 +285,11 @@ async fn a_transient_record_failure_is_retried() {
 
 #[tokio::test]
 async fn a_record_that_cannot_be_confirmed_is_an_error_not_a_success() {
-    let (memory, faulty, clock) = setup();
-    let tree = tree();
-    memory.create(&[]).await.unwrap();
-    faulty.fail_next(Operation::Write, Fault::Permanent);
-    let err = Migrator::new(&tree, &faulty, &clock)
-        .record(&s("a"), &ok(1))
+    let ledgers = setup();
+    let err = record_through(&ledgers, &[], Fault::Permanent, &ok(1))
         .await
         .unwrap_err();
+    let (memory, _, _) = ledgers;
     assert!(
         matches!(&err, MigrateError::Unconfirmed { slug, .. } if slug.as_str() == "a"),
         "{err:?}"
@@ -292,12 +299,8 @@ async fn a_record_that_cannot_be_confirmed_is_an_error_not_a_success() {
 
 #[tokio::test]
 async fn a_record_is_not_confirmed_by_a_different_entry() {
-    let (memory, faulty, clock) = setup();
-    let tree = tree();
-    memory.create(&[(s("a"), ok(7))]).await.unwrap();
-    faulty.fail_next(Operation::Write, Fault::Permanent);
-    let err = Migrator::new(&tree, &faulty, &clock)
-        .record(&s("a"), &ok(8))
+    let ledgers = setup();
+    let err = record_through(&ledgers, &[(s("a"), ok(7))], Fault::Permanent, &ok(8))
         .await
         .unwrap_err();
     assert!(matches!(err, MigrateError::Unconfirmed { .. }));
