@@ -59,6 +59,21 @@ async fn put(l: &ConfigMapLedger, key: &str, entry: LedgerEntry, mode: WriteMode
     l.write(&[(slug(key), entry)], mode).await.unwrap()
 }
 
+/// An only-if-absent write of a legacy `a` where `a` is stored, once the
+/// requests are reset: reported as already present.
+async fn seed_a_over_a_stored_one(server: &TestApiServer, l: &ConfigMapLedger) -> WriteReport {
+    server.requests().reset();
+    let report = put(
+        l,
+        "a",
+        entry(EntryState::Legacy, 0),
+        WriteMode::OnlyIfAbsent,
+    )
+    .await;
+    assert_eq!(report.already_present, [slug("a")]);
+    report
+}
+
 /// The GETs and PATCHes of the ConfigMap since the requests were last reset.
 fn gets_and_patches(server: &TestApiServer) -> (usize, usize) {
     let requests = server.requests();
@@ -96,15 +111,7 @@ async fn a_key_written_by_someone_else_meanwhile_is_never_overwritten() {
         WriteMode::OnlyIfAbsent,
     )
     .await;
-    server.requests().reset();
-    let report = put(
-        &l,
-        "a",
-        entry(EntryState::Legacy, 0),
-        WriteMode::OnlyIfAbsent,
-    )
-    .await;
-    assert_eq!(report.already_present, [slug("a")]);
+    let report = seed_a_over_a_stored_one(&server, &l).await;
     assert!(report.written.is_empty());
     assert_eq!(
         stored(&server)["data"]["m.a"],
@@ -153,15 +160,7 @@ async fn a_repeated_attempt_token_is_only_answered_from_a_fresh_read() {
 async fn nothing_to_write_and_over_budget_are_decided_on_a_fresh_read() {
     let (server, l) = seeded().await;
     put(&l, "a", entry(EntryState::Ok, 1), WriteMode::Replace).await;
-    server.requests().reset();
-    let report = put(
-        &l,
-        "a",
-        entry(EntryState::Legacy, 0),
-        WriteMode::OnlyIfAbsent,
-    )
-    .await;
-    assert_eq!(report.already_present, [slug("a")]);
+    seed_a_over_a_stored_one(&server, &l).await;
     assert_eq!(gets_and_patches(&server), (1, 0));
     let big = LedgerEntry {
         message: Some("x".repeat(CONFIGMAP_BUDGET_BYTES as usize)),

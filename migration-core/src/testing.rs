@@ -90,10 +90,8 @@ pub fn slug(n: usize) -> Slug {
     Slug::parse(&format!("s-{n}")).unwrap()
 }
 
-pub(crate) fn entries(
-    range: std::ops::Range<usize>,
-    state: EntryState,
-) -> Vec<(Slug, LedgerEntry)> {
+/// `s-<n>` for each `n` in `range`, with [`sample_entry`]`(state, n)`.
+pub fn entries(range: std::ops::Range<usize>, state: EntryState) -> Vec<(Slug, LedgerEntry)> {
     range
         .map(|n| (slug(n), sample_entry(state, n as u32)))
         .collect()

@@ -255,32 +255,30 @@ async fn transient_seeding_errors_give_up_after_bounded_attempts() {
     assert_eq!(faulty.count(Operation::Create), RETRIES.attempts as usize);
 }
 
+/// Records `entry` for `a` through ledgers whose next write fails with
+/// `fault`, which the record must survive, and checks the entry is stored:
+/// how many writes reached the faulty ledger.
+async fn recorded_through(
+    ledgers: (MemoryLedger, FaultyLedger, ManualClock),
+    fault: Fault,
+    entry: &LedgerEntry,
+) -> usize {
+    record_through(&ledgers, &[], fault, entry).await.unwrap();
+    let (memory, faulty, _) = ledgers;
+    let snapshot = memory.read().await.unwrap().unwrap();
+    assert_eq!(snapshot.entry(&s("a")), Some(entry));
+    faulty.count(Operation::Write)
+}
+
 #[tokio::test]
 async fn a_record_whose_reply_is_lost_is_confirmed_by_reading_it_back() {
-    let ledgers = setup_without_backend_retries();
-    record_through(&ledgers, &[], Fault::LostReply, &ok(1))
-        .await
-        .unwrap();
-    let (memory, faulty, _) = ledgers;
-    assert_eq!(
-        faulty.count(Operation::Write),
-        1,
-        "a confirmed write is not repeated"
-    );
-    let snapshot = memory.read().await.unwrap().unwrap();
-    assert_eq!(snapshot.entry(&s("a")), Some(&ok(1)));
+    let writes = recorded_through(setup_without_backend_retries(), Fault::LostReply, &ok(1)).await;
+    assert_eq!(writes, 1, "a confirmed write is not repeated");
 }
 
 #[tokio::test]
 async fn a_transient_record_failure_is_retried() {
-    let ledgers = setup();
-    record_through(&ledgers, &[], Fault::Transient, &ok(2))
-        .await
-        .unwrap();
-    let (memory, faulty, _) = ledgers;
-    assert_eq!(faulty.count(Operation::Write), 2);
-    let snapshot = memory.read().await.unwrap().unwrap();
-    assert_eq!(snapshot.entry(&s("a")), Some(&ok(2)));
+    assert_eq!(recorded_through(setup(), Fault::Transient, &ok(2)).await, 2);
 }
 
 #[tokio::test]

@@ -6,18 +6,11 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::core::DynamicObject;
 use ledger_crd::CrdLedger;
-use migration_core::testing::{sample_entry, slug};
-use migration_core::{
-    EntryState, Ledger, LedgerEntry, LedgerError, LegacyVersion, Slug, WriteMode,
-};
+use migration_core::testing::slug;
+use migration_core::{EntryState, Ledger, LedgerError, LegacyVersion, WriteMode};
 use serde_json::{Value, json};
 
-/// `s-<n>` for each `n` in `range`, with a sample entry in `state`.
-pub fn entries(range: std::ops::Range<usize>, state: EntryState) -> Vec<(Slug, LedgerEntry)> {
-    range
-        .map(|n| (slug(n), sample_entry(state, n as u32)))
-        .collect()
-}
+pub use migration_core::testing::entries;
 
 /// Writes [`entries`]`(range, state)` in `mode`, which must succeed.
 pub async fn put(

@@ -108,9 +108,9 @@ fn any_mix_of_operations_matches_the_memory_ledger() {
     let mut handle = FileLedger::new(&path)
         .with_compact_min(2048)
         .with_budget(None);
-    rt.block_on(handle.create(&[(slug(0), sample_entry(EntryState::Ok, 0))]))
+    rt.block_on(handle.create(&entries(0..1, EntryState::Ok)))
         .unwrap();
-    rt.block_on(memory.create(&[(slug(0), sample_entry(EntryState::Ok, 0))]))
+    rt.block_on(memory.create(&entries(0..1, EntryState::Ok)))
         .unwrap();
     for step in 0..300 {
         if next() % 7 == 0 {

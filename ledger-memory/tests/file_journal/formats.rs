@@ -29,10 +29,7 @@ async fn an_older_format_file_reads_keeps_its_lock_and_is_converted_by_the_first
     }
     // The first write converts the file to the journal format.
     ledger
-        .write(
-            &[(slug(2), sample_entry(EntryState::Ok, 2))],
-            WriteMode::Replace,
-        )
+        .write(&entries(2..3, EntryState::Ok), WriteMode::Replace)
         .await
         .unwrap();
     let converted = bytes(&path);
@@ -70,10 +67,7 @@ async fn a_newer_format_is_refused_and_left_alone() {
     assert!(err.to_string().contains("unknown format"), "{err}");
     assert!(err.to_string().contains("migration-ledger/v3"), "{err}");
     let err = FileLedger::new(&path)
-        .write(
-            &[(slug(1), sample_entry(EntryState::Ok, 1))],
-            WriteMode::Replace,
-        )
+        .write(&entries(1..2, EntryState::Ok), WriteMode::Replace)
         .await
         .unwrap_err();
     assert!(matches!(err, LedgerError::Unreadable { .. }), "{err:?}");

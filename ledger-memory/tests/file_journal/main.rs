@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ledger_memory::{DEFAULT_FILE_BUDGET_BYTES, FileLedger, MemoryLedger};
-use migration_core::testing::{sample_entry, slug};
+use migration_core::testing::{entries, sample_entry, slug};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, LedgerError, Lock, ManualClock, Timestamp, WriteMode,
 };
@@ -82,18 +82,12 @@ fn journaled(path: &Path) -> FileLedger {
         (slug(1), sample_entry(EntryState::Legacy, 1)),
     ]))
     .unwrap();
-    rt.block_on(ledger.write(
-        &[(slug(2), sample_entry(EntryState::Ok, 2))],
-        WriteMode::Replace,
-    ))
-    .unwrap();
+    rt.block_on(ledger.write(&entries(2..3, EntryState::Ok), WriteMode::Replace))
+        .unwrap();
     rt.block_on(ledger.note_attempt(&slug(3), "run-1", 0))
         .unwrap();
-    rt.block_on(ledger.write(
-        &[(slug(3), sample_entry(EntryState::Failed, 3))],
-        WriteMode::Replace,
-    ))
-    .unwrap();
+    rt.block_on(ledger.write(&entries(3..4, EntryState::Failed), WriteMode::Replace))
+        .unwrap();
     ledger
 }
 

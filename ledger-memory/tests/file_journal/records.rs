@@ -18,11 +18,8 @@ fn every_write_and_attempt_mark_appends_exactly_one_record() {
     rt.block_on(ledger.note_attempt(&slug(3), "run-1", 0))
         .unwrap();
     // An only-if-absent write of present keys writes nothing.
-    rt.block_on(ledger.write(
-        &[(slug(0), sample_entry(EntryState::Legacy, 0))],
-        WriteMode::OnlyIfAbsent,
-    ))
-    .unwrap();
+    rt.block_on(ledger.write(&entries(0..1, EntryState::Legacy), WriteMode::OnlyIfAbsent))
+        .unwrap();
     assert_eq!(bytes(&path), file, "no-op calls must not touch the file");
     // A multi-key write is one record (atomic).
     rt.block_on(ledger.write(
@@ -68,6 +65,29 @@ fn the_run_lock_never_touches_the_ledger_file() {
     );
 }
 
+/// Asserts that after `file` (of journaled records, the last starting at
+/// `last`) was torn at byte `cut`, the next writer's attempt mark lands
+/// after the intact records, and the ledger holds their `intact` keys and
+/// the mark.
+#[track_caller]
+fn assert_the_next_writer_appends_after(
+    rt: &tokio::runtime::Runtime,
+    path: &Path,
+    file: &[u8],
+    last: usize,
+    intact: usize,
+    cut: usize,
+) {
+    rt.block_on(FileLedger::new(path).note_attempt(&slug(9), "after-crash", 0))
+        .unwrap();
+    let repaired = bytes(path);
+    assert!(repaired.starts_with(&file[..last]), "cut at {cut}");
+    assert_eq!(record_starts(&repaired).len(), record_starts(file).len());
+    let raw = read_raw(path).unwrap().unwrap();
+    assert!(raw.contains_key("a.s-9"), "cut at {cut}");
+    assert_eq!(raw.len(), intact + 1, "cut at {cut}");
+}
+
 #[test]
 fn a_crash_at_every_byte_of_an_append_loses_only_that_record() {
     let (_dir, path) = scratch();
@@ -89,15 +109,7 @@ fn a_crash_at_every_byte_of_an_append_loses_only_that_record() {
             "cut at {cut}: a torn final record is dropped, nothing else"
         );
         // The next writer truncates the torn bytes and appends after them.
-        let ledger = FileLedger::new(&path);
-        rt.block_on(ledger.note_attempt(&slug(9), "after-crash", 0))
-            .unwrap();
-        let repaired = bytes(&path);
-        assert!(repaired.starts_with(&file[..last]), "cut at {cut}");
-        assert_eq!(record_starts(&repaired).len(), record_starts(&file).len());
-        let raw = read_raw(&path).unwrap().unwrap();
-        assert!(raw.contains_key("a.s-9"), "cut at {cut}");
-        assert_eq!(raw.len(), without_last.len() + 1, "cut at {cut}");
+        assert_the_next_writer_appends_after(&rt, &path, &file, last, without_last.len(), cut);
     }
     // The whole record, newline included, is acknowledged and kept.
     std::fs::write(&path, &file).unwrap();
@@ -159,14 +171,7 @@ fn a_crash_at_every_byte_of_an_append_into_the_tail_loses_only_that_record() {
             without_last,
             "cut at {cut}"
         );
-        rt.block_on(FileLedger::new(&path).note_attempt(&slug(9), "after-crash", 0))
-            .unwrap();
-        let repaired = bytes(&path);
-        assert!(repaired.starts_with(&file[..last]), "cut at {cut}");
-        assert_eq!(record_starts(&repaired).len(), record_starts(&file).len());
-        let raw_data = read_raw(&path).unwrap().unwrap();
-        assert!(raw_data.contains_key("a.s-9"), "cut at {cut}");
-        assert_eq!(raw_data.len(), without_last.len() + 1, "cut at {cut}");
+        assert_the_next_writer_appends_after(&rt, &path, &file, last, without_last.len(), cut);
     }
     // The record's end on disk without its beginning is no prefix: damage,
     // never read as absent.
