@@ -32,6 +32,18 @@ impl ApiError {
         self
     }
 
+    /// An error about the object `name` of `res`: its details name the
+    /// object by resource, as the real server's do.
+    fn about(
+        res: &ResourceDef,
+        name: &str,
+        code: u16,
+        reason: &str,
+        message: impl Into<String>,
+    ) -> Self {
+        Self::new(code, reason, message).with_details(resource_details(res, name))
+    }
+
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }
@@ -41,26 +53,30 @@ impl ApiError {
     }
 
     pub(crate) fn not_found(res: &ResourceDef, name: &str) -> Self {
-        Self::new(
+        Self::about(
+            res,
+            name,
             404,
             "NotFound",
             format!("{} \"{name}\" not found", res.qualified()),
         )
-        .with_details(resource_details(res, name))
     }
 
     pub(crate) fn already_exists(res: &ResourceDef, name: &str) -> Self {
-        Self::new(
+        Self::about(
+            res,
+            name,
             409,
             "AlreadyExists",
             format!("{} \"{name}\" already exists", res.qualified()),
         )
-        .with_details(resource_details(res, name))
     }
 
     /// The optimistic-concurrency failure (stale `metadata.resourceVersion`).
     pub(crate) fn conflict(res: &ResourceDef, name: &str) -> Self {
-        Self::new(
+        Self::about(
+            res,
+            name,
             409,
             "Conflict",
             format!(
@@ -69,7 +85,6 @@ impl ApiError {
                 res.qualified()
             ),
         )
-        .with_details(resource_details(res, name))
     }
 
     /// An update whose body carries another `metadata.uid` (the storage precondition a real
@@ -82,7 +97,9 @@ impl ApiError {
         want: &str,
         have: &str,
     ) -> Self {
-        Self::new(
+        Self::about(
+            res,
+            name,
             409,
             "Conflict",
             format!(
@@ -93,7 +110,6 @@ impl ApiError {
                 res.storage_key(namespace, name)
             ),
         )
-        .with_details(resource_details(res, name))
     }
 
     /// A failed delete precondition. The real server names the Kind here, not the plural
