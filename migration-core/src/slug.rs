@@ -1,10 +1,7 @@
 //! The identity of a migration: its slug (CONTRACT.md §2).
 
 use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The longest slug the grammar allows, in bytes (and characters: slugs are ASCII).
 pub const MAX_SLUG_LEN: usize = 60;
@@ -127,38 +124,13 @@ impl fmt::Display for Slug {
     }
 }
 
-impl fmt::Debug for Slug {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Slug({})", self.0)
-    }
-}
-
-impl FromStr for Slug {
-    type Err = SlugError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Slug::parse(s)
-    }
-}
-
 impl AsRef<str> for Slug {
     fn as_ref(&self) -> &str {
         &self.0
     }
 }
 
-impl Serialize for Slug {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for Slug {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let raw = String::deserialize(deserializer)?;
-        Slug::parse(&raw).map_err(serde::de::Error::custom)
-    }
-}
+text_form!(Slug, SlugError, Slug::parse);
 
 #[cfg(test)]
 mod tests {
