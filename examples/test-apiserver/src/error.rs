@@ -202,22 +202,21 @@ impl ApiError {
 
 /// `details` naming the Kind, as validation errors fill them.
 pub(crate) fn kind_details(res: &ResourceDef, name: &str) -> Value {
-    let mut details = Map::new();
-    details.insert("name".into(), Value::from(name));
-    if !res.group.is_empty() {
-        details.insert("group".into(), Value::from(res.group.as_str()));
-    }
-    details.insert("kind".into(), Value::from(res.kind.as_str()));
-    Value::Object(details)
+    details(res, name, &res.kind)
 }
 
 /// `details` as the generic registry fills it: `kind` carries the plural resource name.
 pub(crate) fn resource_details(res: &ResourceDef, name: &str) -> Value {
+    details(res, name, &res.plural)
+}
+
+/// `details` naming the object `name` of `res`'s group, with `kind` as given.
+fn details(res: &ResourceDef, name: &str, kind: &str) -> Value {
     let mut details = Map::new();
     details.insert("name".into(), Value::from(name));
     if !res.group.is_empty() {
         details.insert("group".into(), Value::from(res.group.as_str()));
     }
-    details.insert("kind".into(), Value::from(res.plural.as_str()));
+    details.insert("kind".into(), Value::from(kind));
     Value::Object(details)
 }

@@ -88,12 +88,20 @@ fn assert_the_next_writer_appends_after(
     assert_eq!(raw.len(), intact + 1, "cut at {cut}");
 }
 
-#[test]
-fn a_crash_at_every_byte_of_an_append_loses_only_that_record() {
-    let (_dir, path) = scratch();
+/// A [`journaled`] ledger in a scratch directory (kept while the first
+/// value lives): its path, its records as [`bytes`], and where the last
+/// record starts.
+fn journaled_file() -> (tempfile::TempDir, PathBuf, Vec<u8>, usize) {
+    let (dir, path) = scratch();
     journaled(&path);
     let file = bytes(&path);
     let last = *record_starts(&file).last().unwrap();
+    (dir, path, file, last)
+}
+
+#[test]
+fn a_crash_at_every_byte_of_an_append_loses_only_that_record() {
+    let (_dir, path, file, last) = journaled_file();
     std::fs::write(&path, &file[..last]).unwrap();
     let without_last = read_raw(&path).unwrap().unwrap();
     std::fs::write(&path, &file).unwrap();
@@ -146,12 +154,9 @@ fn appends_go_into_the_preallocated_tail_and_the_file_grows_only_by_whole_steps(
 
 #[test]
 fn a_crash_at_every_byte_of_an_append_into_the_tail_loses_only_that_record() {
-    let (_dir, path) = scratch();
-    journaled(&path);
+    let (_dir, path, file, last) = journaled_file();
     let raw = std::fs::read(&path).unwrap();
-    let file = bytes(&path);
     assert!(raw.len() > file.len(), "the file has a preallocated tail");
-    let last = *record_starts(&file).last().unwrap();
     let without_last = {
         let mut cut = file[..last].to_vec();
         cut.resize(raw.len(), 0);
@@ -188,10 +193,7 @@ fn a_crash_at_every_byte_of_an_append_into_the_tail_loses_only_that_record() {
 fn a_zero_filled_tail_is_a_torn_record() {
     // What a file system that extended the file but never wrote the data
     // shows after a power loss.
-    let (_dir, path) = scratch();
-    journaled(&path);
-    let file = bytes(&path);
-    let last = *record_starts(&file).last().unwrap();
+    let (_dir, path, file, last) = journaled_file();
     let mut zeroed = file.clone();
     for b in &mut zeroed[last..] {
         *b = 0;
