@@ -241,7 +241,7 @@ impl ConfigMapLedger {
 }
 
 /// What one conditional merge patch changes.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Change {
     /// The `data` keys to set.
     data: BTreeMap<String, String>,
@@ -253,6 +253,14 @@ struct Change {
 impl Change {
     fn data(data: BTreeMap<String, String>) -> Self {
         Change { data, lock: None }
+    }
+
+    /// Sets the lock annotation to `value`, or removes it (`None`); no data.
+    fn lock(value: Option<String>) -> Self {
+        Change {
+            data: BTreeMap::new(),
+            lock: Some(value),
+        }
     }
 }
 
