@@ -97,13 +97,19 @@ pub fn entries(range: std::ops::Range<usize>, state: EntryState) -> Vec<(Slug, L
         .collect()
 }
 
+/// Asserts that `ledger` reads as absent; `why` says what must not have
+/// created it.
+async fn assert_absent(ledger: &(impl crate::ledger::Ledger + ?Sized), why: &str) {
+    assert_eq!(ledger.read().await.unwrap(), None, "{why}");
+}
+
 pub async fn absent_ledger_reads_as_none(h: &impl Harness) {
     let ledger = h.ledger().await;
-    assert_eq!(
-        ledger.read().await.unwrap(),
-        None,
-        "a missing ledger must read as None (fresh install)"
-    );
+    assert_absent(
+        &*ledger,
+        "a missing ledger must read as None (fresh install)",
+    )
+    .await;
 }
 
 pub async fn empty_ledger_is_not_absent(h: &impl Harness) {
@@ -166,11 +172,7 @@ pub async fn write_to_absent_ledger_is_not_found(h: &impl Harness) {
             "{mode:?}: got {err:?}"
         );
     }
-    assert_eq!(
-        ledger.read().await.unwrap(),
-        None,
-        "a failed write must not create the ledger"
-    );
+    assert_absent(&*ledger, "a failed write must not create the ledger").await;
 }
 
 pub async fn only_if_absent_skips_existing_keys_and_reports_them(h: &impl Harness) {
@@ -388,11 +390,7 @@ pub async fn a_create_above_the_budget_is_refused(h: &impl Harness) {
         .await
         .unwrap_err();
     assert!(matches!(err, LedgerError::Full { .. }), "got {err:?}");
-    assert_eq!(
-        ledger.read().await.unwrap(),
-        None,
-        "a refused create must not leave an object"
-    );
+    assert_absent(&*ledger, "a refused create must not leave an object").await;
 }
 
 pub async fn note_attempt_counts_once_per_token_and_needs_the_ledger(h: &impl Harness) {
@@ -457,22 +455,14 @@ pub async fn lock_can_be_taken_before_the_ledger_exists(h: &impl Harness) {
             .await
             .unwrap_err();
         assert!(matches!(err, LedgerError::NotFound { .. }), "got {err:?}");
-        assert_eq!(
-            ledger.read().await.unwrap(),
-            None,
-            "trying the lock must not create the ledger"
-        );
+        assert_absent(&*ledger, "trying the lock must not create the ledger").await;
         return;
     }
     let lease = ledger
         .acquire("runner-a", Duration::from_secs(30))
         .await
         .unwrap();
-    assert_eq!(
-        ledger.read().await.unwrap(),
-        None,
-        "taking the lock must not create the ledger"
-    );
+    assert_absent(&*ledger, "taking the lock must not create the ledger").await;
     ledger.release(&lease).await.unwrap();
 }
 
