@@ -26,11 +26,18 @@ async fn a_missing_crd_is_an_error_never_an_absent_ledger() {
     assert!(matches!(err, LedgerError::Permanent { .. }), "{err:?}");
 }
 
-/// A fresh install of three entries on a server that has `fault`: the
-/// server, and the entries it installed.
-async fn fresh_install_through(fault: FaultRule) -> (TestApiServer, Vec<(Slug, LedgerEntry)>) {
+/// A fresh install of three entries on a server that loses the reply
+/// (`how`) to the first `verb` on `resource`: the server, and the entries
+/// installed.
+async fn fresh_install_through(
+    verb: Verb,
+    resource: &str,
+    how: LostReply,
+) -> (TestApiServer, Vec<(Slug, LedgerEntry)>) {
     let server = served().await;
-    server.faults().inject(fault);
+    server
+        .faults()
+        .inject(FaultRule::on(verb, resource).once().lost_reply(how));
     let seeded = entries(0..3, EntryState::SkippedFreshInstall);
     ledger(&server).create(&seeded).await.unwrap();
     (server, seeded)
@@ -38,12 +45,8 @@ async fn fresh_install_through(fault: FaultRule) -> (TestApiServer, Vec<(Slug, L
 
 #[tokio::test]
 async fn a_lost_create_reply_completes_the_same_object_once() {
-    let (server, seeded) = fresh_install_through(
-        FaultRule::on(Verb::Create, "migrationledgers")
-            .once()
-            .lost_reply(LostReply::DropConnection),
-    )
-    .await;
+    let (server, seeded) =
+        fresh_install_through(Verb::Create, "migrationledgers", LostReply::DropConnection).await;
     assert_eq!(server.objects(RESOURCE).len(), 1);
     let snapshot = ledger(&server).read().await.unwrap().unwrap();
     for (slug, entry) in &seeded {
@@ -54,9 +57,9 @@ async fn a_lost_create_reply_completes_the_same_object_once() {
 #[tokio::test]
 async fn a_lost_reply_to_the_seeding_status_write_is_recognised_not_repeated() {
     let (server, _) = fresh_install_through(
-        FaultRule::on(Verb::Patch, "migrationledgers/status")
-            .once()
-            .lost_reply(LostReply::InternalError),
+        Verb::Patch,
+        "migrationledgers/status",
+        LostReply::InternalError,
     )
     .await;
     assert_eq!(
