@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ledger_memory::{Fault, FaultyLedger, MemoryLedger, Operation};
 use migration_core::header::Tier;
 use migration_core::retry::RetryPolicy;
-use migration_core::testing::fixtures::{NOW, TreeBuilder, clock, s};
+use migration_core::testing::fixtures::{NOW, TreeBuilder, clock, pending, s};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, LedgerError, ManualClock, MigrateError, MigrationsTree,
     Migrator, PlanRequest, Prepared, Slug,
@@ -211,13 +211,7 @@ async fn legacy_seeding_survives_a_lost_reply_and_a_transient_error() {
         memory.raw("m.legacy-one").map(|v| v.contains("\"legacy\"")),
         Some(true)
     );
-    let pending: Vec<&str> = prepared
-        .plan
-        .pending
-        .iter()
-        .map(|p| p.slug.as_str())
-        .collect();
-    assert_eq!(pending, ["a", "b"]);
+    assert_eq!(pending(&prepared.plan), ["a", "b"]);
 }
 
 #[tokio::test]

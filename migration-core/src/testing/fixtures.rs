@@ -261,6 +261,11 @@ impl ScratchTree {
     }
 }
 
+/// The slugs `plan` would run, in its order.
+pub fn pending(plan: &crate::plan::Plan) -> Vec<&str> {
+    plan.pending.iter().map(|m| m.slug.as_str()).collect()
+}
+
 /// Asserts that `problems` display as `expected`, one line each and in
 /// order: equal to its expectation or, for an expectation that ends in `…`,
 /// starting with what precedes the `…`. Panics naming the line and every
