@@ -423,10 +423,18 @@ async fn ledger_for_locking(ledger: &dyn LockedLedger) {
     }
 }
 
-pub async fn lock_excludes_a_second_holder_until_released(h: &impl Harness) {
+/// Two handles on one ledger, ready for locking (see [`ledger_for_locking`]).
+async fn two_handles_for_locking(
+    h: &impl Harness,
+) -> (Arc<dyn LockedLedger>, Arc<dyn LockedLedger>) {
     let a = h.ledger().await;
     let b = h.ledger().await;
     ledger_for_locking(a.as_ref()).await;
+    (a, b)
+}
+
+pub async fn lock_excludes_a_second_holder_until_released(h: &impl Harness) {
+    let (a, b) = two_handles_for_locking(h).await;
     let ttl = Duration::from_secs(60);
     let lease = a.acquire("runner-a", ttl).await.unwrap();
     assert_eq!(lease.holder, "runner-a");
@@ -484,9 +492,7 @@ pub async fn same_holder_reacquires_and_renew_extends(h: &impl Harness) {
 }
 
 pub async fn an_expired_lock_can_be_taken_over_and_the_old_holder_loses_it(h: &impl Harness) {
-    let a = h.ledger().await;
-    let b = h.ledger().await;
-    ledger_for_locking(a.as_ref()).await;
+    let (a, b) = two_handles_for_locking(h).await;
     let ttl = Duration::from_secs(30);
     let stale = a.acquire("crashed-runner", ttl).await.unwrap();
     h.advance_clock(Duration::from_secs(31));

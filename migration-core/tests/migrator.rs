@@ -199,14 +199,24 @@ impl migration_core::Lock for AbsentOnce {
     }
 }
 
-#[tokio::test]
-async fn legacy_seeding_survives_a_lost_reply_and_a_transient_error() {
+/// Prepares a run over a ledger that holds only `version` 5 (so the legacy
+/// map seeds `legacy-one`), its next writes failing with `faults` in turn:
+/// the ledger underneath, and the answer.
+async fn seed_legacy_through(faults: &[Fault]) -> (MemoryLedger, Result<Prepared, MigrateError>) {
     let (memory, faulty, clock) = setup();
     let tree = tree();
     memory.put_raw("version", "5");
-    faulty.fail_next(Operation::Write, Fault::LostReply);
-    faulty.fail_next(Operation::Write, Fault::Transient);
-    let prepared = prepare(&tree, &faulty, &clock).await.unwrap();
+    for &fault in faults {
+        faulty.fail_next(Operation::Write, fault);
+    }
+    let prepared = prepare(&tree, &faulty, &clock).await;
+    (memory, prepared)
+}
+
+#[tokio::test]
+async fn legacy_seeding_survives_a_lost_reply_and_a_transient_error() {
+    let (memory, prepared) = seed_legacy_through(&[Fault::LostReply, Fault::Transient]).await;
+    let prepared = prepared.unwrap();
     assert_eq!(
         memory.raw("m.legacy-one").map(|v| v.contains("\"legacy\"")),
         Some(true)
@@ -216,11 +226,8 @@ async fn legacy_seeding_survives_a_lost_reply_and_a_transient_error() {
 
 #[tokio::test]
 async fn a_permanent_seeding_error_fails_closed_naming_the_operation() {
-    let (memory, faulty, clock) = setup();
-    let tree = tree();
-    memory.put_raw("version", "5");
-    faulty.fail_next(Operation::Write, Fault::Permanent);
-    let err = prepare(&tree, &faulty, &clock).await.unwrap_err();
+    let (memory, prepared) = seed_legacy_through(&[Fault::Permanent]).await;
+    let err = prepared.unwrap_err();
     assert!(
         matches!(
             err,
