@@ -8,7 +8,7 @@ pub const MAX_SLUG_LEN: usize = 60;
 
 /// A migration's identity: `^[a-z0-9]+(-[a-z0-9]+)*$`, 1 to 60 characters.
 ///
-/// A `Slug` can only be obtained by parsing ([`Slug::parse`], [`FromStr`] or
+/// A `Slug` can only be obtained by parsing ([`Slug::parse`], [`FromStr`](std::str::FromStr) or
 /// serde deserialisation, which validates too), so holding one proves the
 /// grammar holds. Legacy integer names such as `45` are valid slugs.
 ///
