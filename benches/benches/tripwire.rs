@@ -29,7 +29,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use criterion::{BenchmarkId, Criterion, SamplingMode};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, SamplingMode};
 
 struct Setup {
     _dir: tempfile::TempDir,
@@ -98,6 +99,32 @@ fn run(mut cmd: Command) {
     assert!(status.success());
 }
 
+/// Benches one call of `real` with `args`, directly (`name/direct`) and
+/// through the shim (`name/shim`), side by side in `group`.
+fn direct_and_shimmed(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    s: &Setup,
+    real: &Path,
+    args: &[&str],
+) {
+    group.bench_function(BenchmarkId::new(name, "direct"), |b| {
+        b.iter(|| {
+            let mut cmd = Command::new(real);
+            cmd.args(args);
+            run(cmd);
+        })
+    });
+    group.bench_function(BenchmarkId::new(name, "shim"), |b| {
+        b.iter(|| {
+            let mut cmd = Command::new(s.shim_dir.join("kubectl"));
+            cmd.args(args);
+            shimmed(&mut cmd, s, real);
+            run(cmd);
+        })
+    });
+}
+
 fn bench(c: &mut Criterion) {
     let shim = shim_binary();
     println!("tripwire bench: shim binary {}", shim.display());
@@ -108,41 +135,19 @@ fn bench(c: &mut Criterion) {
     group.warm_up_time(Duration::from_secs(1));
     group.sample_size(50);
     group.measurement_time(Duration::from_secs(5));
-    group.bench_function(BenchmarkId::new("trivial", "direct"), |b| {
-        b.iter(|| {
-            let mut cmd = Command::new(&s.fake);
-            cmd.args(["get", "ns"]);
-            run(cmd);
-        })
-    });
-    group.bench_function(BenchmarkId::new("trivial", "shim"), |b| {
-        b.iter(|| {
-            let mut cmd = Command::new(s.shim_dir.join("kubectl"));
-            cmd.args(["get", "ns"]);
-            shimmed(&mut cmd, &s, &s.fake);
-            run(cmd);
-        })
-    });
+    direct_and_shimmed(&mut group, "trivial", &s, &s.fake, &["get", "ns"]);
     let real = Path::new("/usr/bin/kubectl");
     if real.is_file() {
         group.sampling_mode(SamplingMode::Flat);
         group.sample_size(20);
         group.measurement_time(Duration::from_secs(8));
-        group.bench_function(BenchmarkId::new("kubectl-client", "direct"), |b| {
-            b.iter(|| {
-                let mut cmd = Command::new(real);
-                cmd.args(["version", "--client"]);
-                run(cmd);
-            })
-        });
-        group.bench_function(BenchmarkId::new("kubectl-client", "shim"), |b| {
-            b.iter(|| {
-                let mut cmd = Command::new(s.shim_dir.join("kubectl"));
-                cmd.args(["version", "--client"]);
-                shimmed(&mut cmd, &s, real);
-                run(cmd);
-            })
-        });
+        direct_and_shimmed(
+            &mut group,
+            "kubectl-client",
+            &s,
+            real,
+            &["version", "--client"],
+        );
     } else {
         println!("tripwire bench: no /usr/bin/kubectl, kubectl-client skipped");
     }

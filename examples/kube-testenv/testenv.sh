@@ -134,6 +134,22 @@ alive() {
 	[ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
 }
 
+# poll PIDFILE TRIES SECONDS COMMAND...: runs COMMAND every SECONDS, at most
+# TRIES times, while the process in PIDFILE lives; succeeds once COMMAND
+# does, fails when the process died or the tries ran out.
+poll() {
+	pidfile=$1 tries=$2 every=$3
+	shift 3
+	i=0
+	while [ "$i" -lt "$tries" ]; do
+		alive "$pidfile" || return 1
+		"$@" && return 0
+		sleep "$every"
+		i=$((i + 1))
+	done
+	return 1
+}
+
 certificates() {
 	need openssl "apt-get install openssl"
 	pki="$STATE/pki"
@@ -176,18 +192,13 @@ start_etcd() {
 		--initial-cluster "testenv=http://127.0.0.1:$peer_port" --listen-metrics-urls "" \
 		--unsafe-no-fsync --log-level info >"$STATE/etcd.log" 2>&1 &
 	echo $! >"$STATE/etcd.pid"
-	i=0
-	while [ $i -lt 300 ]; do
-		alive "$STATE/etcd.pid" || return 1
-		# The (info-level) log line etcd prints once it serves clients: no curl or etcdctl needed.
-		if grep -q 'ready to serve client requests' "$STATE/etcd.log"; then
-			echo "$etcd_port" >"$STATE/etcd.port"
-			return 0
-		fi
-		sleep 0.2
-		i=$((i + 1))
-	done
-	return 1
+	poll "$STATE/etcd.pid" 300 0.2 etcd_serves || return 1
+	echo "$etcd_port" >"$STATE/etcd.port"
+}
+
+# The (info-level) log line etcd prints once it serves clients: no curl or etcdctl needed.
+etcd_serves() {
+	grep -q 'ready to serve client requests' "$STATE/etcd.log"
 }
 
 start_apiserver() {
@@ -221,17 +232,12 @@ write_kubeconfig() {
 }
 
 wait_ready() {
-	i=0
 	# Cold start on 2 busy cores can take a while: bootstrap RBAC, priority levels, CRD informers.
-	while [ $i -lt 240 ]; do
-		alive "$STATE/kube-apiserver.pid" || return 1
-		if [ "$("$BIN/kubectl" --kubeconfig "$STATE/kubeconfig" get --raw /readyz 2>/dev/null)" = ok ]; then
-			return 0
-		fi
-		sleep 0.5
-		i=$((i + 1))
-	done
-	return 1
+	poll "$STATE/kube-apiserver.pid" 240 0.5 apiserver_ready
+}
+
+apiserver_ready() {
+	[ "$("$BIN/kubectl" --kubeconfig "$STATE/kubeconfig" get --raw /readyz 2>/dev/null)" = ok ]
 }
 
 cmd_start() {

@@ -63,7 +63,7 @@ use migration_core::{
     WriteReport,
 };
 use migration_kube::{
-    Backoff, Base, Class, ConditionalObject, LeaseLock, RetryPolicy, Step, classify,
+    Backoff, Base, Class, ConditionalObject, LeaseLock, RetryPolicy, Step, WriteTarget, classify,
     conditional_update, ledger_error, patch_params, post_params,
 };
 
@@ -241,7 +241,7 @@ impl ConfigMapLedger {
 }
 
 /// What one conditional merge patch changes.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Change {
     /// The `data` keys to set.
     data: BTreeMap<String, String>,
@@ -254,6 +254,14 @@ impl Change {
     fn data(data: BTreeMap<String, String>) -> Self {
         Change { data, lock: None }
     }
+
+    /// Sets the lock annotation to `value`, or removes it (`None`); no data.
+    fn lock(value: Option<String>) -> Self {
+        Change {
+            data: BTreeMap::new(),
+            lock: Some(value),
+        }
+    }
 }
 
 /// The ConfigMap as the target of conditional merge patches: the base of a
@@ -261,10 +269,7 @@ impl Change {
 /// on every later one.
 struct Conditional<'a>(&'a ConfigMapLedger);
 
-impl ConditionalObject for Conditional<'_> {
-    type Object = Arc<ConfigMap>;
-    type Write = Change;
-
+impl WriteTarget for Conditional<'_> {
     fn ledger(&self) -> &str {
         &self.0.description
     }
@@ -272,6 +277,15 @@ impl ConditionalObject for Conditional<'_> {
     fn retry(&self) -> &RetryPolicy {
         &self.0.retry
     }
+
+    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
+        ledger_error(&self.0.description, operation, &self.0.object(), error)
+    }
+}
+
+impl ConditionalObject for Conditional<'_> {
+    type Object = Arc<ConfigMap>;
+    type Write = Change;
 
     async fn base(
         &self,
@@ -317,10 +331,6 @@ impl ConditionalObject for Conditional<'_> {
             .await?;
         self.0.remember(Some(Arc::new(stored)));
         Ok(())
-    }
-
-    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
-        ledger_error(&self.0.description, operation, &self.0.object(), error)
     }
 
     fn forget(&self) {

@@ -245,13 +245,7 @@ impl ConfigMapLedger {
                 },
             };
             let lease = taken.lease();
-            Ok(Step::Write(
-                Change {
-                    lock: Some(Some(taken.encode())),
-                    ..Change::default()
-                },
-                lease,
-            ))
+            Ok(Step::Write(Change::lock(Some(taken.encode())), lease))
         })
         .await
     }
@@ -267,13 +261,7 @@ impl ConfigMapLedger {
                 ..self.require(stored, lease)?
             };
             let lease = renewed.lease();
-            Ok(Step::Write(
-                Change {
-                    lock: Some(Some(renewed.encode())),
-                    ..Change::default()
-                },
-                lease,
-            ))
+            Ok(Step::Write(Change::lock(Some(renewed.encode())), lease))
         })
         .await;
         match result {
@@ -294,13 +282,7 @@ impl ConfigMapLedger {
             if !stored.as_ref().is_some_and(|l| l.is(lease)) {
                 return Ok(Step::Done(()));
             }
-            Ok(Step::Write(
-                Change {
-                    lock: Some(None),
-                    ..Change::default()
-                },
-                (),
-            ))
+            Ok(Step::Write(Change::lock(None), ()))
         })
         .await;
         match result {

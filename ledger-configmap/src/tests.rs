@@ -10,12 +10,16 @@ use test_apiserver::{TestApiServer, Verb};
 const NS: &str = "cozy-system";
 const NAME: &str = "cozystack-version";
 
-fn ledger(server: &TestApiServer) -> ConfigMapLedger {
-    let options = Options {
+/// The handles' options: four tries, no waiting between them.
+fn options() -> Options {
+    Options {
         retry: RetryPolicy::immediate(4),
         ..Options::default()
-    };
-    ConfigMapLedger::with_options(server.client(), NS, NAME, options)
+    }
+}
+
+fn ledger(server: &TestApiServer) -> ConfigMapLedger {
+    ConfigMapLedger::with_options(server.client(), NS, NAME, options())
 }
 
 fn slug(s: &str) -> Slug {
@@ -33,7 +37,10 @@ fn stored(server: &TestApiServer) -> serde_json::Value {
     server.object("configmaps", NS, NAME).unwrap()
 }
 
-async fn seeded(server: &TestApiServer) -> ConfigMapLedger {
+/// A test API server holding the ConfigMap (`version` only), and a
+/// handle that has read it; the requests are reset.
+async fn seeded() -> (TestApiServer, ConfigMapLedger) {
+    let server = TestApiServer::start().await;
     server
         .put_object(
             "configmaps",
@@ -41,87 +48,99 @@ async fn seeded(server: &TestApiServer) -> ConfigMapLedger {
                 "metadata": {"name": NAME, "namespace": NS}, "data": {"version": "45"}}),
         )
         .unwrap();
-    let l = ledger(server);
+    let l = ledger(&server);
     l.read().await.unwrap().unwrap();
     server.requests().reset();
-    l
+    (server, l)
+}
+
+/// Writes `entry` under `key` in `mode`, which must succeed.
+async fn put(l: &ConfigMapLedger, key: &str, entry: LedgerEntry, mode: WriteMode) -> WriteReport {
+    l.write(&[(slug(key), entry)], mode).await.unwrap()
+}
+
+/// An only-if-absent write of a legacy `a` where `a` is stored, once the
+/// requests are reset: reported as already present.
+async fn seed_a_over_a_stored_one(server: &TestApiServer, l: &ConfigMapLedger) -> WriteReport {
+    server.requests().reset();
+    let report = put(
+        l,
+        "a",
+        entry(EntryState::Legacy, 0),
+        WriteMode::OnlyIfAbsent,
+    )
+    .await;
+    assert_eq!(report.already_present, [slug("a")]);
+    report
+}
+
+/// The GETs and PATCHes of the ConfigMap since the requests were last reset.
+fn gets_and_patches(server: &TestApiServer) -> (usize, usize) {
+    let requests = server.requests();
+    (
+        requests.count(Verb::Get, "configmaps"),
+        requests.count(Verb::Patch, "configmaps"),
+    )
 }
 
 #[tokio::test]
 async fn after_a_read_each_write_is_one_patch() {
-    let server = TestApiServer::start().await;
-    let l = seeded(&server).await;
+    let (server, l) = seeded().await;
     l.note_attempt(&slug("a"), "t1", 0).await.unwrap();
-    l.write(&[(slug("a"), entry(EntryState::Ok, 1))], WriteMode::Replace)
-        .await
-        .unwrap();
-    l.write(
-        &[(slug("b"), entry(EntryState::Legacy, 0))],
+    put(&l, "a", entry(EntryState::Ok, 1), WriteMode::Replace).await;
+    put(
+        &l,
+        "b",
+        entry(EntryState::Legacy, 0),
         WriteMode::OnlyIfAbsent,
     )
-    .await
-    .unwrap();
+    .await;
     assert_eq!(server.requests().total(), 3);
     assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 3);
 }
 
 #[tokio::test]
 async fn a_key_written_by_someone_else_meanwhile_is_never_overwritten() {
-    let server = TestApiServer::start().await;
-    let l = seeded(&server).await;
+    let (server, l) = seeded().await;
     // Another handle (another runner) writes `a` after our read.
     let other = ledger(&server);
-    other
-        .write(
-            &[(slug("a"), entry(EntryState::Ok, 7))],
-            WriteMode::OnlyIfAbsent,
-        )
-        .await
-        .unwrap();
-    server.requests().reset();
-    let report = l
-        .write(
-            &[(slug("a"), entry(EntryState::Legacy, 0))],
-            WriteMode::OnlyIfAbsent,
-        )
-        .await
-        .unwrap();
-    assert_eq!(report.already_present, [slug("a")]);
+    put(
+        &other,
+        "a",
+        entry(EntryState::Ok, 7),
+        WriteMode::OnlyIfAbsent,
+    )
+    .await;
+    let report = seed_a_over_a_stored_one(&server, &l).await;
     assert!(report.written.is_empty());
     assert_eq!(
         stored(&server)["data"]["m.a"],
         entry(EntryState::Ok, 7).encode_compact(None)
     );
     // The stale patch is refused (409), then one fresh read decides.
-    assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 1);
-    assert_eq!(server.requests().count(Verb::Get, "configmaps"), 1);
+    assert_eq!(gets_and_patches(&server), (1, 1));
 }
 
 #[tokio::test]
 async fn a_stale_copy_is_re_read_and_the_write_keeps_foreign_changes() {
-    let server = TestApiServer::start().await;
-    let l = seeded(&server).await;
+    let (server, l) = seeded().await;
     let mut cm = stored(&server);
     cm["data"]["version"] = serde_json::json!("46");
     server.put_object("configmaps", cm).unwrap();
     server.requests().reset();
-    l.write(&[(slug("a"), entry(EntryState::Ok, 1))], WriteMode::Replace)
-        .await
-        .unwrap();
+    put(&l, "a", entry(EntryState::Ok, 1), WriteMode::Replace).await;
     let cm = stored(&server);
     assert_eq!(cm["data"]["version"], "46");
     assert_eq!(
         cm["data"]["m.a"],
         entry(EntryState::Ok, 1).encode_compact(None)
     );
-    assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 2);
-    assert_eq!(server.requests().count(Verb::Get, "configmaps"), 1);
+    assert_eq!(gets_and_patches(&server), (1, 2));
 }
 
 #[tokio::test]
 async fn a_repeated_attempt_token_is_only_answered_from_a_fresh_read() {
-    let server = TestApiServer::start().await;
-    let l = seeded(&server).await;
+    let (server, l) = seeded().await;
     assert_eq!(l.note_attempt(&slug("a"), "t1", 0).await.unwrap(), 1);
     // Someone else's execution counted meanwhile.
     assert_eq!(
@@ -139,22 +158,10 @@ async fn a_repeated_attempt_token_is_only_answered_from_a_fresh_read() {
 
 #[tokio::test]
 async fn nothing_to_write_and_over_budget_are_decided_on_a_fresh_read() {
-    let server = TestApiServer::start().await;
-    let l = seeded(&server).await;
-    l.write(&[(slug("a"), entry(EntryState::Ok, 1))], WriteMode::Replace)
-        .await
-        .unwrap();
-    server.requests().reset();
-    let report = l
-        .write(
-            &[(slug("a"), entry(EntryState::Legacy, 0))],
-            WriteMode::OnlyIfAbsent,
-        )
-        .await
-        .unwrap();
-    assert_eq!(report.already_present, [slug("a")]);
-    assert_eq!(server.requests().count(Verb::Get, "configmaps"), 1);
-    assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 0);
+    let (server, l) = seeded().await;
+    put(&l, "a", entry(EntryState::Ok, 1), WriteMode::Replace).await;
+    seed_a_over_a_stored_one(&server, &l).await;
+    assert_eq!(gets_and_patches(&server), (1, 0));
     let big = LedgerEntry {
         message: Some("x".repeat(CONFIGMAP_BUDGET_BYTES as usize)),
         ..entry(EntryState::Failed, 1)
@@ -165,14 +172,12 @@ async fn nothing_to_write_and_over_budget_are_decided_on_a_fresh_read() {
         .await
         .unwrap_err();
     assert!(matches!(err, LedgerError::Full { .. }), "{err:?}");
-    assert_eq!(server.requests().count(Verb::Get, "configmaps"), 1);
-    assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 0);
+    assert_eq!(gets_and_patches(&server), (1, 0));
 }
 
 #[tokio::test]
 async fn the_lock_in_the_configmap_costs_one_patch_to_take_one_to_renew_and_one_to_release() {
-    let server = TestApiServer::start().await;
-    let l = seeded(&server).await;
+    let (server, l) = seeded().await;
     let ttl = Duration::from_secs(30);
     let lease = l.acquire("runner-a", ttl).await.unwrap();
     assert_eq!(
@@ -200,16 +205,11 @@ fn handles(
     clock: &Arc<migration_core::ManualClock>,
 ) -> (ConfigMapLedger, ConfigMapLedger) {
     let handle = || {
-        ConfigMapLedger::with_options(
-            server.client(),
-            NS,
-            NAME,
-            Options {
-                retry: RetryPolicy::immediate(4),
-                clock: clock.clone(),
-                ..Options::default()
-            },
-        )
+        let options = Options {
+            clock: clock.clone(),
+            ..options()
+        };
+        ConfigMapLedger::with_options(server.client(), NS, NAME, options)
     };
     (handle(), handle())
 }
@@ -222,8 +222,7 @@ fn manual_clock() -> Arc<migration_core::ManualClock> {
 
 #[tokio::test]
 async fn a_remembered_lock_taken_over_meanwhile_is_lost_and_left_alone() {
-    let server = TestApiServer::start().await;
-    seeded(&server).await;
+    let (server, _) = seeded().await;
     let clock = manual_clock();
     let (a, b) = handles(&server, &clock);
     let ttl = Duration::from_secs(30);
@@ -275,10 +274,21 @@ fn take<'a>(
     }
 }
 
+/// The step that writes `records` and releases `lease`.
+fn release<'a>(
+    records: &'a [(Slug, LedgerEntry)],
+    lease: &'a migration_core::Lease,
+) -> migration_core::step::StepWrite<'a> {
+    migration_core::step::StepWrite {
+        records,
+        attempt: None,
+        lock: migration_core::step::LockStep::Release { lease },
+    }
+}
+
 #[tokio::test]
 async fn a_lost_reply_to_the_step_that_takes_the_lock_is_recognised_on_the_retry() {
-    let server = TestApiServer::start().await;
-    let l = seeded(&server).await;
+    let (server, l) = seeded().await;
     let revision = l.read().await.unwrap().unwrap().revision;
     server.faults().inject(
         test_apiserver::FaultRule::on(Verb::Patch, "configmaps")
@@ -311,9 +321,8 @@ async fn a_lost_reply_to_the_step_that_takes_the_lock_is_recognised_on_the_retry
 
 #[tokio::test]
 async fn a_409_on_a_step_under_the_lock_reads_again_and_writes_if_the_lock_is_still_ours() {
-    let server = TestApiServer::start().await;
+    let (server, _) = seeded().await;
     let clock = manual_clock();
-    seeded(&server).await;
     let (a, b) = handles(&server, &clock);
     let revision = a.read().await.unwrap().unwrap().revision;
     let lease = a
@@ -323,22 +332,17 @@ async fn a_409_on_a_step_under_the_lock_reads_again_and_writes_if_the_lock_is_st
         .lease
         .unwrap();
     // Someone else's seeding write makes A's copy stale.
-    b.write(
-        &[(slug("z"), entry(EntryState::Legacy, 0))],
+    put(
+        &b,
+        "z",
+        entry(EntryState::Legacy, 0),
         WriteMode::OnlyIfAbsent,
     )
-    .await
-    .unwrap();
+    .await;
     server.requests().reset();
     let record = [(slug("a"), entry(EntryState::Ok, 1))];
-    let step = migration_core::step::StepWrite {
-        records: &record,
-        attempt: None,
-        lock: migration_core::step::LockStep::Release { lease: &lease },
-    };
-    a.write_step(&step).await.unwrap();
-    assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 2);
-    assert_eq!(server.requests().count(Verb::Get, "configmaps"), 1);
+    a.write_step(&release(&record, &lease)).await.unwrap();
+    assert_eq!(gets_and_patches(&server), (1, 2));
     let cm = stored(&server);
     assert!(cm["data"]["m.a"].is_string() && cm["data"]["m.z"].is_string());
     assert!(cm["metadata"]["annotations"][LOCK_ANNOTATION].is_null());
@@ -376,8 +380,7 @@ async fn a_409_on_a_step_under_the_lock_reads_again_and_writes_if_the_lock_is_st
 
 #[tokio::test]
 async fn a_lost_reply_to_the_step_that_releases_the_lock_is_recognised_by_its_records() {
-    let server = TestApiServer::start().await;
-    let l = seeded(&server).await;
+    let (server, l) = seeded().await;
     let revision = l.read().await.unwrap().unwrap().revision;
     let lease = l
         .write_step(&take(&slug("a"), "t1", revision.as_deref()))
@@ -393,14 +396,7 @@ async fn a_lost_reply_to_the_step_that_releases_the_lock_is_recognised_by_its_re
     let record = [(slug("a"), entry(EntryState::Ok, 1))];
     // The release landed; the retry finds the lock gone but every record in
     // place: that is this write, not a lock lost to someone else.
-    let report = l
-        .write_step(&migration_core::step::StepWrite {
-            records: &record,
-            attempt: None,
-            lock: migration_core::step::LockStep::Release { lease: &lease },
-        })
-        .await
-        .unwrap();
+    let report = l.write_step(&release(&record, &lease)).await.unwrap();
     assert_eq!(report.lease, None);
     let cm = stored(&server);
     assert_eq!(cm["data"]["m.a"], record[0].1.encode_compact(None));
@@ -409,8 +405,7 @@ async fn a_lost_reply_to_the_step_that_releases_the_lock_is_recognised_by_its_re
 
 #[tokio::test]
 async fn a_runner_of_an_older_release_holding_the_lease_keeps_a_newer_run_out_until_it_expires() {
-    let server = TestApiServer::start().await;
-    let l = seeded(&server).await;
+    let (server, l) = seeded().await;
     let clock = manual_clock();
     let (new, _) = handles(&server, &clock);
     // An older runner locks this ledger through the Lease beside it, with

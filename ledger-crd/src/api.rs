@@ -3,9 +3,7 @@
 
 use kube::api::Patch;
 use migration_core::LedgerError;
-use migration_kube::{
-    Backoff, Class, after_failed_write, classify, ledger_error, patch_params, post_params,
-};
+use migration_kube::{Backoff, Class, classify, ledger_error, patch_params, post_params};
 use serde_json::{Value, json};
 
 use crate::CrdLedger;
@@ -117,20 +115,5 @@ impl CrdLedger {
             http::HeaderValue::from_static("application/json-patch+json"),
         );
         self.client.request::<Value>(request).await
-    }
-
-    /// Decides whether to loop after a failed status write (a 404 naming
-    /// the object, which vanished between our read and our write, is
-    /// [`LedgerError::NotFound`]).
-    pub(crate) async fn retry_after(
-        &self,
-        operation: &'static str,
-        e: &kube::Error,
-        attempt: u32,
-    ) -> Result<(), LedgerError> {
-        after_failed_write(&self.retry, &self.description, operation, e, attempt, |e| {
-            self.error(operation, &self.status_object(), e)
-        })
-        .await
     }
 }

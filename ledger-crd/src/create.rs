@@ -2,10 +2,11 @@
 //! requests), completing an object an interrupted create left behind.
 
 use migration_core::{LedgerEntry, LedgerError, Slug};
-use migration_kube::{Backoff, Class, classify};
+use migration_kube::{Backoff, Class, WriteTarget, classify};
 use serde_json::{Value, json};
 
 use crate::CrdLedger;
+use crate::ledger::Conditional;
 use crate::ledger::seed_write;
 use crate::resource::{GROUP, KIND, VERSION};
 use crate::state::{
@@ -108,7 +109,7 @@ impl CrdLedger {
                             if classify(&e) == Class::Transient {
                                 completion_in_doubt = true;
                             }
-                            self.retry_after(OP, &e, attempt).await?;
+                            Conditional(self).retry_after(OP, &e, attempt).await?;
                             CreateStep::Reread
                         }
                     }

@@ -14,7 +14,8 @@ use migration_core::{
     Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
 use migration_kube::{
-    Base, ConditionalObject, LeaseLock, RetryPolicy, Step, conditional_update, defaults,
+    Base, ConditionalObject, LeaseLock, RetryPolicy, Step, WriteTarget, conditional_update,
+    defaults,
 };
 use serde_json::Value;
 
@@ -172,13 +173,9 @@ impl CrdLedger {
 
 /// The ledger object as the target of conditional status writes. Every
 /// base is a fresh read: the backend keeps no copy between calls.
-struct Conditional<'a>(&'a CrdLedger);
+pub(crate) struct Conditional<'a>(pub(crate) &'a CrdLedger);
 
-impl ConditionalObject for Conditional<'_> {
-    type Object = Value;
-    /// The JSON Patch operations of one status write.
-    type Write = Vec<Value>;
-
+impl WriteTarget for Conditional<'_> {
     fn ledger(&self) -> &str {
         &self.0.description
     }
@@ -186,6 +183,16 @@ impl ConditionalObject for Conditional<'_> {
     fn retry(&self) -> &RetryPolicy {
         &self.0.retry
     }
+
+    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
+        self.0.error(operation, &self.0.status_object(), error)
+    }
+}
+
+impl ConditionalObject for Conditional<'_> {
+    type Object = Value;
+    /// The JSON Patch operations of one status write.
+    type Write = Vec<Value>;
 
     async fn base(
         &self,
@@ -204,10 +211,6 @@ impl ConditionalObject for Conditional<'_> {
 
     async fn send(&self, _base: &Value, ops: &Vec<Value>) -> Result<(), kube::Error> {
         self.0.patch_status(ops).await.map(drop)
-    }
-
-    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
-        self.0.error(operation, &self.0.status_object(), error)
     }
 }
 

@@ -11,9 +11,8 @@ use std::path::PathBuf;
 use common::RESOURCE;
 use ledger_crd::{CrdLedger, Options, RetryPolicy};
 use migration_core::header::Tier;
-use migration_core::{
-    EntryState, ManualClock, MigrationsTree, Migrator, PlanRequest, Slug, Timestamp, TreeFiles,
-};
+use migration_core::testing::fixtures::{clock, pending, s};
+use migration_core::{EntryState, MigrationsTree, Migrator, PlanRequest, TreeFiles};
 use serde_json::json;
 use test_apiserver::{FaultRule, TestApiServer, Verb};
 
@@ -55,15 +54,6 @@ fn ledger(server: &TestApiServer) -> CrdLedger {
             ..Options::default()
         },
     )
-}
-
-/// The fixed clock of every run here.
-fn clock() -> ManualClock {
-    ManualClock::new(Timestamp::from_unix(1_786_529_040))
-}
-
-fn s(x: &str) -> Slug {
-    Slug::parse(x).unwrap()
 }
 
 #[tokio::test]
@@ -145,13 +135,7 @@ async fn an_old_cluster_whose_ledger_a_chart_declared_is_seeded_legacy_not_fresh
         .unwrap();
     assert!(!prepared.plan.fresh_install);
     assert_eq!(prepared.written, [s("legacy-one")]);
-    let pending: Vec<_> = prepared
-        .plan
-        .pending
-        .iter()
-        .map(|p| p.slug.to_string())
-        .collect();
-    assert_eq!(pending, ["a", "b"]);
+    assert_eq!(pending(&prepared.plan), ["a", "b"]);
     let object = server.object(RESOURCE, "", NAME).unwrap();
     assert_eq!(object["status"]["entries"]["legacy-one"]["s"], "legacy");
     assert_eq!(

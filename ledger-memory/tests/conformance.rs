@@ -48,7 +48,7 @@ impl Harness for MemoryHarness {
 
 async fn file_harness() -> FileHarness {
     // The budget is set to the ConfigMap's so the budget cases run on a small ledger; the file
-    // ledger's own default (64 MiB) is exercised in file_journal.rs.
+    // ledger's own default (64 MiB) is exercised in file_journal/main.rs.
     FileHarness::new(Some(DEFAULT_BUDGET_BYTES))
 }
 

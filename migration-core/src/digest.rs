@@ -1,9 +1,7 @@
 //! SHA-256 digests: a script's checksum and the `lib/` directory digest (CONTRACT.md §3).
 
 use std::fmt;
-use std::str::FromStr;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
 /// A SHA-256 digest, shown and stored as 64 lowercase hex characters.
@@ -70,31 +68,7 @@ impl fmt::Display for Sha256Digest {
     }
 }
 
-impl fmt::Debug for Sha256Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Sha256Digest({self})")
-    }
-}
-
-impl FromStr for Sha256Digest {
-    type Err = DigestError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Sha256Digest::parse_hex(s)
-    }
-}
-
-impl Serialize for Sha256Digest {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Sha256Digest {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let raw = String::deserialize(deserializer)?;
-        Sha256Digest::parse_hex(&raw).map_err(serde::de::Error::custom)
-    }
-}
+text_form!(Sha256Digest, DigestError, Sha256Digest::parse_hex);
 
 /// The `lib/` directory digest, algorithm `lib-sha256-v1`.
 ///

@@ -18,6 +18,9 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+#[macro_use]
+mod text_form;
+
 pub mod digest;
 pub mod entry;
 pub mod generate;

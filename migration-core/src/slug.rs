@@ -1,17 +1,14 @@
 //! The identity of a migration: its slug (CONTRACT.md §2).
 
 use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The longest slug the grammar allows, in bytes (and characters: slugs are ASCII).
 pub const MAX_SLUG_LEN: usize = 60;
 
 /// A migration's identity: `^[a-z0-9]+(-[a-z0-9]+)*$`, 1 to 60 characters.
 ///
-/// A `Slug` can only be obtained by parsing ([`Slug::parse`], [`FromStr`] or
+/// A `Slug` can only be obtained by parsing ([`Slug::parse`], [`FromStr`](std::str::FromStr) or
 /// serde deserialisation, which validates too), so holding one proves the
 /// grammar holds. Legacy integer names such as `45` are valid slugs.
 ///
@@ -127,42 +124,29 @@ impl fmt::Display for Slug {
     }
 }
 
-impl fmt::Debug for Slug {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Slug({})", self.0)
-    }
-}
-
-impl FromStr for Slug {
-    type Err = SlugError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Slug::parse(s)
-    }
-}
-
 impl AsRef<str> for Slug {
     fn as_ref(&self) -> &str {
         &self.0
     }
 }
 
-impl Serialize for Slug {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for Slug {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let raw = String::deserialize(deserializer)?;
-        Slug::parse(&raw).map_err(serde::de::Error::custom)
-    }
-}
+text_form!(Slug, SlugError, Slug::parse);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The character and position `input` is refused at, as an invalid
+    /// character; panics on any other answer.
+    #[track_caller]
+    fn invalid_char(input: &str) -> (char, usize) {
+        match Slug::parse(input) {
+            Err(SlugError::InvalidChar {
+                found, position, ..
+            }) => (found, position),
+            other => panic!("{input:?}: expected InvalidChar, got {other:?}"),
+        }
+    }
 
     #[test]
     fn accepts_words_joined_by_single_dashes() {
@@ -201,47 +185,22 @@ mod tests {
     #[test]
     fn rejects_unicode_look_alikes() {
         // Cyrillic 'а' (U+0430) looks like Latin 'a'.
-        let err = Slug::parse("redis-f\u{0430}ilover").unwrap_err();
-        assert!(matches!(
-            err,
-            SlugError::InvalidChar {
-                found: '\u{0430}',
-                position: 7,
-                ..
-            }
-        ));
+        assert_eq!(invalid_char("redis-f\u{0430}ilover"), ('\u{0430}', 7));
     }
 
     #[test]
     fn rejects_path_traversal() {
-        assert!(matches!(
-            Slug::parse("../../etc/passwd"),
-            Err(SlugError::InvalidChar {
-                found: '.',
-                position: 0,
-                ..
-            })
-        ));
+        assert_eq!(invalid_char("../../etc/passwd"), ('.', 0));
     }
 
     #[test]
     fn rejects_leading_trailing_and_double_dashes() {
-        assert!(matches!(
-            Slug::parse("-a"),
-            Err(SlugError::MisplacedDash { position: 0, .. })
-        ));
-        assert!(matches!(
-            Slug::parse("a-"),
-            Err(SlugError::MisplacedDash { position: 1, .. })
-        ));
-        assert!(matches!(
-            Slug::parse("a--b"),
-            Err(SlugError::MisplacedDash { position: 2, .. })
-        ));
-        assert!(matches!(
-            Slug::parse("-"),
-            Err(SlugError::MisplacedDash { position: 0, .. })
-        ));
+        for (input, at) in [("-a", 0), ("a-", 1), ("a--b", 2), ("-", 0)] {
+            assert!(
+                matches!(Slug::parse(input), Err(SlugError::MisplacedDash { position, .. }) if position == at),
+                "{input:?}: expected a misplaced dash at {at}"
+            );
+        }
     }
 
     #[test]

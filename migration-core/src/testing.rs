@@ -90,22 +90,26 @@ pub fn slug(n: usize) -> Slug {
     Slug::parse(&format!("s-{n}")).unwrap()
 }
 
-pub(crate) fn entries(
-    range: std::ops::Range<usize>,
-    state: EntryState,
-) -> Vec<(Slug, LedgerEntry)> {
+/// `s-<n>` for each `n` in `range`, with [`sample_entry`]`(state, n)`.
+pub fn entries(range: std::ops::Range<usize>, state: EntryState) -> Vec<(Slug, LedgerEntry)> {
     range
         .map(|n| (slug(n), sample_entry(state, n as u32)))
         .collect()
 }
 
+/// Asserts that `ledger` reads as absent; `why` says what must not have
+/// created it.
+async fn assert_absent(ledger: &(impl crate::ledger::Ledger + ?Sized), why: &str) {
+    assert_eq!(ledger.read().await.unwrap(), None, "{why}");
+}
+
 pub async fn absent_ledger_reads_as_none(h: &impl Harness) {
     let ledger = h.ledger().await;
-    assert_eq!(
-        ledger.read().await.unwrap(),
-        None,
-        "a missing ledger must read as None (fresh install)"
-    );
+    assert_absent(
+        &*ledger,
+        "a missing ledger must read as None (fresh install)",
+    )
+    .await;
 }
 
 pub async fn empty_ledger_is_not_absent(h: &impl Harness) {
@@ -168,11 +172,7 @@ pub async fn write_to_absent_ledger_is_not_found(h: &impl Harness) {
             "{mode:?}: got {err:?}"
         );
     }
-    assert_eq!(
-        ledger.read().await.unwrap(),
-        None,
-        "a failed write must not create the ledger"
-    );
+    assert_absent(&*ledger, "a failed write must not create the ledger").await;
 }
 
 pub async fn only_if_absent_skips_existing_keys_and_reports_them(h: &impl Harness) {
@@ -390,11 +390,7 @@ pub async fn a_create_above_the_budget_is_refused(h: &impl Harness) {
         .await
         .unwrap_err();
     assert!(matches!(err, LedgerError::Full { .. }), "got {err:?}");
-    assert_eq!(
-        ledger.read().await.unwrap(),
-        None,
-        "a refused create must not leave an object"
-    );
+    assert_absent(&*ledger, "a refused create must not leave an object").await;
 }
 
 pub async fn note_attempt_counts_once_per_token_and_needs_the_ledger(h: &impl Harness) {
@@ -427,10 +423,18 @@ async fn ledger_for_locking(ledger: &dyn LockedLedger) {
     }
 }
 
-pub async fn lock_excludes_a_second_holder_until_released(h: &impl Harness) {
+/// Two handles on one ledger, ready for locking (see [`ledger_for_locking`]).
+async fn two_handles_for_locking(
+    h: &impl Harness,
+) -> (Arc<dyn LockedLedger>, Arc<dyn LockedLedger>) {
     let a = h.ledger().await;
     let b = h.ledger().await;
     ledger_for_locking(a.as_ref()).await;
+    (a, b)
+}
+
+pub async fn lock_excludes_a_second_holder_until_released(h: &impl Harness) {
+    let (a, b) = two_handles_for_locking(h).await;
     let ttl = Duration::from_secs(60);
     let lease = a.acquire("runner-a", ttl).await.unwrap();
     assert_eq!(lease.holder, "runner-a");
@@ -459,22 +463,14 @@ pub async fn lock_can_be_taken_before_the_ledger_exists(h: &impl Harness) {
             .await
             .unwrap_err();
         assert!(matches!(err, LedgerError::NotFound { .. }), "got {err:?}");
-        assert_eq!(
-            ledger.read().await.unwrap(),
-            None,
-            "trying the lock must not create the ledger"
-        );
+        assert_absent(&*ledger, "trying the lock must not create the ledger").await;
         return;
     }
     let lease = ledger
         .acquire("runner-a", Duration::from_secs(30))
         .await
         .unwrap();
-    assert_eq!(
-        ledger.read().await.unwrap(),
-        None,
-        "taking the lock must not create the ledger"
-    );
+    assert_absent(&*ledger, "taking the lock must not create the ledger").await;
     ledger.release(&lease).await.unwrap();
 }
 
@@ -496,9 +492,7 @@ pub async fn same_holder_reacquires_and_renew_extends(h: &impl Harness) {
 }
 
 pub async fn an_expired_lock_can_be_taken_over_and_the_old_holder_loses_it(h: &impl Harness) {
-    let a = h.ledger().await;
-    let b = h.ledger().await;
-    ledger_for_locking(a.as_ref()).await;
+    let (a, b) = two_handles_for_locking(h).await;
     let ttl = Duration::from_secs(30);
     let stale = a.acquire("crashed-runner", ttl).await.unwrap();
     h.advance_clock(Duration::from_secs(31));

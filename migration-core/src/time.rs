@@ -4,10 +4,7 @@
 //! the ledger only needs UTC instants, their canonical text form, and ordering.
 
 use std::fmt;
-use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A UTC instant with nanosecond precision, rendered as RFC 3339
 /// (`2026-08-12T10:04:00Z`; a fraction only when it is non-zero).
@@ -251,31 +248,7 @@ impl fmt::Display for Timestamp {
     }
 }
 
-impl fmt::Debug for Timestamp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Timestamp({self})")
-    }
-}
-
-impl FromStr for Timestamp {
-    type Err = TimestampError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Timestamp::parse(s)
-    }
-}
-
-impl Serialize for Timestamp {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Timestamp {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let raw = String::deserialize(deserializer)?;
-        Timestamp::parse(&raw).map_err(serde::de::Error::custom)
-    }
-}
+text_form!(Timestamp, TimestampError, Timestamp::parse);
 
 /// A source of the current time, so that tests can drive lock expiry and
 /// recorded timestamps deterministically.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ledger_memory::{Fault, FaultyLedger, MemoryLedger, Operation};
 use migration_core::header::Tier;
 use migration_core::retry::RetryPolicy;
-use migration_core::testing::fixtures::{NOW, TreeBuilder, clock, s};
+use migration_core::testing::fixtures::{NOW, TreeBuilder, clock, pending, s};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, LedgerError, ManualClock, MigrateError, MigrationsTree,
     Migrator, PlanRequest, Prepared, Slug,
@@ -52,6 +52,22 @@ async fn prepare(
 ) -> Result<Prepared, MigrateError> {
     Migrator::new(tree, ledger, clock)
         .prepare(&PlanRequest::tier(Tier::PreApply))
+        .await
+}
+
+/// Records `entry` for `a` through `faulty`, over a ledger that holds
+/// `stored` and whose next write fails with `fault`: the migrator's answer.
+async fn record_through(
+    (memory, faulty, clock): &(MemoryLedger, FaultyLedger, ManualClock),
+    stored: &[(Slug, LedgerEntry)],
+    fault: Fault,
+    entry: &LedgerEntry,
+) -> Result<(), MigrateError> {
+    let tree = tree();
+    memory.create(stored).await.unwrap();
+    faulty.fail_next(Operation::Write, fault);
+    Migrator::new(&tree, faulty, clock)
+        .record(&s("a"), entry)
         .await
 }
 
@@ -183,34 +199,35 @@ impl migration_core::Lock for AbsentOnce {
     }
 }
 
-#[tokio::test]
-async fn legacy_seeding_survives_a_lost_reply_and_a_transient_error() {
+/// Prepares a run over a ledger that holds only `version` 5 (so the legacy
+/// map seeds `legacy-one`), its next writes failing with `faults` in turn:
+/// the ledger underneath, and the answer.
+async fn seed_legacy_through(faults: &[Fault]) -> (MemoryLedger, Result<Prepared, MigrateError>) {
     let (memory, faulty, clock) = setup();
     let tree = tree();
     memory.put_raw("version", "5");
-    faulty.fail_next(Operation::Write, Fault::LostReply);
-    faulty.fail_next(Operation::Write, Fault::Transient);
-    let prepared = prepare(&tree, &faulty, &clock).await.unwrap();
+    for &fault in faults {
+        faulty.fail_next(Operation::Write, fault);
+    }
+    let prepared = prepare(&tree, &faulty, &clock).await;
+    (memory, prepared)
+}
+
+#[tokio::test]
+async fn legacy_seeding_survives_a_lost_reply_and_a_transient_error() {
+    let (memory, prepared) = seed_legacy_through(&[Fault::LostReply, Fault::Transient]).await;
+    let prepared = prepared.unwrap();
     assert_eq!(
         memory.raw("m.legacy-one").map(|v| v.contains("\"legacy\"")),
         Some(true)
     );
-    let pending: Vec<&str> = prepared
-        .plan
-        .pending
-        .iter()
-        .map(|p| p.slug.as_str())
-        .collect();
-    assert_eq!(pending, ["a", "b"]);
+    assert_eq!(pending(&prepared.plan), ["a", "b"]);
 }
 
 #[tokio::test]
 async fn a_permanent_seeding_error_fails_closed_naming_the_operation() {
-    let (memory, faulty, clock) = setup();
-    let tree = tree();
-    memory.put_raw("version", "5");
-    faulty.fail_next(Operation::Write, Fault::Permanent);
-    let err = prepare(&tree, &faulty, &clock).await.unwrap_err();
+    let (memory, prepared) = seed_legacy_through(&[Fault::Permanent]).await;
+    let err = prepared.unwrap_err();
     assert!(
         matches!(
             err,
@@ -239,50 +256,39 @@ async fn transient_seeding_errors_give_up_after_bounded_attempts() {
     assert_eq!(faulty.count(Operation::Create), RETRIES.attempts as usize);
 }
 
+/// Records `entry` for `a` through ledgers whose next write fails with
+/// `fault`, which the record must survive, and checks the entry is stored:
+/// how many writes reached the faulty ledger.
+async fn recorded_through(
+    ledgers: (MemoryLedger, FaultyLedger, ManualClock),
+    fault: Fault,
+    entry: &LedgerEntry,
+) -> usize {
+    record_through(&ledgers, &[], fault, entry).await.unwrap();
+    let (memory, faulty, _) = ledgers;
+    let snapshot = memory.read().await.unwrap().unwrap();
+    assert_eq!(snapshot.entry(&s("a")), Some(entry));
+    faulty.count(Operation::Write)
+}
+
 #[tokio::test]
 async fn a_record_whose_reply_is_lost_is_confirmed_by_reading_it_back() {
-    let (memory, faulty, clock) = setup_without_backend_retries();
-    let tree = tree();
-    memory.create(&[]).await.unwrap();
-    faulty.fail_next(Operation::Write, Fault::LostReply);
-    Migrator::new(&tree, &faulty, &clock)
-        .record(&s("a"), &ok(1))
-        .await
-        .unwrap();
-    assert_eq!(
-        faulty.count(Operation::Write),
-        1,
-        "a confirmed write is not repeated"
-    );
-    let snapshot = memory.read().await.unwrap().unwrap();
-    assert_eq!(snapshot.entry(&s("a")), Some(&ok(1)));
+    let writes = recorded_through(setup_without_backend_retries(), Fault::LostReply, &ok(1)).await;
+    assert_eq!(writes, 1, "a confirmed write is not repeated");
 }
 
 #[tokio::test]
 async fn a_transient_record_failure_is_retried() {
-    let (memory, faulty, clock) = setup();
-    let tree = tree();
-    memory.create(&[]).await.unwrap();
-    faulty.fail_next(Operation::Write, Fault::Transient);
-    Migrator::new(&tree, &faulty, &clock)
-        .record(&s("a"), &ok(2))
-        .await
-        .unwrap();
-    assert_eq!(faulty.count(Operation::Write), 2);
-    let snapshot = memory.read().await.unwrap().unwrap();
-    assert_eq!(snapshot.entry(&s("a")), Some(&ok(2)));
+    assert_eq!(recorded_through(setup(), Fault::Transient, &ok(2)).await, 2);
 }
 
 #[tokio::test]
 async fn a_record_that_cannot_be_confirmed_is_an_error_not_a_success() {
-    let (memory, faulty, clock) = setup();
-    let tree = tree();
-    memory.create(&[]).await.unwrap();
-    faulty.fail_next(Operation::Write, Fault::Permanent);
-    let err = Migrator::new(&tree, &faulty, &clock)
-        .record(&s("a"), &ok(1))
+    let ledgers = setup();
+    let err = record_through(&ledgers, &[], Fault::Permanent, &ok(1))
         .await
         .unwrap_err();
+    let (memory, _, _) = ledgers;
     assert!(
         matches!(&err, MigrateError::Unconfirmed { slug, .. } if slug.as_str() == "a"),
         "{err:?}"
@@ -292,12 +298,8 @@ async fn a_record_that_cannot_be_confirmed_is_an_error_not_a_success() {
 
 #[tokio::test]
 async fn a_record_is_not_confirmed_by_a_different_entry() {
-    let (memory, faulty, clock) = setup();
-    let tree = tree();
-    memory.create(&[(s("a"), ok(7))]).await.unwrap();
-    faulty.fail_next(Operation::Write, Fault::Permanent);
-    let err = Migrator::new(&tree, &faulty, &clock)
-        .record(&s("a"), &ok(8))
+    let ledgers = setup();
+    let err = record_through(&ledgers, &[(s("a"), ok(7))], Fault::Permanent, &ok(8))
         .await
         .unwrap_err();
     assert!(matches!(err, MigrateError::Unconfirmed { .. }));

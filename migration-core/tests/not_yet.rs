@@ -10,7 +10,7 @@ use ledger_memory::MemoryLedger;
 use migration_core::header::Tier;
 use migration_core::plan::SkipReason;
 use migration_core::run::{NOT_YET, REQUIREMENT_NOT_YET};
-use migration_core::testing::fixtures::{TreeBuilder, clock, s};
+use migration_core::testing::fixtures::{TreeBuilder, clock, pending, s};
 use migration_core::verify::{VerifyProblem, verify};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, ManualClock, MigrationsTree, Migrator, OnError, Outcome,
@@ -172,8 +172,7 @@ async fn the_next_run_plans_not_yet_slugs_again_and_counts_attempts_on() {
         .plan(&PlanRequest::tier(Tier::PreApply))
         .await
         .unwrap();
-    let pending: Vec<&str> = plan.pending.iter().map(|p| p.slug.as_str()).collect();
-    assert_eq!(pending, ["waits", "after", "dependent-of-dependent"]);
+    assert_eq!(pending(&plan), ["waits", "after", "dependent-of-dependent"]);
     assert!(
         plan.skipped
             .iter()

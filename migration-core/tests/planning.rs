@@ -7,7 +7,7 @@ mod common;
 use migration_core::header::Tier;
 use migration_core::ledger::{LedgerSnapshot, Record};
 use migration_core::plan::{SeedKind, SeedMode, SkipReason, Unmet};
-use migration_core::testing::fixtures::{NOW, TreeBuilder, s};
+use migration_core::testing::fixtures::{NOW, TreeBuilder, pending, s};
 use migration_core::{
     EntryState, LedgerEntry, MigrationsTree, Plan, PlanContext, PlanError, PlanRequest, Refusal,
     TierSelection, plan,
@@ -41,10 +41,6 @@ fn upgrade(tree: &MigrationsTree) -> Result<Plan, PlanError> {
 
 fn pre() -> PlanRequest {
     PlanRequest::tier(Tier::PreApply)
-}
-
-fn pending(p: &Plan) -> Vec<&str> {
-    p.pending.iter().map(|m| m.slug.as_str()).collect()
 }
 
 fn refusals(err: PlanError) -> Vec<Refusal> {

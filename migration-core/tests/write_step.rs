@@ -7,10 +7,10 @@
 use std::sync::Arc;
 
 use ledger_memory::{Fault, FaultyLedger, MemoryLedger, Operation};
-use migration_core::step::{AttemptNote, LockStep, StepWrite};
+use migration_core::step::{AttemptNote, LockStep, StepReport, StepWrite};
 use migration_core::testing::fixtures::{TreeBuilder, clock, shared_clock};
 use migration_core::testing::{sample_entry, slug};
-use migration_core::{EntryState, Ledger, LedgerError, MigrateError, Migrator};
+use migration_core::{EntryState, Ledger, LedgerEntry, LedgerError, MigrateError, Migrator, Slug};
 
 async fn faulty() -> (MemoryLedger, FaultyLedger) {
     let memory = MemoryLedger::with_clock(shared_clock());
@@ -19,20 +19,47 @@ async fn faulty() -> (MemoryLedger, FaultyLedger) {
     (memory, faulty)
 }
 
-#[tokio::test]
-async fn a_step_whose_reply_was_lost_with_its_records_in_place_stands() {
+/// A step that writes `records` and, with `attempt`, notes an attempt of
+/// that slug, with the lock held apart from the ledger.
+fn separate<'a>(records: &'a [(Slug, LedgerEntry)], attempt: Option<&'a Slug>) -> StepWrite<'a> {
+    StepWrite {
+        records,
+        attempt: attempt.map(|slug| AttemptNote {
+            slug,
+            token: "t",
+            floor: 0,
+        }),
+        lock: LockStep::Separate,
+    }
+}
+
+/// What `Migrator::write_step` answers for `step` when the ledger's next
+/// `operation` fails with `fault`; the ledger underneath, and the faulty
+/// one that recorded the calls.
+async fn write_step_through(
+    operation: Operation,
+    fault: Fault,
+    step: &StepWrite<'_>,
+) -> (MemoryLedger, FaultyLedger, Result<StepReport, MigrateError>) {
     let (memory, faulty) = faulty().await;
     let tree = TreeBuilder::new().build();
     let clock = clock();
     let migrator = Migrator::new(&tree, &faulty, &clock);
-    faulty.fail_next(Operation::Write, Fault::LostReply);
+    faulty.fail_next(operation, fault);
+    let answer = migrator.write_step(step).await;
+    (memory, faulty, answer)
+}
+
+#[tokio::test]
+async fn a_step_whose_reply_was_lost_with_its_records_in_place_stands() {
     let records = [(slug(1), sample_entry(EntryState::Ok, 1))];
-    let step = StepWrite {
-        records: &records,
-        attempt: None,
-        lock: LockStep::Separate,
-    };
-    let report = migrator.write_step(&step).await.unwrap();
+    let (memory, _, answer) = write_step_through(
+        Operation::Write,
+        Fault::LostReply,
+        &separate(&records, None),
+    )
+    .await;
+    let report = answer.unwrap();
     assert_eq!(report.attempts, None);
     assert_eq!(
         memory.read().await.unwrap().unwrap().entry(&slug(1)),
@@ -43,22 +70,12 @@ async fn a_step_whose_reply_was_lost_with_its_records_in_place_stands() {
 #[tokio::test]
 async fn a_step_whose_records_landed_but_whose_attempt_is_unknown_fails_so_the_script_never_starts()
 {
-    let (memory, faulty) = faulty().await;
-    let tree = TreeBuilder::new().build();
-    let clock = clock();
-    let migrator = Migrator::new(&tree, &faulty, &clock);
-    faulty.fail_next(Operation::NoteAttempt, Fault::LostReply);
     let records = [(slug(1), sample_entry(EntryState::Ok, 1))];
-    let step = StepWrite {
-        records: &records,
-        attempt: Some(AttemptNote {
-            slug: &slug(2),
-            token: "t",
-            floor: 0,
-        }),
-        lock: LockStep::Separate,
-    };
-    let err = migrator.write_step(&step).await.unwrap_err();
+    let attempt = slug(2);
+    let step = separate(&records, Some(&attempt));
+    let (memory, _, answer) =
+        write_step_through(Operation::NoteAttempt, Fault::LostReply, &step).await;
+    let err = answer.unwrap_err();
     assert!(
         matches!(err, MigrateError::Ledger(LedgerError::Transient { .. })),
         "{err:?}"
@@ -73,22 +90,12 @@ async fn a_step_whose_records_landed_but_whose_attempt_is_unknown_fails_so_the_s
 
 #[tokio::test]
 async fn a_step_whose_records_did_not_land_is_unconfirmed_naming_the_slug() {
-    let (_memory, faulty) = faulty().await;
-    let tree = TreeBuilder::new().build();
-    let clock = clock();
-    let migrator = Migrator::new(&tree, &faulty, &clock);
-    faulty.fail_next(Operation::Write, Fault::Transient);
     let records = [(slug(3), sample_entry(EntryState::Ok, 1))];
-    let step = StepWrite {
-        records: &records,
-        attempt: Some(AttemptNote {
-            slug: &slug(4),
-            token: "t",
-            floor: 0,
-        }),
-        lock: LockStep::Separate,
-    };
-    match migrator.write_step(&step).await.unwrap_err() {
+    let attempt = slug(4);
+    let step = separate(&records, Some(&attempt));
+    let (_memory, faulty, answer) =
+        write_step_through(Operation::Write, Fault::Transient, &step).await;
+    match answer.unwrap_err() {
         MigrateError::Unconfirmed { slug: s, .. } => assert_eq!(s, slug(3)),
         other => panic!("expected Unconfirmed, got {other:?}"),
     }

@@ -32,6 +32,18 @@ impl ApiError {
         self
     }
 
+    /// An error about the object `name` of `res`: its details name the
+    /// object by resource, as the real server's do.
+    fn about(
+        res: &ResourceDef,
+        name: &str,
+        code: u16,
+        reason: &str,
+        message: impl Into<String>,
+    ) -> Self {
+        Self::new(code, reason, message).with_details(resource_details(res, name))
+    }
+
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }
@@ -41,26 +53,30 @@ impl ApiError {
     }
 
     pub(crate) fn not_found(res: &ResourceDef, name: &str) -> Self {
-        Self::new(
+        Self::about(
+            res,
+            name,
             404,
             "NotFound",
             format!("{} \"{name}\" not found", res.qualified()),
         )
-        .with_details(resource_details(res, name))
     }
 
     pub(crate) fn already_exists(res: &ResourceDef, name: &str) -> Self {
-        Self::new(
+        Self::about(
+            res,
+            name,
             409,
             "AlreadyExists",
             format!("{} \"{name}\" already exists", res.qualified()),
         )
-        .with_details(resource_details(res, name))
     }
 
     /// The optimistic-concurrency failure (stale `metadata.resourceVersion`).
     pub(crate) fn conflict(res: &ResourceDef, name: &str) -> Self {
-        Self::new(
+        Self::about(
+            res,
+            name,
             409,
             "Conflict",
             format!(
@@ -69,7 +85,6 @@ impl ApiError {
                 res.qualified()
             ),
         )
-        .with_details(resource_details(res, name))
     }
 
     /// An update whose body carries another `metadata.uid` (the storage precondition a real
@@ -82,7 +97,9 @@ impl ApiError {
         want: &str,
         have: &str,
     ) -> Self {
-        Self::new(
+        Self::about(
+            res,
+            name,
             409,
             "Conflict",
             format!(
@@ -93,7 +110,6 @@ impl ApiError {
                 res.storage_key(namespace, name)
             ),
         )
-        .with_details(resource_details(res, name))
     }
 
     /// A failed delete precondition. The real server names the Kind here, not the plural
@@ -186,22 +202,21 @@ impl ApiError {
 
 /// `details` naming the Kind, as validation errors fill them.
 pub(crate) fn kind_details(res: &ResourceDef, name: &str) -> Value {
-    let mut details = Map::new();
-    details.insert("name".into(), Value::from(name));
-    if !res.group.is_empty() {
-        details.insert("group".into(), Value::from(res.group.as_str()));
-    }
-    details.insert("kind".into(), Value::from(res.kind.as_str()));
-    Value::Object(details)
+    details(res, name, &res.kind)
 }
 
 /// `details` as the generic registry fills it: `kind` carries the plural resource name.
 pub(crate) fn resource_details(res: &ResourceDef, name: &str) -> Value {
+    details(res, name, &res.plural)
+}
+
+/// `details` naming the object `name` of `res`'s group, with `kind` as given.
+fn details(res: &ResourceDef, name: &str, kind: &str) -> Value {
     let mut details = Map::new();
     details.insert("name".into(), Value::from(name));
     if !res.group.is_empty() {
         details.insert("group".into(), Value::from(res.group.as_str()));
     }
-    details.insert("kind".into(), Value::from(res.plural.as_str()));
+    details.insert("kind".into(), Value::from(kind));
     Value::Object(details)
 }

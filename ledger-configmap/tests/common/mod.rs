@@ -27,6 +27,17 @@ pub async fn write_beside_foreign_data(l: &ConfigMapLedger) {
     l.note_attempt(&slug(2), "t", 0).await.unwrap();
 }
 
+/// Asserts that the ConfigMap `data` (as `key → value` pairs) reads back
+/// with the entry [`write_beside_foreign_data`] left for `s-1`.
+#[track_caller]
+pub fn assert_written_beside_foreign_data<'a>(data: impl IntoIterator<Item = (&'a str, &'a str)>) {
+    let snapshot = migration_core::LedgerSnapshot::from_raw_data(data, None);
+    assert_eq!(
+        snapshot.entry(&slug(1)),
+        Some(&sample_entry(EntryState::Ok, 2))
+    );
+}
+
 /// ConfigMap `data` of ten thousand valid entries `m.k<n>`, of which `m.k4242` is then
 /// overwritten with truncated JSON.
 pub fn ten_thousand_keys_one_corrupt() -> Value {

@@ -153,6 +153,11 @@ mod tests {
     use super::*;
     use crate::state::test_entry as entry;
 
+    /// The tally of the entries map `entries`, without contexts.
+    fn tally_of(entries: Value) -> Tally {
+        Tally::of(entries.as_object().unwrap(), &Contexts::default())
+    }
+
     #[test]
     fn the_tally_counts_by_outcome_and_names_failed_and_corrupt_keys() {
         let entries = json!({
@@ -163,7 +168,7 @@ mod tests {
             "e": "garbage",
             "Not_Slug": entry("ok", "2027-01-01T00:00:00Z"),
         });
-        let tally = Tally::of(entries.as_object().unwrap(), &Contexts::default());
+        let tally = tally_of(entries);
         assert_eq!(tally.ok, 1);
         assert_eq!(tally.failed, ["a", "b"]);
         assert_eq!(tally.other, 1);
@@ -193,22 +198,12 @@ mod tests {
             empty.summary(),
             json!({"ok": 0, "failed": 0, "other": 0, "corrupt": 0})
         );
-        let one = Tally::of(
-            json!({"a": entry("ok", "2026-01-01T00:00:00Z")})
-                .as_object()
-                .unwrap(),
-            &Contexts::default(),
-        );
+        let one = tally_of(json!({"a": entry("ok", "2026-01-01T00:00:00Z")}));
         assert_eq!(
             one.ready(),
             (true, "NoFailures", "1 entry, none failed".into())
         );
-        let failed = Tally::of(
-            json!({"a": entry("failed", "2026-01-01T00:00:00Z")})
-                .as_object()
-                .unwrap(),
-            &Contexts::default(),
-        );
+        let failed = tally_of(json!({"a": entry("failed", "2026-01-01T00:00:00Z")}));
         assert_eq!(
             failed.ready(),
             (false, "MigrationsFailed", "1 migration failed: a".into())

@@ -188,6 +188,35 @@ mod tests {
     use super::*;
     use crate::state::test_entry as entry;
 
+    /// A write of one entry, `key` → `value`.
+    fn one_entry(key: &str, value: Value) -> StatusWrite {
+        let mut write = StatusWrite::default();
+        write.entries.insert(key.into(), value);
+        write
+    }
+
+    fn plan(object: &Value, write: &StatusWrite) -> PlannedWrite {
+        let view = View::new(object).unwrap();
+        plan_status_write(&view, write, Timestamp::from_unix(0)).unwrap()
+    }
+
+    /// The paths the planned operations touch, in order.
+    fn paths(planned: &PlannedWrite) -> Vec<&str> {
+        planned
+            .ops
+            .iter()
+            .map(|op| op["path"].as_str().unwrap())
+            .collect()
+    }
+
+    /// The bytes `planned` counts beyond the JSON of `object` patched by it:
+    /// the ownership records the write adds.
+    fn ownership(object: &Value, planned: &PlannedWrite) -> u64 {
+        let mut projected = object.clone();
+        apply(&mut projected, &planned.ops).unwrap();
+        planned.would_be_bytes - json_size(&projected)
+    }
+
     fn live(status: Value) -> Value {
         json!({
             "metadata": {"name": "x", "resourceVersion": "7", "generation": 3},
@@ -199,19 +228,12 @@ mod tests {
     #[test]
     fn a_first_status_write_creates_the_status_and_later_ones_add_keys() {
         let created = json!({"metadata": {"name": "x", "resourceVersion": "5"}, "spec": {}});
-        let view = View::new(&created).unwrap();
-        let mut write = StatusWrite::default();
-        write
-            .entries
-            .insert("a".into(), entry("ok", "2026-01-01T00:00:00Z"));
-        let planned = plan_status_write(&view, &write, Timestamp::from_unix(0)).unwrap();
-        let paths: Vec<&str> = planned
-            .ops
-            .iter()
-            .map(|op| op["path"].as_str().unwrap())
-            .collect();
+        let planned = plan(
+            &created,
+            &one_entry("a", entry("ok", "2026-01-01T00:00:00Z")),
+        );
         assert_eq!(
-            paths,
+            paths(&planned),
             [
                 "/metadata/resourceVersion",
                 "/status",
@@ -229,22 +251,13 @@ mod tests {
         let object = live(
             json!({"initialized": true, "entries": {"a": entry("ok", "2026-01-01T00:00:00Z")}}),
         );
-        let view = View::new(&object).unwrap();
-        let mut write = StatusWrite::default();
-        write
-            .entries
-            .insert("b".into(), entry("ok", "2026-01-01T00:00:00Z"));
+        let mut write = one_entry("b", entry("ok", "2026-01-01T00:00:00Z"));
         write
             .attempts
             .insert("b".into(), json!({"count": 1, "token": "t"}));
-        let planned = plan_status_write(&view, &write, Timestamp::from_unix(0)).unwrap();
-        let paths: Vec<&str> = planned
-            .ops
-            .iter()
-            .map(|op| op["path"].as_str().unwrap())
-            .collect();
+        let planned = plan(&object, &write);
         assert_eq!(
-            paths,
+            paths(&planned),
             [
                 "/metadata/resourceVersion",
                 "/status/entries/b",
@@ -260,33 +273,27 @@ mod tests {
     fn the_projected_size_is_the_patched_json_plus_new_ownership_records() {
         let object =
             live(json!({"initialized": true, "entries": {}, "summary": {}, "conditions": []}));
-        let view = View::new(&object).unwrap();
-        let mut write = StatusWrite::default();
         let value = entry("ok", "2026-01-01T00:00:00Z");
-        write.entries.insert("new-one".into(), value.clone());
-        let planned = plan_status_write(&view, &write, Timestamp::from_unix(0)).unwrap();
+        let planned = plan(&object, &one_entry("new-one", value.clone()));
         let mut projected = object.clone();
         apply(&mut projected, &planned.ops).unwrap();
         assert_eq!(projected["status"]["entries"]["new-one"], value);
-        let ownership = planned.would_be_bytes - json_size(&projected);
         let expected =
             r#","f:new-one":{".":{}},"f:state":{},"f:at":{},"f:attempts":{}"#.len() as u64;
-        assert_eq!(ownership, expected);
+        assert_eq!(ownership(&object, &planned), expected);
 
         // Replacing a stored entry adds only the fields it did not have.
         let object = live(
             json!({"initialized": true, "entries": {"a": entry("ok", "2026-01-01T00:00:00Z")}}),
         );
-        let view = View::new(&object).unwrap();
-        let mut write = StatusWrite::default();
-        write
-            .entries
-            .insert("a".into(), entry("failed", "2026-01-01T00:00:00Z"));
-        let planned = plan_status_write(&view, &write, Timestamp::from_unix(0)).unwrap();
-        let mut projected = object.clone();
-        apply(&mut projected, &planned.ops).unwrap();
-        let ownership = planned.would_be_bytes - json_size(&projected);
-        assert_eq!(ownership, r#","f:reason":{},"f:message":{}"#.len() as u64);
+        let planned = plan(
+            &object,
+            &one_entry("a", entry("failed", "2026-01-01T00:00:00Z")),
+        );
+        assert_eq!(
+            ownership(&object, &planned),
+            r#","f:reason":{},"f:message":{}"#.len() as u64
+        );
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Scenarios run both on the test API server (`crd.rs`) and on a real one (`real_cluster.rs`):
+//! Scenarios run both on the test API server (`tests/crd`) and on a real one (`tests/real_cluster`):
 //! written once against a kube client, so the double and the real server are held to the
 //! same assertions.
 
@@ -6,17 +6,20 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kube::core::DynamicObject;
 use ledger_crd::CrdLedger;
-use migration_core::testing::{sample_entry, slug};
-use migration_core::{
-    EntryState, Ledger, LedgerEntry, LedgerError, LegacyVersion, Slug, WriteMode,
-};
+use migration_core::testing::slug;
+use migration_core::{EntryState, Ledger, LedgerError, LegacyVersion, WriteMode};
 use serde_json::{Value, json};
 
-/// `s-<n>` for each `n` in `range`, with a sample entry in `state`.
-pub fn entries(range: std::ops::Range<usize>, state: EntryState) -> Vec<(Slug, LedgerEntry)> {
-    range
-        .map(|n| (slug(n), sample_entry(state, n as u32)))
-        .collect()
+pub use migration_core::testing::entries;
+
+/// Writes [`entries`]`(range, state)` in `mode`, which must succeed.
+pub async fn put(
+    l: &impl Ledger,
+    range: std::ops::Range<usize>,
+    state: EntryState,
+    mode: WriteMode,
+) -> migration_core::WriteReport {
+    l.write(&entries(range, state), mode).await.unwrap()
 }
 
 /// The object `name` as the server returns it.
@@ -59,12 +62,8 @@ pub async fn entry_writes_leave_the_charts_fields_alone(
     api: &Api<DynamicObject>,
     name: &str,
 ) {
-    l.write(&entries(0..5, EntryState::Legacy), WriteMode::OnlyIfAbsent)
-        .await
-        .unwrap();
-    l.write(&entries(1..2, EntryState::Failed), WriteMode::Replace)
-        .await
-        .unwrap();
+    put(l, 0..5, EntryState::Legacy, WriteMode::OnlyIfAbsent).await;
+    put(l, 1..2, EntryState::Failed, WriteMode::Replace).await;
     l.note_attempt(&slug(7), "t", 0).await.unwrap();
     let object = stored(api, name).await;
     assert_eq!(
@@ -95,9 +94,7 @@ pub async fn a_declared_ledger_is_an_existing_cluster(
             .unwrap_err(),
         LedgerError::AlreadyExists { .. }
     ));
-    l.write(&entries(0..2, EntryState::Legacy), WriteMode::OnlyIfAbsent)
-        .await
-        .unwrap();
+    put(l, 0..2, EntryState::Legacy, WriteMode::OnlyIfAbsent).await;
     let object = stored(api, name).await;
     assert_eq!(object["status"]["initialized"], true);
     assert_eq!(object["spec"]["version"], 45);

@@ -26,7 +26,7 @@ use migration_core::{Clock, Lease, LedgerError, Timestamp};
 
 use crate::error::{Class, classify, ledger_error};
 use crate::retry::{Backoff, RetryPolicy};
-use crate::write::{after_failed_write, patch_params, post_params};
+use crate::write::{WriteTarget, patch_params, post_params};
 
 /// A Lease used as the ledger's run lock.
 #[derive(Clone)]
@@ -107,6 +107,32 @@ fn holding(lease: &KubeLease) -> Holding {
     }
 }
 
+/// The Lease as the target of the lock's writes.
+struct Writes<'a>(&'a LeaseLock);
+
+impl WriteTarget for Writes<'_> {
+    fn ledger(&self) -> &str {
+        &self.0.ledger
+    }
+
+    fn retry(&self) -> &RetryPolicy {
+        &self.0.retry
+    }
+
+    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
+        self.0.error(operation, error)
+    }
+
+    /// A create that lost the race to another taker (AlreadyExists) is a
+    /// conflict like any other: read again and decide again.
+    fn class(&self, error: &kube::Error) -> Class {
+        match classify(error) {
+            Class::AlreadyExists => Class::Conflict,
+            class => class,
+        }
+    }
+}
+
 impl LeaseLock {
     /// The Lease `name` in `namespace`; `ledger` names the ledger in errors.
     pub fn new(
@@ -162,7 +188,7 @@ impl LeaseLock {
         if classify(e) == Class::Conflict {
             return Ok(());
         }
-        self.retry_after(operation, e, attempt).await
+        Writes(self).retry_after(operation, e, attempt).await
     }
 
     fn error(&self, operation: &'static str, e: &kube::Error) -> LedgerError {
@@ -188,33 +214,6 @@ impl LeaseLock {
             None => Seen::Absent,
         });
         Ok(lease)
-    }
-
-    /// Decides whether to retry after a failed write: conflicts and
-    /// transient errors loop (re-reading first), anything else is final.
-    /// A create that lost the race to another taker (AlreadyExists) is a
-    /// conflict like any other; the rest is the backends' one rule.
-    async fn retry_after(
-        &self,
-        operation: &'static str,
-        e: &kube::Error,
-        attempt: u32,
-    ) -> Result<(), LedgerError> {
-        if classify(e) == Class::AlreadyExists {
-            if attempt < self.retry.attempts {
-                self.retry.pause(attempt).await;
-                return Ok(());
-            }
-            return Err(LedgerError::Conflict {
-                ledger: self.ledger.clone(),
-                operation,
-                attempts: attempt,
-            });
-        }
-        after_failed_write(&self.retry, &self.ledger, operation, e, attempt, |e| {
-            self.error(operation, e)
-        })
-        .await
     }
 
     async fn set(
@@ -317,7 +316,7 @@ impl LeaseLock {
             match self.create(OP, holder, ttl, self.clock.now()).await? {
                 Ok(stored) => return Ok(Self::held(holder, &stored)),
                 Err(e) if classify(&e) == Class::AlreadyExists => {}
-                Err(e) => self.retry_after(OP, &e, attempt).await?,
+                Err(e) => Writes(self).retry_after(OP, &e, attempt).await?,
             }
         }
         loop {
@@ -346,7 +345,7 @@ impl LeaseLock {
             };
             match result {
                 Ok(stored) => return Ok(Self::held(holder, &stored)),
-                Err(e) => self.retry_after(OP, &e, attempt).await?,
+                Err(e) => Writes(self).retry_after(OP, &e, attempt).await?,
             }
         }
     }
@@ -386,7 +385,7 @@ impl LeaseLock {
             let spec = serde_json::json!({ "leaseDurationSeconds": Self::seconds(ttl), "renewTime": micro(now) });
             match self.set(h.resource_version, spec).await {
                 Ok(updated) => return Ok(Self::held(&lease.holder, &updated)),
-                Err(e) => self.retry_after(OP, &e, attempt).await?,
+                Err(e) => Writes(self).retry_after(OP, &e, attempt).await?,
             }
         }
     }
@@ -414,7 +413,7 @@ impl LeaseLock {
             }
             match self.delete(h.resource_version).await {
                 Ok(()) => return Ok(()),
-                Err(e) => self.retry_after(OP, &e, attempt).await?,
+                Err(e) => Writes(self).retry_after(OP, &e, attempt).await?,
             }
         }
     }

@@ -11,7 +11,7 @@
 //! - [`conditional_update`] over a [`ConditionalObject`]: the write that
 //!   carries the resourceVersion it was computed from, re-read and
 //!   recomputed on a 409, bounded by the [`RetryPolicy`]; and
-//!   [`after_failed_write`], the one decision of whether a
+//!   [`WriteTarget::retry_after`], the one decision of whether a
 //!   failed write is tried again;
 //! - [`patch_params`] and [`post_params`]: every write under the field
 //!   manager [`defaults::FIELD_MANAGER`];
@@ -42,6 +42,5 @@ pub use error::{Class, classify, ledger_error};
 pub use lease::LeaseLock;
 pub use retry::{Backoff, RetryPolicy};
 pub use write::{
-    Base, ConditionalObject, Step, after_failed_write, conditional_update, patch_params,
-    post_params,
+    Base, ConditionalObject, Step, WriteTarget, conditional_update, patch_params, post_params,
 };

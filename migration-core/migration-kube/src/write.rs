@@ -27,34 +27,59 @@ pub fn post_params() -> PostParams {
     }
 }
 
-/// Decides what follows a conditional write of `ledger`'s `operation` that
-/// failed with `error` on try `attempt` (counting from 1).
-///
-/// A precondition conflict (409) or a transient error while `retry` has
-/// tries left: waits [`RetryPolicy::delay`] and answers `Ok(())`, meaning
-/// "read again, recompute, write again". A conflict on the last try is
-/// [`LedgerError::Conflict`] naming the tries; anything else is final and
-/// mapped by `final_error` (which names the object).
-pub async fn after_failed_write(
-    retry: &RetryPolicy,
-    ledger: &str,
-    operation: &'static str,
-    error: &kube::Error,
-    attempt: u32,
-    final_error: impl FnOnce(&kube::Error) -> LedgerError,
-) -> Result<(), LedgerError> {
-    match classify(error) {
-        Class::Conflict | Class::Transient if attempt < retry.attempts => {
-            tracing::debug!(%error, attempt, operation, "ledger write refused; re-reading and retrying");
-            retry.pause(attempt).await;
-            Ok(())
+/// An object the backends write conditionally, as a failed write sees it:
+/// the ledger it belongs to, the retry budget, and how a final error names
+/// it. [`WriteTarget::retry_after`] is the one decision of whether a failed
+/// write is tried again.
+pub trait WriteTarget: Sync {
+    /// The ledger, as errors name it.
+    fn ledger(&self) -> &str;
+
+    /// How often and how patiently to try.
+    fn retry(&self) -> &RetryPolicy;
+
+    /// Maps an error that ends the write (not a conflict, or no tries left
+    /// for a transient error), naming the object.
+    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError;
+
+    /// What `error` means for this object's writes. [`classify`] unless an
+    /// object gives some answer another meaning (a create that lost the
+    /// race to another creator is a conflict for the Lease).
+    fn class(&self, error: &kube::Error) -> Class {
+        classify(error)
+    }
+
+    /// Decides what follows a write of `operation` that failed with `error`
+    /// on try `attempt` (counting from 1).
+    ///
+    /// A precondition conflict (409) or a transient error while
+    /// [`WriteTarget::retry`] has tries left: waits [`RetryPolicy::delay`]
+    /// and answers `Ok(())`, meaning "read again, recompute, write again". A
+    /// conflict on the last try is [`LedgerError::Conflict`] naming the
+    /// tries; anything else is final and mapped by
+    /// [`WriteTarget::final_error`].
+    fn retry_after(
+        &self,
+        operation: &'static str,
+        error: &kube::Error,
+        attempt: u32,
+    ) -> impl Future<Output = Result<(), LedgerError>> + Send {
+        async move {
+            let retry = self.retry();
+            match self.class(error) {
+                Class::Conflict | Class::Transient if attempt < retry.attempts => {
+                    tracing::debug!(%error, attempt, operation, "ledger write refused; re-reading and retrying");
+                    retry.pause(attempt).await;
+                    Ok(())
+                }
+                Class::Conflict => Err(LedgerError::Conflict {
+                    ledger: self.ledger().to_owned(),
+                    operation,
+                    attempts: attempt,
+                }),
+                _ => Err(self.final_error(operation, error)),
+            }
         }
-        Class::Conflict => Err(LedgerError::Conflict {
-            ledger: ledger.to_owned(),
-            operation,
-            attempts: attempt,
-        }),
-        _ => Err(final_error(error)),
     }
 }
 
@@ -80,17 +105,11 @@ pub enum Step<W, T> {
 /// An object a backend changes by conditional writes: the write carries the
 /// resourceVersion of the object it was computed from, so a concurrent
 /// change makes it fail with 409 instead of being overwritten.
-pub trait ConditionalObject: Sync {
+pub trait ConditionalObject: WriteTarget {
     /// The object as read or remembered.
     type Object: Send + Sync;
     /// What one write sends.
     type Write: Send + Sync;
-
-    /// The ledger, as errors name it.
-    fn ledger(&self) -> &str;
-
-    /// How often and how patiently to try.
-    fn retry(&self) -> &RetryPolicy;
 
     /// The object the next try starts from. On the first try of an update
     /// (`first`) a remembered copy may serve (not fresh); on every later try
@@ -109,10 +128,6 @@ pub trait ConditionalObject: Sync {
         base: &Self::Object,
         write: &Self::Write,
     ) -> impl Future<Output = Result<(), kube::Error>> + Send;
-
-    /// Maps an error that ends the update (not a conflict, or no tries left
-    /// for a transient error), naming the object.
-    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError;
 
     /// Forgets any remembered copy after a failed write: the write's outcome
     /// is unknown, so the copy may no longer be the stored object.
@@ -152,22 +167,14 @@ where
             Ok(()) => return Ok(answer),
             Err(e) => {
                 object.forget();
-                if !base.fresh && classify(&e) == Class::Conflict {
+                if !base.fresh && object.class(&e) == Class::Conflict {
                     tracing::debug!(
                         operation,
                         "the remembered ledger object was stale; re-reading"
                     );
                     continue;
                 }
-                after_failed_write(
-                    object.retry(),
-                    object.ledger(),
-                    operation,
-                    &e,
-                    attempt,
-                    |e| object.final_error(operation, e),
-                )
-                .await?;
+                object.retry_after(operation, &e, attempt).await?;
             }
         }
     }

@@ -1,7 +1,7 @@
 //! Parsing, rendering and writing manifests.
 
 use super::*;
-use crate::testing::fixtures::s;
+use crate::testing::fixtures::{assert_lines, s};
 
 fn files(list: &[(&str, &str)]) -> Vec<(String, Vec<u8>)> {
     list.iter()
@@ -100,22 +100,13 @@ fn a_slug_listed_twice_in_one_file_names_both_lines_even_after_a_badly_named_fil
 fn unknown_flags_extra_words_and_bad_slugs_name_file_and_line() {
     let errors = Manifest::parse_files(files(&[("00001-v1", "ok\na done\nb retired now\nBad\n")]))
         .unwrap_err();
-    let text: Vec<_> = errors.iter().map(ToString::to_string).collect();
-    assert_eq!(text.len(), 3, "{text:?}");
-    assert!(
-        text[0].starts_with("00001-v1:2: unknown flag \"done\""),
-        "{}",
-        text[0]
-    );
-    assert!(
-        text[1].starts_with("00001-v1:3: too many words"),
-        "{}",
-        text[1]
-    );
-    assert!(
-        text[2].starts_with("00001-v1:4: slug \"Bad\""),
-        "{}",
-        text[2]
+    assert_lines(
+        &errors,
+        &[
+            "00001-v1:2: unknown flag \"done\"…",
+            "00001-v1:3: too many words…",
+            "00001-v1:4: slug \"Bad\"…",
+        ],
     );
 }
 

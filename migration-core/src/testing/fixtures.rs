@@ -279,6 +279,30 @@ impl ScratchTree {
     }
 }
 
+/// The slugs `plan` would run, in its order.
+pub fn pending(plan: &crate::plan::Plan) -> Vec<&str> {
+    plan.pending.iter().map(|m| m.slug.as_str()).collect()
+}
+
+/// Asserts that `problems` display as `expected`, one line each and in
+/// order: equal to its expectation or, for an expectation that ends in `…`,
+/// starting with what precedes the `…`. Panics naming the line and every
+/// problem otherwise.
+#[track_caller]
+pub fn assert_lines<T: fmt::Display>(problems: &[T], expected: &[&str]) {
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert_eq!(text.len(), expected.len(), "{text:#?}");
+    for (i, (line, want)) in text.iter().zip(expected).enumerate() {
+        match want.strip_suffix('…') {
+            Some(prefix) => assert!(
+                line.starts_with(prefix),
+                "line {i}: {line:?} does not start with {prefix:?} in {text:#?}"
+            ),
+            None => assert_eq!(line, want, "line {i} of {text:#?}"),
+        }
+    }
+}
+
 /// Runs `future` to completion on the calling thread, with no async
 /// runtime: the engine and the in-memory ledgers never wait on I/O or
 /// timers, and tests driving them this way keep that true. Code that needs

@@ -224,6 +224,17 @@ pub fn parse_legacy_map(file: &Path, bytes: &[u8]) -> Result<Vec<LegacyPair>, Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::fixtures::assert_lines;
+
+    /// `bytes` parsed as the tree's `legacy-map`.
+    fn legacy_map(bytes: &[u8]) -> Result<Vec<LegacyPair>, Vec<TreeProblem>> {
+        parse_legacy_map(Path::new("legacy-map"), bytes)
+    }
+
+    /// `bytes` parsed as the tree's `revoked` list.
+    fn revoked(bytes: &[u8]) -> Result<Vec<RevokedSlug>, Vec<TreeProblem>> {
+        parse_revoked(Path::new("revoked"), bytes)
+    }
 
     fn lines(problems: &[TreeProblem]) -> Vec<String> {
         problems.iter().map(ToString::to_string).collect()
@@ -231,32 +242,27 @@ mod tests {
 
     #[test]
     fn revoked_accepts_comments_and_blank_lines() {
-        let list = parse_revoked(
-            Path::new("revoked"),
-            b"# bad idea\n\nold-fix   # see incident 12\nother\n",
-        )
-        .unwrap();
+        let list = revoked(b"# bad idea\n\nold-fix   # see incident 12\nother\n").unwrap();
         let got: Vec<_> = list.iter().map(|r| (r.slug.as_str(), r.line)).collect();
         assert_eq!(got, [("old-fix", 3), ("other", 4)]);
     }
 
     #[test]
     fn revoked_rejects_bad_slugs_extra_words_and_duplicates_with_lines() {
-        let problems = parse_revoked(Path::new("revoked"), b"a\nB\na b\na\n").unwrap_err();
-        let text = lines(&problems);
-        assert_eq!(text.len(), 3, "{text:?}");
-        assert!(text[0].starts_with("revoked:2: slug \"B\""), "{}", text[0]);
-        assert!(
-            text[1].starts_with("revoked:3: expected one slug"),
-            "{}",
-            text[1]
+        let problems = revoked(b"a\nB\na b\na\n").unwrap_err();
+        assert_lines(
+            &problems,
+            &[
+                "revoked:2: slug \"B\"…",
+                "revoked:3: expected one slug…",
+                "revoked:4: 'a' is already revoked on line 1",
+            ],
         );
-        assert_eq!(text[2], "revoked:4: 'a' is already revoked on line 1");
     }
 
     #[test]
     fn legacy_map_is_sorted_by_number() {
-        let map = parse_legacy_map(Path::new("legacy-map"), b"3 three\n2 two # comment\n").unwrap();
+        let map = legacy_map(b"3 three\n2 two # comment\n").unwrap();
         let got: Vec<_> = map
             .iter()
             .map(|p| (p.number, p.slug.as_str(), p.line))
@@ -266,33 +272,26 @@ mod tests {
 
     #[test]
     fn legacy_map_rejects_duplicates_signs_and_junk() {
-        let problems = parse_legacy_map(
-            Path::new("legacy-map"),
-            b"1 a\n1 b\n2 a\n-3 c\n+4 d\nx e\n5\n5 f g h\n2 g\n",
-        )
-        .unwrap_err();
-        let text = lines(&problems);
-        assert_eq!(text.len(), 7, "{text:?}");
-        assert_eq!(
-            text[0],
-            "legacy-map:2: integer 1 is already mapped on line 1"
+        let problems =
+            legacy_map(b"1 a\n1 b\n2 a\n-3 c\n+4 d\nx e\n5\n5 f g h\n2 g\n").unwrap_err();
+        assert_lines(
+            &problems,
+            &[
+                "legacy-map:2: integer 1 is already mapped on line 1",
+                "legacy-map:3: slug 'a' is already mapped on line 1",
+                "legacy-map:4: \"-3\" is not…",
+                "legacy-map:5: \"+4\" is not…",
+                "legacy-map:6: \"x\" is not…",
+                "legacy-map:7: expected…",
+                "legacy-map:8: expected…",
+            ],
         );
-        assert_eq!(
-            text[1],
-            "legacy-map:3: slug 'a' is already mapped on line 1"
-        );
-        assert!(text[2].starts_with("legacy-map:4: \"-3\" is not"));
-        assert!(text[3].starts_with("legacy-map:5: \"+4\" is not"));
-        assert!(text[4].starts_with("legacy-map:6: \"x\" is not"));
-        assert!(text[5].starts_with("legacy-map:7: expected"));
-        assert!(text[6].starts_with("legacy-map:8: expected"));
-        assert_eq!(text.len(), 7, "line 9 closes the gap: {text:?}");
+        assert_eq!(problems.len(), 7, "line 9 closes the gap: {problems:?}");
     }
 
     #[test]
     fn legacy_map_with_a_gap_names_the_missing_integers_and_both_lines() {
-        let problems =
-            parse_legacy_map(Path::new("legacy-map"), b"1 a\n2 b\n5 e\n6 f\n8 h\n").unwrap_err();
+        let problems = legacy_map(b"1 a\n2 b\n5 e\n6 f\n8 h\n").unwrap_err();
         assert_eq!(
             lines(&problems),
             [
@@ -304,11 +303,7 @@ mod tests {
 
     #[test]
     fn legacy_map_reads_the_other_contents_of_a_diverged_slot() {
-        let map = parse_legacy_map(
-            Path::new("legacy-map"),
-            b"41 41\n42 42-v1-6-0 others=42-v1-5-0,42-v1-5-4\n",
-        )
-        .unwrap();
+        let map = legacy_map(b"41 41\n42 42-v1-6-0 others=42-v1-5-0,42-v1-5-4\n").unwrap();
         let others: Vec<_> = map[1].others.iter().map(Slug::as_str).collect();
         assert_eq!(
             (map[1].slug.as_str(), others),
@@ -319,28 +314,21 @@ mod tests {
 
     #[test]
     fn legacy_map_refuses_an_other_slug_named_twice_or_a_bare_third_word() {
-        let problems = parse_legacy_map(
-            Path::new("legacy-map"),
-            b"1 a others=b\n2 c others=b\n3 d others=d\n4 e f\n",
-        )
-        .unwrap_err();
-        let text = lines(&problems);
-        assert_eq!(text.len(), 3, "{text:?}");
-        assert_eq!(
-            text[0],
-            "legacy-map:2: slug 'b' is already mapped on line 1"
-        );
-        assert_eq!(text[1], "legacy-map:3: 'd' is named twice on this line");
-        assert!(
-            text[2].starts_with("legacy-map:4: third word \"f\""),
-            "{}",
-            text[2]
+        let problems =
+            legacy_map(b"1 a others=b\n2 c others=b\n3 d others=d\n4 e f\n").unwrap_err();
+        assert_lines(
+            &problems,
+            &[
+                "legacy-map:2: slug 'b' is already mapped on line 1",
+                "legacy-map:3: 'd' is named twice on this line",
+                "legacy-map:4: third word \"f\"…",
+            ],
         );
     }
 
     #[test]
     fn list_files_report_non_utf8_lines() {
-        let problems = parse_revoked(Path::new("revoked"), b"ok\n\xc3\x28\n").unwrap_err();
+        let problems = revoked(b"ok\n\xc3\x28\n").unwrap_err();
         assert_eq!(lines(&problems), ["revoked:2: not valid UTF-8"]);
     }
 }

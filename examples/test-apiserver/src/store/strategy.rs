@@ -239,27 +239,14 @@ impl Store {
                 .and_then(Value::as_str)
                 .filter(|s| !s.is_empty())
         };
-        if let Some(uid) = pre("uid")
-            && uid != meta_str(&old, "uid")
-        {
-            return Err(ApiError::delete_precondition(
-                res,
-                name,
-                "UID",
-                uid,
-                meta_str(&old, "uid"),
-            ));
-        }
-        if let Some(rv) = pre("resourceVersion")
-            && rv != meta_str(&old, "resourceVersion")
-        {
-            return Err(ApiError::delete_precondition(
-                res,
-                name,
-                "ResourceVersion",
-                rv,
-                meta_str(&old, "resourceVersion"),
-            ));
+        // The UID first, in the order the real registry checks them (`rest.BeforeDelete`).
+        for (field, what) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+            let have = meta_str(&old, field);
+            if let Some(want) = pre(field)
+                && want != have
+            {
+                return Err(ApiError::delete_precondition(res, name, what, want, have));
+            }
         }
         if !finalizers(&old).is_empty() {
             // Graceful deletion: mark it and wait for the finalizers to be removed by updates.

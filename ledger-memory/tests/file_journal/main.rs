@@ -1,0 +1,154 @@
+//! The file ledger's journal: one record per mutation, crashes at every
+//! step of an append and of a compaction (simulated by cutting or damaging
+//! the file at chosen offsets), separate processes, the older and newer
+//! formats, the lock sidecar, the budget.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ledger_memory::{DEFAULT_FILE_BUDGET_BYTES, FileLedger, MemoryLedger};
+use migration_core::testing::{entries, sample_entry, slug};
+use migration_core::{
+    EntryState, Ledger, LedgerEntry, LedgerError, Lock, ManualClock, Timestamp, WriteMode,
+};
+
+const TAG: &str = "migration-ledger/v2\n";
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+}
+
+fn scratch() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.json");
+    (dir, path)
+}
+
+/// Bytes of NUL tail a writer may leave after the last record (twice the
+/// step it grows the file by, `journal::PREALLOCATE_BYTES`).
+const MAX_TAIL: u64 = 16 * 1024;
+
+/// The file without the NUL tail the writer preallocates: the records, as
+/// a reader sees them (a record never ends in NUL: it ends in a newline).
+fn bytes(path: &Path) -> Vec<u8> {
+    let mut file = std::fs::read(path).unwrap();
+    let records = file.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    assert!(
+        (file.len() - records) as u64 <= MAX_TAIL,
+        "{} bytes of NUL tail",
+        file.len() - records
+    );
+    file.truncate(records);
+    file
+}
+
+/// Offsets at which each record line starts (the tag excluded).
+fn record_starts(file: &[u8]) -> Vec<usize> {
+    assert!(file.starts_with(TAG.as_bytes()));
+    let mut starts = vec![TAG.len()];
+    for (i, b) in file.iter().enumerate().skip(TAG.len()) {
+        if *b == b'\n' && i + 1 < file.len() {
+            starts.push(i + 1);
+        }
+    }
+    starts
+}
+
+/// Panics unless `err` says the ledger is unreadable; `context` says where.
+#[track_caller]
+fn assert_unreadable(err: &LedgerError, context: impl std::fmt::Display) {
+    assert!(
+        matches!(err, LedgerError::Unreadable { .. }),
+        "{context}: expected Unreadable, got {err:?}"
+    );
+}
+
+/// A ledger with a snapshot of two entries and then three appended
+/// records: a write, an attempt mark, another write.
+fn journaled(path: &Path) -> FileLedger {
+    let ledger = FileLedger::new(path);
+    let rt = rt();
+    rt.block_on(ledger.create(&[
+        (slug(0), sample_entry(EntryState::Ok, 0)),
+        (slug(1), sample_entry(EntryState::Legacy, 1)),
+    ]))
+    .unwrap();
+    rt.block_on(ledger.write(&entries(2..3, EntryState::Ok), WriteMode::Replace))
+        .unwrap();
+    rt.block_on(ledger.note_attempt(&slug(3), "run-1", 0))
+        .unwrap();
+    rt.block_on(ledger.write(&entries(3..4, EntryState::Failed), WriteMode::Replace))
+        .unwrap();
+    ledger
+}
+
+fn read_raw(
+    path: &Path,
+) -> Result<Option<std::collections::BTreeMap<String, String>>, LedgerError> {
+    // A fresh handle each time: nothing cached.
+    FileLedger::new(path).raw_data()
+}
+
+// ---- the budget ----
+
+/// Panics unless a fresh read of `path` is unreadable naming the file and
+/// `offset`, and a writer refuses it too, leaving it unchanged; `what`
+/// says which damage.
+fn assert_unreadable_at(path: &Path, offset: usize, what: &str) {
+    let rt = rt();
+    let err = rt.block_on(FileLedger::new(path).read()).unwrap_err();
+    assert_unreadable(&err, what);
+    let text = err.to_string();
+    assert!(text.contains("ledger.json"), "{what}: {text}");
+    assert!(
+        text.contains(&format!("byte offset {offset}")),
+        "{what}: {text}"
+    );
+    // A writer refuses too, and leaves the damage for a human.
+    let before = bytes(path);
+    let err = rt
+        .block_on(FileLedger::new(path).note_attempt(&slug(9), "t", 0))
+        .unwrap_err();
+    assert_unreadable(&err, what);
+    assert_eq!(
+        bytes(path),
+        before,
+        "{what}: a refused write changed the file"
+    );
+    let err = rt.block_on(FileLedger::new(path).create(&[])).unwrap_err();
+    assert_unreadable(
+        &err,
+        format_args!("{what}: a damaged ledger must never look absent"),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_budget_is_the_file_ledgers_own_64_mib() {
+    assert_eq!(DEFAULT_FILE_BUDGET_BYTES, 64 * 1024 * 1024);
+    let (dir, path) = scratch();
+    let ledger = FileLedger::new(&path);
+    assert_eq!(ledger.budget(), Some(DEFAULT_FILE_BUDGET_BYTES));
+    // More than a ConfigMap's 1 MiB fits.
+    let mut big = sample_entry(EntryState::Failed, 1);
+    big.message = Some("x".repeat(2 * 1024 * 1024));
+    ledger.create(&[(slug(1), big)]).await.unwrap();
+    drop(dir);
+    // And the conformance cases hold at 64 MiB.
+    let harness = common::FileHarness::new(None);
+    migration_core::testing::a_write_above_the_budget_is_refused_whole(&harness).await;
+}
+
+mod compaction;
+mod damage;
+mod formats;
+mod processes;
+mod records;

@@ -1,0 +1,208 @@
+//! One record per mutation, appended into the preallocated tail, and a
+//! crash at every byte of an append.
+
+use super::*;
+
+#[test]
+fn every_write_and_attempt_mark_appends_exactly_one_record() {
+    let (_dir, path) = scratch();
+    let ledger = journaled(&path);
+    let file = bytes(&path);
+    assert_eq!(
+        record_starts(&file).len(),
+        4,
+        "a snapshot and three appended records"
+    );
+    let rt = rt();
+    // Repeating an attempt mark with the same token writes nothing.
+    rt.block_on(ledger.note_attempt(&slug(3), "run-1", 0))
+        .unwrap();
+    // An only-if-absent write of present keys writes nothing.
+    rt.block_on(ledger.write(&entries(0..1, EntryState::Legacy), WriteMode::OnlyIfAbsent))
+        .unwrap();
+    assert_eq!(bytes(&path), file, "no-op calls must not touch the file");
+    // A multi-key write is one record (atomic).
+    rt.block_on(ledger.write(
+        &[
+            (slug(5), sample_entry(EntryState::Ok, 5)),
+            (slug(6), sample_entry(EntryState::Ok, 6)),
+        ],
+        WriteMode::Replace,
+    ))
+    .unwrap();
+    let after = bytes(&path);
+    assert!(
+        after.starts_with(&file),
+        "appends never rewrite what is there"
+    );
+    assert_eq!(record_starts(&after).len(), 5);
+}
+
+#[test]
+fn the_run_lock_never_touches_the_ledger_file() {
+    let (_dir, path) = scratch();
+    let ledger = journaled(&path);
+    let before = bytes(&path);
+    let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap());
+    let rt = rt();
+    let lease = rt
+        .block_on(ledger.acquire("runner", Duration::from_secs(60)))
+        .unwrap();
+    let lease = rt
+        .block_on(ledger.renew(&lease, Duration::from_secs(60)))
+        .unwrap();
+    rt.block_on(ledger.release(&lease)).unwrap();
+    assert_eq!(bytes(&path), before);
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap()),
+        inode,
+        "the lock must not replace the ledger file"
+    );
+    let sidecar = std::fs::read_to_string(path.with_file_name("ledger.json.lock")).unwrap();
+    assert!(
+        sidecar.contains("\"format\":\"migration-lock/v1\""),
+        "{sidecar}"
+    );
+}
+
+/// Asserts that after `file` (of journaled records, the last starting at
+/// `last`) was torn at byte `cut`, the next writer's attempt mark lands
+/// after the intact records, and the ledger holds their `intact` keys and
+/// the mark.
+#[track_caller]
+fn assert_the_next_writer_appends_after(
+    rt: &tokio::runtime::Runtime,
+    path: &Path,
+    file: &[u8],
+    last: usize,
+    intact: usize,
+    cut: usize,
+) {
+    rt.block_on(FileLedger::new(path).note_attempt(&slug(9), "after-crash", 0))
+        .unwrap();
+    let repaired = bytes(path);
+    assert!(repaired.starts_with(&file[..last]), "cut at {cut}");
+    assert_eq!(record_starts(&repaired).len(), record_starts(file).len());
+    let raw = read_raw(path).unwrap().unwrap();
+    assert!(raw.contains_key("a.s-9"), "cut at {cut}");
+    assert_eq!(raw.len(), intact + 1, "cut at {cut}");
+}
+
+/// A [`journaled`] ledger in a scratch directory (kept while the first
+/// value lives): its path, its records as [`bytes`], and where the last
+/// record starts.
+fn journaled_file() -> (tempfile::TempDir, PathBuf, Vec<u8>, usize) {
+    let (dir, path) = scratch();
+    journaled(&path);
+    let file = bytes(&path);
+    let last = *record_starts(&file).last().unwrap();
+    (dir, path, file, last)
+}
+
+#[test]
+fn a_crash_at_every_byte_of_an_append_loses_only_that_record() {
+    let (_dir, path, file, last) = journaled_file();
+    std::fs::write(&path, &file[..last]).unwrap();
+    let without_last = read_raw(&path).unwrap().unwrap();
+    std::fs::write(&path, &file).unwrap();
+    let with_last = read_raw(&path).unwrap().unwrap();
+    assert_ne!(without_last, with_last);
+    let rt = rt();
+    for cut in last..file.len() {
+        // The append was cut after `cut` bytes: never acknowledged.
+        std::fs::write(&path, &file[..cut]).unwrap();
+        assert_eq!(
+            read_raw(&path).unwrap().unwrap(),
+            without_last,
+            "cut at {cut}: a torn final record is dropped, nothing else"
+        );
+        // The next writer truncates the torn bytes and appends after them.
+        assert_the_next_writer_appends_after(&rt, &path, &file, last, without_last.len(), cut);
+    }
+    // The whole record, newline included, is acknowledged and kept.
+    std::fs::write(&path, &file).unwrap();
+    assert_eq!(read_raw(&path).unwrap().unwrap(), with_last);
+}
+
+#[test]
+fn appends_go_into_the_preallocated_tail_and_the_file_grows_only_by_whole_steps() {
+    let (_dir, path) = scratch();
+    let ledger = journaled(&path);
+    let rt = rt();
+    let step = MAX_TAIL / 2;
+    let mut growths = 0;
+    let mut len = std::fs::metadata(&path).unwrap().len();
+    for i in 0..300 {
+        rt.block_on(ledger.note_attempt(&slug(10 + i), "run-1", 0))
+            .unwrap();
+        let now = std::fs::metadata(&path).unwrap().len();
+        assert_eq!(now % step, 0, "append {i}: {now} bytes");
+        if now != len {
+            growths += 1;
+        }
+        len = now;
+    }
+    let records = bytes(&path).len() as u64;
+    // At least a step of records between two growths: at most one append
+    // in a step's worth of bytes pays for growing the file.
+    assert!(
+        growths <= records / step + 1,
+        "{growths} growths, {records} bytes"
+    );
+    assert_eq!(record_starts(&bytes(&path)).len(), 4 + 300);
+}
+
+#[test]
+fn a_crash_at_every_byte_of_an_append_into_the_tail_loses_only_that_record() {
+    let (_dir, path, file, last) = journaled_file();
+    let raw = std::fs::read(&path).unwrap();
+    assert!(raw.len() > file.len(), "the file has a preallocated tail");
+    let without_last = {
+        let mut cut = file[..last].to_vec();
+        cut.resize(raw.len(), 0);
+        std::fs::write(&path, &cut).unwrap();
+        read_raw(&path).unwrap().unwrap()
+    };
+    let rt = rt();
+    for cut in last..file.len() {
+        // The record reached the disk up to `cut`; the tail after it is
+        // still zeros. Never acknowledged: dropped, and the next writer
+        // writes over it.
+        let mut torn = file[..cut].to_vec();
+        torn.resize(raw.len(), 0);
+        std::fs::write(&path, &torn).unwrap();
+        assert_eq!(
+            read_raw(&path).unwrap().unwrap(),
+            without_last,
+            "cut at {cut}"
+        );
+        assert_the_next_writer_appends_after(&rt, &path, &file, last, without_last.len(), cut);
+    }
+    // The record's end on disk without its beginning is no prefix: damage,
+    // never read as absent.
+    let mut holed = file.clone();
+    for b in &mut holed[last..last + 16] {
+        *b = 0;
+    }
+    holed.resize(raw.len(), 0);
+    std::fs::write(&path, &holed).unwrap();
+    assert_unreadable_at(&path, last, "a record whose first bytes are zeros");
+}
+
+#[test]
+fn a_zero_filled_tail_is_a_torn_record() {
+    // What a file system that extended the file but never wrote the data
+    // shows after a power loss.
+    let (_dir, path, file, last) = journaled_file();
+    let mut zeroed = file.clone();
+    for b in &mut zeroed[last..] {
+        *b = 0;
+    }
+    std::fs::write(&path, &zeroed).unwrap();
+    let expected = {
+        std::fs::write(&path, &file[..last]).unwrap();
+        read_raw(&path).unwrap()
+    };
+    std::fs::write(&path, &zeroed).unwrap();
+    assert_eq!(read_raw(&path).unwrap(), expected);
+}
