@@ -4,22 +4,23 @@
 //! names a shared record, and on a `failed` entry carrying the runner's
 //! maximal 4 KiB output tail. Before timing, prints the stored size of the
 //! realistic records and how many fit the 1 MiB ConfigMap budget, built the
-//! way the engine writes them ([`benches::density`]).
+//! way the engine writes them ([`migration_core::testing::realistic`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
 use std::time::Duration;
 
-use benches::density::{
-    self, fill_with_runner_writes, fresh_install_capacity, runner_entry, runner_token,
-};
+use benches::density::fresh_install_capacity;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use ledger_configmap::CONFIGMAP_BUDGET_BYTES;
 use ledger_memory::MemoryLedger;
 use migration_core::entry::{ContextIndex, Contexts};
 use migration_core::ledger::AttemptMark;
 use migration_core::testing::previous_engine;
+use migration_core::testing::realistic::{
+    self, fill_with_runner_writes, runner_entry, runner_token,
+};
 use migration_core::{EntryState, Ledger, LedgerEntry, keys};
 
 fn realistic() -> LedgerEntry {
@@ -42,7 +43,7 @@ fn failed_with_tail() -> LedgerEntry {
 }
 
 fn print_sizes() {
-    let slug = density::slug(42);
+    let slug = realistic::slug(42);
     let entry = realistic();
     let key = keys::entry_key(&slug);
     let mark_key = keys::attempt_key(&slug);
@@ -88,7 +89,7 @@ fn print_sizes() {
     for per_run in [1, 5, 10, 50, 200] {
         let ledger = MemoryLedger::new();
         rt.block_on(ledger.create(&[])).unwrap();
-        let n = rt.block_on(fill_with_runner_writes(&ledger, per_run, 20_000));
+        let n = rt.block_on(fill_with_runner_writes(&ledger, per_run, 0, 20_000));
         println!(
             "fit in the {CONFIGMAP_BUDGET_BYTES}-byte ConfigMap budget: {n} runner-written \
              migrations (entry + attempt mark), {per_run} per run"

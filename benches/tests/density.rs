@@ -8,12 +8,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use benches::density::{
-    fill_with_runner_writes, flat_bytes, fresh_install, fresh_install_capacity,
-};
+use benches::density::{flat_bytes, fresh_install_capacity};
 use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger};
 use ledger_memory::{DEFAULT_BUDGET_BYTES, MemoryLedger};
 use migration_core::entry::flat_data;
+use migration_core::testing::realistic::{fill_with_runner_writes, fresh_install};
 use migration_core::{Ledger, LedgerError};
 use test_apiserver::TestApiServer;
 
@@ -28,7 +27,7 @@ async fn at_least_4000_runner_written_migrations_fit_a_1_mib_configmap() {
     for per_run in [10, 50] {
         let ledger = MemoryLedger::new();
         ledger.create(&[]).await.unwrap();
-        let n = fill_with_runner_writes(&ledger, per_run, 20_000).await;
+        let n = fill_with_runner_writes(&ledger, per_run, 0, 20_000).await;
         let data = ledger.raw_data().unwrap();
         let snapshot = ledger.read().await.unwrap().unwrap();
         assert_eq!(snapshot.usage.unwrap().used_bytes, flat_bytes(&data));

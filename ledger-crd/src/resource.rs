@@ -167,6 +167,7 @@ fn entries_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "description": "Ledger entries by migration slug.",
         "type": "object",
+        "x-kubernetes-map-type": "atomic",
         "additionalProperties": {
             "description": "One ledger entry. Compact form (written by this engine): {s: state, t: when, h: sha256 of the script, c: id of the shared record in status.contexts, n: attempts}, plus r (reason) and m (message) when failed or not-yet. Full form (older entries): {state, at, sha256, lib_sha256, batch, image, attempts, reason, message}.",
             "x-kubernetes-preserve-unknown-fields": true,
@@ -252,6 +253,7 @@ fn contexts_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "description": "Shared records by id: what the entries naming the id share, stored once.",
         "type": "object",
+        "x-kubernetes-map-type": "atomic",
         "additionalProperties": {
             "description": "{batch, image, lib_sha256}, each omitted when unknown.",
             "x-kubernetes-preserve-unknown-fields": true,
@@ -279,6 +281,7 @@ fn attempts_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "description": "Started executions by migration slug.",
         "type": "object",
+        "x-kubernetes-map-type": "atomic",
         "additionalProperties": {
             "description": "{count, token}: executions started, and a fingerprint of the execution that started the last one.",
             "x-kubernetes-preserve-unknown-fields": true,

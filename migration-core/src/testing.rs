@@ -11,7 +11,9 @@
 //!
 //! Each case panics with a message naming the broken guarantee.
 //!
-//! [`fixtures`] holds the slug, clock and tree helpers tests share.
+//! [`fixtures`] holds the slug, clock and tree helpers tests share;
+//! [`realistic`] the records of realistic size the density tests fill
+//! ledgers with.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -26,6 +28,7 @@ pub use steps::{
 
 mod format;
 pub mod previous_engine;
+pub mod realistic;
 
 pub use format::*;
 

@@ -145,10 +145,17 @@ fn apply(object: &mut Value, ops: &[Value]) -> Result<(), String> {
 }
 
 /// The bytes the API server's field ownership records (`managedFields`)
-/// grow by when our manager sets new fields: one `"f:<name>":{}` per field,
-/// nested per map level. The server maintains it for every write, and it is
-/// stored in the same etcd value as the entries, so a budget that ignored it
-/// would let the server refuse a write the engine thought fitted.
+/// grow by when our manager sets new fields. The server maintains them for
+/// every write, in the same etcd value as the entries, so a budget that
+/// ignored them would let the server refuse a write the engine thought
+/// fitted.
+///
+/// The CRD declares `entries`, `attempts` and `contexts` atomic maps
+/// (`x-kubernetes-map-type: atomic`), so the server records one field for
+/// each map, whatever it holds: new members add nothing. An object written
+/// under an older CRD, whose maps were granular, has records that name each
+/// member and each member's fields (`"f:<slug>":{".":{},"f:s":{},…}`); while
+/// its records still show that, each new member and new field is counted.
 fn ownership_growth(view: &View<'_>, write: &StatusWrite) -> u64 {
     let fields = |value: &Value, old: Option<&Value>| -> u64 {
         let Value::Object(map) = value else {
@@ -161,11 +168,14 @@ fn ownership_growth(view: &View<'_>, write: &StatusWrite) -> u64 {
             .sum()
     };
     let mut growth = 0;
-    for (current, writes) in [
-        (view.entries, &write.entries),
-        (view.attempts, &write.attempts),
-        (view.contexts, &write.contexts),
+    for (name, current, writes) in [
+        ("entries", view.entries, &write.entries),
+        ("attempts", view.attempts, &write.attempts),
+        ("contexts", view.contexts, &write.contexts),
     ] {
+        if !tracked_member_by_member(view.object, name) {
+            continue;
+        }
         for (key, value) in writes {
             let old = current.and_then(|c| c.get(key));
             if old.is_none() {
@@ -181,6 +191,23 @@ fn ownership_growth(view: &View<'_>, write: &StatusWrite) -> u64 {
         growth += 512;
     }
     growth
+}
+
+/// Whether some ownership record of `object` names the members of
+/// `status.<map>` one by one (the map was granular when it was written).
+fn tracked_member_by_member(object: &Value, map: &str) -> bool {
+    let Some(records) = object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+    else {
+        return false;
+    };
+    records.iter().any(|record| {
+        record
+            .pointer(&format!("/fieldsV1/f:status/f:{map}"))
+            .and_then(Value::as_object)
+            .is_some_and(|fields| fields.keys().any(|k| k != "."))
+    })
 }
 
 #[cfg(test)]
@@ -269,22 +296,50 @@ mod tests {
         assert_eq!(planned.ops[4]["value"][0]["observedGeneration"], 3);
     }
 
+    /// `object` with an ownership record of our manager for `status.entries` as given.
+    fn owned(mut object: Value, entries_fields: Value) -> Value {
+        object["metadata"]["managedFields"] = json!([{
+            "manager": "cozystack-migrate", "operation": "Update", "subresource": "status",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:status": {".": {}, "f:entries": entries_fields}},
+        }]);
+        object
+    }
+
     #[test]
-    fn the_projected_size_is_the_patched_json_plus_new_ownership_records() {
-        let object =
-            live(json!({"initialized": true, "entries": {}, "summary": {}, "conditions": []}));
+    fn the_projected_size_is_the_patched_json_and_new_entries_of_an_atomic_map_add_no_ownership() {
+        let object = owned(
+            live(json!({"initialized": true, "entries": {}, "summary": {}, "conditions": []})),
+            json!({}),
+        );
         let value = entry("ok", "2026-01-01T00:00:00Z");
         let planned = plan(&object, &one_entry("new-one", value.clone()));
         let mut projected = object.clone();
         apply(&mut projected, &planned.ops).unwrap();
         assert_eq!(projected["status"]["entries"]["new-one"], value);
+        assert_eq!(ownership(&object, &planned), 0);
+    }
+
+    #[test]
+    fn under_records_of_a_granular_map_new_entries_and_fields_add_ownership_records() {
+        // Written under a CRD whose maps were granular: the records name members and fields.
+        let granular = json!({".": {}, "f:a": {".": {}, "f:state": {}, "f:at": {}}});
+        let object = owned(
+            live(json!({"initialized": true, "entries": {}, "summary": {}, "conditions": []})),
+            granular.clone(),
+        );
+        let value = entry("ok", "2026-01-01T00:00:00Z");
+        let planned = plan(&object, &one_entry("new-one", value));
         let expected =
             r#","f:new-one":{".":{}},"f:state":{},"f:at":{},"f:attempts":{}"#.len() as u64;
         assert_eq!(ownership(&object, &planned), expected);
 
         // Replacing a stored entry adds only the fields it did not have.
-        let object = live(
-            json!({"initialized": true, "entries": {"a": entry("ok", "2026-01-01T00:00:00Z")}}),
+        let object = owned(
+            live(
+                json!({"initialized": true, "entries": {"a": entry("ok", "2026-01-01T00:00:00Z")}}),
+            ),
+            granular,
         );
         let planned = plan(
             &object,

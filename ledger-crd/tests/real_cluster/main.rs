@@ -117,6 +117,7 @@ impl Fixture {
     }
 }
 
+mod density;
 mod lane;
 mod ledger;
 mod limits;
