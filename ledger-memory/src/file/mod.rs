@@ -34,7 +34,8 @@ pub const DEFAULT_COMPACT_MIN_BYTES: u64 = 1024 * 1024;
 ///
 /// **Format.** A format tag, a snapshot record, then one appended record
 /// per mutation (`migration-ledger/v2`, described in `journal.rs` and the
-/// README): a write or an attempt mark costs one append and one
+/// README): a write, an attempt mark or a run's step (its records and the
+/// next attempt mark, [`Ledger::write_step`]) costs one append and one
 /// `fdatasync`, whatever the size of the ledger. The append goes into a
 /// preallocated NUL tail, so the `fdatasync` writes the record's block and
 /// not the inode; the file grows by whole steps. When the file grows past
