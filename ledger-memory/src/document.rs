@@ -23,6 +23,7 @@ use migration_core::keys;
 use migration_core::ledger::{
     AttemptMark, Lease, LedgerError, LedgerSnapshot, Usage, WriteMode, WriteReport,
 };
+use migration_core::step::AttemptNote;
 use migration_core::{LedgerEntry, Slug, Timestamp};
 use serde::{Deserialize, Serialize};
 
@@ -300,10 +301,18 @@ pub(crate) fn plan_note_attempt(
     token: &str,
     floor: u32,
 ) -> Result<(u32, Option<Change>), LedgerError> {
-    let Some(object) = current else {
-        return Err(not_found(name, "note attempt"));
-    };
-    let key = keys::attempt_key(slug);
+    let note = AttemptNote { slug, token, floor };
+    let (count, change) = plan_step(name, budget, current, &[], Some(note))?;
+    Ok((count.unwrap_or_default(), change))
+}
+
+/// The count `note` makes, and the mark to store unless it is stored already.
+fn next_mark(
+    name: &str,
+    object: &Object,
+    note: AttemptNote<'_>,
+) -> Result<(u32, Option<(String, String)>), LedgerError> {
+    let key = keys::attempt_key(note.slug);
     let stored = match object.data.get(&key) {
         Some(raw) => Some(
             AttemptMark::decode(&key, raw).map_err(|c| LedgerError::Permanent {
@@ -314,11 +323,46 @@ pub(crate) fn plan_note_attempt(
         ),
         None => None,
     };
-    let next = AttemptMark::next(stored.as_ref(), token, floor);
+    let next = AttemptMark::next(stored.as_ref(), note.token, note.floor);
     if stored.as_ref() == Some(&next) {
         return Ok((next.count, None));
     }
-    let puts = vec![(key, next.encode())];
+    Ok((next.count, Some((key, next.encode()))))
+}
+
+/// Plans [`Ledger::write_step`](migration_core::Ledger::write_step) for a
+/// ledger whose run lock is not in the object: the records (replacing) and
+/// the attempt mark as one change, so that one append (and one `fdatasync`)
+/// stores both or neither, and the budget is checked on both together. The
+/// count is the one noted, when the step notes an attempt.
+pub(crate) fn plan_step(
+    name: &str,
+    budget: Option<u64>,
+    current: Option<&Object>,
+    records: &[(Slug, LedgerEntry)],
+    attempt: Option<AttemptNote<'_>>,
+) -> Result<(Option<u32>, Option<Change>), LedgerError> {
+    let mut puts = Vec::new();
+    if !records.is_empty() {
+        // The budget is checked below, on the records and the mark together.
+        if let (_, Some(Change::Put { puts: records, .. })) =
+            plan_write(name, None, current, records, WriteMode::Replace)?
+        {
+            puts = records;
+        }
+    }
+    let count = match (attempt, current) {
+        (None, _) => None,
+        (Some(_), None) => return Err(not_found(name, "note attempt")),
+        (Some(note), Some(object)) => {
+            let (count, mark) = next_mark(name, object, note)?;
+            puts.extend(mark);
+            Some(count)
+        }
+    };
+    let Some(object) = current.filter(|_| !puts.is_empty()) else {
+        return Ok((count, None));
+    };
     check_budget(
         name,
         budget,
@@ -327,7 +371,7 @@ pub(crate) fn plan_note_attempt(
         object.entries,
     )?;
     Ok((
-        next.count,
+        count,
         Some(Change::Put {
             revision: object.revision + 1,
             puts,

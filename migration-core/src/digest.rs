@@ -59,12 +59,25 @@ fn bad_char(c: u8, position: usize) -> DigestError {
     }
 }
 
-impl fmt::Display for Sha256Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for byte in self.0 {
-            write!(f, "{byte:02x}")?;
+impl Sha256Digest {
+    /// The 64 lowercase hex characters, without allocating.
+    fn hex(&self) -> [u8; 64] {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 64];
+        for (pair, byte) in out.chunks_exact_mut(2).zip(self.0) {
+            pair[0] = DIGITS[usize::from(byte >> 4)];
+            pair[1] = DIGITS[usize::from(byte & 0x0f)];
         }
-        Ok(())
+        out
+    }
+}
+
+impl fmt::Display for Sha256Digest {
+    // One write of the whole text: a `write!` per byte was most of the
+    // cost of encoding an entry, which a run does several times per script.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let hex = self.hex();
+        f.write_str(std::str::from_utf8(&hex).map_err(|_| fmt::Error)?)
     }
 }
 

@@ -134,10 +134,21 @@ fn any_mix_of_operations_matches_the_memory_ledger() {
                 let b = rt.block_on(memory.write(&batch, mode)).unwrap();
                 assert_eq!(a, b, "step {step}");
             }
-            2 => {
+            2 if next() % 2 == 0 => {
                 let token = format!("t{}", next() % 3);
                 let a = rt.block_on(handle.note_attempt(&slug(n), &token, 1));
                 let b = rt.block_on(memory.note_attempt(&slug(n), &token, 1));
+                assert_eq!(a, b, "step {step}");
+            }
+            2 => {
+                // A run's step: the file ledger's own write, the memory
+                // ledger's default (a write, then the mark).
+                let token = format!("t{}", next() % 3);
+                let records = [(slug(n + 1), sample_entry(EntryState::Ok, step))];
+                let target = slug(n);
+                let write = step_of(&records, &target, &token);
+                let a = rt.block_on(handle.write_step(&write));
+                let b = rt.block_on(memory.write_step(&write));
                 assert_eq!(a, b, "step {step}");
             }
             _ => {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ledger_memory::{DEFAULT_FILE_BUDGET_BYTES, FileLedger, MemoryLedger};
+use migration_core::step::{AttemptNote, LockStep, StepWrite};
 use migration_core::testing::{entries, sample_entry, slug};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, LedgerError, Lock, ManualClock, Timestamp, WriteMode,
@@ -145,6 +146,23 @@ async fn the_default_budget_is_the_file_ledgers_own_64_mib() {
     // And the conformance cases hold at 64 MiB.
     let harness = common::FileHarness::new(None);
     migration_core::testing::a_write_above_the_budget_is_refused_whole(&harness).await;
+}
+
+/// A run's step: `record` replaced and the attempt of `next` noted.
+fn step_of<'a>(
+    records: &'a [(migration_core::Slug, LedgerEntry)],
+    next: &'a migration_core::Slug,
+    token: &'a str,
+) -> StepWrite<'a> {
+    StepWrite {
+        records,
+        attempt: Some(AttemptNote {
+            slug: next,
+            token,
+            floor: 0,
+        }),
+        lock: LockStep::Separate,
+    }
 }
 
 mod compaction;

@@ -39,6 +39,111 @@ fn every_write_and_attempt_mark_appends_exactly_one_record() {
 }
 
 #[test]
+fn a_run_step_stores_its_records_and_the_next_attempt_mark_in_one_record() {
+    let (_dir, path) = scratch();
+    let ledger = journaled(&path);
+    let before = record_starts(&bytes(&path)).len();
+    let rt = rt();
+    let records = [(slug(3), sample_entry(EntryState::Ok, 3))];
+    let report = rt
+        .block_on(ledger.write_step(&step_of(&records, &slug(4), "run-1")))
+        .unwrap();
+    assert_eq!(report.attempts, Some(1));
+    assert_eq!(
+        record_starts(&bytes(&path)).len(),
+        before + 1,
+        "one append (one fdatasync) for the records and the mark"
+    );
+    let raw = read_raw(&path).unwrap().unwrap();
+    assert!(raw.contains_key("a.s-4"));
+    assert_eq!(
+        rt.block_on(FileLedger::new(&path).read())
+            .unwrap()
+            .unwrap()
+            .entry(&slug(3)),
+        Some(&records[0].1)
+    );
+    // The same step again (a lost reply retried): nothing new to store.
+    let file = bytes(&path);
+    let again = rt
+        .block_on(ledger.write_step(&StepWrite {
+            records: &[],
+            ..step_of(&records, &slug(4), "run-1")
+        }))
+        .unwrap();
+    assert_eq!(again.attempts, Some(1));
+    assert_eq!(
+        bytes(&path),
+        file,
+        "a step with nothing new must not append"
+    );
+}
+
+#[test]
+fn a_crash_at_every_byte_of_a_step_stores_its_records_and_mark_together_or_not_at_all() {
+    let (_dir, path) = scratch();
+    let ledger = journaled(&path);
+    let rt = rt();
+    let before = read_raw(&path).unwrap().unwrap();
+    let start = bytes(&path).len();
+    let records = [(slug(3), sample_entry(EntryState::Ok, 3))];
+    rt.block_on(ledger.write_step(&step_of(&records, &slug(4), "run-1")))
+        .unwrap();
+    let file = bytes(&path);
+    let after = read_raw(&path).unwrap().unwrap();
+    for cut in start..file.len() {
+        std::fs::write(&path, &file[..cut]).unwrap();
+        assert_eq!(
+            read_raw(&path).unwrap().unwrap(),
+            before,
+            "cut at {cut}: neither the record nor the mark"
+        );
+    }
+    std::fs::write(&path, &file).unwrap();
+    assert_eq!(read_raw(&path).unwrap().unwrap(), after);
+}
+
+#[test]
+fn a_step_the_budget_cannot_hold_stores_neither_its_records_nor_its_mark() {
+    let (_dir, path) = scratch();
+    let rt = rt();
+    let setup = FileLedger::new(&path).with_budget(None);
+    rt.block_on(setup.create(&[(slug(0), sample_entry(EntryState::Ok, 0))]))
+        .unwrap();
+    let used = read_raw(&path)
+        .unwrap()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.len() + v.len()) as u64)
+        .sum::<u64>();
+    let records = [(slug(1), sample_entry(EntryState::Ok, 1))];
+    let record_bytes = {
+        let probe_path = path.with_extension("probe");
+        let probe = FileLedger::new(&probe_path).with_budget(None);
+        rt.block_on(probe.create(&records)).unwrap();
+        let raw = read_raw(&probe_path).unwrap().unwrap();
+        raw.iter()
+            .map(|(k, v)| (k.len() + v.len()) as u64)
+            .sum::<u64>()
+    };
+    // Room for the records alone, not for the mark as well.
+    let ledger = FileLedger::new(&path).with_budget(Some(used + record_bytes));
+    let file = bytes(&path);
+    match rt.block_on(ledger.write_step(&step_of(&records, &slug(2), "run-1"))) {
+        Err(LedgerError::Full { .. }) => {}
+        other => panic!("a step above the budget must be refused, got {other:?}"),
+    }
+    assert_eq!(bytes(&path), file, "nothing appended");
+    // Records alone fit.
+    rt.block_on(ledger.write_step(&StepWrite {
+        attempt: None,
+        ..step_of(&records, &slug(2), "run-1")
+    }))
+    .unwrap();
+    assert!(read_raw(&path).unwrap().unwrap().contains_key("m.s-1"));
+}
+
+#[test]
 fn the_run_lock_never_touches_the_ledger_file() {
     let (_dir, path) = scratch();
     let ledger = journaled(&path);
