@@ -122,8 +122,9 @@ pub fn classify(stderr: &str) -> Verdict {
     Verdict { classes }
 }
 
-/// `E1201 09:11:32.660248   29722 memcache.go:265] ...`
-fn is_klog(line: &str) -> bool {
+/// A klog line (kubectl's discovery chatter, not the command's answer):
+/// `E1201 09:11:32.660248   29722 memcache.go:265] ...`.
+pub(crate) fn is_klog(line: &str) -> bool {
     let b = line.as_bytes();
     b.len() > 14
         && matches!(b[0], b'I' | b'W' | b'E' | b'F')

@@ -35,6 +35,19 @@ pub struct Ran {
 }
 
 impl Ran {
+    /// The call a shell would make of a command it could not start: `status`
+    /// (127: not found, 126: not runnable) with `message` as its stderr,
+    /// which is also printed to this process's stderr, where the script
+    /// sees it.
+    pub fn refused(status: i32, message: String) -> Self {
+        eprintln!("{message}");
+        Ran {
+            status: Some(status),
+            signal: None,
+            stderr: message,
+        }
+    }
+
     /// Exit status 0.
     pub fn success(&self) -> bool {
         self.status == Some(0)

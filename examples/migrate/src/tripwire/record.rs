@@ -92,22 +92,17 @@ pub fn call_id() -> String {
     format!("{}-{nanos}", std::process::id())
 }
 
-/// `E1201 09:11:32.660248 ...` klog lines (kubectl's discovery chatter).
-fn is_klog(line: &str) -> bool {
-    let b = line.as_bytes();
-    b.len() > 14
-        && matches!(b[0], b'I' | b'W' | b'E' | b'F')
-        && b[1..5].iter().all(u8::is_ascii_digit)
-        && b[5] == b' '
-}
-
 /// The lines of stderr worth reporting: the first [`STDERR_LINES`] lines
 /// that are not klog chatter (or the first lines, if all are), each cut to a
 /// few hundred bytes, and the very last line when it was not among them
 /// (kubectl prints its verdict last).
 pub fn stderr_head(text: &str) -> Vec<String> {
     let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let plain: Vec<&str> = all.iter().copied().filter(|l| !is_klog(l)).collect();
+    let plain: Vec<&str> = all
+        .iter()
+        .copied()
+        .filter(|l| !super::classify::is_klog(l))
+        .collect();
     let source = if plain.is_empty() { &all } else { &plain };
     let cut = |l: &str| {
         if l.len() <= LINE_BYTES {

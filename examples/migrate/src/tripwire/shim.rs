@@ -63,25 +63,11 @@ pub fn main(name: &str, argv: Vec<String>) -> i32 {
             let message = format!(
                 "{name}: not found (the runner found no real {name} on its PATH; it is a cluster command, so this call fails)"
             );
-            eprintln!("{message}");
-            exec::Ran {
-                status: Some(127),
-                signal: None,
-                stderr: message,
-            }
+            exec::Ran::refused(127, message)
         }
-        Real::At(path) => match exec::run(&path, &argv, Input::Inherit) {
-            Ok(ran) => ran,
-            Err(e) => {
-                let message = format!("{name}: cannot run {}: {e}", path.display());
-                eprintln!("{message}");
-                exec::Ran {
-                    status: Some(126),
-                    signal: None,
-                    stderr: message,
-                }
-            }
-        },
+        Real::At(path) => exec::run(&path, &argv, Input::Inherit).unwrap_or_else(|e| {
+            exec::Ran::refused(126, format!("{name}: cannot run {}: {e}", path.display()))
+        }),
     };
     let end = end_record(
         id,

@@ -269,23 +269,12 @@ pub fn main(args: Vec<String>) -> i32 {
             None => {
                 let message =
                     format!("{name}: not found (the runner found no real {name} on its PATH)");
-                eprintln!("{message}");
-                exec::Ran {
-                    status: Some(127),
-                    signal: None,
-                    stderr: message,
-                }
+                exec::Ran::refused(127, message)
             }
             Some(path) => {
                 let input = stdin.as_deref().map_or(Input::Inherit, Input::Bytes);
                 exec::run(path, &command, input).unwrap_or_else(|e| {
-                    let message = format!("{name}: cannot run {}: {e}", path.display());
-                    eprintln!("{message}");
-                    exec::Ran {
-                        status: Some(126),
-                        signal: None,
-                        stderr: message,
-                    }
+                    exec::Ran::refused(126, format!("{name}: cannot run {}: {e}", path.display()))
                 })
             }
         };
