@@ -44,18 +44,26 @@ async fn reading_10_000_runner_written_migrations_holds_little_more_than_the_sna
         "file {file} B; snapshot kept {kept} B ({} B per migration); peak {peak} B",
         kept / MIGRATIONS
     );
+    // The goal is stated against the file's size: at most twice it at the
+    // peak (it was four times: the whole file beside its replayed keys,
+    // then those keys beside the snapshot decoded from them).
+    assert!(
+        peak <= 2 * file,
+        "peak {peak} B for a file of {file} B (snapshot {kept} B)"
+    );
     // The replayed keys are freed as they are decoded, and the file is
     // read a piece (1 MiB) at a time: the peak is the snapshot plus a
     // piece and what is being decoded, never the raw keys and the snapshot
-    // whole at once (that was about twice the snapshot).
+    // whole at once.
     assert!(
         peak <= kept + kept / 4 + (1 << 20),
         "peak {peak} B for a snapshot of {kept} B (file {file} B)"
     );
-    // One migration's entry and attempt count, each in full B-tree nodes:
-    // half-empty nodes of inline entries took about twice this.
+    // One migration's boxed entry and attempt count, in full B-tree nodes
+    // (about 490 bytes with a digest-pinned image): inline entries in
+    // half-empty nodes took about twice that.
     assert!(
-        kept <= 500 * MIGRATIONS,
+        kept <= 600 * MIGRATIONS,
         "the snapshot keeps {kept} B, {} B per migration",
         kept / MIGRATIONS
     );
