@@ -359,25 +359,9 @@ const LOAD_CHUNK_BYTES: usize = 1 << 20;
 /// Appends up to `limit` more bytes of `file` to `buf`; `Ok(true)` at the
 /// end of the file.
 fn read_more(file: &mut impl Read, buf: &mut Vec<u8>, limit: usize) -> std::io::Result<bool> {
-    let want = buf.len() + limit;
     buf.reserve(limit);
-    while buf.len() < want {
-        let start = buf.len();
-        buf.resize(want, 0);
-        match file.read(&mut buf[start..]) {
-            Ok(0) => {
-                buf.truncate(start);
-                return Ok(true);
-            }
-            Ok(n) => buf.truncate(start + n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => buf.truncate(start),
-            Err(e) => {
-                buf.truncate(start);
-                return Err(e);
-            }
-        }
-    }
-    Ok(false)
+    let read = file.by_ref().take(limit as u64).read_to_end(buf)?;
+    Ok(read < limit)
 }
 
 /// Reads and parses a whole file of `size` bytes (its length when opened;
@@ -390,7 +374,10 @@ fn read_more(file: &mut impl Read, buf: &mut Vec<u8>, limit: usize) -> std::io::
 /// errors at the same offsets.
 pub(crate) fn load(mut file: impl Read, size: u64) -> Result<(Parsed, u64), LoadError> {
     let mut buf = Vec::new();
-    let mut eof = read_more(&mut file, &mut buf, LOAD_CHUNK_BYTES).map_err(LoadError::Io)?;
+    // A small file is read in one piece of its own size (and the read that
+    // finds its end).
+    let first = (size as usize).saturating_add(1).min(LOAD_CHUNK_BYTES);
+    let mut eof = read_more(&mut file, &mut buf, first).map_err(LoadError::Io)?;
     if !buf.starts_with(TAG.as_bytes()) {
         // The older whole-document format, or no ledger at all: one JSON
         // document, parsed whole.
@@ -403,13 +390,15 @@ pub(crate) fn load(mut file: impl Read, size: u64) -> Result<(Parsed, u64), Load
     }
     let mut state = None;
     let mut base = TAG.len() as u64;
-    buf.drain(..TAG.len());
+    // Where in `buf` the bytes at `base` are.
+    let mut at = TAG.len();
     let mut expect_snapshot = true;
     loop {
+        let unread = &buf[at..];
         if eof {
-            let replayed = replay(&buf, base, &mut state, expect_snapshot)
-                .map_err(LoadError::Corrupt)?;
-            let len = base + buf.len() as u64;
+            let replayed =
+                replay(unread, base, &mut state, expect_snapshot).map_err(LoadError::Corrupt)?;
+            let len = base + unread.len() as u64;
             let parsed = Parsed {
                 state,
                 legacy_lock: None,
@@ -417,13 +406,14 @@ pub(crate) fn load(mut file: impl Read, size: u64) -> Result<(Parsed, u64), Load
             };
             return Ok((parsed, len));
         }
-        match buf.iter().rposition(|&b| b == b'\n') {
+        match unread.iter().rposition(|&b| b == b'\n') {
             Some(last) => {
-                replay(&buf[..=last], base, &mut state, expect_snapshot)
+                replay(&unread[..=last], base, &mut state, expect_snapshot)
                     .map_err(LoadError::Corrupt)?;
                 expect_snapshot = false;
                 base += last as u64 + 1;
-                buf.drain(..=last);
+                buf.drain(..at + last + 1);
+                at = 0;
                 eof = read_more(&mut file, &mut buf, LOAD_CHUNK_BYTES).map_err(LoadError::Io)?;
             }
             // One record longer than a piece: read the rest at once rather
