@@ -17,8 +17,7 @@ static HEAP: PeakAlloc = PeakAlloc;
 const MIGRATIONS: usize = 10_000;
 
 #[tokio::test(flavor = "current_thread")]
-async fn reading_10_000_runner_written_migrations_holds_little_more_than_the_snapshot_it_returns()
-{
+async fn reading_10_000_runner_written_migrations_holds_little_more_than_the_snapshot_it_returns() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger");
     {

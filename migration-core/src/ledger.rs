@@ -220,9 +220,11 @@ impl LedgerSnapshot {
                 Key::Version => snapshot.version = LegacyVersion::parse(v),
                 Key::Attempt(slug) => match (slug, AttemptMark::decode(k, v)) {
                     (Ok(slug), Ok(mark)) => attempts.push((slug, mark.count)),
-                    (Err(e), _) => snapshot
-                        .unreadable_keys
-                        .push(CorruptEntry::new(k, v, e.to_string())),
+                    (Err(e), _) => {
+                        snapshot
+                            .unreadable_keys
+                            .push(CorruptEntry::new(k, v, e.to_string()))
+                    }
                     (_, Err(corrupt)) => snapshot.unreadable_keys.push(corrupt),
                 },
                 Key::Entry(Ok(slug)) => entries.push((slug, key, value)),
