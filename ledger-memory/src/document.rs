@@ -106,17 +106,46 @@ impl Object {
         }
     }
 
+    /// Rebuilds the key map with full B-tree nodes. Keys replayed in
+    /// ascending order (a snapshot record, a run's journal) leave every node
+    /// half empty; rebuilt, the map of a large ledger takes about a fifth
+    /// less.
+    pub(crate) fn refill(&mut self) {
+        if let Some(first) = self.data.pop_first() {
+            // `append` into a non-empty map pushes both, in order, into
+            // new full nodes, freeing the old ones as it goes.
+            let mut full = BTreeMap::from([first]);
+            full.append(&mut self.data);
+            self.data = full;
+        }
+    }
+
+    /// The usage of `budget` a read reports.
+    fn usage(&self, budget: Option<u64>) -> Option<Usage> {
+        budget.map(|budget_bytes| Usage {
+            used_bytes: self.bytes,
+            budget_bytes,
+            record_overhead_bytes: 0,
+        })
+    }
+
     /// The snapshot a read returns, reporting the usage of `budget`.
     pub(crate) fn snapshot(&self, budget: Option<u64>) -> LedgerSnapshot {
         let mut snapshot = LedgerSnapshot::from_raw_data(
             self.data.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             Some(self.revision.to_string()),
         );
-        snapshot.usage = budget.map(|budget_bytes| Usage {
-            used_bytes: self.bytes,
-            budget_bytes,
-            record_overhead_bytes: 0,
-        });
+        snapshot.usage = self.usage(budget);
+        snapshot
+    }
+
+    /// [`Object::snapshot`], consuming the object: each raw key and value
+    /// is freed once decoded, so the two are never held whole at once.
+    pub(crate) fn into_snapshot(self, budget: Option<u64>) -> LedgerSnapshot {
+        let usage = self.usage(budget);
+        let mut snapshot =
+            LedgerSnapshot::from_raw_data(self.data, Some(self.revision.to_string()));
+        snapshot.usage = usage;
         snapshot
     }
 }

@@ -36,6 +36,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::Read;
 
 use serde::{Deserialize, Serialize};
 
@@ -341,6 +342,88 @@ pub(crate) struct Parsed {
     pub(crate) legacy_lock: Option<LockState>,
     /// For a v2 file, how far the records go.
     pub(crate) replayed: Replayed,
+}
+
+/// Why a file could not be loaded.
+#[derive(Debug)]
+pub(crate) enum LoadError {
+    /// Reading it failed.
+    Io(std::io::Error),
+    /// What was read does not check out.
+    Corrupt(Corrupt),
+}
+
+/// How many bytes [`load`] reads at a time.
+const LOAD_CHUNK_BYTES: usize = 1 << 20;
+
+/// Appends up to `limit` more bytes of `file` to `buf`; `Ok(true)` at the
+/// end of the file.
+fn read_more(file: &mut impl Read, buf: &mut Vec<u8>, limit: usize) -> std::io::Result<bool> {
+    buf.reserve(limit);
+    let read = file.by_ref().take(limit as u64).read_to_end(buf)?;
+    Ok(read < limit)
+}
+
+/// Reads and parses a whole file of `size` bytes (its length when opened;
+/// a guess, the reader's end decides), returning it parsed with the number
+/// of bytes read. A journal is replayed a piece at a time, each piece's
+/// complete records as soon as they are read, so the file's bytes are
+/// never all held beside what they replay into (a record longer than a
+/// piece, such as a large snapshot, is held whole: it is parsed in one
+/// go). Exactly as [`parse`] of the whole file: the same state, the same
+/// errors at the same offsets.
+pub(crate) fn load(mut file: impl Read, size: u64) -> Result<(Parsed, u64), LoadError> {
+    let mut buf = Vec::new();
+    // A small file is read in one piece of its own size (and the read that
+    // finds its end).
+    let first = (size as usize).saturating_add(1).min(LOAD_CHUNK_BYTES);
+    let mut eof = read_more(&mut file, &mut buf, first).map_err(LoadError::Io)?;
+    if !buf.starts_with(TAG.as_bytes()) {
+        // The older whole-document format, or no ledger at all: one JSON
+        // document, parsed whole.
+        if !eof {
+            buf.reserve_exact((size as usize).saturating_sub(buf.len()));
+            file.read_to_end(&mut buf).map_err(LoadError::Io)?;
+        }
+        let len = buf.len() as u64;
+        return parse(&buf).map(|p| (p, len)).map_err(LoadError::Corrupt);
+    }
+    let mut state = None;
+    let mut base = TAG.len() as u64;
+    // Where in `buf` the bytes at `base` are.
+    let mut at = TAG.len();
+    let mut expect_snapshot = true;
+    loop {
+        let unread = &buf[at..];
+        if eof {
+            let replayed =
+                replay(unread, base, &mut state, expect_snapshot).map_err(LoadError::Corrupt)?;
+            let len = base + unread.len() as u64;
+            let parsed = Parsed {
+                state,
+                legacy_lock: None,
+                replayed,
+            };
+            return Ok((parsed, len));
+        }
+        match unread.iter().rposition(|&b| b == b'\n') {
+            Some(last) => {
+                replay(&unread[..=last], base, &mut state, expect_snapshot)
+                    .map_err(LoadError::Corrupt)?;
+                expect_snapshot = false;
+                base += last as u64 + 1;
+                buf.drain(..at + last + 1);
+                at = 0;
+                eof = read_more(&mut file, &mut buf, LOAD_CHUNK_BYTES).map_err(LoadError::Io)?;
+            }
+            // One record longer than a piece: read the rest at once rather
+            // than grow the buffer piece by piece.
+            None => {
+                let rest = (size.saturating_sub(base) as usize).max(LOAD_CHUNK_BYTES);
+                eof = read_more(&mut file, &mut buf, rest).map_err(LoadError::Io)?;
+            }
+        }
+    }
 }
 
 /// Parses a whole file.

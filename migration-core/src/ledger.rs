@@ -116,15 +116,28 @@ impl LegacyVersion {
 }
 
 /// One slug's stored record: a valid entry, or a value that failed to parse.
+///
+/// Both are boxed: a snapshot holds one record per migration (10^5 and
+/// more), in B-tree nodes that are never quite full, and an entry is some
+/// 250 bytes, so inline the nodes' spare slots alone would cost about as
+/// much as the entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
     /// A well-formed entry.
-    Entry(LedgerEntry),
+    Entry(Box<LedgerEntry>),
     /// A value that failed to parse. Neither absent nor present.
-    Corrupt(CorruptEntry),
+    Corrupt(Box<CorruptEntry>),
 }
 
 impl Record {
+    /// The record a decoding gave: the entry, or why it is corrupt.
+    pub fn decoded(decoded: Result<LedgerEntry, CorruptEntry>) -> Self {
+        match decoded {
+            Ok(entry) => Record::Entry(Box::new(entry)),
+            Err(corrupt) => Record::Corrupt(Box::new(corrupt)),
+        }
+    }
+
     /// The entry, if this record is valid.
     pub fn entry(&self) -> Option<&LedgerEntry> {
         match self {
@@ -184,8 +197,12 @@ impl LedgerSnapshot {
     /// of a ConfigMap: `version`, one JSON value per `m.<slug>` key, the
     /// attempt marks `a.<slug>` and the shared records `c.<id>` compact
     /// entries name. Other keys are ignored (they belong to other owners).
-    pub fn from_raw_data<'a>(
-        data: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ///
+    /// Owned strings (`String`) are freed as they are decoded, so a backend
+    /// that hands over its raw data never holds it and the snapshot whole at
+    /// once; borrowed ones (`&str`) are only read.
+    pub fn from_raw_data<K: AsRef<str>, V: AsRef<str>>(
+        data: impl IntoIterator<Item = (K, V)>,
         revision: Option<String>,
     ) -> Self {
         let mut snapshot = LedgerSnapshot {
@@ -193,33 +210,33 @@ impl LedgerSnapshot {
             ..LedgerSnapshot::default()
         };
         let mut contexts = Contexts::default();
+        let mut attempts = Vec::new();
         // Entries are decoded once every shared record is known, whatever
         // order the data comes in.
         let mut entries = Vec::new();
         for (key, value) in data {
-            match keys::parse(key) {
-                Key::Version => snapshot.version = LegacyVersion::parse(value),
-                Key::Attempt(slug) => match (slug, AttemptMark::decode(key, value)) {
-                    (Ok(slug), Ok(mark)) => {
-                        snapshot.attempts_started.insert(slug, mark.count);
-                    }
+            let (k, v) = (key.as_ref(), value.as_ref());
+            match keys::parse(k) {
+                Key::Version => snapshot.version = LegacyVersion::parse(v),
+                Key::Attempt(slug) => match (slug, AttemptMark::decode(k, v)) {
+                    (Ok(slug), Ok(mark)) => attempts.push((slug, mark.count)),
                     (Err(e), _) => {
                         snapshot
                             .unreadable_keys
-                            .push(CorruptEntry::new(key, value, e.to_string()))
+                            .push(CorruptEntry::new(k, v, e.to_string()))
                     }
                     (_, Err(corrupt)) => snapshot.unreadable_keys.push(corrupt),
                 },
                 Key::Entry(Ok(slug)) => entries.push((slug, key, value)),
                 Key::Entry(Err(e)) => snapshot.unreadable_keys.push(CorruptEntry::new(
-                    key,
-                    value,
+                    k,
+                    v,
                     format!("the key is not 'm.<slug>': {e}"),
                 )),
-                Key::Context(Ok(id)) => contexts.insert_raw(&id, value),
+                Key::Context(Ok(id)) => contexts.insert_raw(&id, v),
                 Key::Context(Err(_)) => snapshot.unreadable_keys.push(CorruptEntry::new(
-                    key,
-                    value,
+                    k,
+                    v,
                     "the key is not 'c.<id>' (an id is 1 to 32 lowercase letters and digits)"
                         .to_owned(),
                 )),
@@ -229,13 +246,25 @@ impl LedgerSnapshot {
         snapshot
             .unreadable_keys
             .extend(contexts.unreadable().cloned());
-        for (slug, key, value) in entries {
-            let record = match LedgerEntry::decode_in(key, value, &contexts) {
-                Ok(entry) => Record::Entry(entry),
-                Err(corrupt) => Record::Corrupt(corrupt),
-            };
-            snapshot.records.insert(slug, record);
-        }
+        // Built whole from the collected pairs: a B-tree filled in key order
+        // one insert at a time leaves every node half empty.
+        snapshot.attempts_started = attempts.into_iter().collect();
+        // A slug with an attempt mark shares the mark's copy of its text
+        // (the keys come sorted from every backend, so one walk finds them).
+        let mut marked = snapshot.attempts_started.keys().peekable();
+        let records: Vec<(Slug, Record)> = entries
+            .into_iter()
+            .map(|(slug, key, value)| {
+                while marked.next_if(|m| **m < slug).is_some() {}
+                let slug = match marked.peek() {
+                    Some(m) if **m == slug => (*m).clone(),
+                    _ => slug,
+                };
+                let decoded = LedgerEntry::decode_in(key.as_ref(), value.as_ref(), &contexts);
+                (slug, Record::decoded(decoded))
+            })
+            .collect();
+        snapshot.records = records.into_iter().collect();
         snapshot
     }
 
@@ -252,7 +281,7 @@ impl LedgerSnapshot {
     /// Every corrupt record, by slug.
     pub fn corrupt(&self) -> impl Iterator<Item = (&Slug, &CorruptEntry)> {
         self.records.iter().filter_map(|(slug, r)| match r {
-            Record::Corrupt(c) => Some((slug, c)),
+            Record::Corrupt(c) => Some((slug, &**c)),
             Record::Entry(_) => None,
         })
     }

@@ -470,7 +470,7 @@ pub fn adoption_entries(
         version: crate::ledger::LegacyVersion::Known(legacy_version),
         records: ran_entries
             .iter()
-            .map(|(s, e)| (s.clone(), Record::Entry(e.clone())))
+            .map(|(s, e)| (s.clone(), Record::Entry(Box::new(e.clone()))))
             .collect(),
         ..LedgerSnapshot::default()
     };

@@ -253,7 +253,11 @@ mod tests {
         ]);
         snap.records.insert(
             Slug::parse("old").unwrap(),
-            Record::Corrupt(crate::CorruptEntry::new("m.old", "{", "eof".into())),
+            Record::Corrupt(Box::new(crate::CorruptEntry::new(
+                "m.old",
+                "{",
+                "eof".into(),
+            ))),
         );
         let v = verify(&tree, &manifest, Some(&snap), None);
         assert_eq!(names(&v), ["'old': ledger key 'm.old' is corrupt"]);

@@ -244,12 +244,8 @@ impl<'a> View<'a> {
             let ledger_key = keys::entry_key(key);
             match Slug::parse(key) {
                 Ok(slug) => {
-                    let record =
-                        match LedgerEntry::from_value_in(&ledger_key, value.clone(), &contexts) {
-                            Ok(entry) => Record::Entry(entry),
-                            Err(corrupt) => Record::Corrupt(corrupt),
-                        };
-                    snapshot.records.insert(slug, record);
+                    let decoded = LedgerEntry::from_value_in(&ledger_key, value.clone(), &contexts);
+                    snapshot.records.insert(slug, Record::decoded(decoded));
                 }
                 Err(e) => snapshot.unreadable_keys.push(CorruptEntry::new(
                     &ledger_key,

@@ -2,7 +2,7 @@
 //! file (format in [`crate::journal`]), and the run lock in a sidecar.
 
 use std::fs::{self, File};
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -54,10 +54,13 @@ pub const DEFAULT_COMPACT_MIN_BYTES: u64 = 1024 * 1024;
 /// the byte offset; it is never read as absent.
 ///
 /// **Processes.** Every mutation holds an exclusive `flock` on the sidecar
-/// `<file>.lock`, so several processes can share one ledger. Each handle
-/// keeps the replayed state and reads only what other processes appended
-/// since (or everything, when a compaction replaced the file). Reads take
-/// no lock unless they find damage, which they re-check under it.
+/// `<file>.lock`, so several processes can share one ledger. A handle that
+/// has locked or written keeps the replayed state and reads only what
+/// other processes appended since (or everything, when a compaction
+/// replaced the file); one that has only read keeps nothing, so that the
+/// raw data and the snapshot decoded from it are not both held (each read
+/// replays the file). Reads take no lock unless they find damage, which
+/// they re-check under it.
 ///
 /// **The run lock** lives in the same sidecar, never in the ledger file:
 /// acquire, renew and release rewrite one short checksummed line under the
@@ -182,13 +185,6 @@ fn resolve(path: &Path) -> io::Result<PathBuf> {
         }
     }
     Err(io::Error::other("too many levels of symbolic links"))
-}
-
-fn read_all(file: &File) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    let mut reader = file;
-    reader.read_to_end(&mut bytes)?;
-    Ok(bytes)
 }
 
 fn nonce() -> u64 {
@@ -322,7 +318,7 @@ impl Ledger for FileLedger {
     }
 
     async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
-        self.with_state("read", |state| state.map(|o| o.snapshot(self.budget)))
+        self.read_snapshot("read")
     }
 
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {

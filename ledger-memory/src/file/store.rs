@@ -7,7 +7,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use migration_core::ledger::LedgerError;
+use migration_core::ledger::{LedgerError, LedgerSnapshot};
 
 use crate::document::{Change, Object};
 use crate::journal::{self};
@@ -210,8 +210,18 @@ impl FileLedger {
             }
             other => other?,
         };
-        let bytes = read_all(&opened.file).map_err(|e| self.io_error(operation, "reading", &e))?;
-        let parsed = journal::parse(&bytes).map_err(|c| self.unreadable(target, &c))?;
+        let size = opened
+            .file
+            .metadata()
+            .map_err(|e| self.io_error(operation, "reading", &e))?
+            .len();
+        let (mut parsed, len) = journal::load(&opened.file, size).map_err(|e| match e {
+            journal::LoadError::Io(e) => self.io_error(operation, "reading", &e),
+            journal::LoadError::Corrupt(c) => self.unreadable(target, &c),
+        })?;
+        if let Some(object) = parsed.state.as_mut() {
+            object.refill();
+        }
         Ok(View {
             target: target.to_path_buf(),
             file: Some(opened),
@@ -219,12 +229,30 @@ impl FileLedger {
             state: parsed.state,
             end: parsed.replayed.end,
             torn: parsed.replayed.torn,
-            len: bytes.len() as u64,
+            len,
         })
     }
 
-    /// Runs `read` on the current state. A read takes no lock; damage found
-    /// without it is checked again under it (a writer may have been busy).
+    /// Brings the view up to date for a read. A read takes no lock; damage
+    /// found without it is checked again under it (a writer may have been
+    /// busy).
+    fn refresh_to_read(
+        &self,
+        handle: &mut Handle,
+        target: &Path,
+        operation: &'static str,
+    ) -> Result<(), LedgerError> {
+        let Handle { sidecar, view } = handle;
+        if self.refresh(view, target, false, operation).is_err() {
+            // Damage, or a file that shrank under the read (a writer
+            // truncating a torn record): decide under the flock.
+            let _flock = self.flock(sidecar, target, operation)?;
+            self.refresh(view, target, false, operation)?;
+        }
+        Ok(())
+    }
+
+    /// Runs `read` on the current state.
     pub(super) fn with_state<R>(
         &self,
         operation: &'static str,
@@ -232,14 +260,33 @@ impl FileLedger {
     ) -> Result<R, LedgerError> {
         let target = self.resolve(operation)?;
         let mut handle = self.handle();
-        let Handle { sidecar, view } = &mut *handle;
-        if self.refresh(view, &target, false, operation).is_err() {
-            // Damage, or a file that shrank under the read (a writer
-            // truncating a torn record): decide under the flock.
-            let _flock = self.flock(sidecar, &target, operation)?;
-            self.refresh(view, &target, false, operation)?;
+        self.refresh_to_read(&mut handle, &target, operation)?;
+        Ok(read(handle.view.as_ref().and_then(|v| v.state.as_ref())))
+    }
+
+    /// The snapshot a read returns. A handle that has never taken the
+    /// flock (it has only read: `plan`, `status`) keeps nothing for a next
+    /// call: it hands the replayed keys to the snapshot, which frees each
+    /// as it decodes it, so a large ledger's raw data and its snapshot are
+    /// never held whole at once. A handle that locks or writes (a run)
+    /// keeps them, and its next call reads only what was appended since.
+    pub(super) fn read_snapshot(
+        &self,
+        operation: &'static str,
+    ) -> Result<Option<LedgerSnapshot>, LedgerError> {
+        let target = self.resolve(operation)?;
+        let mut handle = self.handle();
+        self.refresh_to_read(&mut handle, &target, operation)?;
+        if handle.sidecar.is_none() {
+            // No view is "not read yet": the next call loads the file anew.
+            let state = handle.view.take().and_then(|v| v.state);
+            return Ok(state.map(|o| o.into_snapshot(self.budget)));
         }
-        Ok(read(view.as_ref().and_then(|v| v.state.as_ref())))
+        Ok(handle
+            .view
+            .as_ref()
+            .and_then(|v| v.state.as_ref())
+            .map(|o| o.snapshot(self.budget)))
     }
 
     /// One mutation under the flock: `plan` decides against the current

@@ -34,6 +34,46 @@ fn a_damaged_record_anywhere_is_unreadable_naming_the_file_and_offset() {
 }
 
 #[test]
+fn a_journal_longer_than_the_piece_a_read_replays_at_once_reads_and_fails_as_a_short_one() {
+    // Records of about 300 KiB: the file spans several of the 1 MiB pieces
+    // a read replays at a time, with records across their boundaries.
+    let (_dir, path) = scratch();
+    let ledger = FileLedger::new(&path);
+    for i in 0..12 {
+        ledger
+            .put_raw(&format!("m.big-{i:02}"), &"x".repeat(300 * 1024 + i))
+            .unwrap();
+    }
+    let file = bytes(&path);
+    assert!(file.len() > 3 << 20, "{} bytes", file.len());
+    let whole = read_raw(&path).unwrap().unwrap();
+    assert_eq!(whole.len(), 12);
+    assert_eq!(whole["m.big-11"].len(), 300 * 1024 + 11);
+    let starts = record_starts(&file);
+    for (i, &start) in starts.iter().enumerate() {
+        let mut damaged = file.clone();
+        damaged[start + 12] ^= 0x01;
+        std::fs::write(&path, &damaged).unwrap();
+        assert_unreadable_at(&path, start, &format!("record {i}"));
+    }
+    // A torn final record is dropped, wherever the cut falls.
+    let last = *starts.last().unwrap();
+    let earlier = {
+        std::fs::write(&path, &file[..last]).unwrap();
+        read_raw(&path).unwrap()
+    };
+    for cut in [last + 1, (last + file.len()) / 2, file.len() - 1] {
+        std::fs::write(&path, &file[..cut]).unwrap();
+        assert_eq!(read_raw(&path).unwrap(), earlier, "cut at {cut}");
+    }
+    // One snapshot record longer than a piece reads whole.
+    std::fs::write(&path, &file).unwrap();
+    FileLedger::new(&path).compact().unwrap();
+    assert_eq!(record_starts(&bytes(&path)).len(), 1);
+    assert_eq!(read_raw(&path).unwrap().unwrap(), whole);
+}
+
+#[test]
 fn a_snapshot_cut_short_is_unreadable_never_absent() {
     let (_dir, path) = scratch();
     journaled(&path);
