@@ -6,9 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use benches::density::fill_with_runner_writes;
 use ledger_memory::FileLedger;
 use migration_core::Ledger;
+use migration_core::testing::realistic::fill_with_runner_writes;
 use peak_alloc::PeakAlloc;
 
 #[global_allocator]
@@ -24,7 +24,7 @@ async fn reading_10_000_runner_written_migrations_holds_little_more_than_the_sna
         let writer = FileLedger::new(&path);
         writer.create(&[]).await.unwrap();
         assert_eq!(
-            fill_with_runner_writes(&writer, 50, MIGRATIONS).await,
+            fill_with_runner_writes(&writer, 50, 0, MIGRATIONS).await,
             MIGRATIONS
         );
     }
