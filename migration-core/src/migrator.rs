@@ -228,23 +228,27 @@ impl<'a> Migrator<'a> {
     /// must not be planned on.
     pub async fn prepare_after(
         &self,
-        mut read: Option<Option<LedgerSnapshot>>,
+        mut read: Option<Option<&LedgerSnapshot>>,
         request: &PlanRequest,
     ) -> Result<Prepared, MigrateError> {
         for attempt in 1..=PREPARE_ROUNDS {
+            let read_now;
             let snapshot = match read.take() {
                 Some(snapshot) => {
-                    self.check_exists(snapshot.as_ref())?;
+                    self.check_exists(snapshot)?;
                     snapshot
                 }
-                None => self.read_for_plan().await?,
+                None => {
+                    read_now = self.read_for_plan().await?;
+                    read_now.as_ref()
+                }
             };
-            let plan = plan(self.tree, snapshot.as_ref(), request, &self.context())?;
+            let plan = plan(self.tree, snapshot, request, &self.context())?;
             // A fresh install creates the ledger even when there is nothing
             // to seed: otherwise the next run would be "fresh" again and
             // record the first new migration as skipped instead of running it.
-            let usage = snapshot.as_ref().and_then(|s| s.usage);
-            let revision = snapshot.as_ref().and_then(|s| s.revision.clone());
+            let usage = snapshot.and_then(|s| s.usage);
+            let revision = snapshot.and_then(|s| s.revision.clone());
             if plan.seed.is_empty() && !plan.fresh_install {
                 return Ok(Prepared {
                     plan,

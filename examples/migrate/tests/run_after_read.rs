@@ -65,7 +65,7 @@ async fn run_after(
     runner::run_after_read(
         &scratch.load(),
         ledger,
-        read,
+        &read,
         &SystemClock,
         config,
         &console,

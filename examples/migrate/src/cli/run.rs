@@ -89,7 +89,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     let (tx, rx) = tokio::sync::watch::channel(false);
     spawn_signal_forwarder(tx)?;
     let result =
-        runner::run_after_read(&tree, ledger.as_ref(), read, &clock, &config, &console, rx).await;
+        runner::run_after_read(&tree, ledger.as_ref(), &read, &clock, &config, &console, rx).await;
     match result {
         Ok(report) => {
             if report.fresh_install {
@@ -102,7 +102,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         }
         Err(e) => return Err(run_failure(e, out)),
     }
-    super::plan::leave_to_exit((tree, ledger));
+    super::plan::leave_to_exit((tree, read, ledger));
     Ok(())
 }
 

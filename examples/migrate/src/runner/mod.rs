@@ -154,17 +154,17 @@ pub async fn run(
 pub async fn run_after_read(
     tree: &MigrationsTree,
     ledger: &dyn LockedLedger,
-    read: Result<Option<LedgerSnapshot>, LedgerError>,
+    read: &Result<Option<LedgerSnapshot>, LedgerError>,
     clock: &dyn Clock,
     config: &RunConfig,
     console: &dyn Console,
     interrupt: watch::Receiver<bool>,
 ) -> Result<RunReport, RunError> {
     let started = Instant::now();
-    let mut read = read.ok();
-    if let Some(snapshot) = &read {
+    let mut read = read.as_ref().ok().map(Option::as_ref);
+    if let Some(snapshot) = read {
         let migrator = migrator(tree, ledger, clock, config);
-        if let Some(plan) = migrator.idle_plan(snapshot.as_ref(), &request(config)) {
+        if let Some(plan) = migrator.idle_plan(snapshot, &request(config)) {
             let report = announce(&migrator, &plan, 0, config, console);
             return Ok(finished(report, started, console));
         }
@@ -184,7 +184,7 @@ pub async fn run_after_read(
 async fn run_locked(
     tree: &MigrationsTree,
     ledger: &dyn LockedLedger,
-    mut read: Option<Option<LedgerSnapshot>>,
+    mut read: Option<Option<&LedgerSnapshot>>,
     clock: &dyn Clock,
     config: &RunConfig,
     console: &dyn Console,
@@ -280,7 +280,7 @@ fn request(config: &RunConfig) -> PlanRequest {
 
 async fn locked_run(
     migrator: &Migrator<'_>,
-    read: Option<Option<LedgerSnapshot>>,
+    read: Option<Option<&LedgerSnapshot>>,
     keeper: &mut LockKeeper<'_>,
     config: &RunConfig,
     console: &dyn Console,
