@@ -7,7 +7,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use ledger_configmap::ConfigMapLedger;
@@ -20,15 +19,12 @@ use migration_core::{
 };
 use test_apiserver::{TestApiServer, Verb};
 
-/// Keeps the runner's progress lines.
-#[derive(Default)]
-struct Lines(Mutex<Vec<String>>);
+/// Prints nothing: these tests look at the report and the ledger.
+struct Quiet;
 
-impl Console for Lines {
+impl Console for Quiet {
     fn script_line(&self, _: &Slug, _: &str) {}
-    fn progress(&self, line: &str) {
-        self.0.lock().unwrap().push(line.to_owned());
-    }
+    fn progress(&self, _: &str) {}
 }
 
 /// Pre-apply scripts `slugs`, each appending its slug to `<dir>/effects`.
@@ -61,17 +57,25 @@ async fn run_after(
     config: &RunConfig,
 ) -> Result<RunReport, RunError> {
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let console = Lines::default();
     runner::run_after_read(
         &scratch.load(),
         ledger,
         &read,
         &SystemClock,
         config,
-        &console,
+        &Quiet,
         rx,
     )
     .await
+}
+
+/// Records `slug` ok through `other`, another handle on the ledger (as
+/// another process would).
+async fn record_ok(other: &dyn Ledger, slug: &str) {
+    other
+        .write(&[(s(slug), ok())], WriteMode::Replace)
+        .await
+        .unwrap();
 }
 
 /// The file ledger in `scratch`'s directory, existing and empty.
@@ -92,11 +96,7 @@ async fn a_run_with_pending_work_plans_again_under_the_lock_and_sees_records_wri
     let ledger = file_ledger(&scratch).await;
     let read = ledger.read().await;
     // Another process records `one` between the first read and the lock.
-    let other = FileLedger::new(scratch.file("ledger.json"));
-    other
-        .write(&[(s("one"), ok())], WriteMode::Replace)
-        .await
-        .unwrap();
+    record_ok(&FileLedger::new(scratch.file("ledger.json")), "one").await;
     let report = run_after(&scratch, &ledger, read, &config(Duration::ZERO))
         .await
         .unwrap();
@@ -109,10 +109,7 @@ async fn a_run_with_pending_work_plans_again_under_the_lock_and_sees_records_wri
 async fn a_run_whose_read_has_nothing_to_do_ends_without_waiting_for_or_touching_the_lock() {
     let scratch = tree(&["one"]);
     let ledger = file_ledger(&scratch).await;
-    ledger
-        .write(&[(s("one"), ok())], WriteMode::Replace)
-        .await
-        .unwrap();
+    record_ok(&ledger, "one").await;
     let other = FileLedger::new(scratch.file("ledger.json"));
     let lease = migration_core::Lock::acquire(&other, "other-runner", Duration::from_secs(60))
         .await
@@ -126,7 +123,7 @@ async fn a_run_whose_read_has_nothing_to_do_ends_without_waiting_for_or_touching
         &ledger,
         &SystemClock,
         &config(Duration::ZERO),
-        &Lines::default(),
+        &Quiet,
         rx,
     )
     .await
@@ -205,11 +202,7 @@ async fn on_the_configmap_ledger_a_write_after_the_read_makes_the_run_plan_again
     let scratch = tree(&["first"]);
     let read = ledger.read().await;
     // Another runner records `first` after this run's read.
-    let other = ConfigMapLedger::new(server.client(), NS, NAME);
-    other
-        .write(&[(s("first"), ok())], WriteMode::Replace)
-        .await
-        .unwrap();
+    record_ok(&ConfigMapLedger::new(server.client(), NS, NAME), "first").await;
     let report = run_after(&scratch, &ledger, read, &config(Duration::ZERO))
         .await
         .unwrap();
