@@ -172,12 +172,18 @@ impl<'a> Migrator<'a> {
     /// is required.
     async fn read_for_plan(&self) -> Result<Option<LedgerSnapshot>, MigrateError> {
         let snapshot = self.read().await?;
+        self.check_exists(snapshot.as_ref())?;
+        Ok(snapshot)
+    }
+
+    /// Refuses a `snapshot` that says no ledger exists where one is required.
+    fn check_exists(&self, snapshot: Option<&LedgerSnapshot>) -> Result<(), MigrateError> {
         if snapshot.is_none() && self.require_existing {
             return Err(MigrateError::Absent {
                 ledger: self.ledger.describe(),
             });
         }
-        Ok(snapshot)
+        Ok(())
     }
 
     /// Reads the ledger and plans, writing nothing (a dry run).
@@ -199,11 +205,7 @@ impl<'a> Migrator<'a> {
         snapshot: Option<&LedgerSnapshot>,
         request: &PlanRequest,
     ) -> Result<Plan, MigrateError> {
-        if snapshot.is_none() && self.require_existing {
-            return Err(MigrateError::Absent {
-                ledger: self.ledger.describe(),
-            });
-        }
+        self.check_exists(snapshot)?;
         Ok(plan(self.tree, snapshot, request, &self.context())?)
     }
 
@@ -214,14 +216,39 @@ impl<'a> Migrator<'a> {
     /// whose reply was lost, is re-planned against the ledger that now
     /// exists, so nothing is overwritten and nothing is seeded twice.
     pub async fn prepare(&self, request: &PlanRequest) -> Result<Prepared, MigrateError> {
+        self.prepare_after(None, request).await
+    }
+
+    /// [`Self::prepare`] whose first round plans on `read`, the ledger as
+    /// the caller read it itself (`Some(None)`: no ledger object), instead
+    /// of reading again; later rounds read. Only for a ledger whose run lock
+    /// is kept in the ledger object: that lock is taken on the revision the
+    /// plan holds for, so an earlier read is as good as one made now. A lock
+    /// beside the ledger is taken before reading, and a read made before it
+    /// must not be planned on.
+    pub async fn prepare_after(
+        &self,
+        mut read: Option<Option<&LedgerSnapshot>>,
+        request: &PlanRequest,
+    ) -> Result<Prepared, MigrateError> {
         for attempt in 1..=PREPARE_ROUNDS {
-            let snapshot = self.read_for_plan().await?;
-            let plan = plan(self.tree, snapshot.as_ref(), request, &self.context())?;
+            let read_now;
+            let snapshot = match read.take() {
+                Some(snapshot) => {
+                    self.check_exists(snapshot)?;
+                    snapshot
+                }
+                None => {
+                    read_now = self.read_for_plan().await?;
+                    read_now.as_ref()
+                }
+            };
+            let plan = plan(self.tree, snapshot, request, &self.context())?;
             // A fresh install creates the ledger even when there is nothing
             // to seed: otherwise the next run would be "fresh" again and
             // record the first new migration as skipped instead of running it.
-            let usage = snapshot.as_ref().and_then(|s| s.usage);
-            let revision = snapshot.as_ref().and_then(|s| s.revision.clone());
+            let usage = snapshot.and_then(|s| s.usage);
+            let revision = snapshot.and_then(|s| s.revision.clone());
             if plan.seed.is_empty() && !plan.fresh_install {
                 return Ok(Prepared {
                     plan,

@@ -26,10 +26,10 @@ use std::collections::HashMap;
 
 use crate::entry::{EntryState, LedgerEntry, StoredSize};
 use crate::header::OnError;
-use crate::ledger::{AttemptMark, LedgerError, Usage, fingerprint};
+use crate::ledger::{AttemptMark, LedgerError, LedgerSnapshot, Usage, fingerprint};
 use crate::lock::LockKeeper;
 use crate::migrator::{MigrateError, Migrator, Prepared, record_bytes};
-use crate::plan::{PendingMigration, Plan, Unmet};
+use crate::plan::{PendingMigration, Plan, PlanRequest, Unmet};
 use crate::slug::Slug;
 use crate::step::{AttemptNote, LockStep, StepWrite};
 
@@ -185,6 +185,24 @@ impl<'a> Migrator<'a> {
             largest_message: largest_message_bytes(DEFAULT_MESSAGE_LIMIT_BYTES),
             staged: Vec::new(),
         }
+    }
+
+    /// The plan on `snapshot` (`None`: no ledger object), read without the
+    /// run lock, when a run on it has nothing to do: nothing pending,
+    /// nothing to seed, not a fresh install, not refused. Such a run may end
+    /// there without taking the lock (CONTRACT.md §5.5): it would write
+    /// nothing and execute nothing, and its answer holds for the ledger as
+    /// it was when read. `None` otherwise, refusals included: the caller
+    /// then takes the lock and plans again on what it reads under it, and
+    /// only that plan runs anything.
+    pub fn idle_plan(
+        &self,
+        snapshot: Option<&LedgerSnapshot>,
+        request: &PlanRequest,
+    ) -> Option<Plan> {
+        let plan = self.plan_snapshot(snapshot, request).ok()?;
+        let idle = plan.pending.is_empty() && plan.seed.is_empty() && !plan.fresh_install;
+        idle.then_some(plan)
     }
 }
 

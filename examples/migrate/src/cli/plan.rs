@@ -1,10 +1,12 @@
 //! `migrate plan`: the plan the engine would carry out, writing nothing,
 //! refused (exit 3) when `run` would refuse it.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use migration_core::{
-    LedgerSnapshot, LockedLedger, MigrationsTree, Migrator, PlanRequest, SystemClock, TreeError,
+    LedgerError, LedgerSnapshot, LockedLedger, MigrationsTree, Migrator, PlanRequest, SystemClock,
+    TreeError,
 };
 use tokio::task::JoinError;
 
@@ -14,6 +16,7 @@ use crate::exit;
 use crate::lint::LintConfig;
 use crate::report::PlanView;
 use crate::runner::{self, RunError};
+use crate::spec::LedgerSpec;
 
 /// Plans against the ledger and prints the plan.
 pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
@@ -31,7 +34,9 @@ pub(crate) async fn plan_for_run(
     allowed_interpreters: &[String],
     out: &Out,
 ) -> Result<(), Failure> {
-    let (tree, ledger, snapshot) = load_and_read(&args).await?;
+    let (tree, opened) = load_and_read(&args.tree, &args.ledger).await?;
+    let (ledger, read) = opened?;
+    let snapshot = read?;
     let mut migrator = Migrator::new(&tree, ledger.as_ref(), &SystemClock)
         .with_require_existing_ledger(args.require_existing_ledger);
     if !allowed_interpreters.is_empty() {
@@ -95,31 +100,36 @@ pub(crate) async fn plan_for_run(
 /// command ends once it has printed, and freeing a large tree and ledger
 /// one allocation at a time (hundreds of thousands at 10^5 scripts) costs
 /// a few percent of a plan's time and gives nothing back.
-fn leave_to_exit<T>(values: T) {
+pub(super) fn leave_to_exit<T>(values: T) {
     std::mem::forget(values);
 }
 
-/// The tree, the ledger and the ledger's snapshot, read once. The tree is
-/// read on a blocking thread while the ledger is read here: neither needs
-/// the other, and each is about half of a large plan's time. A tree error
-/// comes first, as if the tree had been read first (and at once, without
-/// waiting for a slow ledger).
-async fn load_and_read(
-    args: &PlanArgs,
-) -> Result<
+/// The ledger as opened (a bad spec or an unreachable backend fails here),
+/// with what reading it once gave.
+pub(super) type Opened = Result<
     (
-        MigrationsTree,
         Arc<dyn LockedLedger>,
-        Option<LedgerSnapshot>,
+        Result<Option<LedgerSnapshot>, LedgerError>,
     ),
     Failure,
-> {
-    let dir = args.tree.clone();
+>;
+
+/// The tree, and the ledger opened and read once, without the run lock.
+/// The tree is read on a blocking thread while the ledger is read here:
+/// neither needs the other, and each is about half of a large plan's time.
+/// A tree error comes first, as if the tree had been read first (and at
+/// once, without waiting for a slow ledger); the ledger's results are left
+/// to the caller, which may have its own to report first.
+pub(super) async fn load_and_read(
+    tree: &Path,
+    spec: &LedgerSpec,
+) -> Result<(MigrationsTree, Opened), Failure> {
+    let dir = tree.to_path_buf();
     let loading = tokio::task::spawn_blocking(move || MigrationsTree::load(&dir));
     let reading = async {
-        let ledger = open(&args.ledger).await?;
-        let snapshot = ledger.read().await?;
-        Ok::<_, Failure>((ledger, snapshot))
+        let ledger = open(spec).await?;
+        let read = ledger.read().await;
+        Ok((ledger, read))
     };
     tokio::pin!(loading, reading);
     let joined = |loaded: Result<Result<MigrationsTree, TreeError>, JoinError>| match loaded {
@@ -133,6 +143,5 @@ async fn load_and_read(
         }
         read = &mut reading => (joined(loading.await)?, read),
     };
-    let (ledger, snapshot) = read?;
-    Ok((tree, ledger, snapshot))
+    Ok((tree, read))
 }

@@ -1,15 +1,16 @@
-//! `migrate run`: the hook runner's entry point. Loads the tree, opens the
-//! ledger, forwards SIGTERM and SIGINT, and hands over to [`crate::runner`].
+//! `migrate run`: the hook runner's entry point. Loads the tree while it opens
+//! and reads the ledger, forwards SIGTERM and SIGINT, and hands over to
+//! [`crate::runner`].
 //!
 //! Moved here from the binary as it was; the runner's rework (issue 12)
 //! changes what is inside.
 
 use std::time::Duration;
 
-use migration_core::{MigrationsTree, SystemClock};
+use migration_core::SystemClock;
 
 use super::args::{OneTier, PlanArgs, RunArgs, TierArg};
-use super::{Failure, Out, open};
+use super::{Failure, Out};
 use crate::exit;
 use crate::report::Format;
 use crate::runner::{self, RunConfig, RunError, StdConsole};
@@ -54,12 +55,15 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         return super::plan::plan_for_run(args, Some(&cluster_commands), &allow_interpreters, out)
             .await;
     }
-    let tree = MigrationsTree::load(&tree)?;
-    // Refused before the ledger is touched: taking the run lock would
-    // leave a lock file (or a ledger object) behind for a run that never
-    // started.
+    // The ledger is read while the tree loads, without the lock: a run
+    // that has nothing to do ends on that read, and any other run takes
+    // the lock and plans on what it reads then (runner::run_after_read).
+    let (tree, opened) = super::plan::load_and_read(&tree, &ledger).await?;
+    // Refused before the ledger's own failures, and before anything is
+    // written: taking the run lock would leave a lock file (or a ledger
+    // object) behind for a run that never started.
     super::manifest_of(&tree)?;
-    let ledger = open(&ledger).await?;
+    let (ledger, read) = opened?;
     let mut config = RunConfig::new(tier.into(), holder.unwrap_or_else(default_holder));
     config.only = only;
     config.image = image;
@@ -84,7 +88,9 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     };
     let (tx, rx) = tokio::sync::watch::channel(false);
     spawn_signal_forwarder(tx)?;
-    match runner::run(&tree, ledger.as_ref(), &clock, &config, &console, rx).await {
+    let result =
+        runner::run_after_read(&tree, ledger.as_ref(), &read, &clock, &config, &console, rx).await;
+    match result {
         Ok(report) => {
             if report.fresh_install {
                 eprintln!(
@@ -96,6 +102,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         }
         Err(e) => return Err(run_failure(e, out)),
     }
+    super::plan::leave_to_exit((tree, read, ledger));
     Ok(())
 }
 

@@ -21,9 +21,9 @@ use migration_core::header::Tier;
 use migration_core::plan::PendingMigration;
 use migration_core::run::{NOT_YET, REQUIREMENT_NOT_YET, REQUIREMENT_UNMET, previous_attempts};
 use migration_core::{
-    Clock, EntryState, LedgerError, LockKeeper, LockedLedger, MigrateError, MigrationsTree,
-    Migrator, Outcome as CoreOutcome, PlanRequest, Prepared, Run, Slug, Step, TierSelection,
-    Verdict,
+    Clock, EntryState, LedgerError, LedgerSnapshot, LockKeeper, LockedLedger, MigrateError,
+    MigrationsTree, Migrator, Outcome as CoreOutcome, Plan, PlanRequest, Prepared, Run, Slug, Step,
+    TierSelection, Verdict,
 };
 use tokio::sync::watch;
 
@@ -131,9 +131,66 @@ pub async fn run(
     clock: &dyn Clock,
     config: &RunConfig,
     console: &dyn Console,
-    mut interrupt: watch::Receiver<bool>,
+    interrupt: watch::Receiver<bool>,
 ) -> Result<RunReport, RunError> {
     let started = Instant::now();
+    run_locked(
+        tree, ledger, None, clock, config, console, interrupt, started,
+    )
+    .await
+}
+
+/// [`run`] for a caller that has already read the ledger without the lock
+/// (`migrate run` reads it while the tree loads); `read` is what that read
+/// gave. When the plan on it has nothing to do ([`Migrator::idle_plan`]:
+/// nothing pending, nothing to seed, not a fresh install), the run ends
+/// there, having written nothing and taken no lock (CONTRACT.md §5.5).
+/// Otherwise it is [`run`]: the lock is taken and the ledger read again,
+/// and only the plan on that read runs anything. A ledger that keeps its
+/// lock in the ledger object plans on `read` instead of reading again:
+/// its lock is taken on the revision read. A failed read is not reported
+/// from here: the run reads again and fails there, as [`run`] would.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_after_read(
+    tree: &MigrationsTree,
+    ledger: &dyn LockedLedger,
+    read: &Result<Option<LedgerSnapshot>, LedgerError>,
+    clock: &dyn Clock,
+    config: &RunConfig,
+    console: &dyn Console,
+    interrupt: watch::Receiver<bool>,
+) -> Result<RunReport, RunError> {
+    let started = Instant::now();
+    let mut read = read.as_ref().ok().map(Option::as_ref);
+    if let Some(snapshot) = read {
+        let migrator = migrator(tree, ledger, clock, config);
+        if let Some(plan) = migrator.idle_plan(snapshot, &request(config)) {
+            let report = announce(&migrator, &plan, 0, config, console);
+            return Ok(finished(report, started, console));
+        }
+    }
+    if !ledger.kept_in_ledger() {
+        read = None;
+    }
+    run_locked(
+        tree, ledger, read, clock, config, console, interrupt, started,
+    )
+    .await
+}
+
+/// [`run`], planning first on `read` when it is given (a lock kept in the
+/// ledger object only, see [`Migrator::prepare_after`]).
+#[allow(clippy::too_many_arguments)]
+async fn run_locked(
+    tree: &MigrationsTree,
+    ledger: &dyn LockedLedger,
+    mut read: Option<Option<&LedgerSnapshot>>,
+    clock: &dyn Clock,
+    config: &RunConfig,
+    console: &dyn Console,
+    mut interrupt: watch::Receiver<bool>,
+    started: Instant,
+) -> Result<RunReport, RunError> {
     failpoint("before-lock");
     let mut keeper = if ledger.kept_in_ledger() {
         LockKeeper::deferred(ledger, &config.holder, config.lock_ttl)
@@ -141,16 +198,14 @@ pub async fn run(
         acquire(ledger, config, console, &mut interrupt, started).await?
     };
     failpoint("after-lock");
-    let migrator = Migrator::new(tree, ledger, clock)
-        .with_image(config.image.clone())
-        .with_allowed_interpreters(config.allowed_interpreters.clone())
-        .with_require_existing_ledger(config.require_existing_ledger);
+    let migrator = migrator(tree, ledger, clock, config);
     let mut announced = false;
     let mut replans = 0u32;
     let replanning = Replanning::new(console);
     let result = loop {
         let result = locked_run(
             &migrator,
+            read.take(),
             &mut keeper,
             config,
             &replanning,
@@ -202,8 +257,30 @@ pub async fn run(
     result
 }
 
+/// The migrator of a run configured by `config`.
+fn migrator<'a>(
+    tree: &'a MigrationsTree,
+    ledger: &'a dyn LockedLedger,
+    clock: &'a dyn Clock,
+    config: &RunConfig,
+) -> Migrator<'a> {
+    Migrator::new(tree, ledger, clock)
+        .with_image(config.image.clone())
+        .with_allowed_interpreters(config.allowed_interpreters.clone())
+        .with_require_existing_ledger(config.require_existing_ledger)
+}
+
+/// What a run configured by `config` plans for.
+fn request(config: &RunConfig) -> PlanRequest {
+    PlanRequest {
+        tiers: TierSelection::One(config.tier),
+        only: config.only.clone(),
+    }
+}
+
 async fn locked_run(
     migrator: &Migrator<'_>,
+    read: Option<Option<&LedgerSnapshot>>,
     keeper: &mut LockKeeper<'_>,
     config: &RunConfig,
     console: &dyn Console,
@@ -211,20 +288,20 @@ async fn locked_run(
     started: Instant,
 ) -> Result<RunReport, RunError> {
     let tree = migrator.tree();
-    let request = PlanRequest {
-        tiers: TierSelection::One(config.tier),
-        only: config.only.clone(),
-    };
-    let prepared = migrator.prepare(&request).await.map_err(|e| match e {
-        MigrateError::Refused(plan) => RunError::Refused(plan),
-        MigrateError::Ledger(l) => RunError::Ledger(l),
-        absent @ MigrateError::Absent { .. } => RunError::NoLedger(absent),
-        other => RunError::Ledger(LedgerError::Permanent {
-            ledger: migrator.ledger().describe(),
-            operation: "prepare",
-            message: other.to_string(),
-        }),
-    })?;
+    let request = request(config);
+    let prepared = migrator
+        .prepare_after(read, &request)
+        .await
+        .map_err(|e| match e {
+            MigrateError::Refused(plan) => RunError::Refused(plan),
+            MigrateError::Ledger(l) => RunError::Ledger(l),
+            absent @ MigrateError::Absent { .. } => RunError::NoLedger(absent),
+            other => RunError::Ledger(LedgerError::Permanent {
+                ledger: migrator.ledger().describe(),
+                operation: "prepare",
+                message: other.to_string(),
+            }),
+        })?;
     failpoint("after-prepare");
     let plan = prepared.plan;
 
@@ -237,46 +314,7 @@ async fn locked_run(
         return Err(RunError::Unsafe { findings });
     }
 
-    let report = RunReport {
-        tier: config.tier.to_string(),
-        only: config.only.as_ref().map(ToString::to_string),
-        fresh_install: plan.fresh_install,
-        fresh_install_reason: plan
-            .fresh_install
-            .then(|| crate::report::fresh_install_reason(&migrator.ledger().describe())),
-        seeded: prepared.written.len(),
-        pending: plan.pending.len(),
-        results: Vec::new(),
-        elapsed_ms: 0,
-    };
-    console.progress(&format!(
-        "{} pending in tier {}{}, {} seeded{}",
-        plan.pending.len(),
-        config.tier,
-        config
-            .only
-            .as_ref()
-            .map(|o| format!(" (ONLY={o})"))
-            .unwrap_or_default(),
-        prepared.written.len(),
-        if plan.fresh_install {
-            " (fresh install: nothing runs)"
-        } else {
-            ""
-        }
-    ));
-    for m in &plan.checksum_mismatches {
-        // ONLY=slug re-runs it on purpose: saying "not re-run" would be false.
-        let what = if config.only.as_ref() == Some(&m.slug) {
-            "it is re-run now (ONLY)"
-        } else {
-            "it is not re-run"
-        };
-        console.progress(&format!(
-            "warning: {} changed on disk since it was recorded; {what}",
-            m.slug
-        ));
-    }
+    let report = announce(migrator, &plan, prepared.written.len(), config, console);
 
     let mut run = migrator
         .begin(Prepared {
@@ -322,6 +360,65 @@ async fn locked_run(
             Err(e)
         }
     }
+}
+
+/// The report a run of `plan` begins with (`seeded`: entries its seeding
+/// wrote), after saying what it will do and which recorded scripts changed
+/// on disk.
+fn announce(
+    migrator: &Migrator<'_>,
+    plan: &Plan,
+    seeded: usize,
+    config: &RunConfig,
+    console: &dyn Console,
+) -> RunReport {
+    console.progress(&format!(
+        "{} pending in tier {}{}, {seeded} seeded{}",
+        plan.pending.len(),
+        config.tier,
+        config
+            .only
+            .as_ref()
+            .map(|o| format!(" (ONLY={o})"))
+            .unwrap_or_default(),
+        if plan.fresh_install {
+            " (fresh install: nothing runs)"
+        } else {
+            ""
+        }
+    ));
+    for m in &plan.checksum_mismatches {
+        // ONLY=slug re-runs it on purpose: saying "not re-run" would be false.
+        let what = if config.only.as_ref() == Some(&m.slug) {
+            "it is re-run now (ONLY)"
+        } else {
+            "it is not re-run"
+        };
+        console.progress(&format!(
+            "warning: {} changed on disk since it was recorded; {what}",
+            m.slug
+        ));
+    }
+    RunReport {
+        tier: config.tier.to_string(),
+        only: config.only.as_ref().map(ToString::to_string),
+        fresh_install: plan.fresh_install,
+        fresh_install_reason: plan
+            .fresh_install
+            .then(|| crate::report::fresh_install_reason(&migrator.ledger().describe())),
+        seeded,
+        pending: plan.pending.len(),
+        results: Vec::new(),
+        elapsed_ms: 0,
+    }
+}
+
+/// `report` of a run that went through its plan, with its time since
+/// `started`, after printing its summary.
+fn finished(mut report: RunReport, started: Instant, console: &dyn Console) -> RunReport {
+    report.elapsed_ms = started.elapsed().as_millis();
+    console.progress(&report.summary());
+    report
 }
 
 /// The pending migrations, in order, until the plan is done or the run
@@ -506,9 +603,7 @@ async fn steps(
                 cause,
             })?;
     }
-    report.elapsed_ms = started.elapsed().as_millis();
-    console.progress(&report.summary());
-    Ok(report)
+    Ok(finished(report, started, console))
 }
 
 /// The pre-run safety scan of one pending script and the `lib/` helpers it
