@@ -67,11 +67,7 @@ pub(crate) async fn plan_for_run(
             }
         }
     }
-    let unsafe_findings: Vec<_> = plan
-        .pending
-        .iter()
-        .flat_map(|p| runner::scan(&tree, p, &lint))
-        .collect();
+    let unsafe_findings = runner::scan_all(&tree, &plan.pending, &lint);
     leave_to_exit((tree, snapshot, ledger));
     if unsafe_findings.is_empty() {
         out.emit(&view, |c| view.text(c, args.wide));

@@ -27,18 +27,22 @@ use migration_core::{
 };
 use tokio::sync::watch;
 
-use crate::lint::{Finding, Level, LintConfig, lint_pending};
+use crate::lint::LintConfig;
 
 mod console;
 mod lock;
 mod outcome;
 mod process;
+mod scan;
+mod steps;
 
 pub use console::{Console, StdConsole};
 use lock::{Replanning, acquire, note_attempt, unrecorded, wait_for_lock};
 pub use outcome::{MigrationResult, Outcome, RunError, RunReport};
 pub use process::escalate;
 use process::{Exec, execute};
+pub use scan::{scan, scan_all};
+use steps::steps;
 
 /// Rules whose findings make the runner refuse a script: patterns that let a
 /// failed script report success, and writes to the ledger.
@@ -305,11 +309,7 @@ async fn locked_run(
     failpoint("after-prepare");
     let plan = prepared.plan;
 
-    let findings: Vec<Finding> = plan
-        .pending
-        .iter()
-        .flat_map(|p| scan(tree, p, &config.lint))
-        .collect();
+    let findings = scan_all(tree, &plan.pending, &config.lint);
     if !findings.is_empty() {
         return Err(RunError::Unsafe { findings });
     }
@@ -421,267 +421,6 @@ fn finished(mut report: RunReport, started: Instant, console: &dyn Console) -> R
     report
 }
 
-/// The pending migrations, in order, until the plan is done or the run
-/// must stop.
-#[allow(clippy::too_many_arguments)]
-async fn steps(
-    tree: &MigrationsTree,
-    run: &mut Run<'_, '_>,
-    keeper: &mut LockKeeper<'_>,
-    config: &RunConfig,
-    console: &dyn Console,
-    interrupt: &mut watch::Receiver<bool>,
-    started: Instant,
-    mut report: RunReport,
-) -> Result<RunReport, RunError> {
-    // `[n/N]` progress: N is what the plan holds, n counts steps taken.
-    let (total, mut step_no) = (report.pending, 0usize);
-    // The tripwire is armed once per run, at the first script that runs
-    // (a run with nothing to execute never pays for it); each execution
-    // gets its own report (crate::tripwire::arm).
-    let mut wire: Option<crate::tripwire::Tripwire> = None;
-    while let Some(step) = run.next_step().map_err(RunError::NoRoom)? {
-        if *interrupt.borrow() {
-            report.elapsed_ms = started.elapsed().as_millis();
-            return Err(RunError::Interrupted {
-                slug: None,
-                report: Box::new(report),
-            });
-        }
-        let begun = Instant::now();
-        let pending = step.pending().clone();
-        step_no += 1;
-        let mut cluster_commands = None;
-        let (attempts, outcome) = match step {
-            Step::Blocked { unmet, .. } => {
-                console.progress(&format!("{}: not run: {}", pending.slug, unmet.join("; ")));
-                (previous_attempts(&pending), CoreOutcome::Blocked { unmet })
-            }
-            Step::Deferred { waiting_for, .. } => {
-                console.progress(&format!(
-                    "{}: not yet: waits for {}",
-                    pending.slug,
-                    waiting_for.join("; ")
-                ));
-                (
-                    previous_attempts(&pending),
-                    CoreOutcome::Deferred { waiting_for },
-                )
-            }
-            Step::Execute(_) => {
-                failpoint(&format!("before-script:{}", pending.slug));
-                // The attempt is noted right before the spawn, with nothing
-                // that can fail in between: a crash in that instant
-                // over-counts by one, which errs on the safe side (attempts
-                // never under-count executions).
-                let attempts = note_attempt(run, &pending, &config.holder, keeper).await?;
-                console.step(
-                    step_no,
-                    total,
-                    &pending.slug,
-                    &format!(
-                        "running {} ({}, on-error={}, attempt {attempts})",
-                        pending.slug, pending.batch, pending.on_error
-                    ),
-                );
-                let shebang = tree
-                    .script(&pending.slug)
-                    .map_or("/bin/sh", |sc| sc.header.shebang.as_str());
-                let outcome = match execute(
-                    tree.root(),
-                    shebang,
-                    &pending,
-                    config,
-                    attempts,
-                    console,
-                    interrupt,
-                    keeper,
-                    &mut wire,
-                )
-                .await?
-                {
-                    Exec::Success(calls) => {
-                        failpoint(&format!("after-script:{}", pending.slug));
-                        // Tripwire hook 3 of 3: tolerated cluster-command
-                        // failures are counted in the entry's message and
-                        // in the run report.
-                        cluster_commands = Some(calls.summary());
-                        match calls.ok_message() {
-                            Some(message) => CoreOutcome::SucceededNoting { message },
-                            None => CoreOutcome::Succeeded,
-                        }
-                    }
-                    Exec::NotYet { tail } => CoreOutcome::NotYet { message: tail },
-                    Exec::Failed { reason, tail } => CoreOutcome::Failed {
-                        reason,
-                        message: tail,
-                    },
-                    Exec::Interrupted => {
-                        report.results.push(result(
-                            &pending,
-                            Outcome::Interrupted,
-                            Some("interrupted".into()),
-                            attempts,
-                            begun,
-                        ));
-                        report.elapsed_ms = started.elapsed().as_millis();
-                        return Err(RunError::Interrupted {
-                            slug: Some(pending.slug.clone()),
-                            report: Box::new(report),
-                        });
-                    }
-                    Exec::LockLost(cause) => {
-                        return Err(RunError::LockLost {
-                            slug: pending.slug.clone(),
-                            cause,
-                        });
-                    }
-                };
-                (attempts, outcome)
-            }
-        };
-        let failure = match &outcome {
-            CoreOutcome::Succeeded | CoreOutcome::SucceededNoting { .. } => None,
-            CoreOutcome::Failed { reason, .. } => Some((Outcome::Failed, reason.clone())),
-            CoreOutcome::Blocked { .. } => Some((Outcome::Blocked, REQUIREMENT_UNMET.to_owned())),
-            CoreOutcome::NotYet { .. } => Some((Outcome::NotYet, NOT_YET.to_owned())),
-            CoreOutcome::Deferred { .. } => Some((Outcome::NotYet, REQUIREMENT_NOT_YET.to_owned())),
-        };
-        let verdict = run
-            .finish(&pending, attempts, outcome)
-            .await
-            .map_err(|cause| RunError::Unrecorded {
-                slug: pending.slug.clone(),
-                cause,
-            })?;
-        match verdict {
-            Verdict::Abort { reason, message } => {
-                return Err(aborted(
-                    report, &pending, reason, message, attempts, begun, started,
-                ));
-            }
-            Verdict::Recorded(EntryState::Ok) => {
-                failpoint(&format!("after-record:{}", pending.slug));
-                let tolerated = cluster_commands
-                    .as_ref()
-                    .filter(|c| c.tolerated > 0)
-                    .map(|c| format!(" ({} tolerated cluster-command failures)", c.tolerated))
-                    .unwrap_or_default();
-                console.progress(&format!(
-                    "{} ok in {:.1}s{tolerated}",
-                    pending.slug,
-                    begun.elapsed().as_secs_f64()
-                ));
-                let mut done = result(&pending, Outcome::Ok, None, attempts, begun);
-                done.cluster_commands = cluster_commands;
-                report.results.push(done);
-            }
-            Verdict::Recorded(_) => {
-                let (outcome, reason) = failure.unwrap_or((Outcome::Failed, String::new()));
-                if outcome == Outcome::Failed {
-                    console.progress(&format!(
-                        "{} failed ({reason}); on-error=warn: recorded, continuing",
-                        pending.slug
-                    ));
-                } else if outcome == Outcome::NotYet {
-                    console.progress(&format!(
-                        "{} not yet ({reason}): recorded not-yet, it runs again next time; continuing",
-                        pending.slug
-                    ));
-                }
-                report
-                    .results
-                    .push(result(&pending, outcome, Some(reason), attempts, begun));
-            }
-        }
-        // Between scripts, keep the lock fresh before going on.
-        keeper
-            .renew_if_due()
-            .await
-            .map_err(|cause| RunError::LockLost {
-                slug: pending.slug.clone(),
-                cause,
-            })?;
-    }
-    Ok(finished(report, started, console))
-}
-
-/// The pre-run safety scan of one pending script and the `lib/` helpers it
-/// sources (made public for `plan`). The bytes scanned must be
-/// the bytes the plan checksummed: a script that cannot be read, or changed
-/// since the tree was loaded, is refused rather than run unscanned.
-pub fn scan(tree: &MigrationsTree, pending: &PendingMigration, lint: &LintConfig) -> Vec<Finding> {
-    // Test-only (feature `failpoints`): run unscanned, so the tripwire suite
-    // proves the run-time guarantee on its own (tests/tripwire.rs).
-    #[cfg(feature = "failpoints")]
-    if std::env::var_os("MIGRATE_TEST_SKIP_PRERUN_SCAN").is_some() {
-        return Vec::new();
-    }
-    let file = pending.relative_path.display().to_string();
-    let refuse = |message: String| {
-        vec![Finding {
-            file: file.clone(),
-            line: None,
-            rule: "changed-on-disk",
-            level: Level::Error,
-            message,
-        }]
-    };
-    match std::fs::read(tree.root().join(&pending.relative_path)) {
-        Err(e) => refuse(format!("cannot be read before running: {e}")),
-        Ok(bytes) if migration_core::Sha256Digest::of(&bytes) != pending.sha256 => {
-            refuse("changed on disk since the tree was loaded; load it again".into())
-        }
-        Ok(bytes) => lint_pending(tree.root(), &file, &bytes, lint)
-            .into_iter()
-            .filter(|f| f.level == Level::Error && UNSAFE_AT_RUNTIME.contains(&f.rule))
-            .collect(),
-    }
-}
-
-/// Ends the run for an `on-error=abort` failure: nothing is recorded.
-fn aborted(
-    mut report: RunReport,
-    pending: &PendingMigration,
-    reason: String,
-    tail: String,
-    attempts: u32,
-    begun: Instant,
-    started: Instant,
-) -> RunError {
-    report.results.push(result(
-        pending,
-        Outcome::Aborted,
-        Some(reason.clone()),
-        attempts,
-        begun,
-    ));
-    report.elapsed_ms = started.elapsed().as_millis();
-    RunError::MigrationFailed {
-        slug: pending.slug.clone(),
-        reason,
-        tail,
-        report: Box::new(report),
-    }
-}
-
-fn result(
-    p: &PendingMigration,
-    outcome: Outcome,
-    reason: Option<String>,
-    attempts: u32,
-    begun: Instant,
-) -> MigrationResult {
-    MigrationResult {
-        slug: p.slug.to_string(),
-        outcome,
-        reason,
-        attempts,
-        duration_ms: begun.elapsed().as_millis(),
-        cluster_commands: None,
-    }
-}
-
 /// What an interruption did: which script it stopped, or that none ran.
 fn interrupted_text(slug: Option<&Slug>, report: &RunReport) -> String {
     match slug {
@@ -698,46 +437,5 @@ fn interrupted_text(slug: Option<&Slug>, report: &RunReport) -> String {
             report.results.len(),
             report.pending
         ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_script_changed_or_removed_after_loading_is_refused_not_run_unscanned() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        std::fs::create_dir_all(root.join("pre-apply")).unwrap();
-        std::fs::create_dir_all(root.join("order.d")).unwrap();
-        let header = "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n";
-        std::fs::write(root.join("pre-apply/a"), format!("{header}echo safe\n")).unwrap();
-        std::fs::write(root.join("order.d/00001-v1"), "a\n").unwrap();
-        let tree = MigrationsTree::load(root).unwrap();
-        let snapshot = migration_core::LedgerSnapshot::default();
-        let plan = migration_core::plan(
-            &tree,
-            Some(&snapshot),
-            &PlanRequest::tier(Tier::PreApply),
-            &migration_core::PlanContext::at(migration_core::Timestamp::from_unix(0)),
-        )
-        .unwrap();
-        let pending = &plan.pending[0];
-        assert!(scan(&tree, pending, &LintConfig::default()).is_empty());
-        std::fs::write(
-            root.join("pre-apply/a"),
-            format!("{header}for x in $(false); do :; done\n"),
-        )
-        .unwrap();
-        let findings = scan(&tree, pending, &LintConfig::default());
-        assert_eq!(findings.len(), 1);
-        assert_eq!(findings[0].rule, "changed-on-disk");
-        std::fs::remove_file(root.join("pre-apply/a")).unwrap();
-        assert!(
-            scan(&tree, pending, &LintConfig::default())[0]
-                .message
-                .contains("cannot be read")
-        );
     }
 }
