@@ -70,12 +70,12 @@ fn poll_until(limit: std::time::Duration, mut done: impl FnMut() -> bool) -> boo
 }
 
 #[test]
-fn a_script_and_its_process_group_do_not_outlive_a_runner_killed_with_sigkill() {
+fn a_runner_killed_with_sigkill_leaves_no_script_group_and_no_tripwire_directory_behind() {
     let (shell, s) = Scratch::dash(
         "abort",
         &[(
             "long",
-            "trap '' TERM\necho $$ > \"$SCRATCH/pid.tmp\"\nmv \"$SCRATCH/pid.tmp\" \"$SCRATCH/pid\"\nsleep 600\necho survived",
+            "trap '' TERM\necho \"$MIGRATE_TRIPWIRE_REPORT\" > \"$SCRATCH/report\"\necho \"$KUBECTL\" > \"$SCRATCH/kubectl\"\necho $$ > \"$SCRATCH/pid.tmp\"\nmv \"$SCRATCH/pid.tmp\" \"$SCRATCH/pid\"\nsleep 600\necho survived",
         )],
     );
     // The script ignores SIGTERM, so only the run supervisor's SIGKILL
@@ -122,6 +122,28 @@ fn a_script_and_its_process_group_do_not_outlive_a_runner_killed_with_sigkill() 
         "the script's process group outlived its runner: {:?}",
         live_members(pgid)
     );
+    // The run's private directories (the reports', on /dev/shm when it can
+    // be used, and the shims') go with it: the supervisor removes them once
+    // the group is gone, as the runner's own exit would have.
+    let read = |name: &str| std::fs::read_to_string(s.path().join(name)).unwrap();
+    let reports = Path::new(read("report").trim())
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let kubectl = read("kubectl");
+    let shims = Path::new(kubectl.trim())
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    for dir in [&reports, &shims] {
+        assert!(
+            poll_until(std::time::Duration::from_secs(15), || !dir.exists()),
+            "left behind by a runner killed with SIGKILL: {}",
+            dir.display()
+        );
+    }
 }
 
 #[test]

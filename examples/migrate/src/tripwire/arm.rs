@@ -58,15 +58,21 @@ impl Drop for Tripwire {
     }
 }
 
-/// Starts the run's supervisor: `migrate-supervise RUNNER_PID GRACE_MS`
-/// in a process group of its own (the runner's group signals are not for
-/// it), reading the runner's pipe.
-fn start_supervisor(shim: &Path, grace: Duration) -> std::io::Result<(Child, ChildStdin)> {
+/// Starts the run's supervisor: `migrate-supervise RUNNER_PID GRACE_MS
+/// DIR...` in a process group of its own (the runner's group signals are
+/// not for it), reading the runner's pipe; it removes `dirs` when the pipe
+/// closes.
+fn start_supervisor(
+    shim: &Path,
+    grace: Duration,
+    dirs: &[&Path],
+) -> std::io::Result<(Child, ChildStdin)> {
     use std::os::unix::process::CommandExt;
     let mut child = Command::new(shim)
         .arg0(super::supervise::NAME)
         .arg(std::process::id().to_string())
         .arg(grace.as_millis().to_string())
+        .args(dirs)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .process_group(0)
@@ -102,7 +108,7 @@ fn report_dir() -> Option<tempfile::TempDir> {
         return None;
     }
     tempfile::Builder::new()
-        .prefix("migrate-tripwire-reports-")
+        .prefix(&format!("{}reports-", super::supervise::DIR_PREFIX))
         .permissions(private())
         .tempdir_in(base)
         .ok()
@@ -161,7 +167,7 @@ impl Tripwire {
                 .map(String::as_str),
         );
         let dir = tempfile::Builder::new()
-            .prefix("migrate-tripwire-")
+            .prefix(super::supervise::DIR_PREFIX)
             .permissions(private())
             .tempdir()?;
         let bin = dir.path().join("bin");
@@ -194,7 +200,19 @@ impl Tripwire {
             supervisor: None,
         };
         wire.restore_shims()?;
-        wire.supervisor = Some(start_supervisor(&wire.shim, grace)?);
+        // Absolute, as the supervisor requires (a relative `TMPDIR` gives a
+        // relative shim directory).
+        let dirs = [
+            Some(wire.dir.path()),
+            wire.reports.as_ref().map(|r| r.path()),
+        ]
+        .into_iter()
+        .flatten()
+        .map(std::path::absolute)
+        .collect::<std::io::Result<Vec<PathBuf>>>()?;
+        let dirs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+        let supervisor = start_supervisor(&wire.shim, grace, &dirs)?;
+        wire.supervisor = Some(supervisor);
         Ok(wire)
     }
 

@@ -2,7 +2,7 @@
 //! script's process group outlives the runner.
 //!
 //! ```text
-//! migrate-supervise RUNNER_PID GRACE_MS      (stdin: the runner's pipe)
+//! migrate-supervise RUNNER_PID GRACE_MS [DIR...]      (stdin: the runner's pipe)
 //! ```
 //!
 //! The runner starts it once per run, when it arms the tripwire (the
@@ -13,8 +13,12 @@
 //! the runner exits, however it exits (SIGKILL included: the kernel closes
 //! the descriptors of a dead process), so end of input is the signal: the
 //! supervisor gives every group still listed SIGTERM, waits up to GRACE_MS
-//! for them to go, SIGKILLs what is left and exits. A run that ends
-//! normally has released every group, so the supervisor just exits.
+//! for them to go, SIGKILLs what is left, removes the run's private
+//! directories (each `DIR`: the shims' and the reports') and exits. A run
+//! that ends normally has released every group, so the supervisor only
+//! removes the directories, which the runner would have removed itself;
+//! one killed by SIGKILL would otherwise leave them behind, one pair per
+//! run (the reports' on `/dev/shm`, which is memory).
 //!
 //! One process per run instead of one parent per script: a supervisor in
 //! front of every script cost about 1 ms of CPU per script (a process
@@ -24,6 +28,7 @@
 
 use std::collections::BTreeSet;
 use std::io::BufRead;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
@@ -45,12 +50,22 @@ pub struct Args {
     pub runner: i32,
     /// Time between SIGTERM and SIGKILL of the groups once the runner died.
     pub grace: Duration,
+    /// The run's private directories, removed at the end.
+    pub dirs: Vec<PathBuf>,
 }
 
-/// Parses `RUNNER_PID GRACE_MS`.
+/// What the name of every directory the supervisor removes starts with: it
+/// removes the tripwire's own directories and nothing else, whatever it is
+/// given.
+pub const DIR_PREFIX: &str = "migrate-tripwire-";
+
+/// Parses `RUNNER_PID GRACE_MS [DIR...]`; each `DIR` must be an absolute
+/// path whose name starts with [`DIR_PREFIX`].
 pub fn parse(args: &[String]) -> Result<Args, String> {
-    let [runner, grace] = args else {
-        return Err("usage: migrate-supervise RUNNER_PID GRACE_MS (the runner starts it)".into());
+    let [runner, grace, dirs @ ..] = args else {
+        return Err(
+            "usage: migrate-supervise RUNNER_PID GRACE_MS [DIR...] (the runner starts it)".into(),
+        );
     };
     let runner = runner
         .parse::<i32>()
@@ -61,7 +76,25 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         .parse::<u64>()
         .map(Duration::from_millis)
         .map_err(|_| format!("GRACE_MS {grace:?}: expected whole milliseconds"))?;
-    Ok(Args { runner, grace })
+    let dirs = dirs
+        .iter()
+        .map(|d| {
+            let path = PathBuf::from(d);
+            let ours = path.is_absolute()
+                && path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(DIR_PREFIX));
+            ours.then_some(path).ok_or_else(|| {
+                format!("DIR {d:?}: expected an absolute path named {DIR_PREFIX}...")
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Args {
+        runner,
+        grace,
+        dirs,
+    })
 }
 
 /// One line of the runner's pipe: `+PGID` (watch) or `-PGID` (release).
@@ -129,6 +162,16 @@ pub fn main(raw: Vec<String>) -> i32 {
     if !groups.is_empty() {
         stop(&groups, args.grace);
     }
+    for dir in &args.dirs {
+        // Gone already when the runner removed it; anything else is worth
+        // a line, but changes nothing of the run's outcome.
+        match std::fs::remove_dir_all(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                eprintln!("{NAME}: cannot remove {}: {e}", dir.display());
+            }
+            _ => {}
+        }
+    }
     0
 }
 
@@ -147,7 +190,14 @@ mod tests {
             Args {
                 runner: 4242,
                 grace: Duration::from_millis(1500),
+                dirs: Vec::new(),
             }
+        );
+        assert_eq!(
+            parse(&strings(&["4242", "0", "/tmp/migrate-tripwire-aB3"]))
+                .unwrap()
+                .dirs,
+            [PathBuf::from("/tmp/migrate-tripwire-aB3")]
         );
         for bad in [
             &["4242"][..],
@@ -155,6 +205,9 @@ mod tests {
             &["x", "0"],
             &["4242", "-1"],
             &["4242", "0", "x"],
+            &["4242", "0", "/"],
+            &["4242", "0", "/home/someone"],
+            &["4242", "0", "migrate-tripwire-relative"],
         ] {
             assert!(parse(&strings(bad)).is_err(), "{bad:?}");
         }
