@@ -36,6 +36,7 @@ pub mod plan;
 pub mod redact;
 pub mod retry;
 pub mod run;
+pub mod seeding;
 pub mod slug;
 pub mod step;
 #[cfg(feature = "testing")]
