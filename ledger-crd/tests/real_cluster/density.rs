@@ -6,19 +6,13 @@ use super::*;
 
 use migration_core::testing::realistic::{fill_with_runner_writes, fresh_install};
 
-/// Bytes of the object as the server returns it, ownership records included: what the budget
-/// measures.
-fn stored_bytes(object: &serde_json::Value) -> u64 {
-    serde_json::to_vec(object).unwrap().len() as u64
-}
-
 #[tokio::test]
 async fn at_least_6000_fresh_install_entries_fit_one_custom_resource_on_a_real_server() {
     let f = or_skip!(Fixture::new("CRD density, fresh install", "density-fresh").await);
     let l = f.ledger();
     let entries = fresh_install(6000, 10);
     l.create(&entries).await.unwrap();
-    let bytes = stored_bytes(&f.stored().await);
+    let bytes = f.stored_bytes().await;
     assert!(
         bytes <= DEFAULT_BUDGET_BYTES,
         "6,000 entries take {bytes} bytes, over the budget of {DEFAULT_BUDGET_BYTES}"
@@ -49,14 +43,14 @@ async fn at_least_4000_runner_written_migrations_fit_one_custom_resource_on_a_re
         fill_with_runner_writes(&l, PER_RUN, 0, PER_RUN).await,
         PER_RUN
     );
-    let base = stored_bytes(&f.stored().await);
+    let base = f.stored_bytes().await;
     let measured = 10 * PER_RUN;
     let end = PER_RUN + measured;
     assert_eq!(
         fill_with_runner_writes(&l, PER_RUN, PER_RUN, end).await,
         end
     );
-    let grown = stored_bytes(&f.stored().await);
+    let grown = f.stored_bytes().await;
     let per_migration = (grown - base) as f64 / measured as f64;
     let capacity = PER_RUN + ((DEFAULT_BUDGET_BYTES - base) as f64 / per_migration) as usize;
     let snapshot = l.read().await.unwrap().unwrap();

@@ -14,8 +14,7 @@ async fn the_budget_stays_below_what_the_real_server_accepts() {
     };
     let l = f.ledger();
     l.create(&entries(0..3, EntryState::Ok)).await.unwrap();
-    let size = |v: &serde_json::Value| serde_json::to_vec(v).unwrap().len() as u64;
-    let room = DEFAULT_BUDGET_BYTES - size(&f.stored().await);
+    let room = DEFAULT_BUDGET_BYTES - f.stored_bytes().await;
     // Grow to just under the budget: the real server accepts it.
     l.write(
         &[(slug(10), message_entry((room - 2_000) as usize))],
@@ -23,8 +22,7 @@ async fn the_budget_stays_below_what_the_real_server_accepts() {
     )
     .await
     .unwrap();
-    let stored = f.stored().await;
-    let after = size(&stored);
+    let after = f.stored_bytes().await;
     assert!(after <= DEFAULT_BUDGET_BYTES, "{after}");
     // The budget's own measure of the object agrees with what the real server returns.
     let refused = l

@@ -102,6 +102,12 @@ impl Fixture {
         serde_json::to_value(self.api().get(&self.name).await.unwrap()).unwrap()
     }
 
+    /// Bytes of the object as the server returns it, ownership records included: what the
+    /// budget measures.
+    async fn stored_bytes(&self) -> u64 {
+        serde_json::to_vec(&self.stored().await).unwrap().len() as u64
+    }
+
     /// Creates the object as a chart or a human would: no engine annotation.
     async fn declare(&self, spec: serde_json::Value) -> Result<DynamicObject, kube::Error> {
         let object: DynamicObject = serde_json::from_value(json!({
