@@ -11,7 +11,7 @@ use crate::step::{LockStep, StepReport, StepWrite};
 use crate::time::Clock;
 use crate::tree::MigrationsTree;
 
-pub use crate::seeding::{AdoptError, adoption_entries, fresh_install_entries};
+use crate::seeding::fresh_install_entries;
 
 /// How many times preparation plans again after the ledger appeared under
 /// it (another runner's fresh install won the race). Each round re-reads.

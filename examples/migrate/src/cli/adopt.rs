@@ -21,7 +21,7 @@ use migration_core::{
     SystemClock, WriteMode,
 };
 
-use migration_core::migrator::AdoptError;
+use migration_core::seeding::AdoptError;
 
 use super::args::AdoptArgs;
 use super::{Failure, Out, open};
@@ -38,11 +38,11 @@ pub async fn adopt(args: AdoptArgs, out: &Out) -> Result<(), Failure> {
         image: None,
         allowed_interpreters: PlanContext::default_interpreters(),
     };
-    let entries = migration_core::migrator::adoption_entries(&tree, version, &args.ran, &context)
+    let entries = migration_core::seeding::adoption_entries(&tree, version, &args.ran, &context)
         .map_err(|e| match e {
-        AdoptError::Plan(e) => Failure::from(MigrateError::from(e)),
-        other => Failure::bad_input(vec![other.to_string()]),
-    })?;
+            AdoptError::Plan(e) => Failure::from(MigrateError::from(e)),
+            other => Failure::bad_input(vec![other.to_string()]),
+        })?;
     let wanted: BTreeSet<&Slug> = entries.iter().map(|(s, _)| s).collect();
     let ledger = open(&args.ledger).await?;
     let describe = ledger.describe();

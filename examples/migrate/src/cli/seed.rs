@@ -2,7 +2,7 @@
 //! seeded ledger as a ConfigMap a chart can ship.
 //!
 //! Both go through core's one definition of a fresh install's ledger
-//! (`migration_core::migrator::fresh_install_entries`): writing through
+//! (`migration_core::seeding::fresh_install_entries`): writing through
 //! `Migrator::seed_fresh`, rendering from the same function, so a chart that
 //! creates the rendered ConfigMap at install holds what `seed-fresh --ledger`
 //! would have written (CONTRACT.md §6.1).
@@ -51,7 +51,7 @@ pub async fn seed_fresh(args: SeedFreshArgs, out: &Out) -> Result<(), Failure> {
                 image: None,
                 allowed_interpreters: PlanContext::default_interpreters(),
             };
-            let entries = migration_core::migrator::fresh_install_entries(&tree, &context)
+            let entries = migration_core::seeding::fresh_install_entries(&tree, &context)
                 .map_err(MigrateError::from)?;
             let json = configmap_json(&namespace, &name, &entries);
             out.emit(&json, |_| configmap_yaml(&namespace, &name, &entries));
