@@ -144,6 +144,16 @@ impl Store {
         (res.qualified(), ns.to_string(), name.to_string())
     }
 
+    /// The stored object under `name` (as stored, not as a version serves it) with its key: what
+    /// every change to an existing object starts from, or 404 when there is none.
+    fn existing(&self, res: &ResourceDef, ns: &str, name: &str) -> Result<(Key, Value), ApiError> {
+        let key = Self::key(res, ns, name);
+        match self.objects.get(&key).cloned() {
+            Some(obj) => Ok((key, obj)),
+            None => Err(ApiError::not_found(res, name)),
+        }
+    }
+
     /// The stored object as the given version serves it.
     pub(crate) fn present(res: &ResourceDef, obj: &Value) -> Value {
         let mut obj = obj.clone();
@@ -271,10 +281,7 @@ impl Store {
         name: &str,
         status: Value,
     ) -> Result<Value, ApiError> {
-        let key = Self::key(res, ns, name);
-        let Some(mut obj) = self.objects.get(&key).cloned() else {
-            return Err(ApiError::not_found(res, name));
-        };
+        let (key, mut obj) = self.existing(res, ns, name)?;
         if let Some(map) = obj.as_object_mut() {
             map.insert("status".into(), status);
         }

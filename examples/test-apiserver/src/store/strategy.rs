@@ -110,10 +110,7 @@ impl Store {
         opts: WriteOpts,
         unconditional_allowed: bool,
     ) -> Result<Value, ApiError> {
-        let key = Self::key(res, ns, name);
-        let Some(old) = self.objects.get(&key).cloned() else {
-            return Err(ApiError::not_found(res, name));
-        };
+        let (key, old) = self.existing(res, ns, name)?;
         check_object(&new)?;
         check_namespace(res, ns, &new)?;
         let body_name = meta_str(&new, "name");
@@ -229,10 +226,7 @@ impl Store {
         options: &Value,
         opts: WriteOpts,
     ) -> Result<Value, ApiError> {
-        let key = Self::key(res, ns, name);
-        let Some(old) = self.objects.get(&key).cloned() else {
-            return Err(ApiError::not_found(res, name));
-        };
+        let (key, old) = self.existing(res, ns, name)?;
         let pre = |field: &str| {
             options
                 .pointer(&format!("/preconditions/{field}"))
