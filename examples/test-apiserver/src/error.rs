@@ -72,18 +72,26 @@ impl ApiError {
         )
     }
 
-    /// The optimistic-concurrency failure (stale `metadata.resourceVersion`).
-    pub(crate) fn conflict(res: &ResourceDef, name: &str) -> Self {
-        Self::about(
-            res,
-            name,
+    /// apimachinery's `NewConflict`: 409 `Conflict` with the message "Operation cannot be
+    /// fulfilled on <what> "<name>": <why>", where `what` is the qualified plural or Kind the
+    /// caller names the object by, and `details` names it the same way.
+    fn cannot_fulfil(what: &str, name: &str, why: &str, details: Value) -> Self {
+        Self::new(
             409,
             "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; \
-                 please apply your changes to the latest version and try again",
-                res.qualified()
-            ),
+            format!("Operation cannot be fulfilled on {what} \"{name}\": {why}"),
+        )
+        .with_details(details)
+    }
+
+    /// The optimistic-concurrency failure (stale `metadata.resourceVersion`).
+    pub(crate) fn conflict(res: &ResourceDef, name: &str) -> Self {
+        Self::cannot_fulfil(
+            &res.qualified(),
+            name,
+            "the object has been modified; please apply your changes to the latest version and \
+             try again",
+            resource_details(res, name),
         )
     }
 
@@ -97,18 +105,16 @@ impl ApiError {
         want: &str,
         have: &str,
     ) -> Self {
-        Self::about(
-            res,
+        let key = res.storage_key(namespace, name);
+        Self::cannot_fulfil(
+            &res.qualified(),
             name,
-            409,
-            "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {} \"{name}\": StorageError: invalid object, \
-                 Code: 4, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: \
-                 {what} in precondition: {want}, {what} in object meta: {have}",
-                res.qualified(),
-                res.storage_key(namespace, name)
+            &format!(
+                "StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, \
+                 AdditionalErrorMsg: Precondition failed: {what} in precondition: {want}, {what} \
+                 in object meta: {have}"
             ),
+            resource_details(res, name),
         )
     }
 
@@ -126,16 +132,15 @@ impl ApiError {
         } else {
             "The object might have been modified"
         };
-        Self::new(
-            409,
-            "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {} \"{name}\": the {what} in the precondition \
-                 ({want}) does not match the {what} in record ({have}). {consequence}",
-                res.qualified_kind()
+        Self::cannot_fulfil(
+            &res.qualified_kind(),
+            name,
+            &format!(
+                "the {what} in the precondition ({want}) does not match the {what} in record \
+                 ({have}). {consequence}"
             ),
+            kind_details(res, name),
         )
-        .with_details(kind_details(res, name))
     }
 
     /// A field validation failure; `details.kind` is the Kind here, not the plural, as in the real server.
