@@ -468,10 +468,7 @@ impl Run<'_, '_> {
             ),
             Outcome::Blocked { unmet } => (
                 EntryState::Failed,
-                Some((
-                    REQUIREMENT_UNMET.to_owned(),
-                    format!("not run: {}", unmet.join("; ")),
-                )),
+                Some((REQUIREMENT_UNMET.to_owned(), not_run(&unmet))),
             ),
             Outcome::NotYet { message } => (
                 EntryState::NotYet,
@@ -482,10 +479,7 @@ impl Run<'_, '_> {
             ),
             Outcome::Deferred { waiting_for } => (
                 EntryState::NotYet,
-                Some((
-                    REQUIREMENT_NOT_YET.to_owned(),
-                    format!("not run: {}", waiting_for.join("; ")),
-                )),
+                Some((REQUIREMENT_NOT_YET.to_owned(), not_run(&waiting_for))),
             ),
         };
         if let (EntryState::Failed, OnError::Abort, Some((reason, message))) =
@@ -561,6 +555,12 @@ fn largest_message_bytes(limit: usize) -> u64 {
 fn attempt_bytes(slug: &Slug, mark: &AttemptMark, usage: &Usage) -> u64 {
     (crate::keys::attempt_key(slug).len() + mark.encode().len()) as u64
         + usage.record_overhead_bytes
+}
+
+/// The recorded message of a migration held back by its requirements (unmet
+/// or `not-yet`), each listed as "`<target> <why>`".
+fn not_run(requirements: &[String]) -> String {
+    format!("not run: {}", requirements.join("; "))
 }
 
 /// A failure's output as recorded: secret-shaped values redacted (the
