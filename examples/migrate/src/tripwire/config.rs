@@ -170,14 +170,24 @@ pub fn resolve(
 mod tests {
     use super::*;
 
+    /// Resolves the three sources for a tree whose `cluster-commands` file
+    /// holds `tree_file`.
+    fn resolve_in_tree(
+        tree_file: &str,
+        env_value: &str,
+        flag: &str,
+    ) -> Result<Vec<String>, Vec<String>> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(TREE_FILE), tree_file).unwrap();
+        resolve(Some(dir.path()), Some(env_value), &[flag.into()])
+    }
+
     #[test]
     fn settings_only_add_to_the_defaults() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(TREE_FILE), "# ours\noc\nkubectl # again\n").unwrap();
-        let all = resolve(
-            Some(dir.path()),
-            Some("talosctl, argocd"),
-            &["kubectl-cnpg".into()],
+        let all = resolve_in_tree(
+            "# ours\noc\nkubectl # again\n",
+            "talosctl, argocd",
+            "kubectl-cnpg",
         )
         .unwrap();
         assert_eq!(
@@ -196,14 +206,8 @@ mod tests {
 
     #[test]
     fn bad_names_are_reported_with_file_and_line() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(TREE_FILE), "ok\n/usr/bin/kubectl\n").unwrap();
-        let problems = resolve(
-            Some(dir.path()),
-            Some("a b/c"),
-            &["migrate-tolerate".into()],
-        )
-        .unwrap_err();
+        let problems =
+            resolve_in_tree("ok\n/usr/bin/kubectl\n", "a b/c", "migrate-tolerate").unwrap_err();
         assert_eq!(problems.len(), 3, "{problems:?}");
         assert!(
             problems[0].starts_with("cluster-commands:2: "),
