@@ -164,6 +164,15 @@ impl LeaseLock {
         *self.seen.lock().unwrap_or_else(PoisonError::into_inner) = seen;
     }
 
+    /// Remembers what a write left: the Lease as stored, or, when it failed,
+    /// that its outcome is unknown (it may have landed).
+    fn remember_write(&self, result: &Result<KubeLease, kube::Error>) {
+        self.remember(match result {
+            Ok(l) => Seen::Present(Box::new(l.clone())),
+            Err(_) => Seen::Unknown,
+        });
+    }
+
     /// The remembered Lease, if it is `lease`'s tenure.
     fn remembered_tenure(&self, lease: &Lease) -> Option<Holding> {
         match self.seen() {
@@ -199,6 +208,13 @@ impl LeaseLock {
         i32::try_from(ttl.as_secs().max(1)).unwrap_or(i32::MAX)
     }
 
+    /// The spec fields that extend the current holder's tenure to `ttl` from
+    /// `now` (a renewal, or the holder taking its own lock again): holder,
+    /// acquire time and transitions stay as they are.
+    fn extension(ttl: Duration, now: Timestamp) -> serde_json::Value {
+        serde_json::json!({ "leaseDurationSeconds": Self::seconds(ttl), "renewTime": micro(now) })
+    }
+
     async fn get(
         &self,
         operation: &'static str,
@@ -226,10 +242,7 @@ impl LeaseLock {
             .api
             .patch(&self.name, &patch_params(), &Patch::Merge(&patch))
             .await;
-        self.remember(match &result {
-            Ok(l) => Seen::Present(Box::new(l.clone())),
-            Err(_) => Seen::Unknown,
-        });
+        self.remember_write(&result);
         result
     }
 
@@ -257,10 +270,7 @@ impl LeaseLock {
             message: e.to_string(),
         })?;
         let result = self.api.create(&post_params(), &lease).await;
-        self.remember(match &result {
-            Ok(l) => Seen::Present(Box::new(l.clone())),
-            Err(_) => Seen::Unknown,
-        });
+        self.remember_write(&result);
         Ok(result)
     }
 
@@ -330,7 +340,7 @@ impl LeaseLock {
                     }
                     let ours = h.holder.as_deref() == Some(holder);
                     let spec = if ours {
-                        serde_json::json!({ "leaseDurationSeconds": Self::seconds(ttl), "renewTime": micro(now) })
+                        Self::extension(ttl, now)
                     } else {
                         serde_json::json!({
                             "holderIdentity": holder,
@@ -366,7 +376,7 @@ impl LeaseLock {
         // precondition fails if anything changed since.
         if let Some(h) = self.remembered_tenure(lease) {
             attempt += 1;
-            let spec = serde_json::json!({ "leaseDurationSeconds": Self::seconds(ttl), "renewTime": micro(self.clock.now()) });
+            let spec = Self::extension(ttl, self.clock.now());
             match self.set(h.resource_version, spec).await {
                 Ok(updated) => return Ok(Self::held(&lease.holder, &updated)),
                 Err(e) => self.after_remembered_write(OP, &e, attempt).await?,
@@ -382,7 +392,7 @@ impl LeaseLock {
                 return Err(self.lost(lease, format!("now held by {now_held}")));
             }
             let now = self.clock.now();
-            let spec = serde_json::json!({ "leaseDurationSeconds": Self::seconds(ttl), "renewTime": micro(now) });
+            let spec = Self::extension(ttl, now);
             match self.set(h.resource_version, spec).await {
                 Ok(updated) => return Ok(Self::held(&lease.holder, &updated)),
                 Err(e) => Writes(self).retry_after(OP, &e, attempt).await?,
