@@ -358,6 +358,22 @@ fn a_checksum_change_of_a_recorded_script_is_reported_and_not_rerun() {
 }
 
 #[test]
+fn a_checksum_mismatch_serialises_as_its_slug_and_both_digests_as_text() {
+    let old = migration_core::Sha256Digest::of(b"the old content");
+    let mut recorded = LedgerEntry::new(EntryState::Ok, NOW);
+    recorded.sha256 = Some(old);
+    let snapshot = ledger(&[("m.a", &recorded.encode())]);
+    let p = run(&basic(), Some(&snapshot), pre()).unwrap();
+    let on_disk = p.checksum_mismatches[0].on_disk;
+    // The `plan` and `verify` documents carry the mismatch as it is: the
+    // field names and order are part of their JSON.
+    assert_eq!(
+        serde_json::to_string(&p.checksum_mismatches[0]).unwrap(),
+        format!(r#"{{"slug":"a","recorded":"{old}","on_disk":"{on_disk}"}}"#)
+    );
+}
+
+#[test]
 fn only_reruns_a_recorded_slug_and_carries_its_previous_entry() {
     let snapshot = ledger(&[
         ("m.a", &entry(EntryState::Ok)),

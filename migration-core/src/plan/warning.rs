@@ -6,8 +6,10 @@ use crate::digest::Sha256Digest;
 use crate::slug::Slug;
 
 /// A recorded slug whose script changed on disk since it was recorded. It is
-/// never re-run; this is reported so that somebody looks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// never re-run; this is reported so that somebody looks. Serialises as
+/// `{"slug", "recorded", "on_disk"}`, each as its text (the `plan` and
+/// `verify` documents carry it as it is).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ChecksumMismatch {
     /// The slug.
     pub slug: Slug,

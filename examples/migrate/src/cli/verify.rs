@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use migration_core::plan::ChecksumMismatch;
 use migration_core::verify::verify as verify_ledger;
 use migration_core::version::Version;
 use migration_core::{Manifest, MigrationsTree};
@@ -10,7 +11,7 @@ use migration_core::{Manifest, MigrationsTree};
 use super::args::VerifyArgs;
 use super::{Failure, Out, open};
 use crate::exit;
-use crate::report::{MismatchView, VerifyView};
+use crate::report::VerifyView;
 
 /// Verifies the ledger against the tree's manifest.
 pub async fn verify(args: VerifyArgs, out: &Out) -> Result<(), Failure> {
@@ -25,16 +26,16 @@ pub async fn verify(args: VerifyArgs, out: &Out) -> Result<(), Failure> {
     let result = verify_ledger(&tree, manifest, snapshot.as_ref(), since.as_ref());
     // Flyway's validate: a script edited after it ran means the tree no
     // longer says what the cluster ran.
-    let mismatches: Vec<MismatchView> = tree
+    let mismatches: Vec<ChecksumMismatch> = tree
         .scripts()
         .values()
         .filter_map(|script| {
             let entry = snapshot.as_ref()?.entry(&script.slug)?;
             let recorded = entry.sha256.filter(|r| *r != script.sha256)?;
-            Some(MismatchView {
-                slug: script.slug.to_string(),
-                recorded: recorded.to_string(),
-                on_disk: script.sha256.to_string(),
+            Some(ChecksumMismatch {
+                slug: script.slug.clone(),
+                recorded,
+                on_disk: script.sha256,
             })
         })
         .collect();

@@ -11,7 +11,7 @@ mod verify;
 
 pub use lint::LintView;
 pub use manifest::{BatchLineView, BatchView, ManifestView};
-pub use plan::{MismatchView, PendingView, PlanView, SeedView, SkippedView, UnmetView};
+pub use plan::{PendingView, PlanView, SeedView, SkippedView, UnmetView};
 pub use status::{CorruptView, EntryView, StatusView};
 pub use verify::VerifyView;
 

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use migration_core::Plan;
-use migration_core::plan::{SeedKind, SkipReason};
+use migration_core::plan::{ChecksumMismatch, SeedKind, SkipReason};
 use serde::Serialize;
 
 use super::{Colour, counted, paint, paint_line, table};
@@ -70,17 +70,6 @@ pub struct SkippedView {
     pub state: Option<&'static str>,
 }
 
-/// A checksum mismatch.
-#[derive(Debug, Serialize)]
-pub struct MismatchView {
-    /// The slug.
-    pub slug: String,
-    /// Checksum in the ledger.
-    pub recorded: String,
-    /// Checksum on disk.
-    pub on_disk: String,
-}
-
 /// The `plan` document.
 #[derive(Debug, Serialize)]
 pub struct PlanView {
@@ -101,7 +90,7 @@ pub struct PlanView {
     /// Manifest slugs that do not run, and why.
     pub skipped: Vec<SkippedView>,
     /// Recorded slugs whose script changed since.
-    pub checksum_mismatches: Vec<MismatchView>,
+    pub checksum_mismatches: Vec<ChecksumMismatch>,
     /// Non-fatal observations.
     pub warnings: Vec<String>,
 }
@@ -175,15 +164,7 @@ impl PlanView {
                     }
                 })
                 .collect(),
-            checksum_mismatches: plan
-                .checksum_mismatches
-                .iter()
-                .map(|m| MismatchView {
-                    slug: m.slug.to_string(),
-                    recorded: m.recorded.to_string(),
-                    on_disk: m.on_disk.to_string(),
-                })
-                .collect(),
+            checksum_mismatches: plan.checksum_mismatches.clone(),
             warnings: plan.warnings.iter().map(ToString::to_string).collect(),
         }
     }

@@ -1,10 +1,9 @@
 //! The `verify` document: whether every manifest slug has the entry it must,
 //! and whether any recorded script changed since it ran.
 
+use migration_core::plan::ChecksumMismatch;
 use migration_core::verify::Verification;
 use serde::Serialize;
-
-use super::MismatchView;
 
 /// The `verify` document.
 #[derive(Debug, Serialize)]
@@ -20,7 +19,7 @@ pub struct VerifyView {
     /// script changed since it was recorded (unless allowed).
     pub problems: Vec<String>,
     /// Recorded scripts whose checksum on disk differs from the ledger's.
-    pub checksum_mismatches: Vec<MismatchView>,
+    pub checksum_mismatches: Vec<ChecksumMismatch>,
     /// `--allow-checksum-mismatch`: mismatches are warnings.
     pub checksum_mismatch_allowed: bool,
 }
@@ -31,7 +30,7 @@ impl VerifyView {
     pub fn new(
         result: &Verification,
         ledger: &str,
-        checksum_mismatches: Vec<MismatchView>,
+        checksum_mismatches: Vec<ChecksumMismatch>,
         allow_mismatch: bool,
     ) -> Self {
         let mut problems: Vec<String> = result.problems.iter().map(ToString::to_string).collect();
