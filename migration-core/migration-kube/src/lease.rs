@@ -315,8 +315,42 @@ impl LeaseLock {
         }
     }
 
-    /// Takes the lock for `holder`; see [`migration_core::Lock::acquire`].
-    pub async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
+    fn lost(&self, lease: &Lease, reason: String) -> LedgerError {
+        LedgerError::LockLost {
+            ledger: self.ledger.clone(),
+            holder: lease.holder.clone(),
+            reason,
+        }
+    }
+
+    /// Deletes the Lease if its resourceVersion is still `rv`; a Lease
+    /// already gone counts as deleted.
+    async fn delete(&self, rv: Option<String>) -> Result<(), kube::Error> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: rv,
+                uid: None,
+            }),
+            ..DeleteParams::default()
+        };
+        let result = match self.api.delete(&self.name, &params).await {
+            Ok(_) => Ok(()),
+            Err(e) if classify(&e) == Class::NotFound => Ok(()),
+            Err(e) => Err(e),
+        };
+        self.remember(match &result {
+            Ok(()) => Seen::Absent,
+            Err(_) => Seen::Unknown,
+        });
+        result
+    }
+}
+
+/// The run lock's three operations on the Lease; the ledger backends that keep
+/// their lock here reach them through [`lock_by_lease!`](crate::lock_by_lease).
+#[async_trait::async_trait]
+impl migration_core::Lock for LeaseLock {
+    async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         const OP: &str = "acquire lock";
         let mut attempt = 0;
         // Not known to exist: create it directly, without reading first. If
@@ -360,16 +394,7 @@ impl LeaseLock {
         }
     }
 
-    fn lost(&self, lease: &Lease, reason: String) -> LedgerError {
-        LedgerError::LockLost {
-            ledger: self.ledger.clone(),
-            holder: lease.holder.clone(),
-            reason,
-        }
-    }
-
-    /// Extends a held lock; see [`migration_core::Lock::renew`].
-    pub async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
         const OP: &str = "renew lock";
         let mut attempt = 0;
         // Still ours as last seen: write straight away; the resourceVersion
@@ -400,8 +425,7 @@ impl LeaseLock {
         }
     }
 
-    /// Releases a held lock; see [`migration_core::Lock::release`].
-    pub async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
+    async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
         const OP: &str = "release lock";
         let mut attempt = 0;
         // Still ours as last seen: delete straight away, on the condition
@@ -426,54 +450,6 @@ impl LeaseLock {
                 Err(e) => Writes(self).retry_after(OP, &e, attempt).await?,
             }
         }
-    }
-
-    /// Deletes the Lease if its resourceVersion is still `rv`; a Lease
-    /// already gone counts as deleted.
-    async fn delete(&self, rv: Option<String>) -> Result<(), kube::Error> {
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                resource_version: rv,
-                uid: None,
-            }),
-            ..DeleteParams::default()
-        };
-        let result = match self.api.delete(&self.name, &params).await {
-            Ok(_) => Ok(()),
-            Err(e) if classify(&e) == Class::NotFound => Ok(()),
-            Err(e) => Err(e),
-        };
-        self.remember(match &result {
-            Ok(()) => Seen::Absent,
-            Err(_) => Seen::Unknown,
-        });
-        result
-    }
-}
-
-#[async_trait::async_trait]
-impl migration_core::Lock for LeaseLock {
-    async fn acquire(
-        &self,
-        holder: &str,
-        ttl: std::time::Duration,
-    ) -> Result<migration_core::Lease, migration_core::LedgerError> {
-        LeaseLock::acquire(self, holder, ttl).await
-    }
-
-    async fn renew(
-        &self,
-        lease: &migration_core::Lease,
-        ttl: std::time::Duration,
-    ) -> Result<migration_core::Lease, migration_core::LedgerError> {
-        LeaseLock::renew(self, lease, ttl).await
-    }
-
-    async fn release(
-        &self,
-        lease: &migration_core::Lease,
-    ) -> Result<(), migration_core::LedgerError> {
-        LeaseLock::release(self, lease).await
     }
 }
 
