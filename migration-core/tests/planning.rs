@@ -47,6 +47,11 @@ fn refusals(err: PlanError) -> Vec<Refusal> {
     err.problems
 }
 
+/// What a pre-apply run of `tree` on an existing, empty ledger is refused for (it must be).
+fn upgrade_refusals(tree: &MigrationsTree) -> Vec<Refusal> {
+    refusals(upgrade(tree).unwrap_err())
+}
+
 /// pre-apply a, b (b requires a); background c; manifest in one batch.
 fn basic() -> MigrationsTree {
     TreeBuilder::new()
@@ -265,9 +270,8 @@ fn every_fatal_condition_is_reported_before_anything_runs() {
         .pre("zombie")
         .manifest(&[("00001-v1", "missing\nzombie retired\n")])
         .build();
-    let problems = refusals(upgrade(&tree).unwrap_err());
     assert_eq!(
-        problems,
+        upgrade_refusals(&tree),
         [
             Refusal::NotInManifest {
                 slug: s("stray"),
@@ -446,9 +450,8 @@ fn a_disallowed_interpreter_is_refused_by_plan() {
         .raw_script(Tier::PreApply, "py", b"#!/usr/bin/python3\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n")
         .manifest(&[("00001-v1", "py\n")])
         .build();
-    let problems = refusals(upgrade(&tree).unwrap_err());
     assert!(
-        matches!(&problems[..], [Refusal::InterpreterNotAllowed { shebang, .. }] if shebang == "/usr/bin/python3")
+        matches!(&upgrade_refusals(&tree)[..], [Refusal::InterpreterNotAllowed { shebang, .. }] if shebang == "/usr/bin/python3")
     );
 }
 
@@ -459,9 +462,8 @@ fn a_requirement_placed_later_in_the_manifest_is_fatal() {
         .pre("b")
         .manifest(&[("00001-v1", "a\n"), ("00002-v2", "b\n")])
         .build();
-    let problems = refusals(upgrade(&tree).unwrap_err());
     assert_eq!(
-        problems,
+        upgrade_refusals(&tree),
         [Refusal::RequiresLater {
             slug: s("a"),
             target: s("b"),
@@ -518,9 +520,8 @@ fn legacy_and_revoked_slugs_missing_from_the_manifest_are_fatal() {
         .revoked("typo\n")
         .manifest(&[("00001-v1", "a\n")])
         .build();
-    let problems = refusals(upgrade(&tree).unwrap_err());
     assert_eq!(
-        problems,
+        upgrade_refusals(&tree),
         [
             Refusal::LegacyNotInManifest {
                 slug: s("lost"),
