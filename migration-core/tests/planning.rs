@@ -140,10 +140,7 @@ fn every_terminal_state_counts_as_recorded() {
 #[test]
 fn legacy_seeding_records_only_integers_below_version_and_only_where_absent() {
     let tree = TreeBuilder::new()
-        .pre("one")
-        .pre("two")
-        .pre("three")
-        .pre("new")
+        .pre_scripts(&["one", "two", "three", "new"])
         .legacy_map("1 one\n2 two\n3 three\n")
         .manifest(&[("00000-legacy", "one\ntwo\nthree\n"), ("00001-v1", "new\n")])
         .build();
@@ -184,9 +181,7 @@ fn a_corrupt_version_with_a_legacy_map_is_fatal() {
 #[test]
 fn revoked_slugs_are_recorded_revoked_only_where_absent_and_never_run() {
     let tree = TreeBuilder::new()
-        .pre("a")
-        .pre("bad")
-        .pre("old-bad")
+        .pre_scripts(&["a", "bad", "old-bad"])
         .revoked("bad\nold-bad\n")
         .manifest(&[("00001-v1", "a\nbad\nold-bad\n")])
         .build();
@@ -266,8 +261,7 @@ fn legacy_seeding_satisfies_the_retention_floor() {
 fn every_fatal_condition_is_reported_before_anything_runs() {
     // on disk but in no batch; in a batch but not on disk; retired yet present.
     let tree = TreeBuilder::new()
-        .pre("stray")
-        .pre("zombie")
+        .pre_scripts(&["stray", "zombie"])
         .manifest(&[("00001-v1", "missing\nzombie retired\n")])
         .build();
     assert_eq!(
@@ -382,8 +376,7 @@ fn only_reruns_a_recorded_slug_and_carries_its_previous_entry() {
 #[test]
 fn only_refuses_revoked_unknown_retired_wrong_tier_and_missing_ledger() {
     let tree = TreeBuilder::new()
-        .pre("a")
-        .pre("bad")
+        .pre_scripts(&["a", "bad"])
         .bg("c")
         .revoked("bad\n")
         .manifest(&[("00001-v1", "gone retired\na\nbad\nc\n")])
@@ -477,9 +470,7 @@ fn requirements_that_failed_were_revoked_or_have_not_run_are_marked_unmet() {
     // (A pre-apply script cannot require a background one: a tree error,
     // tests/requirement_tiers.rs. The other direction can be unmet.)
     let tree = TreeBuilder::new()
-        .pre("failed-one")
-        .pre("revoked-one")
-        .pre("not-run-yet")
+        .pre_scripts(&["failed-one", "revoked-one", "not-run-yet"])
         .script(
             Tier::Background,
             "dependent",
