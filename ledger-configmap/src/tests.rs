@@ -59,17 +59,17 @@ async fn put(l: &ConfigMapLedger, key: &str, entry: LedgerEntry, mode: WriteMode
     l.write(&[(slug(key), entry)], mode).await.unwrap()
 }
 
+/// Writes `entry` under `key` where nothing is stored there yet ([`WriteMode::OnlyIfAbsent`]);
+/// the write must succeed (it may leave a stored key as it is).
+async fn put_if_absent(l: &ConfigMapLedger, key: &str, entry: LedgerEntry) -> WriteReport {
+    put(l, key, entry, WriteMode::OnlyIfAbsent).await
+}
+
 /// An only-if-absent write of a legacy `a` where `a` is stored, once the
 /// requests are reset: reported as already present.
 async fn seed_a_over_a_stored_one(server: &TestApiServer, l: &ConfigMapLedger) -> WriteReport {
     server.requests().reset();
-    let report = put(
-        l,
-        "a",
-        entry(EntryState::Legacy, 0),
-        WriteMode::OnlyIfAbsent,
-    )
-    .await;
+    let report = put_if_absent(l, "a", entry(EntryState::Legacy, 0)).await;
     assert_eq!(report.already_present, [slug("a")]);
     report
 }
@@ -88,13 +88,7 @@ async fn after_a_read_each_write_is_one_patch() {
     let (server, l) = seeded().await;
     l.note_attempt(&slug("a"), "t1", 0).await.unwrap();
     put(&l, "a", entry(EntryState::Ok, 1), WriteMode::Replace).await;
-    put(
-        &l,
-        "b",
-        entry(EntryState::Legacy, 0),
-        WriteMode::OnlyIfAbsent,
-    )
-    .await;
+    put_if_absent(&l, "b", entry(EntryState::Legacy, 0)).await;
     assert_eq!(server.requests().total(), 3);
     assert_eq!(server.requests().count(Verb::Patch, "configmaps"), 3);
 }
@@ -104,13 +98,7 @@ async fn a_key_written_by_someone_else_meanwhile_is_never_overwritten() {
     let (server, l) = seeded().await;
     // Another handle (another runner) writes `a` after our read.
     let other = ledger(&server);
-    put(
-        &other,
-        "a",
-        entry(EntryState::Ok, 7),
-        WriteMode::OnlyIfAbsent,
-    )
-    .await;
+    put_if_absent(&other, "a", entry(EntryState::Ok, 7)).await;
     let report = seed_a_over_a_stored_one(&server, &l).await;
     assert!(report.written.is_empty());
     assert_eq!(
@@ -274,6 +262,17 @@ fn take<'a>(
     }
 }
 
+/// Takes the lock on what `l` reads now, with the first attempt mark of `a` (token `t1`);
+/// the take must succeed. Returns the lease.
+async fn take_with_a_first_attempt(l: &ConfigMapLedger) -> migration_core::Lease {
+    let revision = l.read().await.unwrap().unwrap().revision;
+    l.write_step(&take(&slug("a"), "t1", revision.as_deref()))
+        .await
+        .unwrap()
+        .lease
+        .unwrap()
+}
+
 /// The step that writes `records` and releases `lease`.
 fn release<'a>(
     records: &'a [(Slug, LedgerEntry)],
@@ -324,21 +323,9 @@ async fn a_409_on_a_step_under_the_lock_reads_again_and_writes_if_the_lock_is_st
     let (server, _) = seeded().await;
     let clock = manual_clock();
     let (a, b) = handles(&server, &clock);
-    let revision = a.read().await.unwrap().unwrap().revision;
-    let lease = a
-        .write_step(&take(&slug("a"), "t1", revision.as_deref()))
-        .await
-        .unwrap()
-        .lease
-        .unwrap();
+    let lease = take_with_a_first_attempt(&a).await;
     // Someone else's seeding write makes A's copy stale.
-    put(
-        &b,
-        "z",
-        entry(EntryState::Legacy, 0),
-        WriteMode::OnlyIfAbsent,
-    )
-    .await;
+    put_if_absent(&b, "z", entry(EntryState::Legacy, 0)).await;
     server.requests().reset();
     let record = [(slug("a"), entry(EntryState::Ok, 1))];
     a.write_step(&release(&record, &lease)).await.unwrap();
@@ -381,13 +368,7 @@ async fn a_409_on_a_step_under_the_lock_reads_again_and_writes_if_the_lock_is_st
 #[tokio::test]
 async fn a_lost_reply_to_the_step_that_releases_the_lock_is_recognised_by_its_records() {
     let (server, l) = seeded().await;
-    let revision = l.read().await.unwrap().unwrap().revision;
-    let lease = l
-        .write_step(&take(&slug("a"), "t1", revision.as_deref()))
-        .await
-        .unwrap()
-        .lease
-        .unwrap();
+    let lease = take_with_a_first_attempt(&l).await;
     server.faults().inject(
         test_apiserver::FaultRule::on(Verb::Patch, "configmaps")
             .once()

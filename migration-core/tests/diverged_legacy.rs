@@ -14,9 +14,7 @@ use migration_core::{
 
 fn tree() -> MigrationsTree {
     TreeBuilder::new()
-        .pre("1")
-        .pre("2-main")
-        .pre("3")
+        .pre_scripts(&["1", "2-main", "3"])
         .legacy_map("1 1\n2 2-main others=2-backport\n3 3\n")
         .manifest(&[("00000-legacy", "1\n2-main\n3\n")])
         .build()

@@ -25,6 +25,26 @@ fn bounded(message: &str) {
     );
 }
 
+/// Runs `test` as case `name` of this suite on 512 arbitrary byte strings shorter than
+/// `max_len` bytes, each handed over with its number of lines (the highest line a problem
+/// found in it may name).
+fn check_bytes(
+    name: &str,
+    max_len: usize,
+    test: impl Fn(Vec<u8>, usize) -> Result<(), TestCaseError>,
+) {
+    common::check(
+        "hostile-input",
+        name,
+        512,
+        proptest::collection::vec(any::<u8>(), 0..max_len),
+        |bytes| {
+            let lines = bytes.split(|&b| b == b'\n').count();
+            test(bytes, lines)
+        },
+    );
+}
+
 fn slug_grammar_holds(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 60
@@ -83,13 +103,10 @@ fn slug_parsing_never_panics_and_accepts_exactly_the_grammar() {
 
 #[test]
 fn header_parsing_never_panics_and_names_a_real_line() {
-    common::check(
-        "hostile-input",
+    check_bytes(
         "header_parsing_never_panics_and_names_a_real_line",
-        512,
-        proptest::collection::vec(any::<u8>(), 0..400),
-        |bytes| {
-            let lines = bytes.split(|&b| b == b'\n').count();
+        400,
+        |bytes, lines| {
             if let Err(errors) = parse_header(Path::new("pre-apply/x"), &bytes) {
                 prop_assert!(!errors.is_empty());
                 for e in errors {
@@ -160,13 +177,10 @@ fn manifest_parsing_never_panics_and_names_the_file() {
 
 #[test]
 fn revoked_and_legacy_map_parsing_never_panic_and_name_their_line() {
-    common::check(
-        "hostile-input",
+    check_bytes(
         "revoked_and_legacy_map_parsing_never_panic_and_name_their_line",
-        512,
-        proptest::collection::vec(any::<u8>(), 0..300),
-        |bytes| {
-            let lines = bytes.split(|&b| b == b'\n').count();
+        300,
+        |bytes, lines| {
             for problems in [
                 parse_revoked(Path::new("revoked"), &bytes).err(),
                 parse_legacy_map(Path::new("legacy-map"), &bytes).err(),

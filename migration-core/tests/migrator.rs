@@ -18,9 +18,7 @@ use migration_core::{
 
 fn tree() -> MigrationsTree {
     TreeBuilder::new()
-        .pre("a")
-        .pre("b")
-        .pre("legacy-one")
+        .pre_scripts(&["a", "b", "legacy-one"])
         .legacy_map("1 legacy-one\n")
         .manifest(&[("00000-legacy", "legacy-one\n"), ("00001-v1", "a\nb\n")])
         .build()

@@ -47,6 +47,11 @@ fn refusals(err: PlanError) -> Vec<Refusal> {
     err.problems
 }
 
+/// What a pre-apply run of `tree` on an existing, empty ledger is refused for (it must be).
+fn upgrade_refusals(tree: &MigrationsTree) -> Vec<Refusal> {
+    refusals(upgrade(tree).unwrap_err())
+}
+
 /// pre-apply a, b (b requires a); background c; manifest in one batch.
 fn basic() -> MigrationsTree {
     TreeBuilder::new()
@@ -135,10 +140,7 @@ fn every_terminal_state_counts_as_recorded() {
 #[test]
 fn legacy_seeding_records_only_integers_below_version_and_only_where_absent() {
     let tree = TreeBuilder::new()
-        .pre("one")
-        .pre("two")
-        .pre("three")
-        .pre("new")
+        .pre_scripts(&["one", "two", "three", "new"])
         .legacy_map("1 one\n2 two\n3 three\n")
         .manifest(&[("00000-legacy", "one\ntwo\nthree\n"), ("00001-v1", "new\n")])
         .build();
@@ -179,9 +181,7 @@ fn a_corrupt_version_with_a_legacy_map_is_fatal() {
 #[test]
 fn revoked_slugs_are_recorded_revoked_only_where_absent_and_never_run() {
     let tree = TreeBuilder::new()
-        .pre("a")
-        .pre("bad")
-        .pre("old-bad")
+        .pre_scripts(&["a", "bad", "old-bad"])
         .revoked("bad\nold-bad\n")
         .manifest(&[("00001-v1", "a\nbad\nold-bad\n")])
         .build();
@@ -261,13 +261,11 @@ fn legacy_seeding_satisfies_the_retention_floor() {
 fn every_fatal_condition_is_reported_before_anything_runs() {
     // on disk but in no batch; in a batch but not on disk; retired yet present.
     let tree = TreeBuilder::new()
-        .pre("stray")
-        .pre("zombie")
+        .pre_scripts(&["stray", "zombie"])
         .manifest(&[("00001-v1", "missing\nzombie retired\n")])
         .build();
-    let problems = refusals(upgrade(&tree).unwrap_err());
     assert_eq!(
-        problems,
+        upgrade_refusals(&tree),
         [
             Refusal::NotInManifest {
                 slug: s("stray"),
@@ -394,8 +392,7 @@ fn only_reruns_a_recorded_slug_and_carries_its_previous_entry() {
 #[test]
 fn only_refuses_revoked_unknown_retired_wrong_tier_and_missing_ledger() {
     let tree = TreeBuilder::new()
-        .pre("a")
-        .pre("bad")
+        .pre_scripts(&["a", "bad"])
         .bg("c")
         .revoked("bad\n")
         .manifest(&[("00001-v1", "gone retired\na\nbad\nc\n")])
@@ -462,9 +459,8 @@ fn a_disallowed_interpreter_is_refused_by_plan() {
         .raw_script(Tier::PreApply, "py", b"#!/usr/bin/python3\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n")
         .manifest(&[("00001-v1", "py\n")])
         .build();
-    let problems = refusals(upgrade(&tree).unwrap_err());
     assert!(
-        matches!(&problems[..], [Refusal::InterpreterNotAllowed { shebang, .. }] if shebang == "/usr/bin/python3")
+        matches!(&upgrade_refusals(&tree)[..], [Refusal::InterpreterNotAllowed { shebang, .. }] if shebang == "/usr/bin/python3")
     );
 }
 
@@ -475,9 +471,8 @@ fn a_requirement_placed_later_in_the_manifest_is_fatal() {
         .pre("b")
         .manifest(&[("00001-v1", "a\n"), ("00002-v2", "b\n")])
         .build();
-    let problems = refusals(upgrade(&tree).unwrap_err());
     assert_eq!(
-        problems,
+        upgrade_refusals(&tree),
         [Refusal::RequiresLater {
             slug: s("a"),
             target: s("b"),
@@ -491,9 +486,7 @@ fn requirements_that_failed_were_revoked_or_have_not_run_are_marked_unmet() {
     // (A pre-apply script cannot require a background one: a tree error,
     // tests/requirement_tiers.rs. The other direction can be unmet.)
     let tree = TreeBuilder::new()
-        .pre("failed-one")
-        .pre("revoked-one")
-        .pre("not-run-yet")
+        .pre_scripts(&["failed-one", "revoked-one", "not-run-yet"])
         .script(
             Tier::Background,
             "dependent",
@@ -534,9 +527,8 @@ fn legacy_and_revoked_slugs_missing_from_the_manifest_are_fatal() {
         .revoked("typo\n")
         .manifest(&[("00001-v1", "a\n")])
         .build();
-    let problems = refusals(upgrade(&tree).unwrap_err());
     assert_eq!(
-        problems,
+        upgrade_refusals(&tree),
         [
             Refusal::LegacyNotInManifest {
                 slug: s("lost"),

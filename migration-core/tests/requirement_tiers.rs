@@ -5,12 +5,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use migration_core::generate::GenerateProblem;
 use migration_core::header::Tier;
 use migration_core::testing::fixtures::{TreeBuilder, s};
-use migration_core::{ReleaseHistory, ScriptInfo, Sha256Digest, TagTree, generate};
+use migration_core::{ReleaseHistory, ScriptInfo, Sha256Digest, TagTree};
 
 #[test]
 fn a_pre_apply_script_requiring_a_background_one_is_a_tree_error_naming_file_and_line() {
@@ -65,19 +67,18 @@ fn generation_refuses_a_pre_apply_requirement_on_a_background_slug() {
         disk: scripts,
         ..ReleaseHistory::default()
     };
-    let problems = generate(&history).unwrap_err().problems;
+    let problem = common::the_generate_problem(&history);
     assert_eq!(
-        problems,
-        [GenerateProblem::RequiresOtherTier {
+        problem,
+        GenerateProblem::RequiresOtherTier {
             slug: s("relabel"),
             target: s("warm-cache"),
-        }]
+        }
     );
     assert!(
-        problems[0]
+        problem
             .to_string()
             .contains("'relabel' (pre-apply) requires 'warm-cache' (background)"),
-        "{}",
-        problems[0]
+        "{problem}"
     );
 }

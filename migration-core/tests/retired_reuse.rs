@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use migration_core::generate::GenerateProblem;
@@ -40,15 +42,15 @@ fn a_retired_slug_back_on_disk_with_the_same_content_is_refused_naming_the_retir
         disk: scripts(&["old", "keep"]),
         ..ReleaseHistory::default()
     };
-    let problems = generate(&history).unwrap_err().problems;
+    let problem = common::the_generate_problem(&history);
     assert_eq!(
-        problems,
-        [GenerateProblem::RetiredReadded {
+        problem,
+        GenerateProblem::RetiredReadded {
             slug: s("old"),
             retired_in: "v1.1.0".into(),
-        }]
+        }
     );
-    let text = problems[0].to_string();
+    let text = problem.to_string();
     assert!(
         text.contains("'old' was retired in tag v1.1.0") && text.contains("new slug"),
         "{text}"

@@ -35,8 +35,7 @@ async fn prepare_pre_apply(migrator: &Migrator<'_>) -> Prepared {
 /// Pre-apply `a1` then `a2`, in one batch.
 fn two_migrations() -> MigrationsTree {
     TreeBuilder::new()
-        .pre("a1")
-        .pre("a2")
+        .pre_scripts(&["a1", "a2"])
         .manifest(&[("00001-v1", "a1\na2\n")])
         .build()
 }

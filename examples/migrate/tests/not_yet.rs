@@ -17,40 +17,33 @@ use common::{migrate, parse};
 /// A fake `kubectl` that always fails as an unreachable API server would.
 const FAILING_KUBECTL: &str = "#!/bin/sh\necho \"$*\" >> \"$SCRATCH/calls\"\necho 'The connection to the server localhost:8080 was refused - did you specify the right host or port?' >&2\nexit 1\n";
 
+/// The tripwire tests' scratch world (tree, file ledger, fake cluster commands first on
+/// PATH) with a `kubectl` that always fails, and scripts that may `require` one another.
 struct Scratch {
-    dir: tempfile::TempDir,
+    world: common::tripwire::Scratch,
 }
 
 impl Scratch {
     fn new() -> Self {
-        let s = Scratch {
-            dir: tempfile::tempdir().unwrap(),
-        };
-        for d in ["tree/pre-apply", "tree/order.d", "fakebin"] {
-            std::fs::create_dir_all(s.path().join(d)).unwrap();
-        }
-        let kubectl = s.path().join("fakebin/kubectl");
-        std::fs::write(&kubectl, FAILING_KUBECTL).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&kubectl, std::fs::Permissions::from_mode(0o755)).unwrap();
-        common::empty_file_ledger(&s.ledger_path());
-        s
+        let world = common::tripwire::Scratch::new();
+        world.fake_kubectl(FAILING_KUBECTL);
+        Scratch { world }
     }
 
     fn path(&self) -> &Path {
-        self.dir.path()
+        self.world.path()
     }
 
     fn tree(&self) -> PathBuf {
-        self.path().join("tree")
+        self.world.tree()
     }
 
     fn ledger_path(&self) -> PathBuf {
-        self.path().join("ledger.json")
+        self.world.ledger_path()
     }
 
     fn ledger(&self) -> String {
-        common::file_spec(&self.ledger_path())
+        self.world.ledger()
     }
 
     /// Writes pre-apply scripts (slug, on-error, requires, body) under
@@ -78,7 +71,7 @@ impl Scratch {
         let mut cmd = migrate();
         let path = format!(
             "{}:{}",
-            self.path().join("fakebin").display(),
+            self.world.bin().display(),
             std::env::var("PATH").unwrap_or_default()
         );
         cmd.arg(subcommand)
@@ -116,10 +109,7 @@ impl Scratch {
     }
 
     fn entry(&self, slug: &str) -> serde_json::Value {
-        let (_, doc, _) = common::json(&["status", "--ledger", &self.ledger()]);
-        common::by_slug(&doc["entries"], slug)
-            .cloned()
-            .unwrap_or_else(|| panic!("no entry for {slug}: {doc}"))
+        self.world.entry(slug)
     }
 }
 

@@ -8,18 +8,19 @@ fn message_entry(bytes: usize) -> LedgerEntry {
     entry
 }
 
+/// Replaces entry `n` with a failed one whose message is `bytes` long; the write must fail.
+async fn refused_write(l: &CrdLedger, n: usize, bytes: usize) -> LedgerError {
+    l.write(&[(slug(n), message_entry(bytes))], WriteMode::Replace)
+        .await
+        .unwrap_err()
+}
+
 #[tokio::test]
 async fn the_budget_is_enforced_before_the_api_server_sees_the_write() {
     let (server, l) = served_ledger().await;
     l.create(&entries(0..2, EntryState::Ok)).await.unwrap();
     server.requests().reset();
-    let err = l
-        .write(
-            &[(slug(5), message_entry(DEFAULT_BUDGET_BYTES as usize))],
-            WriteMode::Replace,
-        )
-        .await
-        .unwrap_err();
+    let err = refused_write(&l, 5, DEFAULT_BUDGET_BYTES as usize).await;
     assert!(
         matches!(err, LedgerError::Full { entry_count: 2, .. }),
         "{err:?}"
@@ -56,10 +57,7 @@ async fn the_budget_stays_below_what_the_api_server_accepts() {
     // A write the API server would still accept (below etcd's limit) but
     // that leaves the budget's headroom is refused by us, unsent.
     server.requests().reset();
-    let err = l
-        .write(&[(slug(11), message_entry(3_000))], WriteMode::Replace)
-        .await
-        .unwrap_err();
+    let err = refused_write(&l, 11, 3_000).await;
     assert!(matches!(err, LedgerError::Full { .. }), "{err:?}");
     assert!(after + 3_500 < ETCD_REQUEST_LIMIT_BYTES);
     assert_eq!(status_patches(&server), 0);
@@ -74,13 +72,7 @@ async fn the_budget_stays_below_what_the_api_server_accepts() {
             ..Options::default()
         },
     );
-    let err = careless
-        .write(
-            &[(slug(12), message_entry(ETCD_REQUEST_LIMIT_BYTES as usize))],
-            WriteMode::Replace,
-        )
-        .await
-        .unwrap_err();
+    let err = refused_write(&careless, 12, ETCD_REQUEST_LIMIT_BYTES as usize).await;
     assert_permanent(&err, "write", "above etcd's limit");
     // Above 2 MiB a real API server (and so the double) answers with its etcd client's gRPC
     // limit rather than etcd's own "request is too large".

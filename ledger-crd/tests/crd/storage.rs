@@ -2,13 +2,21 @@
 
 use super::*;
 
+/// `entry` carrying `fields` besides its own (as a newer engine's entry would).
+fn with_extra<const N: usize>(mut entry: LedgerEntry, fields: [(&str, Value); N]) -> LedgerEntry {
+    for (key, value) in fields {
+        entry.extra.insert(key.into(), value);
+    }
+    entry
+}
+
 #[tokio::test]
 async fn a_replaced_entry_keeps_none_of_the_fields_it_replaces() {
     let (server, l) = served_ledger().await;
-    let mut failed = sample_entry(EntryState::Failed, 1);
-    failed
-        .extra
-        .insert("retry_after".into(), json!({"seconds": 30}));
+    let failed = with_extra(
+        sample_entry(EntryState::Failed, 1),
+        [("retry_after", json!({"seconds": 30}))],
+    );
     l.create(&[(slug(1), failed)]).await.unwrap();
     let ok = sample_entry(EntryState::Ok, 2);
     l.write(&[(slug(1), ok.clone())], WriteMode::Replace)
@@ -25,11 +33,13 @@ async fn a_replaced_entry_keeps_none_of_the_fields_it_replaces() {
 #[tokio::test]
 async fn fields_a_newer_engine_recorded_survive_exactly() {
     let (server, l) = served_ledger().await;
-    let mut newer = sample_entry(EntryState::Ok, 1);
-    newer
-        .extra
-        .insert("node".into(), json!({"a": [1, null], "gone": null}));
-    newer.extra.insert("cleared".into(), Value::Null);
+    let newer = with_extra(
+        sample_entry(EntryState::Ok, 1),
+        [
+            ("node", json!({"a": [1, null], "gone": null})),
+            ("cleared", Value::Null),
+        ],
+    );
     l.create(&[(slug(1), newer.clone())]).await.unwrap();
     put(&l, 2..4, EntryState::Legacy, WriteMode::OnlyIfAbsent).await;
     put(&l, 2..3, EntryState::Ok, WriteMode::Replace).await;

@@ -58,13 +58,13 @@ fn a_journal_longer_than_the_piece_a_read_replays_at_once_reads_and_fails_as_a_s
     }
     // A torn final record is dropped, wherever the cut falls.
     let last = *starts.last().unwrap();
-    let earlier = {
-        std::fs::write(&path, &file[..last]).unwrap();
-        read_raw(&path).unwrap()
-    };
+    let earlier = read_cut(&path, &file, last).unwrap();
     for cut in [last + 1, (last + file.len()) / 2, file.len() - 1] {
-        std::fs::write(&path, &file[..cut]).unwrap();
-        assert_eq!(read_raw(&path).unwrap(), earlier, "cut at {cut}");
+        assert_eq!(
+            read_cut(&path, &file, cut).unwrap(),
+            earlier,
+            "cut at {cut}"
+        );
     }
     // One snapshot record longer than a piece reads whole.
     std::fs::write(&path, &file).unwrap();

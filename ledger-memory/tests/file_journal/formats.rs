@@ -76,7 +76,7 @@ async fn a_newer_format_is_refused_and_left_alone() {
     // A newer lock record is refused too, not taken for a free lock.
     let (_dir2, other) = scratch();
     let body = r#"{"format":"migration-lock/v2","lock":null,"generation":0}"#;
-    let crc = crc32c(body.as_bytes());
+    let crc = oracle::crc32c(body.as_bytes());
     std::fs::write(
         other.with_file_name("ledger.json.lock"),
         format!("{crc:08x} {body}\n"),
@@ -87,22 +87,6 @@ async fn a_newer_format_is_refused_and_left_alone() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("unknown lock format"), "{err}");
-}
-
-/// CRC-32C, bytewise (the test's own, independent of the library's).
-fn crc32c(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in data {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82f6_3b78
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
 }
 
 #[tokio::test]

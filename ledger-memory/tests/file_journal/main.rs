@@ -7,6 +7,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../oracle/crc32c.rs"]
+mod oracle;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -97,6 +99,17 @@ fn read_raw(
 ) -> Result<Option<std::collections::BTreeMap<String, String>>, LedgerError> {
     // A fresh handle each time: nothing cached.
     FileLedger::new(path).raw_data()
+}
+
+/// What a reader finds after a crash that left only the first `len` bytes of `file` at
+/// `path`: the prefix is written over whatever is there and read with a fresh handle.
+fn read_cut(
+    path: &Path,
+    file: &[u8],
+    len: usize,
+) -> Result<Option<std::collections::BTreeMap<String, String>>, LedgerError> {
+    std::fs::write(path, &file[..len]).unwrap();
+    read_raw(path)
 }
 
 // ---- the budget ----

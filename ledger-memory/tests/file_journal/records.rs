@@ -92,15 +92,13 @@ fn a_crash_at_every_byte_of_a_step_stores_its_records_and_mark_together_or_not_a
     let file = bytes(&path);
     let after = read_raw(&path).unwrap().unwrap();
     for cut in start..file.len() {
-        std::fs::write(&path, &file[..cut]).unwrap();
+        let read = read_cut(&path, &file, cut).unwrap().unwrap();
         assert_eq!(
-            read_raw(&path).unwrap().unwrap(),
-            before,
+            read, before,
             "cut at {cut}: neither the record nor the mark"
         );
     }
-    std::fs::write(&path, &file).unwrap();
-    assert_eq!(read_raw(&path).unwrap().unwrap(), after);
+    assert_eq!(read_cut(&path, &file, file.len()).unwrap().unwrap(), after);
 }
 
 #[test]
@@ -207,26 +205,25 @@ fn journaled_file() -> (tempfile::TempDir, PathBuf, Vec<u8>, usize) {
 #[test]
 fn a_crash_at_every_byte_of_an_append_loses_only_that_record() {
     let (_dir, path, file, last) = journaled_file();
-    std::fs::write(&path, &file[..last]).unwrap();
-    let without_last = read_raw(&path).unwrap().unwrap();
-    std::fs::write(&path, &file).unwrap();
-    let with_last = read_raw(&path).unwrap().unwrap();
+    let without_last = read_cut(&path, &file, last).unwrap().unwrap();
+    let with_last = read_cut(&path, &file, file.len()).unwrap().unwrap();
     assert_ne!(without_last, with_last);
     let rt = rt();
     for cut in last..file.len() {
         // The append was cut after `cut` bytes: never acknowledged.
-        std::fs::write(&path, &file[..cut]).unwrap();
+        let read = read_cut(&path, &file, cut).unwrap().unwrap();
         assert_eq!(
-            read_raw(&path).unwrap().unwrap(),
-            without_last,
+            read, without_last,
             "cut at {cut}: a torn final record is dropped, nothing else"
         );
         // The next writer truncates the torn bytes and appends after them.
         assert_the_next_writer_appends_after(&rt, &path, &file, last, without_last.len(), cut);
     }
     // The whole record, newline included, is acknowledged and kept.
-    std::fs::write(&path, &file).unwrap();
-    assert_eq!(read_raw(&path).unwrap().unwrap(), with_last);
+    assert_eq!(
+        read_cut(&path, &file, file.len()).unwrap().unwrap(),
+        with_last
+    );
 }
 
 #[test]
@@ -304,10 +301,7 @@ fn a_zero_filled_tail_is_a_torn_record() {
         *b = 0;
     }
     std::fs::write(&path, &zeroed).unwrap();
-    let expected = {
-        std::fs::write(&path, &file[..last]).unwrap();
-        read_raw(&path).unwrap()
-    };
+    let expected = read_cut(&path, &file, last).unwrap();
     std::fs::write(&path, &zeroed).unwrap();
     assert_eq!(read_raw(&path).unwrap(), expected);
 }

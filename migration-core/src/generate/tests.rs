@@ -33,8 +33,17 @@ fn disk(scripts: &[(&str, &str, &[&str])]) -> BTreeMap<Slug, ScriptInfo> {
         .collect()
 }
 
-fn rendered(m: &Manifest) -> Vec<(String, String)> {
-    m.render()
+/// The batches `history` generates (it must), as (file name, body) pairs.
+fn batches(history: &ReleaseHistory) -> Vec<(String, String)> {
+    generate(history).unwrap().render()
+}
+
+/// Expected batches as (file name, body) pairs, owned to compare with [`batches`].
+fn owned(batches: &[(&str, &str)]) -> Vec<(String, String)> {
+    batches
+        .iter()
+        .map(|(name, body)| ((*name).to_owned(), (*body).to_owned()))
+        .collect()
 }
 
 #[test]
@@ -98,12 +107,12 @@ fn requires_come_from_the_first_tag_that_ships_the_slug() {
         ..ReleaseHistory::default()
     };
     assert_eq!(
-        rendered(&generate(&history).unwrap()),
-        [
-            ("00001-v1.0.0".to_string(), "a\nb\n".to_string()),
-            ("00003-v1.2.0".to_string(), "d\n".to_string()),
-            ("99999-untagged".to_string(), "f\ne\n".to_string()),
-        ]
+        batches(&history),
+        owned(&[
+            ("00001-v1.0.0", "a\nb\n"),
+            ("00003-v1.2.0", "d\n"),
+            ("99999-untagged", "f\ne\n"),
+        ])
     );
 }
 
@@ -130,12 +139,12 @@ fn each_slug_goes_to_the_first_tag_that_ships_it() {
         ..ReleaseHistory::default()
     };
     assert_eq!(
-        rendered(&generate(&history).unwrap()),
-        [
-            ("00001-v1.0.0".to_string(), "a\nb\n".to_string()),
-            ("00002-v1.1.0".to_string(), "c\n".to_string()),
-            ("99999-untagged".to_string(), "d\n".to_string()),
-        ]
+        batches(&history),
+        owned(&[
+            ("00001-v1.0.0", "a\nb\n"),
+            ("00002-v1.1.0", "c\n"),
+            ("99999-untagged", "d\n"),
+        ])
     );
 }
 
@@ -151,14 +160,11 @@ fn legacy_slugs_go_only_to_the_legacy_batch_in_integer_order() {
         ..ReleaseHistory::default()
     };
     assert_eq!(
-        rendered(&generate(&history).unwrap()),
-        [
-            (
-                "00000-legacy".to_string(),
-                "z-old retired\na-old\n".to_string()
-            ),
-            ("00001-v1.0.0".to_string(), "new\n".to_string()),
-        ]
+        batches(&history),
+        owned(&[
+            ("00000-legacy", "z-old retired\na-old\n"),
+            ("00001-v1.0.0", "new\n"),
+        ])
     );
 }
 
@@ -180,10 +186,7 @@ fn a_deleted_shipped_script_is_retired_not_dropped() {
         disk: disk(&[("kept", "k", &[])]),
         ..ReleaseHistory::default()
     };
-    assert_eq!(
-        rendered(&generate(&history).unwrap())[0].1,
-        "gone retired\nkept\n"
-    );
+    assert_eq!(batches(&history)[0].1, "gone retired\nkept\n");
 }
 
 #[test]
@@ -207,7 +210,7 @@ fn requires_reorders_within_a_batch_and_may_point_back() {
         ]),
         ..ReleaseHistory::default()
     };
-    assert_eq!(rendered(&generate(&history).unwrap())[1].1, "z\na\n");
+    assert_eq!(batches(&history)[1].1, "z\na\n");
 }
 
 #[test]

@@ -14,6 +14,14 @@ fn only_error(text: &str) -> HeaderError {
     errors.remove(0)
 }
 
+/// Asserts that `text` has exactly one header error and that it matches the pattern.
+macro_rules! assert_only_error {
+    ($text:expr, $pattern:pat $(if $guard:expr)?) => {{
+        let e = only_error($text);
+        assert!(matches!(e, $pattern $(if $guard)?), "{e:?}");
+    }};
+}
+
 #[test]
 fn parses_a_complete_header() {
     let h = parse(
@@ -49,11 +57,8 @@ fn missing_shebang_names_line_one() {
 
 #[test]
 fn empty_file_has_no_shebang() {
-    assert!(matches!(only_error(""), HeaderError::MissingShebang { .. }));
-    assert!(matches!(
-        only_error("#!   \n"),
-        HeaderError::MissingShebang { .. }
-    ));
+    assert_only_error!("", HeaderError::MissingShebang { .. });
+    assert_only_error!("#!   \n", HeaderError::MissingShebang { .. });
 }
 
 #[test]
@@ -87,10 +92,10 @@ fn duplicated_key_names_both_lines() {
 
 #[test]
 fn unknown_key_is_an_error_with_its_line() {
-    let e = only_error(
+    assert_only_error!(
         "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=warn\n# cozystack-migration: retries=3\n",
+        HeaderError::UnknownKey { line: 4, ref key, .. } if key == "retries"
     );
-    assert!(matches!(e, HeaderError::UnknownKey { line: 4, ref key, .. } if key == "retries"));
 }
 
 #[test]
@@ -128,32 +133,26 @@ fn bad_values_are_invalid_not_missing() {
 
 #[test]
 fn a_trailing_comment_after_a_value_is_rejected_rather_than_guessed() {
-    let e = only_error(
+    assert_only_error!(
         "#!/bin/sh\n# cozystack-migration: tier=pre-apply   # blocking\n# cozystack-migration: on-error=warn\n",
-    );
-    assert!(matches!(
-        e,
         HeaderError::InvalidValue {
             key: "tier",
             line: 2,
             ..
         }
-    ));
+    );
 }
 
 #[test]
 fn duplicate_requirement_is_an_error() {
-    let e = only_error(
+    assert_only_error!(
         "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=warn\n# cozystack-migration: requires=a\n# cozystack-migration: requires=a\n",
-    );
-    assert!(matches!(
-        e,
         HeaderError::DuplicateRequirement {
             line: 5,
             first_line: 4,
             ..
         }
-    ));
+    );
 }
 
 #[test]
@@ -173,8 +172,10 @@ fn directive_below_the_header_block_is_an_error_not_ignored() {
 
 #[test]
 fn crlf_files_are_rejected() {
-    let e = only_error("#!/bin/sh\r\n# cozystack-migration: tier=pre-apply\r\n");
-    assert!(matches!(e, HeaderError::CrlfLineEnding { line: 1, .. }));
+    assert_only_error!(
+        "#!/bin/sh\r\n# cozystack-migration: tier=pre-apply\r\n",
+        HeaderError::CrlfLineEnding { line: 1, .. }
+    );
 }
 
 #[test]

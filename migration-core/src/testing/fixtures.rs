@@ -131,6 +131,11 @@ impl TreeBuilder {
         self.script(Tier::PreApply, slug, &[])
     }
 
+    /// Adds a pre-apply script with no requirements for each of `slugs`, in this order.
+    pub fn pre_scripts(self, slugs: &[&str]) -> Self {
+        slugs.iter().fold(self, |tree, slug| tree.pre(slug))
+    }
+
     /// Adds a background script `slug` with no requirements.
     pub fn bg(self, slug: &str) -> Self {
         self.script(Tier::Background, slug, &[])

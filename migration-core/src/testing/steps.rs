@@ -1,17 +1,55 @@
 //! Conformance cases of [`Ledger::write_step`](crate::Ledger::write_step),
 //! the combined write of a run, and of a run lock kept in the ledger object.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Harness, entries, sample_entry, slug};
 use crate::entry::EntryState;
 use crate::ledger::{LedgerError, WriteMode};
 use crate::lock::LockedLedger;
+use crate::slug::Slug;
 use crate::step::{AttemptNote, LockStep, StepWrite};
 
 /// The revision `ledger` reads at now.
 async fn revision(ledger: &dyn LockedLedger) -> Option<String> {
     ledger.read().await.unwrap().unwrap().revision
+}
+
+/// Two handles on one newly created, empty ledger, and the revision it was created at; `None`
+/// where the harness keeps its lock beside the ledger, so that no step can take it.
+async fn two_handles_on_a_lock_keeping_ledger(
+    h: &impl Harness,
+) -> Option<(Arc<dyn LockedLedger>, Arc<dyn LockedLedger>, Option<String>)> {
+    let a = h.ledger().await;
+    if !a.kept_in_ledger() {
+        return None;
+    }
+    let b = h.ledger().await;
+    a.create(&[]).await.unwrap();
+    let rev = revision(a.as_ref()).await;
+    Some((a, b, rev))
+}
+
+/// How long every lock these cases take lasts.
+const TTL: Duration = Duration::from_secs(60);
+
+/// `runner-a` taking the lock for [`TTL`] on a ledger planned at `revision`.
+fn runner_a_takes(revision: Option<&str>) -> LockStep<'_> {
+    LockStep::Take {
+        holder: "runner-a",
+        ttl: TTL,
+        revision,
+    }
+}
+
+/// The note of the first attempt (token `a-1`, no earlier attempts) at `slug`.
+fn first_attempt(slug: &Slug) -> Option<AttemptNote<'_>> {
+    Some(AttemptNote {
+        slug,
+        token: "a-1",
+        floor: 0,
+    })
 }
 
 pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothing(
@@ -23,11 +61,7 @@ pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothi
     let rev = revision(ledger.as_ref()).await;
     let take = |kept: bool| {
         if kept {
-            LockStep::Take {
-                holder: "runner-a",
-                ttl: Duration::from_secs(60),
-                revision: rev.as_deref(),
-            }
+            runner_a_takes(rev.as_deref())
         } else {
             LockStep::Separate
         }
@@ -60,10 +94,7 @@ pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothi
     // left, nothing is counted twice.
     let again = StepWrite {
         lock: match &first.lease {
-            Some(lease) => LockStep::Hold {
-                lease,
-                ttl: Duration::from_secs(60),
-            },
+            Some(lease) => LockStep::Hold { lease, ttl: TTL },
             None => LockStep::Separate,
         },
         ..step
@@ -87,28 +118,15 @@ pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothi
 pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_releases(
     h: &impl Harness,
 ) {
-    let a = h.ledger().await;
-    if !a.kept_in_ledger() {
+    let Some((a, b, rev)) = two_handles_on_a_lock_keeping_ledger(h).await else {
         return;
-    }
-    let b = h.ledger().await;
-    a.create(&[]).await.unwrap();
-    let ttl = Duration::from_secs(60);
-    let rev = revision(a.as_ref()).await;
+    };
     let record = vec![(slug(1), sample_entry(EntryState::Ok, 1))];
     let taken = a
         .write_step(&StepWrite {
             records: &[],
-            attempt: Some(AttemptNote {
-                slug: &slug(1),
-                token: "a-1",
-                floor: 0,
-            }),
-            lock: LockStep::Take {
-                holder: "runner-a",
-                ttl,
-                revision: rev.as_deref(),
-            },
+            attempt: first_attempt(&record[0].0),
+            lock: runner_a_takes(rev.as_deref()),
         })
         .await
         .unwrap();
@@ -118,7 +136,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
     for lock in [
         LockStep::Take {
             holder: "runner-b",
-            ttl,
+            ttl: TTL,
             revision: rev_b.as_deref(),
         },
         LockStep::Check {
@@ -136,7 +154,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
             other => panic!("a held lock must refuse runner-b, got {other:?}"),
         }
     }
-    match b.acquire("runner-b", ttl).await {
+    match b.acquire("runner-b", TTL).await {
         Err(LedgerError::LockHeld { holder, .. }) => assert_eq!(holder, "runner-a"),
         other => panic!("a held lock must refuse runner-b, got {other:?}"),
     }
@@ -148,7 +166,10 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
         .write_step(&StepWrite {
             records: &[],
             attempt: None,
-            lock: LockStep::Hold { lease: &lease, ttl },
+            lock: LockStep::Hold {
+                lease: &lease,
+                ttl: TTL,
+            },
         })
         .await
         .unwrap()
@@ -175,42 +196,34 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
         .write_step(&StepWrite {
             records: &record,
             attempt: None,
-            lock: LockStep::Hold { lease: &held, ttl },
+            lock: LockStep::Hold {
+                lease: &held,
+                ttl: TTL,
+            },
         })
         .await
     {
         Err(LedgerError::LockLost { .. }) => {}
         other => panic!("a released lease must be lost, got {other:?}"),
     }
-    let lease_b = b.acquire("runner-b", ttl).await.unwrap();
+    let lease_b = b.acquire("runner-b", TTL).await.unwrap();
     b.release(&lease_b).await.unwrap();
 }
 
 pub async fn a_step_taking_the_lock_on_a_changed_ledger_writes_nothing(h: &impl Harness) {
-    let a = h.ledger().await;
-    if !a.kept_in_ledger() {
+    let Some((a, b, planned_on)) = two_handles_on_a_lock_keeping_ledger(h).await else {
         return;
-    }
-    let b = h.ledger().await;
-    a.create(&[]).await.unwrap();
-    let planned_on = revision(a.as_ref()).await;
+    };
     // Another writer between the read and the first write of the run.
     b.write(&entries(5..6, EntryState::Legacy), WriteMode::OnlyIfAbsent)
         .await
         .unwrap();
     let record = vec![(slug(1), sample_entry(EntryState::Ok, 1))];
+    let noted = slug(2);
     let step = StepWrite {
         records: &record,
-        attempt: Some(AttemptNote {
-            slug: &slug(2),
-            token: "a-1",
-            floor: 0,
-        }),
-        lock: LockStep::Take {
-            holder: "runner-a",
-            ttl: Duration::from_secs(60),
-            revision: planned_on.as_deref(),
-        },
+        attempt: first_attempt(&noted),
+        lock: runner_a_takes(planned_on.as_deref()),
     };
     match a.write_step(&step).await {
         Err(e @ LedgerError::Changed { .. }) => assert!(e.to_string().contains("plan again")),
@@ -221,11 +234,7 @@ pub async fn a_step_taking_the_lock_on_a_changed_ledger_writes_nothing(h: &impl 
     assert!(snapshot.attempts_started.is_empty(), "no attempt noted");
     // Planned again on what is there, the take succeeds.
     let step = StepWrite {
-        lock: LockStep::Take {
-            holder: "runner-a",
-            ttl: Duration::from_secs(60),
-            revision: snapshot.revision.as_deref(),
-        },
+        lock: runner_a_takes(snapshot.revision.as_deref()),
         ..step
     };
     let lease = a.write_step(&step).await.unwrap().lease.unwrap();

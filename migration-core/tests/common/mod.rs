@@ -6,6 +6,16 @@
 
 use std::path::Path;
 
+/// The one problem generation refuses `history` for (it must refuse it, for exactly one).
+#[track_caller]
+pub fn the_generate_problem(
+    history: &migration_core::ReleaseHistory,
+) -> migration_core::generate::GenerateProblem {
+    let mut problems = migration_core::generate(history).unwrap_err().problems;
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    problems.remove(0)
+}
+
 /// Records one reliability figure: `target/tmp/reliability/<suite>--<name>.txt`.
 /// `.ci/run` prints them all at the end of a CI run.
 pub fn figure(suite: &str, name: &str, text: &str) {

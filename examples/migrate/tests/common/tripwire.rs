@@ -59,7 +59,7 @@ impl Scratch {
         ] {
             std::fs::create_dir_all(s.path().join(d)).unwrap();
         }
-        super::empty_file_ledger(&s.path().join("ledger.json"));
+        super::empty_file_ledger(&s.ledger_path());
         s
     }
 
@@ -152,9 +152,14 @@ impl Scratch {
         super::json(&["status", "--ledger", &self.ledger()]).1
     }
 
+    /// This world's file ledger.
+    pub fn ledger_path(&self) -> PathBuf {
+        self.path().join("ledger.json")
+    }
+
     /// The `--ledger` spec of this world's file ledger.
     pub fn ledger(&self) -> String {
-        super::file_spec(&self.path().join("ledger.json"))
+        super::file_spec(&self.ledger_path())
     }
 
     pub fn entries(&self) -> Vec<serde_json::Value> {
@@ -162,9 +167,10 @@ impl Scratch {
     }
 
     pub fn entry(&self, slug: &str) -> serde_json::Value {
-        super::by_slug(&self.status()["entries"], slug)
+        let status = self.status();
+        super::by_slug(&status["entries"], slug)
             .cloned()
-            .unwrap_or_else(|| panic!("no entry for {slug}"))
+            .unwrap_or_else(|| panic!("no entry for {slug}: {status}"))
     }
 
     pub fn calls(&self) -> Vec<String> {

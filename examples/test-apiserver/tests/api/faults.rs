@@ -2,6 +2,13 @@
 
 use super::*;
 
+/// Makes the next `verb` request to ConfigMaps (that one only) meet `fault`.
+fn inject_once(server: &TestApiServer, verb: Verb, fault: impl FnOnce(FaultRule) -> FaultRule) {
+    server
+        .faults()
+        .inject(fault(FaultRule::on(verb, "configmaps").once()));
+}
+
 #[tokio::test]
 async fn fault_on_the_nth_call_only() {
     let (server, api) = served().await;
@@ -32,16 +39,8 @@ async fn fault_on_the_nth_call_only() {
 #[tokio::test]
 async fn fault_500_and_422_reach_the_client() {
     let (server, api) = served().await;
-    server.faults().inject(
-        FaultRule::on(Verb::Create, "configmaps")
-            .once()
-            .respond(500, "InternalError"),
-    );
-    server.faults().inject(
-        FaultRule::on(Verb::Create, "configmaps")
-            .once()
-            .respond(422, "Invalid"),
-    );
+    inject_once(&server, Verb::Create, |r| r.respond(500, "InternalError"));
+    inject_once(&server, Verb::Create, |r| r.respond(422, "Invalid"));
     // Rules fire in injection order; the second create meets the second rule.
     assert_eq!(
         status(api.create(&PostParams::default(), &cm("a", &[])).await).code,
@@ -79,16 +78,10 @@ async fn fault_429_and_503_are_visible_without_client_retries() {
     let mut config = server.config();
     config.default_retry = false;
     let api = cms(&Client::try_from(config).unwrap());
-    server.faults().inject(
-        FaultRule::on(Verb::List, "configmaps")
-            .once()
-            .too_many_requests(7),
-    );
-    server.faults().inject(
-        FaultRule::on(Verb::List, "configmaps")
-            .once()
-            .respond(503, "ServiceUnavailable"),
-    );
+    inject_once(&server, Verb::List, |r| r.too_many_requests(7));
+    inject_once(&server, Verb::List, |r| {
+        r.respond(503, "ServiceUnavailable")
+    });
     let st = status(api.list(&ListParams::default()).await);
     assert_eq!((st.code, st.reason.as_str()), (429, "TooManyRequests"));
     assert_eq!(st.details.unwrap().retry_after_seconds, 7);
@@ -103,11 +96,9 @@ async fn fault_delay_provokes_a_client_timeout_and_still_applies() {
     let mut config = server.config();
     config.read_timeout = Some(Duration::from_millis(200));
     let api = cms(&Client::try_from(config).unwrap());
-    server.faults().inject(
-        FaultRule::on(Verb::Create, "configmaps")
-            .once()
-            .delay(Duration::from_millis(600)),
-    );
+    inject_once(&server, Verb::Create, |r| {
+        r.delay(Duration::from_millis(600))
+    });
     let result = api.create(&PostParams::default(), &cm("slow", &[])).await;
     assert!(
         !matches!(result, Ok(_) | Err(Error::Api(_))),
@@ -127,11 +118,9 @@ async fn fault_delay_provokes_a_client_timeout_and_still_applies() {
 #[tokio::test]
 async fn lost_reply_as_500_really_applies_the_write() {
     let (server, api) = served().await;
-    server.faults().inject(
-        FaultRule::on(Verb::Create, "configmaps")
-            .once()
-            .lost_reply(LostReply::InternalError),
-    );
+    inject_once(&server, Verb::Create, |r| {
+        r.lost_reply(LostReply::InternalError)
+    });
     let st = status(
         api.create(&PostParams::default(), &cm("a", &[("k", "v")]))
             .await,
@@ -153,11 +142,9 @@ async fn lost_reply_as_500_really_applies_the_write() {
 async fn lost_reply_as_dropped_connection_really_applies_the_write() {
     let (server, api) = served().await;
     let created = create(&api, &cm("a", &[("k", "1")])).await;
-    server.faults().inject(
-        FaultRule::on(Verb::Patch, "configmaps")
-            .once()
-            .lost_reply(LostReply::DropConnection),
-    );
+    inject_once(&server, Verb::Patch, |r| {
+        r.lost_reply(LostReply::DropConnection)
+    });
     let patch =
         Patch::Merge(json!({"metadata": {"resourceVersion": rv(&created)}, "data": {"k": "2"}}));
     let result = api.patch("a", &PatchParams::default(), &patch).await;
