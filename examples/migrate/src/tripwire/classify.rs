@@ -142,6 +142,69 @@ fn reads_like_error(line: &str) -> bool {
         || lower.starts_with("fatal")
 }
 
+/// What kubectl and helm print for a failed call, by class, in the order
+/// they are tried (the first class with a matching text wins, so a
+/// throttled deadline is `Throttled`, not `Timeout`). A text matches when
+/// the line contains every one of its parts.
+const FAILURES: &[(Class, &[&[&str]])] = &[
+    (
+        Class::Unreachable,
+        &[
+            &["connect: connection refused"],
+            &["The connection to the server", "was refused"],
+            &["connection reset by peer"],
+            &["no such host"],
+            &["no route to host"],
+            &["network is unreachable"],
+            &["http2: client connection lost"],
+            &["Unable to connect to the server: EOF"],
+            &["Unable to connect to the server: dial tcp"],
+        ],
+    ),
+    (
+        Class::Throttled,
+        &[
+            &["context deadline exceeded", "rate limiter"],
+            &["(TooManyRequests)"],
+        ],
+    ),
+    (
+        Class::Timeout,
+        &[
+            &["context deadline exceeded"],
+            &["Client.Timeout exceeded"],
+            &["i/o timeout"],
+            &["TLS handshake timeout"],
+            &["Error from server (Timeout)"],
+            &["Error from server (ServerTimeout)"],
+            &["etcdserver: request timed out"],
+            &["Unable to connect to the server"],
+        ],
+    ),
+    (
+        Class::ServerError,
+        &[
+            &["(InternalError)"],
+            &["(ServiceUnavailable)"],
+            &["etcdserver: leader changed"],
+            &["Internal error occurred"],
+            &["the server is currently unable to handle the request"],
+            &["Error from server (BadGateway)"],
+        ],
+    ),
+    (
+        Class::Unauthorized,
+        &[
+            &["(Unauthorized)"],
+            &["You must be logged in to the server"],
+        ],
+    ),
+    (
+        Class::Forbidden,
+        &[&["(Forbidden)"], &[" is forbidden: User "]],
+    ),
+];
+
 /// The class of one stderr line, or `None` for lines that carry no verdict
 /// (warnings, progress, klog chatter, continuation hints).
 pub fn classify_line(line: &str) -> Option<Class> {
@@ -152,46 +215,12 @@ pub fn classify_line(line: &str) -> Option<Class> {
     let has = |needle: &str| line.contains(needle);
     // Failures first: a line that names both (a NotFound wrapped in a
     // transport error, say) is the failure.
-    if has("connect: connection refused")
-        || (has("The connection to the server") && has("was refused"))
-        || has("connection reset by peer")
-        || has("no such host")
-        || has("no route to host")
-        || has("network is unreachable")
-        || has("http2: client connection lost")
-        || has("Unable to connect to the server: EOF")
-        || has("Unable to connect to the server: dial tcp")
-    {
-        return Some(Class::Unreachable);
-    }
-    if has("context deadline exceeded") && has("rate limiter") || has("(TooManyRequests)") {
-        return Some(Class::Throttled);
-    }
-    if has("context deadline exceeded")
-        || has("Client.Timeout exceeded")
-        || has("i/o timeout")
-        || has("TLS handshake timeout")
-        || has("Error from server (Timeout)")
-        || has("Error from server (ServerTimeout)")
-        || has("etcdserver: request timed out")
-        || has("Unable to connect to the server")
-    {
-        return Some(Class::Timeout);
-    }
-    if has("(InternalError)")
-        || has("(ServiceUnavailable)")
-        || has("etcdserver: leader changed")
-        || has("Internal error occurred")
-        || has("the server is currently unable to handle the request")
-        || has("Error from server (BadGateway)")
-    {
-        return Some(Class::ServerError);
-    }
-    if has("(Unauthorized)") || has("You must be logged in to the server") {
-        return Some(Class::Unauthorized);
-    }
-    if has("(Forbidden)") || has(" is forbidden: User ") {
-        return Some(Class::Forbidden);
+    if let Some((class, _)) = FAILURES.iter().find(|(_, texts)| {
+        texts
+            .iter()
+            .any(|all_of| all_of.iter().all(|needle| has(needle)))
+    }) {
+        return Some(*class);
     }
     if !reads_like_error(line) {
         return None;
