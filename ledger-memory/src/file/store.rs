@@ -7,7 +7,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use migration_core::ledger::{LedgerError, LedgerSnapshot};
+use migration_core::ledger::{LedgerError, LedgerSnapshot, SharedRecordRewritten};
 
 use crate::document::{Change, Object};
 use crate::journal::{self};
@@ -276,6 +276,14 @@ impl FileLedger {
     ) -> Result<Option<LedgerSnapshot>, LedgerError> {
         let target = self.resolve(operation)?;
         let mut handle = self.handle();
+        if handle.sidecar.is_none() && handle.view.is_none() {
+            // Anything but a clean decoding (damage, a file changing under
+            // the read, a rewritten shared record) takes the general path
+            // below, which decides it (under the flock if need be).
+            if let Ok(Ok(snapshot)) = self.decode(&target, operation) {
+                return Ok(snapshot);
+            }
+        }
         self.refresh_to_read(&mut handle, &target, operation)?;
         if handle.sidecar.is_none() {
             // No view is "not read yet": the next call loads the file anew.
@@ -287,6 +295,31 @@ impl FileLedger {
             .as_ref()
             .and_then(|v| v.state.as_ref())
             .map(|o| o.snapshot(self.budget)))
+    }
+
+    /// The snapshot of the file at `target`, decoded as it is replayed
+    /// (see [`journal::Decoding`]): no raw key map and no view are built.
+    /// The inner `Err`: the decoding gave up, the raw data must be decoded.
+    fn decode(
+        &self,
+        target: &Path,
+        operation: &'static str,
+    ) -> Result<Result<Option<LedgerSnapshot>, SharedRecordRewritten>, LedgerError> {
+        let opened = match self.open(target, false, operation) {
+            Err(LedgerError::Permanent { .. }) if !target.exists() => return Ok(Ok(None)),
+            other => other?,
+        };
+        let size = opened
+            .file
+            .metadata()
+            .map_err(|e| self.io_error(operation, "reading", &e))?
+            .len();
+        let mut decoding = journal::Decoding::default();
+        journal::load_into(&opened.file, size, &mut decoding).map_err(|e| match e {
+            journal::LoadError::Io(e) => self.io_error(operation, "reading", &e),
+            journal::LoadError::Corrupt(c) => self.unreadable(target, &c),
+        })?;
+        Ok(decoding.finish(self.budget))
     }
 
     /// One mutation under the flock: `plan` decides against the current
