@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::{AttemptMark, LedgerSnapshot, Record};
 use crate::entry::{Contexts, LedgerEntry};
+use crate::filling::FillingMap;
 use crate::keys::{self, Key};
 use crate::slug::Slug;
 
@@ -37,9 +38,9 @@ enum Pending {
 /// ([`SharedRecordRewritten`]) and the caller decodes the raw data instead.
 #[derive(Debug, Default)]
 pub struct SnapshotBuilder {
-    records: BTreeMap<Slug, Slot>,
+    records: FillingMap<Slug, Slot>,
     /// Count and stored value length of each readable attempt mark.
-    attempts: BTreeMap<Slug, (u32, u32)>,
+    attempts: FillingMap<Slug, (u32, u32)>,
     /// Every other key, raw.
     others: BTreeMap<String, String>,
     contexts: Contexts,
@@ -159,14 +160,13 @@ impl SnapshotBuilder {
         // The rare keys go through the one decoding of raw data (version,
         // unreadable keys in key order, the shared records' problems).
         let mut snapshot = LedgerSnapshot::from_raw_data(others, revision);
-        // Rebuilt whole: maps filled in key order one insert at a time
-        // leave every node half empty.
+        // Collected whole (sorted, then built): full nodes.
         snapshot.attempts_started = attempts
-            .into_iter()
+            .into_unordered()
             .map(|(slug, (count, _))| (slug, count))
             .collect();
         snapshot.records = records
-            .into_iter()
+            .into_unordered()
             .map(|(slug, slot)| {
                 let record = match slot.record {
                     Pending::Decoded(entry) => Record::Entry(entry),
