@@ -45,6 +45,10 @@ pub struct SnapshotBuilder {
     others: BTreeMap<String, String>,
     contexts: Contexts,
     rewritten: Option<String>,
+    /// The slugs of the last two attempt marks stored: this engine writes
+    /// a slug's mark one or two writes before its entry, so the entry
+    /// finds its slug's shared text here without a search.
+    last_marked: [Option<Slug>; 2],
 }
 
 /// A write changed a shared record after entries may have been decoded
@@ -76,9 +80,9 @@ impl SnapshotBuilder {
                     Err(_) => Pending::Deferred(value.into_boxed_str()),
                 };
                 // A slug with an attempt mark shares the mark's copy of its
-                // text, as in `from_raw_data`.
-                let slug = match self.attempts.get_key_value(&slug) {
-                    Some((shared, _)) => shared.clone(),
+                // text, as in `from_raw_data` (`finish` shares the rest).
+                let slug = match self.last_marked.iter().flatten().find(|m| **m == slug) {
+                    Some(shared) => shared.clone(),
                     None => slug,
                 };
                 self.records.insert(
@@ -92,10 +96,8 @@ impl SnapshotBuilder {
             Key::Attempt(Ok(slug)) => match AttemptMark::decode(&key, &value) {
                 Ok(mark) => {
                     self.others.remove(&key);
-                    let slug = match self.records.get_key_value(&slug) {
-                        Some((shared, _)) => shared.clone(),
-                        None => slug,
-                    };
+                    self.last_marked.rotate_left(1);
+                    self.last_marked[1] = Some(slug.clone());
                     self.attempts.insert(slug, (mark.count, len32(&value)));
                 }
                 // Kept raw, so the final decoding reports it unreadable in
@@ -165,9 +167,18 @@ impl SnapshotBuilder {
             .into_unordered()
             .map(|(slug, (count, _))| (slug, count))
             .collect();
+        // Every slug with an attempt mark shares the mark's copy of its
+        // text (one walk of both, in key order).
+        let mut marked = snapshot.attempts_started.keys().peekable();
         snapshot.records = records
-            .into_unordered()
+            .finish()
+            .into_iter()
             .map(|(slug, slot)| {
+                while marked.next_if(|m| **m < slug).is_some() {}
+                let slug = match marked.peek() {
+                    Some(m) if **m == slug => (*m).clone(),
+                    _ => slug,
+                };
                 let record = match slot.record {
                     Pending::Decoded(entry) => Record::Entry(entry),
                     Pending::Deferred(raw) => Record::decoded(LedgerEntry::decode_in(

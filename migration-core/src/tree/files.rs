@@ -136,15 +136,17 @@ impl ScriptSet {
                 return;
             }
         };
-        match self.scripts.get_key_value(&script.slug) {
-            Some((_, first)) => self.problems.push(TreeProblem::DuplicateSlug {
-                first: first.relative_path(),
+        if let Err(script) = self.scripts.insert_new(script.slug.clone(), script) {
+            let first = self
+                .scripts
+                .get_key_value(&script.slug)
+                .map(|(_, first)| first.relative_path())
+                .unwrap_or_default();
+            self.problems.push(TreeProblem::DuplicateSlug {
+                first,
                 second: script.relative_path(),
                 slug: script.slug,
-            }),
-            None => {
-                self.scripts.insert(script.slug.clone(), script);
-            }
+            });
         }
     }
 
