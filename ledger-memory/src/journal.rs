@@ -502,7 +502,11 @@ pub(crate) fn load_into(
                 base += last as u64 + 1;
                 buf.drain(..at + last + 1);
                 at = 0;
-                eof = read_more(&mut file, &mut buf, LOAD_CHUNK_BYTES).map_err(LoadError::Io)?;
+                // Up to the piece's size with what is left of the last
+                // record: the buffer keeps the capacity it has (asking for
+                // a whole piece more would double it).
+                let room = LOAD_CHUNK_BYTES.saturating_sub(buf.len()).max(1);
+                eof = read_more(&mut file, &mut buf, room).map_err(LoadError::Io)?;
             }
             // One record longer than a piece: read the rest at once rather
             // than grow the buffer piece by piece.

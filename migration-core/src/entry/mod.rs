@@ -437,6 +437,18 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_takes_at_most_192_bytes_inline() {
+        // A snapshot holds one per migration (10^5 and more): the unknown
+        // fields, nearly always none, are one pointer (they were a 72-byte
+        // map, and the entry 256 bytes).
+        assert!(
+            std::mem::size_of::<LedgerEntry>() <= 192,
+            "{}",
+            std::mem::size_of::<LedgerEntry>()
+        );
+    }
+
+    #[test]
     fn attempts_defaults_to_zero_when_absent() {
         let entry = LedgerEntry::decode("m.x", r#"{"state":"legacy","at":"2026-08-12T10:04:00Z"}"#)
             .unwrap();
