@@ -410,7 +410,8 @@ struct LegacyObject {
     data: BTreeMap<String, String>,
 }
 
-/// A file's contents, parsed.
+/// A file's contents, parsed (the tests' view of [`load_into`]).
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Parsed {
     pub(crate) state: Option<Object>,
@@ -440,14 +441,9 @@ fn read_more(file: &mut impl Read, buf: &mut Vec<u8>, limit: usize) -> std::io::
     Ok(read < limit)
 }
 
-/// Reads and parses a whole file of `size` bytes (its length when opened;
-/// a guess, the reader's end decides), returning it parsed with the number
-/// of bytes read. A journal is replayed a piece at a time, each piece's
-/// complete records as soon as they are read, so the file's bytes are
-/// never all held beside what they replay into (a record longer than a
-/// piece, such as a large snapshot, is held whole: it is parsed in one
-/// go). Exactly as [`parse`] of the whole file: the same state, the same
-/// errors at the same offsets.
+/// [`load_into`] the ledger object, returned parsed with the number of
+/// bytes read (the tests' view).
+#[cfg(test)]
 pub(crate) fn load(file: impl Read, size: u64) -> Result<(Parsed, u64), LoadError> {
     let mut state = None;
     let (legacy_lock, replayed, len) = load_into(file, size, &mut state)?;
@@ -459,8 +455,15 @@ pub(crate) fn load(file: impl Read, size: u64) -> Result<(Parsed, u64), LoadErro
     Ok((parsed, len))
 }
 
-/// [`load`] into any [`Target`]: the lock of a whole-document (v1) file,
-/// how far the records go, and the number of bytes read.
+/// Reads and replays a whole file of `size` bytes (its length when opened;
+/// a guess, the reader's end decides) into `state`, returning the lock of a
+/// whole-document (v1) file, how far the records go and the number of
+/// bytes read. A journal is replayed a piece at a time, each piece's
+/// complete records as soon as they are read, so the file's bytes are
+/// never all held beside what they replay into (a record longer than a
+/// piece, such as a large snapshot, is held whole: it is parsed in one
+/// go). Exactly as [`parse`] of the whole file: the same state, the same
+/// errors at the same offsets.
 pub(crate) fn load_into(
     mut file: impl Read,
     size: u64,

@@ -14,6 +14,17 @@ use crate::journal::{self};
 
 use super::*;
 
+/// A file opened and replayed ([`FileLedger::replay_file`]).
+struct ReplayedFile {
+    opened: Opened,
+    /// `Some` for a whole-document (v1) file: the lock it carries.
+    legacy_lock: Option<LockState>,
+    /// How far the records go.
+    records: journal::Replayed,
+    /// Bytes read.
+    len: u64,
+}
+
 impl FileLedger {
     /// Opens (once) and locks the sidecar of `target`.
     pub(super) fn flock<'s>(
@@ -204,10 +215,35 @@ impl FileLedger {
         write: bool,
         operation: &'static str,
     ) -> Result<View, LedgerError> {
+        let mut state = None;
+        let Some(replayed) = self.replay_file(target, write, operation, &mut state)? else {
+            return Ok(View::absent(target));
+        };
+        if let Some(object) = state.as_mut() {
+            object.refill();
+        }
+        Ok(View {
+            target: target.to_path_buf(),
+            file: Some(replayed.opened),
+            legacy_lock: replayed.legacy_lock,
+            state,
+            end: replayed.records.end,
+            torn: replayed.records.torn,
+            len: replayed.len,
+        })
+    }
+
+    /// Opens the file at `target` and replays it into `state`; `None` when
+    /// there is no file.
+    fn replay_file(
+        &self,
+        target: &Path,
+        write: bool,
+        operation: &'static str,
+        state: &mut impl journal::Target,
+    ) -> Result<Option<ReplayedFile>, LedgerError> {
         let opened = match self.open(target, write, operation) {
-            Err(LedgerError::Permanent { .. }) if !target.exists() => {
-                return Ok(View::absent(target));
-            }
+            Err(LedgerError::Permanent { .. }) if !target.exists() => return Ok(None),
             other => other?,
         };
         let size = opened
@@ -215,22 +251,17 @@ impl FileLedger {
             .metadata()
             .map_err(|e| self.io_error(operation, "reading", &e))?
             .len();
-        let (mut parsed, len) = journal::load(&opened.file, size).map_err(|e| match e {
-            journal::LoadError::Io(e) => self.io_error(operation, "reading", &e),
-            journal::LoadError::Corrupt(c) => self.unreadable(target, &c),
-        })?;
-        if let Some(object) = parsed.state.as_mut() {
-            object.refill();
-        }
-        Ok(View {
-            target: target.to_path_buf(),
-            file: Some(opened),
-            legacy_lock: parsed.legacy_lock,
-            state: parsed.state,
-            end: parsed.replayed.end,
-            torn: parsed.replayed.torn,
+        let (legacy_lock, records, len) =
+            journal::load_into(&opened.file, size, state).map_err(|e| match e {
+                journal::LoadError::Io(e) => self.io_error(operation, "reading", &e),
+                journal::LoadError::Corrupt(c) => self.unreadable(target, &c),
+            })?;
+        Ok(Some(ReplayedFile {
+            opened,
+            legacy_lock,
+            records,
             len,
-        })
+        }))
     }
 
     /// Brings the view up to date for a read. A read takes no lock; damage
@@ -305,20 +336,13 @@ impl FileLedger {
         target: &Path,
         operation: &'static str,
     ) -> Result<Result<Option<LedgerSnapshot>, SharedRecordRewritten>, LedgerError> {
-        let opened = match self.open(target, false, operation) {
-            Err(LedgerError::Permanent { .. }) if !target.exists() => return Ok(Ok(None)),
-            other => other?,
-        };
-        let size = opened
-            .file
-            .metadata()
-            .map_err(|e| self.io_error(operation, "reading", &e))?
-            .len();
         let mut decoding = journal::Decoding::default();
-        journal::load_into(&opened.file, size, &mut decoding).map_err(|e| match e {
-            journal::LoadError::Io(e) => self.io_error(operation, "reading", &e),
-            journal::LoadError::Corrupt(c) => self.unreadable(target, &c),
-        })?;
+        if self
+            .replay_file(target, false, operation, &mut decoding)?
+            .is_none()
+        {
+            return Ok(Ok(None));
+        }
         Ok(decoding.finish(self.budget))
     }
 

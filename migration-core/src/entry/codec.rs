@@ -150,7 +150,7 @@ impl Fields {
             attempts,
             reason,
             message,
-            extra: extra.into(),
+            extra,
         })
     }
 
