@@ -297,10 +297,12 @@ impl FileLedger {
 
     /// The snapshot a read returns. A handle that has never taken the
     /// flock (it has only read: `plan`, `status`) keeps nothing for a next
-    /// call: it hands the replayed keys to the snapshot, which frees each
-    /// as it decodes it, so a large ledger's raw data and its snapshot are
-    /// never held whole at once. A handle that locks or writes (a run)
-    /// keeps them, and its next call reads only what was appended since.
+    /// call: it decodes the records into the snapshot as they are replayed
+    /// ([`Self::decode`]), so a large ledger's raw data is never held; only
+    /// when that gives up, or finds damage, does it replay the raw keys and
+    /// hand them to the snapshot, which frees each as it decodes it. A
+    /// handle that locks or writes (a run) keeps the raw keys, and its next
+    /// call reads only what was appended since.
     pub(super) fn read_snapshot(
         &self,
         operation: &'static str,
