@@ -38,6 +38,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Read;
 
+use migration_core::ledger::{LedgerSnapshot, SharedRecordRewritten, SnapshotBuilder, Usage};
 use serde::{Deserialize, Serialize};
 
 use crate::document::{Change, LockState, Object};
@@ -206,13 +207,93 @@ pub(crate) struct Replayed {
     pub(crate) torn: u64,
 }
 
+/// What a replay builds: the ledger object with its raw keys (what a
+/// writer keeps), or a snapshot decoded as the records go by (what a
+/// read-only handle returns, [`Decoding`]).
+pub(crate) trait Target {
+    /// The revision stored so far; `None` before the snapshot record.
+    fn revision(&self) -> Option<u64>;
+    /// The snapshot record: the object holds exactly `data` at `revision`.
+    fn snapshot(&mut self, revision: u64, data: BTreeMap<String, String>);
+    /// A later record: `data` is stored, the object moves to `revision`.
+    fn put(&mut self, revision: u64, data: BTreeMap<String, String>);
+}
+
+impl Target for Option<Object> {
+    fn revision(&self) -> Option<u64> {
+        self.as_ref().map(Object::revision)
+    }
+
+    fn snapshot(&mut self, revision: u64, data: BTreeMap<String, String>) {
+        *self = Some(Object::new(revision, data));
+    }
+
+    fn put(&mut self, revision: u64, data: BTreeMap<String, String>) {
+        Change::Put {
+            revision,
+            puts: data.into_iter().collect(),
+        }
+        .apply(self);
+    }
+}
+
+/// A replay straight into a snapshot: no raw key map is kept, each value
+/// is decoded (and freed) as its record is replayed.
+#[derive(Debug, Default)]
+pub(crate) struct Decoding {
+    revision: Option<u64>,
+    builder: SnapshotBuilder,
+}
+
+impl Decoding {
+    /// The snapshot of the replayed object (`None`: there is none), its
+    /// usage counted against `budget`; `Err` when the builder gave up (see
+    /// [`SnapshotBuilder`]).
+    pub(crate) fn finish(
+        self,
+        budget: Option<u64>,
+    ) -> Result<Option<LedgerSnapshot>, SharedRecordRewritten> {
+        let Some(revision) = self.revision else {
+            return Ok(None);
+        };
+        let used_bytes = self.builder.bytes();
+        let mut snapshot = self.builder.finish(Some(revision.to_string()))?;
+        snapshot.usage = budget.map(|budget_bytes| Usage {
+            used_bytes,
+            budget_bytes,
+            record_overhead_bytes: 0,
+        });
+        Ok(Some(snapshot))
+    }
+}
+
+impl Target for Decoding {
+    fn revision(&self) -> Option<u64> {
+        self.revision
+    }
+
+    fn snapshot(&mut self, revision: u64, data: BTreeMap<String, String>) {
+        self.revision = Some(revision);
+        for (key, value) in data {
+            self.builder.put(key, value);
+        }
+    }
+
+    fn put(&mut self, revision: u64, data: BTreeMap<String, String>) {
+        self.revision = Some(revision);
+        for (key, value) in data {
+            self.builder.put(key, value);
+        }
+    }
+}
+
 /// Replays the records in `bytes` (which start at file offset `base`) onto
 /// `state`. `expect_snapshot`: the first record must be the `object`
 /// snapshot, and must be whole.
 pub(crate) fn replay(
     bytes: &[u8],
     base: u64,
-    state: &mut Option<Object>,
+    state: &mut impl Target,
     mut expect_snapshot: bool,
 ) -> Result<Replayed, Corrupt> {
     let mut pos = 0usize;
@@ -254,7 +335,7 @@ pub(crate) fn replay(
 fn apply_line(
     line: &[u8],
     offset: u64,
-    state: &mut Option<Object>,
+    state: &mut impl Target,
     snapshot: bool,
 ) -> Result<(), Corrupt> {
     let framed = line.len() > 9 && line[8] == b' ';
@@ -279,9 +360,9 @@ fn apply_line(
     }
     let record: RecordIn = serde_json::from_slice(json)
         .map_err(|e| Corrupt::at(offset, format!("the record does not parse: {e}")))?;
-    match (record.op.as_str(), state.as_ref()) {
+    match (record.op.as_str(), state.revision()) {
         ("object", None) if snapshot => {
-            *state = Some(Object::new(record.rev, record.data));
+            state.snapshot(record.rev, record.data);
             Ok(())
         }
         ("object", _) => Err(Corrupt::at(
@@ -292,20 +373,15 @@ fn apply_line(
             offset,
             "the first record is not the object snapshot",
         )),
-        ("put", Some(object)) if record.rev == object.revision() + 1 => {
-            Change::Put {
-                revision: record.rev,
-                puts: record.data.into_iter().collect(),
-            }
-            .apply(state);
+        ("put", Some(revision)) if record.rev == revision + 1 => {
+            state.put(record.rev, record.data);
             Ok(())
         }
-        ("put", Some(object)) => Err(Corrupt::at(
+        ("put", Some(revision)) => Err(Corrupt::at(
             offset,
             format!(
-                "revision {} does not follow revision {} (a record is missing or repeated)",
+                "revision {} does not follow revision {revision} (a record is missing or repeated)",
                 record.rev,
-                object.revision()
             ),
         )),
         ("put", None) => Err(Corrupt::at(offset, "a put before any snapshot")),
@@ -334,7 +410,8 @@ struct LegacyObject {
     data: BTreeMap<String, String>,
 }
 
-/// A file's contents, parsed.
+/// A file's contents, parsed (the tests' view of [`load_into`]).
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Parsed {
     pub(crate) state: Option<Object>,
@@ -364,15 +441,34 @@ fn read_more(file: &mut impl Read, buf: &mut Vec<u8>, limit: usize) -> std::io::
     Ok(read < limit)
 }
 
-/// Reads and parses a whole file of `size` bytes (its length when opened;
-/// a guess, the reader's end decides), returning it parsed with the number
-/// of bytes read. A journal is replayed a piece at a time, each piece's
+/// [`load_into`] the ledger object, returned parsed with the number of
+/// bytes read (the tests' view).
+#[cfg(test)]
+pub(crate) fn load(file: impl Read, size: u64) -> Result<(Parsed, u64), LoadError> {
+    let mut state = None;
+    let (legacy_lock, replayed, len) = load_into(file, size, &mut state)?;
+    let parsed = Parsed {
+        state,
+        legacy_lock,
+        replayed,
+    };
+    Ok((parsed, len))
+}
+
+/// Reads and replays a whole file of `size` bytes (its length when opened;
+/// a guess, the reader's end decides) into `state`, returning the lock of a
+/// whole-document (v1) file, how far the records go and the number of
+/// bytes read. A journal is replayed a piece at a time, each piece's
 /// complete records as soon as they are read, so the file's bytes are
 /// never all held beside what they replay into (a record longer than a
 /// piece, such as a large snapshot, is held whole: it is parsed in one
 /// go). Exactly as [`parse`] of the whole file: the same state, the same
 /// errors at the same offsets.
-pub(crate) fn load(mut file: impl Read, size: u64) -> Result<(Parsed, u64), LoadError> {
+pub(crate) fn load_into(
+    mut file: impl Read,
+    size: u64,
+    state: &mut impl Target,
+) -> Result<(Option<LockState>, Replayed, u64), LoadError> {
     let mut buf = Vec::new();
     // A small file is read in one piece of its own size (and the read that
     // finds its end).
@@ -386,9 +482,9 @@ pub(crate) fn load(mut file: impl Read, size: u64) -> Result<(Parsed, u64), Load
             file.read_to_end(&mut buf).map_err(LoadError::Io)?;
         }
         let len = buf.len() as u64;
-        return parse(&buf).map(|p| (p, len)).map_err(LoadError::Corrupt);
+        let (legacy_lock, replayed) = parse_into(&buf, state).map_err(LoadError::Corrupt)?;
+        return Ok((legacy_lock, replayed, len));
     }
-    let mut state = None;
     let mut base = TAG.len() as u64;
     // Where in `buf` the bytes at `base` are.
     let mut at = TAG.len();
@@ -397,24 +493,23 @@ pub(crate) fn load(mut file: impl Read, size: u64) -> Result<(Parsed, u64), Load
         let unread = &buf[at..];
         if eof {
             let replayed =
-                replay(unread, base, &mut state, expect_snapshot).map_err(LoadError::Corrupt)?;
+                replay(unread, base, state, expect_snapshot).map_err(LoadError::Corrupt)?;
             let len = base + unread.len() as u64;
-            let parsed = Parsed {
-                state,
-                legacy_lock: None,
-                replayed,
-            };
-            return Ok((parsed, len));
+            return Ok((None, replayed, len));
         }
         match unread.iter().rposition(|&b| b == b'\n') {
             Some(last) => {
-                replay(&unread[..=last], base, &mut state, expect_snapshot)
+                replay(&unread[..=last], base, state, expect_snapshot)
                     .map_err(LoadError::Corrupt)?;
                 expect_snapshot = false;
                 base += last as u64 + 1;
                 buf.drain(..at + last + 1);
                 at = 0;
-                eof = read_more(&mut file, &mut buf, LOAD_CHUNK_BYTES).map_err(LoadError::Io)?;
+                // Up to the piece's size with what is left of the last
+                // record: the buffer keeps the capacity it has (asking for
+                // a whole piece more would double it).
+                let room = LOAD_CHUNK_BYTES.saturating_sub(buf.len()).max(1);
+                eof = read_more(&mut file, &mut buf, room).map_err(LoadError::Io)?;
             }
             // One record longer than a piece: read the rest at once rather
             // than grow the buffer piece by piece.
@@ -426,16 +521,27 @@ pub(crate) fn load(mut file: impl Read, size: u64) -> Result<(Parsed, u64), Load
     }
 }
 
-/// Parses a whole file.
+/// Parses a whole file (the tests' reference for [`load`]).
+#[cfg(test)]
 pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Corrupt> {
+    let mut state = None;
+    let (legacy_lock, replayed) = parse_into(bytes, &mut state)?;
+    Ok(Parsed {
+        state,
+        legacy_lock,
+        replayed,
+    })
+}
+
+/// [`parse`] into any [`Target`]: the lock of a whole-document (v1) file,
+/// and how far the records go.
+fn parse_into(
+    bytes: &[u8],
+    state: &mut impl Target,
+) -> Result<(Option<LockState>, Replayed), Corrupt> {
     if bytes.starts_with(TAG.as_bytes()) {
-        let mut state = None;
-        let replayed = replay(&bytes[TAG.len()..], TAG.len() as u64, &mut state, true)?;
-        return Ok(Parsed {
-            state,
-            legacy_lock: None,
-            replayed,
-        });
+        let replayed = replay(&bytes[TAG.len()..], TAG.len() as u64, state, true)?;
+        return Ok((None, replayed));
     }
     if bytes.starts_with(TAG_PREFIX.as_bytes()) {
         let tag_end = bytes
@@ -471,17 +577,18 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Corrupt> {
             ),
         ));
     }
-    Ok(Parsed {
-        state: doc.ledger.map(|o| Object::new(o.revision, o.data)),
-        legacy_lock: Some(LockState {
-            lock: doc.lock,
-            generation: doc.lock_generation,
-        }),
-        replayed: Replayed {
-            end: bytes.len() as u64,
-            torn: 0,
-        },
-    })
+    if let Some(object) = doc.ledger {
+        state.snapshot(object.revision, object.data);
+    }
+    let legacy_lock = LockState {
+        lock: doc.lock,
+        generation: doc.lock_generation,
+    };
+    let replayed = Replayed {
+        end: bytes.len() as u64,
+        torn: 0,
+    };
+    Ok((Some(legacy_lock), replayed))
 }
 
 /// The integer of a file holding only `{"version": N}` (string or number),

@@ -12,6 +12,9 @@ use async_trait::async_trait;
 
 pub use crate::lock::Lease;
 
+mod builder;
+pub use builder::{SharedRecordRewritten, SnapshotBuilder};
+
 use crate::digest::Sha256Digest;
 use crate::entry::{Contexts, CorruptEntry, LedgerEntry};
 use crate::keys::{self, Key};

@@ -57,10 +57,10 @@ pub const DEFAULT_COMPACT_MIN_BYTES: u64 = 1024 * 1024;
 /// `<file>.lock`, so several processes can share one ledger. A handle that
 /// has locked or written keeps the replayed state and reads only what
 /// other processes appended since (or everything, when a compaction
-/// replaced the file); one that has only read keeps nothing, so that the
-/// raw data and the snapshot decoded from it are not both held (each read
-/// replays the file). Reads take no lock unless they find damage, which
-/// they re-check under it.
+/// replaced the file); one that has only read keeps nothing and never
+/// holds the raw data: it decodes each record into the snapshot as it
+/// replays it (each read replays the file). Reads take no lock unless they
+/// find damage, which they re-check under it.
 ///
 /// **The run lock** lives in the same sidecar, never in the ledger file:
 /// acquire, renew and release rewrite one short checksummed line under the

@@ -7,12 +7,23 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use migration_core::ledger::{LedgerError, LedgerSnapshot};
+use migration_core::ledger::{LedgerError, LedgerSnapshot, SharedRecordRewritten};
 
 use crate::document::{Change, Object};
 use crate::journal::{self};
 
 use super::*;
+
+/// A file opened and replayed ([`FileLedger::replay_file`]).
+struct ReplayedFile {
+    opened: Opened,
+    /// `Some` for a whole-document (v1) file: the lock it carries.
+    legacy_lock: Option<LockState>,
+    /// How far the records go.
+    records: journal::Replayed,
+    /// Bytes read.
+    len: u64,
+}
 
 impl FileLedger {
     /// Opens (once) and locks the sidecar of `target`.
@@ -204,10 +215,35 @@ impl FileLedger {
         write: bool,
         operation: &'static str,
     ) -> Result<View, LedgerError> {
+        let mut state = None;
+        let Some(replayed) = self.replay_file(target, write, operation, &mut state)? else {
+            return Ok(View::absent(target));
+        };
+        if let Some(object) = state.as_mut() {
+            object.refill();
+        }
+        Ok(View {
+            target: target.to_path_buf(),
+            file: Some(replayed.opened),
+            legacy_lock: replayed.legacy_lock,
+            state,
+            end: replayed.records.end,
+            torn: replayed.records.torn,
+            len: replayed.len,
+        })
+    }
+
+    /// Opens the file at `target` and replays it into `state`; `None` when
+    /// there is no file.
+    fn replay_file(
+        &self,
+        target: &Path,
+        write: bool,
+        operation: &'static str,
+        state: &mut impl journal::Target,
+    ) -> Result<Option<ReplayedFile>, LedgerError> {
         let opened = match self.open(target, write, operation) {
-            Err(LedgerError::Permanent { .. }) if !target.exists() => {
-                return Ok(View::absent(target));
-            }
+            Err(LedgerError::Permanent { .. }) if !target.exists() => return Ok(None),
             other => other?,
         };
         let size = opened
@@ -215,22 +251,17 @@ impl FileLedger {
             .metadata()
             .map_err(|e| self.io_error(operation, "reading", &e))?
             .len();
-        let (mut parsed, len) = journal::load(&opened.file, size).map_err(|e| match e {
-            journal::LoadError::Io(e) => self.io_error(operation, "reading", &e),
-            journal::LoadError::Corrupt(c) => self.unreadable(target, &c),
-        })?;
-        if let Some(object) = parsed.state.as_mut() {
-            object.refill();
-        }
-        Ok(View {
-            target: target.to_path_buf(),
-            file: Some(opened),
-            legacy_lock: parsed.legacy_lock,
-            state: parsed.state,
-            end: parsed.replayed.end,
-            torn: parsed.replayed.torn,
+        let (legacy_lock, records, len) =
+            journal::load_into(&opened.file, size, state).map_err(|e| match e {
+                journal::LoadError::Io(e) => self.io_error(operation, "reading", &e),
+                journal::LoadError::Corrupt(c) => self.unreadable(target, &c),
+            })?;
+        Ok(Some(ReplayedFile {
+            opened,
+            legacy_lock,
+            records,
             len,
-        })
+        }))
     }
 
     /// Brings the view up to date for a read. A read takes no lock; damage
@@ -266,16 +297,26 @@ impl FileLedger {
 
     /// The snapshot a read returns. A handle that has never taken the
     /// flock (it has only read: `plan`, `status`) keeps nothing for a next
-    /// call: it hands the replayed keys to the snapshot, which frees each
-    /// as it decodes it, so a large ledger's raw data and its snapshot are
-    /// never held whole at once. A handle that locks or writes (a run)
-    /// keeps them, and its next call reads only what was appended since.
+    /// call: it decodes the records into the snapshot as they are replayed
+    /// ([`Self::decode`]), so a large ledger's raw data is never held; only
+    /// when that gives up, or finds damage, does it replay the raw keys and
+    /// hand them to the snapshot, which frees each as it decodes it. A
+    /// handle that locks or writes (a run) keeps the raw keys, and its next
+    /// call reads only what was appended since.
     pub(super) fn read_snapshot(
         &self,
         operation: &'static str,
     ) -> Result<Option<LedgerSnapshot>, LedgerError> {
         let target = self.resolve(operation)?;
         let mut handle = self.handle();
+        if handle.sidecar.is_none() && handle.view.is_none() {
+            // Anything but a clean decoding (damage, a file changing under
+            // the read, a rewritten shared record) takes the general path
+            // below, which decides it (under the flock if need be).
+            if let Ok(Ok(snapshot)) = self.decode(&target, operation) {
+                return Ok(snapshot);
+            }
+        }
         self.refresh_to_read(&mut handle, &target, operation)?;
         if handle.sidecar.is_none() {
             // No view is "not read yet": the next call loads the file anew.
@@ -287,6 +328,24 @@ impl FileLedger {
             .as_ref()
             .and_then(|v| v.state.as_ref())
             .map(|o| o.snapshot(self.budget)))
+    }
+
+    /// The snapshot of the file at `target`, decoded as it is replayed
+    /// (see [`journal::Decoding`]): no raw key map and no view are built.
+    /// The inner `Err`: the decoding gave up, the raw data must be decoded.
+    fn decode(
+        &self,
+        target: &Path,
+        operation: &'static str,
+    ) -> Result<Result<Option<LedgerSnapshot>, SharedRecordRewritten>, LedgerError> {
+        let mut decoding = journal::Decoding::default();
+        if self
+            .replay_file(target, false, operation, &mut decoding)?
+            .is_none()
+        {
+            return Ok(Ok(None));
+        }
+        Ok(decoding.finish(self.budget))
     }
 
     /// One mutation under the flock: `plan` decides against the current

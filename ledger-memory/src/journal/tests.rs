@@ -54,3 +54,109 @@ fn a_torn_snapshot_is_corrupt_never_absent() {
         assert_eq!(err.offset, TAG.len() as u64, "cut {cut}: {err:?}");
     }
 }
+
+/// A journal that exercises every kind of key: shared records (one with a
+/// base, one unreadable), compact and full entries, an entry replaced, an
+/// entry naming a record that only a later write stores, corrupt values,
+/// attempt marks replaced and corrupted and repaired, a key that is not a
+/// slug's, `version` and another owner's key.
+fn varied_journal() -> Vec<u8> {
+    let ok = |h: &str, c: Option<&str>| match c {
+        Some(c) => format!(r#"{{"s":"ok","t":"2026-12-01T14:50:00Z","h":"{h}","c":"{c}","n":1}}"#),
+        None => format!(r#"{{"state":"ok","at":"2026-12-01T14:50:00Z","sha256":"{h}"}}"#),
+    };
+    let sha = "b8e4fddccbadcafcf5cb86717628d84967bf5293982bcbb837aef9799389a922";
+    let mark = |n: u32| format!(r#"{{"count":{n},"token":"295fc24f40540a05"}}"#);
+    let lib =
+        r#"{"lib_sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}"#;
+    let puts: Vec<Vec<(String, String)>> = vec![
+        vec![("a.one".into(), mark(1))],
+        vec![
+            ("c.1".into(), lib.into()),
+            ("c.2".into(), r#"{"base":"1","batch":"00001-v1"}"#.into()),
+            ("m.one".into(), ok(sha, Some("2"))),
+            ("a.two".into(), mark(1)),
+        ],
+        vec![
+            (
+                "m.two".into(),
+                r#"{"s":"not-yet","t":"2026-12-01T14:50:00Z","n":1}"#.into(),
+            ),
+            ("a.two".into(), mark(2)),
+        ],
+        vec![
+            ("m.two".into(), ok(sha, None)),
+            ("m.three".into(), ok(sha, Some("3"))),
+        ],
+        vec![
+            ("c.3".into(), r#"{"batch":"00002-v2"}"#.into()),
+            ("c.9".into(), "{".into()),
+        ],
+        vec![("m.four".into(), "{".into()), ("a.four".into(), "x".into())],
+        vec![
+            ("a.one".into(), "broken".into()),
+            ("m.Bad_Key".into(), ok(sha, None)),
+        ],
+        vec![("a.four".into(), mark(3)), ("version".into(), "12".into())],
+        vec![
+            ("owner-note".into(), "kept".into()),
+            ("a.Bad".into(), mark(1)),
+        ],
+    ];
+    let mut bytes = TAG.as_bytes().to_vec();
+    bytes.extend(encode_object(&Object::new(1, BTreeMap::new())));
+    for (i, puts) in puts.into_iter().enumerate() {
+        bytes.extend(encode_change(&Change::Put {
+            revision: i as u64 + 2,
+            puts,
+        }));
+    }
+    bytes
+}
+
+#[test]
+fn decoding_while_replaying_gives_the_snapshot_of_the_replayed_object() {
+    let bytes = varied_journal();
+    for budget in [None, Some(1 << 20)] {
+        let (parsed, _) = load(&bytes[..], bytes.len() as u64).unwrap();
+        let object = parsed.state.unwrap();
+        let mut decoding = Decoding::default();
+        let (_, replayed, _) = load_into(&bytes[..], bytes.len() as u64, &mut decoding).unwrap();
+        assert_eq!(replayed, parsed.replayed);
+        let decoded = decoding.finish(budget).unwrap().unwrap();
+        let expected = object.snapshot(budget);
+        assert_eq!(decoded, expected);
+        // What the journal was built to exercise is there.
+        assert_eq!(decoded.records.len(), 4);
+        assert_eq!(decoded.corrupt().count(), 1);
+        assert_eq!(decoded.attempts_started.len(), 2);
+        assert_eq!(decoded.unreadable_keys.len(), 4);
+        assert!(
+            decoded
+                .entry(&migration_core::Slug::parse("three").unwrap())
+                .is_some()
+        );
+    }
+}
+
+#[test]
+fn decoding_gives_up_on_a_shared_record_rewritten_after_entries_named_it() {
+    let mut bytes = varied_journal();
+    let rev = parse(&bytes).unwrap().state.unwrap().revision();
+    bytes.extend(encode_change(&Change::Put {
+        revision: rev + 1,
+        puts: vec![("c.2".into(), r#"{"batch":"other"}"#.into())],
+    }));
+    let mut decoding = Decoding::default();
+    load_into(&bytes[..], bytes.len() as u64, &mut decoding).unwrap();
+    assert_eq!(decoding.finish(None).unwrap_err().id, "2");
+}
+
+#[test]
+fn decoding_an_absent_object_gives_no_snapshot() {
+    let bytes =
+        br#"{"format":"migration-ledger/v1","ledger":null,"lock":null,"lock_generation":0}"#;
+    let mut decoding = Decoding::default();
+    load_into(&bytes[..], bytes.len() as u64, &mut decoding).unwrap();
+    assert_eq!(decoding.finish(None).unwrap(), None);
+}

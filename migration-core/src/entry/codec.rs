@@ -224,7 +224,7 @@ fn finish(parts: Parts) -> Result<LedgerEntry, String> {
         attempts: typed(parts.attempts)?.unwrap_or(0),
         reason,
         message,
-        extra: parts.extra,
+        extra: parts.extra.into(),
     })
 }
 
@@ -415,7 +415,7 @@ impl<'de> Visitor<'de> for FullVisitor {
             attempts: attempts.unwrap_or(0),
             reason,
             message,
-            extra,
+            extra: extra.into(),
         })
     }
 }

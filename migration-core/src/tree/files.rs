@@ -2,12 +2,12 @@
 //! (the disk loader, a git tag's objects, a test) goes through alike.
 
 use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
 use std::path::{Path, PathBuf};
 
 use super::lists::{parse_legacy_map, parse_revoked};
 use super::{LEGACY_MAP_FILE, MigrationsTree, REVOKED_FILE, Script, TreeError, TreeProblem};
 use crate::digest::{LibDigest, Sha256Digest};
+use crate::filling::FillingMap;
 use crate::header::{Tier, parse_header};
 use crate::manifest::Manifest;
 use crate::slug::Slug;
@@ -114,7 +114,8 @@ impl MigrationsTree {
 /// both tiers is a problem; the first one found is kept.
 #[derive(Debug, Default)]
 pub(super) struct ScriptSet {
-    scripts: BTreeMap<Slug, Script>,
+    /// Filled in name order, its nodes kept full as it grows.
+    scripts: FillingMap<Slug, Script>,
     problems: Vec<TreeProblem>,
 }
 
@@ -135,36 +136,24 @@ impl ScriptSet {
                 return;
             }
         };
-        match self.scripts.entry(script.slug.clone()) {
-            Entry::Occupied(first) => self.problems.push(TreeProblem::DuplicateSlug {
-                first: first.get().relative_path(),
+        if let Err(script) = self.scripts.insert_new(script.slug.clone(), script) {
+            let first = self
+                .scripts
+                .get_key_value(&script.slug)
+                .map(|(_, first)| first.relative_path())
+                .unwrap_or_default();
+            self.problems.push(TreeProblem::DuplicateSlug {
+                first,
                 second: script.relative_path(),
                 slug: script.slug,
-            }),
-            Entry::Vacant(slot) => {
-                slot.insert(script);
-            }
+            });
         }
     }
 
     /// The scripts, and the problems found in them.
     pub(super) fn finish(self) -> (BTreeMap<Slug, Script>, Vec<TreeProblem>) {
-        (compact(self.scripts), self.problems)
+        (self.scripts.finish(), self.problems)
     }
-}
-
-/// `map` with its nodes full. Inserting in ascending order, as the loader
-/// does, splits every full node into a half-full one that is never filled
-/// again: nearly twice the memory a large tree needs. `append` into a
-/// non-empty map rebuilds both from their sorted entries into full nodes,
-/// freeing the old nodes as it goes.
-fn compact<K: Ord, V>(mut map: BTreeMap<K, V>) -> BTreeMap<K, V> {
-    let Some(first) = map.pop_first() else {
-        return map;
-    };
-    let mut full = BTreeMap::from([first]);
-    full.append(&mut map);
-    full
 }
 
 /// A script that requires itself, a pre-apply script requiring a
