@@ -10,9 +10,9 @@ use super::{Colour, counted, paint, paint_line, table};
 
 /// A seeded entry in the plan document.
 #[derive(Debug, Serialize)]
-pub struct SeedView {
+pub struct SeedView<'a> {
     /// The slug.
-    pub slug: String,
+    pub slug: &'a str,
     /// `fresh-install`, `legacy` or `revoked`.
     pub kind: &'static str,
     /// The state written.
@@ -33,9 +33,9 @@ pub struct UnmetView {
 
 /// A pending migration in the plan document.
 #[derive(Debug, Serialize)]
-pub struct PendingView {
+pub struct PendingView<'a> {
     /// The slug.
-    pub slug: String,
+    pub slug: &'a str,
     /// Its tier.
     pub tier: &'static str,
     /// Its failure policy.
@@ -60,9 +60,9 @@ pub struct PendingView {
 
 /// A skipped manifest slug.
 #[derive(Debug, Serialize)]
-pub struct SkippedView {
+pub struct SkippedView<'a> {
     /// The slug.
-    pub slug: String,
+    pub slug: &'a str,
     /// `recorded`, `revoked`, `retired` or `other-tier`.
     pub reason: &'static str,
     /// The recorded state, for `recorded`.
@@ -70,9 +70,10 @@ pub struct SkippedView {
     pub state: Option<&'static str>,
 }
 
-/// The `plan` document.
+/// The `plan` document, borrowing the plan's slugs (a plan of 10^5
+/// scripts would otherwise hold every skipped name twice).
 #[derive(Debug, Serialize)]
-pub struct PlanView {
+pub struct PlanView<'a> {
     /// The ledger described.
     pub ledger: String,
     /// `pre-apply`, `background` or `all`.
@@ -84,20 +85,20 @@ pub struct PlanView {
     /// Why this is a fresh install (`null` when it is not).
     pub fresh_install_reason: Option<String>,
     /// Entries written before anything runs.
-    pub seed: Vec<SeedView>,
+    pub seed: Vec<SeedView<'a>>,
     /// Migrations that run, in order.
-    pub pending: Vec<PendingView>,
+    pub pending: Vec<PendingView<'a>>,
     /// Manifest slugs that do not run, and why.
-    pub skipped: Vec<SkippedView>,
+    pub skipped: Vec<SkippedView<'a>>,
     /// Recorded slugs whose script changed since.
     pub checksum_mismatches: Vec<ChecksumMismatch>,
     /// Non-fatal observations.
     pub warnings: Vec<String>,
 }
 
-impl PlanView {
+impl<'a> PlanView<'a> {
     /// Builds the document from a plan.
-    pub fn new(plan: &Plan, ledger: &str) -> Self {
+    pub fn new(plan: &'a Plan, ledger: &str) -> Self {
         PlanView {
             ledger: ledger.to_owned(),
             tier: plan.request.tiers.to_string(),
@@ -110,7 +111,7 @@ impl PlanView {
                 .seed
                 .iter()
                 .map(|s| SeedView {
-                    slug: s.slug.to_string(),
+                    slug: s.slug.as_str(),
                     kind: match s.kind {
                         SeedKind::FreshInstall => "fresh-install",
                         SeedKind::Legacy => "legacy",
@@ -123,7 +124,7 @@ impl PlanView {
                 .pending
                 .iter()
                 .map(|p| PendingView {
-                    slug: p.slug.to_string(),
+                    slug: p.slug.as_str(),
                     tier: p.tier.as_str(),
                     on_error: p.on_error.as_str(),
                     batch: p.batch.clone(),
@@ -158,7 +159,7 @@ impl PlanView {
                         SkipReason::OtherTier(_) => ("other-tier", None),
                     };
                     SkippedView {
-                        slug: s.slug.to_string(),
+                        slug: s.slug.as_str(),
                         reason,
                         state,
                     }
@@ -176,8 +177,14 @@ impl PlanView {
         &mut self,
         started: &std::collections::BTreeMap<migration_core::Slug, u32>,
     ) {
+        // One pass over each side: the pending list and the marks can both
+        // run to the whole tree, and a search per pending slug was quadratic.
+        let started: std::collections::HashMap<&str, u32> = started
+            .iter()
+            .map(|(slug, count)| (slug.as_str(), *count))
+            .collect();
         for p in &mut self.pending {
-            if let Some((_, count)) = started.iter().find(|(slug, _)| slug.as_str() == p.slug) {
+            if let Some(count) = started.get(p.slug) {
                 p.attempts_before = p.attempts_before.max(*count);
             }
         }
@@ -224,7 +231,7 @@ impl PlanView {
             let rows = self.pending.iter().enumerate().map(|(i, p)| {
                 vec![
                     format!("  {}.", i + 1),
-                    p.slug.clone(),
+                    p.slug.to_owned(),
                     p.tier.to_owned(),
                     p.on_error.to_owned(),
                     p.batch.clone(),
@@ -274,7 +281,7 @@ impl PlanView {
     }
 }
 
-impl PendingView {
+impl PendingView<'_> {
     /// The last column of its row in the text plan: what it requires, or
     /// why it is blocked, and how often it ran before.
     fn note(&self, colour: bool) -> String {
