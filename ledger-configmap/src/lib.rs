@@ -338,26 +338,6 @@ impl ConditionalObject for Conditional<'_> {
     }
 }
 
-/// Refuses a write that names a slug twice (which of the two would be the
-/// truth?).
-fn check_unique(
-    ledger: &str,
-    operation: &'static str,
-    entries: &[(Slug, LedgerEntry)],
-) -> Result<(), LedgerError> {
-    let mut seen = std::collections::HashSet::new();
-    for (slug, _) in entries {
-        if !seen.insert(slug) {
-            return Err(LedgerError::Permanent {
-                ledger: ledger.to_owned(),
-                operation,
-                message: format!("slug '{slug}' appears twice in one write"),
-            });
-        }
-    }
-    Ok(())
-}
-
 /// Adds `entry` to `writes` under `key`, with the shared record it names
 /// when `contexts` (the object being changed) does not hold it yet.
 fn put_entry(
@@ -401,7 +381,7 @@ impl Ledger for ConfigMapLedger {
 
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
         const OP: &str = "create";
-        check_unique(&self.description, OP, entries)?;
+        migration_core::ledger::refuse_repeated_slugs(&self.description, OP, entries)?;
         let mut contexts = ContextIndex::default();
         let mut data = BTreeMap::new();
         for (slug, entry) in entries {
@@ -449,7 +429,7 @@ impl Ledger for ConfigMapLedger {
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
         const OP: &str = "write";
-        check_unique(&self.description, OP, entries)?;
+        migration_core::ledger::refuse_repeated_slugs(&self.description, OP, entries)?;
         let keyed: Vec<(&Slug, String, &LedgerEntry)> = entries
             .iter()
             .map(|(slug, entry)| (slug, keys::entry_key(slug), entry))
@@ -510,7 +490,7 @@ impl Ledger for ConfigMapLedger {
     /// (CONTRACT.md §5.5).
     async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
         const OP: &str = "write step";
-        check_unique(&self.description, OP, step.records)?;
+        migration_core::ledger::refuse_repeated_slugs(&self.description, OP, step.records)?;
         if let LockStep::Take { holder, .. } = step.lock {
             self.older_runners.refuse_if_held_by_another(holder).await?;
         }

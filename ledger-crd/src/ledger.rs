@@ -1,7 +1,6 @@
 //! The ledger handle: what it holds, how an engine write becomes one
 //! conditional status write, and the [`Ledger`] and [`Lock`] implementations.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -214,29 +213,6 @@ impl ConditionalObject for Conditional<'_> {
     }
 }
 
-/// Refuses a call that names a slug twice (which of the two would be the
-/// truth?), naming its key.
-pub(crate) fn check_unique(
-    ledger: &str,
-    operation: &'static str,
-    entries: &[(Slug, LedgerEntry)],
-) -> Result<(), LedgerError> {
-    let mut seen = HashSet::new();
-    for (slug, _) in entries {
-        if !seen.insert(slug) {
-            return Err(LedgerError::Permanent {
-                ledger: ledger.to_owned(),
-                operation,
-                message: format!(
-                    "key {}: slug '{slug}' appears twice in one write",
-                    keys::entry_key(slug)
-                ),
-            });
-        }
-    }
-    Ok(())
-}
-
 /// Adds `entry` to `write` as the JSON value to store under its slug, with
 /// the shared record it names when `index` (the object being changed) does
 /// not hold it yet.
@@ -273,7 +249,7 @@ pub(crate) fn seed_write(
     operation: &'static str,
     entries: &[(Slug, LedgerEntry)],
 ) -> Result<StatusWrite, LedgerError> {
-    check_unique(ledger, operation, entries)?;
+    migration_core::ledger::refuse_repeated_slugs(ledger, operation, entries)?;
     let mut write = StatusWrite::default();
     let mut index = ContextIndex::default();
     for (slug, entry) in entries {
@@ -320,7 +296,7 @@ impl Ledger for CrdLedger {
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
         const OP: &str = "write";
-        check_unique(&self.description, OP, entries)?;
+        migration_core::ledger::refuse_repeated_slugs(&self.description, OP, entries)?;
         self.update_status(OP, |view| {
             let stored = view.entries();
             // Shared records are filed against exactly the object this

@@ -183,7 +183,7 @@ impl Change {
 
 /// The keys that store `entries`: each entry's key and value, and the
 /// shared records new to `contexts`, planned in `placement`. A slug named
-/// twice is refused (which of the two would be the truth?). `write` decides
+/// twice is refused ([`migration_core::ledger::refuse_repeated_slugs`]). `write` decides
 /// per entry whether it is stored at all.
 fn encode_all(
     name: &str,
@@ -192,16 +192,9 @@ fn encode_all(
     placement: &mut Placement<'_>,
     mut write: impl FnMut(&Slug, &str) -> bool,
 ) -> Result<Vec<(String, String)>, LedgerError> {
-    let mut seen = std::collections::HashSet::new();
+    migration_core::ledger::refuse_repeated_slugs(name, operation, entries)?;
     let mut out = Vec::with_capacity(entries.len());
     for (slug, entry) in entries {
-        if !seen.insert(slug) {
-            return Err(LedgerError::Permanent {
-                ledger: name.to_owned(),
-                operation,
-                message: format!("slug '{slug}' appears twice in one write"),
-            });
-        }
         let key = keys::entry_key(slug);
         if !write(slug, &key) {
             continue;

@@ -40,6 +40,30 @@ pub struct AttemptMark {
     pub token: String,
 }
 
+/// Refuses a write that names one slug twice, before anything is stored:
+/// which of the two entries would be the truth? Every backend calls this
+/// first in [`Ledger::create`], [`Ledger::write`] and
+/// [`Ledger::write_step`], so the refusal and its message are the same
+/// everywhere: [`LedgerError::Permanent`] naming the slug's key.
+pub fn refuse_repeated_slugs(
+    ledger: &str,
+    operation: &'static str,
+    entries: &[(Slug, LedgerEntry)],
+) -> Result<(), LedgerError> {
+    let mut seen = std::collections::HashSet::with_capacity(entries.len());
+    match entries.iter().find(|(slug, _)| !seen.insert(slug)) {
+        None => Ok(()),
+        Some((slug, _)) => Err(LedgerError::Permanent {
+            ledger: ledger.to_owned(),
+            operation,
+            message: format!(
+                "key {}: slug '{slug}' appears twice in one write",
+                keys::entry_key(slug)
+            ),
+        }),
+    }
+}
+
 /// The hex digits of a token's SHA-256 an attempt mark keeps.
 pub const FINGERPRINT_HEX_DIGITS: usize = 16;
 
@@ -465,7 +489,8 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     /// Creates the ledger object holding exactly `entries`, in one write.
     ///
     /// If the object already exists, returns [`LedgerError::AlreadyExists`]
-    /// and changes nothing: creation never overwrites. Slugs must be unique.
+    /// and changes nothing: creation never overwrites. A slug named twice is
+    /// refused ([`refuse_repeated_slugs`]) and nothing is written.
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError>;
 
     /// Writes `entries` into the existing ledger, atomically.

@@ -223,6 +223,36 @@ pub async fn only_if_absent_never_overwrites_a_corrupt_value(h: &impl Harness) {
     );
 }
 
+pub async fn a_write_naming_a_slug_twice_is_refused_naming_its_key_and_stores_nothing(
+    h: &impl Harness,
+) {
+    let ledger = h.ledger().await;
+    let mut twice = entries(0..3, EntryState::Ok);
+    twice.push((slug(1), sample_entry(EntryState::Failed, 1)));
+    let refused = |err: LedgerError, what: &str| {
+        assert!(
+            matches!(&err, LedgerError::Permanent { message, .. }
+                if message.contains("m.s-1") && message.contains("appears twice")),
+            "{what}: got {err:?}"
+        );
+    };
+    refused(ledger.create(&twice).await.unwrap_err(), "create");
+    assert_absent(&*ledger, "a refused create must not create the ledger").await;
+    ledger.create(&entries(5..6, EntryState::Ok)).await.unwrap();
+    for mode in [WriteMode::OnlyIfAbsent, WriteMode::Replace] {
+        refused(
+            ledger.write(&twice, mode).await.unwrap_err(),
+            &format!("{mode:?}"),
+        );
+    }
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert_eq!(
+        snapshot.records.keys().cloned().collect::<Vec<_>>(),
+        vec![slug(5)],
+        "a refused write must store none of its entries"
+    );
+}
+
 pub async fn replace_overwrites(h: &impl Harness) {
     let ledger = h.ledger().await;
     ledger.create(&entries(0..2, EntryState::Ok)).await.unwrap();
@@ -545,6 +575,7 @@ macro_rules! ledger_conformance_tests {
             write_to_absent_ledger_is_not_found,
             only_if_absent_skips_existing_keys_and_reports_them,
             only_if_absent_never_overwrites_a_corrupt_value,
+            a_write_naming_a_slug_twice_is_refused_naming_its_key_and_stores_nothing,
             replace_overwrites,
             corrupt_values_read_as_corrupt_naming_the_key,
             version_key_is_read_and_never_written,
