@@ -87,6 +87,23 @@ impl Object {
         })
     }
 
+    /// Refuses `puts` as "ledger full" when they would take the object
+    /// above `budget` (bytes; `None` is unbounded).
+    fn check_room_for(
+        &self,
+        name: &str,
+        budget: Option<u64>,
+        puts: &[(String, String)],
+    ) -> Result<(), LedgerError> {
+        check_budget(
+            name,
+            budget,
+            self.bytes,
+            self.bytes_after(puts),
+            self.entries,
+        )
+    }
+
     fn insert(&mut self, key: String, value: String) {
         let added = key_size(&key, &value);
         let value_len = value.len() as u64;
@@ -299,13 +316,7 @@ pub(crate) fn plan_write(
             }
         },
     )?;
-    check_budget(
-        name,
-        budget,
-        object.bytes,
-        object.bytes_after(&puts),
-        object.entries,
-    )?;
+    object.check_room_for(name, budget, &puts)?;
     let change = (!puts.is_empty()).then(|| Change::Put {
         revision: object.revision + 1,
         puts,
@@ -385,13 +396,7 @@ pub(crate) fn plan_step(
     let Some(object) = current.filter(|_| !puts.is_empty()) else {
         return Ok((count, None));
     };
-    check_budget(
-        name,
-        budget,
-        object.bytes,
-        object.bytes_after(&puts),
-        object.entries,
-    )?;
+    object.check_room_for(name, budget, &puts)?;
     Ok((
         count,
         Some(Change::Put {

@@ -9,7 +9,7 @@ use migration_core::lock::Lock;
 use migration_core::{Clock, LedgerEntry, Slug, SystemClock};
 
 use crate::DEFAULT_BUDGET_BYTES;
-use crate::document::{self, LockState, Object};
+use crate::document::{self, Change, LockState, Object};
 
 /// A ledger held in memory. Clones share the same storage, like two clients
 /// of one API server, so tests can race handles against each other.
@@ -80,6 +80,24 @@ impl MemoryLedger {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Plans a mutation against the object under the lock and applies it
+    /// there, so a planned change never meets a state it was not planned on.
+    fn change<T>(
+        &self,
+        plan: impl FnOnce(
+            &str,
+            Option<u64>,
+            Option<&Object>,
+        ) -> Result<(T, Option<Change>), LedgerError>,
+    ) -> Result<T, LedgerError> {
+        let mut doc = self.doc();
+        let (out, change) = plan(&self.shared.name, self.shared.budget, doc.ledger.as_ref())?;
+        if let Some(change) = change {
+            change.apply(&mut doc.ledger);
+        }
+        Ok(out)
+    }
+
     /// Stores `value` under `key` verbatim, creating the ledger object if it
     /// is absent. For tests: plants corrupt values or the `version` key.
     pub fn put_raw(&self, key: &str, value: &str) {
@@ -116,15 +134,9 @@ impl Ledger for MemoryLedger {
     }
 
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
-        let mut doc = self.doc();
-        let change = document::plan_create(
-            &self.shared.name,
-            self.shared.budget,
-            doc.ledger.as_ref(),
-            entries,
-        )?;
-        change.apply(&mut doc.ledger);
-        Ok(())
+        self.change(|name, budget, current| {
+            document::plan_create(name, budget, current, entries).map(|change| ((), Some(change)))
+        })
     }
 
     async fn write(
@@ -132,34 +144,15 @@ impl Ledger for MemoryLedger {
         entries: &[(Slug, LedgerEntry)],
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
-        let mut doc = self.doc();
-        let (report, change) = document::plan_write(
-            &self.shared.name,
-            self.shared.budget,
-            doc.ledger.as_ref(),
-            entries,
-            mode,
-        )?;
-        if let Some(change) = change {
-            change.apply(&mut doc.ledger);
-        }
-        Ok(report)
+        self.change(|name, budget, current| {
+            document::plan_write(name, budget, current, entries, mode)
+        })
     }
 
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
-        let mut doc = self.doc();
-        let (count, change) = document::plan_note_attempt(
-            &self.shared.name,
-            self.shared.budget,
-            doc.ledger.as_ref(),
-            slug,
-            token,
-            floor,
-        )?;
-        if let Some(change) = change {
-            change.apply(&mut doc.ledger);
-        }
-        Ok(count)
+        self.change(|name, budget, current| {
+            document::plan_note_attempt(name, budget, current, slug, token, floor)
+        })
     }
 }
 
