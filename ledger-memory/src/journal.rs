@@ -65,56 +65,8 @@ pub(crate) fn preallocated_len(size: u64) -> u64 {
     (size + PREALLOCATE_BYTES).next_multiple_of(PREALLOCATE_BYTES)
 }
 
-/// CRC-32C (Castagnoli), slice-by-8.
-pub(crate) fn crc32c(data: &[u8]) -> u32 {
-    const TABLES: [[u32; 256]; 8] = tables();
-    let t = &TABLES;
-    let mut crc = !0u32;
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let lo = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) ^ crc;
-        let hi = u32::from_le_bytes([c[4], c[5], c[6], c[7]]);
-        crc = t[7][(lo & 0xff) as usize]
-            ^ t[6][((lo >> 8) & 0xff) as usize]
-            ^ t[5][((lo >> 16) & 0xff) as usize]
-            ^ t[4][(lo >> 24) as usize]
-            ^ t[3][(hi & 0xff) as usize]
-            ^ t[2][((hi >> 8) & 0xff) as usize]
-            ^ t[1][((hi >> 16) & 0xff) as usize]
-            ^ t[0][(hi >> 24) as usize];
-    }
-    for &b in chunks.remainder() {
-        crc = t[0][((crc ^ u32::from(b)) & 0xff) as usize] ^ (crc >> 8);
-    }
-    !crc
-}
-
-const fn tables() -> [[u32; 256]; 8] {
-    const POLY: u32 = 0x82f6_3b78;
-    let mut t = [[0u32; 256]; 8];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 { (c >> 1) ^ POLY } else { c >> 1 };
-            k += 1;
-        }
-        t[0][i] = c;
-        i += 1;
-    }
-    let mut i = 0;
-    while i < 256 {
-        let mut j = 1;
-        while j < 8 {
-            let prev = t[j - 1][i];
-            t[j][i] = (prev >> 8) ^ t[0][(prev & 0xff) as usize];
-            j += 1;
-        }
-        i += 1;
-    }
-    t
-}
+mod crc;
+pub(crate) use crc::crc32c;
 
 /// Frames `json` as one record line.
 pub(crate) fn frame(json: &str) -> Vec<u8> {
@@ -605,73 +557,8 @@ fn numbered_runner_version(bytes: &[u8]) -> Option<String> {
     }
 }
 
-/// The lock sidecar's record.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LockFile {
-    format: String,
-    lock: Option<crate::document::LockRecord>,
-    generation: u64,
-}
-
-/// The lock sidecar's format tag.
-pub(crate) const LOCK_FORMAT: &str = "migration-lock/v1";
-
-/// The lock sidecar's contents: one record line.
-pub(crate) fn encode_lock(state: &LockState) -> Vec<u8> {
-    frame(&to_json(&LockFile {
-        format: LOCK_FORMAT.to_owned(),
-        lock: state.lock.clone(),
-        generation: state.generation,
-    }))
-}
-
-/// What the lock sidecar holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum LockContents {
-    /// Nothing was ever written (a new file).
-    Empty,
-    /// A record.
-    State(LockState),
-    /// A record cut short or damaged: what a crash in the middle of a lock
-    /// write leaves. Only the holder writes, so its lease died with it.
-    Damaged(String),
-}
-
-/// Parses the lock sidecar. A record in an unknown format is an error.
-pub(crate) fn parse_lock(bytes: &[u8]) -> Result<LockContents, String> {
-    if bytes.is_empty() {
-        return Ok(LockContents::Empty);
-    }
-    let Some(newline) = bytes.iter().position(|&b| b == b'\n') else {
-        return Ok(LockContents::Damaged("the lock record is cut short".into()));
-    };
-    let line = &bytes[..newline];
-    if line.len() <= 9 || line[8] != b' ' {
-        return Ok(LockContents::Damaged("not a lock record".into()));
-    }
-    let json = &line[9..];
-    let stored = std::str::from_utf8(&line[..8])
-        .ok()
-        .and_then(|h| u32::from_str_radix(h, 16).ok());
-    if stored != Some(crc32c(json)) {
-        return Ok(LockContents::Damaged("checksum mismatch".into()));
-    }
-    let value: serde_json::Value =
-        serde_json::from_slice(json).map_err(|e| format!("the lock record does not parse: {e}"))?;
-    let format = value.get("format").and_then(|f| f.as_str()).unwrap_or("");
-    if format != LOCK_FORMAT {
-        return Err(format!(
-            "unknown lock format {format:?} (expected {LOCK_FORMAT:?}): written by a newer version?"
-        ));
-    }
-    let file: LockFile = serde_json::from_value(value)
-        .map_err(|e| format!("the lock record does not parse: {e}"))?;
-    Ok(LockContents::State(LockState {
-        lock: file.lock,
-        generation: file.generation,
-    }))
-}
+mod lock_record;
+pub(crate) use lock_record::{LockContents, encode_lock, parse_lock};
 
 #[cfg(test)]
 mod tests;
