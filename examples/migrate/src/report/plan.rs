@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use migration_core::Plan;
 use migration_core::plan::{ChecksumMismatch, SeedKind, SkipReason};
+use migration_core::{Plan, Slug};
 use serde::Serialize;
 
 use super::{Colour, counted, paint, paint_line, table};
@@ -35,7 +35,7 @@ pub struct UnmetView {
 #[derive(Debug, Serialize)]
 pub struct PendingView<'a> {
     /// The slug.
-    pub slug: &'a str,
+    pub slug: &'a Slug,
     /// Its tier.
     pub tier: &'static str,
     /// Its failure policy.
@@ -124,7 +124,7 @@ impl<'a> PlanView<'a> {
                 .pending
                 .iter()
                 .map(|p| PendingView {
-                    slug: p.slug.as_str(),
+                    slug: &p.slug,
                     tier: p.tier.as_str(),
                     on_error: p.on_error.as_str(),
                     batch: p.batch.clone(),
@@ -177,12 +177,8 @@ impl<'a> PlanView<'a> {
         &mut self,
         started: &std::collections::BTreeMap<migration_core::Slug, u32>,
     ) {
-        // One pass over each side: the pending list and the marks can both
-        // run to the whole tree, and a search per pending slug was quadratic.
-        let started: std::collections::HashMap<&str, u32> = started
-            .iter()
-            .map(|(slug, count)| (slug.as_str(), *count))
-            .collect();
+        // A lookup per pending slug: both lists can run to the whole tree
+        // (a search of every mark per pending slug was quadratic).
         for p in &mut self.pending {
             if let Some(count) = started.get(p.slug) {
                 p.attempts_before = p.attempts_before.max(*count);
@@ -231,7 +227,7 @@ impl<'a> PlanView<'a> {
             let rows = self.pending.iter().enumerate().map(|(i, p)| {
                 vec![
                     format!("  {}.", i + 1),
-                    p.slug.to_owned(),
+                    p.slug.to_string(),
                     p.tier.to_owned(),
                     p.on_error.to_owned(),
                     p.batch.clone(),
