@@ -98,7 +98,7 @@ impl FileLedger {
         write: bool,
         operation: &'static str,
     ) -> Result<(), LedgerError> {
-        let meta = match fs::metadata(target) {
+        let meta = match Probe::path(target, true) {
             Ok(meta) => meta,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 *view = Some(View::absent(target));
@@ -110,9 +110,9 @@ impl FileLedger {
             v.target == target
                 && v.file
                     .as_ref()
-                    .is_some_and(|f| f.dev == meta.dev() && f.ino == meta.ino())
-                && meta.len() >= v.end
-                && (v.legacy_lock.is_none() || meta.len() == v.end)
+                    .is_some_and(|f| f.dev == meta.dev && f.ino == meta.ino)
+                && meta.len >= v.end
+                && (v.legacy_lock.is_none() || meta.len == v.end)
         });
         let Some(current) = cached else {
             *view = Some(self.load(target, write, operation)?);
@@ -130,11 +130,11 @@ impl FileLedger {
             }
             current.file = Some(opened);
         }
-        if current.legacy_lock.is_none() && meta.len() > current.end {
+        if current.legacy_lock.is_none() && meta.len > current.end {
             let Some(opened) = current.file.as_ref() else {
                 return Ok(());
             };
-            let mut tail = vec![0; (meta.len() - current.end) as usize];
+            let mut tail = vec![0; (meta.len - current.end) as usize];
             opened
                 .file
                 .read_exact_at(&mut tail, current.end)
@@ -143,10 +143,10 @@ impl FileLedger {
                 .map_err(|c| self.unreadable(target, &c))?;
             current.end = replayed.end;
             current.torn = replayed.torn;
-        } else if meta.len() == current.end {
+        } else if meta.len == current.end {
             current.torn = 0;
         }
-        current.len = meta.len();
+        current.len = meta.len;
         self.finish_refresh(view, write, operation)
     }
 
@@ -187,13 +187,11 @@ impl FileLedger {
             .write(write)
             .open(target)
             .map_err(|e| self.io_error(operation, "opening", &e))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| self.io_error(operation, "reading", &e))?;
+        let meta = Probe::file(&file).map_err(|e| self.io_error(operation, "reading", &e))?;
         Ok(Opened {
             file,
-            dev: meta.dev(),
-            ino: meta.ino(),
+            dev: meta.dev,
+            ino: meta.ino,
             writable: write,
         })
     }
@@ -210,11 +208,9 @@ impl FileLedger {
             }
             other => other?,
         };
-        let size = opened
-            .file
-            .metadata()
+        let size = Probe::file(&opened.file)
             .map_err(|e| self.io_error(operation, "reading", &e))?
-            .len();
+            .len;
         let (mut parsed, len) = journal::load(&opened.file, size).map_err(|e| match e {
             journal::LoadError::Io(e) => self.io_error(operation, "reading", &e),
             journal::LoadError::Corrupt(c) => self.unreadable(target, &c),
@@ -429,15 +425,13 @@ impl FileLedger {
             let _ = fs::remove_file(&tmp);
             self.io_error(operation, "writing", &e)
         })?;
-        let meta = file
-            .metadata()
-            .map_err(|e| self.io_error(operation, "writing", &e))?;
+        let meta = Probe::file(&file).map_err(|e| self.io_error(operation, "writing", &e))?;
         *view = Some(View {
             target: target.to_path_buf(),
             file: Some(Opened {
                 file,
-                dev: meta.dev(),
-                ino: meta.ino(),
+                dev: meta.dev,
+                ino: meta.ino,
                 writable: true,
             }),
             legacy_lock: None,
