@@ -279,7 +279,7 @@ impl Tripwire {
 
     /// Readies one script execution: restores the shims, creates the
     /// script's own report file and sets the script's environment on `cmd`.
-    pub fn guard(&mut self, cmd: &mut tokio::process::Command) -> std::io::Result<Armed> {
+    pub fn guard(&mut self, cmd: &mut std::process::Command) -> std::io::Result<Armed> {
         self.restore_shims()?;
         // A random name, created with O_EXCL (mode 0600): a name a script
         // planted beforehand is never adopted, and no script can guess the
