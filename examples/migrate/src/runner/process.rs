@@ -87,6 +87,21 @@ pub(super) fn command_for(shebang: &str, path: &Path) -> std::process::Command {
     cmd
 }
 
+/// A script's stdin: `/dev/null`, opened once per process and duplicated
+/// for each script (`Stdio::null()` opens it anew every time, a path walk
+/// where a duplicate is one `fcntl`).
+fn null_input() -> std::io::Result<Stdio> {
+    static NULL: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+    let null = match NULL.get() {
+        Some(null) => null,
+        None => {
+            let opened = std::fs::File::open("/dev/null")?;
+            NULL.get_or_init(|| opened)
+        }
+    };
+    Ok(Stdio::from(null.try_clone()?))
+}
+
 pub(super) fn signal_group(pgid: i32, signal: Signal) {
     // ESRCH (the group is gone) is the expected outcome after a clean exit.
     let _ = killpg(Pid::from_raw(pgid), signal);
@@ -155,7 +170,7 @@ pub(super) async fn execute(
         // run: it would exit 0 having done nothing, and be recorded `ok`.
         // A dry run is `migrate run --dry-run`, which executes nothing.
         .env_remove("MIGRATION_DRY_RUN")
-        .stdin(Stdio::null())
+        .stdin(null_input().map_err(spawn_error)?)
         // Its own group, killed whole when the script ends, and on drop
         // (super::child).
         .process_group(0);
