@@ -45,9 +45,7 @@ impl ScriptChild {
         let pgid = i32::try_from(child.id()).unwrap_or(0);
         let pidfd = rustix::process::Pid::from_raw(pgid)
             .ok_or(rustix::io::Errno::SRCH)
-            .and_then(|pid| {
-                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::NONBLOCK)
-            })
+            .and_then(|pid| rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::NONBLOCK))
             .map_err(std::io::Error::from)
             .and_then(watch_pidfd);
         let mut spawned = ScriptChild {
