@@ -109,7 +109,7 @@ impl FileLedger {
         write: bool,
         operation: &'static str,
     ) -> Result<(), LedgerError> {
-        let meta = match fs::metadata(target) {
+        let meta = match Probe::path(target, true) {
             Ok(meta) => meta,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 *view = Some(View::absent(target));
@@ -121,9 +121,9 @@ impl FileLedger {
             v.target == target
                 && v.file
                     .as_ref()
-                    .is_some_and(|f| f.dev == meta.dev() && f.ino == meta.ino())
-                && meta.len() >= v.end
-                && (v.legacy_lock.is_none() || meta.len() == v.end)
+                    .is_some_and(|f| f.dev == meta.dev && f.ino == meta.ino)
+                && meta.len >= v.end
+                && (v.legacy_lock.is_none() || meta.len == v.end)
         });
         let Some(current) = cached else {
             *view = Some(self.load(target, write, operation)?);
@@ -141,11 +141,11 @@ impl FileLedger {
             }
             current.file = Some(opened);
         }
-        if current.legacy_lock.is_none() && meta.len() > current.end {
+        if current.legacy_lock.is_none() && meta.len > current.end {
             let Some(opened) = current.file.as_ref() else {
                 return Ok(());
             };
-            let mut tail = vec![0; (meta.len() - current.end) as usize];
+            let mut tail = vec![0; (meta.len - current.end) as usize];
             opened
                 .file
                 .read_exact_at(&mut tail, current.end)
@@ -154,10 +154,10 @@ impl FileLedger {
                 .map_err(|c| self.unreadable(target, &c))?;
             current.end = replayed.end;
             current.torn = replayed.torn;
-        } else if meta.len() == current.end {
+        } else if meta.len == current.end {
             current.torn = 0;
         }
-        current.len = meta.len();
+        current.len = meta.len;
         self.finish_refresh(view, write, operation)
     }
 
@@ -198,13 +198,11 @@ impl FileLedger {
             .write(write)
             .open(target)
             .map_err(|e| self.io_error(operation, "opening", &e))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| self.io_error(operation, "reading", &e))?;
+        let meta = Probe::file(&file).map_err(|e| self.io_error(operation, "reading", &e))?;
         Ok(Opened {
             file,
-            dev: meta.dev(),
-            ino: meta.ino(),
+            dev: meta.dev,
+            ino: meta.ino,
             writable: write,
         })
     }
@@ -246,11 +244,9 @@ impl FileLedger {
             Err(LedgerError::Permanent { .. }) if !target.exists() => return Ok(None),
             other => other?,
         };
-        let size = opened
-            .file
-            .metadata()
+        let size = Probe::file(&opened.file)
             .map_err(|e| self.io_error(operation, "reading", &e))?
-            .len();
+            .len;
         let (legacy_lock, records, len) =
             journal::load_into(&opened.file, size, state).map_err(|e| match e {
                 journal::LoadError::Io(e) => self.io_error(operation, "reading", &e),
@@ -488,15 +484,13 @@ impl FileLedger {
             let _ = fs::remove_file(&tmp);
             self.io_error(operation, "writing", &e)
         })?;
-        let meta = file
-            .metadata()
-            .map_err(|e| self.io_error(operation, "writing", &e))?;
+        let meta = Probe::file(&file).map_err(|e| self.io_error(operation, "writing", &e))?;
         *view = Some(View {
             target: target.to_path_buf(),
             file: Some(Opened {
                 file,
-                dev: meta.dev(),
-                ino: meta.ino(),
+                dev: meta.dev,
+                ino: meta.ino,
                 writable: true,
             }),
             legacy_lock: None,

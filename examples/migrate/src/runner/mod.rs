@@ -29,6 +29,7 @@ use tokio::sync::watch;
 
 use crate::lint::LintConfig;
 
+mod child;
 mod console;
 mod lock;
 mod outcome;

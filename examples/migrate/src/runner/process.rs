@@ -15,6 +15,7 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::watch;
 
+use super::child::ScriptChild;
 use super::*;
 
 /// Keeps the output tail within a byte budget, by whole lines.
@@ -71,11 +72,11 @@ pub(super) enum Exec {
 
 /// The interpreter command for a script: its shebang words, then errexit
 /// (and pipefail for bash, which supports it), then the script path.
-pub(super) fn command_for(shebang: &str, path: &Path) -> tokio::process::Command {
+pub(super) fn command_for(shebang: &str, path: &Path) -> std::process::Command {
     let mut words = shebang.split_whitespace();
     let program = words.next().unwrap_or("/bin/sh");
     let args: Vec<&str> = words.collect();
-    let mut cmd = tokio::process::Command::new(program);
+    let mut cmd = std::process::Command::new(program);
     cmd.args(&args);
     let is_bash = program.ends_with("/bash") || args.first().is_some_and(|a| *a == "bash");
     cmd.arg("-e");
@@ -84,6 +85,21 @@ pub(super) fn command_for(shebang: &str, path: &Path) -> tokio::process::Command
     }
     cmd.arg(path);
     cmd
+}
+
+/// A script's stdin: `/dev/null`, opened once per process and duplicated
+/// for each script (`Stdio::null()` opens it anew every time, a path walk
+/// where a duplicate is one `fcntl`).
+fn null_input() -> std::io::Result<Stdio> {
+    static NULL: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+    let null = match NULL.get() {
+        Some(null) => null,
+        None => {
+            let opened = std::fs::File::open("/dev/null")?;
+            NULL.get_or_init(|| opened)
+        }
+    };
+    Ok(Stdio::from(null.try_clone()?))
 }
 
 pub(super) fn signal_group(pgid: i32, signal: Signal) {
@@ -140,6 +156,7 @@ pub(super) async fn execute(
                 .map_err(spawn_error)?,
         ),
     };
+    use std::os::unix::process::CommandExt;
     let path: PathBuf = root.join(&pending.relative_path);
     let mut cmd = command_for(shebang, &path);
     cmd.current_dir(root)
@@ -153,25 +170,23 @@ pub(super) async fn execute(
         // run: it would exit 0 having done nothing, and be recorded `ok`.
         // A dry run is `migrate run --dry-run`, which executes nothing.
         .env_remove("MIGRATION_DRY_RUN")
-        .stdin(Stdio::null())
-        .process_group(0)
-        .kill_on_drop(true);
+        .stdin(null_input().map_err(spawn_error)?)
+        // Its own group, killed whole when the script ends, and on drop
+        // (super::child).
+        .process_group(0);
     // One pipe for both streams, as `2>&1` would: the tail then holds the
     // output in the order the script wrote it.
     let (reader, writer) = std::io::pipe().map_err(spawn_error)?;
     cmd.stdout(writer.try_clone().map_err(spawn_error)?)
         .stderr(writer);
     let report = armed.guard(&mut cmd).map_err(spawn_error)?;
-    let mut child = cmd.spawn().map_err(spawn_error)?;
+    let mut child = ScriptChild::spawn(&mut cmd).map_err(spawn_error)?;
     // Our copies of the write end must go, or the pipe never reaches EOF.
     drop(cmd);
     let output =
         tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))
             .map_err(spawn_error)?;
-    let pgid = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .unwrap_or(0);
+    let pgid = child.pgid();
     // The run's supervisor stops this group should the runner die (even
     // of SIGKILL) before the group is killed and released below.
     if let Err(e) = armed.watch(pgid) {
@@ -308,7 +323,7 @@ pub fn escalate() {
 
 /// SIGTERM to the whole group, then SIGKILL after the grace period, or as
 /// soon as [`escalate`] is called.
-pub(super) async fn stop(child: &mut tokio::process::Child, pgid: i32, grace: Duration) {
+pub(super) async fn stop(child: &mut ScriptChild, pgid: i32, grace: Duration) {
     signal_group(pgid, Signal::SIGTERM);
     let deadline = tokio::time::Instant::now() + grace;
     loop {
@@ -350,11 +365,8 @@ mod tests {
 
     #[test]
     fn bash_gets_pipefail_and_sh_does_not() {
-        let sh = format!("{:?}", command_for("/bin/sh", Path::new("x")).as_std());
-        let bash = format!(
-            "{:?}",
-            command_for("/usr/bin/env bash", Path::new("x")).as_std()
-        );
+        let sh = format!("{:?}", command_for("/bin/sh", Path::new("x")));
+        let bash = format!("{:?}", command_for("/usr/bin/env bash", Path::new("x")));
         assert!(sh.contains("\"-e\"") && !sh.contains("pipefail"), "{sh}");
         assert!(
             bash.contains("\"bash\" \"-e\" \"-o\" \"pipefail\""),

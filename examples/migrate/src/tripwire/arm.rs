@@ -25,9 +25,10 @@
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::record::{ENV_COMMANDS, ENV_REAL_PREFIX, ENV_REPORT};
@@ -42,8 +43,10 @@ pub struct Tripwire {
     /// The private directory of the report files, when not `dir` itself.
     reports: Option<tempfile::TempDir>,
     bin: PathBuf,
-    shim: PathBuf,
-    links: Vec<PathBuf>,
+    // Shared with every script's `Armed` (a reference count per script,
+    // not five paths copied).
+    shim: Arc<Path>,
+    links: Arc<[PathBuf]>,
     env: Vec<(String, OsString)>,
     supervisor: Option<(Child, ChildStdin)>,
 }
@@ -89,8 +92,8 @@ fn start_supervisor(
 pub struct Armed {
     report_path: PathBuf,
     report: File,
-    shim: PathBuf,
-    links: Vec<PathBuf>,
+    shim: Arc<Path>,
+    links: Arc<[PathBuf]>,
 }
 
 /// Where the report files' directory is made when possible: a memory file
@@ -171,7 +174,7 @@ impl Tripwire {
             .permissions(private())
             .tempdir()?;
         let bin = dir.path().join("bin");
-        let links: Vec<PathBuf> = commands
+        let links: Arc<[PathBuf]> = commands
             .iter()
             .map(String::as_str)
             .chain([config::TOLERATE])
@@ -194,7 +197,7 @@ impl Tripwire {
             dir,
             reports: report_dir(),
             bin,
-            shim,
+            shim: shim.into(),
             links,
             env,
             supervisor: None,
@@ -263,7 +266,7 @@ impl Tripwire {
                 .mode(0o700)
                 .create(&self.bin)?;
         }
-        for link in &self.links {
+        for link in self.links.iter() {
             if shim_intact(link, &self.shim) {
                 continue;
             }
@@ -279,7 +282,7 @@ impl Tripwire {
 
     /// Readies one script execution: restores the shims, creates the
     /// script's own report file and sets the script's environment on `cmd`.
-    pub fn guard(&mut self, cmd: &mut tokio::process::Command) -> std::io::Result<Armed> {
+    pub fn guard(&mut self, cmd: &mut std::process::Command) -> std::io::Result<Armed> {
         self.restore_shims()?;
         // A random name, created with O_EXCL (mode 0600): a name a script
         // planted beforehand is never adopted, and no script can guess the
@@ -315,6 +318,24 @@ impl Tripwire {
     }
 }
 
+/// The whole report file, read by offset from its start: `read_to_string`
+/// would first stat it and ask its position (two more system calls per
+/// script, for a file that is usually empty).
+fn read_report(report: &File) -> std::io::Result<String> {
+    use std::os::unix::fs::FileExt;
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match report.read_at(&mut chunk, bytes.len() as u64) {
+            Ok(0) => break,
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 fn shim_intact(link: &Path, shim: &Path) -> bool {
     std::fs::read_link(link).is_ok_and(|target| target == shim)
 }
@@ -322,9 +343,8 @@ fn shim_intact(link: &Path, shim: &Path) -> bool {
 impl Armed {
     /// Reads what the script's cluster-command calls did, and removes the
     /// report file (so nothing can append to it any more).
-    pub fn finish(mut self) -> Calls {
-        let mut text = String::new();
-        let read = self.report.read_to_string(&mut text);
+    pub fn finish(self) -> Calls {
+        let read = read_report(&self.report);
         let same_report = match (
             self.report.metadata(),
             std::fs::symlink_metadata(&self.report_path),
@@ -332,8 +352,9 @@ impl Armed {
             (Ok(a), Ok(b)) => identity(&a) == identity(&b),
             _ => false,
         };
+        let text = read.as_ref().map(String::as_str).unwrap_or_default();
         let mut lost = None;
-        if let Err(e) = read {
+        if let Err(e) = &read {
             lost = Some(format!("the tripwire report could not be read: {e}"));
         } else if !same_report {
             lost = Some(format!(
@@ -351,7 +372,7 @@ impl Armed {
             // removal at the end of the run.
             let _ = std::fs::remove_file(&self.report_path);
         }
-        let mut calls = Calls::parse(&text);
+        let mut calls = Calls::parse(text);
         calls.lost = lost;
         calls
     }
