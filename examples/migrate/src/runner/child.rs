@@ -132,3 +132,72 @@ impl Drop for ScriptChild {
 fn watch_pidfd(pidfd: OwnedFd) -> std::io::Result<AsyncFd<OwnedFd>> {
     AsyncFd::new(pidfd)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+
+    use super::ScriptChild;
+
+    /// The members of process group `pgid` that have not exited (zombies
+    /// have), read from `/proc`.
+    fn live_members(pgid: i32) -> Vec<i32> {
+        let mut live = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // After the command name, which is in parentheses and may hold
+            // spaces: state, parent, group.
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                continue;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let group = fields.get(2).and_then(|g| g.parse::<i32>().ok());
+            if group == Some(pgid) && !matches!(fields[0], "Z" | "X") {
+                live.push(pid);
+            }
+        }
+        live
+    }
+
+    /// Waits until `pgid` has `want(count)` live members, or panics naming `what`.
+    fn wait_for_members(pgid: i32, want: impl Fn(usize) -> bool, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let live = live_members(pgid);
+            if want(live.len()) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: group {pgid} has {live:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_script_dropped_before_its_exit_is_killed_with_its_whole_group() {
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args(["-c", "sleep 300 & sleep 300; wait"])
+            .process_group(0);
+        let child = ScriptChild::spawn(&mut cmd).unwrap();
+        let pgid = child.pgid();
+        wait_for_members(
+            pgid,
+            |n| n == 3,
+            "the shell and its two sleeps never all started",
+        );
+        drop(child);
+        wait_for_members(
+            pgid,
+            |n| n == 0,
+            "a member of the dropped script's group is still alive",
+        );
+    }
+}
