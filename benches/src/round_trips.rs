@@ -1,7 +1,7 @@
 //! API round trips, counted (not timed) through the in-process test API
 //! server, for the real code paths: [`Migrator::prepare`] and
 //! [`Migrator::record`] over [`ConfigMapLedger`], and the hook runner
-//! ([`migrate::runner::run`]) for whole runs.
+//! ([`migrate::runner::Runner::run`]) for whole runs.
 //!
 //! Each scenario starts its own server, plants the ledger it needs directly
 //! in storage (not counted), resets the counters, runs the operation, and
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use ledger_configmap::{ConfigMapLedger, Options};
-use migrate::runner::{Console, RunConfig, run};
+use migrate::runner::{Console, RunConfig, Runner};
 use migration_core::{
     EntryState, LedgerEntry, MigrateError, MigrationsTree, Migrator, PlanRequest, Prepared, Slug,
     SystemClock, Tier, Timestamp,
@@ -238,7 +238,7 @@ impl Console for Quiet {
     fn progress(&self, _line: &str) {}
 }
 
-/// A whole hook run (`migrate::runner::run`, pre-apply tier) on a ledger
+/// A whole hook run (`migrate::runner::Runner::run`, pre-apply tier) on a ledger
 /// that records `recorded` migrations, with `pending` more to run: real
 /// `/bin/sh` scripts from a temporary directory, the real lock.
 pub async fn runner(recorded: usize, pending: usize) -> Scenario {
@@ -256,7 +256,10 @@ pub async fn runner(recorded: usize, pending: usize) -> Scenario {
     config.tripwire.shim = Some(shim_binary());
     let (_interrupt, interrupted) = tokio::sync::watch::channel(false);
     server.requests().reset();
-    let outcome = match run(&tree, &ledger, &SystemClock, &config, &Quiet, interrupted).await {
+    let outcome = match Runner::new(&tree, &ledger, &config, &Quiet)
+        .run(interrupted)
+        .await
+    {
         Ok(report) => format!(
             "{} pending, {} results",
             report.pending,

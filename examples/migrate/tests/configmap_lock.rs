@@ -11,7 +11,7 @@ use std::time::Duration;
 use ledger_configmap::{ConfigMapLedger, LOCK_ANNOTATION};
 use migrate::runner::{self, Console, RunConfig, RunError};
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder, s};
-use migration_core::{EntryState, Ledger, LedgerEntry, Lock, OnError, Slug, SystemClock, Tier};
+use migration_core::{EntryState, Ledger, LedgerEntry, Lock, OnError, Slug, Tier};
 use test_apiserver::{TestApiServer, Verb};
 
 const NS: &str = "cozy-system";
@@ -56,7 +56,9 @@ async fn run(
     console: &Lines,
 ) -> Result<runner::RunReport, RunError> {
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    runner::run(&scratch.load(), ledger, &SystemClock, config, console, rx).await
+    runner::Runner::new(&scratch.load(), ledger, config, console)
+        .run(rx)
+        .await
 }
 
 fn lock_annotation(server: &TestApiServer) -> Option<String> {

@@ -1,4 +1,4 @@
-//! `migrate::runner::run_after_read`, the run `migrate run` makes after
+//! `migrate::runner::Runner::run_after_read`, the run `migrate run` makes after
 //! reading the ledger without the lock while the tree loads (CONTRACT.md
 //! §5.5, §7.2): a read with nothing to do ends the run without the lock;
 //! any other run takes the lock and plans on what the ledger holds then, so
@@ -15,7 +15,7 @@ use migrate::runner::{self, Console, RunConfig, RunError, RunReport};
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder, s};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, LockedLedger, OnError, Slug,
-    SystemClock, Tier, Timestamp, WriteMode,
+    Tier, Timestamp, WriteMode,
 };
 use test_apiserver::{TestApiServer, Verb};
 
@@ -57,16 +57,9 @@ async fn run_after(
     config: &RunConfig,
 ) -> Result<RunReport, RunError> {
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    runner::run_after_read(
-        &scratch.load(),
-        ledger,
-        &read,
-        &SystemClock,
-        config,
-        &Quiet,
-        rx,
-    )
-    .await
+    runner::Runner::new(&scratch.load(), ledger, config, &Quiet)
+        .run_after_read(&read, rx)
+        .await
 }
 
 /// Records `slug` ok through `other`, another handle on the ledger (as
@@ -118,16 +111,10 @@ async fn a_run_whose_read_has_nothing_to_do_ends_without_waiting_for_or_touching
     let before = sidecar();
     // A run that takes the lock first waits for the holder...
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let waited = runner::run(
-        &scratch.load(),
-        &ledger,
-        &SystemClock,
-        &config(Duration::ZERO),
-        &Quiet,
-        rx,
-    )
-    .await
-    .unwrap_err();
+    let waited = runner::Runner::new(&scratch.load(), &ledger, &config(Duration::ZERO), &Quiet)
+        .run(rx)
+        .await
+        .unwrap_err();
     assert!(matches!(waited, RunError::LockBusy { .. }), "{waited}");
     // ...one that read first and found nothing to do does not.
     let read = ledger.read().await;

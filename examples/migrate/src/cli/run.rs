@@ -57,7 +57,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     }
     // The ledger is read while the tree loads, without the lock: a run
     // that has nothing to do ends on that read, and any other run takes
-    // the lock and plans on what it reads then (runner::run_after_read).
+    // the lock and plans on what it reads then (`Runner::run_after_read`).
     let (tree, opened) = super::plan::load_and_read(&tree, &ledger).await?;
     // Refused before the ledger's own failures, and before anything is
     // written: taking the run lock would leave a lock file (or a ledger
@@ -88,8 +88,10 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     };
     let (tx, rx) = tokio::sync::watch::channel(false);
     spawn_signal_forwarder(tx)?;
-    let result =
-        runner::run_after_read(&tree, ledger.as_ref(), &read, &clock, &config, &console, rx).await;
+    let result = runner::Runner::new(&tree, ledger.as_ref(), &config, &console)
+        .with_clock(&clock)
+        .run_after_read(&read, rx)
+        .await;
     match result {
         Ok(report) => {
             if report.fresh_install {

@@ -121,158 +121,177 @@ fn failpoint(point: &str) {
     let _ = point;
 }
 
-/// Runs the tier. `interrupt` turns true on SIGTERM/SIGINT (the binary
-/// wires the signals; tests flip it directly).
-///
-/// Where the lock lives decides when it is taken (CONTRACT.md §5.5): a lock
-/// beside the ledger (a Lease, a lock file) now, before reading; one kept in
-/// the ledger object by the run's first write, on the revision the run
-/// planned on. That write may find the lock held (wait, then plan again) or
-/// the ledger changed since it was read (plan again); nothing has been
-/// written or executed by then.
-pub async fn run(
-    tree: &MigrationsTree,
-    ledger: &dyn LockedLedger,
-    clock: &dyn Clock,
-    config: &RunConfig,
-    console: &dyn Console,
-    interrupt: watch::Receiver<bool>,
-) -> Result<RunReport, RunError> {
-    let started = Instant::now();
-    run_locked(
-        tree, ledger, None, clock, config, console, interrupt, started,
-    )
-    .await
+/// One run of a tier: the tree, its ledger, the clock entries are stamped
+/// with, the settings, and where progress goes. Built by the caller and
+/// used once, by [`Runner::run`] or [`Runner::run_after_read`].
+#[derive(Clone, Copy)]
+pub struct Runner<'a> {
+    /// The loaded tree.
+    pub tree: &'a MigrationsTree,
+    /// The ledger, with its run lock.
+    pub ledger: &'a dyn LockedLedger,
+    /// The clock entries and lock times are read from.
+    pub clock: &'a dyn Clock,
+    /// The run's settings.
+    pub config: &'a RunConfig,
+    /// Where progress and the scripts' output go.
+    pub console: &'a dyn Console,
 }
 
-/// [`run`] for a caller that has already read the ledger without the lock
-/// (`migrate run` reads it while the tree loads); `read` is what that read
-/// gave. When the plan on it has nothing to do ([`Migrator::idle_plan`]:
-/// nothing pending, nothing to seed, not a fresh install), the run ends
-/// there, having written nothing and taken no lock (CONTRACT.md §5.5).
-/// Otherwise it is [`run`]: the lock is taken and the ledger read again,
-/// and only the plan on that read runs anything. A ledger that keeps its
-/// lock in the ledger object plans on `read` instead of reading again:
-/// its lock is taken on the revision read. A failed read is not reported
-/// from here: the run reads again and fails there, as [`run`] would.
-#[allow(clippy::too_many_arguments)]
-pub async fn run_after_read(
-    tree: &MigrationsTree,
-    ledger: &dyn LockedLedger,
-    read: &Result<Option<LedgerSnapshot>, LedgerError>,
-    clock: &dyn Clock,
-    config: &RunConfig,
-    console: &dyn Console,
-    interrupt: watch::Receiver<bool>,
-) -> Result<RunReport, RunError> {
-    let started = Instant::now();
-    let mut read = read.as_ref().ok().map(Option::as_ref);
-    if let Some(snapshot) = read {
-        let migrator = migrator(tree, ledger, clock, config);
-        if let Some(plan) = migrator.idle_plan(snapshot, &request(config)) {
-            let report = announce(&migrator, &plan, 0, config, console);
-            return Ok(finished(report, started, console));
-        }
-    }
-    if !ledger.kept_in_ledger() {
-        read = None;
-    }
-    run_locked(
-        tree, ledger, read, clock, config, console, interrupt, started,
-    )
-    .await
-}
-
-/// [`run`], planning first on `read` when it is given (a lock kept in the
-/// ledger object only, see [`Migrator::prepare_after`]).
-#[allow(clippy::too_many_arguments)]
-async fn run_locked(
-    tree: &MigrationsTree,
-    ledger: &dyn LockedLedger,
-    mut read: Option<Option<&LedgerSnapshot>>,
-    clock: &dyn Clock,
-    config: &RunConfig,
-    console: &dyn Console,
-    mut interrupt: watch::Receiver<bool>,
-    started: Instant,
-) -> Result<RunReport, RunError> {
-    failpoint("before-lock");
-    let mut keeper = if ledger.kept_in_ledger() {
-        LockKeeper::deferred(ledger, &config.holder, config.lock_ttl)
-    } else {
-        acquire(ledger, config, console, &mut interrupt, started).await?
-    };
-    failpoint("after-lock");
-    let migrator = migrator(tree, ledger, clock, config);
-    let mut announced = false;
-    let mut replans = 0u32;
-    let replanning = Replanning::new(console);
-    let result = loop {
-        let result = locked_run(
-            &migrator,
-            read.take(),
-            &mut keeper,
+impl<'a> Runner<'a> {
+    /// A run on the system clock.
+    pub fn new(
+        tree: &'a MigrationsTree,
+        ledger: &'a dyn LockedLedger,
+        config: &'a RunConfig,
+        console: &'a dyn Console,
+    ) -> Self {
+        Runner {
+            tree,
+            ledger,
+            clock: &migration_core::SystemClock,
             config,
-            &replanning,
-            &mut interrupt,
-            started,
-        )
-        .await;
-        match result {
-            Err(RunError::Ledger(cause @ LedgerError::LockHeld { .. }))
-                if keeper.lease().is_none() =>
-            {
-                if let Err(e) = wait_for_lock(
-                    cause,
-                    config,
-                    console,
-                    &mut interrupt,
-                    started,
-                    &mut announced,
-                )
-                .await
-                {
-                    break Err(e);
-                }
-            }
-            // Another writer came between the read and the first write:
-            // plan again on what is there now (a few times at least, then
-            // for as long as the run would wait for the lock).
-            Err(RunError::Ledger(LedgerError::Changed { .. }))
-                if keeper.lease().is_none()
-                    && (replans < migration_core::migrator::PREPARE_ROUNDS
-                        || started.elapsed() < config.lock_wait) =>
-            {
-                replans += 1;
-                tracing::info!(
-                    replans,
-                    "the ledger changed before the run took its lock; planning again"
-                );
-            }
-            other => break other,
+            console,
         }
-    };
-    // Released on every path; a failed release only delays the next runner
-    // until the lease expires, so it is reported, not fatal.
-    if let Err(e) = keeper.release().await {
-        console.progress(&format!(
-            "warning: could not release the run lock ({e}); it expires by itself"
-        ));
     }
-    result
-}
 
-/// The migrator of a run configured by `config`.
-fn migrator<'a>(
-    tree: &'a MigrationsTree,
-    ledger: &'a dyn LockedLedger,
-    clock: &'a dyn Clock,
-    config: &RunConfig,
-) -> Migrator<'a> {
-    Migrator::new(tree, ledger, clock)
-        .with_image(config.image.clone())
-        .with_allowed_interpreters(config.allowed_interpreters.clone())
-        .with_require_existing_ledger(config.require_existing_ledger)
+    /// The same run on `clock` (tests move time by hand).
+    pub fn with_clock(self, clock: &'a dyn Clock) -> Self {
+        Runner { clock, ..self }
+    }
+
+    /// Runs the tier. `interrupt` turns true on SIGTERM/SIGINT (the binary
+    /// wires the signals; tests flip it directly).
+    ///
+    /// Where the lock lives decides when it is taken (CONTRACT.md §5.5): a lock
+    /// beside the ledger (a Lease, a lock file) now, before reading; one kept in
+    /// the ledger object by the run's first write, on the revision the run
+    /// planned on. That write may find the lock held (wait, then plan again) or
+    /// the ledger changed since it was read (plan again); nothing has been
+    /// written or executed by then.
+    pub async fn run(self, interrupt: watch::Receiver<bool>) -> Result<RunReport, RunError> {
+        let started = Instant::now();
+        self.run_locked(None, interrupt, started).await
+    }
+
+    /// [`Runner::run`] for a caller that has already read the ledger without
+    /// the lock (`migrate run` reads it while the tree loads); `read` is what
+    /// that read gave. When the plan on it has nothing to do
+    /// ([`Migrator::idle_plan`]: nothing pending, nothing to seed, not a fresh
+    /// install), the run ends there, having written nothing and taken no lock
+    /// (CONTRACT.md §5.5). Otherwise it is [`Runner::run`]: the lock is taken
+    /// and the ledger read again, and only the plan on that read runs
+    /// anything. A ledger that keeps its lock in the ledger object plans on
+    /// `read` instead of reading again: its lock is taken on the revision
+    /// read. A failed read is not reported from here: the run reads again and
+    /// fails there, as [`Runner::run`] would.
+    pub async fn run_after_read(
+        self,
+        read: &Result<Option<LedgerSnapshot>, LedgerError>,
+        interrupt: watch::Receiver<bool>,
+    ) -> Result<RunReport, RunError> {
+        let started = Instant::now();
+        let mut read = read.as_ref().ok().map(Option::as_ref);
+        if let Some(snapshot) = read {
+            let migrator = self.migrator();
+            if let Some(plan) = migrator.idle_plan(snapshot, &request(self.config)) {
+                let report = announce(&migrator, &plan, 0, self.config, self.console);
+                return Ok(finished(report, started, self.console));
+            }
+        }
+        if !self.ledger.kept_in_ledger() {
+            read = None;
+        }
+        self.run_locked(read, interrupt, started).await
+    }
+
+    /// The migrator of this run, configured by its settings.
+    fn migrator(&self) -> Migrator<'_> {
+        Migrator::new(self.tree, self.ledger, self.clock)
+            .with_image(self.config.image.clone())
+            .with_allowed_interpreters(self.config.allowed_interpreters.clone())
+            .with_require_existing_ledger(self.config.require_existing_ledger)
+    }
+
+    /// [`Runner::run`], planning first on `read` when it is given (a lock
+    /// kept in the ledger object only, see [`Migrator::prepare_after`]).
+    async fn run_locked(
+        self,
+        mut read: Option<Option<&LedgerSnapshot>>,
+        mut interrupt: watch::Receiver<bool>,
+        started: Instant,
+    ) -> Result<RunReport, RunError> {
+        let Runner {
+            ledger,
+            config,
+            console,
+            ..
+        } = self;
+        failpoint("before-lock");
+        let mut keeper = if ledger.kept_in_ledger() {
+            LockKeeper::deferred(ledger, &config.holder, config.lock_ttl)
+        } else {
+            acquire(ledger, config, console, &mut interrupt, started).await?
+        };
+        failpoint("after-lock");
+        let migrator = self.migrator();
+        let mut announced = false;
+        let mut replans = 0u32;
+        let replanning = Replanning::new(console);
+        let result = loop {
+            let result = locked_run(
+                &migrator,
+                read.take(),
+                &mut keeper,
+                config,
+                &replanning,
+                &mut interrupt,
+                started,
+            )
+            .await;
+            match result {
+                Err(RunError::Ledger(cause @ LedgerError::LockHeld { .. }))
+                    if keeper.lease().is_none() =>
+                {
+                    if let Err(e) = wait_for_lock(
+                        cause,
+                        config,
+                        console,
+                        &mut interrupt,
+                        started,
+                        &mut announced,
+                    )
+                    .await
+                    {
+                        break Err(e);
+                    }
+                }
+                // Another writer came between the read and the first write:
+                // plan again on what is there now (a few times at least, then
+                // for as long as the run would wait for the lock).
+                Err(RunError::Ledger(LedgerError::Changed { .. }))
+                    if keeper.lease().is_none()
+                        && (replans < migration_core::migrator::PREPARE_ROUNDS
+                            || started.elapsed() < config.lock_wait) =>
+                {
+                    replans += 1;
+                    tracing::info!(
+                        replans,
+                        "the ledger changed before the run took its lock; planning again"
+                    );
+                }
+                other => break other,
+            }
+        };
+        // Released on every path; a failed release only delays the next runner
+        // until the lease expires, so it is reported, not fatal.
+        if let Err(e) = keeper.release().await {
+            console.progress(&format!(
+                "warning: could not release the run lock ({e}); it expires by itself"
+            ));
+        }
+        result
+    }
 }
 
 /// What a run configured by `config` plans for.

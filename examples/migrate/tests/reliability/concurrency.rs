@@ -78,16 +78,10 @@ async fn concurrent_runners_through_the_test_api_server_run_each_slug_once() {
                     cfg.holder = format!("runner-{i}");
                     cfg.lock_wait = Duration::from_secs(30);
                     let (_tx, rx) = tokio::sync::watch::channel(false);
-                    runner::run(
-                        &tree,
-                        &ledger,
-                        &migration_core::SystemClock,
-                        &cfg,
-                        &Silent,
-                        rx,
-                    )
-                    .await
-                    .map(|r| r.results.len())
+                    runner::Runner::new(&tree, &ledger, &cfg, &Silent)
+                        .run(rx)
+                        .await
+                        .map(|r| r.results.len())
                 })
             })
             .collect();

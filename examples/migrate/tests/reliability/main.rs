@@ -131,7 +131,12 @@ fn run(
     only: Option<&str>,
 ) -> Result<runner::RunReport, RunError> {
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    block_on(runner::run(tree, ledger, clock, &config(only), &Silent, rx))
+    let config = config(only);
+    block_on(
+        runner::Runner::new(tree, ledger, &config, &Silent)
+            .with_clock(clock)
+            .run(rx),
+    )
 }
 
 /// Checks what must hold after any sequence of runs that ended in success.
@@ -370,7 +375,10 @@ async fn kube_run(
     let tree = scenario.tree();
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let clock = migration_core::SystemClock;
-    runner::run(&tree, ledger.as_ref(), &clock, &config(None), &Silent, rx).await
+    runner::Runner::new(&tree, ledger.as_ref(), &config(None), &Silent)
+        .with_clock(&clock)
+        .run(rx)
+        .await
 }
 
 /// The real binary's `run` on a scenario, dying at `failpoint` if given.
