@@ -127,16 +127,18 @@ impl SnapshotBuilder {
     /// Bytes a ConfigMap would count for the data stored so far: every key
     /// plus every value.
     pub fn bytes(&self) -> u64 {
-        let slugs = |slug: &Slug, value: u32| (2 + slug.as_str().len()) as u64 + u64::from(value);
+        let stored = |prefix: &str, slug: &Slug, value: u32| {
+            (prefix.len() + slug.as_str().len()) as u64 + u64::from(value)
+        };
         let records: u64 = self
             .records
             .iter()
-            .map(|(slug, slot)| slugs(slug, slot.value_bytes))
+            .map(|(slug, slot)| stored(keys::ENTRY_PREFIX, slug, slot.value_bytes))
             .sum();
         let attempts: u64 = self
             .attempts
             .iter()
-            .map(|(slug, (_, value))| slugs(slug, *value))
+            .map(|(slug, (_, value))| stored(keys::ATTEMPT_PREFIX, slug, *value))
             .sum();
         let others: u64 = self
             .others
