@@ -224,11 +224,11 @@ impl Target for Decoding {
         self.revision
     }
 
+    /// The snapshot is only ever the first record (`apply_line`, and a
+    /// whole-document file's one object), so the builder is still empty and
+    /// storing the data is all there is to do.
     fn snapshot(&mut self, revision: u64, data: BTreeMap<String, String>) {
-        self.revision = Some(revision);
-        for (key, value) in data {
-            self.builder.put(key, value);
-        }
+        self.put(revision, data);
     }
 
     fn put(&mut self, revision: u64, data: BTreeMap<String, String>) {
