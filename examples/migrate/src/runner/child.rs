@@ -33,7 +33,8 @@ enum Exit {
     /// The pidfd turns readable when the process exits (Linux 5.3 and later).
     Pidfd(AsyncFd<OwnedFd>),
     /// No pidfd (an older kernel, or a seccomp filter refusing it): every
-    /// SIGCHLD, the listener made before the spawn so none is missed.
+    /// SIGCHLD. The listener is made after the spawn; an exit before it
+    /// existed is still seen, because `wait` asks the process first.
     Signal(tokio::signal::unix::Signal),
 }
 
