@@ -558,8 +558,9 @@ fn attempt_bytes(slug: &Slug, mark: &AttemptMark, usage: &Usage) -> u64 {
 }
 
 /// The recorded message of a migration held back by its requirements (unmet
-/// or `not-yet`), each listed as "`<target> <why>`".
-fn not_run(requirements: &[String]) -> String {
+/// or `not-yet`), each listed as "`<target> <why>`"; the runner prints the
+/// same words.
+pub fn not_run(requirements: &[String]) -> String {
     format!("not run: {}", requirements.join("; "))
 }
 

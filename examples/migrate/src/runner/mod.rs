@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use migration_core::header::Tier;
 use migration_core::plan::PendingMigration;
-use migration_core::run::{NOT_YET, REQUIREMENT_NOT_YET, REQUIREMENT_UNMET, previous_attempts};
+use migration_core::run::{
+    NOT_YET, REQUIREMENT_NOT_YET, REQUIREMENT_UNMET, not_run, previous_attempts,
+};
 use migration_core::{
     Clock, EntryState, LedgerError, LedgerSnapshot, LockKeeper, LockedLedger, MigrateError,
     MigrationsTree, Migrator, Outcome as CoreOutcome, Plan, PlanRequest, Prepared, Run, Slug, Step,

@@ -37,7 +37,7 @@ pub(super) async fn steps(
         let mut cluster_commands = None;
         let (attempts, outcome) = match step {
             Step::Blocked { unmet, .. } => {
-                console.progress(&format!("{}: not run: {}", pending.slug, unmet.join("; ")));
+                console.progress(&format!("{}: {}", pending.slug, not_run(&unmet)));
                 (previous_attempts(&pending), CoreOutcome::Blocked { unmet })
             }
             Step::Deferred { waiting_for, .. } => {
