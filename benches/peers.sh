@@ -13,10 +13,16 @@
 # median is over all the rounds' runs, so a busy minute hits every tool
 # alike instead of whichever was being timed then.
 #
+# The apply floors: a `sh` loop spawning the scripts; N durable appends
+# (256-byte `pwrite` into preallocated space, then `fdatasync`); and both
+# from a Rust program, one append before each script started as the runner
+# starts it (benches/src/bin/apply-floor.rs).
+#
 # Environment: SIZES (default "100 1000 10000"), ROUNDS, RUNS (hyperfine
 # runs per round for the quick jobs, default 4), APPLY_RUNS (per round for
 # "apply N", default 1), MIGRATE_BIN (a prebuilt
-# binary instead of `cargo build --release`, with its `migrate-shim` beside it), BEFORE_BIN (optional: another
+# binary instead of `cargo build --release`, with its `migrate-shim` beside it), APPLY_FLOOR_BIN
+# (likewise for benches' `apply-floor`), BEFORE_BIN (optional: another
 # `migrate` binary timed beside it, e.g. the main branch before a change;
 # it runs only below 10^4), ROUNDS_LARGE (rounds of "apply N" at 10^4 and
 # above, default 2), JOBS (default "apply decide noop";
@@ -49,7 +55,7 @@ for arg in "$@"; do
     case "$arg" in
         --write-readme) write_readme=1 ;;
         --summarize-only) summarize_only=1 ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
         *) echo "unknown argument: $arg" >&2; exit 2 ;;
     esac
 done
@@ -93,6 +99,11 @@ if [ -z "${MIGRATE_BIN:-}" ]; then
     # `migrate-shim` beside it.
     cargo build --quiet --release -p migrate --bins
     MIGRATE_BIN="$ROOT/target/release/migrate"
+fi
+if [ -z "${APPLY_FLOOR_BIN:-}" ]; then
+    echo "== building apply-floor (release)"
+    cargo build --quiet --release -p benches --bin apply-floor
+    APPLY_FLOOR_BIN="$ROOT/target/release/apply-floor"
 fi
 ALEMBIC="$PEERS/venv/bin/alembic"
 YOYO="$PEERS/venv/bin/yoyo"
@@ -179,7 +190,8 @@ cmd_for() { # job tool dir -> the timed command
         # Floors: what any tool doing the job must at least pay.
         decide/floor-read) echo "cat $d/migrate/order.d/00001-v1 $d/migrate/pre-apply/*" ;;
         apply/floor-spawn) echo "sh -c 'for f in $d/migrate/pre-apply/*; do /bin/sh -e \"\$f\" || exit 1; done'" ;;
-        apply/floor-fsync) echo "dd if=/dev/zero of=$d/floor.appends bs=512 count=$(( 2 * ${d##*/} )) oflag=dsync status=none" ;;
+        apply/floor-fsync) echo "$APPLY_FLOOR_BIN sync $d/floor.appends ${d##*/}" ;;
+        apply/floor-std) echo "$APPLY_FLOOR_BIN spawn-sync $d/migrate/pre-apply $d/floor.appends" ;;
         *) return 1 ;;
     esac
 }
@@ -193,7 +205,7 @@ tools_for() { # job n
     tools="$tools alembic yoyo sqlx"
     case "$job" in
         decide) tools="$tools floor-read" ;;
-        apply) tools="$tools floor-spawn floor-fsync" ;;
+        apply) tools="$tools floor-spawn floor-fsync floor-std" ;;
     esac
     echo "$tools"
 }

@@ -29,7 +29,8 @@ TOOLS = [
     ("sqlx", "sqlx-cli"),
     ("floor-read", "floor: read the tree"),
     ("floor-spawn", "floor: spawn N scripts"),
-    ("floor-fsync", "floor: 2N synced appends"),
+    ("floor-fsync", "floor: N durable appends"),
+    ("floor-std", "floor: both, from Rust"),
 ]
 
 
@@ -73,7 +74,7 @@ def load(results):
                 if root:
                     cmd = re.sub(re.escape(root) + r"/target/peers-work/\d+", "$W", cmd)
                     cmd = cmd.replace(root + "/", "")
-                cmd = re.sub(r"count=\d+", "count=2N", cmd)
+                cmd = re.sub(r"(apply-floor sync \$W/floor\.appends) \d+$", r"\1 N", cmd)
                 commands.setdefault((job, tool), cmd)
     return medians, runs, meta, commands
 
@@ -128,14 +129,18 @@ def table(medians, runs, meta, commands):
             r = ratio(m(job, n, "migrate"), m(job, n, "sqlx"))
             if r is not None:
                 out.append(f"- {what} at {n:,}: `migrate` / sqlx-cli = **{r:.2f}** (goal: at most 1).")
+    per = lambda t, n: "–" if t is None else f"{t / n * 1000:.2f} ms"  # noqa: E731
     for n in sizes:
-        a, s, f = m("apply", n, "migrate"), m("apply", n, "floor-spawn"), m("apply", n, "floor-fsync")
-        if a is not None and s is not None and f is not None:
-            out.append(
-                f"- apply {n:,}: `migrate` {a / n * 1000:.2f} ms per migration; floors: "
-                f"spawning {s / n * 1000:.2f} ms, two synced appends {f / n * 1000:.2f} ms "
-                f"(sum {(s + f) / n * 1000:.2f} ms)."
-            )
+        a = m("apply", n, "migrate")
+        if a is None:
+            continue
+        both = m("apply", n, "floor-std")
+        over = "" if both is None else f"; `migrate` above the Rust floor: {(a - both) / n * 1000:.2f} ms"
+        out.append(
+            f"- apply {n:,}: `migrate` {per(a, n)} per migration; floors: spawning from `sh` "
+            f"{per(m('apply', n, 'floor-spawn'), n)}, one durable append "
+            f"{per(m('apply', n, 'floor-fsync'), n)}, both from Rust {per(both, n)}{over}."
+        )
     out.append("")
     out.append("Exact commands (`$W` = `target/peers-work/N`):")
     out.append("")
