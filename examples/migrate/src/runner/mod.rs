@@ -43,7 +43,7 @@ pub use console::{Console, StdConsole};
 use lock::{Replanning, acquire, note_attempt, unrecorded, wait_for_lock};
 pub use outcome::{MigrationResult, Outcome, RunError, RunReport};
 pub use process::escalate;
-use process::{Exec, execute};
+use process::{Exec, Scripts};
 pub use scan::{scan, scan_all};
 use steps::steps;
 
@@ -346,10 +346,17 @@ async fn locked_run(
             revision: prepared.revision,
         })
         .with_message_limit(config.tail_bytes);
-    let outcome = steps(
-        tree, &mut run, keeper, config, console, interrupt, started, report,
-    )
-    .await;
+    let mut scripts = Scripts {
+        tree,
+        config,
+        console,
+        interrupt,
+        keeper: &mut *keeper,
+        wire: None,
+    };
+    let outcome = steps(&mut scripts, &mut run, started, report).await;
+    // The tripwire's supervisor ends with the run's scripts.
+    drop(scripts);
     // A first write refused for the lock or a changed ledger wrote nothing:
     // the caller plans again, and the outcomes decided so far (migrations
     // that did not execute) are decided again then.

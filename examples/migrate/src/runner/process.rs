@@ -131,164 +131,187 @@ pub(super) async fn pump<R: AsyncRead + Unpin>(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn execute(
-    root: &Path,
-    shebang: &str,
-    pending: &PendingMigration,
-    config: &RunConfig,
-    attempt: u32,
-    console: &dyn Console,
-    interrupt: &mut watch::Receiver<bool>,
-    keeper: &mut LockKeeper<'_>,
-    wire: &mut Option<crate::tripwire::Tripwire>,
-) -> Result<Exec, RunError> {
-    let spawn_error = |e: std::io::Error| RunError::Spawn {
-        slug: pending.slug.clone(),
-        message: e.to_string(),
-    };
-    // Tripwire hook 1 of 3: cluster commands go through the runner's shim
-    // (PATH, KUBECTL/HELM/FLUX and a fresh report file; see crate::tripwire).
-    let armed = match wire.take() {
-        Some(w) => wire.insert(w),
-        None => wire.insert(
-            crate::tripwire::Tripwire::arm(&config.tripwire, root, config.grace)
-                .map_err(spawn_error)?,
-        ),
-    };
-    use std::os::unix::process::CommandExt;
-    let path: PathBuf = root.join(&pending.relative_path);
-    let mut cmd = command_for(shebang, &path);
-    cmd.current_dir(root)
-        .env("MIGRATION_SLUG", pending.slug.as_str())
-        .env("MIGRATION_TIER", pending.tier.as_str())
-        .env("MIGRATION_TREE", root)
-        .env("MIGRATION_NAMESPACE", &config.namespace)
-        .env("MIGRATION_BATCH", &pending.batch)
-        .env("MIGRATION_ATTEMPT", attempt.to_string())
-        // A script's own dry-run switch must not be inherited by a real
-        // run: it would exit 0 having done nothing, and be recorded `ok`.
-        // A dry run is `migrate run --dry-run`, which executes nothing.
-        .env_remove("MIGRATION_DRY_RUN")
-        .stdin(null_input().map_err(spawn_error)?)
-        // Its own group, killed whole when the script ends, and on drop
-        // (super::child).
-        .process_group(0);
-    // One pipe for both streams, as `2>&1` would: the tail then holds the
-    // output in the order the script wrote it.
-    let (reader, writer) = std::io::pipe().map_err(spawn_error)?;
-    cmd.stdout(writer.try_clone().map_err(spawn_error)?)
-        .stderr(writer);
-    let report = armed.guard(&mut cmd).map_err(spawn_error)?;
-    let mut child = ScriptChild::spawn(&mut cmd).map_err(spawn_error)?;
-    // Our copies of the write end must go, or the pipe never reaches EOF.
-    drop(cmd);
-    let output =
-        tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))
-            .map_err(spawn_error)?;
-    let pgid = child.pgid();
-    // The run's supervisor stops this group should the runner die (even
-    // of SIGKILL) before the group is killed and released below.
-    if let Err(e) = armed.watch(pgid) {
-        signal_group(pgid, Signal::SIGKILL);
-        let _ = child.wait().await;
-        return Err(spawn_error(e));
-    }
-    let tail = Arc::new(Mutex::new(Tail {
-        cap: config.tail_bytes,
-        ..Tail::default()
-    }));
-    let readers = pump(output, pending.slug.clone(), console, tail.clone());
+/// What every script execution of one run shares: the tree, the run's
+/// settings and console, the interrupt, the lock keeper (renewed while a
+/// script runs) and the tripwire.
+pub(super) struct Scripts<'a, 'k> {
+    pub(super) tree: &'a MigrationsTree,
+    pub(super) config: &'a RunConfig,
+    pub(super) console: &'a dyn Console,
+    pub(super) interrupt: &'a mut watch::Receiver<bool>,
+    pub(super) keeper: &'a mut LockKeeper<'k>,
+    /// Armed at the first script that runs (a run with nothing to execute
+    /// never pays for it); dropped with the run's scripts, which ends its
+    /// supervisor.
+    pub(super) wire: Option<crate::tripwire::Tripwire>,
+}
 
-    let deadline = tokio::time::Instant::now() + config.timeout;
-    let renew_every = keeper.period();
-    let waiting = async {
-        let mut renew =
-            tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
-        loop {
-            tokio::select! {
-                status = child.wait() => {
-                    return match status {
-                        Ok(s) if s.success() => Exec::Success(crate::tripwire::Calls::default()),
-                        Ok(s) => {
-                            use std::os::unix::process::ExitStatusExt;
-                            let reason = match (s.code(), s.signal()) {
-                                (Some(code), _) => format!("exit-status-{code}"),
-                                (None, Some(sig)) => format!("signal-{sig}"),
-                                _ => "unknown-exit".to_owned(),
-                            };
-                            Exec::Failed { reason, tail: String::new() }
-                        }
-                        Err(e) => Exec::Failed { reason: "wait-error".into(), tail: e.to_string() },
-                    };
-                }
-                () = tokio::time::sleep_until(deadline) => {
-                    console.progress(&format!("{} timed out after {:?}; stopping its process group", pending.slug, config.timeout));
-                    stop(&mut child, pgid, config.grace).await;
-                    return Exec::Failed { reason: "timeout".into(), tail: String::new() };
-                }
-                _ = interrupt.changed() => {
-                    if *interrupt.borrow() {
-                        console.progress(&format!("interrupted: forwarding SIGTERM to {} and waiting up to {:?}", pending.slug, config.grace));
-                        stop(&mut child, pgid, config.grace).await;
-                        return Exec::Interrupted;
+impl Scripts<'_, '_> {
+    /// Runs `pending` (attempt number `attempt`) with the interpreter
+    /// `shebang` names, and tells how it ended.
+    pub(super) async fn execute(
+        &mut self,
+        shebang: &str,
+        pending: &PendingMigration,
+        attempt: u32,
+    ) -> Result<Exec, RunError> {
+        let Scripts {
+            tree,
+            config,
+            console,
+            interrupt,
+            keeper,
+            wire,
+        } = self;
+        let (root, config, console) = (tree.root(), *config, *console);
+        let (interrupt, keeper) = (&mut **interrupt, &mut **keeper);
+        let spawn_error = |e: std::io::Error| RunError::Spawn {
+            slug: pending.slug.clone(),
+            message: e.to_string(),
+        };
+        // Tripwire hook 1 of 3: cluster commands go through the runner's shim
+        // (PATH, KUBECTL/HELM/FLUX and a fresh report file; see crate::tripwire).
+        let armed = match wire.take() {
+            Some(w) => wire.insert(w),
+            None => wire.insert(
+                crate::tripwire::Tripwire::arm(&config.tripwire, root, config.grace)
+                    .map_err(spawn_error)?,
+            ),
+        };
+        use std::os::unix::process::CommandExt;
+        let path: PathBuf = root.join(&pending.relative_path);
+        let mut cmd = command_for(shebang, &path);
+        cmd.current_dir(root)
+            .env("MIGRATION_SLUG", pending.slug.as_str())
+            .env("MIGRATION_TIER", pending.tier.as_str())
+            .env("MIGRATION_TREE", root)
+            .env("MIGRATION_NAMESPACE", &config.namespace)
+            .env("MIGRATION_BATCH", &pending.batch)
+            .env("MIGRATION_ATTEMPT", attempt.to_string())
+            // A script's own dry-run switch must not be inherited by a real
+            // run: it would exit 0 having done nothing, and be recorded `ok`.
+            // A dry run is `migrate run --dry-run`, which executes nothing.
+            .env_remove("MIGRATION_DRY_RUN")
+            .stdin(null_input().map_err(spawn_error)?)
+            // Its own group, killed whole when the script ends, and on drop
+            // (super::child).
+            .process_group(0);
+        // One pipe for both streams, as `2>&1` would: the tail then holds the
+        // output in the order the script wrote it.
+        let (reader, writer) = std::io::pipe().map_err(spawn_error)?;
+        cmd.stdout(writer.try_clone().map_err(spawn_error)?)
+            .stderr(writer);
+        let report = armed.guard(&mut cmd).map_err(spawn_error)?;
+        let mut child = ScriptChild::spawn(&mut cmd).map_err(spawn_error)?;
+        // Our copies of the write end must go, or the pipe never reaches EOF.
+        drop(cmd);
+        let output =
+            tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))
+                .map_err(spawn_error)?;
+        let pgid = child.pgid();
+        // The run's supervisor stops this group should the runner die (even
+        // of SIGKILL) before the group is killed and released below.
+        if let Err(e) = armed.watch(pgid) {
+            signal_group(pgid, Signal::SIGKILL);
+            let _ = child.wait().await;
+            return Err(spawn_error(e));
+        }
+        let tail = Arc::new(Mutex::new(Tail {
+            cap: config.tail_bytes,
+            ..Tail::default()
+        }));
+        let readers = pump(output, pending.slug.clone(), console, tail.clone());
+
+        let deadline = tokio::time::Instant::now() + config.timeout;
+        let renew_every = keeper.period();
+        let waiting = async {
+            let mut renew =
+                tokio::time::interval_at(tokio::time::Instant::now() + renew_every, renew_every);
+            loop {
+                tokio::select! {
+                    status = child.wait() => {
+                        return match status {
+                            Ok(s) if s.success() => Exec::Success(crate::tripwire::Calls::default()),
+                            Ok(s) => {
+                                use std::os::unix::process::ExitStatusExt;
+                                let reason = match (s.code(), s.signal()) {
+                                    (Some(code), _) => format!("exit-status-{code}"),
+                                    (None, Some(sig)) => format!("signal-{sig}"),
+                                    _ => "unknown-exit".to_owned(),
+                                };
+                                Exec::Failed { reason, tail: String::new() }
+                            }
+                            Err(e) => Exec::Failed { reason: "wait-error".into(), tail: e.to_string() },
+                        };
                     }
-                }
-                _ = renew.tick() => {
-                    if let Err(e) = keeper.renew().await {
+                    () = tokio::time::sleep_until(deadline) => {
+                        console.progress(&format!("{} timed out after {:?}; stopping its process group", pending.slug, config.timeout));
                         stop(&mut child, pgid, config.grace).await;
-                        return Exec::LockLost(e);
+                        return Exec::Failed { reason: "timeout".into(), tail: String::new() };
+                    }
+                    _ = interrupt.changed() => {
+                        if *interrupt.borrow() {
+                            console.progress(&format!("interrupted: forwarding SIGTERM to {} and waiting up to {:?}", pending.slug, config.grace));
+                            stop(&mut child, pgid, config.grace).await;
+                            return Exec::Interrupted;
+                        }
+                    }
+                    _ = renew.tick() => {
+                        if let Err(e) = keeper.renew().await {
+                            stop(&mut child, pgid, config.grace).await;
+                            return Exec::LockLost(e);
+                        }
                     }
                 }
             }
+        };
+        let (exec, ()) = tokio::join!(
+            async {
+                let exec = waiting.await;
+                // Stragglers left in the group would hold the pipes open.
+                signal_group(pgid, Signal::SIGKILL);
+                exec
+            },
+            readers
+        );
+        // The group is gone; a supervisor that cannot be told so is caught at
+        // the next script's `watch`.
+        let _ = armed.release(pgid);
+        let tail = tail.lock().unwrap_or_else(PoisonError::into_inner).text();
+        // Tripwire hook 2 of 3: exit 0 after an unaccepted cluster-command
+        // failure is a failure (reason masked-failure), however it was masked.
+        let calls = report.finish();
+        if let Exec::Failed { reason, .. } = &exec
+            && reason == NOT_YET
+        {
+            return Ok(Exec::NotYet {
+                tail: not_yet_message(&calls, &tail, config.tail_bytes),
+            });
         }
-    };
-    let (exec, ()) = tokio::join!(
-        async {
-            let exec = waiting.await;
-            // Stragglers left in the group would hold the pipes open.
-            signal_group(pgid, Signal::SIGKILL);
-            exec
-        },
-        readers
-    );
-    // The group is gone; a supervisor that cannot be told so is caught at
-    // the next script's `watch`.
-    let _ = armed.release(pgid);
-    let tail = tail.lock().unwrap_or_else(PoisonError::into_inner).text();
-    // Tripwire hook 2 of 3: exit 0 after an unaccepted cluster-command
-    // failure is a failure (reason masked-failure), however it was masked.
-    let calls = report.finish();
-    if let Exec::Failed { reason, .. } = &exec
-        && reason == NOT_YET
-    {
-        return Ok(Exec::NotYet {
-            tail: not_yet_message(&calls, &tail, config.tail_bytes),
-        });
-    }
-    if let Exec::Success(_) = exec {
-        return Ok(match calls.masked_failure() {
-            Some(message) => Exec::Failed {
-                reason: crate::tripwire::MASKED_FAILURE.into(),
-                tail: crate::tripwire::compose(&message, &tail, config.tail_bytes),
+        if let Exec::Success(_) = exec {
+            return Ok(match calls.masked_failure() {
+                Some(message) => Exec::Failed {
+                    reason: crate::tripwire::MASKED_FAILURE.into(),
+                    tail: crate::tripwire::compose(&message, &tail, config.tail_bytes),
+                },
+                None => Exec::Success(calls),
+            });
+        }
+        Ok(match exec {
+            Exec::Failed {
+                reason,
+                tail: extra,
+            } => Exec::Failed {
+                reason,
+                tail: if extra.is_empty() {
+                    tail
+                } else {
+                    format!("{tail}\n{extra}")
+                },
             },
-            None => Exec::Success(calls),
-        });
+            other => other,
+        })
     }
-    Ok(match exec {
-        Exec::Failed {
-            reason,
-            tail: extra,
-        } => Exec::Failed {
-            reason,
-            tail: if extra.is_empty() {
-                tail
-            } else {
-                format!("{tail}\n{extra}")
-            },
-        },
-        other => other,
-    })
 }
 
 /// The message of a script that exited 75: that, the cluster-command calls

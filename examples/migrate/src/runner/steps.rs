@@ -6,25 +6,17 @@ use super::*;
 
 /// The pending migrations, in order, until the plan is done or the run
 /// must stop.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn steps(
-    tree: &MigrationsTree,
+    scripts: &mut Scripts<'_, '_>,
     run: &mut Run<'_, '_>,
-    keeper: &mut LockKeeper<'_>,
-    config: &RunConfig,
-    console: &dyn Console,
-    interrupt: &mut watch::Receiver<bool>,
     started: Instant,
     mut report: RunReport,
 ) -> Result<RunReport, RunError> {
+    let (tree, config, console) = (scripts.tree, scripts.config, scripts.console);
     // `[n/N]` progress: N is what the plan holds, n counts steps taken.
     let (total, mut step_no) = (report.pending, 0usize);
-    // The tripwire is armed once per run, at the first script that runs
-    // (a run with nothing to execute never pays for it); each execution
-    // gets its own report (crate::tripwire::arm).
-    let mut wire: Option<crate::tripwire::Tripwire> = None;
     while let Some(step) = run.next_step().map_err(RunError::NoRoom)? {
-        if *interrupt.borrow() {
+        if *scripts.interrupt.borrow() {
             report.elapsed_ms = started.elapsed().as_millis();
             return Err(RunError::Interrupted {
                 slug: None,
@@ -57,7 +49,7 @@ pub(super) async fn steps(
                 // that can fail in between: a crash in that instant
                 // over-counts by one, which errs on the safe side (attempts
                 // never under-count executions).
-                let attempts = note_attempt(run, &pending, &config.holder, keeper).await?;
+                let attempts = note_attempt(run, &pending, &config.holder, scripts.keeper).await?;
                 console.step(
                     step_no,
                     total,
@@ -70,19 +62,7 @@ pub(super) async fn steps(
                 let shebang = tree
                     .script(&pending.slug)
                     .map_or("/bin/sh", |sc| sc.header.shebang.as_str());
-                let outcome = match execute(
-                    tree.root(),
-                    shebang,
-                    &pending,
-                    config,
-                    attempts,
-                    console,
-                    interrupt,
-                    keeper,
-                    &mut wire,
-                )
-                .await?
-                {
+                let outcome = match scripts.execute(shebang, &pending, attempts).await? {
                     Exec::Success(calls) => {
                         failpoint(&format!("after-script:{}", pending.slug));
                         // Tripwire hook 3 of 3: tolerated cluster-command
@@ -178,7 +158,8 @@ pub(super) async fn steps(
             }
         }
         // Between scripts, keep the lock fresh before going on.
-        keeper
+        scripts
+            .keeper
             .renew_if_due()
             .await
             .map_err(|cause| RunError::LockLost {
