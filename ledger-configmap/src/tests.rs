@@ -395,9 +395,11 @@ async fn a_runner_of_an_older_release_holding_the_lease_keeps_a_newer_run_out_un
         server.client(),
         NS,
         &older_runners_lease(NAME),
-        "configmap cozy-system/cozystack-version",
+        migration_kube::Writer {
+            ledger: "configmap cozy-system/cozystack-version".to_owned(),
+            retry: RetryPolicy::immediate(4),
+        },
         clock.clone(),
-        RetryPolicy::immediate(4),
     );
     older
         .acquire("old-runner/pid-3", Duration::from_secs(60))

@@ -42,5 +42,6 @@ pub use error::{Class, classify, ledger_error};
 pub use lease::LeaseLock;
 pub use retry::{Backoff, RetryPolicy};
 pub use write::{
-    Base, ConditionalObject, Step, WriteTarget, conditional_update, patch_params, post_params,
+    Base, ConditionalObject, Step, WriteTarget, Writer, conditional_update, patch_params,
+    post_params,
 };
