@@ -59,12 +59,11 @@ use migration_core::keys;
 use migration_core::ledger::AttemptMark;
 use migration_core::step::{LockStep, StepReport, StepWrite};
 use migration_core::{
-    Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, SystemClock, WriteMode,
-    WriteReport,
+    Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
 use migration_kube::{
-    Backoff, Base, Class, ConditionalObject, LeaseLock, RetryPolicy, Step, WriteTarget, Writer,
-    classify, conditional_update, ledger_error, patch_params, post_params,
+    Backoff, Base, Class, ConditionalObject, LeaseLock, Step, WriteTarget, Writer, classify,
+    conditional_update, ledger_error, patch_params, post_params,
 };
 
 pub mod lock;
@@ -80,25 +79,10 @@ pub fn older_runners_lease(name: &str) -> String {
 /// A ConfigMap holds at most this many bytes of data (keys plus values).
 pub const CONFIGMAP_BUDGET_BYTES: u64 = 1024 * 1024;
 
-/// Tunables; the defaults suit production.
-#[derive(Clone)]
-pub struct Options {
-    /// Size budget in bytes (default [`CONFIGMAP_BUDGET_BYTES`]).
-    pub budget: u64,
-    /// Retry policy for transient errors and precondition conflicts.
-    pub retry: RetryPolicy,
-    /// Clock for lock expiry.
-    pub clock: Arc<dyn Clock>,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            budget: CONFIGMAP_BUDGET_BYTES,
-            retry: RetryPolicy::default(),
-            clock: Arc::new(SystemClock),
-        }
-    }
+migration_kube::ledger_options! {
+    budget: CONFIGMAP_BUDGET_BYTES,
+    budget_doc: "Size budget in bytes (default [`CONFIGMAP_BUDGET_BYTES`]).",
+    clock_doc: "Clock for lock expiry.",
 }
 
 /// The ConfigMap ledger.

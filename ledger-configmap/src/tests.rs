@@ -4,6 +4,7 @@
 use super::*;
 use migration_core::Lock;
 use migration_core::{EntryState, Timestamp};
+use migration_kube::RetryPolicy;
 use std::time::Duration;
 use test_apiserver::{TestApiServer, Verb};
 
