@@ -95,70 +95,64 @@ impl FileLedger {
         write: bool,
         operation: &'static str,
     ) -> Result<(), LedgerError> {
-        let result = self.try_refresh(view, target, write, operation);
+        // A view a failure left half brought up to date is dropped: the
+        // next refresh loads the file again.
+        let result = (|| {
+            let meta = match Probe::path(target, true) {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    *view = Some(View::absent(target));
+                    return Ok(());
+                }
+                Err(e) => return Err(self.io_error(operation, "reading", &e)),
+            };
+            let cached = view.as_mut().filter(|v| {
+                v.target == target
+                    && v.file
+                        .as_ref()
+                        .is_some_and(|f| f.dev == meta.dev && f.ino == meta.ino)
+                    && meta.len >= v.end
+                    && (v.legacy_lock.is_none() || meta.len == v.end)
+            });
+            let Some(current) = cached else {
+                *view = Some(self.load(target, write, operation)?);
+                return self.finish_refresh(view, write, operation);
+            };
+            if write && current.file.as_ref().is_some_and(|f| !f.writable) {
+                let opened = self.open(target, true, operation)?;
+                if current
+                    .file
+                    .as_ref()
+                    .is_some_and(|f| f.dev != opened.dev || f.ino != opened.ino)
+                {
+                    *view = Some(self.load(target, write, operation)?);
+                    return self.finish_refresh(view, write, operation);
+                }
+                current.file = Some(opened);
+            }
+            if current.legacy_lock.is_none() && meta.len > current.end {
+                let Some(opened) = current.file.as_ref() else {
+                    return Ok(());
+                };
+                let mut tail = vec![0; (meta.len - current.end) as usize];
+                opened
+                    .file
+                    .read_exact_at(&mut tail, current.end)
+                    .map_err(|e| self.io_error(operation, "reading", &e))?;
+                let replayed = journal::replay(&tail, current.end, &mut current.state, false)
+                    .map_err(|c| self.unreadable(target, &c))?;
+                current.end = replayed.end;
+                current.torn = replayed.torn;
+            } else if meta.len == current.end {
+                current.torn = 0;
+            }
+            current.len = meta.len;
+            self.finish_refresh(view, write, operation)
+        })();
         if result.is_err() {
             *view = None;
         }
         result
-    }
-
-    pub(super) fn try_refresh(
-        &self,
-        view: &mut Option<View>,
-        target: &Path,
-        write: bool,
-        operation: &'static str,
-    ) -> Result<(), LedgerError> {
-        let meta = match Probe::path(target, true) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                *view = Some(View::absent(target));
-                return Ok(());
-            }
-            Err(e) => return Err(self.io_error(operation, "reading", &e)),
-        };
-        let cached = view.as_mut().filter(|v| {
-            v.target == target
-                && v.file
-                    .as_ref()
-                    .is_some_and(|f| f.dev == meta.dev && f.ino == meta.ino)
-                && meta.len >= v.end
-                && (v.legacy_lock.is_none() || meta.len == v.end)
-        });
-        let Some(current) = cached else {
-            *view = Some(self.load(target, write, operation)?);
-            return self.finish_refresh(view, write, operation);
-        };
-        if write && current.file.as_ref().is_some_and(|f| !f.writable) {
-            let opened = self.open(target, true, operation)?;
-            if current
-                .file
-                .as_ref()
-                .is_some_and(|f| f.dev != opened.dev || f.ino != opened.ino)
-            {
-                *view = Some(self.load(target, write, operation)?);
-                return self.finish_refresh(view, write, operation);
-            }
-            current.file = Some(opened);
-        }
-        if current.legacy_lock.is_none() && meta.len > current.end {
-            let Some(opened) = current.file.as_ref() else {
-                return Ok(());
-            };
-            let mut tail = vec![0; (meta.len - current.end) as usize];
-            opened
-                .file
-                .read_exact_at(&mut tail, current.end)
-                .map_err(|e| self.io_error(operation, "reading", &e))?;
-            let replayed = journal::replay(&tail, current.end, &mut current.state, false)
-                .map_err(|c| self.unreadable(target, &c))?;
-            current.end = replayed.end;
-            current.torn = replayed.torn;
-        } else if meta.len == current.end {
-            current.torn = 0;
-        }
-        current.len = meta.len;
-        self.finish_refresh(view, write, operation)
     }
 
     pub(super) fn finish_refresh(
@@ -384,11 +378,7 @@ impl FileLedger {
             .filter(|_| current.legacy_lock.is_none());
         let Some(opened) = journal_file else {
             // No file yet, or the older format: write a whole new file.
-            let mut state = current.state.take();
-            change.apply(&mut state);
-            let Some(object) = state else {
-                return Err(self.io_error(operation, "storing", &io::Error::other("no object")));
-            };
+            let object = self.changed_object(current, change, operation)?;
             self.import_legacy_lock(sidecar, current, operation)?;
             return self.replace_with_snapshot(view, target, object, operation);
         };
@@ -399,11 +389,7 @@ impl FileLedger {
             .as_ref()
             .map_or(0, |o| o.bytes() + 32 * o.keys() as u64);
         if size > self.compact_min && size > 2 * (live + line.len() as u64) {
-            let mut state = current.state.take();
-            change.apply(&mut state);
-            let Some(object) = state else {
-                return Err(self.io_error(operation, "storing", &io::Error::other("no object")));
-            };
+            let object = self.changed_object(current, change, operation)?;
             return self.replace_with_snapshot(view, target, object, operation);
         }
         // Into the preallocated tail when the record fits (its fdatasync
@@ -428,6 +414,19 @@ impl FileLedger {
         current.len = grown.unwrap_or(current.len);
         change.apply(&mut current.state);
         Ok(())
+    }
+
+    /// The object `current` holds with `change` applied, taken out of it for
+    /// a new snapshot; a change that leaves no object cannot be stored.
+    fn changed_object(
+        &self,
+        current: &mut View,
+        change: Change,
+        operation: &'static str,
+    ) -> Result<Object, LedgerError> {
+        let mut state = current.state.take();
+        change.apply(&mut state);
+        state.ok_or_else(|| self.io_error(operation, "storing", &io::Error::other("no object")))
     }
 
     /// Replaces the file at `target` with a snapshot of `object`: a
