@@ -464,30 +464,24 @@ impl migration_core::Lock for LeaseLock {
 #[macro_export]
 macro_rules! lock_by_lease {
     ($ledger:ty, $field:ident) => {
+        $crate::lock_by_lease!(@forward $ledger, $field;
+            acquire(holder: &str, ttl: ::std::time::Duration) -> ::migration_core::Lease;
+            renew(lease: &::migration_core::Lease, ttl: ::std::time::Duration) -> ::migration_core::Lease;
+            release(lease: &::migration_core::Lease) -> ();
+        );
+    };
+    // Each method of the trait, forwarded once: the list above is the trait's signatures.
+    (@forward $ledger:ty, $field:ident; $($method:ident($($arg:ident: $type:ty),*) -> $answer:ty;)*) => {
         #[::async_trait::async_trait]
         impl ::migration_core::Lock for $ledger {
-            async fn acquire(
-                &self,
-                holder: &str,
-                ttl: ::std::time::Duration,
-            ) -> ::std::result::Result<::migration_core::Lease, ::migration_core::LedgerError> {
-                ::migration_core::Lock::acquire(&self.$field, holder, ttl).await
-            }
-
-            async fn renew(
-                &self,
-                lease: &::migration_core::Lease,
-                ttl: ::std::time::Duration,
-            ) -> ::std::result::Result<::migration_core::Lease, ::migration_core::LedgerError> {
-                ::migration_core::Lock::renew(&self.$field, lease, ttl).await
-            }
-
-            async fn release(
-                &self,
-                lease: &::migration_core::Lease,
-            ) -> ::std::result::Result<(), ::migration_core::LedgerError> {
-                ::migration_core::Lock::release(&self.$field, lease).await
-            }
+            $(
+                async fn $method(
+                    &self,
+                    $($arg: $type),*
+                ) -> ::std::result::Result<$answer, ::migration_core::LedgerError> {
+                    ::migration_core::Lock::$method(&self.$field, $($arg),*).await
+                }
+            )*
         }
     };
 }
