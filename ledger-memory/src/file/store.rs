@@ -97,7 +97,7 @@ impl FileLedger {
     ) -> Result<(), LedgerError> {
         // A view a failure left half brought up to date is dropped: the
         // next refresh loads the file again.
-        let result = (|| {
+        let updated = (|| {
             let meta = match Probe::path(target, true) {
                 Ok(meta) => meta,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -116,7 +116,7 @@ impl FileLedger {
             });
             let Some(current) = cached else {
                 *view = Some(self.load(target, write, operation)?);
-                return self.finish_refresh(view, write, operation);
+                return Ok(());
             };
             if write && current.file.as_ref().is_some_and(|f| !f.writable) {
                 let opened = self.open(target, true, operation)?;
@@ -126,7 +126,7 @@ impl FileLedger {
                     .is_some_and(|f| f.dev != opened.dev || f.ino != opened.ino)
                 {
                     *view = Some(self.load(target, write, operation)?);
-                    return self.finish_refresh(view, write, operation);
+                    return Ok(());
                 }
                 current.file = Some(opened);
             }
@@ -147,38 +147,34 @@ impl FileLedger {
                 current.torn = 0;
             }
             current.len = meta.len;
-            self.finish_refresh(view, write, operation)
+            Ok(())
         })();
+        // Under the flock, a torn final record the view ends before is cut
+        // off the file.
+        let result = updated.and_then(|()| {
+            let Some(current) = view.as_mut() else {
+                return Ok(());
+            };
+            if let (true, Some(opened)) = (write && current.torn > 0, current.file.as_ref()) {
+                tracing::warn!(
+                    file = %current.target.display(),
+                    offset = current.end,
+                    bytes = current.torn,
+                    "dropping a torn final record left by a crash (it was never acknowledged)"
+                );
+                opened
+                    .file
+                    .set_len(current.end)
+                    .map_err(|e| self.io_error(operation, "truncating a torn record", &e))?;
+                current.torn = 0;
+                current.len = current.end;
+            }
+            Ok(())
+        });
         if result.is_err() {
             *view = None;
         }
         result
-    }
-
-    pub(super) fn finish_refresh(
-        &self,
-        view: &mut Option<View>,
-        write: bool,
-        operation: &'static str,
-    ) -> Result<(), LedgerError> {
-        let Some(current) = view.as_mut() else {
-            return Ok(());
-        };
-        if let (true, Some(opened)) = (write && current.torn > 0, current.file.as_ref()) {
-            tracing::warn!(
-                file = %current.target.display(),
-                offset = current.end,
-                bytes = current.torn,
-                "dropping a torn final record left by a crash (it was never acknowledged)"
-            );
-            opened
-                .file
-                .set_len(current.end)
-                .map_err(|e| self.io_error(operation, "truncating a torn record", &e))?;
-            current.torn = 0;
-            current.len = current.end;
-        }
-        Ok(())
     }
 
     pub(super) fn open(
@@ -352,7 +348,7 @@ impl FileLedger {
         self.refresh(view, &target, true, operation)?;
         let (result, change) = plan(view.as_ref().and_then(|v| v.state.as_ref()))?;
         if let Some(change) = change {
-            let stored = self.store(flock.0, view, &target, change, operation);
+            let stored = self.store(flock.0, view, change, operation);
             if stored.is_err() {
                 *view = None;
             }
@@ -365,7 +361,6 @@ impl FileLedger {
         &self,
         sidecar: &File,
         view: &mut Option<View>,
-        target: &Path,
         change: Change,
         operation: &'static str,
     ) -> Result<(), LedgerError> {
@@ -380,7 +375,7 @@ impl FileLedger {
             // No file yet, or the older format: write a whole new file.
             let object = self.changed_object(current, change, operation)?;
             self.import_legacy_lock(sidecar, current, operation)?;
-            return self.replace_with_snapshot(view, target, object, operation);
+            return self.replace_with_snapshot(view, object, operation);
         };
         let line = journal::encode_change(&change);
         let size = current.end + line.len() as u64;
@@ -390,7 +385,7 @@ impl FileLedger {
             .map_or(0, |o| o.bytes() + 32 * o.keys() as u64);
         if size > self.compact_min && size > 2 * (live + line.len() as u64) {
             let object = self.changed_object(current, change, operation)?;
-            return self.replace_with_snapshot(view, target, object, operation);
+            return self.replace_with_snapshot(view, object, operation);
         }
         // Into the preallocated tail when the record fits (its fdatasync
         // then writes only its block); else the file grows by whole steps,
@@ -429,16 +424,19 @@ impl FileLedger {
         state.ok_or_else(|| self.io_error(operation, "storing", &io::Error::other("no object")))
     }
 
-    /// Replaces the file at `target` with a snapshot of `object`: a
+    /// Replaces the file `view` follows with a snapshot of `object`: a
     /// temporary file beside it, fsync, rename, fsync of the directory.
     pub(super) fn replace_with_snapshot(
         &self,
         view: &mut Option<View>,
-        target: &Path,
         object: Object,
         operation: &'static str,
     ) -> Result<(), LedgerError> {
-        *view = None;
+        // The old view is stale from here on, whatever happens.
+        let Some(View { target, .. }) = view.take() else {
+            return Err(self.io_error(operation, "storing", &io::Error::other("no view")));
+        };
+        let target = target.as_path();
         let dir = directory_of(target);
         let name = target
             .file_name()
