@@ -63,7 +63,7 @@ use migration_core::{
 };
 use migration_kube::{
     Backoff, Base, Class, ConditionalObject, LeaseLock, Step, WriteTarget, Writer, classify,
-    conditional_update, ledger_error, patch_params, post_params,
+    conditional_update, defaults, ledger_error, patch_params, post_params,
 };
 
 pub mod lock;
@@ -71,9 +71,9 @@ pub mod lock;
 pub use lock::LOCK_ANNOTATION;
 
 /// The Lease that runners of older releases lock ledger `name` through:
-/// `<name>-lock`, beside the ConfigMap.
+/// `<name>-lock` ([`defaults::lock_name`]), beside the ConfigMap.
 pub fn older_runners_lease(name: &str) -> String {
-    format!("{name}-lock")
+    defaults::lock_name(name)
 }
 
 /// A ConfigMap holds at most this many bytes of data (keys plus values).
