@@ -59,12 +59,11 @@ use migration_core::keys;
 use migration_core::ledger::AttemptMark;
 use migration_core::step::{LockStep, StepReport, StepWrite};
 use migration_core::{
-    Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, SystemClock, WriteMode,
-    WriteReport,
+    Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
 use migration_kube::{
-    Backoff, Base, Class, ConditionalObject, LeaseLock, RetryPolicy, Step, WriteTarget, classify,
-    conditional_update, ledger_error, patch_params, post_params,
+    Backoff, Base, Class, ConditionalObject, LeaseLock, Step, WriteTarget, Writer, classify,
+    conditional_update, defaults, ledger_error, patch_params, post_params,
 };
 
 pub mod lock;
@@ -72,33 +71,18 @@ pub mod lock;
 pub use lock::LOCK_ANNOTATION;
 
 /// The Lease that runners of older releases lock ledger `name` through:
-/// `<name>-lock`, beside the ConfigMap.
+/// `<name>-lock` ([`defaults::lock_name`]), beside the ConfigMap.
 pub fn older_runners_lease(name: &str) -> String {
-    format!("{name}-lock")
+    defaults::lock_name(name)
 }
 
 /// A ConfigMap holds at most this many bytes of data (keys plus values).
 pub const CONFIGMAP_BUDGET_BYTES: u64 = 1024 * 1024;
 
-/// Tunables; the defaults suit production.
-#[derive(Clone)]
-pub struct Options {
-    /// Size budget in bytes (default [`CONFIGMAP_BUDGET_BYTES`]).
-    pub budget: u64,
-    /// Retry policy for transient errors and precondition conflicts.
-    pub retry: RetryPolicy,
-    /// Clock for lock expiry.
-    pub clock: Arc<dyn Clock>,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            budget: CONFIGMAP_BUDGET_BYTES,
-            retry: RetryPolicy::default(),
-            clock: Arc::new(SystemClock),
-        }
-    }
+migration_kube::ledger_options! {
+    budget: CONFIGMAP_BUDGET_BYTES,
+    budget_doc: "Size budget in bytes (default [`CONFIGMAP_BUDGET_BYTES`]).",
+    clock_doc: "Clock for lock expiry.",
 }
 
 /// The ConfigMap ledger.
@@ -106,9 +90,10 @@ impl Default for Options {
 pub struct ConfigMapLedger {
     api: Api<ConfigMap>,
     name: String,
-    description: String,
+    /// `configmap <namespace>/<name>`, as errors name the ledger, and the
+    /// retry policy of its requests.
+    writer: Writer,
     budget: u64,
-    retry: RetryPolicy,
     /// The clock lock expiry is judged on.
     clock: Arc<dyn Clock>,
     /// The last object this handle (and its clones) read or wrote: the base
@@ -123,7 +108,7 @@ pub struct ConfigMapLedger {
 
 impl std::fmt::Debug for ConfigMapLedger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.description)
+        f.write_str(&self.writer.ledger)
     }
 }
 
@@ -161,22 +146,23 @@ impl ConfigMapLedger {
 
     /// The ledger in ConfigMap `namespace/name`.
     pub fn with_options(client: Client, namespace: &str, name: &str, options: Options) -> Self {
-        let description = format!("configmap {namespace}/{name}");
+        let writer = Writer {
+            ledger: format!("configmap {namespace}/{name}"),
+            retry: options.retry,
+        };
         let older_runners = LeaseLock::new(
             client.clone(),
             namespace,
             &older_runners_lease(name),
-            &description,
+            writer.clone(),
             options.clock.clone(),
-            options.retry,
         );
         ConfigMapLedger {
             older_runners,
             api: Api::namespaced(client, namespace),
             name: name.to_owned(),
-            description,
+            writer,
             budget: options.budget,
-            retry: options.retry,
             clock: options.clock,
             last_seen: Arc::new(Mutex::new(None)),
         }
@@ -207,10 +193,11 @@ impl ConfigMapLedger {
         attempt: &mut u32,
     ) -> Result<Option<Arc<ConfigMap>>, LedgerError> {
         let cm = self
+            .writer
             .retry
             .get_opt(&self.api, &self.name, attempt)
             .await
-            .map_err(|e| ledger_error(&self.description, operation, &self.object(), &e))?
+            .map_err(|e| ledger_error(&self.writer.ledger, operation, &self.object(), &e))?
             .map(Arc::new);
         self.remember(cm.clone());
         Ok(cm)
@@ -218,7 +205,7 @@ impl ConfigMapLedger {
 
     fn full(&self, current: &ConfigMap, would_be: u64) -> LedgerError {
         LedgerError::Full {
-            ledger: self.description.clone(),
+            ledger: self.writer.ledger.clone(),
             current_bytes: configmap_size(current),
             would_be_bytes: would_be,
             budget_bytes: self.budget,
@@ -270,16 +257,12 @@ impl Change {
 struct Conditional<'a>(&'a ConfigMapLedger);
 
 impl WriteTarget for Conditional<'_> {
-    fn ledger(&self) -> &str {
-        &self.0.description
-    }
-
-    fn retry(&self) -> &RetryPolicy {
-        &self.0.retry
+    fn writer(&self) -> &Writer {
+        &self.0.writer
     }
 
     fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
-        ledger_error(&self.0.description, operation, &self.0.object(), error)
+        ledger_error(&self.0.writer.ledger, operation, &self.0.object(), error)
     }
 }
 
@@ -306,7 +289,7 @@ impl ConditionalObject for Conditional<'_> {
                 fresh: true,
             }),
             None => Err(LedgerError::NotFound {
-                ledger: self.0.description.clone(),
+                ledger: self.0.writer.ledger.clone(),
                 operation,
             }),
         }
@@ -356,7 +339,7 @@ fn put_entry(
 #[async_trait]
 impl Ledger for ConfigMapLedger {
     fn describe(&self) -> String {
-        self.description.clone()
+        self.writer.ledger.clone()
     }
 
     async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
@@ -381,7 +364,7 @@ impl Ledger for ConfigMapLedger {
 
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
         const OP: &str = "create";
-        migration_core::ledger::refuse_repeated_slugs(&self.description, OP, entries)?;
+        migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, entries)?;
         let mut contexts = ContextIndex::default();
         let mut data = BTreeMap::new();
         for (slug, entry) in entries {
@@ -412,13 +395,15 @@ impl Ledger for ConfigMapLedger {
                 // (maybe ours); the caller re-reads, and nothing is overwritten.
                 Err(e) if classify(&e) == Class::AlreadyExists => {
                     return Err(LedgerError::AlreadyExists {
-                        ledger: self.description.clone(),
+                        ledger: self.writer.ledger.clone(),
                     });
                 }
-                Err(e) if classify(&e) == Class::Transient && attempt < self.retry.attempts => {
-                    self.retry.pause(attempt).await;
+                Err(e)
+                    if classify(&e) == Class::Transient && attempt < self.writer.retry.attempts =>
+                {
+                    self.writer.retry.pause(attempt).await;
                 }
-                Err(e) => return Err(ledger_error(&self.description, OP, &self.object(), &e)),
+                Err(e) => return Err(ledger_error(&self.writer.ledger, OP, &self.object(), &e)),
             }
         }
     }
@@ -429,7 +414,7 @@ impl Ledger for ConfigMapLedger {
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
         const OP: &str = "write";
-        migration_core::ledger::refuse_repeated_slugs(&self.description, OP, entries)?;
+        migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, entries)?;
         let keyed: Vec<(&Slug, String, &LedgerEntry)> = entries
             .iter()
             .map(|(slug, entry)| (slug, keys::entry_key(slug), entry))
@@ -490,7 +475,7 @@ impl Ledger for ConfigMapLedger {
     /// (CONTRACT.md §5.5).
     async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
         const OP: &str = "write step";
-        migration_core::ledger::refuse_repeated_slugs(&self.description, OP, step.records)?;
+        migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, step.records)?;
         if let LockStep::Take { holder, .. } = step.lock {
             self.older_runners.refuse_if_held_by_another(holder).await?;
         }
@@ -558,7 +543,7 @@ impl ConfigMapLedger {
                 AttemptMark::decode(key, raw)
                     .map(Some)
                     .map_err(|c| LedgerError::Permanent {
-                        ledger: self.description.clone(),
+                        ledger: self.writer.ledger.clone(),
                         operation,
                         message: c.to_string(),
                     })

@@ -102,7 +102,7 @@ impl ConfigMapLedger {
         serde_json::from_str(raw)
             .map(Some)
             .map_err(|e| LedgerError::Permanent {
-                ledger: self.description.clone(),
+                ledger: self.writer.ledger.clone(),
                 operation,
                 message: format!(
                     "annotation {LOCK_ANNOTATION} is not a run lock ({e}): {}",
@@ -120,7 +120,7 @@ impl ConfigMapLedger {
     ) -> Result<(), LedgerError> {
         match stored {
             Some(l) if l.holder != holder && now < l.expires() => Err(LedgerError::LockHeld {
-                ledger: self.description.clone(),
+                ledger: self.writer.ledger.clone(),
                 holder: l.holder.clone(),
                 expires_at: l.expires(),
             }),
@@ -137,7 +137,7 @@ impl ConfigMapLedger {
         match stored {
             Some(l) if l.is(lease) => Ok(l),
             other => Err(LedgerError::LockLost {
-                ledger: self.description.clone(),
+                ledger: self.writer.ledger.clone(),
                 holder: lease.holder.clone(),
                 reason: match other {
                     Some(l) => format!("now held by {}", l.holder),
@@ -154,7 +154,7 @@ impl ConfigMapLedger {
             return Ok(());
         }
         Err(LedgerError::Changed {
-            ledger: self.description.clone(),
+            ledger: self.writer.ledger.clone(),
             expected: revision.unwrap_or("unknown").into(),
             found: found.unwrap_or("none").into(),
         })
@@ -266,7 +266,7 @@ impl ConfigMapLedger {
         .await;
         match result {
             Err(LedgerError::NotFound { .. }) => Err(LedgerError::LockLost {
-                ledger: self.description.clone(),
+                ledger: self.writer.ledger.clone(),
                 holder: lease.holder.clone(),
                 reason: "the ledger object was deleted".into(),
             }),

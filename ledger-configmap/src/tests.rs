@@ -4,6 +4,7 @@
 use super::*;
 use migration_core::Lock;
 use migration_core::{EntryState, Timestamp};
+use migration_kube::RetryPolicy;
 use std::time::Duration;
 use test_apiserver::{TestApiServer, Verb};
 
@@ -395,9 +396,11 @@ async fn a_runner_of_an_older_release_holding_the_lease_keeps_a_newer_run_out_un
         server.client(),
         NS,
         &older_runners_lease(NAME),
-        "configmap cozy-system/cozystack-version",
+        migration_kube::Writer {
+            ledger: "configmap cozy-system/cozystack-version".to_owned(),
+            retry: RetryPolicy::immediate(4),
+        },
         clock.clone(),
-        RetryPolicy::immediate(4),
     );
     older
         .acquire("old-runner/pid-3", Duration::from_secs(60))

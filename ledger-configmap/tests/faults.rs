@@ -8,7 +8,7 @@ use ledger_configmap::{ConfigMapLedger, Options};
 use migration_core::{Ledger, LedgerEntry, Slug, keys};
 use migration_kube::RetryPolicy;
 use migration_kube::defaults::{LEDGER_NAME, NAMESPACE};
-use migration_kube::fault_suite::FaultHarness;
+use migration_kube::fault_suite::{FaultHarness, Names};
 use serde_json::Value;
 use test_apiserver::TestApiServer;
 
@@ -22,17 +22,11 @@ fn data(server: &TestApiServer, key: &str) -> Option<String> {
 }
 
 impl FaultHarness for ConfigMaps {
-    fn resource(&self) -> &'static str {
-        "configmaps"
-    }
-
-    fn writes(&self) -> &'static str {
-        "configmaps"
-    }
-
-    fn written_object(&self) -> &'static str {
-        "configmap cozystack-version"
-    }
+    const NAMES: Names = Names {
+        resource: "configmaps",
+        writes: "configmaps",
+        written_object: "configmap cozystack-version",
+    };
 
     fn ledger(&self, client: kube::Client, retry: RetryPolicy) -> Arc<dyn Ledger> {
         let options = Options {

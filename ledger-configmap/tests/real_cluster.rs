@@ -61,11 +61,7 @@ impl LaneBackend for ConfigMaps {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_against_a_real_cluster() {
-    let cluster = or_skip!(RealCluster::from_env("ConfigMap conformance lane").await);
-    lane(cluster.client(), cluster.namespace()).await;
-}
+migration_kube::real_cluster_lane_test!("ConfigMap conformance lane", lane);
 
 /// The lane itself, also exercised against the test API server below so
 /// that its own code cannot rot while nobody has a cluster at hand.

@@ -41,7 +41,7 @@ impl CrdLedger {
                 ),
             );
         }
-        ledger_error(&self.description, operation, what, e)
+        ledger_error(&self.writer.ledger, operation, what, e)
     }
 
     pub(crate) fn build_error(
@@ -77,9 +77,12 @@ impl CrdLedger {
             match self.client.request::<Value>(request).await {
                 Ok(object) => return Ok(Some(object)),
                 Err(e) if self.is_absent(&e) => return Ok(None),
-                Err(e) if classify(&e) == Class::Transient && *attempt < self.retry.attempts => {
+                Err(e)
+                    if classify(&e) == Class::Transient
+                        && *attempt < self.writer.retry.attempts =>
+                {
                     tracing::debug!(error = %e, attempt = *attempt, operation, "transient error reading the ledger; retrying");
-                    self.retry.pause(*attempt).await;
+                    self.writer.retry.pause(*attempt).await;
                 }
                 Err(e) => return Err(self.error(operation, &self.object(), &e)),
             }

@@ -35,7 +35,7 @@ impl CrdLedger {
     /// [`Ledger::create`]: migration_core::Ledger::create
     pub(crate) async fn seed(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
         const OP: &str = "create";
-        let write = seed_write(&self.description, OP, entries)?;
+        let write = seed_write(&self.writer.ledger, OP, entries)?;
         self.check_creation_budget(&write)?;
         let mut step = CreateStep::Post;
         let mut attempt = 0;
@@ -47,10 +47,10 @@ impl CrdLedger {
             step = match step {
                 CreateStep::Post => {
                     attempt += 1;
-                    if attempt > self.retry.attempts {
+                    if attempt > self.writer.retry.attempts {
                         // The object keeps appearing and vanishing under us.
                         return Err(LedgerError::Conflict {
-                            ledger: self.description.clone(),
+                            ledger: self.writer.ledger.clone(),
                             operation: OP,
                             attempts: attempt - 1,
                         });
@@ -61,10 +61,10 @@ impl CrdLedger {
                         Err(e) if classify(&e) == Class::AlreadyExists => CreateStep::Reread,
                         Err(e)
                             if classify(&e) == Class::Transient
-                                && attempt < self.retry.attempts =>
+                                && attempt < self.writer.retry.attempts =>
                         {
                             tracing::debug!(error = %e, attempt, "transient error creating the ledger; retrying");
-                            self.retry.pause(attempt).await;
+                            self.writer.retry.pause(attempt).await;
                             CreateStep::Post
                         }
                         Err(e) => return Err(self.error(OP, &self.object(), &e)),
@@ -90,7 +90,7 @@ impl CrdLedger {
                             return Ok(());
                         } else {
                             return Err(LedgerError::AlreadyExists {
-                                ledger: self.description.clone(),
+                                ledger: self.writer.ledger.clone(),
                             });
                         }
                     }
@@ -102,7 +102,7 @@ impl CrdLedger {
                     match self.patch_status(&planned.ops).await {
                         Ok(_) => return Ok(()),
                         // Deleted under us: start over.
-                        Err(e) if self.is_absent(&e) && attempt < self.retry.attempts => {
+                        Err(e) if self.is_absent(&e) && attempt < self.writer.retry.attempts => {
                             CreateStep::Post
                         }
                         Err(e) => {

@@ -13,8 +13,7 @@ use migration_core::{
     Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
 use migration_kube::{
-    Base, ConditionalObject, LeaseLock, RetryPolicy, Step, WriteTarget, conditional_update,
-    defaults,
+    Base, ConditionalObject, LeaseLock, Step, WriteTarget, Writer, conditional_update, defaults,
 };
 use serde_json::Value;
 
@@ -32,11 +31,11 @@ pub struct CrdLedger {
     pub(crate) request: Request,
     /// The object's name (the bundle's).
     pub(crate) name: String,
-    /// `migrationledger <name>`, as errors name the ledger.
-    pub(crate) description: String,
+    /// `migrationledger <name>`, as errors name the ledger, and the retry
+    /// policy of its requests.
+    pub(crate) writer: Writer,
     /// The size budget of the stored object, in bytes.
     pub(crate) budget: u64,
-    pub(crate) retry: RetryPolicy,
     /// For condition transition times (and the lock's expiry).
     pub(crate) clock: Arc<dyn Clock>,
     lock: LeaseLock,
@@ -44,7 +43,7 @@ pub struct CrdLedger {
 
 impl std::fmt::Debug for CrdLedger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.description)
+        f.write_str(&self.writer.ledger)
     }
 }
 
@@ -56,7 +55,10 @@ impl CrdLedger {
 
     /// The ledger `name` (one per bundle).
     pub fn with_options(client: Client, name: &str, options: Options) -> Self {
-        let description = format!("migrationledger {name}");
+        let writer = Writer {
+            ledger: format!("migrationledger {name}"),
+            retry: options.retry,
+        };
         let lease_name = options
             .lease_name
             .clone()
@@ -65,17 +67,15 @@ impl CrdLedger {
             client.clone(),
             &options.lease_namespace,
             &lease_name,
-            &description,
+            writer.clone(),
             options.clock.clone(),
-            options.retry,
         );
         CrdLedger {
             request: Request::new(MigrationLedger::url_path(&(), None)),
             client,
             name: name.to_owned(),
-            description,
+            writer,
             budget: options.budget,
-            retry: options.retry,
             clock: options.clock,
             lock,
         }
@@ -93,7 +93,7 @@ impl CrdLedger {
 
     pub(crate) fn permanent(&self, operation: &'static str, message: String) -> LedgerError {
         LedgerError::Permanent {
-            ledger: self.description.clone(),
+            ledger: self.writer.ledger.clone(),
             operation,
             message,
         }
@@ -101,21 +101,21 @@ impl CrdLedger {
 
     pub(crate) fn unreadable(&self, reason: String) -> LedgerError {
         LedgerError::Unreadable {
-            ledger: self.description.clone(),
+            ledger: self.writer.ledger.clone(),
             reason: format!("{}: {reason}", self.object()),
         }
     }
 
     pub(crate) fn not_found(&self, operation: &'static str) -> LedgerError {
         LedgerError::NotFound {
-            ledger: self.description.clone(),
+            ledger: self.writer.ledger.clone(),
             operation,
         }
     }
 
     pub(crate) fn full(&self, current: Option<&View<'_>>, would_be: u64) -> LedgerError {
         LedgerError::Full {
-            ledger: self.description.clone(),
+            ledger: self.writer.ledger.clone(),
             current_bytes: current.map_or(0, |v| json_size(v.object)),
             would_be_bytes: would_be,
             budget_bytes: self.budget,
@@ -175,12 +175,8 @@ impl CrdLedger {
 pub(crate) struct Conditional<'a>(pub(crate) &'a CrdLedger);
 
 impl WriteTarget for Conditional<'_> {
-    fn ledger(&self) -> &str {
-        &self.0.description
-    }
-
-    fn retry(&self) -> &RetryPolicy {
-        &self.0.retry
+    fn writer(&self) -> &Writer {
+        &self.0.writer
     }
 
     fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
@@ -261,7 +257,7 @@ pub(crate) fn seed_write(
 #[async_trait]
 impl Ledger for CrdLedger {
     fn describe(&self) -> String {
-        self.description.clone()
+        self.writer.ledger.clone()
     }
 
     async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
@@ -296,7 +292,7 @@ impl Ledger for CrdLedger {
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
         const OP: &str = "write";
-        migration_core::ledger::refuse_repeated_slugs(&self.description, OP, entries)?;
+        migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, entries)?;
         self.update_status(OP, |view| {
             let stored = view.entries();
             // Shared records are filed against exactly the object this
@@ -309,7 +305,7 @@ impl Ledger for CrdLedger {
                 if mode == WriteMode::OnlyIfAbsent && stored.is_some_and(|s| s.contains_key(key)) {
                     report.already_present.push(slug.clone());
                 } else {
-                    put_entry(&self.description, OP, &mut write, &mut index, slug, entry)?;
+                    put_entry(&self.writer.ledger, OP, &mut write, &mut index, slug, entry)?;
                     report.written.push(slug.clone());
                 }
             }

@@ -119,9 +119,6 @@ mod ledger;
 mod resource;
 mod state;
 
-use std::sync::Arc;
-
-use migration_core::{Clock, SystemClock};
 use migration_kube::defaults;
 
 pub use condition::{ConditionStatus, LedgerCondition};
@@ -151,41 +148,13 @@ pub const DEFAULT_BUDGET_BYTES: u64 = ETCD_REQUEST_LIMIT_BYTES - BUDGET_HEADROOM
 /// and the `Ready` condition's message naming it.
 pub const RECORD_OVERHEAD_BYTES: u64 = 1024;
 
-/// Tunables; the defaults suit production.
-#[derive(Clone)]
-pub struct Options {
+migration_kube::ledger_options! {
+    budget: DEFAULT_BUDGET_BYTES,
+    budget_doc: "Size budget in bytes (default [`DEFAULT_BUDGET_BYTES`]).",
+    clock_doc: "Clock for lock expiry and condition transition times.",
     /// Namespace of the run-lock Lease (default [`defaults::NAMESPACE`]).
-    pub lease_namespace: String,
+    lease_namespace: String = defaults::NAMESPACE.to_owned(),
     /// Name of the run-lock Lease (default `<name>-lock`,
     /// [`defaults::lock_name`]).
-    pub lease_name: Option<String>,
-    /// Size budget in bytes (default [`DEFAULT_BUDGET_BYTES`]).
-    pub budget: u64,
-    /// Retry policy for transient errors and precondition conflicts.
-    pub retry: RetryPolicy,
-    /// Clock for lock expiry and condition transition times.
-    pub clock: Arc<dyn Clock>,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            lease_namespace: defaults::NAMESPACE.to_owned(),
-            lease_name: None,
-            budget: DEFAULT_BUDGET_BYTES,
-            retry: RetryPolicy::default(),
-            clock: Arc::new(SystemClock),
-        }
-    }
-}
-
-impl std::fmt::Debug for Options {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Options")
-            .field("lease_namespace", &self.lease_namespace)
-            .field("lease_name", &self.lease_name)
-            .field("budget", &self.budget)
-            .field("retry", &self.retry)
-            .finish_non_exhaustive()
-    }
+    lease_name: Option<String> = None,
 }

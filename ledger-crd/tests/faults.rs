@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ledger_crd::{CrdLedger, Options};
 use migration_core::{Ledger, LedgerEntry, Slug};
 use migration_kube::RetryPolicy;
-use migration_kube::fault_suite::FaultHarness;
+use migration_kube::fault_suite::{FaultHarness, Names};
 use serde_json::Value;
 use test_apiserver::TestApiServer;
 
@@ -26,17 +26,11 @@ fn status(server: &TestApiServer, map: &str, slug: &Slug) -> Option<Value> {
 }
 
 impl FaultHarness for MigrationLedgers {
-    fn resource(&self) -> &'static str {
-        "migrationledgers"
-    }
-
-    fn writes(&self) -> &'static str {
-        "migrationledgers/status"
-    }
-
-    fn written_object(&self) -> &'static str {
-        "migrationledger cozystack/status"
-    }
+    const NAMES: Names = Names {
+        resource: "migrationledgers",
+        writes: "migrationledgers/status",
+        written_object: "migrationledger cozystack/status",
+    };
 
     fn serve(&self, server: &TestApiServer) {
         common::register(server);

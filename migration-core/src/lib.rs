@@ -20,6 +20,8 @@
 
 mod filling;
 #[macro_use]
+mod spelling;
+#[macro_use]
 mod text_form;
 
 pub mod digest;

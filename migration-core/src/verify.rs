@@ -1,7 +1,5 @@
 //! Verification: the upgrade-lane assertion that nothing was silently skipped.
 
-use std::fmt;
-
 use crate::entry::EntryState;
 use crate::ledger::{LedgerSnapshot, Record};
 use crate::manifest::Manifest;
@@ -9,10 +7,12 @@ use crate::slug::Slug;
 use crate::tree::MigrationsTree;
 use crate::version::Version;
 
-/// Why a slug fails verification.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a slug fails verification. Its message is the line the `verify`
+/// document gives it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VerifyProblem {
     /// A non-retired manifest slug with no entry at all.
+    #[error("'{slug}' ({batch}) has no ledger entry")]
     Missing {
         /// The slug.
         slug: Slug,
@@ -20,6 +20,7 @@ pub enum VerifyProblem {
         batch: String,
     },
     /// An entry that cannot be read.
+    #[error("'{slug}': ledger key '{key}' is corrupt")]
     Corrupt {
         /// The slug.
         slug: Slug,
@@ -29,6 +30,9 @@ pub enum VerifyProblem {
     /// A slug recorded `not-yet`: it has not done its work here, and the
     /// next run executes it again. Fails with or without `since`, retired
     /// lines included; a revoked slug is exempt (it must not run at all).
+    #[error(
+        "'{slug}' ({batch}) is 'not-yet' ({reason}, {attempts} attempt(s)): it has not done its work on this cluster; the next run executes it again"
+    )]
     NotYet {
         /// The slug.
         slug: Slug,
@@ -40,6 +44,7 @@ pub enum VerifyProblem {
         attempts: u32,
     },
     /// A slug first shipped after the `since` release that is not `ok`.
+    #[error("'{slug}' ({batch}) shipped after the baseline release but is '{state}', not 'ok'")]
     NotOk {
         /// The slug.
         slug: Slug,
@@ -48,34 +53,6 @@ pub enum VerifyProblem {
         /// What it is instead.
         state: EntryState,
     },
-}
-
-impl fmt::Display for VerifyProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            VerifyProblem::Missing { slug, batch } => {
-                write!(f, "'{slug}' ({batch}) has no ledger entry")
-            }
-            VerifyProblem::Corrupt { slug, key } => {
-                write!(f, "'{slug}': ledger key '{key}' is corrupt")
-            }
-            VerifyProblem::NotYet {
-                slug,
-                batch,
-                reason,
-                attempts,
-            } => write!(
-                f,
-                "'{slug}' ({batch}) is 'not-yet' ({reason}, {attempts} attempt(s)): it has not done its work on this cluster; the next run executes it again"
-            ),
-            VerifyProblem::NotOk { slug, batch, state } => {
-                write!(
-                    f,
-                    "'{slug}' ({batch}) shipped after the baseline release but is '{state}', not 'ok'"
-                )
-            }
-        }
-    }
 }
 
 /// The result of [`verify`].
@@ -204,13 +181,10 @@ mod tests {
     #[test]
     fn since_demands_ok_for_everything_shipped_later_so_a_fresh_install_cannot_pass() {
         let (tree, manifest) = tree("");
-        let fresh = snapshot_of(&[
-            ("old", EntryState::SkippedFreshInstall),
-            ("gone", EntryState::SkippedFreshInstall),
-            ("new", EntryState::SkippedFreshInstall),
-            ("bad", EntryState::SkippedFreshInstall),
-            ("next", EntryState::SkippedFreshInstall),
-        ]);
+        // A fresh install records every slug of the tree, retired ones too.
+        let fresh = snapshot_of(
+            &["old", "gone", "new", "bad", "next"].map(|s| (s, EntryState::SkippedFreshInstall)),
+        );
         assert!(
             verify(&tree, &manifest, Some(&fresh), None)
                 .problems

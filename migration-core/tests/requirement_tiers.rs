@@ -67,18 +67,15 @@ fn generation_refuses_a_pre_apply_requirement_on_a_background_slug() {
         disk: scripts,
         ..ReleaseHistory::default()
     };
-    let problem = common::the_generate_problem(&history);
-    assert_eq!(
-        problem,
+    let text = common::generation_refusal(
+        &history,
         GenerateProblem::RequiresOtherTier {
             slug: s("relabel"),
             target: s("warm-cache"),
-        }
+        },
     );
     assert!(
-        problem
-            .to_string()
-            .contains("'relabel' (pre-apply) requires 'warm-cache' (background)"),
-        "{problem}"
+        text.contains("'relabel' (pre-apply) requires 'warm-cache' (background)"),
+        "{text}"
     );
 }

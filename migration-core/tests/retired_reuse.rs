@@ -42,15 +42,13 @@ fn a_retired_slug_back_on_disk_with_the_same_content_is_refused_naming_the_retir
         disk: scripts(&["old", "keep"]),
         ..ReleaseHistory::default()
     };
-    let problem = common::the_generate_problem(&history);
-    assert_eq!(
-        problem,
+    let text = common::generation_refusal(
+        &history,
         GenerateProblem::RetiredReadded {
             slug: s("old"),
             retired_in: "v1.1.0".into(),
-        }
+        },
     );
-    let text = problem.to_string();
     assert!(
         text.contains("'old' was retired in tag v1.1.0") && text.contains("new slug"),
         "{text}"

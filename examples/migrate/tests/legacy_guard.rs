@@ -55,26 +55,25 @@ fn a_shipped_legacy_line_pointing_elsewhere_is_refused_naming_the_tag() {
     );
 }
 
+/// Each case is a `legacy-map` that only edits what v1.0.0 shipped, the
+/// commit message, and what the refusal must say.
 #[test]
-fn a_shipped_legacy_line_removed_is_refused() {
-    let repo = released();
-    repo.write("legacy-map", "1 1\n");
-    assert_refused(
-        &repo,
-        "drop a line",
-        &["legacy-map line '2 2' shipped in tag v1.0.0 is missing from the working tree"],
-    );
-}
-
-#[test]
-fn a_slug_shipped_as_a_regular_migration_cannot_be_moved_into_the_legacy_batch() {
-    let repo = released();
-    repo.write("legacy-map", "1 1\n2 2\n3 relabel\n");
-    assert_refused(
-        &repo,
-        "relabel becomes legacy",
-        &[
+fn a_shipped_legacy_line_removed_or_a_regular_slug_moved_into_the_legacy_batch_is_refused() {
+    let cases: [(&str, &str, &str); 2] = [
+        (
+            "1 1\n",
+            "drop a line",
+            "legacy-map line '2 2' shipped in tag v1.0.0 is missing from the working tree",
+        ),
+        (
+            "1 1\n2 2\n3 relabel\n",
+            "relabel becomes legacy",
             "'relabel' shipped in tag v1.0.0 as a regular migration; the working tree's legacy-map now lists it as '3 relabel'",
-        ],
-    );
+        ),
+    ];
+    for (map, message, problem) in cases {
+        let repo = released();
+        repo.write("legacy-map", map);
+        assert_refused(&repo, message, &[problem]);
+    }
 }

@@ -34,9 +34,11 @@ impl Leadership {
             client,
             namespace,
             name,
-            &format!("leader election {namespace}/{name}"),
+            migration_kube::Writer {
+                ledger: format!("leader election {namespace}/{name}"),
+                retry: migration_kube::RetryPolicy::default(),
+            },
             clock,
-            migration_kube::RetryPolicy::default(),
         );
         Leadership {
             lock,

@@ -386,9 +386,11 @@ async fn the_roles_grant_what_the_operator_and_the_runner_do() {
         operator,
         &t.ns,
         "cozystack-migrations-operator",
-        "leader election",
+        migration_kube::Writer {
+            ledger: "leader election".to_owned(),
+            retry: RetryPolicy::immediate(2),
+        },
         t.clock.clone(),
-        RetryPolicy::immediate(2),
     );
     let lease = leader
         .acquire("replica-a", Duration::from_secs(15))

@@ -123,15 +123,13 @@ impl FaultRule {
     }
 
     /// Fires on the Nth matching call only (1-based, counted from injection).
-    pub fn nth(mut self, n: u64) -> Self {
-        self.when = When::Nth(n);
-        self
+    pub fn nth(self, n: u64) -> Self {
+        self.when(When::Nth(n))
     }
 
     /// Fires on the next `k` matching calls.
-    pub fn times(mut self, k: u64) -> Self {
-        self.when = When::Times(k);
-        self
+    pub fn times(self, k: u64) -> Self {
+        self.when(When::Times(k))
     }
 
     /// Fires on the next matching call only.
@@ -140,45 +138,46 @@ impl FaultRule {
     }
 
     /// Fires on every matching call (the default).
-    pub fn always(mut self) -> Self {
-        self.when = When::Always;
+    pub fn always(self) -> Self {
+        self.when(When::Always)
+    }
+
+    /// Sets when the rule fires; the setters above name each choice.
+    fn when(mut self, when: When) -> Self {
+        self.when = when;
         self
     }
 
     /// Answers `code` with `reason` and a generic message.
-    pub fn respond(mut self, code: u16, reason: &str) -> Self {
-        self.action = Action::Respond {
+    pub fn respond(self, code: u16, reason: &str) -> Self {
+        self.action(Action::Respond {
             code,
             reason: reason.to_string(),
             message: format!("injected fault: {reason}"),
             retry_after: None,
-        };
-        self
+        })
     }
 
     /// Answers 429 `TooManyRequests` with `Retry-After: secs`, as API priority and fairness does.
     ///
     /// kube's default client retries 429 itself (see the crate README).
-    pub fn too_many_requests(mut self, retry_after_secs: u64) -> Self {
-        self.action = Action::Respond {
+    pub fn too_many_requests(self, retry_after_secs: u64) -> Self {
+        self.action(Action::Respond {
             code: 429,
             reason: "TooManyRequests".into(),
             message: "Too many requests, please try again later.".into(),
             retry_after: Some(retry_after_secs),
-        };
-        self
+        })
     }
 
     /// Delays the call, then handles it normally.
-    pub fn delay(mut self, by: Duration) -> Self {
-        self.action = Action::Delay(by);
-        self
+    pub fn delay(self, by: Duration) -> Self {
+        self.action(Action::Delay(by))
     }
 
     /// Applies the call, then loses the reply.
-    pub fn lost_reply(mut self, how: LostReply) -> Self {
-        self.action = Action::LostReply(how);
-        self
+    pub fn lost_reply(self, how: LostReply) -> Self {
+        self.action(Action::LostReply(how))
     }
 
     /// Sets any action.

@@ -230,7 +230,8 @@ impl TestApiServer {
         namespaced: bool,
         status_subresource: bool,
     ) {
-        let def = ResourceDef::custom(group, version, plural, kind, namespaced, status_subresource);
+        let def = ResourceDef::builtin(group, version, plural, kind, namespaced)
+            .custom(status_subresource);
         self.shared.store().register(def);
     }
 

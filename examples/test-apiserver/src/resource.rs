@@ -19,7 +19,15 @@ pub(crate) struct ResourceDef {
 }
 
 impl ResourceDef {
-    fn builtin(group: &str, version: &str, plural: &str, kind: &str, namespaced: bool) -> Self {
+    /// The type `group/version` `plural` (`kind`) as a built-in registry serves it;
+    /// [`ResourceDef::custom`] makes it a custom resource.
+    pub(crate) fn builtin(
+        group: &str,
+        version: &str,
+        plural: &str,
+        kind: &str,
+        namespaced: bool,
+    ) -> Self {
         Self {
             group: group.to_string(),
             version: version.to_string(),
@@ -33,19 +41,13 @@ impl ResourceDef {
         }
     }
 
-    pub(crate) fn custom(
-        group: &str,
-        version: &str,
-        plural: &str,
-        kind: &str,
-        namespaced: bool,
-        status_subresource: bool,
-    ) -> Self {
+    /// This type served as a custom resource, with or without a `/status` subresource.
+    pub(crate) fn custom(self, status_subresource: bool) -> Self {
         Self {
             status_subresource,
             custom: true,
             generation: true,
-            ..Self::builtin(group, version, plural, kind, namespaced)
+            ..self
         }
     }
 

@@ -53,11 +53,7 @@ impl LaneBackend for Ledgers {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_against_a_real_cluster() {
-    let cluster = or_skip!(RealCluster::from_env("MigrationLedger conformance lane").await);
-    lane(cluster.client(), cluster.namespace()).await;
-}
+migration_kube::real_cluster_lane_test!("MigrationLedger conformance lane", lane);
 
 /// Installs the CRD, then runs the shared lane (against the test API server too, below).
 async fn lane(client: Client, namespace: &str) {

@@ -345,7 +345,7 @@ impl FileLedger {
             return Ok(());
         };
         self.import_legacy_lock(flock.0, current, operation)?;
-        self.replace_with_snapshot(view, &target, object, operation)
+        self.replace_with_snapshot(view, object, operation)
     }
 
     fn name(&self) -> String {

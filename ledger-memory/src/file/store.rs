@@ -95,96 +95,86 @@ impl FileLedger {
         write: bool,
         operation: &'static str,
     ) -> Result<(), LedgerError> {
-        let result = self.try_refresh(view, target, write, operation);
+        // A view a failure left half brought up to date is dropped: the
+        // next refresh loads the file again.
+        let updated = (|| {
+            let meta = match Probe::path(target, true) {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    *view = Some(View::absent(target));
+                    return Ok(());
+                }
+                Err(e) => return Err(self.io_error(operation, "reading", &e)),
+            };
+            let cached = view.as_mut().filter(|v| {
+                v.target == target
+                    && v.file
+                        .as_ref()
+                        .is_some_and(|f| f.dev == meta.dev && f.ino == meta.ino)
+                    && meta.len >= v.end
+                    && (v.legacy_lock.is_none() || meta.len == v.end)
+            });
+            let Some(current) = cached else {
+                *view = Some(self.load(target, write, operation)?);
+                return Ok(());
+            };
+            if write && current.file.as_ref().is_some_and(|f| !f.writable) {
+                let opened = self.open(target, true, operation)?;
+                if current
+                    .file
+                    .as_ref()
+                    .is_some_and(|f| f.dev != opened.dev || f.ino != opened.ino)
+                {
+                    *view = Some(self.load(target, write, operation)?);
+                    return Ok(());
+                }
+                current.file = Some(opened);
+            }
+            if current.legacy_lock.is_none() && meta.len > current.end {
+                let Some(opened) = current.file.as_ref() else {
+                    return Ok(());
+                };
+                let mut tail = vec![0; (meta.len - current.end) as usize];
+                opened
+                    .file
+                    .read_exact_at(&mut tail, current.end)
+                    .map_err(|e| self.io_error(operation, "reading", &e))?;
+                let replayed = journal::replay(&tail, current.end, &mut current.state, false)
+                    .map_err(|c| self.unreadable(target, &c))?;
+                current.end = replayed.end;
+                current.torn = replayed.torn;
+            } else if meta.len == current.end {
+                current.torn = 0;
+            }
+            current.len = meta.len;
+            Ok(())
+        })();
+        // Under the flock, a torn final record the view ends before is cut
+        // off the file.
+        let result = updated.and_then(|()| {
+            let Some(current) = view.as_mut() else {
+                return Ok(());
+            };
+            if let (true, Some(opened)) = (write && current.torn > 0, current.file.as_ref()) {
+                tracing::warn!(
+                    file = %current.target.display(),
+                    offset = current.end,
+                    bytes = current.torn,
+                    "dropping a torn final record left by a crash (it was never acknowledged)"
+                );
+                opened
+                    .file
+                    .set_len(current.end)
+                    .map_err(|e| self.io_error(operation, "truncating a torn record", &e))?;
+                current.torn = 0;
+                current.len = current.end;
+            }
+            Ok(())
+        });
         if result.is_err() {
             *view = None;
         }
         result
-    }
-
-    pub(super) fn try_refresh(
-        &self,
-        view: &mut Option<View>,
-        target: &Path,
-        write: bool,
-        operation: &'static str,
-    ) -> Result<(), LedgerError> {
-        let meta = match Probe::path(target, true) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                *view = Some(View::absent(target));
-                return Ok(());
-            }
-            Err(e) => return Err(self.io_error(operation, "reading", &e)),
-        };
-        let cached = view.as_mut().filter(|v| {
-            v.target == target
-                && v.file
-                    .as_ref()
-                    .is_some_and(|f| f.dev == meta.dev && f.ino == meta.ino)
-                && meta.len >= v.end
-                && (v.legacy_lock.is_none() || meta.len == v.end)
-        });
-        let Some(current) = cached else {
-            *view = Some(self.load(target, write, operation)?);
-            return self.finish_refresh(view, write, operation);
-        };
-        if write && current.file.as_ref().is_some_and(|f| !f.writable) {
-            let opened = self.open(target, true, operation)?;
-            if current
-                .file
-                .as_ref()
-                .is_some_and(|f| f.dev != opened.dev || f.ino != opened.ino)
-            {
-                *view = Some(self.load(target, write, operation)?);
-                return self.finish_refresh(view, write, operation);
-            }
-            current.file = Some(opened);
-        }
-        if current.legacy_lock.is_none() && meta.len > current.end {
-            let Some(opened) = current.file.as_ref() else {
-                return Ok(());
-            };
-            let mut tail = vec![0; (meta.len - current.end) as usize];
-            opened
-                .file
-                .read_exact_at(&mut tail, current.end)
-                .map_err(|e| self.io_error(operation, "reading", &e))?;
-            let replayed = journal::replay(&tail, current.end, &mut current.state, false)
-                .map_err(|c| self.unreadable(target, &c))?;
-            current.end = replayed.end;
-            current.torn = replayed.torn;
-        } else if meta.len == current.end {
-            current.torn = 0;
-        }
-        current.len = meta.len;
-        self.finish_refresh(view, write, operation)
-    }
-
-    pub(super) fn finish_refresh(
-        &self,
-        view: &mut Option<View>,
-        write: bool,
-        operation: &'static str,
-    ) -> Result<(), LedgerError> {
-        let Some(current) = view.as_mut() else {
-            return Ok(());
-        };
-        if let (true, Some(opened)) = (write && current.torn > 0, current.file.as_ref()) {
-            tracing::warn!(
-                file = %current.target.display(),
-                offset = current.end,
-                bytes = current.torn,
-                "dropping a torn final record left by a crash (it was never acknowledged)"
-            );
-            opened
-                .file
-                .set_len(current.end)
-                .map_err(|e| self.io_error(operation, "truncating a torn record", &e))?;
-            current.torn = 0;
-            current.len = current.end;
-        }
-        Ok(())
     }
 
     pub(super) fn open(
@@ -358,7 +348,7 @@ impl FileLedger {
         self.refresh(view, &target, true, operation)?;
         let (result, change) = plan(view.as_ref().and_then(|v| v.state.as_ref()))?;
         if let Some(change) = change {
-            let stored = self.store(flock.0, view, &target, change, operation);
+            let stored = self.store(flock.0, view, change, operation);
             if stored.is_err() {
                 *view = None;
             }
@@ -371,7 +361,6 @@ impl FileLedger {
         &self,
         sidecar: &File,
         view: &mut Option<View>,
-        target: &Path,
         change: Change,
         operation: &'static str,
     ) -> Result<(), LedgerError> {
@@ -384,13 +373,9 @@ impl FileLedger {
             .filter(|_| current.legacy_lock.is_none());
         let Some(opened) = journal_file else {
             // No file yet, or the older format: write a whole new file.
-            let mut state = current.state.take();
-            change.apply(&mut state);
-            let Some(object) = state else {
-                return Err(self.io_error(operation, "storing", &io::Error::other("no object")));
-            };
+            let object = self.changed_object(current, change, operation)?;
             self.import_legacy_lock(sidecar, current, operation)?;
-            return self.replace_with_snapshot(view, target, object, operation);
+            return self.replace_with_snapshot(view, object, operation);
         };
         let line = journal::encode_change(&change);
         let size = current.end + line.len() as u64;
@@ -399,12 +384,8 @@ impl FileLedger {
             .as_ref()
             .map_or(0, |o| o.bytes() + 32 * o.keys() as u64);
         if size > self.compact_min && size > 2 * (live + line.len() as u64) {
-            let mut state = current.state.take();
-            change.apply(&mut state);
-            let Some(object) = state else {
-                return Err(self.io_error(operation, "storing", &io::Error::other("no object")));
-            };
-            return self.replace_with_snapshot(view, target, object, operation);
+            let object = self.changed_object(current, change, operation)?;
+            return self.replace_with_snapshot(view, object, operation);
         }
         // Into the preallocated tail when the record fits (its fdatasync
         // then writes only its block); else the file grows by whole steps,
@@ -430,16 +411,32 @@ impl FileLedger {
         Ok(())
     }
 
-    /// Replaces the file at `target` with a snapshot of `object`: a
+    /// The object `current` holds with `change` applied, taken out of it for
+    /// a new snapshot; a change that leaves no object cannot be stored.
+    fn changed_object(
+        &self,
+        current: &mut View,
+        change: Change,
+        operation: &'static str,
+    ) -> Result<Object, LedgerError> {
+        let mut state = current.state.take();
+        change.apply(&mut state);
+        state.ok_or_else(|| self.io_error(operation, "storing", &io::Error::other("no object")))
+    }
+
+    /// Replaces the file `view` follows with a snapshot of `object`: a
     /// temporary file beside it, fsync, rename, fsync of the directory.
     pub(super) fn replace_with_snapshot(
         &self,
         view: &mut Option<View>,
-        target: &Path,
         object: Object,
         operation: &'static str,
     ) -> Result<(), LedgerError> {
-        *view = None;
+        // The old view is stale from here on, whatever happens.
+        let Some(View { target, .. }) = view.take() else {
+            return Err(self.io_error(operation, "storing", &io::Error::other("no view")));
+        };
+        let target = target.as_path();
         let dir = directory_of(target);
         let name = target
             .file_name()

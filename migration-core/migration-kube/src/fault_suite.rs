@@ -43,19 +43,40 @@ pub fn assert_permanent(err: &LedgerError, operation: &str, why: impl std::fmt::
     );
 }
 
-/// What the suite needs to know about a backend's resource.
-pub trait FaultHarness: Send + Sync {
+/// Where a backend's requests go, and what its errors call the object it
+/// writes: the names the cases inject faults into and look for.
+#[derive(Debug, Clone, Copy)]
+pub struct Names {
     /// The resource the ledger reads and creates, as the test server counts
     /// requests (`configmaps`, `migrationledgers`).
-    fn resource(&self) -> &'static str;
-
+    pub resource: &'static str,
     /// The resource its writes go to (`configmaps`,
     /// `migrationledgers/status`).
-    fn writes(&self) -> &'static str;
-
+    pub writes: &'static str,
     /// What the ledger's errors call the object its writes go to
     /// (`configmap cozystack-version`, `migrationledger cozystack/status`).
-    fn written_object(&self) -> &'static str;
+    pub written_object: &'static str,
+}
+
+/// What the suite needs to know about a backend's resource.
+pub trait FaultHarness: Send + Sync {
+    /// The backend's resources and the object its errors name.
+    const NAMES: Names;
+
+    /// [`Names::resource`] of [`FaultHarness::NAMES`].
+    fn resource(&self) -> &'static str {
+        Self::NAMES.resource
+    }
+
+    /// [`Names::writes`] of [`FaultHarness::NAMES`].
+    fn writes(&self) -> &'static str {
+        Self::NAMES.writes
+    }
+
+    /// [`Names::written_object`] of [`FaultHarness::NAMES`].
+    fn written_object(&self) -> &'static str {
+        Self::NAMES.written_object
+    }
 
     /// Makes `server` serve the resource (nothing for a built-in kind).
     fn serve(&self, server: &TestApiServer) {
@@ -117,7 +138,7 @@ async fn a_write_always_answered(
     (server, l, err)
 }
 
-/// The write requests (patches of [`FaultHarness::writes`]) `server` counted.
+/// The write requests (patches of [`Names::writes`]) `server` counted.
 fn writes(h: &impl FaultHarness, server: &TestApiServer) -> usize {
     server.requests().count(Verb::Patch, h.writes())
 }

@@ -25,17 +25,17 @@ use kube::{Api, Client};
 use migration_core::{Clock, Lease, LedgerError, Timestamp};
 
 use crate::error::{Class, classify, ledger_error};
-use crate::retry::{Backoff, RetryPolicy};
-use crate::write::{WriteTarget, patch_params, post_params};
+use crate::retry::Backoff;
+use crate::write::{WriteTarget, Writer, patch_params, post_params};
 
 /// A Lease used as the ledger's run lock.
 #[derive(Clone)]
 pub struct LeaseLock {
     api: Api<KubeLease>,
     name: String,
-    ledger: String,
+    /// The ledger the lock guards, and the retry policy of its writes.
+    writer: Writer,
     clock: Arc<dyn Clock>,
-    retry: RetryPolicy,
     /// What this handle (and its clones) last learned from the API server.
     seen: Arc<Mutex<Seen>>,
 }
@@ -56,7 +56,7 @@ impl std::fmt::Debug for LeaseLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LeaseLock")
             .field("name", &self.name)
-            .field("ledger", &self.ledger)
+            .field("ledger", &self.writer.ledger)
             .finish()
     }
 }
@@ -111,12 +111,8 @@ fn holding(lease: &KubeLease) -> Holding {
 struct Writes<'a>(&'a LeaseLock);
 
 impl WriteTarget for Writes<'_> {
-    fn ledger(&self) -> &str {
-        &self.0.ledger
-    }
-
-    fn retry(&self) -> &RetryPolicy {
-        &self.0.retry
+    fn writer(&self) -> &Writer {
+        &self.0.writer
     }
 
     fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
@@ -134,21 +130,20 @@ impl WriteTarget for Writes<'_> {
 }
 
 impl LeaseLock {
-    /// The Lease `name` in `namespace`; `ledger` names the ledger in errors.
+    /// The Lease `name` in `namespace`; `writer` names the ledger in errors
+    /// and says how patiently the Lease's requests are tried.
     pub fn new(
         client: Client,
         namespace: &str,
         name: &str,
-        ledger: &str,
+        writer: Writer,
         clock: Arc<dyn Clock>,
-        retry: RetryPolicy,
     ) -> Self {
         LeaseLock {
             api: Api::namespaced(client, namespace),
             name: name.to_owned(),
-            ledger: ledger.to_owned(),
+            writer,
             clock,
-            retry,
             seen: Arc::new(Mutex::new(Seen::Unknown)),
         }
     }
@@ -201,7 +196,12 @@ impl LeaseLock {
     }
 
     fn error(&self, operation: &'static str, e: &kube::Error) -> LedgerError {
-        ledger_error(&self.ledger, operation, &format!("lease {}", self.name), e)
+        ledger_error(
+            &self.writer.ledger,
+            operation,
+            &format!("lease {}", self.name),
+            e,
+        )
     }
 
     fn seconds(ttl: Duration) -> i32 {
@@ -221,6 +221,7 @@ impl LeaseLock {
         attempt: &mut u32,
     ) -> Result<Option<KubeLease>, LedgerError> {
         let lease = self
+            .writer
             .retry
             .get_opt(&self.api, &self.name, attempt)
             .await
@@ -265,7 +266,7 @@ impl LeaseLock {
             }
         }))
         .map_err(|e| LedgerError::Permanent {
-            ledger: self.ledger.clone(),
+            ledger: self.writer.ledger.clone(),
             operation,
             message: e.to_string(),
         })?;
@@ -307,7 +308,7 @@ impl LeaseLock {
     fn held_by_another(&self, h: &Holding, holder: &str, now: Timestamp) -> Option<LedgerError> {
         match &h.holder {
             Some(other) if other != holder && now < h.expires => Some(LedgerError::LockHeld {
-                ledger: self.ledger.clone(),
+                ledger: self.writer.ledger.clone(),
                 holder: other.clone(),
                 expires_at: h.expires,
             }),
@@ -317,7 +318,7 @@ impl LeaseLock {
 
     fn lost(&self, lease: &Lease, reason: String) -> LedgerError {
         LedgerError::LockLost {
-            ledger: self.ledger.clone(),
+            ledger: self.writer.ledger.clone(),
             holder: lease.holder.clone(),
             reason,
         }
@@ -463,30 +464,24 @@ impl migration_core::Lock for LeaseLock {
 #[macro_export]
 macro_rules! lock_by_lease {
     ($ledger:ty, $field:ident) => {
+        $crate::lock_by_lease!(@forward $ledger, $field;
+            acquire(holder: &str, ttl: ::std::time::Duration) -> ::migration_core::Lease;
+            renew(lease: &::migration_core::Lease, ttl: ::std::time::Duration) -> ::migration_core::Lease;
+            release(lease: &::migration_core::Lease) -> ();
+        );
+    };
+    // Each method of the trait, forwarded once: the list above is the trait's signatures.
+    (@forward $ledger:ty, $field:ident; $($method:ident($($arg:ident: $type:ty),*) -> $answer:ty;)*) => {
         #[::async_trait::async_trait]
         impl ::migration_core::Lock for $ledger {
-            async fn acquire(
-                &self,
-                holder: &str,
-                ttl: ::std::time::Duration,
-            ) -> ::std::result::Result<::migration_core::Lease, ::migration_core::LedgerError> {
-                ::migration_core::Lock::acquire(&self.$field, holder, ttl).await
-            }
-
-            async fn renew(
-                &self,
-                lease: &::migration_core::Lease,
-                ttl: ::std::time::Duration,
-            ) -> ::std::result::Result<::migration_core::Lease, ::migration_core::LedgerError> {
-                ::migration_core::Lock::renew(&self.$field, lease, ttl).await
-            }
-
-            async fn release(
-                &self,
-                lease: &::migration_core::Lease,
-            ) -> ::std::result::Result<(), ::migration_core::LedgerError> {
-                ::migration_core::Lock::release(&self.$field, lease).await
-            }
+            $(
+                async fn $method(
+                    &self,
+                    $($arg: $type),*
+                ) -> ::std::result::Result<$answer, ::migration_core::LedgerError> {
+                    ::migration_core::Lock::$method(&self.$field, $($arg),*).await
+                }
+            )*
         }
     };
 }

@@ -18,7 +18,9 @@
 //! - [`defaults`]: the deployment's names (namespace, ledger, index,
 //!   ServiceAccount, lock suffix, field manager);
 //! - [`LeaseLock`]: the run lock as a `coordination.k8s.io/v1` Lease, with
-//!   holder identity, renewal and expiry.
+//!   holder identity, renewal and expiry;
+//! - [`ledger_options!`]: each backend's `Options`, whose budget, retry
+//!   policy and clock are the same tunables.
 //!
 //! - `fault_suite` (feature `testing`): the API-fault cases both backends
 //!   run, parametrised by resource.
@@ -33,6 +35,7 @@ mod error;
 #[cfg(feature = "testing")]
 pub mod fault_suite;
 mod lease;
+mod options;
 #[cfg(feature = "testing")]
 pub mod real_lane;
 mod retry;
@@ -42,5 +45,6 @@ pub use error::{Class, classify, ledger_error};
 pub use lease::LeaseLock;
 pub use retry::{Backoff, RetryPolicy};
 pub use write::{
-    Base, ConditionalObject, Step, WriteTarget, conditional_update, patch_params, post_params,
+    Base, ConditionalObject, Step, WriteTarget, Writer, conditional_update, patch_params,
+    post_params,
 };

@@ -27,16 +27,24 @@ pub fn post_params() -> PostParams {
     }
 }
 
+/// What a handle that writes keeps about its writes: the ledger they belong
+/// to and how patiently they are tried. Every [`WriteTarget`] answers with
+/// its handle's, so the backends and the Lease state it once.
+#[derive(Debug, Clone)]
+pub struct Writer {
+    /// The ledger, as errors name it.
+    pub ledger: String,
+    /// How often and how patiently to try.
+    pub retry: RetryPolicy,
+}
+
 /// An object the backends write conditionally, as a failed write sees it:
 /// the ledger it belongs to, the retry budget, and how a final error names
 /// it. [`WriteTarget::retry_after`] is the one decision of whether a failed
 /// write is tried again.
 pub trait WriteTarget: Sync {
-    /// The ledger, as errors name it.
-    fn ledger(&self) -> &str;
-
-    /// How often and how patiently to try.
-    fn retry(&self) -> &RetryPolicy;
+    /// The ledger the object belongs to and its retry policy.
+    fn writer(&self) -> &Writer;
 
     /// Maps an error that ends the write (not a conflict, or no tries left
     /// for a transient error), naming the object.
@@ -53,7 +61,7 @@ pub trait WriteTarget: Sync {
     /// on try `attempt` (counting from 1).
     ///
     /// A precondition conflict (409) or a transient error while
-    /// [`WriteTarget::retry`] has tries left: waits [`RetryPolicy::delay`]
+    /// the [`Writer::retry`] policy has tries left: waits [`RetryPolicy::delay`]
     /// and answers `Ok(())`, meaning "read again, recompute, write again". A
     /// conflict on the last try is [`LedgerError::Conflict`] naming the
     /// tries; anything else is final and mapped by
@@ -65,7 +73,7 @@ pub trait WriteTarget: Sync {
         attempt: u32,
     ) -> impl Future<Output = Result<(), LedgerError>> + Send {
         async move {
-            let retry = self.retry();
+            let retry = &self.writer().retry;
             match self.class(error) {
                 Class::Conflict | Class::Transient if attempt < retry.attempts => {
                     tracing::debug!(%error, attempt, operation, "ledger write refused; re-reading and retrying");
@@ -73,7 +81,7 @@ pub trait WriteTarget: Sync {
                     Ok(())
                 }
                 Class::Conflict => Err(LedgerError::Conflict {
-                    ledger: self.ledger().to_owned(),
+                    ledger: self.writer().ledger.clone(),
                     operation,
                     attempts: attempt,
                 }),

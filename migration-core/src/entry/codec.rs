@@ -254,35 +254,47 @@ impl<'de> Visitor<'de> for FieldsVisitor {
     }
 }
 
+/// Writes `value` under `key` when there is one: both stored forms leave an
+/// unknown field out.
+fn put_some<M: SerializeMap, T: Serialize + ?Sized>(
+    map: &mut M,
+    key: &str,
+    value: Option<&T>,
+) -> Result<(), M::Error> {
+    match value {
+        Some(value) => map.serialize_entry(key, value),
+        None => Ok(()),
+    }
+}
+
+/// Ends the map of `entry` in either stored form: the failure fields under
+/// that form's `reason` and `message` keys, then the fields this version
+/// does not know, unchanged.
+fn end_map<M: SerializeMap>(
+    mut map: M,
+    entry: &LedgerEntry,
+    [reason, message]: [&str; 2],
+) -> Result<M::Ok, M::Error> {
+    put_some(&mut map, reason, entry.reason.as_ref())?;
+    put_some(&mut map, message, entry.message.as_ref())?;
+    for (k, v) in &entry.extra {
+        map.serialize_entry(k, v)?;
+    }
+    map.end()
+}
+
 /// The full form (serde's view of a [`LedgerEntry`]).
 impl Serialize for LedgerEntry {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(None)?;
         map.serialize_entry(FULL_FIELDS[F_STATE], self.state.as_str())?;
         map.serialize_entry(FULL_FIELDS[F_AT], &self.at)?;
-        if let Some(d) = &self.sha256 {
-            map.serialize_entry(FULL_FIELDS[F_SHA], d)?;
-        }
-        if let Some(d) = &self.lib_sha256 {
-            map.serialize_entry(FULL_FIELDS[F_LIB], d)?;
-        }
-        if let Some(b) = &self.batch {
-            map.serialize_entry(FULL_FIELDS[F_BATCH], b)?;
-        }
-        if let Some(i) = &self.image {
-            map.serialize_entry(FULL_FIELDS[F_IMAGE], i)?;
-        }
+        put_some(&mut map, FULL_FIELDS[F_SHA], self.sha256.as_ref())?;
+        put_some(&mut map, FULL_FIELDS[F_LIB], self.lib_sha256.as_ref())?;
+        put_some(&mut map, FULL_FIELDS[F_BATCH], self.batch.as_ref())?;
+        put_some(&mut map, FULL_FIELDS[F_IMAGE], self.image.as_ref())?;
         map.serialize_entry(FULL_FIELDS[F_ATTEMPTS], &self.attempts)?;
-        if let Some(r) = &self.reason {
-            map.serialize_entry(FULL_FIELDS[F_REASON], r)?;
-        }
-        if let Some(m) = &self.message {
-            map.serialize_entry(FULL_FIELDS[F_MESSAGE], m)?;
-        }
-        for (k, v) in &self.extra {
-            map.serialize_entry(k, v)?;
-        }
-        map.end()
+        end_map(map, self, [FULL_FIELDS[F_REASON], FULL_FIELDS[F_MESSAGE]])
     }
 }
 
@@ -299,26 +311,17 @@ impl Serialize for Compact<'_> {
         let mut map = serializer.serialize_map(None)?;
         map.serialize_entry(COMPACT_FIELDS[C_STATE], e.state.as_str())?;
         map.serialize_entry(COMPACT_FIELDS[C_AT], &e.at)?;
-        if let Some(d) = &e.sha256 {
-            map.serialize_entry(COMPACT_FIELDS[C_SHA], d)?;
-        }
-        if let Some(id) = self.context {
-            map.serialize_entry(COMPACT_FIELDS[C_CONTEXT], id)?;
-        }
+        put_some(&mut map, COMPACT_FIELDS[C_SHA], e.sha256.as_ref())?;
+        put_some(&mut map, COMPACT_FIELDS[C_CONTEXT], self.context)?;
         // Zero is what a missing count reads as, so it is left out.
         if e.attempts != 0 {
             map.serialize_entry(COMPACT_FIELDS[C_ATTEMPTS], &e.attempts)?;
         }
-        if let Some(r) = &e.reason {
-            map.serialize_entry(COMPACT_FIELDS[C_REASON], r)?;
-        }
-        if let Some(m) = &e.message {
-            map.serialize_entry(COMPACT_FIELDS[C_MESSAGE], m)?;
-        }
-        for (k, v) in &e.extra {
-            map.serialize_entry(k, v)?;
-        }
-        map.end()
+        end_map(
+            map,
+            e,
+            [COMPACT_FIELDS[C_REASON], COMPACT_FIELDS[C_MESSAGE]],
+        )
     }
 }
 

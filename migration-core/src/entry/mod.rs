@@ -6,9 +6,6 @@ mod codec;
 pub mod context;
 mod extra;
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde_json::Value;
 
 use crate::digest::Sha256Digest;
@@ -86,21 +83,7 @@ impl EntryState {
     }
 }
 
-impl fmt::Display for EntryState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for EntryState {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        EntryState::ALL
-            .into_iter()
-            .find(|state| state.as_str() == s)
-            .ok_or_else(|| format!("unknown state {s:?}"))
-    }
-}
+spelled!(EntryState, String, |s: &str| format!("unknown state {s:?}"));
 
 /// One ledger record.
 ///

@@ -1,8 +1,5 @@
 //! The values of the `tier` and `on-error` directives.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 
 /// The execution tier of a migration, which is also its directory name.
@@ -28,27 +25,12 @@ impl Tier {
     }
 }
 
-impl fmt::Display for Tier {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// A string that names neither tier.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown tier {0:?}; expected 'pre-apply' or 'background'")]
 pub struct UnknownTier(pub String);
 
-impl FromStr for Tier {
-    type Err = UnknownTier;
-    /// The inverse of [`Tier::as_str`], so that each spelling is written once.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Tier::ALL
-            .into_iter()
-            .find(|tier| tier.as_str() == s)
-            .ok_or_else(|| UnknownTier(s.to_owned()))
-    }
-}
+spelled!(Tier, UnknownTier, |s: &str| UnknownTier(s.to_owned()));
 
 /// What a failure of the script means for the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -73,19 +55,6 @@ impl OnError {
     }
 }
 
-impl fmt::Display for OnError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for OnError {
-    type Err = String;
-    /// The inverse of [`OnError::as_str`].
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        OnError::ALL
-            .into_iter()
-            .find(|policy| policy.as_str() == s)
-            .ok_or_else(|| format!("unknown on-error {s:?}; expected 'abort' or 'warn'"))
-    }
-}
+spelled!(OnError, String, |s: &str| format!(
+    "unknown on-error {s:?}; expected 'abort' or 'warn'"
+));

@@ -236,6 +236,14 @@ mod tests {
         parse_revoked(Path::new("revoked"), bytes)
     }
 
+    /// Asserts that `bytes` is refused as a `legacy-map` with exactly the
+    /// problems `expected` spells ([`assert_lines`]), and returns them.
+    fn refused_legacy_map(bytes: &[u8], expected: &[&str]) -> Vec<TreeProblem> {
+        let problems = legacy_map(bytes).unwrap_err();
+        assert_lines(&problems, expected);
+        problems
+    }
+
     fn lines(problems: &[TreeProblem]) -> Vec<String> {
         problems.iter().map(ToString::to_string).collect()
     }
@@ -272,10 +280,8 @@ mod tests {
 
     #[test]
     fn legacy_map_rejects_duplicates_signs_and_junk() {
-        let problems =
-            legacy_map(b"1 a\n1 b\n2 a\n-3 c\n+4 d\nx e\n5\n5 f g h\n2 g\n").unwrap_err();
-        assert_lines(
-            &problems,
+        let problems = refused_legacy_map(
+            b"1 a\n1 b\n2 a\n-3 c\n+4 d\nx e\n5\n5 f g h\n2 g\n",
             &[
                 "legacy-map:2: integer 1 is already mapped on line 1",
                 "legacy-map:3: slug 'a' is already mapped on line 1",
@@ -314,10 +320,8 @@ mod tests {
 
     #[test]
     fn legacy_map_refuses_an_other_slug_named_twice_or_a_bare_third_word() {
-        let problems =
-            legacy_map(b"1 a others=b\n2 c others=b\n3 d others=d\n4 e f\n").unwrap_err();
-        assert_lines(
-            &problems,
+        refused_legacy_map(
+            b"1 a others=b\n2 c others=b\n3 d others=d\n4 e f\n",
             &[
                 "legacy-map:2: slug 'b' is already mapped on line 1",
                 "legacy-map:3: 'd' is named twice on this line",

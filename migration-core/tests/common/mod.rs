@@ -6,14 +6,17 @@
 
 use std::path::Path;
 
-/// The one problem generation refuses `history` for (it must refuse it, for exactly one).
+/// Asserts that generation refuses `history` for exactly one problem, `expected`, and
+/// returns that problem's message.
 #[track_caller]
-pub fn the_generate_problem(
+pub fn generation_refusal(
     history: &migration_core::ReleaseHistory,
-) -> migration_core::generate::GenerateProblem {
-    let mut problems = migration_core::generate(history).unwrap_err().problems;
+    expected: migration_core::generate::GenerateProblem,
+) -> String {
+    let problems = migration_core::generate(history).unwrap_err().problems;
     assert_eq!(problems.len(), 1, "{problems:?}");
-    problems.remove(0)
+    assert_eq!(problems[0], expected);
+    problems[0].to_string()
 }
 
 /// Records one reliability figure: `target/tmp/reliability/<suite>--<name>.txt`.
