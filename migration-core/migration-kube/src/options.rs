@@ -4,15 +4,21 @@
 /// Declares a Kubernetes backend's `Options`: the backend's own fields
 /// (listed last, each with its default) first, then the tunables every
 /// Kubernetes ledger takes: the size budget (`budget` is the backend's own
-/// default), the retry policy and the clock. `Default` gives the production values and `Debug` shows every field
-/// but the clock.
+/// default), the retry policy and the clock. `Default` gives the production values
+/// and `Debug` shows every field but the clock.
 ///
-/// ```ignore
+/// ```
+/// const BUDGET_BYTES: u64 = 1024;
 /// migration_kube::ledger_options! {
-///     budget: CONFIGMAP_BUDGET_BYTES,
-///     budget_doc: "Size budget in bytes (default [`CONFIGMAP_BUDGET_BYTES`]).",
+///     budget: BUDGET_BYTES,
+///     budget_doc: "Size budget in bytes (default [`BUDGET_BYTES`]).",
 ///     clock_doc: "Clock for lock expiry.",
+///     /// Name of the run-lock Lease.
+///     lock_name: String = "ledger-lock".to_owned(),
 /// }
+/// let options = Options::default();
+/// assert_eq!((options.budget, options.lock_name.as_str()), (1024, "ledger-lock"));
+/// assert_eq!(options.retry, migration_kube::RetryPolicy::default());
 /// ```
 #[macro_export]
 macro_rules! ledger_options {

@@ -1,25 +1,18 @@
 //! The entry decoder of the engine before the compact form, frozen as of
 //! commit e5c2eda (`migration-core/src/entry.rs` and `ledger.rs`): what a
 //! downgraded engine does with what this one writes (CONTRACT.md §5.2), and
-//! the baseline the `entry` bench compares decoding with.
+//! the baseline the `entry` bench compares decoding with. Its rules are
+//! the old ones; what it decodes into is today's [`LedgerEntry`], whose
+//! fields are the old entry's (the old engine kept no others).
 
-use serde::de::{self, MapAccess, Visitor};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
-use crate::{EntryState, Sha256Digest, Timestamp};
+use crate::{EntryState, LedgerEntry};
 
-#[derive(Debug)]
-pub struct Entry {
-    pub state: EntryState,
-    pub at: Timestamp,
-    pub sha256: Option<Sha256Digest>,
-    pub lib_sha256: Option<Sha256Digest>,
-    pub batch: Option<String>,
-    pub image: Option<String>,
-    pub attempts: u32,
-    pub extra: Map<String, Value>,
-}
+/// What [`decode`] gives: an entry as the old engine read it.
+pub type Entry = LedgerEntry;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -29,20 +22,26 @@ pub struct AttemptMark {
 }
 
 pub fn decode(raw: &str) -> Result<Entry, String> {
-    serde_json::from_str::<Entry>(raw).map_err(|e| e.to_string())
+    let mut d = serde_json::Deserializer::from_str(raw);
+    EntryVisitor
+        .deserialize(&mut d)
+        .and_then(|entry| d.end().map(|()| entry))
+        .map_err(|e| e.to_string())
 }
 
 pub fn decode_mark(raw: &str) -> Result<AttemptMark, String> {
     serde_json::from_str(raw).map_err(|e| e.to_string())
 }
 
-impl<'de> Deserialize<'de> for Entry {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(EntryVisitor)
+struct EntryVisitor;
+
+impl<'de> DeserializeSeed<'de> for EntryVisitor {
+    type Value = Entry;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Entry, D::Error> {
+        d.deserialize_map(self)
     }
 }
-
-struct EntryVisitor;
 
 fn set_once<T, E: de::Error>(slot: &mut Option<T>, key: &str, value: T) -> Result<(), E> {
     if slot.is_some() {
@@ -102,7 +101,10 @@ impl<'de> Visitor<'de> for EntryVisitor {
             batch,
             image,
             attempts: attempts.unwrap_or(0),
-            extra,
+            // It checked the reason and message (above), and kept neither.
+            reason: None,
+            message: None,
+            extra: extra.into(),
         })
     }
 }
