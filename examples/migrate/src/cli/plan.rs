@@ -110,16 +110,46 @@ pub(super) type Opened = Result<
     Failure,
 >;
 
+/// A file ledger smaller than this (about 250 records) is read in less time
+/// than starting a thread to read the tree beside it costs, so the two are
+/// read one after the other.
+const OVERLAP_MIN_FILE_BYTES: u64 = 64 * 1024;
+
+/// Whether reading the ledger takes long enough to read the tree on a
+/// thread of its own meanwhile: a cluster's always (a round trip), a file's
+/// when it is large (or cannot be looked at: its reading then says why).
+fn worth_overlapping(spec: &LedgerSpec) -> bool {
+    match spec {
+        LedgerSpec::File(path) => {
+            std::fs::metadata(path).map_or(true, |m| m.len() >= OVERLAP_MIN_FILE_BYTES)
+        }
+        LedgerSpec::Memory => false,
+        LedgerSpec::ConfigMap { .. } | LedgerSpec::Crd { .. } => true,
+    }
+}
+
 /// The tree, and the ledger opened and read once, without the run lock.
-/// The tree is read on a blocking thread while the ledger is read here:
-/// neither needs the other, and each is about half of a large plan's time.
-/// A tree error comes first, as if the tree had been read first (and at
-/// once, without waiting for a slow ledger); the ledger's results are left
-/// to the caller, which may have its own to report first.
+/// When the ledger's read is long ([`worth_overlapping`]), the tree is read
+/// on a blocking thread while the ledger is read here: neither needs the
+/// other, and each is about half of a large plan's time. A tree error comes
+/// first, as if the tree had been read first (and at once, without waiting
+/// for a slow ledger); the ledger's results are left to the caller, which
+/// may have its own to report first.
 pub(super) async fn load_and_read(
     tree: &Path,
     spec: &LedgerSpec,
 ) -> Result<(MigrationsTree, Opened), Failure> {
+    if !worth_overlapping(spec) {
+        let tree = MigrationsTree::load(tree)?;
+        let read = match open(spec).await {
+            Ok(ledger) => {
+                let read = ledger.read().await;
+                Ok((ledger, read))
+            }
+            Err(e) => Err(e),
+        };
+        return Ok((tree, read));
+    }
     let dir = tree.to_path_buf();
     let loading = tokio::task::spawn_blocking(move || MigrationsTree::load(&dir));
     let reading = async {
