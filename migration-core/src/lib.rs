@@ -44,6 +44,7 @@ pub mod slug;
 pub mod step;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod threads;
 pub mod time;
 pub mod tree;
 pub mod verify;

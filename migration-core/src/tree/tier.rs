@@ -86,8 +86,7 @@ pub(super) fn read_scripts(
 /// [`MIN_ENTRIES_PER_THREAD`], at most the CPUs there are and
 /// [`MAX_THREADS`].
 fn thread_count(entries: usize) -> usize {
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    (entries / MIN_ENTRIES_PER_THREAD).clamp(1, cpus.min(MAX_THREADS))
+    crate::threads::for_items(entries, MIN_ENTRIES_PER_THREAD, MAX_THREADS)
 }
 
 /// Reads a contiguous run of a tier directory's sorted entries into `add`,

@@ -58,8 +58,8 @@ pub fn scan_all(
     pending: &[PendingMigration],
     lint: &LintConfig,
 ) -> Vec<Finding> {
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    let threads = (pending.len() / MIN_SCRIPTS_PER_THREAD).clamp(1, cpus.min(MAX_THREADS));
+    let threads =
+        migration_core::threads::for_items(pending.len(), MIN_SCRIPTS_PER_THREAD, MAX_THREADS);
     let scan_run = |run: &[PendingMigration]| -> Vec<Finding> {
         run.iter().flat_map(|p| scan(tree, p, lint)).collect()
     };
