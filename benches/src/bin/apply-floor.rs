@@ -29,10 +29,10 @@ const RECORD: usize = 256;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["spawn", dir] => scripts(Path::new(dir)).and_then(|s| run(Path::new(dir), &s, None)),
-        ["spawn-sync", dir, file] => scripts(Path::new(dir)).and_then(|s| {
-            let mut log = Appends::create(Path::new(file), s.len())?;
-            run(Path::new(dir), &s, Some(&mut log))
+        ["spawn", dir] => Scripts::list(Path::new(dir)).and_then(|s| s.run(None)),
+        ["spawn-sync", dir, file] => Scripts::list(Path::new(dir)).and_then(|s| {
+            let mut log = Appends::create(Path::new(file), s.files.len())?;
+            s.run(Some(&mut log))
         }),
         ["sync", file, n] => n
             .parse::<usize>()
@@ -52,42 +52,51 @@ fn main() -> ExitCode {
     }
 }
 
-/// The files of `dir`, in name order, as absolute paths (the scripts run
-/// in the tree, not here).
-fn scripts(dir: &Path) -> Result<Vec<PathBuf>, String> {
-    let mut files = std::path::absolute(dir)
-        .and_then(std::fs::read_dir)
-        .and_then(|entries| {
-            entries
-                .map(|e| e.map(|e| e.path()))
-                .collect::<std::io::Result<Vec<_>>>()
-        })
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
-    files.sort();
-    Ok(files)
+/// The scripts of a tier directory and the tree they run in.
+struct Scripts {
+    /// The tree: the tier directory's parent, the scripts' working directory.
+    root: PathBuf,
+    /// Every file of the tier directory, absolute, in name order.
+    files: Vec<PathBuf>,
 }
 
-/// Runs each script in turn, after its append when `log` is given.
-fn run(dir: &Path, scripts: &[PathBuf], mut log: Option<&mut Appends>) -> Result<(), String> {
-    let dir = std::path::absolute(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let root = dir.parent().unwrap_or(&dir);
-    for script in scripts {
-        if let Some(log) = log.as_deref_mut() {
-            log.append()?;
-        }
-        let status = Command::new("/bin/sh")
-            .arg("-e")
-            .arg(script)
-            .current_dir(root)
-            .stdin(Stdio::null())
-            .process_group(0)
-            .status()
-            .map_err(|e| format!("{}: {e}", script.display()))?;
-        if !status.success() {
-            return Err(format!("{}: {status}", script.display()));
-        }
+impl Scripts {
+    /// The files of the tier directory `dir`.
+    fn list(dir: &Path) -> Result<Scripts, String> {
+        let fail = |e: std::io::Error| format!("{}: {e}", dir.display());
+        let dir = std::path::absolute(dir).map_err(fail)?;
+        let mut files = std::fs::read_dir(&dir)
+            .and_then(|entries| {
+                entries
+                    .map(|e| e.map(|e| e.path()))
+                    .collect::<std::io::Result<Vec<_>>>()
+            })
+            .map_err(fail)?;
+        files.sort();
+        let root = dir.parent().map_or_else(|| dir.clone(), Path::to_path_buf);
+        Ok(Scripts { root, files })
     }
-    Ok(())
+
+    /// Runs each script in turn, after its append when `log` is given.
+    fn run(&self, mut log: Option<&mut Appends>) -> Result<(), String> {
+        for script in &self.files {
+            if let Some(log) = log.as_deref_mut() {
+                log.append()?;
+            }
+            let status = Command::new("/bin/sh")
+                .arg("-e")
+                .arg(script)
+                .current_dir(&self.root)
+                .stdin(Stdio::null())
+                .process_group(0)
+                .status()
+                .map_err(|e| format!("{}: {e}", script.display()))?;
+            if !status.success() {
+                return Err(format!("{}: {status}", script.display()));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A file with room for `n` appends, written one record at a time.

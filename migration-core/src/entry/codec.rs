@@ -254,8 +254,8 @@ impl<'de> Visitor<'de> for FieldsVisitor {
     }
 }
 
-/// Writes `value` under `key` when there is one: both stored forms leave an
-/// unknown field out.
+/// Writes `value` under `key` when there is one: both stored forms leave a
+/// field with no value out.
 fn put_some<M: SerializeMap, T: Serialize + ?Sized>(
     map: &mut M,
     key: &str,

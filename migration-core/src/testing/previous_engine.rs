@@ -11,9 +11,6 @@ use serde_json::{Map, Value};
 
 use crate::{EntryState, LedgerEntry};
 
-/// What [`decode`] gives: an entry as the old engine read it.
-pub type Entry = LedgerEntry;
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AttemptMark {
@@ -21,7 +18,7 @@ pub struct AttemptMark {
     pub token: String,
 }
 
-pub fn decode(raw: &str) -> Result<Entry, String> {
+pub fn decode(raw: &str) -> Result<LedgerEntry, String> {
     let mut d = serde_json::Deserializer::from_str(raw);
     EntryVisitor
         .deserialize(&mut d)
@@ -36,9 +33,9 @@ pub fn decode_mark(raw: &str) -> Result<AttemptMark, String> {
 struct EntryVisitor;
 
 impl<'de> DeserializeSeed<'de> for EntryVisitor {
-    type Value = Entry;
+    type Value = LedgerEntry;
 
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Entry, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<LedgerEntry, D::Error> {
         d.deserialize_map(self)
     }
 }
@@ -52,13 +49,13 @@ fn set_once<T, E: de::Error>(slot: &mut Option<T>, key: &str, value: T) -> Resul
 }
 
 impl<'de> Visitor<'de> for EntryVisitor {
-    type Value = Entry;
+    type Value = LedgerEntry;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a ledger entry object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entry, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LedgerEntry, A::Error> {
         let (mut state, mut at, mut sha256, mut lib_sha256) = (None, None, None, None);
         let (mut batch, mut image, mut attempts) = (None, None, None);
         let (mut reason, mut message): (Option<String>, Option<String>) = (None, None);
@@ -93,7 +90,7 @@ impl<'de> Visitor<'de> for EntryVisitor {
                 "a {state} entry must carry 'reason'"
             )));
         }
-        Ok(Entry {
+        Ok(LedgerEntry {
             state,
             at,
             sha256,

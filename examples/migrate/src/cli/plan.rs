@@ -139,24 +139,17 @@ pub(super) async fn load_and_read(
     tree: &Path,
     spec: &LedgerSpec,
 ) -> Result<(MigrationsTree, Opened), Failure> {
-    if !worth_overlapping(spec) {
-        let tree = MigrationsTree::load(tree)?;
-        let read = match open(spec).await {
-            Ok(ledger) => {
-                let read = ledger.read().await;
-                Ok((ledger, read))
-            }
-            Err(e) => Err(e),
-        };
-        return Ok((tree, read));
-    }
-    let dir = tree.to_path_buf();
-    let loading = tokio::task::spawn_blocking(move || MigrationsTree::load(&dir));
     let reading = async {
         let ledger = open(spec).await?;
         let read = ledger.read().await;
         Ok((ledger, read))
     };
+    if !worth_overlapping(spec) {
+        let tree = MigrationsTree::load(tree)?;
+        return Ok((tree, reading.await));
+    }
+    let dir = tree.to_path_buf();
+    let loading = tokio::task::spawn_blocking(move || MigrationsTree::load(&dir));
     tokio::pin!(loading, reading);
     let joined = |loaded: Result<Result<MigrationsTree, TreeError>, JoinError>| match loaded {
         Ok(tree) => tree.map_err(Failure::from),
