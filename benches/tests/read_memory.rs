@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use ledger_memory::FileLedger;
+use ledger_file::FileLedger;
 use migration_core::Ledger;
 use migration_core::testing::realistic::fill_with_runner_writes;
 use peak_alloc::PeakAlloc;

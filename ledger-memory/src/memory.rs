@@ -9,7 +9,7 @@ use migration_core::lock::Lock;
 use migration_core::{Clock, LedgerEntry, Slug, SystemClock};
 
 use crate::DEFAULT_BUDGET_BYTES;
-use crate::document::{self, Change, LockState, Object};
+use migration_core::object::{self, Change, LockState, Object};
 
 /// A ledger held in memory. Clones share the same storage, like two clients
 /// of one API server, so tests can race handles against each other.
@@ -102,7 +102,7 @@ impl MemoryLedger {
     /// is absent. For tests: plants corrupt values or the `version` key.
     pub fn put_raw(&self, key: &str, value: &str) {
         let mut doc = self.doc();
-        document::put_raw(doc.ledger.as_ref(), key, value).apply(&mut doc.ledger);
+        object::put_raw(doc.ledger.as_ref(), key, value).apply(&mut doc.ledger);
     }
 
     /// The raw stored value of `key`.
@@ -135,7 +135,7 @@ impl Ledger for MemoryLedger {
 
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
         self.change(|name, budget, current| {
-            document::plan_create(name, budget, current, entries).map(|change| ((), Some(change)))
+            object::plan_create(name, budget, current, entries).map(|change| ((), Some(change)))
         })
     }
 
@@ -145,13 +145,13 @@ impl Ledger for MemoryLedger {
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
         self.change(|name, budget, current| {
-            document::plan_write(name, budget, current, entries, mode)
+            object::plan_write(name, budget, current, entries, mode)
         })
     }
 
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
         self.change(|name, budget, current| {
-            document::plan_note_attempt(name, budget, current, slug, token, floor)
+            object::plan_note_attempt(name, budget, current, slug, token, floor)
         })
     }
 }

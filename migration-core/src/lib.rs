@@ -33,6 +33,7 @@ pub mod ledger;
 pub(crate) mod line_file;
 pub mod lock;
 pub mod manifest;
+pub mod object;
 pub mod migrator;
 pub mod order;
 pub mod plan;

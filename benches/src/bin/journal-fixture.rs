@@ -16,7 +16,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use ledger_memory::FileLedger;
+use ledger_file::FileLedger;
 use migration_core::ledger::AttemptMark;
 use migration_core::step::{AttemptNote, LockStep, StepWrite};
 use migration_core::{EntryState, Ledger, LedgerEntry, Sha256Digest, Slug, Timestamp, keys};

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use ledger_memory::{FileLedger, MemoryLedger};
+use ledger_file::FileLedger;
+use ledger_memory::MemoryLedger;
 use migration_core::LockedLedger;
 
 /// A parsed `--ledger` value.
@@ -176,14 +177,14 @@ impl LedgerSpec {
 
 /// The environment variable that sets the file ledger's size budget in
 /// bytes (`none`: unlimited). Unset, the budget is
-/// [`ledger_memory::DEFAULT_FILE_BUDGET_BYTES`].
+/// [`ledger_file::DEFAULT_FILE_BUDGET_BYTES`].
 pub const FILE_BUDGET_ENV: &str = "MIGRATE_FILE_LEDGER_BUDGET";
 
 /// The file ledger's budget from [`FILE_BUDGET_ENV`]; a value that is neither
 /// a byte count nor `none` is an error, never the default.
 fn file_budget_from_env() -> Result<Option<u64>, String> {
     match std::env::var(FILE_BUDGET_ENV) {
-        Err(std::env::VarError::NotPresent) => Ok(Some(ledger_memory::DEFAULT_FILE_BUDGET_BYTES)),
+        Err(std::env::VarError::NotPresent) => Ok(Some(ledger_file::DEFAULT_FILE_BUDGET_BYTES)),
         Err(e) => Err(format!("{FILE_BUDGET_ENV}: {e}")),
         Ok(v) if v.trim() == "none" => Ok(None),
         Ok(v) => v

@@ -161,7 +161,7 @@ impl Cluster {
     /// Records `slugs` as having run before the engine (what an adoption
     /// step writes once someone knows which content ran).
     fn adopt(&self, slugs: &[&str]) {
-        let ledger = ledger_memory::FileLedger::new(self.ledger_path());
+        let ledger = ledger_file::FileLedger::new(self.ledger_path());
         for slug in slugs {
             ledger
                 .put_raw(
@@ -308,7 +308,7 @@ fn a_rewritten_retry_later_exit_is_not_yet_and_holds_back_the_later_scripts_unti
     // The numbered runner never ran 3 before 2: converted scripts require
     // their predecessor, so they wait with it.
     assert_each_once(&cluster, &["1"]);
-    let raw = ledger_memory::FileLedger::new(cluster.ledger_path())
+    let raw = ledger_file::FileLedger::new(cluster.ledger_path())
         .raw_data()
         .unwrap()
         .unwrap();

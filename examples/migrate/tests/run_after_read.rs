@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use ledger_configmap::ConfigMapLedger;
-use ledger_memory::FileLedger;
+use ledger_file::FileLedger;
 use migrate::runner::{self, Console, RunConfig, RunError, RunReport};
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder, s};
 use migration_core::{

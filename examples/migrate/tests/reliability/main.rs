@@ -107,7 +107,7 @@ impl Scenario {
 
     /// What the scenario's file ledger holds.
     fn file_snapshot(&self) -> LedgerSnapshot {
-        block_on(ledger_memory::FileLedger::new(self.scratch.file("ledger.json")).read())
+        block_on(ledger_file::FileLedger::new(self.scratch.file("ledger.json")).read())
             .unwrap()
             .unwrap()
     }

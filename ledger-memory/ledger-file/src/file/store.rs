@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use migration_core::ledger::{LedgerError, LedgerSnapshot, SharedRecordRewritten};
 
-use crate::document::{Change, Object};
+use migration_core::object::{Change, Object};
 use crate::journal::{self};
 
 use super::*;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ledger_memory::{DEFAULT_FILE_BUDGET_BYTES, FileLedger};
+use ledger_file::{DEFAULT_FILE_BUDGET_BYTES, FileLedger};
 use migration_core::testing::Harness;
 use migration_core::testing::fixtures::shared_clock;
 use migration_core::{LockedLedger, ManualClock};

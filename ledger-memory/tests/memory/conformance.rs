@@ -1,14 +1,11 @@
-//! The shared backend conformance suite, run by the memory and file ledgers.
+//! The shared backend conformance suite, run by the memory ledger.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use common::FileHarness;
 use ledger_memory::{DEFAULT_BUDGET_BYTES, MemoryLedger};
 use migration_core::testing::Harness;
 use migration_core::testing::fixtures::shared_clock;
@@ -46,18 +43,7 @@ impl Harness for MemoryHarness {
     }
 }
 
-async fn file_harness() -> FileHarness {
-    // The budget is set to the ConfigMap's so the budget cases run on a small ledger; the file
-    // ledger's own default (64 MiB) is exercised in file_journal/main.rs.
-    FileHarness::new(Some(DEFAULT_BUDGET_BYTES))
-}
-
 mod memory {
     use super::memory_harness;
     migration_core::ledger_conformance_tests!(memory_harness);
-}
-
-mod file {
-    use super::file_harness;
-    migration_core::ledger_conformance_tests!(file_harness);
 }

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use ledger_memory::FileLedger;
+use ledger_file::FileLedger;
 use migration_core::testing::{sample_entry, slug};
 use migration_core::{EntryState, Ledger, LedgerError, Lock, WriteMode};
 

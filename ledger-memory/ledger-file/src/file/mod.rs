@@ -14,7 +14,7 @@ use migration_core::lock::Lock;
 use migration_core::step::{LockStep, StepReport, StepWrite};
 use migration_core::{Clock, LedgerEntry, Slug, SystemClock};
 
-use crate::document::{self, LockState, Object};
+use migration_core::object::{self, LockState, Object};
 use crate::journal::Corrupt;
 
 mod sidecar;
@@ -318,7 +318,7 @@ impl FileLedger {
     /// is absent. For tests and repairs: plants corrupt values or `version`.
     pub fn put_raw(&self, key: &str, value: &str) -> Result<(), LedgerError> {
         self.mutate("put raw", |state| {
-            Ok(((), Some(document::put_raw(state, key, value))))
+            Ok(((), Some(object::put_raw(state, key, value))))
         })
     }
 
@@ -401,7 +401,7 @@ impl Ledger for FileLedger {
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
         let name = self.name();
         self.mutate("create", |state| {
-            document::plan_create(&name, self.budget, state, entries).map(|c| ((), Some(c)))
+            object::plan_create(&name, self.budget, state, entries).map(|c| ((), Some(c)))
         })
     }
 
@@ -412,14 +412,14 @@ impl Ledger for FileLedger {
     ) -> Result<WriteReport, LedgerError> {
         let name = self.name();
         self.mutate("write", |state| {
-            document::plan_write(&name, self.budget, state, entries, mode)
+            object::plan_write(&name, self.budget, state, entries, mode)
         })
     }
 
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
         let name = self.name();
         self.mutate("note attempt", |state| {
-            document::plan_note_attempt(&name, self.budget, state, slug, token, floor)
+            object::plan_note_attempt(&name, self.budget, state, slug, token, floor)
         })
     }
 
@@ -440,7 +440,7 @@ impl Ledger for FileLedger {
         }
         let name = self.name();
         let attempts = self.mutate("write step", |state| {
-            document::plan_step(&name, self.budget, state, step.records, step.attempt)
+            object::plan_step(&name, self.budget, state, step.records, step.attempt)
         })?;
         Ok(StepReport {
             attempts,

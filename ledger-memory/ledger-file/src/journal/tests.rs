@@ -1,7 +1,7 @@
 use super::*;
 
 // The bit-by-bit oracle the integration tests also use (one copy), relative to `src/journal/`.
-#[path = "../../tests/oracle/crc32c.rs"]
+#[path = "../../tests/file/oracle/crc32c.rs"]
 mod oracle;
 
 #[test]

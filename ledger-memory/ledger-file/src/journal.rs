@@ -41,7 +41,7 @@ use std::io::Read;
 use migration_core::ledger::{LedgerSnapshot, SharedRecordRewritten, SnapshotBuilder, Usage};
 use serde::{Deserialize, Serialize};
 
-use crate::document::{Change, LockState, Object};
+use migration_core::object::{Change, LockState, Object};
 
 /// The first line of every file in the current format.
 pub(crate) const TAG: &str = "migration-ledger/v2\n";
@@ -351,7 +351,7 @@ fn apply_line(
 struct LegacyDocument {
     format: String,
     ledger: Option<LegacyObject>,
-    lock: Option<crate::document::LockRecord>,
+    lock: Option<migration_core::object::LockRecord>,
     lock_generation: u64,
 }
 

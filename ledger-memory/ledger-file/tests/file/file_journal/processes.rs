@@ -6,8 +6,10 @@ use super::*;
 /// Re-runs this test binary as a child doing `role`.
 fn child(role: &str, path: &Path, index: usize) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
+    // The test's name is its module path without the crate's name.
+    let module = module_path!().split_once("::").map_or("", |(_, rest)| rest);
     cmd.args([
-        "processes::child_process",
+        &format!("{module}::child_process"),
         "--exact",
         "--nocapture",
         "--test-threads=1",

@@ -4,14 +4,14 @@
 use serde::{Deserialize, Serialize};
 
 use super::{crc32c, frame, to_json};
-use crate::document::LockState;
+use migration_core::object::LockState;
 
 /// The lock sidecar's record.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LockFile {
     format: String,
-    lock: Option<crate::document::LockRecord>,
+    lock: Option<migration_core::object::LockRecord>,
     generation: u64,
 }
 

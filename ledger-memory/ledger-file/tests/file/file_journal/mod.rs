@@ -5,8 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 #[path = "../oracle/crc32c.rs"]
 mod oracle;
 
@@ -15,7 +14,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ledger_memory::{DEFAULT_FILE_BUDGET_BYTES, FileLedger, MemoryLedger};
+use ledger_file::{DEFAULT_FILE_BUDGET_BYTES, FileLedger};
+use ledger_memory::MemoryLedger;
 use migration_core::step::{AttemptNote, LockStep, StepWrite};
 use migration_core::testing::{entries, sample_entry, slug};
 use migration_core::{

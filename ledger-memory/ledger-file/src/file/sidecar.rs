@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt;
 
 use migration_core::ledger::LedgerError;
 
-use crate::document::LockState;
+use migration_core::object::LockState;
 use crate::journal::{self, LockContents};
 
 use super::*;

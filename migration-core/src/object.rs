@@ -1,5 +1,7 @@
-//! The stored state shared by the in-memory and the file ledger, and the
-//! rules every operation follows on it.
+//! The ledger as one object: the stored state the in-memory and the file
+//! ledger keep, and the rules every operation follows on it (the same rules
+//! the Kubernetes backends follow on their object, which the conformance
+//! suite checks).
 //!
 //! The ledger object mirrors a ConfigMap: `data` maps `version`, `m.<slug>`,
 //! `a.<slug>` and `c.<id>` keys to strings, each entry being its compact
@@ -18,19 +20,19 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use migration_core::entry::{ContextIndex, Placement};
-use migration_core::keys;
-use migration_core::ledger::{
+use crate::entry::{ContextIndex, Placement};
+use crate::keys;
+use crate::ledger::{
     AttemptMark, Lease, LedgerError, LedgerSnapshot, Usage, WriteMode, WriteReport,
 };
-use migration_core::step::AttemptNote;
-use migration_core::{LedgerEntry, Slug, Timestamp};
+use crate::step::AttemptNote;
+use crate::{LedgerEntry, Slug, Timestamp};
 use serde::{Deserialize, Serialize};
 
 /// The ledger object: its keys and a revision counter, with the size a
 /// ConfigMap would count kept up to date.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Object {
+pub struct Object {
     revision: u64,
     data: BTreeMap<String, String>,
     /// Bytes of every key plus every value.
@@ -48,7 +50,7 @@ fn key_size(key: &str, value: &str) -> u64 {
 
 impl Object {
     /// An object holding `data` at `revision`.
-    pub(crate) fn new(revision: u64, data: BTreeMap<String, String>) -> Self {
+    pub fn new(revision: u64, data: BTreeMap<String, String>) -> Self {
         let bytes = data.iter().map(|(k, v)| key_size(k, v)).sum();
         let entries = data.keys().filter(|k| keys::is_entry_key(k)).count();
         let contexts = ContextIndex::of_flat(&data);
@@ -61,21 +63,24 @@ impl Object {
         }
     }
 
-    pub(crate) fn revision(&self) -> u64 {
+    /// The revision, raised by every stored change (a ConfigMap's
+    /// `resourceVersion`, as a number).
+    pub fn revision(&self) -> u64 {
         self.revision
     }
 
-    pub(crate) fn data(&self) -> &BTreeMap<String, String> {
+    /// Every key and its raw value.
+    pub fn data(&self) -> &BTreeMap<String, String> {
         &self.data
     }
 
     /// Bytes a ConfigMap would count: every key plus every value.
-    pub(crate) fn bytes(&self) -> u64 {
+    pub fn bytes(&self) -> u64 {
         self.bytes
     }
 
     /// Number of keys.
-    pub(crate) fn keys(&self) -> usize {
+    pub fn keys(&self) -> usize {
         self.data.len()
     }
 
@@ -127,7 +132,7 @@ impl Object {
     /// ascending order (a snapshot record, a run's journal) leave every node
     /// half empty; rebuilt, the map of a large ledger takes about a fifth
     /// less.
-    pub(crate) fn refill(&mut self) {
+    pub fn refill(&mut self) {
         if let Some(first) = self.data.pop_first() {
             // `append` into a non-empty map pushes both, in order, into
             // new full nodes, freeing the old ones as it goes.
@@ -147,7 +152,7 @@ impl Object {
     }
 
     /// The snapshot a read returns, reporting the usage of `budget`.
-    pub(crate) fn snapshot(&self, budget: Option<u64>) -> LedgerSnapshot {
+    pub fn snapshot(&self, budget: Option<u64>) -> LedgerSnapshot {
         let mut snapshot = LedgerSnapshot::from_raw_data(
             self.data.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             Some(self.revision.to_string()),
@@ -158,7 +163,7 @@ impl Object {
 
     /// [`Object::snapshot`], consuming the object: each raw key and value
     /// is freed once decoded, so the two are never held whole at once.
-    pub(crate) fn into_snapshot(self, budget: Option<u64>) -> LedgerSnapshot {
+    pub fn into_snapshot(self, budget: Option<u64>) -> LedgerSnapshot {
         let usage = self.usage(budget);
         let mut snapshot =
             LedgerSnapshot::from_raw_data(self.data, Some(self.revision.to_string()));
@@ -169,7 +174,7 @@ impl Object {
 
 /// A mutation planned against the current state, applied once stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Change {
+pub enum Change {
     /// The object comes into existence holding exactly this.
     Create(Object),
     /// These keys are stored in the existing object, which moves to `revision`.
@@ -184,7 +189,7 @@ pub(crate) enum Change {
 impl Change {
     /// Applies the change. A `Put` on an absent object creates it (only
     /// [`put_raw`] plans that, for planting test data).
-    pub(crate) fn apply(self, state: &mut Option<Object>) {
+    pub fn apply(self, state: &mut Option<Object>) {
         match self {
             Change::Create(object) => *state = Some(object),
             Change::Put { revision, puts } => {
@@ -200,7 +205,7 @@ impl Change {
 
 /// The keys that store `entries`: each entry's key and value, and the
 /// shared records new to `contexts`, planned in `placement`. A slug named
-/// twice is refused ([`migration_core::ledger::refuse_repeated_slugs`]). `write` decides
+/// twice is refused ([`crate::ledger::refuse_repeated_slugs`]). `write` decides
 /// per entry whether it is stored at all.
 fn encode_all(
     name: &str,
@@ -209,7 +214,7 @@ fn encode_all(
     placement: &mut Placement<'_>,
     mut write: impl FnMut(&Slug, &str) -> bool,
 ) -> Result<Vec<(String, String)>, LedgerError> {
-    migration_core::ledger::refuse_repeated_slugs(name, operation, entries)?;
+    crate::ledger::refuse_repeated_slugs(name, operation, entries)?;
     let mut out = Vec::with_capacity(entries.len());
     for (slug, entry) in entries {
         let key = keys::entry_key(slug);
@@ -252,8 +257,8 @@ fn not_found(name: &str, operation: &'static str) -> LedgerError {
     }
 }
 
-/// Plans [`Ledger::create`](migration_core::Ledger::create).
-pub(crate) fn plan_create(
+/// Plans [`Ledger::create`](crate::Ledger::create).
+pub fn plan_create(
     name: &str,
     budget: Option<u64>,
     current: Option<&Object>,
@@ -279,9 +284,9 @@ pub(crate) fn plan_create(
     Ok(Change::Create(object))
 }
 
-/// Plans [`Ledger::write`](migration_core::Ledger::write); `None` when
+/// Plans [`Ledger::write`](crate::Ledger::write); `None` when
 /// nothing is to be written.
-pub(crate) fn plan_write(
+pub fn plan_write(
     name: &str,
     budget: Option<u64>,
     current: Option<&Object>,
@@ -324,9 +329,9 @@ pub(crate) fn plan_write(
     Ok((report, change))
 }
 
-/// Plans [`Ledger::note_attempt`](migration_core::Ledger::note_attempt):
+/// Plans [`Ledger::note_attempt`](crate::Ledger::note_attempt):
 /// the count, and the mark to store unless it is already stored.
-pub(crate) fn plan_note_attempt(
+pub fn plan_note_attempt(
     name: &str,
     budget: Option<u64>,
     current: Option<&Object>,
@@ -363,12 +368,12 @@ fn next_mark(
     Ok((next.count, Some((key, next.encode()))))
 }
 
-/// Plans [`Ledger::write_step`](migration_core::Ledger::write_step) for a
+/// Plans [`Ledger::write_step`](crate::Ledger::write_step) for a
 /// ledger whose run lock is not in the object: the records (replacing) and
 /// the attempt mark as one change, so that one append (and one `fdatasync`)
 /// stores both or neither, and the budget is checked on both together. The
 /// count is the one noted, when the step notes an attempt.
-pub(crate) fn plan_step(
+pub fn plan_step(
     name: &str,
     budget: Option<u64>,
     current: Option<&Object>,
@@ -408,7 +413,7 @@ pub(crate) fn plan_step(
 
 /// Plans storing `value` under `key` verbatim, creating the object if it
 /// is absent (for tests and repairs; no budget).
-pub(crate) fn put_raw(current: Option<&Object>, key: &str, value: &str) -> Change {
+pub fn put_raw(current: Option<&Object>, key: &str, value: &str) -> Change {
     Change::Put {
         revision: current.map_or(0, |o| o.revision) + 1,
         puts: vec![(key.to_owned(), value.to_owned())],
@@ -418,11 +423,15 @@ pub(crate) fn put_raw(current: Option<&Object>, key: &str, value: &str) -> Chang
 /// The run lock record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct LockRecord {
-    pub(crate) holder: String,
-    pub(crate) token: String,
-    pub(crate) acquired_at: Timestamp,
-    pub(crate) expires_at: Timestamp,
+pub struct LockRecord {
+    /// Who holds it (the run's holder name).
+    pub holder: String,
+    /// The tenure's token: a new one each time the lock changes hands.
+    pub token: String,
+    /// When this tenure began.
+    pub acquired_at: Timestamp,
+    /// When it lapses unless renewed.
+    pub expires_at: Timestamp,
 }
 
 /// The run lock: the holder, if any, and how many times it changed hands
@@ -430,15 +439,17 @@ pub(crate) struct LockRecord {
 /// beside a ConfigMap, and never inside it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct LockState {
-    pub(crate) lock: Option<LockRecord>,
-    pub(crate) generation: u64,
+pub struct LockState {
+    /// The holder's record; `None` when nobody holds it.
+    pub lock: Option<LockRecord>,
+    /// How many tenures there have been (tokens are made from it).
+    pub generation: u64,
 }
 
 impl LockState {
     /// Takes the lock; `token` makes the token of a new tenure from its
     /// generation number.
-    pub(crate) fn acquire(
+    pub fn acquire(
         &mut self,
         name: &str,
         holder: &str,
@@ -472,7 +483,8 @@ impl LockState {
         Ok(lease)
     }
 
-    pub(crate) fn renew(
+    /// Extends the tenure `lease` names, or says why it is no longer ours.
+    pub fn renew(
         &mut self,
         name: &str,
         lease: &Lease,
@@ -498,7 +510,7 @@ impl LockState {
     }
 
     /// Returns whether anything changed.
-    pub(crate) fn release(&mut self, lease: &Lease) -> bool {
+    pub fn release(&mut self, lease: &Lease) -> bool {
         let ours = self
             .lock
             .as_ref()
