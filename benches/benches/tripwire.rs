@@ -20,7 +20,7 @@
 //! The shim is the release `migrate-shim` binary next to this bench
 //! (`cargo build --release -p migrate` first), or `$MIGRATE_SHIM`; without
 //! either, this bench binary itself, which dispatches exactly as
-//! `migrate-shim` does (`migrate::tripwire::dispatch()` first thing in
+//! `migrate-shim` does (`migrate_runner::tripwire::dispatch()` first thing in
 //! `main`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -49,7 +49,7 @@ fn shim_binary() -> PathBuf {
     let beside = me
         .parent()
         .and_then(Path::parent)
-        .map(|d| d.join(migrate::tripwire::SHIM_BINARY))
+        .map(|d| d.join(migrate_runner::tripwire::SHIM_BINARY))
         .filter(|p| p.is_file());
     beside.unwrap_or(me)
 }
@@ -226,7 +226,7 @@ fn bench(c: &mut Criterion) {
 
 fn main() {
     // Invoked through the `kubectl` symlink (when this binary is the shim).
-    if let Some(status) = migrate::tripwire::dispatch() {
+    if let Some(status) = migrate_runner::tripwire::dispatch() {
         std::process::exit(status);
     }
     let mut c = Criterion::default().configure_from_args();

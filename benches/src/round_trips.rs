@@ -1,7 +1,7 @@
 //! API round trips, counted (not timed) through the in-process test API
 //! server, for the real code paths: [`Migrator::prepare`] and
 //! [`Migrator::record`] over [`ConfigMapLedger`], and the hook runner
-//! ([`migrate::runner::Runner::run`]) for whole runs.
+//! ([`migrate_runner::Runner::run`]) for whole runs.
 //!
 //! Each scenario starts its own server, plants the ledger it needs directly
 //! in storage (not counted), resets the counters, runs the operation, and
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use ledger_configmap::{ConfigMapLedger, Options};
-use migrate::runner::{Console, RunConfig, Runner};
+use migrate_runner::{Console, RunConfig, Runner};
 use migration_core::{
     EntryState, LedgerEntry, MigrateError, MigrationsTree, Migrator, PlanRequest, Prepared, Slug,
     SystemClock, Tier, Timestamp,
@@ -238,7 +238,7 @@ impl Console for Quiet {
     fn progress(&self, _line: &str) {}
 }
 
-/// A whole hook run (`migrate::runner::Runner::run`, pre-apply tier) on a ledger
+/// A whole hook run (`migrate_runner::Runner::run`, pre-apply tier) on a ledger
 /// that records `recorded` migrations, with `pending` more to run: real
 /// `/bin/sh` scripts from a temporary directory, the real lock.
 pub async fn runner(recorded: usize, pending: usize) -> Scenario {
@@ -320,12 +320,12 @@ pub fn shim_binary() -> std::path::PathBuf {
     let beside = exe
         .parent()
         .and_then(std::path::Path::parent)
-        .map(|d| d.join(migrate::tripwire::SHIM_BINARY))
+        .map(|d| d.join(migrate_runner::tripwire::SHIM_BINARY))
         .filter(|p| p.is_file());
     beside.unwrap_or_else(|| {
         panic!(
             "no {} next to {}: build it first (cargo build -p migrate --bins, --release for benches) or set MIGRATE_SHIM",
-            migrate::tripwire::SHIM_BINARY,
+            migrate_runner::tripwire::SHIM_BINARY,
             exe.display()
         )
     })

@@ -32,7 +32,7 @@ pub use controller::run_controller;
 pub use decide::{Decision, JobState, JobView, Retries, decide};
 pub use job::{JobError, OperatorConfig, job_for, job_name};
 pub use leader::Leadership;
-pub use migrate::index::{Index, IndexError, index_configmap, index_keys};
+pub use migrate_spec::index::{Index, IndexError, index_configmap, index_keys};
 pub use reconcile::{Context, OperatorError, error_policy, reconcile};
 
 /// The operator's name: the manager its Jobs are labelled with, the

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use migrate::spec::LedgerSpec;
+use migrate_spec::LedgerSpec;
 use migrate_operator::{
     Context, Leadership, OPERATOR_NAME, OperatorConfig, Retries, run_controller,
 };
@@ -67,7 +67,7 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("migrate-operator: cannot start the runtime: {e}");
-            return ExitCode::from(migrate::exit::ENVIRONMENT);
+            return ExitCode::from(migrate_spec::exit::ENVIRONMENT);
         }
     };
     runtime.block_on(async move {
@@ -75,14 +75,14 @@ fn main() -> ExitCode {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("migrate-operator: cannot reach the API server: {e}");
-                return ExitCode::from(migrate::exit::ENVIRONMENT);
+                return ExitCode::from(migrate_spec::exit::ENVIRONMENT);
             }
         };
         let ledger = match cli.ledger.open().await {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("migrate-operator: {e}");
-                return ExitCode::from(migrate::exit::ENVIRONMENT);
+                return ExitCode::from(migrate_spec::exit::ENVIRONMENT);
             }
         };
         let identity = cli
@@ -115,6 +115,6 @@ fn main() -> ExitCode {
         );
         tracing::info!(%identity, "starting; campaigning for leadership");
         leadership.run(|| run_controller(ctx.clone())).await;
-        ExitCode::from(migrate::exit::SUCCESS)
+        ExitCode::from(migrate_spec::exit::SUCCESS)
     })
 }

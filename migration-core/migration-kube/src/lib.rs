@@ -22,8 +22,8 @@
 //! - [`ledger_options!`]: each backend's `Options`, whose budget, retry
 //!   policy and clock are the same tunables.
 //!
-//! - `fault_suite` (feature `testing`): the API-fault cases both backends
-//!   run, parametrised by resource.
+//! The API-fault suite and the real-server lane both backends run are test
+//! support, in the `kube-ledger-testing` crate beside the test API server.
 //!
 //! `migration-core` itself stays free of kube; this crate is its adapter.
 
@@ -32,12 +32,8 @@
 pub mod client;
 pub mod defaults;
 mod error;
-#[cfg(feature = "testing")]
-pub mod fault_suite;
 mod lease;
 mod options;
-#[cfg(feature = "testing")]
-pub mod real_lane;
 mod retry;
 mod write;
 

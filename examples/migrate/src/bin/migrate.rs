@@ -42,7 +42,7 @@ fn main() -> ExitCode {
         Err(e) => return cli::usage_error(&e),
     };
     cli::init_logging();
-    migrate::spec::set_kube_options(migrate::spec::KubeOptions {
+    migrate_spec::set_kube_options(migrate_spec::KubeOptions {
         kubeconfig: cli.kubeconfig,
         context: cli.context,
     });

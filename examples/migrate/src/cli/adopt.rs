@@ -25,7 +25,7 @@ use migration_core::seeding::AdoptError;
 
 use super::args::AdoptArgs;
 use super::{Failure, Out, open};
-use crate::exit;
+use migrate_spec::exit;
 
 /// Creates (or completes) the ledger of an adopted cluster.
 pub async fn adopt(args: AdoptArgs, out: &Out) -> Result<(), Failure> {

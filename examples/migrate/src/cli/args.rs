@@ -9,10 +9,10 @@ use migration_core::header::OnError;
 use migration_core::{Slug, Tier, TierSelection};
 use migration_kube::defaults;
 
-use crate::lint::Level;
+use migrate_lint::Level;
 use crate::report::Format;
-use crate::shell::shellcheck;
-use crate::spec::LedgerSpec;
+use migrate_lint::shell::shellcheck;
+use migrate_spec::LedgerSpec;
 
 /// Parses the process's command line as [`Cli::try_parse`] does, except that
 /// environment variables set to the empty string count as unset where a
@@ -117,6 +117,30 @@ impl From<ShellcheckLevel> for Option<Level> {
             ShellcheckLevel::Error => Some(Level::Error),
             ShellcheckLevel::Warning => Some(Level::Warning),
             ShellcheckLevel::Off => None,
+        }
+    }
+}
+
+/// `--shellcheck-severity`: shellcheck's severities, most severe first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShellcheckSeverity {
+    /// Errors.
+    Error,
+    /// Warnings.
+    Warning,
+    /// Information.
+    Info,
+    /// Style suggestions.
+    Style,
+}
+
+impl From<ShellcheckSeverity> for shellcheck::Severity {
+    fn from(s: ShellcheckSeverity) -> Self {
+        match s {
+            ShellcheckSeverity::Error => shellcheck::Severity::Error,
+            ShellcheckSeverity::Warning => shellcheck::Severity::Warning,
+            ShellcheckSeverity::Info => shellcheck::Severity::Info,
+            ShellcheckSeverity::Style => shellcheck::Severity::Style,
         }
     }
 }
@@ -271,7 +295,7 @@ pub struct LintArgs {
     pub shellcheck_level: ShellcheckLevel,
     /// The least severe shellcheck finding reported (shellcheck -S).
     #[arg(long, value_enum, default_value = "style")]
-    pub shellcheck_severity: shellcheck::Severity,
+    pub shellcheck_severity: ShellcheckSeverity,
 }
 
 /// `migrate seed-fresh`.
@@ -449,4 +473,15 @@ pub struct CompletionsArgs {
     /// The shell.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lint_names_the_deployments_ledger_by_default() {
+        // migrate-lint links no Kubernetes client, so it spells the name itself.
+        assert_eq!(migrate_lint::DEFAULT_LEDGER_NAME, defaults::LEDGER_NAME);
+    }
 }

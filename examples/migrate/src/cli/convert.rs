@@ -1,5 +1,5 @@
 //! `migrate convert`: a numbered migrations directory into the slug layout
-//! (see [`crate::convert`]).
+//! (see [`migrate_release::convert`]).
 
 use std::path::PathBuf;
 
@@ -7,7 +7,7 @@ use clap::Args;
 use migration_kube::defaults;
 
 use super::{Failure, Out};
-use crate::convert::{self, ConvertError, Options};
+use migrate_release::convert::{self, ConvertError, Options};
 
 /// `migrate convert`.
 #[derive(Debug, Args)]

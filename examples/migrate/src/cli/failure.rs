@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use migration_core::{LedgerError, LockedLedger, MigrateError, TreeError};
 
-use crate::exit;
-use crate::git::GitError;
-use crate::spec::LedgerSpec;
+use migrate_spec::exit;
+use migrate_release::git::GitError;
+use migrate_spec::LedgerSpec;
 
 /// A failed command.
 #[derive(Debug)]
 pub struct Failure {
-    /// The process exit code (see [`crate::exit`]).
+    /// The process exit code (see [`migrate_spec::exit`]).
     pub code: u8,
     /// `bad-input`, `refused`, `environment`, `migration-failed`; empty when
     /// the command already printed the details as its output.

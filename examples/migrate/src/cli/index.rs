@@ -4,7 +4,7 @@ use migration_core::MigrationsTree;
 
 use super::args::IndexArgs;
 use super::{Failure, Out};
-use crate::index::{Index, index_configmap};
+use migrate_spec::index::{Index, index_configmap};
 use crate::render::configmap_yaml_data;
 
 /// Builds the index of the tree's runnable background migrations and

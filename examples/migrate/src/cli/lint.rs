@@ -2,10 +2,10 @@
 
 use super::args::LintArgs;
 use super::{Failure, Out};
-use crate::exit;
-use crate::lint::{LintConfig, lint_tree};
+use migrate_spec::exit;
+use migrate_lint::{LintConfig, lint_tree};
 use crate::report::LintView;
-use crate::shell::shellcheck;
+use migrate_lint::shell::shellcheck;
 
 /// Lints the tree and prints the findings.
 pub fn lint(args: LintArgs, out: &Out) -> Result<(), Failure> {
@@ -15,7 +15,7 @@ pub fn lint(args: LintArgs, out: &Out) -> Result<(), Failure> {
         ledger_name: args.ledger_name,
         shellcheck: shellcheck::Settings {
             level: args.shellcheck_level.into(),
-            severity: args.shellcheck_severity,
+            severity: args.shellcheck_severity.into(),
         },
         ..LintConfig::default()
     };
@@ -25,7 +25,7 @@ pub fn lint(args: LintArgs, out: &Out) -> Result<(), Failure> {
     // The tripwire's cluster commands (MIGRATE_CLUSTER_COMMANDS; lint reads
     // the tree's cluster-commands file itself) are cluster commands for lint
     // too.
-    for name in super::run::cluster_command_settings(None, &[])? {
+    for name in super::cluster_commands::settings(None, &[])? {
         if !config.kubectl_commands.contains(&name) {
             config.kubectl_commands.push(name);
         }

@@ -8,7 +8,7 @@ use migration_core::{LoadOptions, MigrationsTree};
 
 use super::args::ManifestArgs;
 use super::{Failure, Out};
-use crate::git::Repo;
+use migrate_release::git::Repo;
 use crate::report::ManifestView;
 
 /// Generates the manifest, writes it to `--out` if given, and prints it.
@@ -40,7 +40,7 @@ pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
     let tree = MigrationsTree::load_with(&repo.join(&path), options)?;
     let disk = ReleaseHistory::disk_from_tree(&tree);
     let legacy = ReleaseHistory::legacy_from_pairs(tree.legacy_map());
-    let reading = crate::git::TreePaths {
+    let reading = migrate_release::git::TreePaths {
         paths: &paths,
         tree_since: tree_since.as_deref(),
     };

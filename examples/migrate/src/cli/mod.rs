@@ -5,6 +5,7 @@
 //! through [`Out`], and a [`Failure`] carries the exit code.
 
 mod adopt;
+mod cluster_commands;
 pub mod args;
 mod convert;
 mod crd;
@@ -46,7 +47,7 @@ use std::process::ExitCode;
 
 use migration_core::{Manifest, MigrationsTree};
 
-use crate::exit;
+use migrate_spec::exit;
 
 /// Logs to stderr, at the level `MIGRATE_LOG` names (`warn` by default) and
 /// coloured only on a terminal: stdout carries the command's document.

@@ -12,11 +12,11 @@ use tokio::task::JoinError;
 
 use super::args::PlanArgs;
 use super::{Failure, Out, open};
-use crate::exit;
-use crate::lint::LintConfig;
+use migrate_spec::exit;
+use migrate_lint::LintConfig;
 use crate::report::PlanView;
-use crate::runner::{self, RunError};
-use crate::spec::LedgerSpec;
+use migrate_runner::RunError;
+use migrate_spec::LedgerSpec;
 
 /// Plans against the ledger and prints the plan.
 pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
@@ -61,13 +61,13 @@ pub(crate) async fn plan_for_run(
     // scripts (and the helpers they source).
     let mut lint = LintConfig::default();
     if let Some(flags) = cluster_commands {
-        for name in super::run::cluster_command_settings(Some(tree.root()), flags)? {
+        for name in super::cluster_commands::settings(Some(tree.root()), flags)? {
             if !lint.kubectl_commands.contains(&name) {
                 lint.kubectl_commands.push(name);
             }
         }
     }
-    let unsafe_findings = runner::scan_all(&tree, &plan.pending, &lint);
+    let unsafe_findings = migrate_runner::scan_all(&tree, &plan.pending, &lint);
     leave_to_exit((tree, snapshot, ledger));
     if unsafe_findings.is_empty() {
         out.emit(&view, |c| view.text(c, args.wide));

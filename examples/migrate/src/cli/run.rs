@@ -1,6 +1,6 @@
 //! `migrate run`: the hook runner's entry point. Loads the tree while it opens
 //! and reads the ledger, forwards SIGTERM and SIGINT, and hands over to
-//! [`crate::runner`].
+//! [`migrate_runner`].
 //!
 //! Moved here from the binary as it was; the runner's rework (issue 12)
 //! changes what is inside.
@@ -11,9 +11,11 @@ use migration_core::SystemClock;
 
 use super::args::{OneTier, PlanArgs, RunArgs, TierArg};
 use super::{Failure, Out};
-use crate::exit;
+use migrate_spec::exit;
 use crate::report::Format;
-use crate::runner::{self, RunConfig, RunError, StdConsole};
+use migrate_runner::{RunConfig, RunError};
+
+use crate::report::StdConsole;
 
 /// Runs the pending migrations of one tier and prints the run report.
 pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
@@ -76,7 +78,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     if !allow_interpreters.is_empty() {
         config.allowed_interpreters = allow_interpreters;
     }
-    let cluster_commands = cluster_command_settings(Some(tree.root()), &cluster_commands)?;
+    let cluster_commands = super::cluster_commands::settings(Some(tree.root()), &cluster_commands)?;
     for name in &cluster_commands {
         if !config.lint.kubectl_commands.contains(name) {
             config.lint.kubectl_commands.push(name.clone());
@@ -88,7 +90,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     };
     let (tx, rx) = tokio::sync::watch::channel(false);
     spawn_signal_forwarder(tx)?;
-    let result = runner::Runner::new(&tree, ledger.as_ref(), &config, &console)
+    let result = migrate_runner::Runner::new(&tree, ledger.as_ref(), &config, &console)
         .with_clock(&clock)
         .run_after_read(&read, rx)
         .await;
@@ -106,19 +108,6 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     }
     super::plan::leave_to_exit((tree, read, ledger));
     Ok(())
-}
-
-/// The cluster commands: kubectl, helm, flux, plus the tree's
-/// `cluster-commands` file (when `tree` is given), `MIGRATE_CLUSTER_COMMANDS`
-/// and the flags. A bad name is a usage error.
-pub(crate) fn cluster_command_settings(
-    tree: Option<&std::path::Path>,
-    flags: &[String],
-) -> Result<Vec<String>, Failure> {
-    use crate::tripwire::config;
-    let env = std::env::var(config::ENV_COMMANDS).ok();
-    config::resolve(tree, env.as_deref(), flags)
-        .map_err(|problems| Failure::new(exit::BAD_INPUT, "bad-input", problems))
 }
 
 /// `$POD_NAME` (set by the Job's downward API) or the host name, plus the pid.
@@ -162,7 +151,7 @@ fn spawn_signal_forwarder(tx: tokio::sync::watch::Sender<bool>) -> Result<(), Fa
         crate::report::sink::stderr_line(
             "migrate: second interrupt: killing the running migration now",
         );
-        runner::escalate();
+        migrate_runner::escalate();
     });
     Ok(())
 }

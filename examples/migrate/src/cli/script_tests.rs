@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::args::TestArgs;
 use super::{Failure, Out};
-use crate::exit;
+use migrate_spec::exit;
 
 /// One script's test result.
 #[derive(Debug, Serialize)]

@@ -13,7 +13,7 @@ use migration_core::{
 
 use super::args::{RenderKind, SeedFreshArgs};
 use super::{Failure, Out, open};
-use crate::exit;
+use migrate_spec::exit;
 use crate::render::{configmap_json, configmap_yaml};
 
 /// Creates the seeded ledger, or prints it as a manifest.

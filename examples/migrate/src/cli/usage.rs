@@ -9,7 +9,7 @@ use clap::CommandFactory;
 use clap::error::ErrorKind;
 
 use super::args::{Cli, CompletionsArgs};
-use crate::exit;
+use migrate_spec::exit;
 use crate::report::{ErrorView, sink};
 
 /// Whether the raw arguments ask for `--output json`: the parse failed,

@@ -10,7 +10,7 @@ use migration_core::{Manifest, MigrationsTree};
 
 use super::args::VerifyArgs;
 use super::{Failure, Out, open};
-use crate::exit;
+use migrate_spec::exit;
 use crate::report::VerifyView;
 
 /// Verifies the ledger against the tree's manifest.
@@ -60,7 +60,7 @@ fn known_release(tag: &str, manifest: &Manifest, root: &Path) -> Result<Version,
         Failure::bad_input(vec![format!("--since {tag:?} is not a release version")])
     })?;
     let in_manifest = manifest.batches().iter().any(|b| b.name.label() == tag);
-    if in_manifest || crate::git::tag_exists(root, tag) {
+    if in_manifest || migrate_release::git::tag_exists(root, tag) {
         return Ok(version);
     }
     let labels: Vec<&str> = manifest

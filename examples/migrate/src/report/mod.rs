@@ -2,6 +2,7 @@
 //! read) and aligned text for people, one module per command's document.
 //! This module holds what they share: the format, colours and tables.
 
+mod console;
 mod lint;
 mod manifest;
 mod plan;
@@ -9,17 +10,14 @@ pub mod sink;
 mod status;
 mod verify;
 
+pub use console::StdConsole;
 pub use lint::LintView;
 pub use manifest::{BatchLineView, BatchView, ManifestView};
 pub use plan::{PendingView, PlanView, SeedView, SkippedView, UnmetView};
 pub use status::{CorruptView, EntryView, StatusView};
 pub use verify::VerifyView;
 
-/// Why a plan or run is a fresh install, for the JSON field
-/// `fresh_install_reason`: the ledger does not exist.
-pub fn fresh_install_reason(ledger: &str) -> String {
-    format!("{ledger} does not exist")
-}
+use migrate_runner::fresh_install_reason;
 
 /// The loud notice `plan` and `run` print on stderr when they treat the
 /// run as a fresh install (CONTRACT.md §6.1): a mistyped ledger path or a

@@ -1,0 +1,25 @@
+//! # migrate-lint
+//!
+//! Static analysis of migration scripts: the shell rules over a real parser
+//! ([`shell`]), which follow every cluster command's exit status into the
+//! `lib/` helpers a script sources; the tree's structural rules; shellcheck
+//! when installed; inline waivers. The `migrate lint` command and the
+//! runner's pre-run scan both call it. This is the only crate that links the
+//! shell parser.
+//!
+//! Modules import downwards only: [`finding`] (what is reported) and
+//! [`cluster_commands`] (which commands talk to the cluster) are used by
+//! [`shell`], which the lint driver uses.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod cluster_commands;
+pub mod finding;
+mod lint;
+pub mod shell;
+
+pub use finding::{Finding, Level};
+pub use lint::{
+    BLOCKING_RULES, DEFAULT_LEDGER_NAME, LintConfig, LintReport, RULES, is_rule, lint, lint_pending, lint_script,
+    lint_tree,
+};

@@ -1,0 +1,316 @@
+//! The habits users bring from kubectl, Flyway and other tools: `init`,
+//! `test`, completions, `--version`, `--kubeconfig`/`--context`, a
+//! digest-pinned `index --image`, and help that agrees with the README.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::common;
+use std::collections::BTreeSet;
+
+use common::{Repo, assert_first_problem, json, text};
+
+#[test]
+fn init_creates_an_empty_tree_that_new_lint_manifest_and_test_accept() {
+    let repo = Repo::new();
+    let tree = repo.path().join("platform/migrations");
+    let tree_s = tree.to_str().unwrap();
+    let (code, doc, err) = json(&["init", tree_s]);
+    assert_eq!(code, 0, "{err}");
+    let created = common::strings(&doc["created"]);
+    for file in [
+        "pre-apply/.gitkeep",
+        "background/.gitkeep",
+        "revoked",
+        "legacy-map",
+        "lib/kube.sh",
+        "tests/lib.sh",
+        "tests/fake-kubectl",
+    ] {
+        assert!(created.contains(&file), "{file}: {doc}");
+        assert!(tree.join(file).is_file(), "{file}");
+    }
+    let (code, doc, _) = json(&["lint", tree_s]);
+    assert_eq!(code, 0, "an empty tree is lint-clean: {doc}");
+    let (code, doc, err) = json(&["new", tree_s, "first-step"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        doc["script"]
+            .as_str()
+            .unwrap()
+            .ends_with("pre-apply/first-step")
+    );
+    let (code, _, err) = json(&["lint", tree_s]);
+    // The scaffold exits 1 until written, but it is well-formed.
+    assert!(code == 0 || code == 2, "{err}");
+    repo.commit("init");
+    let (code, doc, err) = repo.manifest_at("platform/migrations", &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        Repo::batches(&doc),
+        common::batches(&[("99999-untagged", &["first-step"])])
+    );
+    // Again, refused: init never writes over a tree.
+    let (code, doc, _) = json(&["init", tree_s]);
+    assert_eq!(code, 2, "{doc}");
+    assert_first_problem(&doc, "not empty");
+}
+
+#[test]
+fn test_runs_each_scripts_test_reports_pass_and_fail_per_script_and_fails_on_any_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("m");
+    let tree_s = tree.to_str().unwrap();
+    assert_eq!(json(&["init", tree_s]).0, 0);
+    for slug in ["good-one", "bad-one", "untested"] {
+        std::fs::write(
+            tree.join("pre-apply").join(slug),
+            migration_core::testing::fixtures::script_text(
+                "pre-apply",
+                "abort",
+                &[],
+                ". ./lib/kube.sh\nkube label namespace x a=b",
+            ),
+        )
+        .unwrap();
+    }
+    for (slug, test) in [
+        (
+            "good-one",
+            "#!/bin/sh\n. \"$(dirname \"$0\")/lib.sh\"\nrun_migration pre-apply/good-one\nexpect_call \"label namespace x a=b\"\nexpect_failure_when_kubectl_fails pre-apply/good-one label\n",
+        ),
+        (
+            "bad-one",
+            "#!/bin/sh\n. \"$(dirname \"$0\")/lib.sh\"\nrun_migration pre-apply/bad-one\nexpect_call \"delete namespace x\"\n",
+        ),
+    ] {
+        std::fs::write(tree.join(format!("tests/{slug}.sh")), test).unwrap();
+    }
+    let (code, doc, _) = json(&["test", tree_s]);
+    assert_eq!(code, 2, "{doc}");
+    assert_eq!(
+        (doc["passed"].as_u64(), doc["failed"].as_u64()),
+        (Some(1), Some(2)),
+        "{doc}"
+    );
+    let outcome = |slug: &str| {
+        common::by_slug(&doc["results"], slug).unwrap_or_else(|| panic!("{slug}: {doc}"))
+    };
+    assert_eq!(outcome("good-one")["outcome"], "pass");
+    assert_eq!(outcome("bad-one")["outcome"], "fail");
+    assert!(
+        outcome("bad-one")["output"]
+            .as_str()
+            .unwrap()
+            .contains("expected call: kubectl delete namespace x")
+    );
+    assert_eq!(outcome("untested")["reason"], "no test");
+    let (code, out, _) = text(&["test", tree_s]);
+    assert_eq!(code, 2);
+    assert!(out.contains("pass  good-one"), "{out}");
+    assert!(
+        out.contains("FAIL  bad-one") && out.contains("exit status 1"),
+        "{out}"
+    );
+    assert!(out.contains("1 passed, 2 failed"), "{out}");
+    // Once every test passes, exit 0.
+    std::fs::remove_file(tree.join("pre-apply/bad-one")).unwrap();
+    std::fs::remove_file(tree.join("pre-apply/untested")).unwrap();
+    let (code, doc, _) = json(&["test", tree_s]);
+    assert_eq!((code, doc["failed"].as_u64()), (0, Some(0)), "{doc}");
+}
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    for (shell, needle) in [
+        ("bash", "_migrate()"),
+        ("zsh", "#compdef migrate"),
+        ("fish", "complete -c migrate"),
+    ] {
+        let (code, out, err) = text(&["completions", shell]);
+        assert_eq!(code, 0, "{shell}: {err}");
+        assert!(
+            out.contains(needle),
+            "{shell}: {}",
+            &out[..out.len().min(200)]
+        );
+        assert!(
+            out.contains("seed-fresh"),
+            "{shell}: the subcommands are completed"
+        );
+    }
+    let (code, _, _) = text(&["completions", "tcsh"]);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn version_names_the_commit_the_binary_was_built_from() {
+    let (code, out, _) = text(&["--version"]);
+    assert_eq!(code, 0);
+    let commit = out
+        .split("(commit ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 12 && commit.bytes().all(|b| b.is_ascii_hexdigit())),
+        "{out}"
+    );
+}
+
+#[test]
+fn kubeconfig_and_context_are_spelt_as_kubectl_spells_them_and_a_bad_one_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = |ledger: &str, kubeconfig: &std::path::Path, extra: &[&str]| {
+        let mut args = vec!["status", "--ledger", ledger, "--kubeconfig"];
+        args.push(kubeconfig.to_str().unwrap());
+        args.extend_from_slice(extra);
+        json(&args)
+    };
+    let missing = dir.path().join("no-such-kubeconfig");
+    let (code, doc, _) = status("configmap:cozy-system/ledger", &missing, &[]);
+    assert_eq!(code, 1, "{doc}");
+    assert_first_problem(&doc, "--kubeconfig");
+    assert_first_problem(&doc, "no-such-kubeconfig");
+    let config = dir.path().join("config");
+    std::fs::write(
+        &config,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\ncontexts:\n- name: here\n  context:\n    cluster: c\n    user: u\ncurrent-context: here\nusers:\n- name: u\n  user:\n    token: t\n",
+    )
+    .unwrap();
+    let (code, doc, _) = status("crd:platform", &config, &["--context", "elsewhere"]);
+    assert_eq!(code, 1, "{doc}");
+    assert_first_problem(&doc, "--context elsewhere");
+}
+
+#[test]
+fn index_refuses_an_image_tag_without_a_digest_unless_told() {
+    let repo = Repo::new();
+    repo.release_with("v1.0.0", &[("background", "bg")]);
+    assert_eq!(repo.manifest().0, 0);
+    let tree = repo.tree();
+    let tree = tree.to_str().unwrap();
+    let (code, doc, _) = json(&["index", tree, "--image", "registry.example/m:v1.0.0"]);
+    assert_eq!(code, 2, "{doc}");
+    assert_first_problem(&doc, "has no digest");
+    assert_first_problem(&doc, "--allow-tag");
+    let (code, _, err) = json(&[
+        "index",
+        tree,
+        "--image",
+        "registry.example/m:v1.0.0",
+        "--allow-tag",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = json(&["index", tree, "--image", "registry.example/m@sha256:abc"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+/// The long flags of one `--help` text: the first `--flag` of each option line.
+fn help_flags(help: &str) -> BTreeSet<String> {
+    help.lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with('-'))
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("--")))
+        .map(|w| {
+            w.trim_end_matches(',')
+                .split(['=', '[', '<'])
+                .next()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The README's synopsis block: subcommand -> the flags its lines name.
+fn readme_synopsis() -> Vec<(String, BTreeSet<String>)> {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let section = readme
+        .split("## The `migrate` command\n")
+        .nth(1)
+        .expect("the section");
+    let block = section.split("```").nth(1).expect("the synopsis block");
+    let mut out: Vec<(String, BTreeSet<String>)> = Vec::new();
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        if let Some(rest) = line.strip_prefix("migrate ") {
+            let name = if rest.starts_with('[') {
+                ""
+            } else {
+                rest.split_whitespace().next().unwrap()
+            };
+            out.push((name.to_owned(), BTreeSet::new()));
+        }
+        let flags = &mut out
+            .last_mut()
+            .expect("a continuation after a command line")
+            .1;
+        for word in line.split(|c: char| c.is_whitespace() || "[]|".contains(c)) {
+            if word.starts_with("--") {
+                flags.insert(word.trim_end_matches("...").to_owned());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_readme_synopsis_and_every_subcommands_help_name_the_same_flags() {
+    let synopsis = readme_synopsis();
+    let global: BTreeSet<String> = ["--output", "--kubeconfig", "--context"]
+        .map(String::from)
+        .into();
+    let (_, top, _) = text(&["--help"]);
+    let subcommands: BTreeSet<String> = top
+        .split("Commands:")
+        .nth(1)
+        .unwrap()
+        .split("Options:")
+        .next()
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(String::from)
+        .collect();
+    let documented: BTreeSet<String> = synopsis
+        .iter()
+        .map(|(n, _)| n.clone())
+        .filter(|n| !n.is_empty())
+        .collect();
+    assert_eq!(
+        documented, subcommands,
+        "every subcommand has a synopsis line, and only those"
+    );
+    let globals = &synopsis
+        .iter()
+        .find(|(n, _)| n.is_empty())
+        .expect("the global line")
+        .1;
+    assert_eq!(globals, &global, "the global flags");
+    let mut top_flags = help_flags(&top);
+    top_flags.retain(|f| f != "--help" && f != "--version");
+    assert_eq!(top_flags, global);
+    for name in &subcommands {
+        let (code, help, err) = text(&[name, "--help"]);
+        assert_eq!(code, 0, "{name}: {err}");
+        let mut flags = help_flags(&help);
+        flags.retain(|f| f != "--help" && !global.contains(f));
+        let readme: BTreeSet<String> = synopsis
+            .iter()
+            .filter(|(n, _)| n == name)
+            .flat_map(|(_, f)| f.iter().cloned())
+            .collect();
+        assert_eq!(readme, flags, "{name}: README synopsis vs --help");
+    }
+}
+
+#[test]
+fn every_ledger_flag_names_every_ledger_kind_in_its_help() {
+    for name in ["plan", "run", "status", "verify", "seed-fresh"] {
+        let (_, help, _) = text(&[name, "--help"]);
+        for kind in ["file:", "memory:", "configmap:", "crd:"] {
+            assert!(help.contains(kind), "{name} --help names {kind}: {help}");
+        }
+    }
+}

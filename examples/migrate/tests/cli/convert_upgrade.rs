@@ -1,0 +1,327 @@
+//! `migrate convert` on a history shaped like a numbered platform's (integer
+//! scripts, a lib helper, a stamp helper, a slot that diverges between a
+//! release branch and main, a script edited between release candidates),
+//! then simulated clusters along every upgrade path through `migrate run`:
+//! each script content runs exactly once per cluster, or the run refuses
+//! and says why.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::common;
+use std::path::{Path, PathBuf};
+
+use common::numbered::{NUMBERED, history};
+use common::{Repo, git, json, migrate};
+
+/// Converts the checked-out line into `<dir>/tree` with `--rewrite`, makes
+/// `<dir>` a repository and generates the manifest there.
+fn convert_line(repo: &Repo, dir: &Path) -> (serde_json::Value, PathBuf) {
+    let tree = dir.join("tree");
+    let (code, report, err) = json(&[
+        "convert",
+        "--repo",
+        repo.path().to_str().unwrap(),
+        "--path",
+        NUMBERED,
+        "--out",
+        tree.to_str().unwrap(),
+        "--rewrite",
+    ]);
+    assert_eq!(code, 0, "{err}\n{report}");
+    let lint = migrate().arg("lint").arg(&tree).output().unwrap();
+    assert!(
+        lint.status.success(),
+        "the converted tree fails lint:\n{}{}",
+        String::from_utf8_lossy(&lint.stdout),
+        String::from_utf8_lossy(&lint.stderr)
+    );
+    git(dir, &["init", "--quiet", "-b", "main"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "--quiet", "-m", "converted"]);
+    let order = tree.join("order.d");
+    let (code, manifest, err) =
+        common::manifest_of(dir, "tree", &["--out", order.to_str().unwrap()]);
+    assert_eq!(
+        code, 0,
+        "the converted tree fails manifest: {err}\n{manifest}"
+    );
+    (report, tree)
+}
+
+/// Both converted lines: the old line's next patch release, and main's.
+struct Lines {
+    _repo: Repo,
+    _dir: tempfile::TempDir,
+    old: PathBuf,
+    new: PathBuf,
+    new_report: serde_json::Value,
+}
+
+fn lines() -> Lines {
+    let repo = history();
+    let dir = tempfile::tempdir().unwrap();
+    repo.checkout("release-1.0");
+    let (_, old) = convert_line(&repo, &dir.path().join("old"));
+    repo.checkout("main");
+    let (new_report, new) = convert_line(&repo, &dir.path().join("new"));
+    Lines {
+        _repo: repo,
+        _dir: dir,
+        old,
+        new,
+        new_report,
+    }
+}
+
+/// A simulated cluster: a file ledger and the log of every content run on
+/// it, by the numbered runner before and by the engine after.
+struct Cluster {
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// A cluster the numbered runner left at `version` after running `ran`;
+    /// `entries` are records an adoption step wrote (slug, state).
+    fn numbered(version: u64, ran: &[&str], entries: &[&str]) -> Cluster {
+        let cluster = Cluster::fresh();
+        let mut data = serde_json::Map::new();
+        data.insert("version".into(), version.to_string().into());
+        for slug in entries {
+            data.insert(
+                format!("m.{slug}"),
+                r#"{"state":"legacy","at":"2026-01-01T00:00:00Z","attempts":0}"#.into(),
+            );
+        }
+        // The file ledger's whole-document format, which the engine reads
+        // today (a bare {"version":"N"} file is refused as not a ledger).
+        let doc = serde_json::json!({
+            "format": "migration-ledger/v1",
+            "ledger": {"revision": 1, "data": data},
+            "lock": null,
+            "lock_generation": 0,
+        });
+        std::fs::write(cluster.ledger_path(), doc.to_string()).unwrap();
+        let log: String = ran.iter().map(|id| format!("{id}\n")).collect();
+        std::fs::write(cluster.log_path(), log).unwrap();
+        cluster
+    }
+
+    /// A cluster with no ledger yet: the install.
+    fn fresh() -> Cluster {
+        let cluster = Cluster {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        std::fs::write(cluster.log_path(), "").unwrap();
+        cluster
+    }
+
+    fn ledger_path(&self) -> PathBuf {
+        self.dir.path().join("ledger")
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("ran.log")
+    }
+
+    /// `migrate run` of the pre-apply tier of `tree`: (exit code, output).
+    fn upgrade(&self, tree: &Path) -> (i32, String) {
+        let out = migrate()
+            .arg("run")
+            .arg(tree)
+            .arg("--ledger")
+            .arg(common::file_spec(&self.ledger_path()))
+            .args(["--tier", "pre-apply", "--lock-wait", "5"])
+            .env("FIXTURE_LOG", self.log_path())
+            .env_remove("FIXTURE_NOT_READY")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code().unwrap_or(-1), text)
+    }
+
+    fn upgrade_ok(&self, tree: &Path) {
+        let (code, text) = self.upgrade(tree);
+        assert_eq!(code, 0, "{text}");
+    }
+
+    /// Every content that ran on this cluster, in order.
+    fn ran(&self) -> Vec<String> {
+        std::fs::read_to_string(self.log_path())
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Records `slugs` as having run before the engine (what an adoption
+    /// step writes once someone knows which content ran).
+    fn adopt(&self, slugs: &[&str]) {
+        let ledger = ledger_file::FileLedger::new(self.ledger_path());
+        for slug in slugs {
+            ledger
+                .put_raw(
+                    &format!("m.{slug}"),
+                    r#"{"state":"legacy","at":"2026-01-01T00:00:00Z","attempts":0}"#,
+                )
+                .unwrap();
+        }
+    }
+}
+
+fn assert_each_once(cluster: &Cluster, expected: &[&str]) {
+    let ran = cluster.ran();
+    assert_eq!(ran, expected, "the contents run on this cluster, in order");
+    let mut unique = ran.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), ran.len(), "a content ran twice: {ran:?}");
+}
+
+#[test]
+fn the_diverged_slot_and_the_edited_release_candidate_get_one_slug_per_content() {
+    let lines = lines();
+    let legacy = std::fs::read_to_string(lines.new.join("legacy-map")).unwrap();
+    let map: Vec<&str> = legacy.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(
+        map,
+        [
+            "1 1",
+            "2 2",
+            "3 3-v1-1-0-rc-1 others=3-v1-0-1",
+            "4 4-v1-1-0-rc-2 others=4-v1-1-0-rc-1",
+        ]
+    );
+    let old = std::fs::read_to_string(lines.old.join("legacy-map")).unwrap();
+    let old: Vec<&str> = old.lines().filter(|l| !l.starts_with('#')).collect();
+    // The old line never shipped main's content at 3, so its map is plain.
+    assert_eq!(old, ["1 1", "2 2", "3 3-v1-0-1"]);
+    assert_eq!(lines.new_report["summary"]["diverged_slots"], 2);
+}
+
+#[test]
+fn patch_releases_on_the_old_line_then_the_new_line_run_each_content_once() {
+    let lines = lines();
+    // Left by the numbered runner at v1.0.0: 1 and 2 ran, version 3.
+    let cluster = Cluster::numbered(3, &["1", "2"], &[]);
+    cluster.upgrade_ok(&lines.old);
+    assert_each_once(&cluster, &["1", "2", "3-backport"]);
+    cluster.upgrade_ok(&lines.new);
+    // Main's slot 3 is other content than the backport: it runs too.
+    assert_each_once(&cluster, &["1", "2", "3-backport", "3-main", "4-final"]);
+    cluster.upgrade_ok(&lines.new);
+    assert_each_once(&cluster, &["1", "2", "3-backport", "3-main", "4-final"]);
+
+    // Left at v1.0.1 (the backport ran under the numbered runner).
+    let cluster = Cluster::numbered(4, &["1", "2", "3-backport"], &[]);
+    cluster.upgrade_ok(&lines.old);
+    assert_each_once(&cluster, &["1", "2", "3-backport"]);
+    cluster.upgrade_ok(&lines.new);
+    assert_each_once(&cluster, &["1", "2", "3-backport", "3-main", "4-final"]);
+}
+
+#[test]
+fn straight_to_the_new_line_runs_what_is_missing_or_refuses_a_diverged_slot_it_cannot_place() {
+    let lines = lines();
+    // From v1.0.0: nothing at 3 or 4 ran, so both run.
+    let cluster = Cluster::numbered(3, &["1", "2"], &[]);
+    cluster.upgrade_ok(&lines.new);
+    assert_each_once(&cluster, &["1", "2", "3-main", "4-final"]);
+
+    // From v1.0.1: version 4 says slot 3 ran, not which content.
+    let cluster = Cluster::numbered(4, &["1", "2", "3-backport"], &[]);
+    let (code, text) = cluster.upgrade(&lines.new);
+    assert_eq!(code, 3, "{text}");
+    assert!(
+        text.contains("integer 3 ran") && text.contains("'3-v1-0-1'"),
+        "the refusal names the slot and its contents: {text}"
+    );
+    assert_each_once(&cluster, &["1", "2", "3-backport"]);
+    // Once told which content ran, the new line's content runs.
+    cluster.adopt(&["3-v1-0-1"]);
+    cluster.upgrade_ok(&lines.new);
+    assert_each_once(&cluster, &["1", "2", "3-backport", "3-main", "4-final"]);
+
+    // From v1.1.0-rc.1: both diverged slots are refused together.
+    let cluster = Cluster::numbered(5, &["1", "2", "3-main", "4-rc1"], &[]);
+    let (code, text) = cluster.upgrade(&lines.new);
+    assert_eq!(code, 3, "{text}");
+    assert!(
+        text.contains("integer 3 ran") && text.contains("integer 4 ran"),
+        "{text}"
+    );
+    cluster.adopt(&["3-v1-1-0-rc-1", "4-v1-1-0-rc-1"]);
+    cluster.upgrade_ok(&lines.new);
+    // The script edited between the candidates is other content: it runs.
+    assert_each_once(&cluster, &["1", "2", "3-main", "4-rc1", "4-final"]);
+
+    // From v1.1.0, adopted with what it ran: nothing runs again.
+    let cluster = Cluster::numbered(
+        5,
+        &["1", "2", "3-main", "4-final"],
+        &["3-v1-1-0-rc-1", "4-v1-1-0-rc-2"],
+    );
+    cluster.upgrade_ok(&lines.new);
+    assert_each_once(&cluster, &["1", "2", "3-main", "4-final"]);
+}
+
+#[test]
+fn a_fresh_install_on_either_line_runs_nothing_and_its_next_line_runs_only_new_content() {
+    let lines = lines();
+    let cluster = Cluster::fresh();
+    cluster.upgrade_ok(&lines.old);
+    assert_each_once(&cluster, &[]);
+    cluster.upgrade_ok(&lines.new);
+    // Installed with the backport's content; main's slot 3 and 4 are new here.
+    assert_each_once(&cluster, &["3-main", "4-final"]);
+
+    let cluster = Cluster::fresh();
+    cluster.upgrade_ok(&lines.new);
+    cluster.upgrade_ok(&lines.new);
+    assert_each_once(&cluster, &[]);
+}
+
+#[test]
+fn a_rewritten_retry_later_exit_is_not_yet_and_holds_back_the_later_scripts_until_the_next_upgrade()
+{
+    let lines = lines();
+    let cluster = Cluster::numbered(2, &["1"], &[]);
+    let out = migrate()
+        .arg("run")
+        .arg(&lines.new)
+        .arg("--ledger")
+        .arg(common::file_spec(&cluster.ledger_path()))
+        .args(["--tier", "pre-apply", "--lock-wait", "5"])
+        .env("FIXTURE_LOG", cluster.log_path())
+        .env("FIXTURE_NOT_READY", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "not yet is no failure of the run: {err}"
+    );
+    // The numbered runner never ran 3 before 2: converted scripts require
+    // their predecessor, so they wait with it.
+    assert_each_once(&cluster, &["1"]);
+    let raw = ledger_file::FileLedger::new(cluster.ledger_path())
+        .raw_data()
+        .unwrap()
+        .unwrap();
+    assert!(
+        raw["m.2"].contains("\"s\":\"not-yet\""),
+        "2 is recorded not-yet, never ok: {raw:?}"
+    );
+    for key in ["m.3-v1-1-0-rc-1", "m.4-v1-1-0-rc-2"] {
+        assert!(
+            raw[key].contains("\"s\":\"not-yet\"")
+                && raw[key].contains("\"r\":\"requirement-not-yet\""),
+            "{key} waits with 2, recorded not-yet without running: {raw:?}"
+        );
+    }
+    cluster.upgrade_ok(&lines.new);
+    assert_each_once(&cluster, &["1", "2", "3-main", "4-final"]);
+}

@@ -1,0 +1,136 @@
+//! `migrate --ledger configmap:NS/NAME` end to end: the real binary finds
+//! the in-process test API server through an ordinary kubeconfig.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::common;
+use std::path::Path;
+
+use common::{fields, kubeconfig_for};
+use ledger_crd::{GROUP, KIND, PLURAL, VERSION};
+use migration_core::testing::fixtures::{ScratchTree, TreeBuilder};
+use migration_core::{OnError, Tier};
+use test_apiserver::TestApiServer;
+
+/// The tree both ledgers run: `a` succeeds, `b` fails under on-error=warn.
+fn scratch_tree() -> ScratchTree {
+    TreeBuilder::new()
+        .script_with(Tier::PreApply, "a", OnError::Abort, &[], "echo a")
+        .script_with(Tier::PreApply, "b", OnError::Warn, &[], "exit 2")
+        .manifest(&[("00001-v1", "a\nb\n")])
+        .scratch()
+}
+
+async fn migrate(kubeconfig: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
+    common::json_on_cluster(kubeconfig, args).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_status_and_verify_on_the_configmap_ledger() {
+    let server = TestApiServer::start().await;
+    let scratch = scratch_tree();
+    let kc = kubeconfig_for(scratch.dir(), &server.url());
+    let root = scratch.root();
+    let root = root.to_str().unwrap();
+    server
+        .put_object(
+            "configmaps",
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "cozystack-version", "namespace": "cozy-system", "labels": {"keep": "me"}},
+                "data": {"version": "1"}}),
+        )
+        .unwrap();
+    let spec = "configmap:cozy-system/cozystack-version";
+    let (code, doc, err) = migrate(
+        &kc,
+        &["run", root, "--ledger", spec, "--image", "img@sha256:1"],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fields(&doc["results"], "outcome"), ["ok", "failed"]);
+    let cm = server
+        .object("configmaps", "cozy-system", "cozystack-version")
+        .unwrap();
+    assert_eq!(cm["metadata"]["labels"]["keep"], "me");
+    assert_eq!(cm["data"]["version"], "1");
+    // Compact, its image in the shared record it names.
+    let data = cm["data"].as_object().unwrap();
+    let a: serde_json::Value = serde_json::from_str(data["m.a"].as_str().unwrap()).unwrap();
+    let run = &data[&format!("c.{}", a["c"].as_str().unwrap())];
+    let run: serde_json::Value = serde_json::from_str(run.as_str().unwrap()).unwrap();
+    let base = &data[&format!("c.{}", run["base"].as_str().unwrap())];
+    let base: serde_json::Value = serde_json::from_str(base.as_str().unwrap()).unwrap();
+    assert_eq!(
+        (a["s"].as_str(), base["image"].as_str(), a["n"].as_u64()),
+        (Some("ok"), Some("img@sha256:1"), Some(1))
+    );
+    assert!(
+        cm["data"]["a.a"].is_string(),
+        "the attempt mark is stored beside the entry"
+    );
+    assert!(
+        cm["metadata"]["annotations"][ledger_configmap::LOCK_ANNOTATION].is_null(),
+        "the lock, kept in the ConfigMap, was released"
+    );
+    assert!(
+        server.objects("leases").is_empty(),
+        "the ConfigMap ledger needs no Lease"
+    );
+    let (code, status, _) = migrate(&kc, &["status", "--ledger", spec]).await;
+    assert_eq!(code, 0);
+    assert_eq!(status["entries"][0]["slug"], "b", "failures first");
+    assert_eq!(status["entries"][0]["reason"], "exit-status-2");
+    let (code, verify, _) = migrate(&kc, &["verify", root, "--ledger", spec]).await;
+    assert_eq!((code, &verify["ok"]), (0, &serde_json::json!(true)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_cluster_is_an_environment_error_not_an_empty_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    // A loopback port with nothing listening: connections are refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let kc = kubeconfig_for(dir.path(), &format!("http://127.0.0.1:{port}"));
+    let (code, doc, _) = migrate(
+        &kc,
+        &[
+            "status",
+            "--ledger",
+            "configmap:cozy-system/cozystack-version",
+        ],
+    )
+    .await;
+    assert_eq!(code, 1, "{doc}");
+    assert_eq!(doc["error"], "environment");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_and_status_on_the_custom_resource_ledger() {
+    let server = TestApiServer::start().await;
+    server.register_custom_resource(GROUP, VERSION, PLURAL, KIND, false, true);
+    let scratch = scratch_tree();
+    let kc = kubeconfig_for(scratch.dir(), &server.url());
+    let root = scratch.root();
+    let root = root.to_str().unwrap();
+    // The first run is a fresh install: the ledger object is created, nothing runs.
+    let (code, doc, err) = migrate(&kc, &["run", root, "--ledger", "crd:platform"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["fresh_install"], true);
+    let object = server
+        .object("migrationledgers.migrations.cozystack.io", "", "platform")
+        .expect("created");
+    assert_eq!(object["status"]["initialized"], true);
+    assert_eq!(
+        object["status"]["entries"]["a"]["s"],
+        "skipped-fresh-install"
+    );
+    let (code, status, _) = migrate(&kc, &["status", "--ledger", "crd:platform"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(status["counts"]["skipped-fresh-install"], 2);
+    let (code, crd, _) = migrate(&kc, &["crd"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(crd["spec"]["names"]["kind"], "MigrationLedger");
+}

@@ -1,0 +1,37 @@
+//! The integration tests of this crate, one test binary (a binary each costs a link on 2 cores).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod adopt;
+mod chart;
+mod cli_fail_closed;
+mod cli_habits;
+mod cli_interrupt;
+mod cli_lint;
+mod cli_output;
+mod commands;
+mod configmap_lock;
+mod convert_legacy_map;
+mod convert_patterns;
+mod convert_report;
+mod convert_upgrade;
+mod fresh_install_guard;
+mod kube_ledgers;
+mod legacy_guard;
+mod lint;
+mod manifest;
+mod manifest_paths;
+mod not_yet;
+mod plan_read;
+mod real_cluster;
+mod reliability;
+mod run_after_read;
+mod runner;
+mod shell_lint;
+mod tolerate;
+#[cfg(feature = "failpoints")]
+mod tripwire;
+#[cfg(feature = "failpoints")]
+mod tripwire_masking;
+mod tripwire_supervision;

@@ -1,0 +1,7 @@
+//! The integration tests of this crate, one test binary (a binary each costs a link on 2 cores).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod operator;
+mod real_cluster;

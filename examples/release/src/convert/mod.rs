@@ -1,0 +1,295 @@
+//! `migrate convert`: turns a numbered migrations directory (`<N>` scripts,
+//! `lib/`, run by a "version integer" runner) into the slug layout
+//! (ADOPTING.md, "Converting a numbered tree").
+//!
+//! - [`history`] reads the working tree's directory and every release tag's.
+//! - [`slots`] finds slots that held different contents and names them.
+//! - [`patterns`] finds the runner's conventions on the syntax tree and
+//!   proposes line edits; [`diff`] shows them.
+//! - [`layout`] renders and writes the tree; [`report`] says what was done.
+//!
+//! The output is a pure function of the inputs (no clock, no host names), so
+//! converting twice gives the same bytes.
+
+pub mod diff;
+pub mod history;
+pub mod layout;
+pub mod patterns;
+pub mod report;
+pub mod slots;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use crate::git::GitError;
+use patterns::PatternConfig;
+use report::{Report, ScriptReport, Status};
+
+/// What to convert, and how.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The repository (a full clone with its tags).
+    pub repo: PathBuf,
+    /// The numbered directory inside it.
+    pub path: String,
+    /// Release tags to read (glob).
+    pub tag_pattern: String,
+    /// Where to write the slug layout.
+    pub out: PathBuf,
+    /// Apply the safe rewrites (default: only report them as diffs).
+    pub rewrite: bool,
+    /// The ledger ConfigMap's name, whose `version` key the scripts stamp.
+    pub ledger_name: String,
+    /// Read no pre-release tag: the maintainer states that no cluster ever
+    /// ran one, so contents only a pre-release held are not candidates.
+    pub skip_prereleases: bool,
+}
+
+/// Why a conversion did not happen. Nothing is written in any case.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConvertError {
+    /// The history could not be read.
+    #[error(transparent)]
+    Git(#[from] GitError),
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A symlink in the numbered directory.
+    #[error("{}: a symlink; the converted tree must not depend on its target", path.display())]
+    Symlink {
+        /// The link.
+        path: PathBuf,
+    },
+    /// A numbered name with a leading zero.
+    #[error("{place}: a numbered name with a leading zero; the runner would call it without")]
+    BadName {
+        /// Where.
+        place: String,
+    },
+    /// No numbered script on disk.
+    #[error("no numbered script (a file named by a decimal integer) in the directory")]
+    NoSlots,
+    /// A slot missing on disk that the legacy map must cover.
+    #[error(
+        "slot {number} is not on disk, but the numbered range covers it (tags holding it: {}): a cluster past it ran it, and the legacy map would have a gap; restore the script, or retire it by hand",
+        if tags.is_empty() { "none".to_owned() } else { tags.join(", ") }
+    )]
+    Gap {
+        /// The integer.
+        number: u64,
+        /// Tags holding it.
+        tags: Vec<String>,
+    },
+    /// A proposed slug is not a slug (a tag too long, say).
+    #[error("slot {number}: proposed slug {name:?} is not a slug: {reason}")]
+    BadSlug {
+        /// The integer.
+        number: u64,
+        /// The name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// A script that is not UTF-8 text.
+    #[error("{path}: not UTF-8 text; it cannot be given a header")]
+    NotText {
+        /// The numbered script.
+        path: String,
+    },
+    /// `--out` holds something other than this conversion.
+    #[error(
+        "{}: not empty and not an identical earlier conversion ({detail}); choose an empty directory or remove it",
+        out.display()
+    )]
+    OutNotEmpty {
+        /// The directory.
+        out: PathBuf,
+        /// The first difference.
+        detail: String,
+    },
+}
+
+/// The header lines of a converted script. Each one after the first
+/// requires the script before it: the numbered runner never ran N+1 before
+/// N had stamped, and a script that answers "not yet" (exit 75) must hold
+/// back the ones numbered after it rather than let them run out of order
+/// (CONTRACT.md §7.4: dependents wait with it).
+fn header(previous: Option<&str>) -> String {
+    let mut header = String::from(
+        "# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n",
+    );
+    if let Some(previous) = previous {
+        header.push_str(&format!("# cozystack-migration: requires={previous}\n"));
+    }
+    header
+}
+
+/// Converts, writes `--out` (unless it already holds this conversion) and
+/// returns the report.
+pub fn convert(options: &Options) -> Result<Report, ConvertError> {
+    let history = history::read(
+        &options.repo,
+        &options.path,
+        &options.tag_pattern,
+        options.skip_prereleases,
+    )?;
+    let plans = slots::analyse(&history)?;
+    let config = stamp_config(&history.disk.lib, &options.ledger_name);
+    let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut scripts = Vec::new();
+    for (i, plan) in plans.iter().enumerate() {
+        let previous = i.checked_sub(1).map(|p| plans[p].slug().to_string());
+        let source = format!("{}/{}", options.path.trim_matches('/'), plan.number);
+        let bytes = &history.disk.slots[&plan.number];
+        let text = std::str::from_utf8(bytes).map_err(|_| ConvertError::NotText {
+            path: source.clone(),
+        })?;
+        let (headered, offset, shebang_added) = with_header(text, &header(previous.as_deref()));
+        let analysis = patterns::analyse(text, &config);
+        let shifted: BTreeMap<usize, Option<String>> = analysis
+            .edits
+            .iter()
+            .map(|(l, e)| (l + offset, e.clone()))
+            .collect();
+        let target = format!("pre-apply/{}", plan.slug());
+        let diff = diff::unified(&target, &headered, &shifted);
+        let output = if options.rewrite {
+            diff::apply(&headered, &shifted)
+        } else {
+            headered.clone()
+        };
+        let status = Status::of(&analysis.changes, options.rewrite);
+        files.insert(target.clone(), output.into_bytes());
+        // Lint wants a test per migration; like `migrate new`, the stub fails
+        // until someone writes it, so CI cannot pass on a test that is not there.
+        files.insert(
+            format!("tests/{}.sh", plan.slug()),
+            format!(
+                "#!/bin/sh\n# The test of pre-apply/{slug}, converted from {source}.\nset -eu\necho \"TODO: write the test for {slug}\" >&2\nexit 1\n",
+                slug = plan.slug()
+            )
+            .into_bytes(),
+        );
+        scripts.push(ScriptReport {
+            number: plan.number,
+            slug: plan.slug().to_string(),
+            source,
+            target,
+            shebang_added,
+            status,
+            changes: analysis.changes,
+            diff,
+        });
+    }
+    // lib/: copied; with --rewrite a stamp helper no script sources any more
+    // is dropped (it writes the ledger, which the engine refuses).
+    let mut dropped = Vec::new();
+    for (rel, bytes) in &history.disk.lib {
+        // Still used: a script sources it in a way the rewrite left alone.
+        let needle = format!("sources the stamp helper lib/{rel}");
+        let still_used = scripts.iter().any(|s| {
+            s.changes
+                .iter()
+                .any(|c| !c.rewritable && c.message.starts_with(&needle))
+        }) || files
+            .iter()
+            .filter(|(p, _)| p.starts_with("pre-apply/"))
+            .any(|(_, b)| sources_textually(b, rel));
+        if options.rewrite && config.stamp_helpers.contains(rel) && !still_used {
+            dropped.push(format!("lib/{rel}"));
+            continue;
+        }
+        files.insert(format!("lib/{rel}"), bytes.clone());
+    }
+    files.insert("legacy-map".into(), legacy_map(&plans).into_bytes());
+    files.insert(
+        "revoked".into(),
+        b"# Slugs that must not run (CONTRACT.md section 8.1), one a line.\n".to_vec(),
+    );
+    let written = layout::write(&options.out, &files)?;
+    Ok(Report::new(
+        options,
+        &history,
+        &plans,
+        scripts,
+        config
+            .stamp_helpers
+            .iter()
+            .map(|h| format!("lib/{h}"))
+            .collect(),
+        dropped,
+        written,
+    ))
+}
+
+/// The script with `header` after its shebang (one is added when missing): the text, how far its lines moved, and whether a shebang
+/// was added.
+fn with_header(text: &str, header: &str) -> (String, usize, bool) {
+    let lines = header.lines().count();
+    match text.split_once('\n') {
+        Some((first, rest)) if first.starts_with("#!") => {
+            (format!("{first}\n{header}{rest}"), lines, false)
+        }
+        _ if text.starts_with("#!") => (format!("{text}\n{header}"), lines, false),
+        _ => (format!("#!/bin/sh\n{header}{text}"), lines + 1, true),
+    }
+}
+
+/// Whether a line of `script` looks like `.`/`source` of `lib/<rel>` in a
+/// spelling the rewrite does not know (an absolute path, say): then the
+/// helper stays.
+fn sources_textually(script: &[u8], rel: &str) -> bool {
+    String::from_utf8_lossy(script).lines().any(|l| {
+        let l = l.trim_start();
+        (l.starts_with(". ") || l.starts_with("source ")) && l.contains(&format!("lib/{rel}"))
+    })
+}
+
+/// The `legacy-map` file: every slot, in integer order.
+fn legacy_map(plans: &[slots::SlotPlan]) -> String {
+    let mut out = String::from(
+        "# Written by 'migrate convert'. A cluster whose 'version' is V ran every\n\
+         # integer below V; 'others=' lists contents the slot held elsewhere\n\
+         # (CONTRACT.md section 6.2).\n",
+    );
+    for plan in plans {
+        out.push_str(&plan.legacy_line());
+        out.push('\n');
+    }
+    out
+}
+
+/// Stamp helpers: `lib/` files naming the ledger and its `version` key; the
+/// functions they define are the stamp calls.
+fn stamp_config(lib: &BTreeMap<String, Vec<u8>>, ledger_name: &str) -> PatternConfig {
+    let mut stamp_helpers = BTreeSet::new();
+    let mut stamp_functions = BTreeSet::new();
+    for (rel, bytes) in lib {
+        let text = String::from_utf8_lossy(bytes);
+        if !(text.contains(ledger_name) && text.contains("version")) {
+            continue;
+        }
+        stamp_helpers.insert(rel.clone());
+        if let Ok(program) = migrate_lint::shell::parse::program(&text) {
+            for list in &program.complete_commands {
+                for item in &list.0 {
+                    if let Some(migrate_lint::shell::ast::Command::Function(f)) = item.0.first.seq.first()
+                    {
+                        stamp_functions.insert(f.fname.value.clone());
+                    }
+                }
+            }
+        }
+    }
+    PatternConfig {
+        ledger_name: ledger_name.to_owned(),
+        stamp_helpers,
+        stamp_functions,
+    }
+}

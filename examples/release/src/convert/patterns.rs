@@ -1,0 +1,560 @@
+//! The numbered runner's conventions that must change under the engine,
+//! found on the shell syntax tree (brush-parser, as lint does): version
+//! stamping, `$(dirname "$0")/lib` paths, "retry later" exits and dry-run
+//! switches. Each is either a line edit that is safe to apply (offered as a
+//! diff, applied with `--rewrite`) or a finding to review, with its line.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use migrate_lint::shell::ast;
+use serde::Serialize;
+
+use migrate_lint::shell::parse;
+
+/// The exit status a rewritten "retry later" exit uses: EX_TEMPFAIL, the
+/// engine's "not yet" outcome (issue 15); until the engine has it, a
+/// non-zero exit under `on-error=abort` stops the run and records nothing,
+/// so the script runs again on the next upgrade.
+pub const NOT_YET_STATUS: u8 = 75;
+
+/// What the patterns are matched against.
+#[derive(Debug, Clone)]
+pub struct PatternConfig {
+    /// The ledger ConfigMap's name (`cozystack-version`).
+    pub ledger_name: String,
+    /// `lib/` paths of the helpers that stamp the version.
+    pub stamp_helpers: BTreeSet<String>,
+    /// Functions those helpers define (calling one stamps).
+    pub stamp_functions: BTreeSet<String>,
+}
+
+/// One change found in a script.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    /// `version-stamp`, `lib-path`, `retry-later-exit`, `dry-run-switch`,
+    /// `ledger-write`, `shell-parse`.
+    pub kind: &'static str,
+    /// One-based line in the numbered script.
+    pub line: usize,
+    /// What was found and what is done about it.
+    pub message: String,
+    /// True when a safe edit exists (shown in the diff, applied by
+    /// `--rewrite`); false when it must be reviewed by hand.
+    pub rewritable: bool,
+}
+
+/// The result for one script: line edits (one-based line to its new text,
+/// `None` to delete) and every change found.
+#[derive(Debug, Clone, Default)]
+pub struct Analysis {
+    /// Edits by line.
+    pub edits: BTreeMap<usize, Option<String>>,
+    /// Everything found, by line.
+    pub changes: Vec<Change>,
+}
+
+/// Spellings of "the directory of this script" that point at `lib/` next
+/// to the numbered scripts; under the slug layout the script is one level
+/// down (`pre-apply/<slug>`), so they become `$MIGRATION_TREE/lib/`.
+const SCRIPT_DIR_LIB: &[&str] = &[
+    "$(dirname \"$0\")/lib/",
+    "$(dirname $0)/lib/",
+    "$(dirname -- \"$0\")/lib/",
+    "${0%/*}/lib/",
+    "`dirname $0`/lib/",
+    "`dirname \"$0\"`/lib/",
+];
+
+/// Finds the patterns in one script's text.
+pub fn analyse(text: &str, config: &PatternConfig) -> Analysis {
+    let mut walk = Walk {
+        config,
+        lines: text.split('\n').collect(),
+        out: Analysis::default(),
+        dry_vars: BTreeSet::from(["MIGRATION_DRY_RUN".to_owned()]),
+        stamped: Vec::new(),
+        stamps: 0,
+        exits: Vec::new(),
+        dry_lines: BTreeSet::new(),
+    };
+    match parse::program(text) {
+        Ok(program) => {
+            // The program is one list: each newline-separated command is a
+            // "complete command" of its own, but a stamp on one line still
+            // comes before an `exit` on the next.
+            walk.stamped.push(false);
+            for list in &program.complete_commands {
+                for item in &list.0 {
+                    walk.item(item, Ctx::default(), false);
+                }
+            }
+            walk.stamped.pop();
+        }
+        Err(e) => {
+            walk.out.changes.push(Change {
+                kind: "shell-parse",
+                line: e.line.unwrap_or(1),
+                message: format!("does not parse ({}); nothing is rewritten", e.message),
+                rewritable: false,
+            });
+            return walk.out;
+        }
+    }
+    walk.finish()
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Ctx {
+    in_function: bool,
+    dry_branch: bool,
+}
+
+struct Walk<'a> {
+    config: &'a PatternConfig,
+    lines: Vec<&'a str>,
+    out: Analysis,
+    /// Variables holding the dry-run switch.
+    dry_vars: BTreeSet<String>,
+    /// One flag per enclosing list: has a stamp been passed in it yet.
+    stamped: Vec<bool>,
+    /// Stamps found (removed or not).
+    stamps: usize,
+    /// `exit 0` candidates: line, in a function, stamped before.
+    exits: Vec<(usize, bool, bool)>,
+    dry_lines: BTreeSet<usize>,
+}
+
+/// A simple command's words and the lines it spans.
+struct Simple<'p> {
+    words: Vec<&'p ast::Word>,
+    heredocs: Vec<&'p ast::Word>,
+    first: usize,
+    last: usize,
+    /// Inside a branch the dry-run switch guards.
+    dry: bool,
+}
+
+impl<'a> Walk<'a> {
+    fn list(&mut self, list: &ast::CompoundList, ctx: Ctx) {
+        self.stamped.push(false);
+        let alone = list.0.len() == 1;
+        for item in &list.0 {
+            self.item(item, ctx, alone);
+        }
+        self.stamped.pop();
+    }
+
+    fn item(&mut self, item: &ast::CompoundListItem, ctx: Ctx, alone: bool) {
+        let ao = &item.0;
+        let pipelines: Vec<&ast::Pipeline> = std::iter::once(&ao.first)
+            .chain(ao.additional.iter().map(|a| match a {
+                ast::AndOr::And(p) | ast::AndOr::Or(p) => p,
+            }))
+            .collect();
+        let plain = ao.additional.is_empty()
+            && !ao.first.bang
+            && !matches!(item.1, ast::SeparatorOperator::Async);
+        // `[ "$DRY_RUN" = 1 ] && { ...; exit 0; }` guards what follows as
+        // an `if` would.
+        let guard = ao.first.seq.iter().any(|c| match c {
+            ast::Command::Simple(s) => simple(s).words.iter().any(|w| self.reads_dry(&w.value)),
+            ast::Command::ExtendedTest(t, _) => self.reads_dry(&format!("{t:?}")),
+            _ => false,
+        });
+        let mut simples = Vec::new();
+        for (i, p) in pipelines.iter().enumerate() {
+            let ctx = Ctx {
+                dry_branch: ctx.dry_branch || (guard && i > 0),
+                ..ctx
+            };
+            for c in &p.seq {
+                match c {
+                    ast::Command::Simple(s) => {
+                        let mut s = simple(s);
+                        s.dry = ctx.dry_branch;
+                        simples.push(s)
+                    }
+                    ast::Command::Compound(cc, _) => self.compound(cc, ctx),
+                    ast::Command::Function(f) => {
+                        let inner = Ctx {
+                            in_function: true,
+                            ..ctx
+                        };
+                        for l in parse::compound_lists(&f.body.0) {
+                            self.list(l, inner);
+                        }
+                    }
+                    ast::Command::ExtendedTest(..) => {}
+                }
+            }
+        }
+        let all_simple = pipelines
+            .iter()
+            .all(|p| p.seq.iter().all(|c| matches!(c, ast::Command::Simple(_))));
+        let (Some(first), Some(last)) = (
+            simples.iter().map(|s| s.first).min(),
+            simples.iter().map(|s| s.last).max(),
+        ) else {
+            return;
+        };
+        for s in &simples {
+            self.dry_run_words(s);
+            self.lib_paths(s);
+        }
+        // A stamp: the whole item goes, when it is nothing but the stamp.
+        if let Some(kind) = self.stamp_kind(&simples) {
+            self.stamps += 1;
+            if let Some(top) = self.stamped.last_mut() {
+                *top = true;
+            }
+            if plain && all_simple && self.owns_lines(first, last, &simples[0]) {
+                for line in first..=last {
+                    self.out.edits.insert(line, None);
+                }
+                if alone {
+                    // The list must not become empty (`then fi` does not parse).
+                    let indent: String = self.lines[first - 1]
+                        .chars()
+                        .take_while(|c| c.is_whitespace())
+                        .collect();
+                    self.out.edits.insert(first, Some(format!("{indent}:")));
+                }
+                self.change(
+                    "version-stamp",
+                    first,
+                    format!("{kind}: removed (the runner records the outcome itself)"),
+                    true,
+                );
+            } else {
+                self.change(
+                    "version-stamp",
+                    first,
+                    format!("{kind} inside a compound command list: remove it by hand"),
+                    false,
+                );
+            }
+            return;
+        }
+        if let Some(what) = self.ledger_write(&simples) {
+            self.change(
+                "ledger-write",
+                first,
+                format!("{what}: the engine refuses scripts that write the ledger; move it to the chart or drop it"),
+                false,
+            );
+        }
+        for s in &simples {
+            let name = s.words.first().and_then(|w| parse::literal(&w.value));
+            let arg = s.words.get(1).and_then(|w| parse::literal(&w.value));
+            if name.as_deref() == Some("exit") && arg.as_deref() == Some("0") {
+                if s.dry {
+                    self.dry_lines.insert(s.first);
+                } else {
+                    let stamped = self.stamped.iter().any(|b| *b);
+                    self.exits.push((s.first, ctx.in_function, stamped));
+                }
+            }
+        }
+    }
+
+    fn compound(&mut self, cc: &ast::CompoundCommand, ctx: Ctx) {
+        if let ast::CompoundCommand::IfClause(i) = cc {
+            let dry = self.mentions_dry(&i.condition);
+            self.list(&i.condition, ctx);
+            let branch = Ctx {
+                dry_branch: ctx.dry_branch || dry,
+                ..ctx
+            };
+            self.list(&i.then, branch);
+            for e in i.elses.iter().flatten() {
+                if let Some(c) = &e.condition {
+                    self.list(c, ctx);
+                }
+                // An else of a dry-run test is the real run.
+                self.list(&e.body, ctx);
+            }
+            return;
+        }
+        for l in parse::compound_lists(cc) {
+            self.list(l, ctx);
+        }
+    }
+
+    /// Whether an `if` condition reads the dry-run switch.
+    fn mentions_dry(&self, list: &ast::CompoundList) -> bool {
+        let mut words = Vec::new();
+        collect_words(list, &mut words);
+        words.iter().any(|w| self.reads_dry(w))
+    }
+
+    fn reads_dry(&self, word: &str) -> bool {
+        self.dry_vars
+            .iter()
+            .any(|v| word.contains(&format!("${v}")) || word.contains(&format!("${{{v}")))
+    }
+
+    fn dry_run_words(&mut self, s: &Simple) {
+        for w in &s.words {
+            if self.reads_dry(&w.value) {
+                if let Some((name, _)) = w.value.split_once('=')
+                    && !name.is_empty()
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                {
+                    self.dry_vars.insert(name.to_owned());
+                }
+                self.dry_lines
+                    .insert(parse::word_line(w).unwrap_or(s.first));
+            }
+        }
+    }
+
+    /// `$(dirname "$0")/lib/` in any word of the command.
+    fn lib_paths(&mut self, s: &Simple) {
+        let name = s.words.first().and_then(|w| parse::literal(&w.value));
+        let sources = matches!(name.as_deref(), Some(".") | Some("source"));
+        for w in &s.words {
+            let Some(spelling) = SCRIPT_DIR_LIB.iter().find(|p| w.value.contains(**p)) else {
+                continue;
+            };
+            let line = parse::word_line(w).unwrap_or(s.first);
+            let helper = w
+                .value
+                .split_once(spelling)
+                .map(|(_, rest)| rest.trim_end_matches(['"', '\'']).to_owned());
+            if sources
+                && let Some(h) = &helper
+                && self.config.stamp_helpers.contains(h)
+            {
+                // Sourcing the stamp helper: it goes with the stamps.
+                let text = self.lines[line - 1].trim_start();
+                if s.first == s.last && (text.starts_with(". ") || text.starts_with("source ")) {
+                    self.out.edits.insert(line, None);
+                    // Its `# shellcheck source=` directive would name a
+                    // helper that is no longer shipped.
+                    if line >= 2
+                        && self.lines[line - 2].trim() == format!("# shellcheck source=lib/{h}")
+                    {
+                        self.out.edits.insert(line - 1, None);
+                    }
+                    self.change(
+                        "version-stamp",
+                        line,
+                        format!("sources the stamp helper lib/{h}: removed"),
+                        true,
+                    );
+                } else {
+                    self.change(
+                        "version-stamp",
+                        line,
+                        format!(
+                            "sources the stamp helper lib/{h} in a compound line: remove it by hand"
+                        ),
+                        false,
+                    );
+                }
+                continue;
+            }
+            let current = match self.out.edits.get(&line) {
+                Some(Some(t)) => t.clone(),
+                Some(None) => continue,
+                None => self.lines[line - 1].to_owned(),
+            };
+            let replaced = current.replace(spelling, "$MIGRATION_TREE/lib/");
+            if replaced != current {
+                self.out.edits.insert(line, Some(replaced));
+                self.change(
+                    "lib-path",
+                    line,
+                    format!("{spelling} resolves to pre-apply/lib under the slug layout: now $MIGRATION_TREE/lib/"),
+                    true,
+                );
+            }
+        }
+    }
+
+    /// Whether the command list is a version stamp, and which kind.
+    fn stamp_kind(&self, simples: &[Simple]) -> Option<String> {
+        for s in simples {
+            let name = s.words.first().and_then(|w| parse::literal(&w.value))?;
+            if self.config.stamp_functions.contains(&name) {
+                return Some(format!("calls the stamp helper {name}"));
+            }
+        }
+        let text = self.text_of(simples);
+        let names_ledger = text.iter().any(|w| w.contains(&self.config.ledger_name));
+        let cluster = simples.iter().any(|s| is_kubectl(s));
+        let version = text.iter().any(|w| {
+            w.contains("version=")
+                || w.contains("\"version\"")
+                || w.contains("version:")
+                || w.contains("/data/version")
+        });
+        (names_ledger && cluster && version)
+            .then(|| format!("writes the 'version' key of {}", self.config.ledger_name))
+    }
+
+    /// A cluster command naming the ledger with a writing verb.
+    fn ledger_write(&self, simples: &[Simple]) -> Option<String> {
+        const WRITES: &[&str] = &[
+            "apply", "create", "patch", "replace", "edit", "delete", "label", "annotate", "set",
+        ];
+        for s in simples.iter().filter(|s| is_kubectl(s)) {
+            let words: Vec<String> = s.words.iter().map(|w| w.value.clone()).collect();
+            let verb = words.iter().skip(1).find(|w| WRITES.contains(&w.as_str()));
+            let names = words
+                .iter()
+                .chain(s.heredocs.iter().map(|w| &w.value))
+                .any(|w| w.contains(&self.config.ledger_name));
+            if let (Some(verb), true) = (verb, names) {
+                return Some(format!("kubectl {verb} on {}", self.config.ledger_name));
+            }
+        }
+        None
+    }
+
+    fn text_of(&self, simples: &[Simple]) -> Vec<String> {
+        simples
+            .iter()
+            .flat_map(|s| s.words.iter().chain(&s.heredocs))
+            .map(|w| w.value.clone())
+            .collect()
+    }
+
+    /// True when lines `first..=last` hold this command and nothing else:
+    /// the first line starts with its first word.
+    fn owns_lines(&self, first: usize, _last: usize, s: &Simple) -> bool {
+        let Some(w) = s.words.first() else {
+            return false;
+        };
+        self.lines
+            .get(first - 1)
+            .is_some_and(|l| l.trim_start().starts_with(w.value.as_str()))
+    }
+
+    fn change(&mut self, kind: &'static str, line: usize, message: String, rewritable: bool) {
+        self.out.changes.push(Change {
+            kind,
+            line,
+            message,
+            rewritable,
+        });
+    }
+
+    /// Classifies the `exit 0`s once the whole script is seen, and the
+    /// dry-run lines.
+    fn finish(mut self) -> Analysis {
+        let exits = std::mem::take(&mut self.exits);
+        if self.stamps > 0 {
+            for (line, in_function, stamped) in exits {
+                if stamped {
+                    continue; // "done": exits after stamping
+                }
+                let text = self.lines[line - 1];
+                if !in_function && text.matches("exit 0").count() == 1 {
+                    let new = text.replace("exit 0", &format!("exit {NOT_YET_STATUS}"));
+                    self.out.edits.insert(line, Some(new));
+                    self.change(
+                        "retry-later-exit",
+                        line,
+                        format!("exit 0 before the version stamp meant 'run me again next upgrade': now exit {NOT_YET_STATUS} (the engine would record exit 0 as ok for ever)"),
+                        true,
+                    );
+                } else {
+                    self.change(
+                        "retry-later-exit",
+                        line,
+                        "exit 0 before the version stamp (in a function or a compound line): decide by hand whether it means 'run me again'".into(),
+                        false,
+                    );
+                }
+            }
+        }
+        for line in std::mem::take(&mut self.dry_lines) {
+            self.change(
+                "dry-run-switch",
+                line,
+                "the script's own dry-run switch: under the engine its exit 0 records ok; use 'migrate plan' (or the engine's dry run) instead and drop the switch".into(),
+                false,
+            );
+        }
+        self.out.changes.sort_by_key(|c| c.line);
+        self.out
+    }
+}
+
+fn is_kubectl(s: &Simple) -> bool {
+    s.words
+        .first()
+        .and_then(|w| parse::literal(&w.value))
+        .is_some_and(|n| n == "kubectl" || n.ends_with("/kubectl"))
+}
+
+fn simple(s: &ast::SimpleCommand) -> Simple<'_> {
+    let mut words = Vec::new();
+    let mut heredocs = Vec::new();
+    if let Some(w) = &s.word_or_name {
+        words.push(w);
+    }
+    for item in parse::items(s) {
+        match item {
+            ast::CommandPrefixOrSuffixItem::Word(w) => words.push(w),
+            ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => words.push(w),
+            ast::CommandPrefixOrSuffixItem::IoRedirect(ast::IoRedirect::HereDocument(_, d)) => {
+                heredocs.push(&d.doc)
+            }
+            _ => {}
+        }
+    }
+    // Prefix assignments come first in the source but after the name here.
+    words.sort_by_key(|w| w.loc.as_ref().map(|l| (l.start.line, l.start.column)));
+    let first = words
+        .iter()
+        .filter_map(|w| parse::word_line(w))
+        .min()
+        .unwrap_or(1);
+    // A heredoc's body follows the command's line, then its delimiter line
+    // (the parser's span of the body is not that precise).
+    let bodies: usize = heredocs
+        .iter()
+        .map(|d| d.value.matches('\n').count() + 1)
+        .sum();
+    let last = words
+        .iter()
+        .filter_map(|w| w.loc.as_ref().map(|l| l.end.line))
+        .max()
+        .unwrap_or(first)
+        .max(first)
+        + bodies;
+    Simple {
+        words,
+        heredocs,
+        first,
+        last,
+        dry: false,
+    }
+}
+
+fn collect_words(list: &ast::CompoundList, out: &mut Vec<String>) {
+    for item in &list.0 {
+        let ao = &item.0;
+        let pipelines = std::iter::once(&ao.first).chain(ao.additional.iter().map(|a| match a {
+            ast::AndOr::And(p) | ast::AndOr::Or(p) => p,
+        }));
+        for p in pipelines {
+            for c in &p.seq {
+                match c {
+                    ast::Command::Simple(s) => {
+                        out.extend(simple(s).words.iter().map(|w| w.value.clone()))
+                    }
+                    ast::Command::ExtendedTest(t, _) => out.push(format!("{t:?}")),
+                    ast::Command::Compound(cc, _) => {
+                        for l in parse::compound_lists(cc) {
+                            collect_words(l, out);
+                        }
+                    }
+                    ast::Command::Function(_) => {}
+                }
+            }
+        }
+    }
+}

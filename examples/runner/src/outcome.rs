@@ -1,0 +1,170 @@
+//! What a run did and why it stopped: outcomes, results, the report, errors.
+
+use std::time::Duration;
+
+use migration_core::{LedgerError, MigrateError, PlanError, Slug};
+
+use migrate_lint::Finding;
+
+use super::*;
+
+/// How one migration ended in this run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Exit 0, recorded `ok`.
+    Ok,
+    /// Failed under `on-error=warn`, recorded `failed`.
+    Failed,
+    /// Not executed because a requirement is unmet; recorded `failed` (warn).
+    Blocked,
+    /// Exited 75 (preconditions not met), or waits for a requirement that
+    /// did: recorded `not-yet`, run again next time.
+    NotYet,
+    /// Failed under `on-error=abort`: nothing recorded, the run stopped.
+    Aborted,
+    /// Stopped by SIGTERM/SIGINT: nothing recorded, the run stopped.
+    Interrupted,
+}
+
+/// One migration's result.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MigrationResult {
+    /// The slug.
+    pub slug: String,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Why it failed, if it did.
+    pub reason: Option<String>,
+    /// Executions counted so far (including this one).
+    pub attempts: u32,
+    /// Wall time, in milliseconds.
+    pub duration_ms: u128,
+    /// What the script's cluster-command calls did (scripts recorded `ok`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_commands: Option<crate::tripwire::CallSummary>,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunReport {
+    /// The tier.
+    pub tier: String,
+    /// The ONLY slug.
+    pub only: Option<String>,
+    /// The ledger did not exist (nothing ran).
+    pub fresh_install: bool,
+    /// Why this is a fresh install (`null` when it is not).
+    pub fresh_install_reason: Option<String>,
+    /// Entries written before running (fresh install, legacy, revoked).
+    pub seeded: usize,
+    /// Migrations pending at the start.
+    pub pending: usize,
+    /// Per-migration results, in order.
+    pub results: Vec<MigrationResult>,
+    /// Wall time of the whole run, in milliseconds.
+    pub elapsed_ms: u128,
+}
+
+impl RunReport {
+    fn count(&self, outcome: &Outcome) -> usize {
+        self.results
+            .iter()
+            .filter(|r| &r.outcome == outcome)
+            .count()
+    }
+
+    /// The closing summary line.
+    pub fn summary(&self) -> String {
+        let not_run = self.pending - self.results.len();
+        format!(
+            "done: {} ok, {} failed, {} blocked, {} not yet, {} not run, in {:.1}s",
+            self.count(&Outcome::Ok),
+            self.count(&Outcome::Failed),
+            self.count(&Outcome::Blocked),
+            self.count(&Outcome::NotYet),
+            not_run + self.count(&Outcome::Aborted) + self.count(&Outcome::Interrupted),
+            self.elapsed_ms as f64 / 1000.0
+        )
+    }
+}
+
+/// Why a run stopped early or did not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The plan refused; nothing ran.
+    #[error(transparent)]
+    Refused(PlanError),
+    /// A pending script has a pattern that could hide its failure; nothing ran.
+    #[error("refusing to run: {} unsafe pattern(s) in pending scripts:\n{}", findings.len(), findings.iter().map(|f| format!("  {}:{}: [{}] {}", f.file, f.line.unwrap_or(0), f.rule, f.message)).collect::<Vec<_>>().join("\n"))]
+    Unsafe {
+        /// The findings.
+        findings: Vec<Finding>,
+    },
+    /// The ledger failed.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// No ledger exists and one was required (`--require-existing-ledger`);
+    /// nothing was written and nothing ran.
+    #[error(transparent)]
+    NoLedger(MigrateError),
+    /// The ledger has no room for the next migration's records; it was not
+    /// executed.
+    #[error(transparent)]
+    NoRoom(MigrateError),
+    /// Recording an outcome failed after the script ran.
+    #[error(
+        "{slug} ran but its outcome could not be recorded: {cause}; the next run executes it again (migrations are safe to run twice)"
+    )]
+    Unrecorded {
+        /// The slug.
+        slug: Slug,
+        /// The error.
+        cause: MigrateError,
+    },
+    /// Another runner held the lock for longer than we were willing to wait.
+    #[error("another runner holds the lock: {cause}; gave up after waiting {waited:?}")]
+    LockBusy {
+        /// The last refusal.
+        cause: LedgerError,
+        /// How long we waited.
+        waited: Duration,
+    },
+    /// The lock was lost mid-run; the current script was stopped.
+    #[error("lost the run lock while running {slug}: {cause}; stopped it and recorded nothing")]
+    LockLost {
+        /// The script that was running.
+        slug: Slug,
+        /// The renew error.
+        cause: LedgerError,
+    },
+    /// An `on-error=abort` migration failed; nothing was recorded for it.
+    #[error("migration {slug} failed ({reason}); nothing recorded, upgrade stopped\n{tail}")]
+    MigrationFailed {
+        /// The slug.
+        slug: Slug,
+        /// Why.
+        reason: String,
+        /// The end of its output.
+        tail: String,
+        /// The report up to the failure.
+        report: Box<RunReport>,
+    },
+    /// SIGTERM or SIGINT arrived; the running script was stopped.
+    #[error("{}", interrupted_text(slug.as_ref(), report))]
+    Interrupted {
+        /// The script that was running, if any.
+        slug: Option<Slug>,
+        /// The report up to the interruption.
+        report: Box<RunReport>,
+    },
+    /// A script could not be started.
+    #[error("cannot start {slug}: {message}")]
+    Spawn {
+        /// The slug.
+        slug: Slug,
+        /// Why.
+        message: String,
+    },
+}

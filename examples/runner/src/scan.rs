@@ -1,0 +1,164 @@
+//! The pre-run safety scan: every pending script (and the `lib/` helpers
+//! it sources) checked for what errexit cannot see, before anything runs.
+
+use migration_core::MigrationsTree;
+use migration_core::plan::PendingMigration;
+
+use migrate_lint::{Finding, Level, LintConfig, lint_pending};
+
+use super::UNSAFE_AT_RUNTIME;
+
+/// Scripts a scanning thread takes at the least: below that a thread costs
+/// more than it saves.
+const MIN_SCRIPTS_PER_THREAD: usize = 128;
+
+/// Threads that scan at the most (the scan reads files and parses shell: it
+/// stops gaining beyond a few cores).
+const MAX_THREADS: usize = 4;
+
+/// The pre-run safety scan of one pending script and the `lib/` helpers it
+/// sources (made public for `plan`). The bytes scanned must be
+/// the bytes the plan checksummed: a script that cannot be read, or changed
+/// since the tree was loaded, is refused rather than run unscanned.
+pub fn scan(tree: &MigrationsTree, pending: &PendingMigration, lint: &LintConfig) -> Vec<Finding> {
+    // Test-only (feature `failpoints`): run unscanned, so the tripwire suite
+    // proves the run-time guarantee on its own (tests/tripwire.rs).
+    #[cfg(feature = "failpoints")]
+    if std::env::var_os("MIGRATE_TEST_SKIP_PRERUN_SCAN").is_some() {
+        return Vec::new();
+    }
+    let file = pending.relative_path.display().to_string();
+    let refuse = |message: String| {
+        vec![Finding {
+            file: file.clone(),
+            line: None,
+            rule: "changed-on-disk",
+            level: Level::Error,
+            message,
+        }]
+    };
+    match std::fs::read(tree.root().join(&pending.relative_path)) {
+        Err(e) => refuse(format!("cannot be read before running: {e}")),
+        Ok(bytes) if migration_core::Sha256Digest::of(&bytes) != pending.sha256 => {
+            refuse("changed on disk since the tree was loaded; load it again".into())
+        }
+        Ok(bytes) => lint_pending(tree.root(), &file, &bytes, lint)
+            .into_iter()
+            .filter(|f| f.level == Level::Error && UNSAFE_AT_RUNTIME.contains(&f.rule))
+            .collect(),
+    }
+}
+
+/// [`scan`] of every pending script, their findings in plan order. Large
+/// plans are split into contiguous runs scanned on their own threads (the
+/// scan of 10³ trivial scripts is some 80 million instructions, all before
+/// the first script may start).
+pub fn scan_all(
+    tree: &MigrationsTree,
+    pending: &[PendingMigration],
+    lint: &LintConfig,
+) -> Vec<Finding> {
+    let threads =
+        migration_core::threads::for_items(pending.len(), MIN_SCRIPTS_PER_THREAD, MAX_THREADS);
+    let scan_run = |run: &[PendingMigration]| -> Vec<Finding> {
+        run.iter().flat_map(|p| scan(tree, p, lint)).collect()
+    };
+    if threads == 1 {
+        return scan_run(pending);
+    }
+    let per_thread = pending.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = pending
+            .chunks(per_thread)
+            .map(|run| scope.spawn(move || scan_run(run)))
+            .collect();
+        handles
+            .into_iter()
+            // A scanning thread only panics on a bug; carry the panic over.
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use migration_core::header::Tier;
+    use migration_core::{LedgerSnapshot, PlanContext, PlanRequest, Timestamp};
+
+    const HEADER: &str =
+        "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n";
+
+    /// A tree of `bodies.len()` scripts `s-0000`… in one batch, and the plan
+    /// that runs them all.
+    fn tree_of(bodies: &[&str]) -> (tempfile::TempDir, MigrationsTree, Vec<PendingMigration>) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("pre-apply")).unwrap();
+        std::fs::create_dir_all(root.join("order.d")).unwrap();
+        let mut order = String::new();
+        for (i, body) in bodies.iter().enumerate() {
+            std::fs::write(
+                root.join(format!("pre-apply/s-{i:04}")),
+                format!("{HEADER}{body}\n"),
+            )
+            .unwrap();
+            order.push_str(&format!("s-{i:04}\n"));
+        }
+        std::fs::write(root.join("order.d/00001-v1"), order).unwrap();
+        let tree = MigrationsTree::load(root).unwrap();
+        let plan = migration_core::plan(
+            &tree,
+            Some(&LedgerSnapshot::default()),
+            &PlanRequest::tier(Tier::PreApply),
+            &PlanContext::at(Timestamp::from_unix(0)),
+        )
+        .unwrap();
+        (dir, tree, plan.pending)
+    }
+
+    #[test]
+    fn a_script_changed_or_removed_after_loading_is_refused_not_run_unscanned() {
+        let (dir, tree, pending) = tree_of(&["echo safe"]);
+        let pending = &pending[0];
+        let path = dir.path().join("pre-apply/s-0000");
+        assert!(scan(&tree, pending, &LintConfig::default()).is_empty());
+        std::fs::write(&path, format!("{HEADER}for x in $(false); do :; done\n")).unwrap();
+        let findings = scan(&tree, pending, &LintConfig::default());
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].rule, "changed-on-disk");
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            scan(&tree, pending, &LintConfig::default())[0]
+                .message
+                .contains("cannot be read")
+        );
+    }
+
+    #[test]
+    fn a_large_plan_scanned_on_several_threads_finds_what_one_thread_finds_in_plan_order() {
+        let bodies: Vec<&str> = (0..4 * MIN_SCRIPTS_PER_THREAD + 7)
+            .map(|i| {
+                if i % 97 == 5 {
+                    "for ns in $(kubectl get ns -o name); do echo \"$ns\"; done"
+                } else {
+                    "echo safe"
+                }
+            })
+            .collect();
+        let (_dir, tree, pending) = tree_of(&bodies);
+        let lint = LintConfig::default();
+        let one_thread: Vec<Finding> = pending.iter().flat_map(|p| scan(&tree, p, &lint)).collect();
+        assert!(
+            one_thread.len() >= 5,
+            "the unsafe scripts are found: {one_thread:?}"
+        );
+        let files = |findings: &[Finding]| -> Vec<String> {
+            findings
+                .iter()
+                .map(|f| format!("{}:{}", f.file, f.rule))
+                .collect()
+        };
+        assert_eq!(files(&scan_all(&tree, &pending, &lint)), files(&one_thread));
+    }
+}

@@ -1,0 +1,396 @@
+//! Arming the tripwire: once per run, and a fresh report per script.
+//!
+//! [`Tripwire::arm`] does the expensive part once per run: the private
+//! shim directory (mode 0700), its symlinks, the search for the real
+//! commands on the runner's `PATH`, and the environment every script gets
+//! (`PATH`, `KUBECTL`/`HELM`/`FLUX`, `MIGRATE_TRIPWIRE_REAL_*`). Arming it
+//! per script was about 28 % of the CPU of applying 10³ trivial migrations
+//! (benches/README.md, "Where apply's time goes").
+//!
+//! [`Tripwire::guard`] is what each script execution gets: a report file of
+//! its own, created fresh (`O_EXCL`, mode 0600) and removed once read, so a
+//! call made by one script (or by a process it left behind) can never be
+//! counted for another: the old report's path no longer exists, and the
+//! shim never creates a report. The reports live in a second private
+//! directory (mode 0700) on `/dev/shm` when one can be made there
+//! ([`REPORT_BASE`]), else in the shim directory: creating and removing a
+//! file per script on a disk file system costs an inode allocation and an
+//! eviction (about 70 µs of CPU per script on ext4, and the allocator skips
+//! every recently freed inode, so the cost grows with the run), against a
+//! few µs on tmpfs. Because the shim directory now outlives a
+//! script, every guard first checks that each shim is still the runner's
+//! symlink and restores any that a previous script removed or replaced; a
+//! script during which a shim changed is itself counted as failed
+//! ([`Armed::finish`]).
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::record::{ENV_COMMANDS, ENV_REAL_PREFIX, ENV_REPORT};
+use migrate_lint::cluster_commands;
+
+use super::{Calls, TripwireConfig, exec};
+
+/// The tripwire of one run: the shim directory, the environment every
+/// script gets, and the run's supervisor (super::supervise). Dropping it
+/// ends the supervisor and removes the directory.
+#[derive(Debug)]
+pub struct Tripwire {
+    dir: tempfile::TempDir,
+    /// The private directory of the report files, when not `dir` itself.
+    reports: Option<tempfile::TempDir>,
+    bin: PathBuf,
+    // Shared with every script's `Armed` (a reference count per script,
+    // not five paths copied).
+    shim: Arc<Path>,
+    links: Arc<[PathBuf]>,
+    env: Vec<(String, OsString)>,
+    supervisor: Option<(Child, ChildStdin)>,
+}
+
+impl Drop for Tripwire {
+    fn drop(&mut self) {
+        if let Some((mut child, pipe)) = self.supervisor.take() {
+            // End of input: every group was released, so it just exits.
+            drop(pipe);
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Starts the run's supervisor: `migrate-supervise RUNNER_PID GRACE_MS
+/// DIR...` in a process group of its own (the runner's group signals are
+/// not for it), reading the runner's pipe; it removes `dirs` when the pipe
+/// closes.
+fn start_supervisor(
+    shim: &Path,
+    grace: Duration,
+    dirs: &[&Path],
+) -> std::io::Result<(Child, ChildStdin)> {
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(shim)
+        .arg0(super::supervise::NAME)
+        .arg(std::process::id().to_string())
+        .arg(grace.as_millis().to_string())
+        .args(dirs)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .process_group(0)
+        .spawn()?;
+    let pipe = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("the supervisor's pipe was not created"))?;
+    Ok((child, pipe))
+}
+
+/// One script execution's report: the handle the runner reads it through.
+#[derive(Debug)]
+pub struct Armed {
+    report_path: PathBuf,
+    report: File,
+    shim: Arc<Path>,
+    links: Arc<[PathBuf]>,
+}
+
+/// Where the report files' directory is made when possible: a memory file
+/// system on every Linux system (and in every Kubernetes pod), so a report
+/// costs no disk inode. Reports are a few hundred bytes per cluster-command
+/// call.
+pub const REPORT_BASE: &str = "/dev/shm";
+
+/// A private directory (mode 0700) for the report files under
+/// [`REPORT_BASE`], or `None` when none can be made there (no such
+/// directory, read-only, full): the reports then share the shim directory.
+fn report_dir() -> Option<tempfile::TempDir> {
+    let base = Path::new(REPORT_BASE);
+    if !std::fs::metadata(base).is_ok_and(|m| m.is_dir()) {
+        return None;
+    }
+    tempfile::Builder::new()
+        .prefix(&format!("{}reports-", super::supervise::DIR_PREFIX))
+        .permissions(private())
+        .tempdir_in(base)
+        .ok()
+}
+
+/// Mode 0700. Without it a temporary directory gets 0777 less the umask
+/// (usually 0755: listable by every user).
+fn private() -> std::fs::Permissions {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::Permissions::from_mode(0o700)
+}
+
+fn identity(m: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
+}
+
+/// The shim binary `config` names, checked: an executable regular file.
+/// Missing or not executable is an error, so no script runs unguarded.
+fn checked_shim(config: &TripwireConfig) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let shim = config.shim.clone().ok_or_else(|| {
+        std::io::Error::other(
+            "no cluster-command shim binary is known; refusing to run scripts unguarded",
+        )
+    })?;
+    match std::fs::metadata(&shim) {
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(shim),
+        Ok(_) => Err(std::io::Error::other(format!(
+            "the cluster-command shim {} is not an executable file; refusing to run scripts unguarded",
+            shim.display()
+        ))),
+        Err(e) => Err(std::io::Error::other(format!(
+            "the cluster-command shim {} cannot be used ({e}); it ships next to the migrate binary as {}; refusing to run scripts unguarded",
+            shim.display(),
+            super::SHIM_BINARY
+        ))),
+    }
+}
+
+impl Tripwire {
+    /// Creates the shim directory for a run over the tree at `root`, works
+    /// out the environment of its scripts and starts the run's supervisor
+    /// (which gives a script's group `grace` between SIGTERM and SIGKILL
+    /// should the runner die). Fails when the shim binary is missing, the
+    /// tree's `cluster-commands` file is bad, or the directory or the
+    /// supervisor cannot be made.
+    pub fn arm(config: &TripwireConfig, root: &Path, grace: Duration) -> std::io::Result<Tripwire> {
+        let shim = checked_shim(config)?;
+        let tree = cluster_commands::read_tree(root).map_err(|p| std::io::Error::other(p.join("; ")))?;
+        let commands = cluster_commands::union(
+            config
+                .commands
+                .iter()
+                .chain(tree.iter())
+                .map(String::as_str),
+        );
+        let dir = tempfile::Builder::new()
+            .prefix(super::supervise::DIR_PREFIX)
+            .permissions(private())
+            .tempdir()?;
+        let bin = dir.path().join("bin");
+        let links: Arc<[PathBuf]> = commands
+            .iter()
+            .map(String::as_str)
+            .chain([cluster_commands::TOLERATE])
+            .map(|name| bin.join(name))
+            .collect();
+        let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+        let mut env: Vec<(String, OsString)> = Vec::new();
+        for name in &commands {
+            let key = cluster_commands::env_key(name);
+            let real = real_for(name, &key, &path, &shim);
+            env.push((
+                format!("{ENV_REAL_PREFIX}{key}"),
+                real.map(PathBuf::into_os_string).unwrap_or_default(),
+            ));
+            env.push((key, bin.join(name).into_os_string()));
+        }
+        env.push(("PATH".into(), format!("{}:{path}", bin.display()).into()));
+        env.push((ENV_COMMANDS.into(), commands.join(",").into()));
+        let mut wire = Tripwire {
+            dir,
+            reports: report_dir(),
+            bin,
+            shim: shim.into(),
+            links,
+            env,
+            supervisor: None,
+        };
+        wire.restore_shims()?;
+        // Absolute, as the supervisor requires (a relative `TMPDIR` gives a
+        // relative shim directory).
+        let dirs = [
+            Some(wire.dir.path()),
+            wire.reports.as_ref().map(|r| r.path()),
+        ]
+        .into_iter()
+        .flatten()
+        .map(std::path::absolute)
+        .collect::<std::io::Result<Vec<PathBuf>>>()?;
+        let dirs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+        let supervisor = start_supervisor(&wire.shim, grace, &dirs)?;
+        wire.supervisor = Some(supervisor);
+        Ok(wire)
+    }
+
+    /// The shim directory (first on every script's `PATH`).
+    pub fn bin_dir(&self) -> &Path {
+        &self.bin
+    }
+
+    /// The directory the report files are created in (see [`REPORT_BASE`]).
+    pub fn report_dir(&self) -> &Path {
+        self.reports.as_ref().unwrap_or(&self.dir).path()
+    }
+
+    /// Tells the supervisor that process group `pgid` runs a script:
+    /// should the runner die, the supervisor stops it. An error means the
+    /// supervisor is gone, and the script must not be left running.
+    pub fn watch(&mut self, pgid: i32) -> std::io::Result<()> {
+        self.tell(&format!("+{pgid}\n"))
+    }
+
+    /// Tells the supervisor that group `pgid` is over (killed and waited
+    /// for), so its number may be reused.
+    pub fn release(&mut self, pgid: i32) -> std::io::Result<()> {
+        self.tell(&format!("-{pgid}\n"))
+    }
+
+    fn tell(&mut self, line: &str) -> std::io::Result<()> {
+        let (_, pipe) = self
+            .supervisor
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("the run's supervisor is not running"))?;
+        pipe.write_all(line.as_bytes()).map_err(|e| {
+            std::io::Error::other(format!(
+                "the run's supervisor is gone ({e}); refusing to leave a script unsupervised"
+            ))
+        })
+    }
+
+    /// Makes every shim the runner's symlink again: a previous script may
+    /// have removed or replaced one (or the whole directory).
+    fn restore_shims(&mut self) -> std::io::Result<()> {
+        if !std::fs::symlink_metadata(&self.bin).is_ok_and(|m| m.is_dir()) {
+            let _ = std::fs::remove_file(&self.bin);
+            use std::os::unix::fs::DirBuilderExt;
+            // Private again, the run's directory included if it went too.
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&self.bin)?;
+        }
+        for link in self.links.iter() {
+            if shim_intact(link, &self.shim) {
+                continue;
+            }
+            match std::fs::symlink_metadata(link) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir_all(link)?,
+                Ok(_) => std::fs::remove_file(link)?,
+                Err(_) => {}
+            }
+            std::os::unix::fs::symlink(&self.shim, link)?;
+        }
+        Ok(())
+    }
+
+    /// Readies one script execution: restores the shims, creates the
+    /// script's own report file and sets the script's environment on `cmd`.
+    pub fn guard(&mut self, cmd: &mut std::process::Command) -> std::io::Result<Armed> {
+        self.restore_shims()?;
+        // A random name, created with O_EXCL (mode 0600): a name a script
+        // planted beforehand is never adopted, and no script can guess the
+        // next one by counting.
+        let create = |dir: &Path| {
+            tempfile::Builder::new()
+                .prefix("report-")
+                .suffix(".jsonl")
+                .tempfile_in(dir)
+        };
+        let created = match create(self.report_dir()) {
+            // A previous script removed the directory: make it again,
+            // private, and only the directory itself (its parent is the
+            // shim directory, restored above, or REPORT_BASE).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                use std::os::unix::fs::DirBuilderExt;
+                std::fs::DirBuilder::new()
+                    .mode(0o700)
+                    .create(self.report_dir())?;
+                create(self.report_dir())
+            }
+            other => other,
+        };
+        let (report, report_path) = created?.keep().map_err(|e| e.error)?;
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env(ENV_REPORT, &report_path);
+        Ok(Armed {
+            report_path,
+            report,
+            shim: self.shim.clone(),
+            links: self.links.clone(),
+        })
+    }
+}
+
+/// The whole report file, read by offset from its start: `read_to_string`
+/// would first stat it and ask its position (two more system calls per
+/// script, for a file that is usually empty).
+fn read_report(report: &File) -> std::io::Result<String> {
+    use std::os::unix::fs::FileExt;
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match report.read_at(&mut chunk, bytes.len() as u64) {
+            Ok(0) => break,
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+fn shim_intact(link: &Path, shim: &Path) -> bool {
+    std::fs::read_link(link).is_ok_and(|target| target == shim)
+}
+
+impl Armed {
+    /// Reads what the script's cluster-command calls did, and removes the
+    /// report file (so nothing can append to it any more).
+    pub fn finish(self) -> Calls {
+        let read = read_report(&self.report);
+        let same_report = match (
+            self.report.metadata(),
+            std::fs::symlink_metadata(&self.report_path),
+        ) {
+            (Ok(a), Ok(b)) => identity(&a) == identity(&b),
+            _ => false,
+        };
+        let text = read.as_ref().map(String::as_str).unwrap_or_default();
+        let mut lost = None;
+        if let Err(e) = &read {
+            lost = Some(format!("the tripwire report could not be read: {e}"));
+        } else if !same_report {
+            lost = Some(format!(
+                "the tripwire report {} was removed or replaced while the script ran",
+                self.report_path.display()
+            ));
+        } else if let Some(gone) = self.links.iter().find(|l| !shim_intact(l, &self.shim)) {
+            lost = Some(format!(
+                "the shim {} was removed or replaced while the script ran, so later calls may have bypassed it",
+                gone.display()
+            ));
+        }
+        if same_report {
+            // Only our own file: a replacement is left for the directory's
+            // removal at the end of the run.
+            let _ = std::fs::remove_file(&self.report_path);
+        }
+        let mut calls = Calls::parse(text);
+        calls.lost = lost;
+        calls
+    }
+}
+
+/// The real command behind `name`: the runner's `$KEY` when it names an
+/// executable that is not the shim, else the first `name` on the runner's
+/// `PATH` that is not the shim.
+fn real_for(name: &str, key: &str, path: &str, shim: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(v) = std::env::var_os(key).map(PathBuf::from)
+        && v.is_absolute()
+        && std::fs::metadata(&v).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        && !exec::same_file(&v, shim)
+    {
+        return Some(v);
+    }
+    exec::search_path(name, path, Some(shim))
+}

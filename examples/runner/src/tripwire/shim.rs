@@ -1,0 +1,121 @@
+//! The shim: the migrate binary invoked as `kubectl` (or any cluster
+//! command) through the runner's symlink. It records the call, runs the
+//! real command and records how it ended, then exits with its status.
+
+use std::path::PathBuf;
+
+use migrate_lint::cluster_commands::env_key;
+use super::exec::{self, Input};
+use super::record::{self, ENV_REAL_PREFIX, ENV_REPORT, Outcome, Record};
+
+/// Where the real command is, for a call made under the runner.
+pub(crate) enum Real {
+    /// Here.
+    At(PathBuf),
+    /// Not installed (the runner found none on its PATH).
+    Missing,
+}
+
+/// The real command for `name`: the runner's absolute path from the
+/// environment, or (outside a run) the first `name` on PATH that is not the
+/// migrate binary itself.
+pub(crate) fn real_command(name: &str) -> Real {
+    let exe = std::env::current_exe().ok();
+    let found = match std::env::var_os(format!("{ENV_REAL_PREFIX}{}", env_key(name))) {
+        Some(v) if v.is_empty() => None,
+        Some(v) => Some(PathBuf::from(v)),
+        None => std::env::var("PATH")
+            .ok()
+            .and_then(|p| exec::search_path(name, &p, exe.as_deref())),
+    };
+    match found {
+        // Never run ourselves: that would loop.
+        Some(p) if exe.as_deref().is_some_and(|e| exec::same_file(&p, e)) => Real::Missing,
+        Some(p) => Real::At(p),
+        None => Real::Missing,
+    }
+}
+
+/// The shim's main: returns the exit status.
+pub fn main(name: &str, argv: Vec<String>) -> i32 {
+    let Some(report) = std::env::var_os(ENV_REPORT).map(PathBuf::from) else {
+        eprintln!(
+            "{name}: this is the migrate tripwire shim, run without the runner's environment ({ENV_REPORT} is unset); refusing to run {name}"
+        );
+        return 127;
+    };
+    let id = record::call_id();
+    let start = Record::Start {
+        id: id.clone(),
+        argv: argv.clone(),
+        via: "shim".into(),
+        pid: std::process::id(),
+    };
+    if let Err(e) = record::append(&report, &start) {
+        eprintln!(
+            "{name}: migrate tripwire: cannot record this call in {} ({e}); refusing to run it",
+            report.display()
+        );
+        return 126;
+    }
+    let ran = match real_command(name) {
+        Real::Missing => {
+            let message = format!(
+                "{name}: not found (the runner found no real {name} on its PATH; it is a cluster command, so this call fails)"
+            );
+            exec::Ran::refused(127, message)
+        }
+        Real::At(path) => exec::run(&path, &argv, Input::Inherit).unwrap_or_else(|e| {
+            exec::Ran::refused(126, format!("{name}: cannot run {}: {e}", path.display()))
+        }),
+    };
+    let end = end_record(
+        id,
+        &ran,
+        if ran.success() {
+            Outcome::Ok
+        } else {
+            Outcome::Failed
+        },
+        1,
+        &[],
+    );
+    if let Err(e) = record::append(&report, &end) {
+        eprintln!(
+            "{name}: migrate tripwire: cannot record how this call ended ({e}); the runner counts it as failed"
+        );
+    }
+    ran.shell_status()
+}
+
+/// The `end` line for a finished call.
+pub(crate) fn end_record(
+    id: String,
+    ran: &exec::Ran,
+    outcome: Outcome,
+    attempts: u32,
+    classes: &[String],
+) -> Record {
+    let failed = !ran.success();
+    Record::End {
+        id,
+        outcome,
+        status: ran.status,
+        signal: ran.signal,
+        classes: if failed && classes.is_empty() {
+            super::classify::classify(&ran.stderr)
+                .classes
+                .iter()
+                .map(|c| c.name().to_owned())
+                .collect()
+        } else {
+            classes.to_vec()
+        },
+        attempts,
+        stderr: if failed {
+            record::stderr_head(&ran.stderr)
+        } else {
+            Vec::new()
+        },
+    }
+}

@@ -1,0 +1,409 @@
+//! `migrate-tolerate`: the one way a failed cluster command is accepted.
+//!
+//! ```text
+//! migrate-tolerate [--not-found] [--not-served] [--already-exists] [--conflict]
+//!                  [--retry N [--retry-delay SECONDS]] -- COMMAND [ARG...]
+//! ```
+//!
+//! It runs the real cluster command (stdin, stdout and stderr passed
+//! through). A failure whose every error line is of a named answer class is
+//! tolerated: reported to the runner as tolerated, and the helper exits 0.
+//! Any other failure (unreachable, timeout, throttled, server error,
+//! forbidden, unauthorized, anything unrecognised) is reported as failed and
+//! the helper exits with the command's status. With `--retry N`, a failure
+//! of only transient classes is retried up to N more times, SECONDS apart
+//! (default 2); a call that then succeeds is a success.
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::classify::{Class, classify};
+use migrate_lint::cluster_commands::{DEFAULT_COMMANDS, TOLERATE};
+use super::exec::{self, Input};
+use super::record::{self, ENV_COMMANDS, ENV_REPORT, Outcome, Record};
+use super::shim::{Real, end_record, real_command};
+
+/// Retries of a bare `--retry`.
+pub const DEFAULT_RETRIES: u32 = 3;
+/// Most retries `--retry` accepts.
+pub const MAX_RETRIES: u32 = 20;
+/// Longest `--retry-delay`, in seconds.
+pub const MAX_DELAY_SECS: f64 = 300.0;
+/// Largest stdin buffered for replay on retries.
+const MAX_STDIN: u64 = 64 * 1024 * 1024;
+
+/// Parsed arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Args {
+    /// Answer classes accepted.
+    pub accept: BTreeSet<Class>,
+    /// Retries of transient failures.
+    pub retries: u32,
+    /// Pause between attempts.
+    pub delay: Duration,
+    /// The cluster command and its arguments.
+    pub command: Vec<String>,
+}
+
+/// The usage text.
+pub const USAGE: &str = "usage: migrate-tolerate [--not-found] [--not-served] [--already-exists] [--conflict] [--retry [N] [--retry-delay SECONDS]] -- COMMAND [ARG...]
+  --not-found       accept 'Error from server (NotFound)' (helm: 'release: not found')
+  --not-served      accept a resource type the server does not serve ('the server doesn't have a resource type', 'no matches for kind')
+  --already-exists  accept 'Error from server (AlreadyExists)' (helm: 'cannot re-use a name that is still in use')
+  --conflict        accept 'Error from server (Conflict)' ('Operation cannot be fulfilled on ...')
+  --retry [N]       retry up to N (default 3) more times while the failure is transient (unreachable, timeout, throttled, 5xx, etcd leader change)
+  --retry-delay S   seconds between attempts (default 2)
+Every other failure (Forbidden, Unauthorized, unreachable after the retries, ...) stays a failure.";
+
+/// Parses the helper's arguments (without `argv[0]`).
+pub fn parse(args: &[String]) -> Result<Args, String> {
+    let mut accept = BTreeSet::new();
+    let mut retries = 0;
+    let mut delay = Duration::from_secs(2);
+    let mut delay_given = false;
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        let value = |i: usize| {
+            args.get(i + 1)
+                .cloned()
+                .ok_or_else(|| format!("{a} needs a value"))
+        };
+        match a {
+            "--" => {
+                i += 1;
+                break;
+            }
+            "--not-found" => {
+                accept.insert(Class::NotFound);
+            }
+            "--not-served" => {
+                accept.insert(Class::NotServed);
+            }
+            "--already-exists" => {
+                accept.insert(Class::AlreadyExists);
+            }
+            "--conflict" => {
+                accept.insert(Class::Conflict);
+            }
+            "--retry" => {
+                // The count is optional: `--retry -- kubectl ...` retries
+                // DEFAULT_RETRIES times.
+                match args.get(i + 1) {
+                    Some(v) if v.starts_with(|c: char| c.is_ascii_digit()) => {
+                        retries = v
+                            .parse::<u32>()
+                            .ok()
+                            .filter(|n| *n <= MAX_RETRIES)
+                            .ok_or_else(|| {
+                                format!(
+                                    "--retry {v:?}: expected a whole number from 0 to {MAX_RETRIES}"
+                                )
+                            })?;
+                        i += 1;
+                    }
+                    _ => retries = DEFAULT_RETRIES,
+                }
+            }
+            "--retry-delay" => {
+                let v = value(i)?;
+                let secs = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && (0.0..=MAX_DELAY_SECS).contains(s))
+                    .ok_or_else(|| {
+                        format!("--retry-delay {v:?}: expected seconds from 0 to {MAX_DELAY_SECS}")
+                    })?;
+                delay = Duration::from_secs_f64(secs);
+                delay_given = true;
+                i += 1;
+            }
+            flag if flag.starts_with('-') => return Err(format!("unknown option {flag:?}")),
+            _ => break,
+        }
+        i += 1;
+    }
+    let command: Vec<String> = args[i.min(args.len())..].to_vec();
+    if command.is_empty() {
+        return Err("no command given (put it after --)".into());
+    }
+    if accept.is_empty() && retries == 0 {
+        return Err(
+            "name what to tolerate: at least one of --not-found, --not-served, --already-exists, --conflict, --retry N".into(),
+        );
+    }
+    if delay_given && retries == 0 {
+        return Err("--retry-delay without --retry".into());
+    }
+    Ok(Args {
+        accept,
+        retries,
+        delay,
+        command,
+    })
+}
+
+/// The cluster commands of this run (the defaults outside a run).
+fn cluster_commands() -> Vec<String> {
+    match std::env::var(ENV_COMMANDS) {
+        Ok(v) if !v.is_empty() => v.split(',').map(str::to_owned).collect(),
+        _ => DEFAULT_COMMANDS.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// True when the command reads its input from stdin (`-f -`,
+/// `--filename=-`, helm's `--values -`): only then is stdin buffered for
+/// replay, so a loop's `while read` input is never swallowed.
+pub fn reads_stdin(command: &[String]) -> bool {
+    let words: Vec<&str> = command.iter().map(String::as_str).collect();
+    words
+        .windows(2)
+        .any(|w| matches!(w[0], "-f" | "--filename" | "--values") && w[1] == "-")
+        || words
+            .iter()
+            .any(|w| matches!(*w, "-f-" | "-f=-" | "--filename=-" | "--values=-"))
+}
+
+fn report_path() -> Option<PathBuf> {
+    std::env::var_os(ENV_REPORT).map(PathBuf::from)
+}
+
+/// Records a call that never ran (a usage error) as failed, so masking the
+/// helper's exit status hides nothing.
+fn record_refusal(argv: Vec<String>, message: &str) {
+    if let Some(report) = report_path() {
+        let id = record::call_id();
+        let _ = record::append(
+            &report,
+            &Record::Start {
+                id: id.clone(),
+                argv,
+                via: TOLERATE.into(),
+                pid: std::process::id(),
+            },
+        );
+        let _ = record::append(
+            &report,
+            &Record::End {
+                id,
+                outcome: Outcome::Failed,
+                status: Some(2),
+                signal: None,
+                classes: vec![Class::Unknown.name().into()],
+                attempts: 0,
+                stderr: vec![message.to_owned()],
+            },
+        );
+    }
+}
+
+/// The helper's main: returns the exit status.
+pub fn main(args: Vec<String>) -> i32 {
+    let mut argv = vec![TOLERATE.to_owned()];
+    argv.extend(args.iter().cloned());
+    if args.iter().any(|a| a == "--help" || a == "-h") && !args.iter().any(|a| a == "--") {
+        println!("{USAGE}");
+        return 0;
+    }
+    let parsed = match parse(&args) {
+        Ok(p) => p,
+        Err(e) => {
+            let message = format!("{TOLERATE}: {e}\n{USAGE}");
+            eprintln!("{message}");
+            record_refusal(argv, &format!("{TOLERATE}: {e}"));
+            return 2;
+        }
+    };
+    let name = Path::new(&parsed.command[0])
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if !cluster_commands().contains(&name) {
+        let e = format!(
+            "{:?} is not a cluster command of this run ({}); migrate-tolerate only wraps one directly",
+            parsed.command[0],
+            cluster_commands().join(", ")
+        );
+        eprintln!("{TOLERATE}: {e}");
+        record_refusal(argv, &format!("{TOLERATE}: {e}"));
+        return 2;
+    }
+    let mut command = parsed.command.clone();
+    command[0] = name.clone();
+    let real = match real_command(&name) {
+        Real::At(p) => Some(p),
+        Real::Missing => None,
+    };
+    let report = report_path();
+    let id = record::call_id();
+    if let Some(report) = &report {
+        let start = Record::Start {
+            id: id.clone(),
+            argv: command.clone(),
+            via: format!("{TOLERATE} {}", flags_text(&parsed)),
+            pid: std::process::id(),
+        };
+        if let Err(e) = record::append(report, &start) {
+            eprintln!(
+                "{TOLERATE}: cannot record this call in {} ({e}); refusing to run it",
+                report.display()
+            );
+            return 126;
+        }
+    }
+    let stdin = if parsed.retries > 0 && reads_stdin(&command) {
+        let mut buf = Vec::new();
+        if let Err(e) = std::io::stdin().take(MAX_STDIN).read_to_end(&mut buf) {
+            eprintln!("{TOLERATE}: cannot read stdin to replay it: {e}");
+        }
+        Some(buf)
+    } else {
+        None
+    };
+    let mut attempts = 0;
+    let (ran, outcome, classes) = loop {
+        attempts += 1;
+        let ran = match &real {
+            None => {
+                let message =
+                    format!("{name}: not found (the runner found no real {name} on its PATH)");
+                exec::Ran::refused(127, message)
+            }
+            Some(path) => {
+                let input = stdin.as_deref().map_or(Input::Inherit, Input::Bytes);
+                exec::run(path, &command, input).unwrap_or_else(|e| {
+                    exec::Ran::refused(126, format!("{name}: cannot run {}: {e}", path.display()))
+                })
+            }
+        };
+        if ran.success() {
+            break (ran, Outcome::Ok, Vec::new());
+        }
+        let verdict = if real.is_none() {
+            super::classify::Verdict {
+                classes: [Class::Unknown].into(),
+            }
+        } else {
+            classify(&ran.stderr)
+        };
+        let classes: Vec<String> = verdict
+            .classes
+            .iter()
+            .map(|c| c.name().to_owned())
+            .collect();
+        if ran.signal.is_none() && verdict.accepted_by(&parsed.accept) {
+            eprintln!(
+                "{TOLERATE}: tolerated {}: {}",
+                verdict.names(),
+                record::display_argv(&command)
+            );
+            break (ran, Outcome::Tolerated, classes);
+        }
+        if ran.signal.is_none() && verdict.is_transient() && attempts <= parsed.retries {
+            eprintln!(
+                "{TOLERATE}: {} failed ({}); retrying in {:.1}s (attempt {} of {})",
+                record::display_argv(&command),
+                verdict.names(),
+                parsed.delay.as_secs_f64(),
+                attempts + 1,
+                parsed.retries + 1
+            );
+            std::thread::sleep(parsed.delay);
+            continue;
+        }
+        break (ran, Outcome::Failed, classes);
+    };
+    if let Some(report) = &report {
+        let end = end_record(id, &ran, outcome, attempts, &classes);
+        if let Err(e) = record::append(report, &end) {
+            eprintln!(
+                "{TOLERATE}: cannot record how this call ended ({e}); the runner counts it as failed"
+            );
+        }
+    }
+    match outcome {
+        Outcome::Ok | Outcome::Tolerated => 0,
+        Outcome::Failed => ran.shell_status(),
+    }
+}
+
+fn flags_text(a: &Args) -> String {
+    let mut words: Vec<String> = a.accept.iter().map(|c| format!("--{}", c.name())).collect();
+    if a.retries > 0 {
+        words.push(format!("--retry {}", a.retries));
+    }
+    words.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(words: &[&str]) -> Result<Args, String> {
+        parse(&words.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn flags_name_the_accepted_classes_and_the_command_follows() {
+        let a = args(&[
+            "--not-found",
+            "--not-served",
+            "--",
+            "kubectl",
+            "get",
+            "crd",
+            "x",
+        ])
+        .unwrap();
+        assert_eq!(a.accept, [Class::NotFound, Class::NotServed].into());
+        assert_eq!(a.command, ["kubectl", "get", "crd", "x"]);
+        let a = args(&[
+            "--retry",
+            "3",
+            "--retry-delay",
+            "0.5",
+            "kubectl",
+            "apply",
+            "-f",
+            "x",
+        ])
+        .unwrap();
+        assert_eq!((a.retries, a.delay), (3, Duration::from_millis(500)));
+        assert!(a.accept.is_empty());
+        let a = args(&["--retry", "--", "kubectl", "apply", "-f", "x"]).unwrap();
+        assert_eq!(
+            (a.retries, a.delay),
+            (DEFAULT_RETRIES, Duration::from_secs(2))
+        );
+    }
+
+    #[test]
+    fn a_helper_that_tolerates_nothing_or_has_no_command_is_a_usage_error() {
+        assert!(
+            args(&["--", "kubectl", "get", "x"])
+                .unwrap_err()
+                .contains("name what")
+        );
+        assert!(args(&["--not-found"]).unwrap_err().contains("no command"));
+        assert!(
+            args(&["--forbidden", "--", "kubectl"])
+                .unwrap_err()
+                .contains("unknown option")
+        );
+        assert!(args(&["--retry", "3x", "--", "kubectl"]).is_err());
+        assert!(args(&["--retry", "99", "--", "kubectl"]).is_err());
+        assert!(args(&["--not-found", "--retry-delay", "1", "--", "kubectl"]).is_err());
+    }
+
+    #[test]
+    fn stdin_is_buffered_only_for_commands_that_read_it() {
+        let w = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        assert!(reads_stdin(&w("kubectl apply -f -")));
+        assert!(reads_stdin(&w("kubectl apply --filename=-")));
+        assert!(reads_stdin(&w("helm upgrade x c --values -")));
+        assert!(!reads_stdin(&w("kubectl get ns")));
+        assert!(!reads_stdin(&w("kubectl apply -f x.yaml")));
+    }
+}

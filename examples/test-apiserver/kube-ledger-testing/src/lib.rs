@@ -1,0 +1,15 @@
+//! # kube-ledger-testing
+//!
+//! Test support for the Kubernetes ledger backends, kept out of their
+//! plumbing (`migration-kube` depends on no test tool):
+//!
+//! - [`fault_suite`]: the API-fault cases both backends run against the
+//!   in-process [`test_apiserver`], parametrised by resource
+//!   ([`ledger_fault_tests!`]);
+//! - [`real_lane`]: the conformance lane against a real API server
+//!   ([`real_cluster_lane_test!`]).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod fault_suite;
+pub mod real_lane;

@@ -1,0 +1,11 @@
+//! The integration tests of this crate, one test binary (a binary each costs a link on 2 cores).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod conformance;
+mod crd;
+mod crd_manifest;
+mod faults;
+mod migrator;
+mod real_cluster;

@@ -1,0 +1,21 @@
+//! The integration tests of this crate, one test binary (a binary each costs a link on 2 cores).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod diverged_legacy;
+mod header_near_miss;
+mod hostile_input;
+mod ledger_format;
+mod migrator;
+mod not_yet;
+mod planning;
+mod properties;
+mod release_lines;
+mod requirement_tiers;
+mod retention_floor;
+mod retired_reuse;
+mod run_budget;
+mod tree_loading;
+mod upgrade_paths;
+mod write_step;
