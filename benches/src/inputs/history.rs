@@ -1,7 +1,12 @@
 //! `requires` graphs and release histories of a given size, for `order`
 //! and `generate`.
 
-use super::*;
+use std::collections::{BTreeMap, HashSet};
+
+use migration_core::generate::{ReleaseHistory, ScriptInfo, TagTree};
+use migration_core::{Edge, Sha256Digest, Slug, Tier};
+
+use super::{LEGACY, Rng, slug};
 
 /// `n` slugs (sorted, as `generate` passes a batch) and `e` distinct
 /// acyclic `requires` edges between random pairs of them.

@@ -1,16 +1,9 @@
 //! Deterministic inputs: trees, manifests, ledgers, release histories and
 //! `requires` graphs of a given size. Same arguments, same bytes, every run.
 
-use std::collections::{BTreeMap, HashSet};
-use std::path::{Path, PathBuf};
-
-use migration_core::generate::{ReleaseHistory, ScriptInfo, TagTree};
 use migration_core::ledger::AttemptMark;
 use migration_core::testing::fixtures::NOW;
-use migration_core::{
-    Edge, EntryState, LedgerEntry, LedgerSnapshot, Manifest, MigrationsTree, PlanContext,
-    PlanRequest, Sha256Digest, Slug, Tier, Timestamp, TreeFiles,
-};
+use migration_core::{EntryState, LedgerEntry, Sha256Digest, Slug, Tier, Timestamp};
 
 /// Legacy-map size used everywhere: the 56 integers of the platform this
 /// engine replaces.

@@ -1,6 +1,17 @@
 //! [`PlanInput`]: a tree, its manifest and a ledger of a given size.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use migration_core::{
+    EntryState, LedgerEntry, LedgerSnapshot, Manifest, MigrationsTree, PlanContext, PlanRequest,
+    Sha256Digest, Slug, Tier, TreeFiles,
+};
+
+use super::{
+    BATCH_SIZE, LEGACY, Rng, attempt_mark, epoch, image, ok_entry, release_label, script_bytes,
+    slug,
+};
 
 /// What one migration of a generated tree is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

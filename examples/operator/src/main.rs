@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use migrate_spec::LedgerSpec;
 use migrate_operator::{
     Context, Leadership, OPERATOR_NAME, OperatorConfig, Retries, run_controller,
 };
+use migrate_spec::LedgerSpec;
 use migration_core::SystemClock;
 use migration_kube::defaults;
 

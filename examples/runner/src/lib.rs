@@ -15,17 +15,14 @@
 //! (and for writes to the ledger), and the run is refused if one is found.
 //! A runner that cannot tell whether a script did its work does not run it.
 
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
 use std::time::{Duration, Instant};
 
 use migration_core::header::Tier;
-use migration_core::plan::PendingMigration;
-use migration_core::run::{
-    NOT_YET, REQUIREMENT_NOT_YET, REQUIREMENT_UNMET, not_run, previous_attempts,
-};
 use migration_core::{
-    Clock, EntryState, LedgerError, LedgerSnapshot, LockKeeper, LockedLedger, MigrateError,
-    MigrationsTree, Migrator, Outcome as CoreOutcome, Plan, PlanRequest, Prepared, Run, Slug, Step,
-    TierSelection, Verdict,
+    Clock, LedgerError, LedgerSnapshot, LockKeeper, LockedLedger, MigrateError, MigrationsTree,
+    Migrator, Plan, PlanRequest, Prepared, Slug, TierSelection,
 };
 use tokio::sync::watch;
 
@@ -47,10 +44,10 @@ pub fn fresh_install_reason(ledger: &str) -> String {
 }
 
 pub use console::Console;
-use lock::{Replanning, acquire, note_attempt, unrecorded, wait_for_lock};
+use lock::{Replanning, acquire, unrecorded, wait_for_lock};
 pub use outcome::{MigrationResult, Outcome, RunError, RunReport};
+use process::Scripts;
 pub use process::escalate;
-use process::{Exec, Scripts};
 pub use scan::{scan, scan_all};
 use steps::steps;
 

@@ -6,7 +6,7 @@ use migration_core::{LedgerError, MigrateError, PlanError, Slug};
 
 use migrate_lint::Finding;
 
-use super::*;
+use crate::interrupted_text;
 
 /// How one migration ended in this run.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -15,8 +15,10 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::watch;
 
-use super::child::ScriptChild;
-use super::*;
+use migration_core::MigrationsTree;
+
+use crate::child::ScriptChild;
+use crate::{Console, RunConfig, RunError};
 
 /// Keeps the output tail within a byte budget, by whole lines.
 #[derive(Debug, Default)]

@@ -2,7 +2,18 @@
 //! with the previous outcome, run, and its outcome recorded, until the
 //! plan is done or the run must stop.
 
-use super::*;
+use std::time::Instant;
+
+use migration_core::plan::PendingMigration;
+use migration_core::run::{
+    NOT_YET, REQUIREMENT_NOT_YET, REQUIREMENT_UNMET, not_run, previous_attempts,
+};
+use migration_core::{EntryState, Outcome as CoreOutcome, Run, Step, Verdict};
+
+use crate::lock::note_attempt;
+use crate::outcome::{MigrationResult, Outcome, RunError, RunReport};
+use crate::process::{Exec, Scripts};
+use crate::{failpoint, finished};
 
 /// The pending migrations, in order, until the plan is done or the run
 /// must stop.

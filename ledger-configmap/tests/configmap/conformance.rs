@@ -6,10 +6,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use kube_ledger_testing::real_lane::{LaneBackend, LaneCase, LaneHarness};
 use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger, Options};
 use migration_core::{LockedLedger, Timestamp};
 use migration_kube::RetryPolicy;
-use kube_ledger_testing::real_lane::{LaneBackend, LaneCase, LaneHarness};
 use test_apiserver::TestApiServer;
 
 const NS: &str = "cozy-system";

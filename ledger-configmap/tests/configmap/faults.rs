@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
+use kube_ledger_testing::fault_suite::{FaultHarness, Names};
 use ledger_configmap::{ConfigMapLedger, Options};
 use migration_core::{Ledger, LedgerEntry, Slug, keys};
 use migration_kube::RetryPolicy;
 use migration_kube::defaults::{LEDGER_NAME, NAMESPACE};
-use kube_ledger_testing::fault_suite::{FaultHarness, Names};
 use serde_json::Value;
 use test_apiserver::TestApiServer;
 

@@ -9,9 +9,9 @@ use crate::common;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use kube_ledger_testing::real_lane::{LaneBackend, LaneCase, LaneHarness};
 use ledger_crd::{CrdLedger, DEFAULT_BUDGET_BYTES, Options, RetryPolicy};
 use migration_core::{LockedLedger, Timestamp};
-use kube_ledger_testing::real_lane::{LaneBackend, LaneCase, LaneHarness};
 use test_apiserver::TestApiServer;
 
 const NAME: &str = "cozystack";

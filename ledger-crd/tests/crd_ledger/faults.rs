@@ -6,10 +6,10 @@
 use crate::common;
 use std::sync::Arc;
 
+use kube_ledger_testing::fault_suite::{FaultHarness, Names};
 use ledger_crd::{CrdLedger, Options};
 use migration_core::{Ledger, LedgerEntry, Slug};
 use migration_kube::RetryPolicy;
-use kube_ledger_testing::fault_suite::{FaultHarness, Names};
 use serde_json::Value;
 use test_apiserver::TestApiServer;
 

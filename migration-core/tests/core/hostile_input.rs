@@ -7,11 +7,11 @@
 
 use std::path::Path;
 
+use crate::common;
 use migration_core::header::parse_header;
 use migration_core::ledger::LedgerSnapshot;
 use migration_core::tree::{parse_legacy_map, parse_revoked};
 use migration_core::{LedgerEntry, Manifest, Slug, Timestamp};
-use crate::common;
 use proptest::prelude::*;
 
 /// An error message for hostile input stays readable: bounded, single-digit

@@ -21,10 +21,10 @@ pub mod waiver;
 
 use std::collections::BTreeMap;
 
-pub use rules::{Config, Dialect, Raw};
 /// The parser's syntax tree, for the callers that walk scripts themselves
 /// (convert), so that this crate stays the only one linking the parser.
 pub use brush_parser::ast;
+pub use rules::{Config, Dialect, Raw};
 pub use source::SourceCache;
 
 use crate::finding::Finding;

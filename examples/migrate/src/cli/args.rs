@@ -9,8 +9,8 @@ use migration_core::header::OnError;
 use migration_core::{Slug, Tier, TierSelection};
 use migration_kube::defaults;
 
-use migrate_lint::Level;
 use crate::report::Format;
+use migrate_lint::Level;
 use migrate_lint::shell::shellcheck;
 use migrate_spec::LedgerSpec;
 

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use migration_core::{LedgerError, LockedLedger, MigrateError, TreeError};
 
-use migrate_spec::exit;
 use migrate_release::git::GitError;
 use migrate_spec::LedgerSpec;
+use migrate_spec::exit;
 
 /// A failed command.
 #[derive(Debug)]

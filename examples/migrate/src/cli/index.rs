@@ -4,8 +4,8 @@ use migration_core::MigrationsTree;
 
 use super::args::IndexArgs;
 use super::{Failure, Out};
-use migrate_spec::index::{Index, index_configmap};
 use crate::render::configmap_yaml_data;
+use migrate_spec::index::{Index, index_configmap};
 
 /// Builds the index of the tree's runnable background migrations and
 /// prints it as a ConfigMap.

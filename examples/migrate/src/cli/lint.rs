@@ -2,10 +2,10 @@
 
 use super::args::LintArgs;
 use super::{Failure, Out};
-use migrate_spec::exit;
-use migrate_lint::{LintConfig, lint_tree};
 use crate::report::LintView;
 use migrate_lint::shell::shellcheck;
+use migrate_lint::{LintConfig, lint_tree};
+use migrate_spec::exit;
 
 /// Lints the tree and prints the findings.
 pub fn lint(args: LintArgs, out: &Out) -> Result<(), Failure> {

@@ -8,8 +8,8 @@ use migration_core::{LoadOptions, MigrationsTree};
 
 use super::args::ManifestArgs;
 use super::{Failure, Out};
-use migrate_release::git::Repo;
 use crate::report::ManifestView;
+use migrate_release::git::Repo;
 
 /// Generates the manifest, writes it to `--out` if given, and prints it.
 pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {

@@ -5,8 +5,8 @@
 //! through [`Out`], and a [`Failure`] carries the exit code.
 
 mod adopt;
-mod cluster_commands;
 pub mod args;
+mod cluster_commands;
 mod convert;
 mod crd;
 mod failure;

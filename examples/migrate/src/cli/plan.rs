@@ -12,11 +12,11 @@ use tokio::task::JoinError;
 
 use super::args::PlanArgs;
 use super::{Failure, Out, open};
-use migrate_spec::exit;
-use migrate_lint::LintConfig;
 use crate::report::PlanView;
+use migrate_lint::LintConfig;
 use migrate_runner::RunError;
 use migrate_spec::LedgerSpec;
+use migrate_spec::exit;
 
 /// Plans against the ledger and prints the plan.
 pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {

@@ -11,9 +11,9 @@ use migration_core::SystemClock;
 
 use super::args::{OneTier, PlanArgs, RunArgs, TierArg};
 use super::{Failure, Out};
-use migrate_spec::exit;
 use crate::report::Format;
 use migrate_runner::{RunConfig, RunError};
+use migrate_spec::exit;
 
 use crate::report::StdConsole;
 

@@ -13,8 +13,8 @@ use migration_core::{
 
 use super::args::{RenderKind, SeedFreshArgs};
 use super::{Failure, Out, open};
-use migrate_spec::exit;
 use crate::render::{configmap_json, configmap_yaml};
+use migrate_spec::exit;
 
 /// Creates the seeded ledger, or prints it as a manifest.
 pub async fn seed_fresh(args: SeedFreshArgs, out: &Out) -> Result<(), Failure> {

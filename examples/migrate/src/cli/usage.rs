@@ -9,8 +9,8 @@ use clap::CommandFactory;
 use clap::error::ErrorKind;
 
 use super::args::{Cli, CompletionsArgs};
-use migrate_spec::exit;
 use crate::report::{ErrorView, sink};
+use migrate_spec::exit;
 
 /// Whether the raw arguments ask for `--output json`: the parse failed,
 /// so the flag is looked for by hand.

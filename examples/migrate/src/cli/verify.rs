@@ -10,8 +10,8 @@ use migration_core::{Manifest, MigrationsTree};
 
 use super::args::VerifyArgs;
 use super::{Failure, Out, open};
-use migrate_spec::exit;
 use crate::report::VerifyView;
+use migrate_spec::exit;
 
 /// Verifies the ledger against the tree's manifest.
 pub async fn verify(args: VerifyArgs, out: &Out) -> Result<(), Failure> {

@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use migrate_lint::{Finding, Level, LintReport};
 use migrate_lint::shell::shellcheck;
 use migrate_lint::shell::waiver::Waived;
+use migrate_lint::{Finding, Level, LintReport};
 
 /// The `lint` document.
 #[derive(Debug, Serialize)]

@@ -2,7 +2,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
 mod adopt;
 mod chart;
 mod cli_fail_closed;
@@ -11,6 +10,7 @@ mod cli_interrupt;
 mod cli_lint;
 mod cli_output;
 mod commands;
+mod common;
 mod configmap_lock;
 mod convert_legacy_map;
 mod convert_patterns;

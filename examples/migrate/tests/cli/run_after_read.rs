@@ -111,10 +111,11 @@ async fn a_run_whose_read_has_nothing_to_do_ends_without_waiting_for_or_touching
     let before = sidecar();
     // A run that takes the lock first waits for the holder...
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let waited = migrate_runner::Runner::new(&scratch.load(), &ledger, &config(Duration::ZERO), &Quiet)
-        .run(rx)
-        .await
-        .unwrap_err();
+    let waited =
+        migrate_runner::Runner::new(&scratch.load(), &ledger, &config(Duration::ZERO), &Quiet)
+            .run(rx)
+            .await
+            .unwrap_err();
     assert!(matches!(waited, RunError::LockBusy { .. }), "{waited}");
     // ...one that read first and found nothing to do does not.
     let read = ledger.read().await;

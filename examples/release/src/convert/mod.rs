@@ -279,7 +279,8 @@ fn stamp_config(lib: &BTreeMap<String, Vec<u8>>, ledger_name: &str) -> PatternCo
         if let Ok(program) = migrate_lint::shell::parse::program(&text) {
             for list in &program.complete_commands {
                 for item in &list.0 {
-                    if let Some(migrate_lint::shell::ast::Command::Function(f)) = item.0.first.seq.first()
+                    if let Some(migrate_lint::shell::ast::Command::Function(f)) =
+                        item.0.first.seq.first()
                     {
                         stamp_functions.insert(f.fname.value.clone());
                     }

@@ -1,11 +1,10 @@
 //! Blob contents through one `git cat-file --batch` process.
 
+use crate::git::GitError;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-
-use super::*;
 
 /// One long-lived `git cat-file --batch` process, with a cache by object id:
 /// a script that is unchanged across 300 tags is read once.

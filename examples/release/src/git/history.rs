@@ -3,13 +3,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::git::{BlobReader, GitError, Repo, TreeRecord, bad_entry, ls_tree_records};
 use migration_core::generate::{LegacyMapAt, Place, ReleaseHistory, ScriptInfo, TagTree};
 use migration_core::header::{Tier, parse_header};
 use migration_core::tree::parse_legacy_map;
 use migration_core::version::Version;
 use migration_core::{Sha256Digest, Slug};
-
-use super::*;
 
 impl Repo {
     /// Reads the release history of the line that HEAD is on.

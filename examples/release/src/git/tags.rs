@@ -2,9 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::git::{BlobReader, GitError, Repo, TreeRecord, bad_entry, ls_tree_records};
 use migration_core::version::Version;
-
-use super::*;
 
 impl Repo {
     /// The tags matching `pattern`, in version order (every one must be a

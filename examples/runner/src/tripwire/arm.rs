@@ -163,7 +163,8 @@ impl Tripwire {
     /// supervisor cannot be made.
     pub fn arm(config: &TripwireConfig, root: &Path, grace: Duration) -> std::io::Result<Tripwire> {
         let shim = checked_shim(config)?;
-        let tree = cluster_commands::read_tree(root).map_err(|p| std::io::Error::other(p.join("; ")))?;
+        let tree =
+            cluster_commands::read_tree(root).map_err(|p| std::io::Error::other(p.join("; ")))?;
         let commands = cluster_commands::union(
             config
                 .commands

@@ -4,9 +4,9 @@
 
 use std::path::PathBuf;
 
-use migrate_lint::cluster_commands::env_key;
 use super::exec::{self, Input};
 use super::record::{self, ENV_REAL_PREFIX, ENV_REPORT, Outcome, Record};
+use migrate_lint::cluster_commands::env_key;
 
 /// Where the real command is, for a call made under the runner.
 pub(crate) enum Real {

@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::classify::{Class, classify};
-use migrate_lint::cluster_commands::{DEFAULT_COMMANDS, TOLERATE};
 use super::exec::{self, Input};
 use super::record::{self, ENV_COMMANDS, ENV_REPORT, Outcome, Record};
 use super::shim::{Real, end_record, real_command};
+use migrate_lint::cluster_commands::{DEFAULT_COMMANDS, TOLERATE};
 
 /// Retries of a bare `--retry`.
 pub const DEFAULT_RETRIES: u32 = 3;

@@ -13,6 +13,7 @@ use common::scenarios::{entries, put};
 use common::{RESOURCE, scenarios};
 use kube::core::{ApiResource, DynamicObject};
 use kube::{Api, CustomResourceExt};
+use kube_ledger_testing::fault_suite::assert_permanent;
 use ledger_crd::{
     ConditionStatus, CrdLedger, DEFAULT_BUDGET_BYTES, ETCD_REQUEST_LIMIT_BYTES, LedgerCondition,
     MigrationLedger, Options, RetryPolicy,
@@ -23,7 +24,6 @@ use migration_core::{
     EntryState, Ledger, LedgerEntry, LedgerError, LegacyVersion, ManualClock, Record, Slug,
     Timestamp, WriteMode,
 };
-use kube_ledger_testing::fault_suite::assert_permanent;
 use serde_json::{Value, json};
 use test_apiserver::{FaultRule, LostReply, TestApiServer, Verb};
 

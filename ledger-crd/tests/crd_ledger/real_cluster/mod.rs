@@ -25,10 +25,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject};
 use kube::{Api, Client, CustomResourceExt};
-use ledger_crd::{CrdLedger, DEFAULT_BUDGET_BYTES, MigrationLedger, Options};
-use migration_core::{Ledger, Lock, LockedLedger};
 use kube_ledger_testing::fault_suite::assert_permanent;
 use kube_ledger_testing::real_lane::{LaneBackend, LaneCase, run_lane};
+use ledger_crd::{CrdLedger, DEFAULT_BUDGET_BYTES, MigrationLedger, Options};
+use migration_core::{Ledger, Lock, LockedLedger};
 use serde_json::json;
 use test_apiserver::or_skip;
 use test_apiserver::real::{RealCluster, api_status};

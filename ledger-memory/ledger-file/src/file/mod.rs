@@ -14,8 +14,8 @@ use migration_core::lock::Lock;
 use migration_core::step::{LockStep, StepReport, StepWrite};
 use migration_core::{Clock, LedgerEntry, Slug, SystemClock};
 
-use migration_core::object::{self, LockState, Object};
 use crate::journal::Corrupt;
+use migration_core::object::{self, LockState, Object};
 
 mod sidecar;
 mod store;

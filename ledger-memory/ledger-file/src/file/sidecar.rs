@@ -6,11 +6,11 @@ use std::io::{self};
 use std::os::unix::fs::FileExt;
 
 use migration_core::ledger::LedgerError;
-
 use migration_core::object::LockState;
-use crate::journal::{self, LockContents};
 
-use super::*;
+use crate::FileLedger;
+use crate::file::{Handle, View, with_suffix};
+use crate::journal::{self, LockContents};
 
 impl FileLedger {
     /// Moves the lock of an older-format file into the sidecar, unless the

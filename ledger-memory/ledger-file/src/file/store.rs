@@ -8,11 +8,13 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use migration_core::ledger::{LedgerError, LedgerSnapshot, SharedRecordRewritten};
+use migration_core::object::{Change, LockState, Object};
 
-use migration_core::object::{Change, Object};
+use crate::FileLedger;
+use crate::file::{
+    Flock, Handle, Opened, Probe, Sidecar, TMP_SEQUENCE, View, directory_of, with_suffix,
+};
 use crate::journal::{self};
-
-use super::*;
 
 /// A file opened and replayed ([`FileLedger::replay_file`]).
 struct ReplayedFile {

@@ -3,9 +3,10 @@
 use brush_parser::ast;
 
 use crate::shell::parse;
+use crate::shell::rules::{
+    Ctx, Sink, Site, Walker, Why, items_of, simple_words, visit_simple, visit_simple_list,
+};
 use crate::shell::source::Resolution;
-
-use super::*;
 
 impl<'a> Walker<'a> {
     pub(super) fn walk_call_at(&mut self, f: &str, ctx: &Ctx, sink: &Sink, site: &Site) {

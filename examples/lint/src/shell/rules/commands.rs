@@ -4,8 +4,10 @@
 use brush_parser::ast;
 
 use crate::shell::parse;
-
-use super::*;
+use crate::shell::rules::{
+    ClusterCall, Cmd, Ctx, Kind, LEDGER_WRITE_VERBS, Sink, TRANSPARENT, Walker, Why, mentions,
+    simple_line, simple_words, verb_of, visit_simple, yaml_names_configmap,
+};
 
 impl<'a> Walker<'a> {
     pub(super) fn walk_simple(

@@ -3,9 +3,12 @@
 
 use brush_parser::ast;
 
-use crate::shell::parse;
-
-use super::*;
+use crate::shell::rules::{
+    ClusterCall, Ctx, Ending, Kind, Sink, Site, Walker, Why, andor_line, extended_words, is_break,
+    is_break_command, items_of, last_command, last_command_of_compound, pipeline_line,
+    simple_words, waited_for,
+};
+use crate::shell::{Dialect, parse};
 
 impl<'a> Walker<'a> {
     pub(super) fn walk_items(&mut self, items: &[&ast::CompoundListItem], ctx: &Ctx, last: &Sink) {

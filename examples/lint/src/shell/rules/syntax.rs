@@ -3,8 +3,7 @@
 use brush_parser::ast;
 
 use crate::shell::parse;
-
-use super::*;
+use crate::shell::rules::Sink;
 
 pub(super) enum Ending {
     /// Passes a failure on, to this sink.
