@@ -59,7 +59,7 @@ pub enum Key {
     /// `a.<rest>`: an attempt mark; `Err` as for [`Key::Entry`].
     Attempt(Result<Slug, SlugError>),
     /// `c.<id>`: a shared record; `Err` (the raw id) when the id is not
-    /// one ([`crate::entry::context::valid_id`]).
+    /// one ([`valid_id`]).
     Context(Result<String, String>),
     /// Anything else: another owner's data.
     Foreign,
@@ -74,7 +74,7 @@ pub fn parse(key: &str) -> Key {
     } else if let Some(rest) = key.strip_prefix(ATTEMPT_PREFIX) {
         Key::Attempt(Slug::parse(rest))
     } else if let Some(id) = key.strip_prefix(CONTEXT_PREFIX) {
-        if crate::entry::context::valid_id(id) {
+        if valid_id(id) {
             Key::Context(Ok(id.to_owned()))
         } else {
             Key::Context(Err(id.to_owned()))
@@ -98,6 +98,15 @@ pub fn is_engine_key(key: &str) -> bool {
     key.starts_with(ENTRY_PREFIX)
         || key.starts_with(ATTEMPT_PREFIX)
         || key.starts_with(CONTEXT_PREFIX)
+}
+
+/// Whether `id` may name a shared record: 1 to 32 lowercase ASCII letters
+/// and digits (the engine allocates decimal numbers).
+pub fn valid_id(id: &str) -> bool {
+    (1..=32).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
 }
 
 #[cfg(test)]

@@ -12,10 +12,9 @@
 use std::os::fd::OwnedFd;
 use std::process::ExitStatus;
 
-use nix::sys::signal::Signal;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 use tokio::io::unix::AsyncFd;
-
-use super::process::signal_group;
 
 /// A running script: its process (the leader of its own group) and how its
 /// exit is noticed. Dropped before it was waited for (the run's future
@@ -132,6 +131,12 @@ impl Drop for ScriptChild {
 #[allow(deprecated)]
 fn watch_pidfd(pidfd: OwnedFd) -> std::io::Result<AsyncFd<OwnedFd>> {
     AsyncFd::new(pidfd)
+}
+
+/// Sends `signal` to the process group `pgid`.
+pub(super) fn signal_group(pgid: i32, signal: Signal) {
+    // ESRCH (the group is gone) is the expected outcome after a clean exit.
+    let _ = killpg(Pid::from_raw(pgid), signal);
 }
 
 #[cfg(test)]

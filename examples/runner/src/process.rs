@@ -10,14 +10,13 @@ use std::time::Duration;
 use migration_core::plan::PendingMigration;
 use migration_core::run::NOT_YET;
 use migration_core::{LedgerError, LockKeeper, Slug};
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::watch;
 
 use migration_core::MigrationsTree;
 
-use crate::child::ScriptChild;
+use crate::child::{ScriptChild, signal_group};
 use crate::{Console, RunConfig, RunError};
 
 /// Keeps the output tail within a byte budget, by whole lines.
@@ -102,11 +101,6 @@ fn null_input() -> std::io::Result<Stdio> {
         }
     };
     Ok(Stdio::from(null.try_clone()?))
-}
-
-pub(super) fn signal_group(pgid: i32, signal: Signal) {
-    // ESRCH (the group is gone) is the expected outcome after a clean exit.
-    let _ = killpg(Pid::from_raw(pgid), signal);
 }
 
 pub(super) async fn pump<R: AsyncRead + Unpin>(

@@ -114,14 +114,7 @@ impl SharedRecord {
     }
 }
 
-/// Whether `id` may name a shared record: 1 to 32 lowercase ASCII letters
-/// and digits (the engine allocates decimal numbers).
-pub fn valid_id(id: &str) -> bool {
-    (1..=32).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
-}
+pub use crate::keys::valid_id;
 
 /// The shared records of a ledger as read: each id with its record, or why
 /// the record is unreadable. Entries are resolved against it.
