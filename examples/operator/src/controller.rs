@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::{self, BoxStream};
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -77,22 +77,41 @@ pub async fn run_controller(ctx: Arc<Context>) {
         "the operator's Jobs",
         ctx.jobs.watch(ctx.client.clone(), &config.namespace),
     );
-    let mut triggers = stream::select_all([index_changes, job_changes, ledger_changes(&ctx)]);
+    // The watches run on their own task: they fill the stores a reconcile
+    // reads, so they must go on while it runs. A change only leaves a
+    // permit; changes that arrive together make one reconcile.
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let watches = {
+        let changed = changed.clone();
+        let triggers = stream::select_all([index_changes, job_changes, ledger_changes(&ctx)]);
+        AbortOnDrop(tokio::spawn(triggers.for_each(move |()| {
+            changed.notify_one();
+            std::future::ready(())
+        })))
+    };
     let mut wait: Option<Duration> = None;
     loop {
-        let woke = match wait {
-            None => triggers.next().await,
+        match wait {
+            None => changed.notified().await,
             Some(d) => tokio::select! {
-                t = triggers.next() => t,
-                () = tokio::time::sleep(d) => Some(()),
+                () = changed.notified() => {}
+                () = tokio::time::sleep(d) => {}
             },
-        };
-        if woke.is_none() {
+        }
+        if watches.0.is_finished() {
+            tracing::error!("the watches ended; stopping the controller");
             return;
         }
-        // Whatever else is already there is covered by this reconcile.
-        while let Some(Some(())) = triggers.next().now_or_never() {}
         wait = Some(once(&ctx, &index_store).await);
+    }
+}
+
+/// Stops the watches when the controller stops (leadership lost, shutdown).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -181,3 +181,62 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leader_exposes_the_queue_and_a_follower_only_that_it_follows() {
+        let m = Metrics::default();
+        m.set_leader(true);
+        m.set_summary(Summary {
+            pending: 2,
+            running: 1,
+            failed: 1,
+            not_yet: 0,
+            last_success: Some(1_786_529_040),
+        });
+        m.reconciled(true);
+        m.reconciled(false);
+        let text = m.render();
+        for line in [
+            "# TYPE migrate_operator_migrations_pending gauge\nmigrate_operator_migrations_pending 2\n",
+            "migrate_operator_migrations_running 1\n",
+            "migrate_operator_migrations_failed 1\n",
+            "migrate_operator_migrations_not_yet 0\n",
+            "migrate_operator_last_success_timestamp_seconds 1786529040\n",
+            "migrate_operator_leader 1\n",
+            "# TYPE migrate_operator_reconciles_total counter\nmigrate_operator_reconciles_total 2\n",
+            "migrate_operator_reconcile_failures_total 1\n",
+        ] {
+            assert!(text.contains(line), "{line:?} missing from:\n{text}");
+        }
+        m.set_leader(false);
+        let text = m.render();
+        assert!(text.contains("migrate_operator_leader 0\n"), "{text}");
+        assert!(!text.contains("migrations_pending"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn the_listener_answers_get_metrics_and_nothing_else() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let metrics = Arc::new(Metrics::default());
+        tokio::spawn(serve(listener, metrics));
+        let get = |path: &'static str| async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+                .await
+                .unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.unwrap();
+            out
+        };
+        let ok = get("/metrics").await;
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(ok.ends_with("migrate_operator_reconcile_failures_total 0\n"), "{ok}");
+        let other = get("/").await;
+        assert!(other.starts_with("HTTP/1.1 404 Not Found\r\n"), "{other}");
+    }
+}

@@ -189,3 +189,29 @@ pub fn decode_attempt(key: &str, raw: &str) -> Option<JobView> {
         output_tail: text("tail"),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use migration_core::testing::fixtures::s;
+
+    #[test]
+    fn a_finished_attempt_reads_back_as_recorded_and_a_running_one_is_not_recorded() {
+        let failed = JobView {
+            name: "migrate-a-2".into(),
+            slug: s("a"),
+            attempt: 2,
+            state: JobState::Failed(Timestamp::from_unix(1_786_529_040), "DeadlineExceeded".into()),
+            image: Some("img@sha256:1".into()),
+            output_tail: Some("last line".into()),
+        };
+        let raw = encode_attempt(&failed).unwrap();
+        assert_eq!(decode_attempt("j.migrate-a-2", &raw), Some(failed.clone()));
+        let running = JobView {
+            state: JobState::Active,
+            ..failed
+        };
+        assert_eq!(encode_attempt(&running), None);
+        assert_eq!(decode_attempt("j.x", "{\"slug\":\"a\"}"), None);
+    }
+}
