@@ -133,7 +133,11 @@ mod tests {
         let tail = format!("{}\npassword=hunter2\nthe end", "x".repeat(10_000));
         let entry = give_up_entry(&give_up(Some(&tail)), Timestamp::from_unix(0));
         let message = entry.message.unwrap();
-        assert!(message.len() <= DEFAULT_MESSAGE_LIMIT_BYTES, "{}", message.len());
+        assert!(
+            message.len() <= DEFAULT_MESSAGE_LIMIT_BYTES,
+            "{}",
+            message.len()
+        );
         assert!(message.starts_with("3 job(s) failed; last: job migrate-bg-3"));
         assert!(!message.contains("hunter2"), "{message}");
         assert!(message.contains("the end"), "{message}");

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::stream::{self, BoxStream};
 use futures_util::StreamExt;
+use futures_util::stream::{self, BoxStream};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};

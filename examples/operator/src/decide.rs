@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
-use migration_core::ledger::{LedgerSnapshot, Record};
 use migration_core::give_up::FailedAttempt;
+use migration_core::ledger::{LedgerSnapshot, Record};
 use migration_core::{EntryState, Slug, Timestamp};
 
 use crate::*;

@@ -82,8 +82,7 @@ pub fn parse_resources(text: &str) -> Result<ResourceRequirements, JobError> {
         input: text.chars().take(200).collect(),
         reason,
     };
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
     let object = value
         .as_object()
         .ok_or_else(|| bad("not a JSON object".into()))?;
@@ -352,12 +351,18 @@ mod tests {
         assert_eq!(r.requests.unwrap()["cpu"], Quantity("50m".into()));
         for (bad, why) in [
             (r#"{"limit": {"memory": "1Gi"}}"#, "unknown key \"limit\""),
-            (r#"{"limits": {"memory": 1}}"#, "limits.memory: 1 is not a quantity string"),
+            (
+                r#"{"limits": {"memory": 1}}"#,
+                "limits.memory: 1 is not a quantity string",
+            ),
             ("[]", "not a JSON object"),
             ("{", "EOF"),
         ] {
             let err = parse_resources(bad).unwrap_err().to_string();
-            assert!(err.contains(why) && err.contains("--job-resources"), "{bad}: {err}");
+            assert!(
+                err.contains(why) && err.contains("--job-resources"),
+                "{bad}: {err}"
+            );
         }
     }
 

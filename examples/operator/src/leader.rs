@@ -108,7 +108,9 @@ impl Leadership {
             };
             match keeper.release().await {
                 Ok(()) => tracing::info!(identity = %self.identity, why, "released leadership"),
-                Err(e) => tracing::warn!(error = %e, why, "could not release leadership; it lapses"),
+                Err(e) => {
+                    tracing::warn!(error = %e, why, "could not release leadership; it lapses")
+                }
             }
             return;
         }

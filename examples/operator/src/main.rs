@@ -91,12 +91,13 @@ fn settings(cli: &Cli) -> Result<(JobBounds, Option<SocketAddr>), String> {
             i32::MAX
         ));
     }
-    let metrics = match cli.metrics_address.as_str() {
-        "off" => None,
-        text => Some(text.parse().map_err(|e| {
-            format!("--metrics-address {text:?}: {e} (expected HOST:PORT or off)")
-        })?),
-    };
+    let metrics =
+        match cli.metrics_address.as_str() {
+            "off" => None,
+            text => Some(text.parse().map_err(|e| {
+                format!("--metrics-address {text:?}: {e} (expected HOST:PORT or off)")
+            })?),
+        };
     Ok((bounds, metrics))
 }
 

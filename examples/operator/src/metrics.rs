@@ -79,14 +79,7 @@ impl Metrics {
 
     /// The text exposition (format 0.0.4).
     pub fn render(&self) -> String {
-        let s = self.with(|s| {
-            (
-                s.leader,
-                s.summary,
-                s.reconciles,
-                s.failures,
-            )
-        });
+        let s = self.with(|s| (s.leader, s.summary, s.reconciles, s.failures));
         let (leader, summary, reconciles, failures) = s;
         let mut out = String::new();
         let mut metric = |name: &str, kind: &str, help: &str, value: String| {
@@ -114,10 +107,18 @@ impl Metrics {
         );
         if let Some(q) = summary {
             for (name, help, value) in [
-                ("pending", "Background migrations with no ledger record.", q.pending),
+                (
+                    "pending",
+                    "Background migrations with no ledger record.",
+                    q.pending,
+                ),
                 ("running", "Migration Jobs running.", q.running),
                 ("failed", "Background migrations recorded failed.", q.failed),
-                ("not_yet", "Background migrations recorded not-yet.", q.not_yet),
+                (
+                    "not_yet",
+                    "Background migrations recorded not-yet.",
+                    q.not_yet,
+                ),
             ] {
                 metric(
                     &format!("migrate_operator_migrations_{name}"),
@@ -235,7 +236,10 @@ mod tests {
         };
         let ok = get("/metrics").await;
         assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
-        assert!(ok.ends_with("migrate_operator_reconcile_failures_total 0\n"), "{ok}");
+        assert!(
+            ok.ends_with("migrate_operator_reconcile_failures_total 0\n"),
+            "{ok}"
+        );
         let other = get("/").await;
         assert!(other.starts_with("HTTP/1.1 404 Not Found\r\n"), "{other}");
     }

@@ -201,7 +201,10 @@ mod tests {
             name: "migrate-a-2".into(),
             slug: s("a"),
             attempt: 2,
-            state: JobState::Failed(Timestamp::from_unix(1_786_529_040), "DeadlineExceeded".into()),
+            state: JobState::Failed(
+                Timestamp::from_unix(1_786_529_040),
+                "DeadlineExceeded".into(),
+            ),
             image: Some("img@sha256:1".into()),
             output_tail: Some("last line".into()),
         };

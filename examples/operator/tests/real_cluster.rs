@@ -277,7 +277,10 @@ fn regarding(events: &[serde_json::Value]) -> Vec<(String, String)> {
         .map(|e| {
             (
                 e["reason"].as_str().unwrap_or_default().to_owned(),
-                e["regarding"]["name"].as_str().unwrap_or_default().to_owned(),
+                e["regarding"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
             )
         })
         .collect();
@@ -538,7 +541,14 @@ impl Env {
 
 #[tokio::test]
 async fn each_job_and_each_outcome_is_its_own_event_regarding_its_job() {
-    let t = or_skip!(Env::new("operator: one Event per Job", &["alpha", "beta", "gamma"], &[]).await);
+    let t = or_skip!(
+        Env::new(
+            "operator: one Event per Job",
+            &["alpha", "beta", "gamma"],
+            &[]
+        )
+        .await
+    );
     let retries = Retries {
         limit: 2,
         base: Duration::from_secs(30),
@@ -583,15 +593,25 @@ async fn each_job_and_each_outcome_is_its_own_event_regarding_its_job() {
     let status = t.status().await;
     assert_eq!(
         (&status["type"], &status["status"], &status["reason"]),
-        (&json!("BackgroundMigrations"), &json!("False"), &json!("MigrationRunning")),
+        (
+            &json!("BackgroundMigrations"),
+            &json!("False"),
+            &json!("MigrationRunning")
+        ),
         "{status:#}"
     );
     assert_eq!(status["queue"]["running"], 1, "{status:#}");
     assert_eq!(status["queue"]["failed"], 1, "{status:#}");
     assert_eq!(status["queue"]["pending"], 1, "{status:#}");
     let metrics = ctx.metrics.render();
-    assert!(metrics.contains("migrate_operator_migrations_failed 1\n"), "{metrics}");
-    assert!(metrics.contains("migrate_operator_migrations_pending 1\n"), "{metrics}");
+    assert!(
+        metrics.contains("migrate_operator_migrations_failed 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("migrate_operator_migrations_pending 1\n"),
+        "{metrics}"
+    );
     assert!(
         metrics.contains("migrate_operator_last_success_timestamp_seconds "),
         "{metrics}"
@@ -619,15 +639,23 @@ async fn a_give_up_records_the_image_and_output_of_the_last_job_and_deleted_jobs
         .unwrap();
     t.clock.advance(Duration::from_secs(31));
     t.reconcile(&ctx).await.unwrap();
-    assert_eq!(t.jobs().await, pairs(&[("bg", "2")]), "attempt 2, not 1 again");
+    assert_eq!(
+        t.jobs().await,
+        pairs(&[("bg", "2")]),
+        "attempt 2, not 1 again"
+    );
     t.finish("migrate-bg-2", false).await;
     t.clock.advance(Duration::from_secs(61));
     t.reconcile(&ctx).await.unwrap();
     assert_eq!(t.jobs().await, pairs(&[("bg", "2"), ("bg", "3")]));
     // A new release is rolled out while attempt 3 runs the old image.
-    t.set_index_image("ghcr.io/example/migrations@sha256:4567").await;
-    t.fail_with_output("migrate-bg-3", "step 1 done\nkubectl: error: the server is gone\n")
+    t.set_index_image("ghcr.io/example/migrations@sha256:4567")
         .await;
+    t.fail_with_output(
+        "migrate-bg-3",
+        "step 1 done\nkubectl: error: the server is gone\n",
+    )
+    .await;
     t.reconcile(&ctx).await.unwrap();
     let snapshot = t.ledger(t.cluster.client()).read().await.unwrap().unwrap();
     let entry = snapshot.entry(&s("bg")).expect("a failed entry");
@@ -674,7 +702,10 @@ async fn a_repaired_configmap_ledger_entry_wakes_the_operator_without_touching_t
         events.iter().any(|e| e["reason"] == "CorruptEntry"),
         "{events:#?}"
     );
-    assert!(t.jobs().await.is_empty(), "the queue stops at the corrupt entry");
+    assert!(
+        t.jobs().await.is_empty(),
+        "the queue stops at the corrupt entry"
+    );
     // The repair (here: removing the unreadable value, so `first` is pending again).
     set_entry(serde_json::Value::Null).await;
     t.wait_for_jobs(1).await;
@@ -745,7 +776,6 @@ async fn a_repaired_crd_ledger_entry_wakes_the_operator_and_the_condition_says_s
         }
     };
     let wait_for_reason = |want: &'static str| {
-        let condition = condition.clone();
         async move {
             for _ in 0..200 {
                 if condition().await.as_deref() == Some(want) {
@@ -799,7 +829,11 @@ async fn a_deleted_index_is_announced_and_its_running_job_is_kept_and_adopted_ag
     }
     controller.abort();
     assert_eq!(t.status().await["reason"], "MigrationRunning");
-    assert_eq!(t.jobs().await, pairs(&[("first", "1")]), "kept, never duplicated");
+    assert_eq!(
+        t.jobs().await,
+        pairs(&[("first", "1")]),
+        "kept, never duplicated"
+    );
 }
 
 /// `GET /metrics` from a local listener, the body.
@@ -917,10 +951,7 @@ async fn the_chart_runs_the_operator_binary_with_bounded_jobs_metrics_plain_logs
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let spec = job
-        .unwrap_or_else(|| panic!("no Job {name}"))
-        .spec
-        .unwrap();
+    let spec = job.unwrap_or_else(|| panic!("no Job {name}")).spec.unwrap();
     assert_eq!(spec.active_deadline_seconds, Some(1200));
     assert_eq!(spec.ttl_seconds_after_finished, Some(600));
     let resources = spec.template.spec.unwrap().containers[0]
@@ -982,6 +1013,9 @@ async fn the_chart_runs_the_operator_binary_with_bounded_jobs_metrics_plain_logs
     );
     let log = std::fs::read_to_string(dir.join("replica-a.log")).unwrap();
     assert!(log.contains("released leadership"), "{log}");
-    assert!(!log.contains('\u{1b}'), "colour codes in a log file: {log:?}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "colour codes in a log file: {log:?}"
+    );
     eprintln!("handover after SIGTERM: {handover:?}");
 }
