@@ -775,16 +775,14 @@ async fn a_repaired_crd_ledger_entry_wakes_the_operator_and_the_condition_says_s
                 .map(|c| c.reason.clone())
         }
     };
-    let wait_for_reason = |want: &'static str| {
-        async move {
-            for _ in 0..200 {
-                if condition().await.as_deref() == Some(want) {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
+    let wait_for_reason = |want: &'static str| async move {
+        for _ in 0..200 {
+            if condition().await.as_deref() == Some(want) {
+                return;
             }
-            panic!("condition never became {want}: {:?}", condition().await);
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        panic!("condition never became {want}: {:?}", condition().await);
     };
     let controller = tokio::spawn(run_controller(ctx));
     wait_for_reason("CorruptEntry").await;
