@@ -632,9 +632,11 @@ async fn a_give_up_records_the_image_and_output_of_the_last_job_and_deleted_jobs
     t.reconcile(&ctx).await.unwrap();
     t.finish("migrate-bg-1", false).await;
     t.reconcile(&ctx).await.unwrap();
-    // The first Job goes (its TTL, or a person): its failure still counts.
+    // The first Job goes (its TTL, or a person): its failure still counts. Background
+    // propagation, as the TTL controller deletes (the default, orphan, leaves a finalizer only a
+    // garbage collector removes, and none runs here).
     t.jobs_api()
-        .delete("migrate-bg-1", &Default::default())
+        .delete("migrate-bg-1", &kube::api::DeleteParams::background())
         .await
         .unwrap();
     t.clock.advance(Duration::from_secs(31));
