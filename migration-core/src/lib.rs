@@ -27,6 +27,7 @@ mod text_form;
 pub mod digest;
 pub mod entry;
 pub mod generate;
+pub mod give_up;
 pub mod header;
 pub mod keys;
 pub mod ledger;

@@ -567,7 +567,7 @@ pub fn not_run(requirements: &[String]) -> String {
 /// A failure's output as recorded: secret-shaped values redacted (the
 /// ledger is readable by more people than the Job's log), then cut to the
 /// last `limit` bytes with a note of what was redacted kept at the end.
-fn recorded_message(output: &str, limit: usize) -> String {
+pub(crate) fn recorded_message(output: &str, limit: usize) -> String {
     let redacted = crate::redact::redact(output);
     if redacted.count == 0 {
         return cut_tail(&redacted.text, limit);

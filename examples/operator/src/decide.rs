@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
+use migration_core::give_up::FailedAttempt;
 use migration_core::ledger::{LedgerSnapshot, Record};
 use migration_core::{EntryState, Slug, Timestamp};
 
@@ -32,6 +33,11 @@ pub struct JobView {
     pub attempt: u32,
     /// Its state.
     pub state: JobState,
+    /// The image its container ran.
+    pub image: Option<String>,
+    /// The end of its output, when the operator could read it (the failed
+    /// container's termination message).
+    pub output_tail: Option<String>,
 }
 
 impl JobView {
@@ -55,7 +61,16 @@ impl JobView {
                         .as_ref()
                         .map(|t| Timestamp::from_unix(t.0.as_second()))
                         .unwrap_or(Timestamp::from_unix(0));
-                    (at, c.message.clone().unwrap_or_default())
+                    // "DeadlineExceeded: Job was active longer than ...":
+                    // the reason tells a hung script from a failed one.
+                    let said = match (c.reason.as_deref(), c.message.as_deref()) {
+                        (Some(r), Some(m)) if !r.is_empty() && !m.is_empty() => {
+                            format!("{r}: {m}")
+                        }
+                        (Some(r), _) if !r.is_empty() => r.to_owned(),
+                        (_, m) => m.unwrap_or_default().to_owned(),
+                    };
+                    (at, said)
                 })
         };
         let state = if let Some((at, _)) = finished("Complete") {
@@ -65,11 +80,19 @@ impl JobView {
         } else {
             JobState::Active
         };
+        let image = job
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|p| p.containers.first())
+            .and_then(|c| c.image.clone());
         Some(JobView {
             name: job.name_any(),
             slug,
             attempt,
             state,
+            image,
+            output_tail: None,
         })
     }
 }
@@ -128,6 +151,8 @@ pub enum Decision {
     Backoff {
         /// The slug.
         slug: Slug,
+        /// The last failed Job.
+        job: String,
         /// When the next attempt may start.
         until: Timestamp,
         /// Failures so far.
@@ -139,8 +164,8 @@ pub enum Decision {
         slug: Slug,
         /// Failed attempts.
         failures: u32,
-        /// The last failure's message.
-        message: String,
+        /// The last failed attempt: what it ran and why it failed.
+        last: FailedAttempt,
     },
     /// The ledger entry for this slug cannot be read: stop, do not guess.
     Blocked {
@@ -199,19 +224,29 @@ pub fn decide(
         }
         // A Job that succeeded without the runner recording anything did not
         // do the work as far as anyone can prove: it counts as a failure.
-        let failures: Vec<(Timestamp, String)> = mine
+        let failures: Vec<(Timestamp, u32, FailedAttempt)> = mine
             .iter()
-            .filter_map(|j| match &j.state {
-                JobState::Failed(at, message) => Some((*at, message.clone())),
-                JobState::Succeeded(at) => Some((
-                    *at,
-                    format!("job {} succeeded but recorded nothing", j.name),
-                )),
-                JobState::Active => None,
+            .filter_map(|j| {
+                let (at, reason) = match &j.state {
+                    JobState::Failed(at, message) => (*at, message.clone()),
+                    JobState::Succeeded(at) => (*at, "succeeded but recorded nothing".to_owned()),
+                    JobState::Active => return None,
+                };
+                let attempt = FailedAttempt {
+                    job: j.name.clone(),
+                    image: j.image.clone(),
+                    reason,
+                    output_tail: j.output_tail.clone(),
+                };
+                Some((at, j.attempt, attempt))
             })
             .collect();
         let count = u32::try_from(failures.len()).unwrap_or(u32::MAX);
-        let last = failures.iter().max_by_key(|(at, _)| *at).cloned();
+        // The latest by time, then by attempt (Jobs finished in one second).
+        let last = failures
+            .iter()
+            .max_by_key(|(at, attempt, _)| (*at, *attempt))
+            .cloned();
         // Over every Job of the slug, the earlier answer's too: a Job name
         // holds the attempt number and must not be reused.
         let next_attempt = jobs
@@ -226,16 +261,17 @@ pub fn decide(
                 slug: slug.clone(),
                 attempt: next_attempt,
             },
-            Some((_, message)) if count >= retries.limit => Decision::GiveUp {
+            Some((_, _, last)) if count >= retries.limit => Decision::GiveUp {
                 slug: slug.clone(),
                 failures: count,
-                message,
+                last,
             },
-            Some((at, _)) => {
+            Some((at, _, last)) => {
                 let until = at.plus(retries.backoff(count));
                 if now < until {
                     Decision::Backoff {
                         slug: slug.clone(),
+                        job: last.job,
                         until,
                         failures: count,
                     }
@@ -272,6 +308,8 @@ mod tests {
             slug: s(slug),
             attempt,
             state,
+            image: Some(format!("img-{attempt}")),
+            output_tail: None,
         }
     }
 
@@ -379,6 +417,7 @@ mod tests {
             decide(&i, None, std::slice::from_ref(&f1), NOW, &r),
             Decision::Backoff {
                 slug: s("a"),
+                job: "migrate-a-1".into(),
                 until: NOW.plus(Duration::from_secs(30)),
                 failures: 1
             }
@@ -396,18 +435,26 @@ mod tests {
             decide(&i, None, &[f1.clone(), f2.clone()], later, &r),
             Decision::Backoff {
                 slug: s("a"),
+                job: "migrate-a-2".into(),
                 until: later.plus(Duration::from_secs(60)),
                 failures: 2
             }
         );
-        let f3 = job("a", 3, JobState::Failed(later, "last words".into()));
+        let mut f3 = job("a", 3, JobState::Failed(later, "last words".into()));
+        f3.output_tail = Some("kubectl: boom".into());
         assert_eq!(
             decide(&i, None, &[f1, f2, f3], later, &r),
             Decision::GiveUp {
                 slug: s("a"),
                 failures: 3,
-                message: "last words".into()
-            }
+                last: FailedAttempt {
+                    job: "migrate-a-3".into(),
+                    image: Some("img-3".into()),
+                    reason: "last words".into(),
+                    output_tail: Some("kubectl: boom".into()),
+                }
+            },
+            "the last attempt is the one given up on, with the image it ran"
         );
     }
 

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec,
+    Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec,
+    ResourceRequirements,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use migration_core::{Sha256Digest, Slug};
 use migration_kube::defaults;
 
@@ -30,6 +31,82 @@ pub fn job_name(slug: &Slug, attempt: u32) -> String {
     format!("migrate-{short}-{attempt}")
 }
 
+/// What bounds each Job the operator creates, so that one hung or greedy
+/// script cannot hold the queue or the node for ever.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobBounds {
+    /// The Job's `activeDeadlineSeconds`: past it the Job fails
+    /// (`DeadlineExceeded`) and counts as a failed attempt. `None`: no
+    /// deadline (not recommended).
+    pub active_deadline: Option<Duration>,
+    /// The Job's `ttlSecondsAfterFinished`: finished Jobs are deleted after
+    /// it. The attempt history the retries rely on is kept in the status
+    /// ConfigMap, so deleting a Job does not reset its slug's count.
+    /// `None`: finished Jobs stay.
+    pub ttl_after_finished: Option<Duration>,
+    /// The container's resources.
+    pub resources: Option<ResourceRequirements>,
+}
+
+impl Default for JobBounds {
+    /// One hour per attempt (the hook Job's default), finished Jobs kept a
+    /// week (long enough to read their logs after a weekend), and the hook
+    /// Job's resources: requests `10m` CPU and `32Mi`, limit `256Mi`.
+    fn default() -> Self {
+        JobBounds {
+            active_deadline: Some(Duration::from_secs(3600)),
+            ttl_after_finished: Some(Duration::from_secs(7 * 24 * 3600)),
+            resources: Some(default_resources()),
+        }
+    }
+}
+
+/// The default resources of a migration Job's container.
+pub fn default_resources() -> ResourceRequirements {
+    let q = |s: &str| Quantity(s.to_owned());
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_owned(), q("10m")),
+            ("memory".to_owned(), q("32Mi")),
+        ])),
+        limits: Some(BTreeMap::from([("memory".to_owned(), q("256Mi"))])),
+        ..ResourceRequirements::default()
+    }
+}
+
+/// Parses `--job-resources`: a JSON object in the shape of a container's
+/// `resources` (`{"requests": {"cpu": "10m"}, "limits": {...}}`). Unknown
+/// fields are refused, so a misspelt key is an error rather than no limit.
+pub fn parse_resources(text: &str) -> Result<ResourceRequirements, JobError> {
+    let bad = |reason: String| JobError::BadResources {
+        input: text.chars().take(200).collect(),
+        reason,
+    };
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+    let object = value
+        .as_object()
+        .ok_or_else(|| bad("not a JSON object".into()))?;
+    if let Some(key) = object
+        .keys()
+        .find(|k| !["requests", "limits", "claims"].contains(&k.as_str()))
+    {
+        return Err(bad(format!(
+            "unknown key {key:?} (expected requests, limits)"
+        )));
+    }
+    for (key, list) in object {
+        let Some(list) = list.as_object() else {
+            continue;
+        };
+        if let Some((name, v)) = list.iter().find(|(_, v)| !v.is_string()) {
+            return Err(bad(format!(
+                "{key}.{name}: {v} is not a quantity string (write \"{v}\")"
+            )));
+        }
+    }
+    serde_json::from_value(value).map_err(|e| bad(e.to_string()))
+}
+
 /// Operator settings.
 #[derive(Debug, Clone)]
 pub struct OperatorConfig {
@@ -37,60 +114,90 @@ pub struct OperatorConfig {
     pub namespace: String,
     /// Name of the index ConfigMap.
     pub index_name: String,
+    /// Name of the status ConfigMap the operator writes (its condition, and
+    /// the history of finished attempts the retries count).
+    pub status_name: String,
     /// The `--ledger` spec passed to the Jobs' runner.
     pub ledger_spec: String,
+    /// The ledger object to watch, so that a change to it (a repaired entry,
+    /// an `ONLY` re-run) wakes the operator at once. `None`: a ledger that is
+    /// no Kubernetes object; only the timers re-read it.
+    pub ledger_object: Option<LedgerObject>,
     /// ServiceAccount the Jobs run as.
     pub service_account: String,
     /// Retry policy for failed Jobs.
     pub retries: Retries,
+    /// What bounds each Job.
+    pub bounds: JobBounds,
     /// How often to look again while a Job runs (watches usually wake us sooner).
     pub poll: Duration,
 }
 
+/// The Kubernetes object a ledger lives in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LedgerObject {
+    /// A ConfigMap (`configmap:NAMESPACE/NAME`).
+    ConfigMap {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// A cluster-scoped `MigrationLedger` (`crd:NAME`).
+    Crd {
+        /// Its name.
+        name: String,
+    },
+}
+
+/// The default name of the status ConfigMap.
+pub const STATUS_NAME: &str = "cozystack-migrations-status";
+
 impl OperatorConfig {
     /// The operator in `namespace`, with the [`defaults`]: the index
     /// `cozystack-migrations-index`, ServiceAccount `cozystack-migrations`,
-    /// the ConfigMap ledger `cozystack-version` in the same namespace.
+    /// the ConfigMap ledger `cozystack-version` in the same namespace, the
+    /// status ConfigMap [`STATUS_NAME`], the default [`JobBounds`].
     pub fn new(namespace: &str) -> Self {
         OperatorConfig {
             namespace: namespace.to_owned(),
             index_name: defaults::INDEX_NAME.into(),
+            status_name: STATUS_NAME.into(),
             ledger_spec: format!("configmap:{namespace}/{}", defaults::LEDGER_NAME),
+            ledger_object: Some(LedgerObject::ConfigMap {
+                namespace: namespace.to_owned(),
+                name: defaults::LEDGER_NAME.into(),
+            }),
             service_account: defaults::SERVICE_ACCOUNT.into(),
             retries: Retries::default(),
+            bounds: JobBounds::default(),
             poll: Duration::from_secs(60),
         }
     }
 }
 
-/// Why the Job for an attempt cannot be built.
+/// Why the Job settings cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum JobError {
-    /// The index ConfigMap has no name or uid, so the Job could not name it
-    /// as its controlling owner: the Job would neither wake the reconciler
-    /// nor be collected with the index.
-    #[error("index ConfigMap {name:?} has no uid; a Job cannot name it as its owner")]
-    OwnerWithoutUid {
-        /// The ConfigMap's name, empty if it has none.
-        name: String,
+    /// `--job-resources` is not a container's `resources`.
+    #[error("--job-resources {input:?}: {reason}")]
+    BadResources {
+        /// The value given (its first 200 characters).
+        input: String,
+        /// What is wrong.
+        reason: String,
     },
 }
 
-/// Builds the Job for attempt `attempt` (counting from 1) of `slug`, owned
-/// by the index ConfigMap `owner`.
-pub fn job_for(
-    config: &OperatorConfig,
-    index: &Index,
-    owner: &ConfigMap,
-    slug: &Slug,
-    attempt: u32,
-) -> Result<Job, JobError> {
-    let owner_ref = owner
-        .controller_owner_ref(&())
-        .ok_or_else(|| JobError::OwnerWithoutUid {
-            name: owner.metadata.name.clone().unwrap_or_default(),
-        })?;
+/// Builds the Job for attempt `attempt` (counting from 1) of `slug`.
+///
+/// The Job has no owner: an owner whose life is shorter than the Job's
+/// (the index, which a chart may delete or rename) would have the garbage
+/// collector delete a running migration. The operator finds its Jobs by
+/// their labels.
+pub fn job_for(config: &OperatorConfig, index: &Index, slug: &Slug, attempt: u32) -> Job {
     let labels = BTreeMap::from([
         (MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned()),
         (SLUG_LABEL.to_owned(), slug.as_str().to_owned()),
@@ -101,6 +208,8 @@ pub fn job_for(
         value: Some(value.to_owned()),
         ..EnvVar::default()
     };
+    let seconds = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+    let bounds = &config.bounds;
     let container = Container {
         name: "migrate".to_owned(),
         image: Some(index.image.clone()),
@@ -140,20 +249,28 @@ pub fn job_for(
                 ..EnvVar::default()
             },
         ]),
+        resources: bounds.resources.clone(),
+        // The kubelet copies the end of a failed container's log into its
+        // terminated state, where the operator reads it for the give-up
+        // record without the right to read logs.
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
         ..Container::default()
     };
-    Ok(Job {
+    Job {
         metadata: ObjectMeta {
             name: Some(job_name(slug, attempt)),
             namespace: Some(config.namespace.clone()),
             labels: Some(labels.clone()),
-            owner_references: Some(vec![owner_ref]),
             ..ObjectMeta::default()
         },
         spec: Some(JobSpec {
             // The operator owns retries (with backoff and a ledger record);
             // the Job controller must not retry behind its back.
             backoff_limit: Some(0),
+            active_deadline_seconds: bounds.active_deadline.map(seconds),
+            ttl_seconds_after_finished: bounds
+                .ttl_after_finished
+                .map(|d| i32::try_from(d.as_secs()).unwrap_or(i32::MAX)),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(labels),
@@ -169,25 +286,13 @@ pub fn job_for(
             ..JobSpec::default()
         }),
         ..Job::default()
-    })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use migration_core::testing::fixtures::s;
-
-    fn index_configmap_with_uid() -> ConfigMap {
-        ConfigMap {
-            metadata: ObjectMeta {
-                name: Some("cozystack-migrations-index".into()),
-                namespace: Some("cozy-system".into()),
-                uid: Some("0f0e-uid".into()),
-                ..ObjectMeta::default()
-            },
-            ..ConfigMap::default()
-        }
-    }
 
     fn index() -> Index {
         Index {
@@ -199,15 +304,11 @@ mod tests {
     }
 
     #[test]
-    fn the_job_runs_one_slug_once_as_the_configured_account_owned_by_the_index() {
+    fn the_job_runs_one_slug_once_as_the_configured_account_owned_by_nothing() {
         let config = OperatorConfig::new("cozy-system");
-        let job = job_for(&config, &index(), &index_configmap_with_uid(), &s("a"), 2).unwrap();
+        let job = job_for(&config, &index(), &s("a"), 2);
         assert_eq!(job.metadata.name.as_deref(), Some("migrate-a-2"));
-        let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
-        assert_eq!(
-            (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
-            ("ConfigMap", "0f0e-uid", Some(true))
-        );
+        assert_eq!(job.metadata.owner_references, None);
         let spec = job.spec.unwrap();
         assert_eq!(spec.backoff_limit, Some(0));
         let labels = spec.template.metadata.unwrap().labels.unwrap();
@@ -230,16 +331,39 @@ mod tests {
     }
 
     #[test]
-    fn an_index_without_a_uid_is_refused_rather_than_owning_nothing() {
-        let mut owner = index_configmap_with_uid();
-        owner.metadata.uid = None;
-        let config = OperatorConfig::new("cozy-system");
+    fn every_job_is_bounded_by_default_in_time_lifetime_and_resources() {
+        let job = job_for(&OperatorConfig::new("ns"), &index(), &s("a"), 1);
+        let spec = job.spec.unwrap();
+        assert_eq!(spec.active_deadline_seconds, Some(3600));
+        assert_eq!(spec.ttl_seconds_after_finished, Some(604_800));
+        let container = &spec.template.spec.unwrap().containers[0];
+        assert_eq!(container.resources, Some(default_resources()));
         assert_eq!(
-            job_for(&config, &index(), &owner, &s("a"), 1),
-            Err(JobError::OwnerWithoutUid {
-                name: "cozystack-migrations-index".into()
-            })
+            container.termination_message_policy.as_deref(),
+            Some("FallbackToLogsOnError")
         );
+    }
+
+    #[test]
+    fn job_resources_are_parsed_strictly() {
+        let r = parse_resources(r#"{"requests": {"cpu": "50m"}, "limits": {"memory": "1Gi"}}"#)
+            .unwrap();
+        assert_eq!(r.requests.unwrap()["cpu"], Quantity("50m".into()));
+        for (bad, why) in [
+            (r#"{"limit": {"memory": "1Gi"}}"#, "unknown key \"limit\""),
+            (
+                r#"{"limits": {"memory": 1}}"#,
+                "limits.memory: 1 is not a quantity string",
+            ),
+            ("[]", "not a JSON object"),
+            ("{", "EOF"),
+        ] {
+            let err = parse_resources(bad).unwrap_err().to_string();
+            assert!(
+                err.contains(why) && err.contains("--job-resources"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -56,30 +56,63 @@ impl Leadership {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = ()>,
     {
+        self.run_until(work, std::future::pending()).await;
+    }
+
+    /// As [`Leadership::run`], until `shutdown` completes (SIGTERM): then
+    /// `work` is dropped and a held Lease is released, so that another
+    /// replica takes over at its next campaign instead of waiting for the
+    /// Lease to lapse.
+    pub async fn run_until<F, Fut, S>(&self, work: F, shutdown: S)
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = ()>,
+        S: std::future::Future<Output = ()>,
+    {
+        tokio::pin!(shutdown);
         loop {
-            let mut keeper = match LockKeeper::acquire(&self.lock, &self.identity, self.ttl).await {
+            let acquired = tokio::select! {
+                acquired = LockKeeper::acquire(&self.lock, &self.identity, self.ttl) => acquired,
+                () = &mut shutdown => return,
+            };
+            let mut keeper = match acquired {
                 Ok(keeper) => keeper,
                 Err(e) => {
                     tracing::debug!(error = %e, "not the leader; campaigning");
-                    tokio::time::sleep(self.campaign_period()).await;
-                    continue;
+                    tokio::select! {
+                        () = tokio::time::sleep(self.campaign_period()) => continue,
+                        () = &mut shutdown => return,
+                    }
                 }
             };
             tracing::info!(identity = %self.identity, "became the leader");
             let period = keeper.period();
-            let keep = async {
-                loop {
-                    tokio::time::sleep(period).await;
-                    if let Err(e) = keeper.renew().await {
-                        tracing::warn!(error = %e, "lost leadership; stopping");
-                        return;
+            let end = {
+                let keep = async {
+                    loop {
+                        tokio::time::sleep(period).await;
+                        if let Err(e) = keeper.renew().await {
+                            tracing::warn!(error = %e, "lost leadership; stopping");
+                            return;
+                        }
                     }
+                };
+                tokio::select! {
+                    () = work() => Some("work ended"),
+                    () = keep => None,
+                    () = &mut shutdown => Some("shutting down"),
                 }
             };
-            tokio::select! {
-                () = work() => return,
-                () = keep => {}
+            let Some(why) = end else {
+                continue;
+            };
+            match keeper.release().await {
+                Ok(()) => tracing::info!(identity = %self.identity, why, "released leadership"),
+                Err(e) => {
+                    tracing::warn!(error = %e, why, "could not release leadership; it lapses")
+                }
             }
+            return;
         }
     }
 }

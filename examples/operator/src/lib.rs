@@ -14,7 +14,13 @@
 //!   `failed` entry is ensured and the slug is not retried again (only a
 //!   manual `ONLY=<slug>` run re-runs it);
 //! - a corrupt ledger entry stops the queue at that slug: the operator does
-//!   not guess.
+//!   not guess; it watches the ledger, so a repair resumes the queue at once;
+//! - Jobs are owned by nothing (a label finds them), bounded in time and
+//!   resources, and the attempts they made are remembered in the status
+//!   ConfigMap, so neither the garbage collector nor a Job's TTL resets a
+//!   slug's count;
+//! - what it does is said: an Event per Job and outcome, a condition (in
+//!   the status ConfigMap, and on a `MigrationLedger`), metrics.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
@@ -24,16 +30,23 @@ pub mod controller;
 pub mod decide;
 pub mod job;
 pub mod leader;
+pub mod metrics;
 pub mod reconcile;
+pub mod status;
 
 pub use cache::{CacheError, OwnedJobs, owned_selector};
 pub use conditions::{ConditionReporter, CrdConditions, OPERATOR_CONDITION};
 pub use controller::run_controller;
 pub use decide::{Decision, JobState, JobView, Retries, decide};
-pub use job::{JobError, OperatorConfig, job_for, job_name};
+pub use job::{
+    JobBounds, JobError, LedgerObject, OperatorConfig, STATUS_NAME, default_resources, job_for,
+    job_name, parse_resources,
+};
 pub use leader::Leadership;
+pub use metrics::{Metrics, Summary};
 pub use migrate_spec::index::{Index, IndexError, index_configmap, index_keys};
-pub use reconcile::{Context, OperatorError, error_policy, reconcile};
+pub use reconcile::{Context, OperatorError, error_policy, index_missing, reconcile, summarize};
+pub use status::StatusStore;
 
 /// The operator's name: the manager its Jobs are labelled with, the
 /// reporter of its Events, and the default name of its leader Lease.

@@ -2,13 +2,16 @@
 //! in a Job, from the image named by the index ConfigMap. See the README
 //! and `examples/operator/deploy/` for the manifests it needs.
 
+use std::io::IsTerminal;
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 use migrate_operator::{
-    Context, Leadership, OPERATOR_NAME, OperatorConfig, Retries, run_controller,
+    Context, CrdConditions, JobBounds, Leadership, LedgerObject, OPERATOR_NAME, OperatorConfig,
+    Retries, STATUS_NAME, metrics, parse_resources, run_controller,
 };
 use migrate_spec::LedgerSpec;
 use migration_core::SystemClock;
@@ -27,6 +30,10 @@ struct Cli {
     /// Name of the index ConfigMap.
     #[arg(long, default_value = defaults::INDEX_NAME)]
     index: String,
+    /// Name of the status ConfigMap the operator writes (its condition and
+    /// the attempt history), in the same namespace.
+    #[arg(long, default_value = STATUS_NAME)]
+    status: String,
     /// The ledger, for the operator and the Jobs it creates.
     #[arg(long, env = "MIGRATE_LEDGER", default_value = defaults::LEDGER_SPEC)]
     ledger: LedgerSpec,
@@ -42,12 +49,76 @@ struct Cli {
     /// Longest wait between retries, in seconds.
     #[arg(long, default_value_t = 600)]
     retry_cap: u64,
+    /// Each Job's activeDeadlineSeconds: a Job running longer fails and
+    /// counts as a failed attempt (0: no deadline).
+    #[arg(long, default_value_t = 3600)]
+    job_active_deadline: u64,
+    /// Each Job's ttlSecondsAfterFinished (0: finished Jobs are kept).
+    #[arg(long, default_value_t = 604_800)]
+    job_ttl: u64,
+    /// Each Job container's resources, as JSON:
+    /// {"requests":{"cpu":"10m","memory":"32Mi"},"limits":{"memory":"256Mi"}}
+    /// (the default); "{}" sets none.
+    #[arg(long)]
+    job_resources: Option<String>,
+    /// Where to serve Prometheus metrics (GET /metrics); "off" serves none.
+    #[arg(long, default_value = "0.0.0.0:9090")]
+    metrics_address: String,
     /// This replica's identity for leader election (default: $POD_NAME).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
     /// Leader Lease name.
     #[arg(long, default_value = OPERATOR_NAME)]
     leader_lease: String,
+}
+
+/// Bad flags, refused before anything connects.
+fn settings(cli: &Cli) -> Result<(JobBounds, Option<SocketAddr>), String> {
+    let seconds = |s: u64| (s > 0).then(|| Duration::from_secs(s));
+    let resources = match cli.job_resources.as_deref() {
+        None => Some(migrate_operator::default_resources()),
+        Some(text) => Some(parse_resources(text).map_err(|e| e.to_string())?),
+    };
+    let bounds = JobBounds {
+        active_deadline: seconds(cli.job_active_deadline),
+        ttl_after_finished: seconds(cli.job_ttl),
+        resources,
+    };
+    if cli.job_ttl > i32::MAX as u64 {
+        return Err(format!(
+            "--job-ttl {}: more than Kubernetes' {} seconds",
+            cli.job_ttl,
+            i32::MAX
+        ));
+    }
+    let metrics =
+        match cli.metrics_address.as_str() {
+            "off" => None,
+            text => Some(text.parse().map_err(|e| {
+                format!("--metrics-address {text:?}: {e} (expected HOST:PORT or off)")
+            })?),
+        };
+    Ok((bounds, metrics))
+}
+
+/// Completes on SIGTERM (what the kubelet sends) or SIGINT.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = term => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::info!("signal received; stopping");
 }
 
 fn main() -> ExitCode {
@@ -58,7 +129,17 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal: in a file or a pod
+        // log they are noise around every field.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
+    let (bounds, metrics_address) = match settings(&cli) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("migrate-operator: {e}");
+            return ExitCode::from(migrate_spec::exit::BAD_INPUT);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -90,21 +171,44 @@ fn main() -> ExitCode {
             .unwrap_or_else(|| format!("migrate-operator/pid-{}", std::process::id()));
         let mut config = OperatorConfig::new(&cli.namespace);
         config.index_name = cli.index;
+        config.status_name = cli.status;
         config.ledger_spec = cli.ledger.to_string();
+        config.ledger_object = match &cli.ledger {
+            LedgerSpec::ConfigMap { namespace, name } => Some(LedgerObject::ConfigMap {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            }),
+            LedgerSpec::Crd { name } => Some(LedgerObject::Crd { name: name.clone() }),
+            _ => None,
+        };
         config.service_account = cli.service_account;
         config.retries = Retries {
             limit: cli.retry_limit.max(1),
             base: Duration::from_secs(cli.retry_base),
             cap: Duration::from_secs(cli.retry_cap),
         };
+        config.bounds = bounds;
         let clock = Arc::new(SystemClock);
-        let ctx = Arc::new(Context::new(
-            client.clone(),
-            ledger,
-            config,
-            clock.clone(),
-            &identity,
-        ));
+        let mut ctx = Context::new(client.clone(), ledger, config, clock.clone(), &identity);
+        if let LedgerSpec::Crd { name } = &cli.ledger {
+            ctx.conditions = Some(Arc::new(CrdConditions::new(ledger_crd::CrdLedger::new(
+                client.clone(),
+                name,
+            ))));
+        }
+        let ctx = Arc::new(ctx);
+        if let Some(addr) = metrics_address {
+            match metrics::bind(addr).await {
+                Ok(listener) => {
+                    tracing::info!(address = %addr, "serving metrics at /metrics");
+                    tokio::spawn(metrics::serve(listener, ctx.metrics.clone()));
+                }
+                Err(e) => {
+                    eprintln!("migrate-operator: --metrics-address {addr}: {e}");
+                    return ExitCode::from(migrate_spec::exit::ENVIRONMENT);
+                }
+            }
+        }
         let leadership = Leadership::new(
             client,
             &cli.namespace,
@@ -114,7 +218,9 @@ fn main() -> ExitCode {
             Duration::from_secs(15),
         );
         tracing::info!(%identity, "starting; campaigning for leadership");
-        leadership.run(|| run_controller(ctx.clone())).await;
+        leadership
+            .run_until(|| run_controller(ctx.clone()), shutdown_signal())
+            .await;
         ExitCode::from(migrate_spec::exit::SUCCESS)
     })
 }

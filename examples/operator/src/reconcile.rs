@@ -1,16 +1,21 @@
-//! One reconcile of the index ConfigMap: decide, then act.
+//! One reconcile of the index ConfigMap: decide, then act, then say what
+//! was done (Events, a condition, the status ConfigMap, metrics).
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::PostParams;
-use kube::runtime::controller::Action;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
+use kube::api::{ListParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::{Api, Client, Resource, ResourceExt};
-use migration_core::{Clock, EntryState, Ledger, LedgerEntry, WriteMode};
+use kube::{Api, Client, ResourceExt};
+use migration_core::give_up::{GiveUp, give_up_entry};
+use migration_core::ledger::{LedgerSnapshot, Record};
+use migration_core::{Clock, EntryState, Ledger, WriteMode};
+use serde_json::json;
 
+use crate::status::{JOB_PREFIX, STATUS_KEY, decode_attempt, encode_attempt};
 use crate::*;
 
 /// Everything the reconciler needs.
@@ -25,17 +30,25 @@ pub struct Context {
     pub clock: Arc<dyn Clock>,
     /// Event recorder.
     pub recorder: Recorder,
-    /// Called with (reason, message) when the readiness changes, for
-    /// backends that keep conditions.
+    /// Where the condition goes on ledgers that keep conditions (the
+    /// `MigrationLedger`), besides the status ConfigMap every ledger gets.
     pub conditions: Option<Arc<dyn ConditionReporter>>,
     /// The operator's Jobs, kept by the watch [`run_controller`] runs
     /// (tests that call [`reconcile()`] directly drive
     /// [`OwnedJobs::watch`] themselves).
     pub jobs: OwnedJobs,
+    /// The status ConfigMap: condition, figures, attempt history.
+    pub status: StatusStore,
+    /// The metrics this process serves.
+    pub metrics: Arc<Metrics>,
+    /// Events this process has published (reason, object, note), so that
+    /// a decision taken again on every wake-up is announced once rather
+    /// than folded into a series by the recorder.
+    published: Mutex<HashSet<String>>,
 }
 
 impl Context {
-    /// A context with an event recorder reporting as `reporter_instance`.
+    /// A context with an event recorder reporting as `instance`.
     pub fn new(
         client: Client,
         ledger: Arc<dyn Ledger>,
@@ -48,6 +61,7 @@ impl Context {
             instance: Some(instance.to_owned()),
         };
         let recorder = Recorder::new(client.clone(), reporter);
+        let status = StatusStore::new(client.clone(), &config.namespace, &config.status_name);
         Context {
             client,
             ledger,
@@ -56,6 +70,42 @@ impl Context {
             recorder,
             conditions: None,
             jobs: OwnedJobs::default(),
+            status,
+            metrics: Arc::new(Metrics::default()),
+            published: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Starts a leadership term: what an earlier term read or announced
+    /// is not trusted.
+    pub fn begin_term(&self) {
+        self.status.forget();
+        self.published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    /// A reference to the index ConfigMap, which need not exist (an Event
+    /// about a missing index regards it by name).
+    fn index_ref(&self) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("ConfigMap".into()),
+            name: Some(self.config.index_name.clone()),
+            namespace: Some(self.config.namespace.clone()),
+            ..ObjectReference::default()
+        }
+    }
+
+    /// A reference to Job `name`, which need not exist any more.
+    fn job_ref(&self, name: &str) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("batch/v1".into()),
+            kind: Some("Job".into()),
+            name: Some(name.to_owned()),
+            namespace: Some(self.config.namespace.clone()),
+            ..ObjectReference::default()
         }
     }
 }
@@ -76,15 +126,43 @@ pub enum OperatorError {
     /// A record could not be confirmed.
     #[error(transparent)]
     Record(#[from] migration_core::MigrateError),
-    /// The Job for the next attempt cannot be built.
-    #[error(transparent)]
-    Job(#[from] JobError),
     /// The cached Jobs cannot be used yet.
     #[error(transparent)]
     Cache(#[from] CacheError),
+    /// The status ConfigMap holds an attempt record this version cannot
+    /// read: counting without it could retry a slug past its limit.
+    #[error("status ConfigMap {name}: key {key}: unreadable attempt record: {excerpt}")]
+    History {
+        /// The status ConfigMap.
+        name: String,
+        /// The key.
+        key: String,
+        /// The start of its value.
+        excerpt: String,
+    },
 }
 
-async fn event(ctx: &Context, cm: &ConfigMap, type_: EventType, reason: &str, note: String) {
+/// Publishes an Event regarding `regarding`, once per (reason, object,
+/// note) in this leadership term: each Job, each outcome its own Event.
+async fn event(
+    ctx: &Context,
+    regarding: &ObjectReference,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
+    let key = format!(
+        "{reason}\u{0}{}\u{0}{note}",
+        regarding.name.as_deref().unwrap_or_default()
+    );
+    if !ctx
+        .published
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(key.clone())
+    {
+        return;
+    }
     let ev = Event {
         type_,
         reason: reason.into(),
@@ -92,15 +170,171 @@ async fn event(ctx: &Context, cm: &ConfigMap, type_: EventType, reason: &str, no
         action: "Reconcile".into(),
         secondary: None,
     };
-    if let Err(e) = ctx.recorder.publish(&ev, &cm.object_ref(&())).await {
+    if let Err(e) = ctx.recorder.publish(&ev, regarding).await {
         tracing::warn!(error = %e, reason, "could not publish event");
+        // Not published: try again on the next decision.
+        ctx.published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key);
     }
 }
 
-async fn condition(ctx: &Context, reason: &'static str, ready: bool, message: String) {
+/// Reports the readiness: on the `MigrationLedger` when the ledger is one,
+/// and in the status ConfigMap (for every ledger), with the queue's figures.
+async fn report(
+    ctx: &Context,
+    reason: &'static str,
+    ready: bool,
+    message: String,
+    summary: Option<Summary>,
+) -> Result<(), OperatorError> {
     if let Some(reporter) = &ctx.conditions {
-        reporter.report(reason, ready, message).await;
+        reporter.report(reason, ready, message.clone()).await;
     }
+    if let Some(summary) = summary {
+        ctx.metrics.set_summary(summary);
+    }
+    let data = ctx.status.data().await?;
+    let previous: Option<serde_json::Value> = data
+        .get(STATUS_KEY)
+        .and_then(|raw| serde_json::from_str(raw).ok());
+    let status = if ready { "True" } else { "False" };
+    // The transition time moves only when the status does, as a
+    // Kubernetes condition's does.
+    let since = previous
+        .as_ref()
+        .filter(|p| p["status"] == status)
+        .and_then(|p| p["lastTransitionTime"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| ctx.clock.now().truncated().to_string());
+    let mut value = json!({
+        "type": OPERATOR_CONDITION,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+    });
+    // Figures of the last decision that had them (a missing index has none).
+    let figures = summary.map(|q| {
+        json!({
+            "pending": q.pending,
+            "running": q.running,
+            "failed": q.failed,
+            "notYet": q.not_yet,
+            "lastSuccess": q.last_success.map(|t| migration_core::Timestamp::from_unix(t).to_string()),
+        })
+    });
+    if let Some(f) = figures.or_else(|| previous.and_then(|p| p.get("queue").cloned())) {
+        value["queue"] = f;
+    }
+    let changes = BTreeMap::from([(STATUS_KEY.to_owned(), Some(value.to_string()))]);
+    ctx.status.update(&changes).await?;
+    Ok(())
+}
+
+/// The queue's figures, from the same inputs as the decision.
+pub fn summarize(index: &Index, ledger: Option<&LedgerSnapshot>, jobs: &[JobView]) -> Summary {
+    let mut q = Summary {
+        running: jobs.iter().filter(|j| j.state == JobState::Active).count() as u64,
+        ..Summary::default()
+    };
+    for slug in index.slugs.iter().filter(|s| !index.revoked.contains(s)) {
+        match ledger.and_then(|l| l.record(slug)) {
+            None | Some(Record::Corrupt(_)) => q.pending += 1,
+            Some(Record::Entry(e)) => match e.state {
+                EntryState::Failed => q.failed += 1,
+                EntryState::NotYet => q.not_yet += 1,
+                EntryState::Ok => {
+                    let at = e.at.unix_seconds();
+                    q.last_success = Some(q.last_success.map_or(at, |t| t.max(at)));
+                }
+                _ => {}
+            },
+        }
+    }
+    q
+}
+
+/// Whether `slug`'s record ends its queue position for good (anything but
+/// `not-yet`, which asks to be run again).
+fn settled(ledger: Option<&LedgerSnapshot>, slug: &migration_core::Slug) -> bool {
+    matches!(ledger.and_then(|l| l.record(slug)), Some(Record::Entry(e)) if e.state != EntryState::NotYet)
+}
+
+/// The end of a failed Job's output: its pod's terminated container's
+/// message (the kubelet fills it from the log, `FallbackToLogsOnError`).
+/// Best effort: the tail explains a failure, it decides nothing.
+async fn output_tail(ctx: &Context, job: &str) -> Option<String> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ctx.config.namespace);
+    let list = match pods
+        .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}")))
+        .await
+    {
+        Ok(list) => list,
+        Err(e) => {
+            tracing::warn!(%job, error = %e, "cannot read the failed Job's pod for its output tail");
+            return None;
+        }
+    };
+    list.items
+        .iter()
+        .flat_map(|p| p.status.iter())
+        .flat_map(|s| s.container_statuses.iter().flatten())
+        .filter_map(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone())
+        .find(|m| !m.trim().is_empty())
+}
+
+/// The attempts to decide on: the Jobs that exist, and the finished ones
+/// the status ConfigMap remembers (a Job deleted by its TTL or by hand
+/// still counts). Newly finished Jobs of slugs still in the queue are
+/// remembered first, with their output tail; records of slugs whose queue
+/// position is settled are dropped.
+async fn attempts(
+    ctx: &Context,
+    live: Vec<JobView>,
+    ledger: Option<&LedgerSnapshot>,
+) -> Result<Vec<JobView>, OperatorError> {
+    let data = ctx.status.data().await?;
+    let mut all: BTreeMap<String, JobView> = BTreeMap::new();
+    for (key, raw) in data.iter().filter(|(k, _)| k.starts_with(JOB_PREFIX)) {
+        let view = decode_attempt(key, raw).ok_or_else(|| OperatorError::History {
+            name: ctx.config.status_name.clone(),
+            key: key.clone(),
+            excerpt: raw.chars().take(80).collect(),
+        })?;
+        all.insert(view.name.clone(), view);
+    }
+    let mut changes = BTreeMap::new();
+    for mut job in live {
+        let known = all.get(&job.name);
+        if job.state == JobState::Active || settled(ledger, &job.slug) {
+            all.insert(job.name.clone(), job);
+            continue;
+        }
+        match known {
+            Some(k) if k.state == job.state => {
+                job.output_tail = k.output_tail.clone();
+            }
+            _ => {
+                if matches!(job.state, JobState::Failed(..)) {
+                    job.output_tail = output_tail(ctx, &job.name).await;
+                }
+                if let Some(raw) = encode_attempt(&job) {
+                    changes.insert(format!("{JOB_PREFIX}{}", job.name), Some(raw));
+                }
+            }
+        }
+        all.insert(job.name.clone(), job);
+    }
+    for (name, job) in &all {
+        if settled(ledger, &job.slug) && data.contains_key(&format!("{JOB_PREFIX}{name}")) {
+            changes.insert(format!("{JOB_PREFIX}{name}"), None);
+        }
+    }
+    if !changes.is_empty() {
+        ctx.status.update(&changes).await?;
+    }
+    Ok(all.into_values().collect())
 }
 
 /// Reports `slug` running in the Job `job` and polls again: waiting on a
@@ -109,27 +343,67 @@ async fn running(
     ctx: &Context,
     slug: impl std::fmt::Display,
     job: impl std::fmt::Display,
-) -> Result<Action, OperatorError> {
+    summary: Summary,
+) -> Result<Duration, OperatorError> {
     let message = format!("{slug} is running in job {job}");
-    condition(ctx, "MigrationRunning", false, message).await;
-    Ok(Action::requeue(ctx.config.poll))
+    report(ctx, "MigrationRunning", false, message, Some(summary)).await?;
+    Ok(ctx.config.poll)
 }
 
-/// One reconcile of the index ConfigMap: decide, then act.
-pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, OperatorError> {
+/// What to do when the index ConfigMap does not exist (deleted, renamed by
+/// a chart, not installed yet): nothing, said loudly (a warning, an Event
+/// regarding the index by name, the condition `IndexMissing`). Returns when
+/// to look again; the index's watch wakes the operator sooner.
+pub async fn index_missing(ctx: &Context) -> Duration {
     let config = &ctx.config;
-    let index = match Index::from_configmap(&cm) {
+    let message = format!(
+        "index ConfigMap {}/{} not found: no background migration runs until it exists (it is rendered by the chart, or by `migrate index`)",
+        config.namespace, config.index_name
+    );
+    tracing::warn!("{message}");
+    event(
+        ctx,
+        &ctx.index_ref(),
+        EventType::Warning,
+        "IndexMissing",
+        message.clone(),
+    )
+    .await;
+    if let Err(e) = report(ctx, "IndexMissing", false, message, None).await {
+        tracing::warn!(error = %e, "could not report the missing index");
+    }
+    config.poll * 5
+}
+
+/// One reconcile of the index ConfigMap: decide, then act. Returns when to
+/// look again if nothing wakes the operator sooner.
+pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Duration, OperatorError> {
+    let result = reconcile_inner(&cm, &ctx).await;
+    ctx.metrics.reconciled(result.is_ok());
+    result
+}
+
+async fn reconcile_inner(cm: &ConfigMap, ctx: &Context) -> Result<Duration, OperatorError> {
+    let config = &ctx.config;
+    let index = match Index::from_configmap(cm) {
         Ok(index) => index,
         Err(e) => {
             tracing::error!(error = %e, "index unusable; doing nothing until it is fixed");
-            event(&ctx, &cm, EventType::Warning, "IndexInvalid", e.to_string()).await;
-            condition(&ctx, "IndexInvalid", false, e.to_string()).await;
+            event(
+                ctx,
+                &ctx.index_ref(),
+                EventType::Warning,
+                "IndexInvalid",
+                e.to_string(),
+            )
+            .await;
+            report(ctx, "IndexInvalid", false, e.to_string(), None).await?;
             return Err(e.into());
         }
     };
     // From the watch's store, not a LIST: at most `poll` for the first
     // listing after a (re)start, then no request at all.
-    let jobs: Vec<JobView> = ctx
+    let live: Vec<JobView> = ctx
         .jobs
         .jobs(config.poll)
         .await?
@@ -137,7 +411,9 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
         .filter_map(|job| JobView::from_job(job))
         .collect();
     let snapshot = ctx.ledger.read().await?;
+    let jobs = attempts(ctx, live, snapshot.as_ref()).await?;
     let now = ctx.clock.now();
+    let summary = summarize(&index, snapshot.as_ref(), &jobs);
     let decision = decide(&index, snapshot.as_ref(), &jobs, now, &config.retries);
     match decision {
         Decision::Idle => {
@@ -145,32 +421,36 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
                 slugs = index.slugs.len(),
                 "decision: idle, every background migration is recorded"
             );
-            condition(
-                &ctx,
+            report(
+                ctx,
                 "AllMigrationsDone",
                 true,
                 format!("{} background migrations recorded", index.slugs.len()),
+                Some(summary),
             )
-            .await;
-            Ok(Action::requeue(config.poll * 10))
+            .await?;
+            Ok(config.poll * 10)
         }
         Decision::Wait { slug, job } => {
             tracing::info!(%slug, %job, "decision: wait for the running job");
-            running(&ctx, &slug, &job).await
+            running(ctx, &slug, &job, summary).await
         }
         Decision::Create { slug, attempt } => {
-            let job = job_for(config, &index, &cm, &slug, attempt)?;
+            let job = job_for(config, &index, &slug, attempt);
             let name = job.name_any();
             let jobs_api: Api<Job> = Api::namespaced(ctx.client.clone(), &config.namespace);
             match jobs_api.create(&PostParams::default(), &job).await {
                 Ok(_) => {
                     tracing::info!(%slug, attempt, job = %name, "decision: create job");
                     event(
-                        &ctx,
-                        &cm,
+                        ctx,
+                        &ctx.job_ref(&name),
                         EventType::Normal,
                         "JobCreated",
-                        format!("running {slug} (attempt {attempt}) in job {name}"),
+                        format!(
+                            "running {slug} (attempt {attempt}) in job {name} from image {}",
+                            index.image
+                        ),
                     )
                     .await;
                 }
@@ -180,40 +460,50 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
                 }
                 Err(e) => return Err(e.into()),
             }
-            running(&ctx, &slug, &name).await
+            let summary = Summary {
+                running: summary.running + 1,
+                ..summary
+            };
+            running(ctx, &slug, &name, summary).await
         }
         Decision::Backoff {
             slug,
+            job,
             until,
             failures,
         } => {
             let wait = until.since(now).max(Duration::from_secs(1));
-            tracing::info!(%slug, failures, %until, "decision: back off before retrying");
-            condition(
-                &ctx,
+            tracing::info!(%slug, %job, failures, %until, "decision: back off before retrying");
+            let message = format!(
+                "{slug} failed {failures} of {} attempt(s), last in job {job}; retrying after {until}",
+                config.retries.limit
+            );
+            event(
+                ctx,
+                &ctx.job_ref(&job),
+                EventType::Warning,
                 "BackingOff",
-                false,
-                format!("{slug} failed {failures} time(s); retrying after {until}"),
+                message.clone(),
             )
             .await;
-            Ok(Action::requeue(wait))
+            report(ctx, "BackingOff", false, message, Some(summary)).await?;
+            Ok(wait)
         }
         Decision::GiveUp {
             slug,
             failures,
-            message,
+            last,
         } => {
-            let attempts = snapshot
-                .as_ref()
-                .and_then(|s| s.attempts_started.get(&slug).copied())
-                .unwrap_or(failures);
-            let entry = LedgerEntry {
-                reason: Some("retries-exhausted".into()),
-                message: Some(format!("{failures} job(s) failed; last: {message}")),
-                image: Some(index.image.clone()),
-                attempts,
-                ..LedgerEntry::new(EntryState::Failed, now.truncated())
+            let job = last.job.clone();
+            let give_up = GiveUp {
+                failures,
+                attempts_marked: snapshot
+                    .as_ref()
+                    .and_then(|s| s.attempts_started.get(&slug).copied()),
+                batch: None,
+                last,
             };
+            let entry = give_up_entry(&give_up, now);
             // The same recording path as the runner's: a lost reply is
             // reconciled by reading back, never assumed either way.
             let written = migration_core::migrator::record(
@@ -224,34 +514,47 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, 
             )
             .await?;
             tracing::warn!(%slug, failures, written, "decision: give up; recorded failed, not retrying");
-            event(&ctx, &cm, EventType::Warning, "RetriesExhausted", format!("{slug} failed {failures} time(s); recorded failed; re-run by hand with ONLY={slug}")).await;
-            condition(
-                &ctx,
+            let message = format!(
+                "{slug} failed {failures} time(s), last in job {job}; recorded failed; re-run by hand with ONLY={slug}"
+            );
+            event(
+                ctx,
+                &ctx.job_ref(&job),
+                EventType::Warning,
                 "RetriesExhausted",
-                false,
-                format!("{slug} failed {failures} time(s)"),
+                message.clone(),
             )
             .await;
-            Ok(Action::requeue(Duration::from_secs(1)))
+            let summary = Summary {
+                pending: summary.pending.saturating_sub(1),
+                failed: summary.failed + 1,
+                ..summary
+            };
+            report(ctx, "RetriesExhausted", false, message, Some(summary)).await?;
+            Ok(Duration::from_secs(1))
         }
         Decision::Blocked { slug, reason } => {
             tracing::error!(%slug, %reason, "decision: blocked by an unreadable ledger entry");
+            let message = format!(
+                "the queue stops at {slug}: {reason}; repair or remove the entry (see `migrate status`), the operator wakes on the ledger's change"
+            );
             event(
-                &ctx,
-                &cm,
+                ctx,
+                &ctx.index_ref(),
                 EventType::Warning,
                 "CorruptEntry",
-                reason.clone(),
+                message.clone(),
             )
             .await;
-            condition(&ctx, "CorruptEntry", false, reason).await;
-            Ok(Action::requeue(config.poll * 5))
+            report(ctx, "CorruptEntry", false, message, Some(summary)).await?;
+            // The ledger's watch wakes the operator when it is repaired.
+            Ok(config.poll * 5)
         }
     }
 }
 
 /// How the controller treats a failed reconcile: retry after a pause.
-pub fn error_policy(_cm: Arc<ConfigMap>, error: &OperatorError, ctx: Arc<Context>) -> Action {
+pub fn error_policy(error: &OperatorError, ctx: &Context) -> Duration {
     tracing::warn!(%error, "reconcile failed; retrying");
-    Action::requeue(ctx.config.poll)
+    ctx.config.poll
 }

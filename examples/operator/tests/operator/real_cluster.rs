@@ -251,6 +251,13 @@ impl Env {
         self.cluster.kubectl_ok(&["apply", "-f", "-"], &manifest);
     }
 
+    /// The status ConfigMap's `status` value, parsed.
+    async fn status(&self) -> serde_json::Value {
+        let cms: Api<ConfigMap> = Api::namespaced(self.cluster.client(), &self.ns);
+        let cm = cms.get(migrate_operator::STATUS_NAME).await.unwrap();
+        serde_json::from_str(&cm.data.unwrap()["status"]).unwrap()
+    }
+
     async fn wait_for_jobs(&self, n: usize) {
         for _ in 0..200 {
             if self.jobs().await.len() >= n {
@@ -260,6 +267,24 @@ impl Env {
         }
         panic!("expected {n} job(s), have {:?}", self.jobs().await);
     }
+}
+
+/// (reason, regarding object's name) of each Event, sorted.
+fn regarding(events: &[serde_json::Value]) -> Vec<(String, String)> {
+    let mut v: Vec<_> = events
+        .iter()
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap_or_default().to_owned(),
+                e["regarding"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 #[tokio::test]
@@ -280,10 +305,16 @@ async fn the_job_for_the_first_pending_slug_passes_real_validation_and_is_announ
         spec.selector.is_some(),
         "the real server defaulted the selector"
     );
-    let owner = &job.metadata.owner_references.unwrap()[0];
     assert_eq!(
-        (owner.kind.as_str(), owner.name.as_str()),
-        ("ConfigMap", INDEX)
+        job.metadata.owner_references, None,
+        "owned by nothing: deleting the index must not collect a running migration"
+    );
+    assert_eq!(spec.active_deadline_seconds, Some(3600));
+    assert_eq!(spec.ttl_seconds_after_finished, Some(604_800));
+    let container = &spec.template.spec.as_ref().unwrap().containers[0];
+    assert_eq!(
+        container.resources,
+        Some(migrate_operator::default_resources())
     );
     // Events are one store with two views on a real server (the test double keeps two).
     assert_eq!(t.event_reasons(true).await, ["JobCreated"]);
@@ -346,18 +377,19 @@ async fn the_controller_under_its_own_serviceaccount_reacts_to_real_watches() {
     t.record_ok("first").await;
     t.finish("migrate-first-1", true).await;
     t.wait_for_jobs(2).await;
-    // kube's Recorder folds the second JobCreated into the first Event as a series (its key
-    // leaves out the note), so the real server holds one Event counted twice: the Role allowed
-    // the create and the patch. The patch follows the Job's creation, so wait for it before
-    // stopping the controller (stopping it at once raced the patch under load).
-    let events = t
-        .events_until(|e| e.len() == 1 && e[0]["series"]["count"] == 2)
-        .await;
+    // Each Job is its own Event, regarding the Job: the Role allowed both creates. The second
+    // follows the Job's creation, so wait for it before stopping the controller.
+    let events = t.events_until(|e| e.len() >= 2).await;
     controller.abort();
     assert_eq!(t.jobs().await, pairs(&[("first", "1"), ("second", "1")]));
-    assert_eq!(events.len(), 1, "{events:#?}");
-    assert_eq!(events[0]["reason"], "JobCreated");
-    assert_eq!(events[0]["series"]["count"], 2, "{events:#?}");
+    assert_eq!(
+        regarding(&events),
+        pairs(&[
+            ("JobCreated", "migrate-first-1"),
+            ("JobCreated", "migrate-second-1")
+        ]),
+        "{events:#?}"
+    );
 }
 
 #[tokio::test]
@@ -460,4 +492,529 @@ async fn a_verb_missing_from_a_role_fails_with_a_forbidden_error_naming_it() {
 async fn with_two_replicas_only_the_leader_acts_on_a_real_server() {
     let t = or_skip!(Env::new("operator leader election", &[], &[]).await);
     common::only_the_leader_acts(t.cluster.client(), &t.ns).await;
+}
+
+// What a platform operator meets (issue 30): Events per Job and outcome, the give-up record,
+// the attempt history, the ledger's watch, a missing index, the chart, SIGTERM and logs.
+
+impl Env {
+    /// Finishes Job `job` as failed with the output `tail` in its pod's terminated container, as
+    /// the kubelet leaves it under `terminationMessagePolicy: FallbackToLogsOnError` (the pod is
+    /// created here: no controller runs on the test server).
+    async fn fail_with_output(&self, job: &str, tail: &str) {
+        let pods: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.cluster.client(), &self.ns);
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+            "metadata": {"name": format!("{job}-pod"), "labels": {"batch.kubernetes.io/job-name": job}},
+            "spec": {"serviceAccountName": RUNNER_SA, "automountServiceAccountToken": false,
+                     "restartPolicy": "Never", "containers": [{"name": "migrate", "image": "img"}]},
+        }))
+        .unwrap();
+        pods.create(&Default::default(), &pod).await.unwrap();
+        let at = self.clock.now().to_string();
+        let status = json!({"status": {"phase": "Failed", "containerStatuses": [{
+            "name": "migrate", "image": "img", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 4, "reason": "Error", "message": tail,
+                                     "startedAt": at, "finishedAt": at}}}]}});
+        pods.patch_status(
+            &format!("{job}-pod"),
+            &PatchParams::default(),
+            &Patch::Merge(status),
+        )
+        .await
+        .unwrap();
+        self.finish(job, false).await;
+    }
+
+    async fn set_index_image(&self, image: &str) {
+        let cms: Api<ConfigMap> = Api::namespaced(self.cluster.client(), &self.ns);
+        cms.patch(
+            INDEX,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"image": image}})),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn each_job_and_each_outcome_is_its_own_event_regarding_its_job() {
+    let t = or_skip!(
+        Env::new(
+            "operator: one Event per Job",
+            &["alpha", "beta", "gamma"],
+            &[]
+        )
+        .await
+    );
+    let retries = Retries {
+        limit: 2,
+        base: Duration::from_secs(30),
+        cap: Duration::from_secs(300),
+    };
+    let ctx = t.context(t.cluster.client(), retries);
+    t.reconcile(&ctx).await.unwrap();
+    t.record_ok("alpha").await;
+    t.finish("migrate-alpha-1", true).await;
+    t.reconcile(&ctx).await.unwrap();
+    t.finish("migrate-beta-1", false).await;
+    t.reconcile(&ctx).await.unwrap();
+    t.reconcile(&ctx).await.unwrap();
+    t.clock.advance(Duration::from_secs(31));
+    t.reconcile(&ctx).await.unwrap();
+    t.finish("migrate-beta-2", false).await;
+    t.reconcile(&ctx).await.unwrap();
+    t.reconcile(&ctx).await.unwrap();
+    assert_eq!(
+        t.jobs().await,
+        pairs(&[("alpha", "1"), ("beta", "1"), ("beta", "2"), ("gamma", "1")])
+    );
+    let events = t.events_until(|e| e.len() >= 6).await;
+    assert_eq!(
+        regarding(&events),
+        pairs(&[
+            ("BackingOff", "migrate-beta-1"),
+            ("JobCreated", "migrate-alpha-1"),
+            ("JobCreated", "migrate-beta-1"),
+            ("JobCreated", "migrate-beta-2"),
+            ("JobCreated", "migrate-gamma-1"),
+            ("RetriesExhausted", "migrate-beta-2"),
+        ]),
+        "{events:#?}"
+    );
+    for e in &events {
+        assert!(e["series"].is_null(), "no Event folded into another: {e:#}");
+        let job = e["regarding"]["name"].as_str().unwrap();
+        assert!(e["note"].as_str().unwrap().contains(job), "{e:#}");
+    }
+    // With the ConfigMap ledger, the condition is in the status ConfigMap.
+    let status = t.status().await;
+    assert_eq!(
+        (&status["type"], &status["status"], &status["reason"]),
+        (
+            &json!("BackgroundMigrations"),
+            &json!("False"),
+            &json!("MigrationRunning")
+        ),
+        "{status:#}"
+    );
+    assert_eq!(status["queue"]["running"], 1, "{status:#}");
+    assert_eq!(status["queue"]["failed"], 1, "{status:#}");
+    assert_eq!(status["queue"]["pending"], 1, "{status:#}");
+    let metrics = ctx.metrics.render();
+    assert!(
+        metrics.contains("migrate_operator_migrations_failed 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("migrate_operator_migrations_pending 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("migrate_operator_last_success_timestamp_seconds "),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_give_up_records_the_image_and_output_of_the_last_job_and_deleted_jobs_still_count() {
+    let t = or_skip!(Env::new("operator: the give-up record", &["bg"], &[]).await);
+    t.apply_rbac(|m| m);
+    let operator = t.cluster.service_account_client(&t.ns, OPERATOR_SA).await;
+    let retries = Retries {
+        limit: 3,
+        base: Duration::from_secs(30),
+        cap: Duration::from_secs(300),
+    };
+    let ctx = t.context(operator, retries);
+    t.reconcile(&ctx).await.unwrap();
+    t.finish("migrate-bg-1", false).await;
+    t.reconcile(&ctx).await.unwrap();
+    // The first Job goes (its TTL, or a person): its failure still counts. Background
+    // propagation, as the TTL controller deletes (the default, orphan, leaves a finalizer only a
+    // garbage collector removes, and none runs here).
+    t.jobs_api()
+        .delete("migrate-bg-1", &kube::api::DeleteParams::background())
+        .await
+        .unwrap();
+    t.clock.advance(Duration::from_secs(31));
+    t.reconcile(&ctx).await.unwrap();
+    assert_eq!(
+        t.jobs().await,
+        pairs(&[("bg", "2")]),
+        "attempt 2, not 1 again"
+    );
+    t.finish("migrate-bg-2", false).await;
+    t.clock.advance(Duration::from_secs(61));
+    t.reconcile(&ctx).await.unwrap();
+    assert_eq!(t.jobs().await, pairs(&[("bg", "2"), ("bg", "3")]));
+    // A new release is rolled out while attempt 3 runs the old image.
+    t.set_index_image("ghcr.io/example/migrations@sha256:4567")
+        .await;
+    t.fail_with_output(
+        "migrate-bg-3",
+        "step 1 done\nkubectl: error: the server is gone\n",
+    )
+    .await;
+    t.reconcile(&ctx).await.unwrap();
+    let snapshot = t.ledger(t.cluster.client()).read().await.unwrap().unwrap();
+    let entry = snapshot.entry(&s("bg")).expect("a failed entry");
+    common::assert_gave_up(entry, "job migrate-bg-3: BackoffLimitExceeded");
+    assert_eq!(
+        entry.image.as_deref(),
+        Some("ghcr.io/example/migrations@sha256:0123"),
+        "the image the Jobs ran, not the index's new one"
+    );
+    assert!(
+        entry
+            .message
+            .as_deref()
+            .unwrap()
+            .ends_with("\nstep 1 done\nkubectl: error: the server is gone"),
+        "{entry:?}"
+    );
+    assert_eq!(entry.attempts, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repaired_configmap_ledger_entry_wakes_the_operator_without_touching_the_index() {
+    let t = or_skip!(Env::new("operator: the ledger's watch", &["first"], &[]).await);
+    let cms: Api<ConfigMap> = Api::namespaced(t.cluster.client(), &t.ns);
+    let set_entry = |value: serde_json::Value| {
+        let cms = cms.clone();
+        async move {
+            cms.patch(
+                LEDGER,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": {"m.first": value}})),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    set_entry(json!("{not json")).await;
+    let ctx = t.context(t.cluster.client(), Retries::default());
+    let controller = tokio::spawn(run_controller(ctx));
+    let events = t
+        .events_until(|e| e.iter().any(|e| e["reason"] == "CorruptEntry"))
+        .await;
+    assert!(
+        events.iter().any(|e| e["reason"] == "CorruptEntry"),
+        "{events:#?}"
+    );
+    assert!(
+        t.jobs().await.is_empty(),
+        "the queue stops at the corrupt entry"
+    );
+    // The repair (here: removing the unreadable value, so `first` is pending again).
+    set_entry(serde_json::Value::Null).await;
+    t.wait_for_jobs(1).await;
+    controller.abort();
+    assert_eq!(t.jobs().await, pairs(&[("first", "1")]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repaired_crd_ledger_entry_wakes_the_operator_and_the_condition_says_so() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let t = or_skip!(Env::new("operator: the CRD ledger's watch", &["first"], &[]).await);
+    let client = t.cluster.client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd_name = format!("{}.{}", ledger_crd::PLURAL, ledger_crd::GROUP);
+    crds.patch(
+        &crd_name,
+        &PatchParams::apply("operator-tests"),
+        &Patch::Apply(ledger_crd::crd()),
+    )
+    .await
+    .unwrap();
+    test_apiserver::real::wait_until_established(&client, &crd_name).await;
+    let name = unique_name("op-crd");
+    let crd_ledger = ledger_crd::CrdLedger::new(client.clone(), &name);
+    crd_ledger.create(&[]).await.unwrap();
+    let ledgers: Api<ledger_crd::MigrationLedger> = Api::all(client.clone());
+    let set_entry = |value: serde_json::Value| {
+        let ledgers = ledgers.clone();
+        let name = name.clone();
+        async move {
+            ledgers
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"entries": {"first": value}}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    set_entry(json!({"s": "bogus", "t": "2026-08-12T10:04:00Z"})).await;
+    let mut config = OperatorConfig::new(&t.ns);
+    config.ledger_spec = format!("crd:{name}");
+    config.ledger_object = Some(migrate_operator::LedgerObject::Crd { name: name.clone() });
+    let mut ctx = Context::new(
+        client.clone(),
+        Arc::new(crd_ledger.clone()),
+        config,
+        t.clock.clone(),
+        "test-replica",
+    );
+    ctx.conditions = Some(Arc::new(migrate_operator::CrdConditions::new(
+        crd_ledger.clone(),
+    )));
+    let ctx = Arc::new(ctx);
+    let condition = || {
+        let ledgers = ledgers.clone();
+        let name = name.clone();
+        async move {
+            let object = ledgers.get(&name).await.unwrap();
+            object
+                .status
+                .unwrap_or_default()
+                .conditions
+                .iter()
+                .find(|c| c.type_ == migrate_operator::OPERATOR_CONDITION)
+                .map(|c| c.reason.clone())
+        }
+    };
+    let wait_for_reason = |want: &'static str| async move {
+        for _ in 0..200 {
+            if condition().await.as_deref() == Some(want) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("condition never became {want}: {:?}", condition().await);
+    };
+    let controller = tokio::spawn(run_controller(ctx));
+    wait_for_reason("CorruptEntry").await;
+    assert!(t.jobs().await.is_empty());
+    set_entry(serde_json::Value::Null).await;
+    t.wait_for_jobs(1).await;
+    wait_for_reason("MigrationRunning").await;
+    controller.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_index_is_announced_and_its_running_job_is_kept_and_adopted_again() {
+    let t = or_skip!(Env::new("operator: a missing index", &["first"], &[]).await);
+    let ctx = t.context(t.cluster.client(), Retries::default());
+    let controller = tokio::spawn(run_controller(ctx));
+    t.wait_for_jobs(1).await;
+    let cms: Api<ConfigMap> = Api::namespaced(t.cluster.client(), &t.ns);
+    let index = cms.get(INDEX).await.unwrap();
+    cms.delete(INDEX, &Default::default()).await.unwrap();
+    let events = t
+        .events_until(|e| e.iter().any(|e| e["reason"] == "IndexMissing"))
+        .await;
+    let missing = events
+        .iter()
+        .find(|e| e["reason"] == "IndexMissing")
+        .unwrap_or_else(|| panic!("no IndexMissing Event: {events:#?}"));
+    assert_eq!(missing["type"], "Warning");
+    assert_eq!(missing["regarding"]["name"], INDEX);
+    assert_eq!(t.status().await["reason"], "IndexMissing");
+    // Re-created (as a chart upgrade would): a new uid, and the running Job is waited for.
+    let mut again = index.clone();
+    again.metadata = kube::api::ObjectMeta {
+        name: Some(INDEX.into()),
+        ..Default::default()
+    };
+    cms.create(&Default::default(), &again).await.unwrap();
+    for _ in 0..100 {
+        if t.status().await["reason"] == "MigrationRunning" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    controller.abort();
+    assert_eq!(t.status().await["reason"], "MigrationRunning");
+    assert_eq!(
+        t.jobs().await,
+        pairs(&[("first", "1")]),
+        "kept, never duplicated"
+    );
+}
+
+/// `GET /metrics` from a local listener, the body.
+fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    response
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chart_runs_the_operator_binary_with_bounded_jobs_metrics_plain_logs_and_a_lease_released_on_sigterm()
+ {
+    let Some(cluster) = RealCluster::from_env("operator binary from the helm chart").await else {
+        return;
+    };
+    let ns = unique_name("op-chart");
+    cluster.ensure_namespace(&ns).await;
+    let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/../chart");
+    let mut helm = cluster.helm();
+    helm.args(["install", "platform", chart, "--namespace", &ns])
+        .args(["--set", "operator.job.activeDeadlineSeconds=1200"])
+        .args(["--set", "operator.job.ttlSecondsAfterFinished=600"])
+        .args(["--set", "operator.job.resources.limits.memory=300Mi"]);
+    test_apiserver::real::succeeded("helm install", &helm.output().unwrap());
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(cluster.client(), &ns);
+    let deployment = deployments.get(OPERATOR_SA).await.unwrap();
+    let container = &deployment.spec.unwrap().template.spec.unwrap().containers[0];
+    assert_eq!(container.ports.as_ref().unwrap()[0].container_port, 9090);
+    let command = container.command.clone().unwrap();
+    assert_eq!(command[0], "migrate-operator");
+    // The chart's command, under the chart's ServiceAccount, metrics on a free local port.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let args = |metrics: &str| -> Vec<String> {
+        command[1..]
+            .iter()
+            .map(|a| {
+                if a.starts_with("--metrics-address=") {
+                    format!("--metrics-address={metrics}")
+                } else {
+                    a.clone()
+                }
+            })
+            .collect()
+    };
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(&ns);
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("operator.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        cluster.service_account_kubeconfig(&ns, OPERATOR_SA).await,
+    )
+    .unwrap();
+    let replica = |name: &str, metrics: &str| {
+        let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
+        std::process::Command::new(env!("CARGO_BIN_EXE_migrate-operator"))
+            .args(args(metrics))
+            .env("KUBECONFIG", &kubeconfig)
+            .env("POD_NAME", name)
+            .env("MIGRATE_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    };
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(cluster.client(), &ns);
+    let holder = || {
+        let leases = leases.clone();
+        async move {
+            leases
+                .get_opt(OPERATOR_SA)
+                .await
+                .unwrap()
+                .and_then(|l| l.spec?.holder_identity)
+                .unwrap_or_default()
+        }
+    };
+    let mut a = replica("replica-a", &format!("127.0.0.1:{port}"));
+    for _ in 0..100 {
+        if holder().await.contains("replica-a") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(holder().await.contains("replica-a"), "{}", holder().await);
+    // Work for it: the chart seeded the demo's background slug; removing its entry makes it
+    // pending.
+    let slug = "reindex-tenant-dashboards";
+    let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
+    cms.patch(
+        LEDGER,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {format!("m.{slug}"): null}})),
+    )
+    .await
+    .unwrap();
+    let jobs: Api<Job> = Api::namespaced(cluster.client(), &ns);
+    let name = format!("migrate-{slug}-1");
+    let mut job = None;
+    for _ in 0..200 {
+        job = jobs.get_opt(&name).await.unwrap();
+        if job.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let spec = job.unwrap_or_else(|| panic!("no Job {name}")).spec.unwrap();
+    assert_eq!(spec.active_deadline_seconds, Some(1200));
+    assert_eq!(spec.ttl_seconds_after_finished, Some(600));
+    let resources = spec.template.spec.unwrap().containers[0]
+        .resources
+        .clone()
+        .unwrap();
+    assert_eq!(resources.limits.unwrap()["memory"].0, "300Mi");
+    assert_eq!(resources.requests.unwrap()["cpu"].0, "10m");
+    let mut metrics = String::new();
+    for _ in 0..50 {
+        metrics = scrape(port);
+        if metrics.contains("migrate_operator_migrations_running 1\n") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(metrics.contains("migrate_operator_leader 1\n"), "{metrics}");
+    assert!(
+        metrics.contains("migrate_operator_migrations_running 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("# TYPE migrate_operator_migrations_pending gauge\n"),
+        "{metrics}"
+    );
+    // A second replica follows; SIGTERM to the leader hands over at the follower's next
+    // campaign (a third of the 15 s Lease), not when the Lease lapses.
+    let mut b = replica("replica-b", "off");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(holder().await.contains("replica-a"));
+    let term = |pid: u32| {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    let stopped = std::time::Instant::now();
+    term(a.id());
+    let mut exited = None;
+    for _ in 0..100 {
+        exited = a.try_wait().unwrap();
+        if exited.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let exited = exited.expect("replica-a exits on SIGTERM");
+    assert!(exited.success(), "{exited:?}");
+    while !holder().await.contains("replica-b") && stopped.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let handover = stopped.elapsed();
+    term(b.id());
+    b.wait().unwrap();
+    assert!(
+        handover < Duration::from_secs(8),
+        "the follower took over after {handover:?}"
+    );
+    let log = std::fs::read_to_string(dir.join("replica-a.log")).unwrap();
+    assert!(log.contains("released leadership"), "{log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "colour codes in a log file: {log:?}"
+    );
+    eprintln!("handover after SIGTERM: {handover:?}");
 }
