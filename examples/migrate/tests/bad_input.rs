@@ -71,11 +71,21 @@ fn durations_too_large_to_be_meant_are_refused_as_bad_input_before_anything_runs
         let before = std::fs::read(&ledger).unwrap();
         let (code, doc, stderr) = json_within(
             Duration::from_secs(60),
-            &["run", tree.to_str().unwrap(), "--ledger", &spec, flag, value],
+            &[
+                "run",
+                tree.to_str().unwrap(),
+                "--ledger",
+                &spec,
+                flag,
+                value,
+            ],
         );
         assert_eq!(code, 2, "{flag} {value}: {doc}\n{stderr}");
         let text = format!("{doc}{stderr}");
-        assert!(text.contains(flag), "{flag} {value}: names the flag: {text}");
+        assert!(
+            text.contains(flag),
+            "{flag} {value}: names the flag: {text}"
+        );
         assert!(
             !dir.path().join("marker").exists(),
             "{flag} {value}: the script ran"
@@ -162,14 +172,20 @@ fn migrate_index_refuses_an_image_or_configmap_name_that_is_not_one() {
     let nameless = format!("@sha256:{digest}");
     let spaced = format!("ghcr.io/x/migr ations@sha256:{digest}");
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["--image", "ghcr.io/x/migrations@sha256:anything"], "--image"),
+        (
+            vec!["--image", "ghcr.io/x/migrations@sha256:anything"],
+            "--image",
+        ),
         (vec!["--image", &short], "--image"),
         (vec!["--image", &upper], "--image"),
         (vec!["--image", &nameless], "--image"),
         (vec!["--image", &spaced], "--image"),
         (vec!["--image", "", "--allow-tag"], "--image"),
         (vec!["--image", &good, "--namespace", ""], "--namespace"),
-        (vec!["--image", &good, "--namespace", "Cozy_System"], "--namespace"),
+        (
+            vec!["--image", &good, "--namespace", "Cozy_System"],
+            "--namespace",
+        ),
         (vec!["--image", &good, "--name", ""], "--name"),
         (vec!["--image", &good, "--name", "a/b"], "--name"),
     ];
@@ -181,11 +197,18 @@ fn migrate_index_refuses_an_image_or_configmap_name_that_is_not_one() {
         let problem = doc["problems"][0].as_str().unwrap_or_default();
         assert!(problem.contains(flag), "{extra:?}: {doc}");
     }
-    let (code, doc, stderr) = json_within(Duration::from_secs(20), &["index", tree, "--image", &good]);
+    let (code, doc, stderr) =
+        json_within(Duration::from_secs(20), &["index", tree, "--image", &good]);
     assert_eq!(code, 0, "{doc}\n{stderr}");
     let (code, doc, stderr) = json_within(
         Duration::from_secs(20),
-        &["index", tree, "--image", "ghcr.io/x/migrations:v1", "--allow-tag"],
+        &[
+            "index",
+            tree,
+            "--image",
+            "ghcr.io/x/migrations:v1",
+            "--allow-tag",
+        ],
     );
     assert_eq!(code, 0, "{doc}\n{stderr}");
 }
@@ -224,8 +247,15 @@ fn control_characters_from_ledger_messages_are_escaped_in_status() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{args:?}: {stdout}");
         assert!(stdout.contains("boom"), "{args:?}: {stdout}");
-        assert_eq!(raw_controls(&stdout), [] as [char; 0], "{args:?}: {stdout:?}");
-        assert!(stdout.contains("\\x1b"), "{args:?}: the escape is shown: {stdout}");
+        assert_eq!(
+            raw_controls(&stdout),
+            [] as [char; 0],
+            "{args:?}: {stdout:?}"
+        );
+        assert!(
+            stdout.contains("\\x1b"),
+            "{args:?}: the escape is shown: {stdout}"
+        );
     }
 }
 
@@ -243,7 +273,11 @@ fn control_characters_in_file_names_are_escaped_in_load_errors() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
         assert!(stderr.contains("name"), "{command}: {stderr}");
-        assert_eq!(raw_controls(&stderr), [] as [char; 0], "{command}: {stderr:?}");
+        assert_eq!(
+            raw_controls(&stderr),
+            [] as [char; 0],
+            "{command}: {stderr:?}"
+        );
     }
 }
 

@@ -34,13 +34,21 @@ fn a_script_edited_after_the_scan_runs_the_scanned_bytes_and_records_their_check
         let (code, doc, stderr) = world.run(&shell, "ok");
         assert_eq!(code, 0, "{}: {doc}\n{stderr}", shell.name);
         let edited = std::fs::read(&script).unwrap();
-        assert_ne!(edited, scanned, "{}: the first script edited the second", shell.name);
+        assert_ne!(
+            edited, scanned,
+            "{}: the first script edited the second",
+            shell.name
+        );
         assert!(
             !stderr.contains("EDITED-AFTER-THE-SCAN"),
             "{}: the bytes written after the scan ran:\n{stderr}",
             shell.name
         );
-        assert!(stderr.contains("HELPER-SOURCED"), "{}: {stderr}", shell.name);
+        assert!(
+            stderr.contains("HELPER-SOURCED"),
+            "{}: {stderr}",
+            shell.name
+        );
         assert!(
             stderr.contains(&format!("ran as {}", script.display())),
             "{}: $0 names the script in the tree:\n{stderr}",

@@ -110,6 +110,10 @@ fn every_append_leaves_zeros_after_the_last_record() {
         rt.block_on(ledger.note_attempt(&slug(10 + i), "run-1", 0))
             .unwrap();
         let raw = std::fs::read(&path).unwrap();
-        assert_eq!(raw.last(), Some(&0), "append {i}: no NUL after the last record");
+        assert_eq!(
+            raw.last(),
+            Some(&0),
+            "append {i}: no NUL after the last record"
+        );
     }
 }

@@ -449,14 +449,24 @@ mod tests {
 
     #[test]
     fn the_copy_is_sourced_with_dollar_zero_naming_the_script_in_the_tree() {
-        let cmd = command_for("/bin/sh", Path::new("/tmp/it's/s"), Path::new("/t/pre-apply/s"));
-        let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        let cmd = command_for(
+            "/bin/sh",
+            Path::new("/tmp/it's/s"),
+            Path::new("/t/pre-apply/s"),
+        );
+        let args: Vec<_> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
         assert_eq!(args, ["-e", "-c", ". '/tmp/it'\\''s/s'", "/t/pre-apply/s"]);
     }
 
     #[test]
     fn bash_gets_pipefail_and_sh_does_not() {
-        let sh = format!("{:?}", command_for("/bin/sh", Path::new("c"), Path::new("x")));
+        let sh = format!(
+            "{:?}",
+            command_for("/bin/sh", Path::new("c"), Path::new("x"))
+        );
         let bash = format!(
             "{:?}",
             command_for("/usr/bin/env bash", Path::new("c"), Path::new("x"))
