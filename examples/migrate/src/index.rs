@@ -63,7 +63,7 @@ pub fn check_image(image: &str, allow_tag: bool) -> Result<(), String> {
             Ok(())
         }
         None if allow_tag => Ok(()),
-        None => Err("no digest (NAME@sha256:HEX): a tag can move, so the operator could run other scripts than these; pin the digest, or pass --allow-tag".into()),
+        None => Err("has no digest (NAME@sha256:HEX): a tag can move, so the operator could run other scripts than these; pin the digest, or pass --allow-tag".into()),
     }
 }
 
