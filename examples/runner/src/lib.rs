@@ -336,9 +336,11 @@ async fn locked_run(
     failpoint("after-prepare");
     let plan = prepared.plan;
 
-    let findings = scan_all(tree, &plan.pending, &config.lint);
-    if !findings.is_empty() {
-        return Err(RunError::Unsafe { findings });
+    let scanned = scan::scan_all_keeping(tree, &plan.pending, &config.lint);
+    if !scanned.findings.is_empty() {
+        return Err(RunError::Unsafe {
+            findings: scanned.findings,
+        });
     }
 
     let report = announce(migrator, &plan, prepared.written.len(), config, console);
@@ -358,6 +360,8 @@ async fn locked_run(
         interrupt,
         keeper: &mut *keeper,
         wire: None,
+        scanned: scanned.bytes,
+        copies: None,
     };
     let outcome = steps(&mut scripts, &mut run, started, report).await;
     // The tripwire's supervisor ends with the run's scripts.

@@ -72,8 +72,14 @@ pub(super) enum Exec {
 }
 
 /// The interpreter command for a script: its shebang words, then errexit
-/// (and pipefail for bash, which supports it), then the script path.
-pub(super) fn command_for(shebang: &str, path: &Path) -> std::process::Command {
+/// (and pipefail for bash, which supports it), then the commands that run
+/// `copy` (the bytes the pre-run scan read and hashed) with `$0` set to the
+/// script's `path` in the tree. The file at `path` is never read again: an
+/// edit after the scan would otherwise run unscanned (and a shell reads its
+/// script as it goes, so even an edit while it runs would). `. COPY` keeps
+/// `$0` what a script run by path has, so `"$(dirname "$0")/../lib/x.sh"`
+/// still finds the tree's helpers.
+pub(super) fn command_for(shebang: &str, copy: &Path, path: &Path) -> std::process::Command {
     let mut words = shebang.split_whitespace();
     let program = words.next().unwrap_or("/bin/sh");
     let args: Vec<&str> = words.collect();
@@ -84,8 +90,41 @@ pub(super) fn command_for(shebang: &str, path: &Path) -> std::process::Command {
     if is_bash {
         cmd.args(["-o", "pipefail"]);
     }
-    cmd.arg(path);
+    // Single-quoted for the shell, byte for byte (a path need not be UTF-8).
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let mut source = b". '".to_vec();
+    for &b in copy.as_os_str().as_bytes() {
+        if b == b'\'' {
+            source.extend_from_slice(b"'\\''");
+        } else {
+            source.push(b);
+        }
+    }
+    source.push(b'\'');
+    cmd.arg("-c")
+        .arg(std::ffi::OsString::from_vec(source))
+        .arg(path);
     cmd
+}
+
+/// Writes the bytes the scan read for `slug` to a file of their own in
+/// `dir` (private to the run, readable by its owner only), for
+/// [`command_for`].
+fn private_copy(dir: &Path, slug: &Slug, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let copy = dir.join(slug.as_str());
+    match std::fs::remove_file(&copy) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o400)
+        .open(&copy)?;
+    file.write_all(bytes)?;
+    Ok(copy)
 }
 
 /// A script's stdin: `/dev/null`, opened once per process and duplicated
@@ -140,6 +179,10 @@ pub(super) struct Scripts<'a, 'k> {
     /// never pays for it); dropped with the run's scripts, which ends its
     /// supervisor.
     pub(super) wire: Option<crate::tripwire::Tripwire>,
+    /// The bytes the pre-run scan read and hashed, per slug: what runs.
+    pub(super) scanned: std::collections::HashMap<Slug, Vec<u8>>,
+    /// Where their private copies are written (made at the first script).
+    pub(super) copies: Option<tempfile::TempDir>,
 }
 
 impl Scripts<'_, '_> {
@@ -158,6 +201,8 @@ impl Scripts<'_, '_> {
             interrupt,
             keeper,
             wire,
+            scanned,
+            copies,
         } = self;
         let (root, config, console) = (tree.root(), *config, *console);
         let (interrupt, keeper) = (&mut **interrupt, &mut **keeper);
@@ -176,7 +221,23 @@ impl Scripts<'_, '_> {
         };
         use std::os::unix::process::CommandExt;
         let path: PathBuf = root.join(&pending.relative_path);
-        let mut cmd = command_for(shebang, &path);
+        let Some(bytes) = scanned.get(&pending.slug) else {
+            return Err(RunError::Spawn {
+                slug: pending.slug.clone(),
+                message: "it was not scanned before the run; refusing to run it unscanned".into(),
+            });
+        };
+        let dir = match copies.take() {
+            Some(d) => copies.insert(d),
+            None => copies.insert(
+                tempfile::Builder::new()
+                    .prefix("migrate-scripts-")
+                    .tempdir()
+                    .map_err(spawn_error)?,
+            ),
+        };
+        let copy = private_copy(dir.path(), &pending.slug, bytes).map_err(spawn_error)?;
+        let mut cmd = command_for(shebang, &copy, &path);
         cmd.current_dir(root)
             .env("MIGRATION_SLUG", pending.slug.as_str())
             .env("MIGRATION_TIER", pending.tier.as_str())
@@ -383,9 +444,29 @@ mod tests {
     }
 
     #[test]
+    fn the_copy_is_sourced_with_dollar_zero_naming_the_script_in_the_tree() {
+        let cmd = command_for(
+            "/bin/sh",
+            Path::new("/tmp/it's/s"),
+            Path::new("/t/pre-apply/s"),
+        );
+        let args: Vec<_> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(args, ["-e", "-c", ". '/tmp/it'\\''s/s'", "/t/pre-apply/s"]);
+    }
+
+    #[test]
     fn bash_gets_pipefail_and_sh_does_not() {
-        let sh = format!("{:?}", command_for("/bin/sh", Path::new("x")));
-        let bash = format!("{:?}", command_for("/usr/bin/env bash", Path::new("x")));
+        let sh = format!(
+            "{:?}",
+            command_for("/bin/sh", Path::new("c"), Path::new("x"))
+        );
+        let bash = format!(
+            "{:?}",
+            command_for("/usr/bin/env bash", Path::new("c"), Path::new("x"))
+        );
         assert!(sh.contains("\"-e\"") && !sh.contains("pipefail"), "{sh}");
         assert!(
             bash.contains("\"bash\" \"-e\" \"-o\" \"pipefail\""),

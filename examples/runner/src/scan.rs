@@ -1,8 +1,10 @@
 //! The pre-run safety scan: every pending script (and the `lib/` helpers
 //! it sources) checked for what errexit cannot see, before anything runs.
 
-use migration_core::MigrationsTree;
+use std::collections::HashMap;
+
 use migration_core::plan::PendingMigration;
+use migration_core::{MigrationsTree, Slug};
 
 use migrate_lint::{Finding, Level, LintConfig, lint_pending};
 
@@ -21,12 +23,16 @@ const MAX_THREADS: usize = 4;
 /// the bytes the plan checksummed: a script that cannot be read, or changed
 /// since the tree was loaded, is refused rather than run unscanned.
 pub fn scan(tree: &MigrationsTree, pending: &PendingMigration, lint: &LintConfig) -> Vec<Finding> {
-    // Test-only (feature `failpoints`): run unscanned, so the tripwire suite
-    // proves the run-time guarantee on its own (tests/tripwire.rs).
-    #[cfg(feature = "failpoints")]
-    if std::env::var_os("MIGRATE_TEST_SKIP_PRERUN_SCAN").is_some() {
-        return Vec::new();
-    }
+    scan_keeping(tree, pending, lint).0
+}
+
+/// [`scan`], and the bytes it read when they are the plan's (what the run
+/// then executes: never the file again, which may have changed since).
+fn scan_keeping(
+    tree: &MigrationsTree,
+    pending: &PendingMigration,
+    lint: &LintConfig,
+) -> (Vec<Finding>, Option<Vec<u8>>) {
     let file = pending.relative_path.display().to_string();
     let refuse = |message: String| {
         vec![Finding {
@@ -37,16 +43,36 @@ pub fn scan(tree: &MigrationsTree, pending: &PendingMigration, lint: &LintConfig
             message,
         }]
     };
-    match std::fs::read(tree.root().join(&pending.relative_path)) {
-        Err(e) => refuse(format!("cannot be read before running: {e}")),
+    let bytes = match std::fs::read(tree.root().join(&pending.relative_path)) {
+        Err(e) => return (refuse(format!("cannot be read before running: {e}")), None),
         Ok(bytes) if migration_core::Sha256Digest::of(&bytes) != pending.sha256 => {
-            refuse("changed on disk since the tree was loaded; load it again".into())
+            return (
+                refuse("changed on disk since the tree was loaded; load it again".into()),
+                None,
+            );
         }
-        Ok(bytes) => lint_pending(tree.root(), &file, &bytes, lint)
-            .into_iter()
-            .filter(|f| f.level == Level::Error && UNSAFE_AT_RUNTIME.contains(&f.rule))
-            .collect(),
+        Ok(bytes) => bytes,
+    };
+    // Test-only (feature `failpoints`): run unscanned, so the tripwire suite
+    // proves the run-time guarantee on its own (tests/tripwire.rs).
+    #[cfg(feature = "failpoints")]
+    if std::env::var_os("MIGRATE_TEST_SKIP_PRERUN_SCAN").is_some() {
+        return (Vec::new(), Some(bytes));
     }
+    let findings = lint_pending(tree.root(), &file, &bytes, lint)
+        .into_iter()
+        .filter(|f| f.level == Level::Error && UNSAFE_AT_RUNTIME.contains(&f.rule))
+        .collect();
+    (findings, Some(bytes))
+}
+
+/// What the scan of a run's pending scripts found, and the bytes of each
+/// script it read (by slug): what the run executes.
+pub(super) struct Scanned {
+    /// Every finding, in plan order.
+    pub(super) findings: Vec<Finding>,
+    /// The bytes scanned and hashed, per slug (absent: refused).
+    pub(super) bytes: HashMap<Slug, Vec<u8>>,
 }
 
 /// [`scan`] of every pending script, their findings in plan order. Large
@@ -58,10 +84,39 @@ pub fn scan_all(
     pending: &[PendingMigration],
     lint: &LintConfig,
 ) -> Vec<Finding> {
+    scan_all_with(tree, pending, lint, false).findings
+}
+
+/// [`scan_all`], keeping the bytes scanned for the run to execute.
+pub(super) fn scan_all_keeping(
+    tree: &MigrationsTree,
+    pending: &[PendingMigration],
+    lint: &LintConfig,
+) -> Scanned {
+    scan_all_with(tree, pending, lint, true)
+}
+
+fn scan_all_with(
+    tree: &MigrationsTree,
+    pending: &[PendingMigration],
+    lint: &LintConfig,
+    keep: bool,
+) -> Scanned {
     let threads =
         migration_core::threads::for_items(pending.len(), MIN_SCRIPTS_PER_THREAD, MAX_THREADS);
-    let scan_run = |run: &[PendingMigration]| -> Vec<Finding> {
-        run.iter().flat_map(|p| scan(tree, p, lint)).collect()
+    let scan_run = |run: &[PendingMigration]| -> Scanned {
+        let mut scanned = Scanned {
+            findings: Vec::new(),
+            bytes: HashMap::new(),
+        };
+        for p in run {
+            let (findings, bytes) = scan_keeping(tree, p, lint);
+            scanned.findings.extend(findings);
+            if let (true, Some(bytes)) = (keep, bytes) {
+                scanned.bytes.insert(p.slug.clone(), bytes);
+            }
+        }
+        scanned
     };
     if threads == 1 {
         return scan_run(pending);
@@ -72,11 +127,19 @@ pub fn scan_all(
             .chunks(per_thread)
             .map(|run| scope.spawn(move || scan_run(run)))
             .collect();
-        handles
-            .into_iter()
+        let mut all = Scanned {
+            findings: Vec::new(),
+            bytes: HashMap::new(),
+        };
+        for handle in handles {
             // A scanning thread only panics on a bug; carry the panic over.
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+            let part = handle
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            all.findings.extend(part.findings);
+            all.bytes.extend(part.bytes);
+        }
+        all
     })
 }
 

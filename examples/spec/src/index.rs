@@ -33,6 +33,40 @@ pub struct Index {
     pub revoked: Vec<Slug>,
 }
 
+/// Checks an image reference for the index, saying what is wrong with it:
+/// a name (no blank, no control character) followed by `@sha256:` and 64
+/// lowercase hex digits, or with `allow_tag` any such name without a
+/// digest. A digest is checked whenever one is given: text after
+/// `@sha256:` that is not a digest pins nothing.
+pub fn check_image(image: &str, allow_tag: bool) -> Result<(), String> {
+    if image.is_empty() {
+        return Err("empty image reference".into());
+    }
+    if let Some(c) = image.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "{c:?} in an image reference (no blank or control character belongs there)"
+        ));
+    }
+    match image.split_once('@') {
+        Some((name, digest)) => {
+            if name.is_empty() {
+                return Err("no image name before '@'".into());
+            }
+            let hex = digest.strip_prefix("sha256:").ok_or_else(|| {
+                format!("the digest {digest:?} is not sha256:HEX")
+            })?;
+            if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+                return Err(format!(
+                    "the digest sha256:{hex} is not 64 lowercase hex digits"
+                ));
+            }
+            Ok(())
+        }
+        None if allow_tag => Ok(()),
+        None => Err("has no digest (NAME@sha256:HEX): a tag can move, so the operator could run other scripts than these; pin the digest, or pass --allow-tag".into()),
+    }
+}
+
 /// Why an index ConfigMap cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("index {name}: {reason}")]

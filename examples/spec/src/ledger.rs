@@ -33,7 +33,7 @@ pub enum LedgerSpec {
 }
 
 /// A DNS-1123 label (namespaces): at most 63 of `[a-z0-9-]`, alphanumeric at both ends.
-fn is_dns_label(s: &str) -> bool {
+pub fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.bytes()
@@ -43,7 +43,7 @@ fn is_dns_label(s: &str) -> bool {
 }
 
 /// A DNS-1123 subdomain (object names): dot-separated labels, at most 253.
-fn is_dns_subdomain(s: &str) -> bool {
+pub fn is_dns_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
@@ -155,6 +155,18 @@ impl LedgerSpec {
             None => fail(&e),
         })?;
         migration_kube::client::from_config(config).map_err(|e| fail(&e))
+    }
+
+    /// Refuses a spec that cannot name a ledger, before anything opens it:
+    /// a `file:` path that is (or leads to) a device, a FIFO, a directory
+    /// or a socket, named with what it is.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            LedgerSpec::File(path) => FileLedger::new(path)
+                .refuse_special_file()
+                .map_err(|e| format!("--ledger {self}: {e}")),
+            LedgerSpec::Memory | LedgerSpec::ConfigMap { .. } | LedgerSpec::Crd { .. } => Ok(()),
+        }
     }
 
     /// Opens the ledger the spec names. Kubernetes backends discover their

@@ -12,4 +12,7 @@ pub mod exit;
 pub mod index;
 mod ledger;
 
-pub use ledger::{FILE_BUDGET_ENV, KubeOptions, LedgerSpec, SpecError, set_kube_options};
+pub use ledger::{
+    FILE_BUDGET_ENV, KubeOptions, LedgerSpec, SpecError, is_dns_label, is_dns_subdomain,
+    set_kube_options,
+};

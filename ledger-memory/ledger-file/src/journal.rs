@@ -20,7 +20,8 @@
 //! was never acknowledged: it is dropped (and truncated by the next writer).
 //! Everything else that does not check out is corrupt and the whole file is
 //! unreadable, with the byte offset: a line whose checksum or JSON is
-//! wrong, a revision that does not follow, a torn snapshot.
+//! wrong, a revision that does not follow, a torn snapshot, and a file that
+//! ends inside a record with no NUL after it (below).
 //!
 //! **Preallocated tail.** After the last record the file may end in NUL
 //! bytes (up to twice [`PREALLOCATE_BYTES`]): the writer extends the file
@@ -33,6 +34,21 @@
 //! NULs, without its newline: torn, exactly as at the end of the file. A
 //! version that predates the tail reads it the same way (a final line with
 //! no newline, dropped) and truncates it before appending.
+//!
+//! **A torn append or a file cut short.** The writer only ever writes a
+//! record into NULs that are already on disk: into the tail, or, when the
+//! record does not fit, after extending the file with NULs and syncing that
+//! first; and it never fills the tail to the last byte. So a record a
+//! crash tore is always followed by at least one NUL (where its newline was
+//! to go). A file that ends inside a record with no NUL after it was cut
+//! after it was written (a bad restore, a copy that stopped early, a full
+//! disk during a copy), and the records after the cut were acknowledged:
+//! it is refused, naming the offset, rather than read as a torn tail whose
+//! loss would run those migrations again. A cut that falls exactly between
+//! two records cannot be told from a file that ends there. Versions before
+//! this rule could leave a torn record without NULs after it (appending at
+//! the end of the file, or growing it in the same write); such a file is
+//! refused too, and the message says how to cut it by hand.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -150,6 +166,14 @@ impl Corrupt {
     }
 }
 
+/// Why a file ending inside a record is refused rather than read as a torn
+/// append.
+pub(crate) const CUT_SHORT: &str = "the file ends inside this record, with no NUL bytes after it: \
+it was cut short (a bad restore, a copy that stopped early) and acknowledged records may be lost \
+(an append a crash tore is always followed by the NULs it was written into); restore the whole \
+file. Only if you know the last write was interrupted by a crash under a version older than \
+this one, cut the file at this offset (truncate -s OFFSET)";
+
 /// How far a replay got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Replayed {
@@ -264,6 +288,15 @@ pub(crate) fn replay(
                     offset,
                     "the snapshot record is cut short (a snapshot is only ever written whole)",
                 ));
+            }
+            // The writer puts every record into NULs already on disk (the
+            // preallocated tail, extended durably before a record that
+            // does not fit), so an append a crash tore is followed by NULs
+            // (at the least where its newline was to go). A file that ends
+            // inside a record without them was cut short after it was
+            // written: the records it lost were acknowledged.
+            if rest.last() != Some(&0) {
+                return Err(Corrupt::at(offset, CUT_SHORT));
             }
             return Ok(Replayed {
                 end: offset,

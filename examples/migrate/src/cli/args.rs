@@ -358,6 +358,18 @@ pub struct NewArgs {
     pub tests_dir: PathBuf,
 }
 
+/// The most seconds any duration flag takes: a week. Far beyond any run a
+/// hook or a Job waits for, and far below what the clocks and timers the
+/// engine adds a duration to can hold (a larger one overflowed them: a
+/// lock expiry no later run could parse, a timeout that panicked after the
+/// attempt was counted, a grace period that stopped the supervisor).
+pub const MAX_DURATION_SECS: u64 = 7 * 24 * 60 * 60;
+
+/// The parser of a duration flag in seconds: `min` to [`MAX_DURATION_SECS`].
+fn seconds(min: u64) -> clap::builder::RangedU64ValueParser<u64> {
+    clap::value_parser!(u64).range(min..=MAX_DURATION_SECS)
+}
+
 /// `migrate run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -378,17 +390,19 @@ pub struct RunArgs {
     /// Namespace passed to scripts as MIGRATION_NAMESPACE.
     #[arg(long, env = "MIGRATION_NAMESPACE", default_value = defaults::NAMESPACE)]
     pub namespace: String,
-    /// Per-script timeout in seconds.
-    #[arg(long, default_value_t = 900)]
+    /// Per-script timeout in seconds (1 to 604800, a week).
+    #[arg(long, default_value_t = 900, value_parser = seconds(1))]
     pub timeout: u64,
-    /// Seconds between SIGTERM and SIGKILL when stopping a script.
-    #[arg(long, default_value_t = 10)]
+    /// Seconds between SIGTERM and SIGKILL when stopping a script (at most
+    /// 604800, a week).
+    #[arg(long, default_value_t = 10, value_parser = seconds(0))]
     pub grace: u64,
-    /// Seconds to wait for another runner's lock.
-    #[arg(long, default_value_t = 300)]
+    /// Seconds to wait for another runner's lock (at most 604800, a week).
+    #[arg(long, default_value_t = 300, value_parser = seconds(0))]
     pub lock_wait: u64,
-    /// Lifetime of the run lock in seconds (renewed every third).
-    #[arg(long, default_value_t = 60)]
+    /// Lifetime of the run lock in seconds, renewed every third (1 to
+    /// 604800, a week).
+    #[arg(long, default_value_t = 60, value_parser = seconds(1))]
     pub lock_ttl: u64,
     /// Lock holder identity (default: $POD_NAME or host name, plus the pid).
     #[arg(long)]
@@ -462,8 +476,8 @@ pub struct TestArgs {
     /// Where script tests live, relative to the tree.
     #[arg(long, default_value = "tests")]
     pub tests_dir: PathBuf,
-    /// Seconds each test may take.
-    #[arg(long, default_value_t = 300)]
+    /// Seconds each test may take (1 to 604800, a week).
+    #[arg(long, default_value_t = 300, value_parser = seconds(1))]
     pub timeout: u64,
 }
 

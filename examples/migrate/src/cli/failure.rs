@@ -97,7 +97,10 @@ impl From<LedgerError> for Failure {
     }
 }
 
-/// Opens the ledger `spec` names; failing to is an environment failure.
+/// Opens the ledger `spec` names; failing to is an environment failure,
+/// but a spec that cannot name a ledger (a file ledger path that is a
+/// device or a FIFO) is bad input.
 pub async fn open(spec: &LedgerSpec) -> Result<Arc<dyn LockedLedger>, Failure> {
+    spec.check().map_err(|e| Failure::bad_input(vec![e]))?;
     spec.open().await.map_err(|e| Failure::environment(vec![e]))
 }

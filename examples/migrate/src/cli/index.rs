@@ -10,11 +10,24 @@ use migrate_spec::index::{Index, index_configmap};
 /// Builds the index of the tree's runnable background migrations and
 /// prints it as a ConfigMap.
 pub fn index(args: IndexArgs, out: &Out) -> Result<(), Failure> {
-    if !args.allow_tag && !args.image.contains("@sha256:") {
-        return Err(Failure::bad_input(vec![format!(
-            "--image {:?} has no digest (NAME@sha256:HEX): a tag can move, so the operator could run other scripts than these; pin the digest, or pass --allow-tag",
-            args.image
-        )]));
+    let mut problems = Vec::new();
+    if let Err(why) = migrate_spec::index::check_image(&args.image, args.allow_tag) {
+        problems.push(format!("--image {:?}: {why}", args.image));
+    }
+    if !migrate_spec::is_dns_label(&args.namespace) {
+        problems.push(format!(
+            "--namespace {:?} is not a namespace name (1 to 63 of a-z, 0-9 and '-', alphanumeric at both ends)",
+            args.namespace
+        ));
+    }
+    if !migrate_spec::is_dns_subdomain(&args.name) {
+        problems.push(format!(
+            "--name {:?} is not a ConfigMap name (1 to 253 characters: dot-separated labels of a-z, 0-9 and '-')",
+            args.name
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(Failure::bad_input(problems));
     }
     let tree = MigrationsTree::load(&args.tree)?;
     let Some(index) = Index::from_tree(&tree, &args.image, &args.tree_path) else {

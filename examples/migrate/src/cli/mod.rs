@@ -91,10 +91,14 @@ fn manifest_of(tree: &MigrationsTree) -> Result<&Manifest, Failure> {
     tree.manifest().ok_or_else(|| no_manifest(tree))
 }
 
-/// The failure of a command that needs `order.d/` on a tree without one.
+/// The failure of a command that needs `order.d/` on a tree without one:
+/// bad input (the tree is incomplete, whatever the ledger holds), in the
+/// plan's own words, whichever command meets it.
 fn no_manifest(tree: &MigrationsTree) -> Failure {
-    Failure::bad_input(vec![format!(
-        "{}: no order.d/ manifest",
-        tree.root().display()
-    )])
+    Failure::bad_input(vec![
+        migration_core::Refusal::NoManifest {
+            root: tree.root().display().to_string(),
+        }
+        .to_string(),
+    ])
 }

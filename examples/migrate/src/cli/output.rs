@@ -52,8 +52,9 @@ impl Out {
                 self.emit(&view, |_| String::new());
             }
             Format::Text => {
+                // A problem quotes file names and ledger text: escaped.
                 for p in &failure.problems {
-                    sink::stderr_line(&format!("migrate: {p}"));
+                    sink::stderr_line(&format!("migrate: {}", crate::report::printable(p)));
                 }
             }
         }

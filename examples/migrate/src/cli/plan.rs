@@ -35,6 +35,8 @@ pub(crate) async fn plan_for_run(
     out: &Out,
 ) -> Result<(), Failure> {
     let (tree, opened) = load_and_read(&args.tree, &args.ledger).await?;
+    // As `run` does: before the ledger's own failures.
+    super::manifest_of(&tree)?;
     let (ledger, read) = opened?;
     let snapshot = read?;
     let mut migrator = Migrator::new(&tree, ledger.as_ref(), &SystemClock)

@@ -37,6 +37,36 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+/// `text` safe to hand to a terminal: every control character but newline
+/// and tab (C0, DEL, C1) and every bidirectional-text control is shown as
+/// an escape (`\x1b`, `\u{202e}`) instead of being printed raw. What the
+/// ledger holds (a script's output tail, a message) and what a file name
+/// holds is anybody's text: raw, an escape sequence could clear the
+/// screen, rewrite earlier lines or retitle the terminal, and a carriage
+/// return or a bidi override could make a line read as something else.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            c if !unsafe_char(c) => out.push(c),
+            c if (c as u32) < 0x80 => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// `--output`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -132,4 +162,18 @@ pub struct ErrorView {
     pub exit_code: u8,
     /// One line per problem.
     pub problems: Vec<String>,
+}
+
+#[cfg(test)]
+mod printable_tests {
+    use super::printable;
+
+    #[test]
+    fn printable_escapes_terminal_controls_and_keeps_newlines_tabs_and_text() {
+        assert_eq!(printable("plain\ttext\nüber"), "plain\ttext\nüber");
+        assert_eq!(
+            printable("a\u{1b}[2J\rb\u{7f}\u{9b}c\u{202e}d"),
+            "a\\x1b[2J\\x0db\\x7f\\u{9b}c\\u{202e}d"
+        );
+    }
 }

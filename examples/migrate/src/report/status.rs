@@ -7,7 +7,7 @@ use migration_core::EntryState;
 use migration_core::ledger::{LedgerSnapshot, LegacyVersion, Record};
 use serde::Serialize;
 
-use super::{Colour, paint, paint_line, table};
+use super::{Colour, paint, paint_line, printable, table};
 
 /// One entry in the `status` document.
 #[derive(Debug, Serialize)]
@@ -190,7 +190,7 @@ impl StatusView {
         paint_line(&mut out, &heading, Colour::Bold, colour);
         // Corrupt keys first: each blocks the slug it names.
         for c in &self.corrupt {
-            let corrupt = format!("CORRUPT {}: {}", c.key, c.reason);
+            let corrupt = format!("CORRUPT {}: {}", printable(&c.key), printable(&c.reason));
             paint_line(&mut out, &corrupt, Colour::Red, colour);
         }
         let mut rows = Vec::new();
@@ -210,6 +210,7 @@ impl StatusView {
                 "not-yet" => paint(e.state, Colour::Yellow, colour),
                 other => other.to_owned(),
             };
+            // The ledger's text is anybody's: escaped (`printable`).
             let reason = match (&e.reason, &e.message) {
                 (Some(r), Some(m)) => format!("{r}: {}", m.lines().last().unwrap_or("")),
                 (Some(r), None) => r.clone(),
@@ -220,8 +221,8 @@ impl StatusView {
                 state,
                 e.at.clone(),
                 e.attempts.to_string(),
-                e.batch.clone().unwrap_or_default(),
-                reason,
+                printable(e.batch.as_deref().unwrap_or_default()).into_owned(),
+                printable(&reason).into_owned(),
             ]);
         }
         if self.entries.is_empty() && self.unrecorded.is_empty() {
@@ -240,12 +241,12 @@ pub const UNRECORDED: &str = "unrecorded";
 
 impl EntryView {
     /// The entry whole, one `key: value` line each, the failure output last
-    /// and in full.
+    /// and in full; what the ledger holds is escaped ([`printable`]).
     pub fn text(&self) -> String {
         let mut out = String::new();
         let mut field = |key: &str, value: Option<&str>| {
             if let Some(value) = value.filter(|v| !v.is_empty()) {
-                let _ = writeln!(out, "{key:<9} {value}");
+                let _ = writeln!(out, "{key:<9} {}", printable(value));
             }
         };
         field("slug:", Some(&self.slug));
@@ -259,7 +260,7 @@ impl EntryView {
         if let Some(message) = &self.message {
             let _ = writeln!(out, "output:");
             for line in message.lines() {
-                let _ = writeln!(out, "  {line}");
+                let _ = writeln!(out, "  {}", printable(line));
             }
         }
         out

@@ -163,7 +163,7 @@ fn a_run_refused_for_a_missing_order_d_creates_no_ledger_and_no_lock_file() {
     let state = tempfile::tempdir().unwrap();
     let (code, doc, _) = repo.on_ledger("run", &ledger_in(&state), &[]);
     assert_eq!(code, 2, "{doc}");
-    assert_first_problem(&doc, "no order.d/ manifest");
+    assert_first_problem(&doc, "order.d does not exist");
     assert!(files_in(&state).is_empty(), "{:?}", files_in(&state));
 }
 

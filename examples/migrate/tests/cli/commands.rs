@@ -5,6 +5,9 @@
 use crate::common;
 use common::{Repo, assert_first_problem, fields, json, ledger_in, migrate, text};
 
+/// A digest-pinned image reference.
+const IMAGE: &str = "img@sha256:0000000000000000000000000000000000000000000000000000000000000001";
+
 /// A repository with v1.0.0 (a, b) and v1.1.0 (c), manifest generated.
 fn released() -> Repo {
     Repo::released(&[
@@ -266,7 +269,7 @@ fn the_index_lists_exactly_the_manifests_runnable_background_slugs_in_order() {
     let (code, _, err) = repo.manifest();
     assert_eq!(code, 0, "{err}");
     let tree = repo.tree();
-    let image = ["--image", "img@sha256:1", "--tree-path", "/m"];
+    let image = ["--image", IMAGE, "--tree-path", "/m"];
     let cm = rendered_configmap("index", &tree, &image);
     assert_eq!(cm["metadata"]["name"], "cozystack-migrations-index");
     let slugs: Vec<&str> = cm["data"]["slugs"].as_str().unwrap().lines().collect();
@@ -293,6 +296,6 @@ fn the_index_lists_exactly_the_manifests_runnable_background_slugs_in_order() {
     assert_eq!(slugs, expected);
     assert_eq!(slugs, ["alpha", "bad", "zeta", "later"]);
     assert_eq!(cm["data"]["revoked"], "bad\n");
-    assert_eq!(cm["data"]["image"], "img@sha256:1");
+    assert_eq!(cm["data"]["image"], IMAGE);
     assert_eq!(cm["data"]["tree"], "/m");
 }

@@ -3,6 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod adopt;
+mod bad_input;
+mod bytes_executed;
 mod chart;
 mod cli_fail_closed;
 mod cli_habits;

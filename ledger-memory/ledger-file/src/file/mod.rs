@@ -182,6 +182,25 @@ struct Probe {
     ino: u64,
     len: u64,
     symlink: bool,
+    /// What the file is when it is neither a regular file nor a symlink (a
+    /// ledger is never one: reading a device never ends, opening a FIFO
+    /// waits for a writer).
+    special: Option<&'static str>,
+}
+
+/// What a file of type `t` is, when it is neither a regular file nor a
+/// symlink.
+fn special(t: rustix::fs::FileType) -> Option<&'static str> {
+    use rustix::fs::FileType;
+    match t {
+        FileType::RegularFile | FileType::Symlink => None,
+        FileType::Directory => Some("a directory"),
+        FileType::CharacterDevice => Some("a character device"),
+        FileType::BlockDevice => Some("a block device"),
+        FileType::Fifo => Some("a FIFO (named pipe)"),
+        FileType::Socket => Some("a socket"),
+        FileType::Unknown => Some("a file of unknown type"),
+    }
 }
 
 impl Probe {
@@ -223,6 +242,7 @@ impl Probe {
                 ino: s.stx_ino,
                 len: s.stx_size,
                 symlink: FileType::from_raw_mode(u32::from(s.stx_mode)) == FileType::Symlink,
+                special: special(FileType::from_raw_mode(u32::from(s.stx_mode))),
             })),
             Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => None,
             Err(e) => Some(Err(e.into())),
@@ -238,12 +258,17 @@ impl From<&fs::Metadata> for Probe {
             ino: m.ino(),
             len: m.len(),
             symlink: m.file_type().is_symlink(),
+            special: special(rustix::fs::FileType::from_raw_mode(m.mode())),
         }
     }
 }
 
 /// Follows symlinks to the file the ledger really is (which need not exist
 /// yet). Parent directories may be symlinks; they are left as they are.
+/// A path that is (or leads to) anything but a regular file is refused
+/// ([`io::ErrorKind::InvalidInput`], naming it and what it is) before it is
+/// opened: `/dev/zero` would be read until memory runs out, a FIFO would
+/// wait for a writer for ever.
 fn resolve(path: &Path) -> io::Result<PathBuf> {
     let mut current = path.to_path_buf();
     for _ in 0..40 {
@@ -255,6 +280,18 @@ fn resolve(path: &Path) -> io::Result<PathBuf> {
                 } else {
                     directory_of(&current).join(target)
                 };
+            }
+            Ok(Probe {
+                special: Some(kind),
+                ..
+            }) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} is {kind}, not a regular file (a file ledger is a regular file, or a path where one will be created)",
+                        current.display()
+                    ),
+                ));
             }
             Ok(_) => return Ok(current),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(current),
@@ -385,6 +422,21 @@ impl FileLedger {
 
     fn resolve(&self, operation: &'static str) -> Result<PathBuf, LedgerError> {
         resolve(&self.path).map_err(|e| self.io_error(operation, "resolving the path", &e))
+    }
+
+    /// Refuses a path that is, or whose symlinks lead to, anything but a
+    /// regular file (a device, a FIFO, a directory, a socket), naming it
+    /// and what it is, before anything opens it: what a command checks
+    /// first, to report it as bad input. Every other outcome (a path that
+    /// does not exist yet, one that cannot be looked at) is left to the
+    /// operations, which report it themselves.
+    pub fn refuse_special_file(&self) -> Result<(), LedgerError> {
+        match resolve(&self.path) {
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                Err(self.io_error("open", "resolving the path", &e))
+            }
+            _ => Ok(()),
+        }
     }
 }
 

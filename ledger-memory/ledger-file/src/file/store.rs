@@ -389,17 +389,27 @@ impl FileLedger {
             let object = self.changed_object(current, change, operation)?;
             return self.replace_with_snapshot(view, object, operation);
         }
-        // Into the preallocated tail when the record fits (its fdatasync
-        // then writes only its block); else the file grows by whole steps,
-        // the record and a fresh tail in one write.
-        let grown = (size > current.len).then(|| journal::preallocated_len(size));
-        let mut bytes = line;
+        // Into the preallocated tail when the record fits with a NUL to
+        // spare (its fdatasync then writes only its block); else the file
+        // first grows by whole steps of NULs, made durable before the record
+        // is written into them. A crash can then tear a record only inside
+        // NULs that are on disk, which is how a reader tells a torn append
+        // from a file cut short (see `journal`): one more sync per step of
+        // growth (about 35 records of a run).
+        let grown = (size >= current.len).then(|| journal::preallocated_len(size));
         if let Some(len) = grown {
-            bytes.resize((len - current.end) as usize, 0);
+            opened
+                .file
+                .set_len(len)
+                .and_then(|()| opened.file.sync_data())
+                .map_err(|e| {
+                    let _ = opened.file.set_len(current.len);
+                    self.io_error(operation, "growing the journal", &e)
+                })?;
         }
         let appended = opened
             .file
-            .write_all_at(&bytes, current.end)
+            .write_all_at(&line, current.end)
             .and_then(|()| opened.file.sync_data());
         if let Err(e) = appended {
             // Nothing was acknowledged: take the partial record back (and

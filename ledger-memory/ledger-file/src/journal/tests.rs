@@ -38,11 +38,20 @@ fn a_file_round_trips_and_a_torn_append_is_dropped() {
     let state = parsed.state.unwrap();
     assert_eq!(state.revision(), 4);
     assert_eq!(state.data().len(), 2);
+    // Torn inside the zeros it was written into: dropped.
     for cut in 1..put.len() {
-        let parsed = parse(&bytes[..whole as usize + cut]).unwrap();
+        let mut torn = bytes[..whole as usize + cut].to_vec();
+        torn.resize(bytes.len() + 1, 0);
+        let parsed = parse(&torn).unwrap();
         assert_eq!(parsed.replayed.end, whole, "cut {cut}");
-        assert_eq!(parsed.replayed.torn, cut as u64);
+        assert_eq!(parsed.replayed.torn, torn.len() as u64 - whole);
         assert_eq!(parsed.state.unwrap(), object());
+    }
+    // The same bytes with no zero after them: the file was cut short.
+    for cut in 1..put.len() {
+        let err = parse(&bytes[..whole as usize + cut]).unwrap_err();
+        assert_eq!(err.offset, whole, "cut {cut}");
+        assert_eq!(err.reason, CUT_SHORT);
     }
 }
 

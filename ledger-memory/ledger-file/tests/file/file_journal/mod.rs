@@ -102,13 +102,17 @@ fn read_raw(
 }
 
 /// What a reader finds after a crash that left only the first `len` bytes of `file` at
-/// `path`: the prefix is written over whatever is there and read with a fresh handle.
+/// `path`: the prefix, followed by the NULs the writer wrote it into (it writes
+/// records only into zeros already on disk), is written over whatever is there and
+/// read with a fresh handle.
 fn read_cut(
     path: &Path,
     file: &[u8],
     len: usize,
 ) -> Result<Option<std::collections::BTreeMap<String, String>>, LedgerError> {
-    std::fs::write(path, &file[..len]).unwrap();
+    let mut torn = file[..len].to_vec();
+    torn.resize((file.len() + 1).next_multiple_of(8 * 1024), 0);
+    std::fs::write(path, &torn).unwrap();
     read_raw(path)
 }
 
@@ -183,3 +187,4 @@ mod damage;
 mod formats;
 mod processes;
 mod records;
+mod truncation;
