@@ -18,17 +18,22 @@ use tokio::sync::watch;
 use super::child::ScriptChild;
 use super::*;
 
-/// Keeps the output tail within a byte budget, by whole lines.
+/// Keeps the output tail within a byte budget, by whole lines, each
+/// redacted as it arrives: whether a line holds a secret can depend on an
+/// earlier line (a Secret's `data:`) that the tail no longer keeps.
 #[derive(Debug, Default)]
 pub(super) struct Tail {
     lines: VecDeque<String>,
     bytes: usize,
     cap: usize,
+    redactor: migration_core::redact::Redactor,
 }
 
 impl Tail {
     fn push(&mut self, line: &str) {
-        let mut line = line.to_owned();
+        let Some(mut line) = self.redactor.line(line) else {
+            return;
+        };
         if line.len() > self.cap {
             let mut cut = line.len() - self.cap;
             while !line.is_char_boundary(cut) {

@@ -47,7 +47,7 @@ pub fn main(name: &str, argv: Vec<String>) -> i32 {
     let id = record::call_id();
     let start = Record::Start {
         id: id.clone(),
-        argv: argv.clone(),
+        argv: record::call_words(&argv),
         via: "shim".into(),
         pid: std::process::id(),
     };
