@@ -85,6 +85,43 @@ pub fn append(path: &Path, record: &Record) -> std::io::Result<()> {
     file.write_all(&line)
 }
 
+/// A run variable (the report's path, the run's commands) from this
+/// process's environment or, when a caller stripped it (`env -i`, Python's
+/// `subprocess` with `env={...}`), from the nearest ancestor's: the script
+/// that started the caller still has it. Outside a run: `None`.
+pub fn run_variable(key: &str) -> Option<std::ffi::OsString> {
+    std::env::var_os(key).or_else(|| ancestor_variable(key))
+}
+
+fn ancestor_variable(key: &str) -> Option<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStringExt;
+    let mut entry = key.as_bytes().to_vec();
+    entry.push(b'=');
+    let mut pid = std::os::unix::process::parent_id();
+    // Deep enough for any wrapper chain; the runner itself is above it.
+    for _ in 0..32 {
+        if pid <= 1 {
+            return None;
+        }
+        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ"))
+            && let Some(value) = env
+                .split(|b| *b == 0)
+                .find_map(|e| e.strip_prefix(entry.as_slice()))
+        {
+            return Some(std::ffi::OsString::from_vec(value.to_vec()));
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let after = &stat[stat.rfind(')')? + 1..];
+        pid = after.split_whitespace().nth(1)?.parse().ok()?;
+    }
+    None
+}
+
+/// The report file of this call: see [`run_variable`].
+pub fn report_path() -> Option<std::path::PathBuf> {
+    run_variable(ENV_REPORT).map(std::path::PathBuf::from)
+}
+
 /// A unique id for one call: pid and nanoseconds.
 pub fn call_id() -> String {
     let nanos = std::time::SystemTime::now()

@@ -22,7 +22,7 @@ use std::time::Duration;
 use super::classify::{Class, classify};
 use super::config::{DEFAULT_COMMANDS, TOLERATE};
 use super::exec::{self, Input};
-use super::record::{self, ENV_COMMANDS, ENV_REPORT, Outcome, Record};
+use super::record::{self, ENV_COMMANDS, Outcome, Record};
 use super::shim::{Real, end_record, real_command};
 
 /// Retries of a bare `--retry`.
@@ -147,8 +147,8 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
 
 /// The cluster commands of this run (the defaults outside a run).
 fn cluster_commands() -> Vec<String> {
-    match std::env::var(ENV_COMMANDS) {
-        Ok(v) if !v.is_empty() => v.split(',').map(str::to_owned).collect(),
+    match record::run_variable(ENV_COMMANDS).and_then(|v| v.into_string().ok()) {
+        Some(v) if !v.is_empty() => v.split(',').map(str::to_owned).collect(),
         _ => DEFAULT_COMMANDS.iter().map(|s| s.to_string()).collect(),
     }
 }
@@ -306,7 +306,7 @@ pub fn reads_stdin(command: &[String]) -> bool {
 }
 
 fn report_path() -> Option<PathBuf> {
-    std::env::var_os(ENV_REPORT).map(PathBuf::from)
+    record::report_path()
 }
 
 /// Records a call that never ran (a usage error) as failed, so masking the
@@ -385,11 +385,11 @@ pub fn main(args: Vec<String>) -> i32 {
         record_refusal(&args, &format!("{TOLERATE}: {e}"));
         return 2;
     }
-    let real = match real_command(&name) {
+    let report = report_path();
+    let real = match real_command(&name, report.as_deref()) {
         Real::At(p) => Some(p),
         Real::Missing => None,
     };
-    let report = report_path();
     let id = record::call_id();
     if let Some(report) = &report {
         let start = Record::Start {
