@@ -134,6 +134,15 @@ fn a_detached_process_that_outlives_the_script_is_a_failure_and_never_calls_the_
     }
 }
 
+/// Each script's test (lint requires one), so lint speaks of nothing else.
+fn with_tests(s: &Scratch, slugs: &[&str]) {
+    let dir = s.tree().join("tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    for slug in slugs {
+        std::fs::write(dir.join(format!("{slug}.sh")), "#!/bin/sh\nexit 0\n").unwrap();
+    }
+}
+
 /// Shapes only the text can show: the scan refuses each at its line.
 #[test]
 fn login_shells_profile_scripts_and_tripwire_internals_are_refused_before_anything_runs() {
@@ -177,6 +186,7 @@ fn login_shells_profile_scripts_and_tripwire_internals_are_refused_before_anythi
         for (slug, body, rule) in cases {
             let s = Scratch::new();
             s.scripts(&shell, "abort", &[(slug, body)]);
+            with_tests(&s, &[slug]);
             let (code, found) = s.lint_findings(&shell);
             assert_ne!(code, 0, "{} {slug}: {found:?}", shell.name);
             // Line 5 is the body's first line (shebang, two directives, set -eu).
@@ -208,6 +218,7 @@ fn login_shells_profile_scripts_and_tripwire_internals_are_refused_before_anythi
                 "PATH=\"$PATH:/opt/bin\"\nbash -c 'kubectl get ns'\n\"${KUBECTL:-kubectl}\" get ns",
             )],
         );
+        with_tests(&s, &["fine"]);
         let (code, found) = s.lint_findings(&shell);
         assert_eq!(code, 0, "{}: {found:?}", shell.name);
     }
