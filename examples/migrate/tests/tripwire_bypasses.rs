@@ -106,7 +106,10 @@ fn a_detached_process_that_outlives_the_script_is_a_failure_and_never_calls_the_
             &[
                 (
                     "detached",
-                    "setsid sh -c 'sleep 1; kubectl delete ns later' >/dev/null 2>&1 </dev/null &\necho left-it",
+                    // The pause lets it leave the script's group first; a
+                    // process still in the group when the script exits is
+                    // killed with it, before it could call anything.
+                    "setsid sh -c 'sleep 1; kubectl delete ns later' >/dev/null 2>&1 </dev/null &\nsleep 0.3\necho left-it",
                 ),
                 ("waited", "sh -c 'kubectl get ns' &\nwait"),
             ],
