@@ -434,7 +434,7 @@ fn redact_json_strings(line: &str) -> String {
 /// names, hex digests and plain words do not look like this.
 fn looks_like_base64(value: &str) -> bool {
     value.len() >= 8
-        && value.len() % 4 == 0
+        && value.len().is_multiple_of(4)
         && value
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '='))

@@ -104,7 +104,7 @@ impl<'a> Walker<'a> {
         match cmd {
             Cmd::Nothing => None,
             Cmd::Cluster { name, path, args } => {
-                if let Some(m) = self.from_environment(&name) {
+                if let Some(m) = self.path_from_environment(&name) {
                     self.push(&site, FROM_ENVIRONMENT, m);
                 }
                 if path {
@@ -181,7 +181,7 @@ impl<'a> Walker<'a> {
                 .is_some_and(|d| self.is_cluster_name(d.split_whitespace().next().unwrap_or("")))
         {
             self.cluster_vars.insert(name.clone());
-            if let Some(m) = self.from_environment(v.value.trim_matches('"')) {
+            if let Some(m) = self.path_from_environment(v.value.trim_matches('"')) {
                 self.push(&ctx.site(line), FROM_ENVIRONMENT, m);
             }
         }
@@ -212,7 +212,7 @@ impl<'a> Walker<'a> {
     /// the variable the runner points at its shim (`KUBECTL`), so whoever
     /// sets it (a CI variable, a Dockerfile `ENV`) can put the real
     /// command's absolute path there.
-    pub(super) fn from_environment(&self, word: &str) -> Option<String> {
+    pub(super) fn path_from_environment(&self, word: &str) -> Option<String> {
         let p = parse::parameter(word)?;
         let default = p.default?;
         let command = default.split_whitespace().next()?;
