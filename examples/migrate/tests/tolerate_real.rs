@@ -225,7 +225,7 @@ async fn only_kubectls_own_answers_are_tolerated_on_a_real_api_server() {
 
     // A NotFound next to an invalid object, in one apply.
     let two = format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {cm}-x, namespace: {}}}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: y, namespace: {ns}}}\nspec:\n  selector: {{matchLabels: {{a: b}}}}\n  template:\n    metadata: {{labels: {{a: c}}}}\n    spec: {{containers: [{{name: c, image: x}}]}}\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {cm}-x, namespace: {}}}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: \"y\", namespace: {ns}}}\nspec:\n  selector: {{matchLabels: {{a: b}}}}\n  template:\n    metadata: {{labels: {{a: c}}}}\n    spec: {{containers: [{{name: c, image: x}}]}}\n",
         unique_name("missing-ns")
     );
     let mixed = h.run(&["--not-found", "--", "kubectl", "apply", "-f", "-"], &two);
