@@ -570,7 +570,13 @@ fn redirected_variables(
             continue;
         }
         let value = PathBuf::from(value);
-        if !value.is_absolute() {
+        // Only a program: a directory or a file that happens to be named
+        // `kubectl` (a plugin path, a config) keeps its value.
+        let program = |p: &Path| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        };
+        if !value.is_absolute() || !program(&value) {
             continue;
         }
         let by_name = value
