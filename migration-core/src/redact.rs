@@ -23,72 +23,145 @@ pub struct Redacted {
     pub count: usize,
 }
 
-/// Key names (lower case, `_` and `-` ignored) whose values are secrets.
-const SECRET_KEYS: [&str; 12] = [
+/// Key names (lower case, `_`, `-` and `.` ignored) whose values are
+/// secrets; a key matches when it ends in one (`DB_PASS`, `GITHUB_TOKEN`,
+/// `aws_secret_access_key`, `.dockerconfigjson`).
+const SECRET_KEYS: [&str; 20] = [
     "password",
     "passwd",
+    "pass",
+    "passphrase",
     "secret",
     "token",
     "apikey",
     "accesskey",
     "secretkey",
     "privatekey",
+    "privatekeyid",
     "clientkeydata",
     "clientsecret",
     "authorization",
+    "auth",
+    "credential",
     "credentials",
+    "dockerconfigjson",
+    "dockercfg",
+    "cookie",
 ];
 
-/// Redacts secret-shaped values in `text`.
+/// Redacts secret-shaped values in `text`. The count is the number of
+/// [`REDACTED`] marks in the result, so text already redacted once (the
+/// runner redacts output as it streams, see [`Redactor`]) keeps its count.
 pub fn redact(text: &str) -> Redacted {
-    let mut out = Vec::new();
-    let mut count = 0;
-    // Indentation of a `data:`/`stringData:` YAML key whose children are
-    // being redacted, or `Some(usize::MAX)` inside a JSON `"data": {`.
-    let mut secret_map: Option<usize> = None;
-    let mut in_pem = false;
-    for line in text.split('\n') {
+    let mut redactor = Redactor::default();
+    let lines: Vec<String> = text.split('\n').filter_map(|l| redactor.line(l)).collect();
+    let text = lines.join("\n");
+    let count = text.matches(REDACTED).count();
+    Redacted { text, count }
+}
+
+/// Redaction of a stream, one line at a time: what a line means can depend
+/// on an earlier one (the values under a Secret's `data:`, a private-key
+/// block, a YAML block scalar), and a kept tail of the output may no longer
+/// hold that earlier line. Feeding every line through one `Redactor` before
+/// the tail is cut redacts the values all the same.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    in_pem: bool,
+    map: Option<SecretMap>,
+    /// Indentation of a secret key whose YAML block scalar (`key: |`) is
+    /// being dropped.
+    block: Option<usize>,
+}
+
+/// A Secret's `data:`/`stringData:` map being redacted.
+#[derive(Debug, Clone, Copy)]
+enum SecretMap {
+    /// YAML: the key's indentation, and its children's once seen.
+    Yaml { indent: usize, child: Option<usize> },
+    /// JSON: `"data": {` up to the closing `}`.
+    Json,
+}
+
+impl Redactor {
+    /// The line as it may be kept, or `None` when nothing of it is worth
+    /// keeping (a line inside a private key or a secret block scalar: the
+    /// line that opened it already says `[redacted]`).
+    pub fn line(&mut self, line: &str) -> Option<String> {
         let trimmed = line.trim_start();
         let indent = line.len() - trimmed.len();
-        if in_pem {
-            if trimmed.starts_with("-----END") {
-                in_pem = false;
+        if self.in_pem {
+            if trimmed.contains("-----END") {
+                self.in_pem = false;
             }
-            continue;
+            return None;
+        }
+        if let Some(key_indent) = self.block {
+            if trimmed.is_empty() || indent > key_indent {
+                return None;
+            }
+            self.block = None;
         }
         if trimmed.starts_with("-----BEGIN") && trimmed.contains("PRIVATE KEY") {
-            out.push(format!("{}{REDACTED} (private key)", &line[..indent]));
-            count += 1;
-            in_pem = !trimmed.contains("-----END");
-            continue;
+            self.in_pem = !trimmed.contains("-----END");
+            return Some(format!("{}{REDACTED} (private key)", &line[..indent]));
         }
-        if let Some(open) = secret_map {
-            let json = open == usize::MAX;
-            let ends = if json {
-                trimmed.starts_with('}')
-            } else {
-                !trimmed.is_empty() && indent <= open
-            };
-            if ends {
-                secret_map = None;
-            } else if !trimmed.is_empty() {
-                let (redacted_line, n) = redact_value(line);
-                out.push(redacted_line);
-                count += n;
-                continue;
+        match &mut self.map {
+            Some(SecretMap::Json) => {
+                if trimmed.starts_with('}') {
+                    self.map = None;
+                } else if !trimmed.is_empty() {
+                    return Some(redact_value(line));
+                }
             }
+            Some(SecretMap::Yaml {
+                indent: open,
+                child,
+            }) => {
+                if trimmed.is_empty() {
+                    return Some(line.to_owned());
+                }
+                if indent <= *open {
+                    self.map = None;
+                } else {
+                    let child = *child.get_or_insert(indent);
+                    // Deeper than a key: the rest of a multi-line value.
+                    if indent > child {
+                        return None;
+                    }
+                    return Some(redact_value(line));
+                }
+            }
+            None => {}
         }
         if let Some(json) = opens_secret_map(trimmed) {
-            secret_map = Some(if json { usize::MAX } else { indent });
+            self.map = Some(if json {
+                SecretMap::Json
+            } else {
+                SecretMap::Yaml {
+                    indent,
+                    child: None,
+                }
+            });
+            return Some(line.to_owned());
         }
-        let (line, n) = redact_inline(line);
-        out.push(line);
-        count += n;
+        if let Some((key, rest)) = trimmed.split_once(':')
+            && is_secret_key(key.trim_matches(|c| c == '"' || c == '\'' || c == '-' || c == ' '))
+            && is_block_indicator(rest.trim())
+        {
+            self.block = Some(indent);
+            return Some(format!("{}{key}: {REDACTED}", &line[..indent]));
+        }
+        Some(redact_inline(line))
     }
-    Redacted {
-        text: out.join("\n"),
-        count,
-    }
+}
+
+/// A YAML block scalar's indicator: `|`, `>`, with chomping or indentation.
+fn is_block_indicator(value: &str) -> bool {
+    value.starts_with(['|', '>'])
+        && value[1..]
+            .chars()
+            .all(|c| c == '-' || c == '+' || c.is_ascii_digit())
 }
 
 /// Whether `trimmed` opens a Secret's data map: `Some(false)` for YAML
@@ -109,8 +182,11 @@ fn opens_secret_map(trimmed: &str) -> Option<bool> {
     None
 }
 
-/// Replaces the value of a `key: value` or `"key": "value"` line.
-fn redact_value(line: &str) -> (String, usize) {
+/// Replaces the value of a `key: value` or `"key": "value"` line inside a
+/// Secret's map; a line of any other shape there is replaced whole.
+fn redact_value(line: &str) -> String {
+    let trimmed = line.trim_start();
+    let indent = &line[..line.len() - trimmed.len()];
     match line.find(':') {
         Some(colon) if !line[colon + 1..].trim().is_empty() => {
             let comma = if line.trim_end().ends_with(',') {
@@ -118,64 +194,283 @@ fn redact_value(line: &str) -> (String, usize) {
             } else {
                 ""
             };
-            (format!("{}: {REDACTED}{comma}", &line[..colon]), 1)
+            format!("{}: {REDACTED}{comma}", &line[..colon])
         }
-        _ => (line.to_owned(), 0),
+        Some(_) => line.to_owned(),
+        None => format!("{indent}{REDACTED}"),
     }
 }
 
-/// Redacts secrets inside an ordinary line: `Bearer` tokens, JSON Web
-/// Tokens and `key=value` / `key: value` pairs with a secret-sounding key.
-fn redact_inline(line: &str) -> (String, usize) {
-    let mut count = 0;
+/// Redacts secrets inside an ordinary line: JSON string values of secret
+/// keys (and base64-shaped ones), YAML flow maps of Secret data, URL
+/// credentials, `Bearer` tokens, JSON Web Tokens, `key=value`, `key:
+/// value`, `key = value` and `--key value` with a secret-sounding key, and
+/// a line that is one base64 value (`jsonpath={.data.password}`).
+fn redact_inline(line: &str) -> String {
+    let line = redact_json_strings(line);
+    let line = redact_flow_map(&line);
     let mut words: Vec<String> = Vec::new();
-    let mut redact_next = false;
+    // What the next word is, after a secret key with nothing after it.
+    #[derive(PartialEq)]
+    enum Next {
+        Plain,
+        Value,
+        SeparatorThenValue,
+    }
+    let mut next = Next::Plain;
     for word in line.split(' ') {
+        if word.is_empty() {
+            words.push(String::new());
+            continue;
+        }
+        let scheme = word.eq_ignore_ascii_case("bearer") || word.eq_ignore_ascii_case("basic");
+        match next {
+            Next::Value if !scheme => {
+                next = Next::Plain;
+                words.push(if word.contains(REDACTED) {
+                    word.to_owned()
+                } else {
+                    REDACTED.to_owned()
+                });
+                continue;
+            }
+            Next::SeparatorThenValue if matches!(word, "=" | ":") => {
+                next = Next::Value;
+                words.push(word.to_owned());
+                continue;
+            }
+            _ => next = Next::Plain,
+        }
         // `Authorization: Bearer <token>`: the scheme stays, the token goes.
-        if word.eq_ignore_ascii_case("bearer") || word.eq_ignore_ascii_case("basic") {
-            redact_next = true;
+        if scheme {
+            next = Next::Value;
             words.push(word.to_owned());
             continue;
         }
-        if redact_next && !word.is_empty() {
-            words.push(REDACTED.to_owned());
-            count += 1;
-            redact_next = false;
+        if let Some(w) = redact_url_credentials(word) {
+            words.push(w);
             continue;
         }
-        if let Some((key, sep, value)) = split_assignment(word)
-            && is_secret_key(key)
+        if let Some(flag) = word.strip_prefix("--")
+            && !flag.contains('=')
+            && is_secret_key(flag)
         {
+            next = Next::Value;
+            words.push(word.to_owned());
+            continue;
+        }
+        if let Some((at, value)) = secret_assignment(word) {
             if value.is_empty() {
                 // `password: value` with the value in the next word.
-                redact_next = sep == ':';
+                next = Next::Value;
+                words.push(word.to_owned());
+            } else if value.contains(REDACTED) {
                 words.push(word.to_owned());
             } else {
-                words.push(format!("{key}{sep}{REDACTED}"));
-                count += 1;
+                words.push(format!("{}{REDACTED}", &word[..at]));
             }
+            continue;
+        }
+        if is_secret_key(word.trim_matches(|c| c == '"' || c == '\'')) {
+            next = Next::SeparatorThenValue;
+            words.push(word.to_owned());
             continue;
         }
         if looks_like_jwt(word) {
             words.push(REDACTED.to_owned());
-            count += 1;
             continue;
         }
         words.push(word.to_owned());
     }
-    (words.join(" "), count)
+    let out = words.join(" ");
+    let trimmed = out.trim();
+    if !trimmed.contains(' ') && looks_like_bare_secret(trimmed) {
+        return out.replacen(trimmed, REDACTED, 1);
+    }
+    out
 }
 
-/// Splits `key=value`, `key:value` or `"key":"value"` (quotes kept out of
-/// the key).
-fn split_assignment(word: &str) -> Option<(&str, char, &str)> {
-    let at = word.find(['=', ':'])?;
-    let sep = word[at..].chars().next()?;
-    let key = word[..at].trim_matches(|c| c == '"' || c == '\'' || c == '-' || c == '{');
-    if key.is_empty() || key.contains('/') {
+/// `scheme://user:password@host` keeps the user; a user part with no
+/// password that is long enough to be a token goes whole.
+fn redact_url_credentials(word: &str) -> Option<String> {
+    let scheme_end = word.find("://")? + 3;
+    let rest = &word[scheme_end..];
+    let host_start = rest.find('@')?;
+    if rest[..host_start].contains('/') {
         return None;
     }
-    Some((key, sep, &word[at + 1..]))
+    let userinfo = &rest[..host_start];
+    let kept = match userinfo.split_once(':') {
+        Some((user, _)) => format!("{user}:{REDACTED}"),
+        None if userinfo.len() > 8 => REDACTED.to_owned(),
+        None => return None,
+    };
+    Some(format!(
+        "{}{kept}{}",
+        &word[..scheme_end],
+        &rest[host_start..]
+    ))
+}
+
+/// A YAML flow map of a Secret's data on one line: `data: {k: v, ...}`.
+fn redact_flow_map(line: &str) -> String {
+    let trimmed = line.trim_start();
+    let is_data = ["data:", "stringData:"].iter().any(|k| {
+        trimmed
+            .strip_prefix(k)
+            .is_some_and(|r| r.trim_start().starts_with('{'))
+    });
+    let (Some(open), Some(close)) = (line.find('{'), line.rfind('}')) else {
+        return line.to_owned();
+    };
+    if !is_data || close < open {
+        return line.to_owned();
+    }
+    let entries: Vec<String> = line[open + 1..close]
+        .split(',')
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| match e.split_once(':') {
+            Some((k, _)) => format!("{}: {REDACTED}", k.trim()),
+            None => REDACTED.to_owned(),
+        })
+        .collect();
+    format!(
+        "{}{{{}}}{}",
+        &line[..open],
+        entries.join(", "),
+        &line[close + 1..]
+    )
+}
+
+/// JSON string values of secret keys, base64-shaped values and every value
+/// inside a `"data"`/`"stringData"` object, on one line (compact JSON, a
+/// `jsonpath={.data}` map, a dockerconfigjson, a key file's line).
+fn redact_json_strings(line: &str) -> String {
+    let b = line.as_bytes();
+    let mut out = String::with_capacity(line.len());
+    let mut depth = 0usize;
+    let mut data_depth: Option<usize> = None;
+    let mut i = 0;
+    // Copied up to here.
+    let mut copied = 0;
+    let string_end = |from: usize| -> Option<usize> {
+        let mut j = from + 1;
+        while j < b.len() {
+            match b[j] {
+                b'\\' => j += 2,
+                b'"' => return Some(j),
+                _ => j += 1,
+            }
+        }
+        None
+    };
+    let skip_ws = |mut j: usize| {
+        while j < b.len() && b[j] == b' ' {
+            j += 1;
+        }
+        j
+    };
+    while i < b.len() {
+        match b[i] {
+            b'{' => {
+                depth += 1;
+                i += 1;
+            }
+            b'}' => {
+                if data_depth == Some(depth) {
+                    data_depth = None;
+                }
+                depth = depth.saturating_sub(1);
+                i += 1;
+            }
+            b'"' => {
+                let Some(end) = string_end(i) else { break };
+                let after = skip_ws(end + 1);
+                if after < b.len() && b[after] == b':' {
+                    let key = &line[i + 1..end];
+                    let v = skip_ws(after + 1);
+                    if v < b.len() && b[v] == b'"' {
+                        let Some(vend) = string_end(v) else { break };
+                        let value = &line[v + 1..vend];
+                        if (data_depth.is_some()
+                            || is_secret_key(key)
+                            || looks_like_base64(value)
+                            || value.contains("PRIVATE KEY"))
+                            && value != REDACTED
+                        {
+                            out.push_str(&line[copied..v]);
+                            out.push('"');
+                            out.push_str(REDACTED);
+                            out.push('"');
+                            copied = vend + 1;
+                        }
+                        i = vend + 1;
+                    } else {
+                        if v < b.len() && b[v] == b'{' && matches!(key, "data" | "stringData") {
+                            data_depth = Some(depth + 1);
+                        }
+                        i = v;
+                    }
+                } else {
+                    if data_depth.is_some() && &line[i + 1..end] != REDACTED {
+                        out.push_str(&line[copied..i]);
+                        out.push('"');
+                        out.push_str(REDACTED);
+                        out.push('"');
+                        copied = end + 1;
+                    }
+                    i = end + 1;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    out.push_str(&line[copied..]);
+    out
+}
+
+/// Base64 of some length, with the marks of encoded bytes (a digit, `+`,
+/// `/` or padding, and both cases): `c2VjcmV0`, `YWRtaW4=`. Kubernetes
+/// names, hex digests and plain words do not look like this.
+fn looks_like_base64(value: &str) -> bool {
+    value.len() >= 8
+        && value.len().is_multiple_of(4)
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '='))
+        && value
+            .chars()
+            .any(|c| c.is_ascii_digit() || matches!(c, '+' | '/' | '='))
+        && value.chars().any(|c| c.is_ascii_uppercase())
+        && value.chars().any(|c| c.is_ascii_lowercase())
+        && !value.trim_end_matches('=').contains('=')
+}
+
+/// A line that is one base64 value, as `jsonpath={.data.password}` prints.
+fn looks_like_bare_secret(word: &str) -> bool {
+    word.len() >= 12 && looks_like_base64(word)
+}
+
+/// The first `key=value` or `key:value` in a word whose key is secret
+/// (`password=x`, `"token":"x"`, `--from-literal=password=x`): where its
+/// value starts, and the value. Keys run from the previous separator.
+fn secret_assignment(word: &str) -> Option<(usize, &str)> {
+    let mut from = 0;
+    for (at, c) in word.char_indices() {
+        if !matches!(c, '=' | ':') {
+            continue;
+        }
+        let key = word[from..at].trim_matches(|c| c == '"' || c == '\'' || c == '-' || c == '{');
+        if !key.contains('/') && is_secret_key(key) {
+            return Some((at + 1, &word[at + 1..]));
+        }
+        from = at + 1;
+        if word[from..].starts_with("//") {
+            // A URL's scheme; its credentials are handled as such.
+            return None;
+        }
+    }
+    None
 }
 
 fn is_secret_key(key: &str) -> bool {
@@ -184,7 +479,9 @@ fn is_secret_key(key: &str) -> bool {
         .filter(|c| *c != '_' && *c != '-' && *c != '.')
         .flat_map(char::to_lowercase)
         .collect();
-    SECRET_KEYS.iter().any(|k| folded.ends_with(k))
+    !folded.is_empty()
+        && folded.chars().all(|c| c.is_ascii_alphanumeric())
+        && SECRET_KEYS.iter().any(|k| folded.ends_with(k))
 }
 
 /// Three base64url segments, the first starting `eyJ` (`{"` encoded).
@@ -286,5 +583,146 @@ mod tests {
         let r = redact(text);
         assert_eq!(r.text, text);
         assert_eq!(r.count, 0);
+    }
+}
+
+#[cfg(test)]
+mod wider {
+    //! The shapes issue 27 found recorded as they were, each redacted now.
+    use super::*;
+
+    #[track_caller]
+    fn gone(text: &str, secrets: &[&str], kept: &[&str]) {
+        let out = redact(text).text;
+        for secret in secrets {
+            assert!(!out.contains(secret), "{secret:?} left in {out:?}");
+        }
+        for part in kept {
+            assert!(out.contains(part), "{part:?} lost from {out:?}");
+        }
+    }
+
+    #[test]
+    fn a_secret_flag_followed_by_its_value_is_redacted() {
+        gone(
+            "psql --password hunter2 --host db --token=t0ken",
+            &["hunter2", "t0ken"],
+            &["--host db", "--password"],
+        );
+    }
+
+    #[test]
+    fn credentials_in_urls_are_redacted_and_the_host_kept() {
+        gone(
+            "cloning https://admin:s3cr3t@git.example.com/x.git and https://ghp_abcdefghijklmnop1234@github.com/y failed",
+            &["s3cr3t", "ghp_abcdefghijklmnop1234"],
+            &["git.example.com/x.git", "github.com/y", "admin"],
+        );
+    }
+
+    #[test]
+    fn a_jsonpath_data_map_and_a_bare_base64_value_are_redacted() {
+        gone(
+            r#"{"password":"c2VjcmV0MTIz","user":"YWRtaW4="}"#,
+            &["c2VjcmV0MTIz", "YWRtaW4="],
+            &["\"user\""],
+        );
+        gone(
+            "c2VjcmV0UGFzc3dvcmQxMjM=\nexit 1",
+            &["c2VjcmV0UGFzc3dvcmQxMjM="],
+            &["exit 1"],
+        );
+    }
+
+    #[test]
+    fn a_dockerconfigjson_is_redacted_in_both_of_its_forms() {
+        gone(
+            r#"{"auths":{"registry.example.com":{"username":"robot","password":"pa55w0rd","auth":"cm9ib3Q6cGE1NXcwcmQ="}}}"#,
+            &["pa55w0rd", "cm9ib3Q6cGE1NXcwcmQ="],
+            &["registry.example.com"],
+        );
+        gone(
+            "  .dockerconfigjson: eyJhdXRocyI6eyJyZWdpc3RyeSI6e319fQ==",
+            &["eyJhdXRocyI6eyJyZWdpc3RyeSI6e319fQ=="],
+            &[".dockerconfigjson"],
+        );
+    }
+
+    #[test]
+    fn a_service_account_key_file_loses_its_private_key() {
+        gone(
+            "{\n  \"type\": \"service_account\",\n  \"private_key_id\": \"0123456789abcdef\",\n  \"private_key\": \"-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\\n-----END PRIVATE KEY-----\\n\",\n  \"client_email\": \"sa@p.iam.gserviceaccount.com\"\n}",
+            &["MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", "0123456789abcdef"],
+            &["\"type\": \"service_account\""],
+        );
+    }
+
+    #[test]
+    fn ini_assignments_with_spaces_are_redacted() {
+        gone(
+            "[client]\nuser = app\npassword = hunter2\naws_secret_access_key=AbC/123+xyz",
+            &["hunter2", "AbC/123+xyz"],
+            &["user = app", "[client]"],
+        );
+    }
+
+    #[test]
+    fn a_secret_key_inside_a_flag_value_is_redacted() {
+        gone(
+            "error: failed: --from-literal=password=hunter2 --from-literal=user=app",
+            &["hunter2"],
+            &["user=app", "--from-literal=password="],
+        );
+    }
+
+    #[test]
+    fn pass_token_and_auth_variables_are_redacted() {
+        gone(
+            "DB_PASS=hunter2 GITHUB_TOKEN=ghp_x1 NPM_AUTH=bnBt MY_VAR=plain",
+            &["hunter2", "ghp_x1", "bnBt"],
+            &["MY_VAR=plain"],
+        );
+    }
+
+    #[test]
+    fn yaml_block_and_flow_styles_are_redacted() {
+        gone(
+            "stringData:\n  config.yaml: |\n    user: app\n    hunter2-on-its-own-line\n  other: x\nkind: Secret",
+            &["hunter2-on-its-own-line", "user: app"],
+            &["kind: Secret", "config.yaml"],
+        );
+        gone(
+            "password: |\n  hunter2\nnext: value",
+            &["hunter2"],
+            &["next: value"],
+        );
+        gone(
+            "data: {password: c2VjcmV0, user: YWRtaW4=}\nkind: Secret",
+            &["c2VjcmV0", "YWRtaW4="],
+            &["kind: Secret"],
+        );
+    }
+
+    #[test]
+    fn a_secrets_values_are_redacted_line_by_line_when_its_data_line_came_earlier() {
+        // The runner keeps a tail of the output; the `data:` line may have
+        // scrolled out of it while the values have not. Redacting the stream
+        // line by line, before the tail is cut, still knows they are values.
+        let mut r = Redactor::default();
+        let mut kept = Vec::new();
+        for line in
+            "kind: Secret\ndata:\n  password: c2VjcmV0\n  user: YWRtaW4=\nmetadata:\n  name: db"
+                .split('\n')
+        {
+            kept.extend(r.line(line));
+        }
+        let tail = kept[2..].join("\n");
+        assert!(
+            !tail.contains("c2VjcmV0") && !tail.contains("YWRtaW4="),
+            "{tail}"
+        );
+        assert!(tail.contains("name: db"), "{tail}");
+        // And text redacted once is recorded with its count when read again.
+        assert_eq!(redact(&tail).count, 2, "{tail}");
     }
 }

@@ -362,6 +362,13 @@ fn is_shell(shebang: &str) -> bool {
         program
     };
     let base = program.rsplit('/').next().unwrap_or(program);
+    // `#!/bin/busybox ash` is busybox's shell as much as `#!/bin/sh` on
+    // alpine: left out, such a script was never analysed at all.
+    let base = if base == "busybox" {
+        words.next().unwrap_or("")
+    } else {
+        base
+    };
     matches!(base, "sh" | "bash" | "dash" | "ash" | "ksh" | "mksh")
 }
 

@@ -19,17 +19,29 @@ use migration_core::MigrationsTree;
 use crate::child::{ScriptChild, signal_group};
 use crate::{Console, RunConfig, RunError};
 
-/// Keeps the output tail within a byte budget, by whole lines.
+/// Keeps the output tail within a byte budget, by whole lines, each
+/// redacted as it arrives: whether a line holds a secret can depend on an
+/// earlier line (a Secret's `data:`) that the tail no longer keeps.
 #[derive(Debug, Default)]
 pub(super) struct Tail {
     lines: VecDeque<String>,
     bytes: usize,
     cap: usize,
+    redactor: migration_core::redact::Redactor,
+    /// The cluster commands, and those the shell said it could not start
+    /// (crate::tripwire::unstarted_command): no shim ever ran for them.
+    commands: Vec<String>,
+    unstarted: Vec<String>,
 }
 
 impl Tail {
     fn push(&mut self, line: &str) {
-        let mut line = line.to_owned();
+        if let Some(u) = crate::tripwire::unstarted_command(line, &self.commands) {
+            self.unstarted.push(u);
+        }
+        let Some(mut line) = self.redactor.line(line) else {
+            return;
+        };
         if line.len() > self.cap {
             let mut cut = line.len() - self.cap;
             while !line.is_char_boundary(cut) {
@@ -258,7 +270,7 @@ impl Scripts<'_, '_> {
         let (reader, writer) = std::io::pipe().map_err(spawn_error)?;
         cmd.stdout(writer.try_clone().map_err(spawn_error)?)
             .stderr(writer);
-        let report = armed.guard(&mut cmd).map_err(spawn_error)?;
+        let mut report = armed.guard(&mut cmd).map_err(spawn_error)?;
         let mut child = ScriptChild::spawn(&mut cmd).map_err(spawn_error)?;
         // Our copies of the write end must go, or the pipe never reaches EOF.
         drop(cmd);
@@ -275,6 +287,7 @@ impl Scripts<'_, '_> {
         }
         let tail = Arc::new(Mutex::new(Tail {
             cap: config.tail_bytes,
+            commands: armed.commands(),
             ..Tail::default()
         }));
         let readers = pump(output, pending.slug.clone(), console, tail.clone());
@@ -327,6 +340,9 @@ impl Scripts<'_, '_> {
                 let exec = waiting.await;
                 // Stragglers left in the group would hold the pipes open.
                 signal_group(pgid, Signal::SIGKILL);
+                // So would processes that left the group; they also fail
+                // the script (Tripwire hook 2, below).
+                report.reap_survivors(pgid);
                 exec
             },
             readers
@@ -334,10 +350,14 @@ impl Scripts<'_, '_> {
         // The group is gone; a supervisor that cannot be told so is caught at
         // the next script's `watch`.
         let _ = armed.release(pgid);
-        let tail = tail.lock().unwrap_or_else(PoisonError::into_inner).text();
+        let (tail, unstarted) = {
+            let t = tail.lock().unwrap_or_else(PoisonError::into_inner);
+            (t.text(), t.unstarted.clone())
+        };
         // Tripwire hook 2 of 3: exit 0 after an unaccepted cluster-command
         // failure is a failure (reason masked-failure), however it was masked.
-        let calls = report.finish();
+        let mut calls = report.finish();
+        calls.unstarted = unstarted;
         if let Exec::Failed { reason, .. } = &exec
             && reason == NOT_YET
         {

@@ -98,6 +98,8 @@ pub const BLOCKING: &[&str] = &[
     "hand-written-retry",
     "cluster-command-path",
     "path-reset",
+    "tripwire-internals",
+    "cluster-command-from-environment",
     "ledger-write",
     "analysis-limit",
 ];

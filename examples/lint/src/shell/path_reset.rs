@@ -105,6 +105,52 @@ pub fn command(words: &[&str]) -> Vec<String> {
                     i += 1;
                 }
             }
+            "bash" | "sh" | "dash" | "ash" | "ksh" | "zsh" | "mksh" | "busybox" => {
+                if word == "busybox"
+                    && words
+                        .get(i)
+                        .is_some_and(|w| matches!(unquote(w), "sh" | "ash"))
+                {
+                    i += 1;
+                }
+                while let Some(arg) = words.get(i).map(|w| unquote(w)) {
+                    if arg == "--login"
+                        || (arg.starts_with('-')
+                            && !arg.starts_with("--")
+                            && arg[1..].contains('l'))
+                    {
+                        found.push(format!(
+                            "'{word} {arg}' starts a login shell, which reads /etc/profile and ~/.profile: they reset PATH, so cluster commands in it bypass the runner's shims; drop the login option"
+                        ));
+                        break;
+                    }
+                    if !arg.starts_with('-') || arg == "--" {
+                        break;
+                    }
+                    i += 1;
+                    // `-c STRING`: what follows is the command, not options.
+                    if arg == "-c" {
+                        break;
+                    }
+                }
+                break;
+            }
+            "su" => {
+                found.push(
+                    "su starts the command with a login environment (PATH reset, the tripwire's variables gone), so cluster commands under it bypass the runner's shims; run without su".to_owned(),
+                );
+                break;
+            }
+            "." | "source" => {
+                if let Some(file) = words.get(i).map(|w| unquote(w))
+                    && is_profile(file)
+                {
+                    found.push(format!(
+                        "'{word} {file}' reads a login profile, which resets PATH, so later cluster commands bypass the runner's shims; set what you need from it yourself, appending to PATH"
+                    ));
+                }
+                break;
+            }
             "sudo" => {
                 found.push(
                     "sudo resets PATH (its secure_path) and drops the tripwire's variables, so cluster commands under it bypass the runner's shims; run without sudo".to_owned(),
@@ -124,6 +170,27 @@ pub fn command(words: &[&str]) -> Vec<String> {
         }
     }
     found
+}
+
+/// A shell profile or environment file (they set PATH): `/etc/profile`,
+/// `/etc/profile.d/*`, `~/.profile`, `$HOME/.bashrc`, `/etc/environment`...
+fn is_profile(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    path.starts_with("/etc/profile.d/")
+        || matches!(
+            name,
+            "profile"
+                | ".profile"
+                | ".bash_profile"
+                | ".bash_login"
+                | ".bashrc"
+                | "bash.bashrc"
+                | "environment"
+                | ".zprofile"
+                | ".zshrc"
+                | "zprofile"
+                | ".login"
+        )
 }
 
 #[cfg(test)]

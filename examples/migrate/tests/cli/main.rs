@@ -32,8 +32,13 @@ mod run_after_read;
 mod runner;
 mod shell_lint;
 mod tolerate;
+mod tolerate_real;
 #[cfg(feature = "failpoints")]
 mod tripwire;
 #[cfg(feature = "failpoints")]
+mod tripwire_bypasses;
+#[cfg(feature = "failpoints")]
 mod tripwire_masking;
+#[cfg(feature = "failpoints")]
+mod tripwire_secrets;
 mod tripwire_supervision;

@@ -243,7 +243,7 @@ fn a_failed_cluster_command_followed_by_exit_75_is_not_yet_naming_the_call_never
         let message = e["message"].as_str().unwrap();
         assert!(
             message.contains("1 cluster-command call(s) failed before it")
-                && message.contains("kubectl get crd widgets.example.io"),
+                && message.contains("kubectl get crd …"),
             "{}: {message}",
             shell.name
         );

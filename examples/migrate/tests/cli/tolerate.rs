@@ -280,7 +280,7 @@ fn a_transient_failure_that_then_succeeds_is_a_success_with_stdin_replayed() {
         "every attempt read the same manifest"
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("migrate-tolerate: kubectl apply -f - failed (unreachable); retrying in 0.0s (attempt 2 of 4)"), "{err}");
+    assert!(err.contains("migrate-tolerate: kubectl apply … failed (unreachable); retrying in 0.0s (attempt 2 of 4)"), "{err}");
 }
 
 #[test]
@@ -303,4 +303,99 @@ fn a_failure_of_several_classes_is_tolerated_only_when_every_class_is_accepted()
         h.last_end()["classes"],
         serde_json::json!(["not-found", "forbidden"])
     );
+}
+
+impl Helper {
+    /// `migrate-tolerate ARGS` against a kubectl that prints `text`.
+    fn run_text(&self, text: &str, args: &[&str]) -> (Output, serde_json::Value) {
+        let file = self.path().join("stderr.txt");
+        std::fs::write(&file, text).unwrap();
+        let out = Command::new(self.path().join("migrate-tolerate"))
+            .args(args)
+            .env("SCRATCH", self.path())
+            .env("FIXTURE", &file)
+            .env("MIGRATE_TRIPWIRE_REPORT", self.report())
+            .env("MIGRATE_TRIPWIRE_COMMANDS", "kubectl,helm,flux")
+            .env("MIGRATE_TRIPWIRE_REAL_KUBECTL", self.path().join("kubectl"))
+            .env("MIGRATE_TRIPWIRE_REAL_HELM", self.path().join("kubectl"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (out, self.last_end())
+    }
+}
+
+/// Failures that only look like an accepted answer (issue 27): an admission
+/// denial whose message ends like one, a helm error quoting a lookup, a
+/// NotFound line beside a line that is no answer. (flag, command, stderr)
+const LOOKALIKES: &[(&str, &str, &str)] = &[
+    (
+        "--not-found",
+        "kubectl create configmap x",
+        "error: failed to create configmap: configmaps \"x\" is forbidden: ValidatingAdmissionPolicy 'deny-x' with binding 'deny-x' denied request: widget \"x\" not found\n",
+    ),
+    (
+        "--already-exists",
+        "kubectl create configmap x",
+        "error: failed to create configmap: configmaps \"x\" is forbidden: ValidatingAdmissionPolicy 'deny-x' with binding 'deny-x' denied request: tenant \"x\" already exists\n",
+    ),
+    (
+        "--conflict",
+        "kubectl apply -f x.yaml",
+        "Error from server: admission webhook \"v.example.com\" denied the request: Operation cannot be fulfilled on widgets \"x\": locked\n",
+    ),
+    (
+        "--not-found",
+        "helm upgrade db ./chart",
+        "Error: UPGRADE FAILED: template: c/templates/a.yaml:3:4: executing \"c/templates/a.yaml\" at <fail \"release: not found\">: error calling fail: release: not found\n",
+    ),
+    (
+        "--not-found",
+        "kubectl apply -f two.yaml",
+        "Error from server (NotFound): error when deleting \"two.yaml\": deployments.apps \"x\" not found\nThe Deployment \"y\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"a\":\"b\"}: `selector` does not match template `labels`\n",
+    ),
+];
+
+#[test]
+fn a_failure_that_only_looks_like_an_accepted_answer_is_not_tolerated() {
+    for (flag, command, text) in LOOKALIKES {
+        let h = Helper::new();
+        let mut args = vec![*flag, "--"];
+        args.extend(command.split(' '));
+        let (out, end) = h.run_text(text, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(end["outcome"], "failed", "{command}: {end}");
+    }
+}
+
+#[test]
+fn tolerance_is_refused_for_exec_logs_port_forward_attach_and_plugins() {
+    for command in [
+        "kubectl exec pod-0 -- cat /etc/missing",
+        "kubectl logs pod-0",
+        "kubectl port-forward svc/x 8080:80",
+        "kubectl attach pod-0",
+        "kubectl cnpg status db",
+    ] {
+        let h = Helper::new();
+        let mut args = vec!["--not-found", "--"];
+        args.extend(command.split(' '));
+        let (out, end) = h.run_text(
+            "Error from server (NotFound): pods \"x\" not found\n",
+            &args,
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(end["outcome"], "failed", "{command}: {end}");
+        assert_eq!(h.attempts(), 0, "{command}: it never ran");
+    }
 }

@@ -50,6 +50,8 @@ pub struct Tripwire {
     shim: Arc<Path>,
     links: Arc<[PathBuf]>,
     env: Vec<(String, OsString)>,
+    /// What `REAL_FILE` holds: each command's real path ("" when missing).
+    real: String,
     supervisor: Option<(Child, ChildStdin)>,
 }
 
@@ -96,6 +98,8 @@ pub struct Armed {
     report: File,
     shim: Arc<Path>,
     links: Arc<[PathBuf]>,
+    /// Processes of the script that outlived it ([`Armed::reap_survivors`]).
+    outlived: Vec<String>,
 }
 
 /// Where the report files' directory is made when possible: a memory file
@@ -185,17 +189,38 @@ impl Tripwire {
             .collect();
         let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
         let mut env: Vec<(String, OsString)> = Vec::new();
+        let mut real: std::collections::BTreeMap<&str, String> = Default::default();
+        let mut reals: Vec<(String, PathBuf)> = Vec::new();
         for name in &commands {
             let key = cluster_commands::env_key(name);
-            let real = real_for(name, &key, &path, &shim);
+            let found = real_for(name, &key, &path, &shim);
+            real.insert(
+                name,
+                found
+                    .as_ref()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            );
+            reals.extend(found.map(|p| (name.clone(), p)));
+            // The real paths are not in the script's environment: the
+            // shims read them from the run's private REAL_FILE. The
+            // variables that once carried them lead to the shims, so a
+            // script that uses one still goes through the tripwire.
             env.push((
                 format!("{ENV_REAL_PREFIX}{key}"),
-                real.map(PathBuf::into_os_string).unwrap_or_default(),
+                bin.join(name).into_os_string(),
             ));
             env.push((key, bin.join(name).into_os_string()));
         }
+        env.extend(redirected_variables(&commands, &reals, &bin, &env));
         env.push(("PATH".into(), format!("{}:{path}", bin.display()).into()));
         env.push((ENV_COMMANDS.into(), commands.join(",").into()));
+        let real = serde_json::to_string(&real).map_err(std::io::Error::other)?;
+        // The runner becomes the reaper of every process its scripts leave
+        // behind (setsid, a double fork), so it can find them when a script
+        // exits (Armed::reap_survivors). Without it they would belong to
+        // init, out of the runner's sight.
+        nix::sys::prctl::set_child_subreaper(true).map_err(std::io::Error::from)?;
         let mut wire = Tripwire {
             dir,
             reports: report_dir(),
@@ -203,9 +228,11 @@ impl Tripwire {
             shim: shim.into(),
             links,
             env,
+            real,
             supervisor: None,
         };
         wire.restore_shims()?;
+        wire.write_real()?;
         // Absolute, as the supervisor requires (a relative `TMPDIR` gives a
         // relative shim directory).
         let dirs = [
@@ -220,6 +247,16 @@ impl Tripwire {
         let supervisor = start_supervisor(&wire.shim, grace, &dirs)?;
         wire.supervisor = Some(supervisor);
         Ok(wire)
+    }
+
+    /// The cluster commands of this run.
+    pub fn commands(&self) -> Vec<String> {
+        self.links
+            .iter()
+            .filter_map(|l| l.file_name()?.to_str())
+            .filter(|n| *n != cluster_commands::TOLERATE)
+            .map(str::to_owned)
+            .collect()
     }
 
     /// The shim directory (first on every script's `PATH`).
@@ -283,6 +320,21 @@ impl Tripwire {
         Ok(())
     }
 
+    /// Writes the real commands' paths where the shims find them: the
+    /// report directory ([`REAL_FILE`]), private, never in the script's
+    /// environment.
+    fn write_real(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self.report_dir().join(REAL_FILE);
+        let _ = std::fs::remove_file(&path);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        file.write_all(self.real.as_bytes())
+    }
+
     /// Readies one script execution: restores the shims, creates the
     /// script's own report file and sets the script's environment on `cmd`.
     pub fn guard(&mut self, cmd: &mut std::process::Command) -> std::io::Result<Armed> {
@@ -305,6 +357,7 @@ impl Tripwire {
                 std::fs::DirBuilder::new()
                     .mode(0o700)
                     .create(self.report_dir())?;
+                self.write_real()?;
                 create(self.report_dir())
             }
             other => other,
@@ -317,6 +370,7 @@ impl Tripwire {
             report,
             shim: self.shim.clone(),
             links: self.links.clone(),
+            outlived: Vec::new(),
         })
     }
 }
@@ -344,6 +398,52 @@ fn shim_intact(link: &Path, shim: &Path) -> bool {
 }
 
 impl Armed {
+    /// Finds the processes of this script that outlived it: the runner is
+    /// their reaper (see [`Tripwire::arm`]), so a process that left the
+    /// script's group (setsid, a double fork) is the runner's child once
+    /// its parent is gone. The script's own report path in its environment
+    /// marks it as this script's. Each is killed with its group and noted;
+    /// members of the script's group `pgid` (killed already) are reaped.
+    /// Call it after the group was killed and before waiting for the
+    /// output to end (a survivor may hold the output pipe).
+    pub fn reap_survivors(&mut self, pgid: i32) {
+        use nix::sys::signal::{Signal, kill, killpg};
+        use nix::sys::wait::{WaitPidFlag, waitpid};
+        use nix::unistd::Pid;
+        let mut marker = format!("{ENV_REPORT}=").into_bytes();
+        marker.extend_from_slice(self.report_path.as_os_str().as_encoded_bytes());
+        for _ in 0..50 {
+            let mut seen = false;
+            for pid in own_children(pgid) {
+                let Some(group) = process_group(pid) else {
+                    continue;
+                };
+                let p = Pid::from_raw(pid);
+                if group == pgid {
+                    // A killed member of the script's group, now ours.
+                    seen = true;
+                    let _ = kill(p, Signal::SIGKILL);
+                    let _ = waitpid(p, Some(WaitPidFlag::WNOHANG));
+                } else if environ_has(pid, &marker) {
+                    seen = true;
+                    let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .map(|c| c.trim().to_owned())
+                        .unwrap_or_default();
+                    if group != nix::unistd::getpgrp().as_raw() {
+                        let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+                    }
+                    let _ = kill(p, Signal::SIGKILL);
+                    let _ = waitpid(p, None);
+                    self.outlived.push(format!("process {pid} ({name})"));
+                }
+            }
+            if !seen {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Reads what the script's cluster-command calls did, and removes the
     /// report file (so nothing can append to it any more).
     pub fn finish(self) -> Calls {
@@ -375,10 +475,128 @@ impl Armed {
             // removal at the end of the run.
             let _ = std::fs::remove_file(&self.report_path);
         }
+        if lost.is_none() && !self.outlived.is_empty() {
+            lost = Some(format!(
+                "{} outlived the script (detached with setsid or a double fork) and {} killed; a process that outlives its script may call the cluster after the shims are gone",
+                self.outlived.join(", "),
+                if self.outlived.len() == 1 {
+                    "was"
+                } else {
+                    "were"
+                }
+            ));
+        }
         let mut calls = Calls::parse(text);
         calls.lost = lost;
         calls
     }
+}
+
+/// The file in the report directory that holds the real commands' paths,
+/// as a JSON object (`{"kubectl": "/usr/bin/kubectl", "flux": ""}`).
+pub const REAL_FILE: &str = "real.json";
+
+/// The children of this process: every thread's `children` list (the
+/// processes reparented to a reaper may belong to any of its threads), or,
+/// on kernels without those lists, the processes of `/proc` whose parent
+/// it is, looking only at pids from `since` up (a script's descendants
+/// were started after it; pids wrapping around in between is the gap).
+fn own_children(since: i32) -> Vec<i32> {
+    let mut pids = Vec::new();
+    let mut listed = false;
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                listed = true;
+                pids.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<i32>().ok()),
+                );
+            }
+        }
+    }
+    if !listed {
+        let me = i32::try_from(std::process::id()).unwrap_or(0);
+        if let Ok(all) = std::fs::read_dir("/proc") {
+            for entry in all.flatten() {
+                let Some(pid) = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| n.parse::<i32>().ok())
+                else {
+                    continue;
+                };
+                if pid >= since && stat_field(pid, 1) == Some(me) {
+                    pids.push(pid);
+                }
+            }
+        }
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// Field `n` after the command name of `/proc/PID/stat` (0: state, 1: the
+/// parent, 2: the process group); the name in parentheses may hold spaces.
+fn stat_field(pid: i32, n: usize) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(n)?.parse().ok()
+}
+
+/// The process group of `pid`.
+fn process_group(pid: i32) -> Option<i32> {
+    stat_field(pid, 2)
+}
+
+fn environ_has(pid: i32, entry: &[u8]) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry))
+}
+
+/// The runner's own variables that hold the absolute path of a cluster
+/// command (`KUBECTL_BIN=/usr/bin/kubectl`): for the script they lead to the
+/// shim instead, so `"${KUBECTL_BIN:-kubectl}" ...` cannot walk around it.
+/// A path counts when its file name is a cluster command's or it is the
+/// same file as a real command.
+fn redirected_variables(
+    commands: &[String],
+    reals: &[(String, PathBuf)],
+    bin: &Path,
+    set: &[(String, OsString)],
+) -> Vec<(String, OsString)> {
+    let mut out = Vec::new();
+    for (key, value) in std::env::vars_os() {
+        let Ok(key) = key.into_string() else { continue };
+        if key == "PATH" || set.iter().any(|(k, _)| *k == key) {
+            continue;
+        }
+        let value = PathBuf::from(value);
+        // Only a program: a directory or a file that happens to be named
+        // `kubectl` (a plugin path, a config) keeps its value.
+        let program = |p: &Path| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        };
+        if !value.is_absolute() || !program(&value) {
+            continue;
+        }
+        let by_name = value
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| commands.iter().find(|c| c.as_str() == n));
+        let command = by_name.or_else(|| {
+            reals
+                .iter()
+                .find(|(_, r)| exec::same_file(&value, r))
+                .map(|(name, _)| name)
+        });
+        if let Some(name) = command {
+            out.push((key, bin.join(name).into_os_string()));
+        }
+    }
+    out
 }
 
 /// The real command behind `name`: the runner's `$KEY` when it names an

@@ -113,13 +113,32 @@ impl Verdict {
     }
 }
 
-/// Classifies the stderr of a call that exited non-zero.
+/// Classifies the stderr of a call that exited non-zero: every line that
+/// carries a verdict (not klog chatter, a `Warning:` or kubectl's CRD hint)
+/// is classified, and a line of no known shape is [`Class::Unknown`], so an
+/// accepted answer next to anything else is not accepted.
 pub fn classify(stderr: &str) -> Verdict {
-    let mut classes: BTreeSet<Class> = stderr.lines().filter_map(classify_line).collect();
+    let mut classes: BTreeSet<Class> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| carries_verdict(l))
+        .map(classify_line)
+        .collect();
     if classes.is_empty() {
         classes.insert(Class::Unknown);
     }
     Verdict { classes }
+}
+
+/// Lines that are not a request's answer: empty, klog chatter, warnings
+/// (kubectl's `Warning:`, helm's `WARNING:`) and kubectl's hint after a
+/// kind it could not map.
+fn carries_verdict(line: &str) -> bool {
+    !(line.is_empty()
+        || is_klog(line)
+        || line.starts_with("Warning: ")
+        || line.starts_with("WARNING: ")
+        || line == "ensure CRDs are installed first")
 }
 
 /// A klog line (kubectl's discovery chatter, not the command's answer):
@@ -131,15 +150,6 @@ pub(crate) fn is_klog(line: &str) -> bool {
         && b[1..5].iter().all(u8::is_ascii_digit)
         && b[5] == b' '
         && b[8] == b':'
-}
-
-fn reads_like_error(line: &str) -> bool {
-    let lower = line.to_ascii_lowercase();
-    lower.starts_with("error")
-        || lower.starts_with("unable to connect to the server")
-        || lower.starts_with("the connection to the server")
-        || line.starts_with('✗')
-        || lower.starts_with("fatal")
 }
 
 /// What kubectl and helm print for a failed call, by class, in the order
@@ -205,51 +215,141 @@ const FAILURES: &[(Class, &[&[&str]])] = &[
     ),
 ];
 
-/// The class of one stderr line, or `None` for lines that carry no verdict
-/// (warnings, progress, klog chatter, continuation hints).
-pub fn classify_line(line: &str) -> Option<Class> {
+/// The reason token kubectl prints for an API status it got back:
+/// `Error from server (NotFound): ...`.
+fn reason_token(line: &str) -> Option<(&str, &str)> {
+    let rest = line.strip_prefix("Error from server (")?;
+    let (reason, message) = rest.split_once("): ")?;
+    Some((reason, message))
+}
+
+/// `<resource> "<name>" <tail>`, the whole of an API server's own message
+/// for a missing or existing object (`configmaps "x" not found`,
+/// `deployments.apps "y" already exists`); `error when creating
+/// "FILE": ` may come first. An admission denial that merely ends the same
+/// way has more words before the quoted name.
+fn is_object_message(message: &str, tail: &str) -> bool {
+    let message = match message.strip_prefix("error when ") {
+        Some(rest) => {
+            let Some((verb, after)) = rest.split_once(" \"") else {
+                return false;
+            };
+            if !verb.chars().all(|c| c.is_ascii_lowercase()) {
+                return false;
+            }
+            match after.split_once("\": ") {
+                Some((_, m)) => m,
+                None => return false,
+            }
+        }
+        None => message,
+    };
+    let Some(body) = message.strip_suffix(tail) else {
+        return false;
+    };
+    let Some((resource, name)) = body.split_once(' ') else {
+        return false;
+    };
+    !resource.is_empty()
+        && resource
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-'))
+        && name.len() >= 2
+        && name.starts_with('"')
+        && name.ends_with('"')
+        && !name[1..name.len() - 1].contains('"')
+}
+
+/// An admission controller's answer (a webhook, a ValidatingAdmissionPolicy):
+/// whatever its words or its status's reason, it is a denial, never one of
+/// the answers a flag accepts.
+fn is_admission_denial(line: &str) -> bool {
+    line.contains("admission webhook \"")
+        || line.contains("denied request:")
+        || line.contains("denied the request")
+        || line.contains("ValidatingAdmissionPolicy")
+}
+
+/// The class of one stderr line that carries a verdict. The accepted
+/// classes come from kubectl's reason token for the request (or, where
+/// kubectl prints none, the exact shape of the API server's message) and
+/// helm's exact texts; a line of no known shape is `Unknown`.
+pub fn classify_line(line: &str) -> Class {
     let line = line.trim();
-    if line.is_empty() || is_klog(line) {
-        return None;
+    if let Some((reason, message)) = reason_token(line) {
+        if is_admission_denial(message) {
+            return Class::Unknown;
+        }
+        return match reason {
+            "NotFound" if is_object_message(message, " not found") => Class::NotFound,
+            "AlreadyExists" if is_object_message(message, " already exists") => {
+                Class::AlreadyExists
+            }
+            "Conflict" if message.starts_with("Operation cannot be fulfilled on ") => {
+                Class::Conflict
+            }
+            "Timeout" | "ServerTimeout" => Class::Timeout,
+            "TooManyRequests" => Class::Throttled,
+            "InternalError" | "ServiceUnavailable" | "BadGateway" => Class::ServerError,
+            "Forbidden" => Class::Forbidden,
+            "Unauthorized" => Class::Unauthorized,
+            _ => Class::Unknown,
+        };
     }
     let has = |needle: &str| line.contains(needle);
-    // Failures first: a line that names both (a NotFound wrapped in a
-    // transport error, say) is the failure.
+    // Failures: never accepted, only retried when transient, so a text
+    // anywhere in the line is enough.
     if let Some((class, _)) = FAILURES.iter().find(|(_, texts)| {
         texts
             .iter()
             .any(|all_of| all_of.iter().all(|needle| has(needle)))
     }) {
-        return Some(*class);
+        return *class;
     }
-    if !reads_like_error(line) {
-        return None;
+    if is_admission_denial(line) {
+        return Class::Unknown;
     }
-    // Answers. The generic 404 without a name ("the server could not find
-    // the requested resource") is not one: it also means a failed OpenAPI
-    // download under `apply`, when nothing was applied.
-    if has("the server could not find the requested resource") {
-        return Some(Class::Unknown);
-    }
-    if has("the server doesn't have a resource type") || has("no matches for kind") {
-        return Some(Class::NotServed);
-    }
-    if has("Error from server (AlreadyExists)")
-        || has("cannot re-use a name that is still in use")
-        || (line.ends_with(" already exists") && has("\""))
+    // kubectl's `create` subcommands print the API server's message
+    // without a reason token.
+    if let Some(rest) = line.strip_prefix("error: failed to create ")
+        && let Some((kind, message)) = rest.split_once(": ")
+        && !kind.contains(' ')
+        && is_object_message(message, " already exists")
     {
-        return Some(Class::AlreadyExists);
+        return Class::AlreadyExists;
     }
-    if has("Error from server (Conflict)") || has("Operation cannot be fulfilled on ") {
-        return Some(Class::Conflict);
-    }
-    if has("Error from server (NotFound)")
-        || has("release: not found")
-        || (line.ends_with("\" not found") && !has("(Invalid)"))
+    if let Some(kind) = line.strip_prefix("error: the server doesn't have a resource type \"")
+        && kind.ends_with('"')
+        && !kind[..kind.len() - 1].contains('"')
     {
-        return Some(Class::NotFound);
+        return Class::NotServed;
     }
-    Some(Class::Unknown)
+    if (line.starts_with("error: resource mapping not found for name: ")
+        || line.starts_with("error: unable to recognize \""))
+        && line.ends_with('"')
+        && has(": no matches for kind \"")
+    {
+        return Class::NotServed;
+    }
+    if line == "Error: release: not found"
+        || line
+            .strip_prefix("Error: uninstall: Release not loaded: ")
+            .and_then(|r| r.strip_suffix(": release: not found"))
+            .is_some_and(|name| {
+                !name.is_empty()
+                    && name.chars().all(|c| {
+                        c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-')
+                    })
+            })
+    {
+        return Class::NotFound;
+    }
+    if line == "Error: INSTALLATION FAILED: cannot re-use a name that is still in use"
+        || line == "Error: cannot re-use a name that is still in use"
+    {
+        return Class::AlreadyExists;
+    }
+    Class::Unknown
 }
 
 #[cfg(test)]
@@ -262,17 +362,13 @@ mod tests {
 
     #[test]
     fn klog_chatter_and_hints_carry_no_verdict() {
-        assert_eq!(
-            classify_line(
-                r#"E1201 09:11:32.660248   29722 memcache.go:265] "Unhandled Error" err="couldn't get resource list for metrics.k8s.io/v1beta1: the server is currently unable to handle the request""#
-            ),
-            None
-        );
-        assert_eq!(classify_line("ensure CRDs are installed first"), None);
-        assert_eq!(
-            classify_line("Warning: v1 ComponentStatus is deprecated"),
-            None
-        );
+        assert!(!carries_verdict(
+            r#"E1201 09:11:32.660248   29722 memcache.go:265] "Unhandled Error" err="couldn't get resource list for metrics.k8s.io/v1beta1: the server is currently unable to handle the request""#
+        ));
+        assert!(!carries_verdict("ensure CRDs are installed first"));
+        assert!(!carries_verdict(
+            "Warning: v1 ComponentStatus is deprecated"
+        ));
     }
 
     #[test]
@@ -300,5 +396,109 @@ mod tests {
             one("Error: INSTALLATION FAILED: cannot re-use a name that is still in use"),
             [Class::AlreadyExists]
         );
+    }
+
+    /// Texts that only look like an answer: an admission denial whose
+    /// message says `not found`, `already exists` or `Operation cannot be
+    /// fulfilled on`, a helm error quoting a lookup, and a NotFound line
+    /// beside a line that is no answer at all. None may be tolerated.
+    const LOOKALIKES: &[(&str, &str)] = &[
+        (
+            "--not-found",
+            "error: failed to create configmap: configmaps \"x\" is forbidden: ValidatingAdmissionPolicy 'deny-x' with binding 'deny-x' denied request: widget \"x\" not found",
+        ),
+        (
+            "--not-found",
+            "The configmaps \"x\" is invalid: : ValidatingAdmissionPolicy 'deny-x' with binding 'deny-x' denied request: widget \"x\" not found",
+        ),
+        (
+            "--not-found",
+            "Error from server (NotFound): admission webhook \"v.example.com\" denied the request: widget \"x\" not found",
+        ),
+        (
+            "--already-exists",
+            "error: failed to create configmap: configmaps \"x\" is forbidden: ValidatingAdmissionPolicy 'deny-x' with binding 'deny-x' denied request: tenant \"x\" already exists",
+        ),
+        (
+            "--already-exists",
+            "Error from server (Forbidden): error when creating \"STDIN\": configmaps \"x\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: object \"x\" already exists",
+        ),
+        (
+            "--conflict",
+            "Error from server: admission webhook \"v.example.com\" denied the request: Operation cannot be fulfilled on widgets \"x\": locked",
+        ),
+        (
+            "--conflict",
+            "error: failed to create configmap: configmaps \"x\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'b' denied request: Operation cannot be fulfilled on configmaps \"x\"",
+        ),
+        (
+            "--not-found",
+            "Error: UPGRADE FAILED: template: c/templates/a.yaml:3:4: executing \"c/templates/a.yaml\" at <fail \"release: not found\">: error calling fail: release: not found",
+        ),
+        (
+            "--already-exists",
+            "Error: INSTALLATION FAILED: execution error at (c/templates/x.yaml:1:4): cannot re-use a name that is still in use",
+        ),
+        (
+            "--not-found",
+            "Error from server (NotFound): deployments.apps \"x\" not found\nThe Deployment \"y\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"a\":\"b\"}: `selector` does not match template `labels`",
+        ),
+        (
+            "--not-found",
+            "error: failed to create configmap: namespaces \"missing\" not found\nsome remote output: pods \"x\" not found",
+        ),
+    ];
+
+    #[test]
+    fn answers_that_only_look_like_an_accepted_class_are_never_accepted() {
+        let every: BTreeSet<Class> = Class::ACCEPTABLE.into();
+        let mut wrong = Vec::new();
+        for (flag, text) in LOOKALIKES {
+            let v = classify(text);
+            if v.accepted_by(&every) {
+                wrong.push(format!("{flag}: {text} -> {}", v.names()));
+            }
+        }
+        assert!(wrong.is_empty(), "accepted:\n{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn kubectls_own_answers_are_still_accepted_beside_warnings_and_hints() {
+        for (text, class) in [
+            (
+                "Error from server (NotFound): configmaps \"x\" not found",
+                Class::NotFound,
+            ),
+            (
+                "Warning: policy/v1beta1 is deprecated\nError from server (NotFound): error when deleting \"STDIN\": configmaps \"x\" not found",
+                Class::NotFound,
+            ),
+            (
+                "error: failed to create configmap: configmaps \"x\" already exists",
+                Class::AlreadyExists,
+            ),
+            (
+                "Error from server (AlreadyExists): error when creating \"STDIN\": configmaps \"x\" already exists",
+                Class::AlreadyExists,
+            ),
+            (
+                "Error from server (Conflict): Operation cannot be fulfilled on configmaps \"x\": the object has been modified; please apply your changes to the latest version and try again",
+                Class::Conflict,
+            ),
+            (
+                "error: resource mapping not found for name: \"w\" namespace: \"\" from \"STDIN\": no matches for kind \"Widget\" in version \"example.com/v1\"\nensure CRDs are installed first",
+                Class::NotServed,
+            ),
+            (
+                "error: the server doesn't have a resource type \"widgets\"",
+                Class::NotServed,
+            ),
+            (
+                "Error: uninstall: Release not loaded: db: release: not found",
+                Class::NotFound,
+            ),
+        ] {
+            assert_eq!(one(text), [class], "{text}");
+        }
     }
 }

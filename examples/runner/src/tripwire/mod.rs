@@ -61,7 +61,9 @@ pub fn dispatch() -> Option<i32> {
         let rest: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
         return Some(tolerate::main(rest));
     }
-    let listed = std::env::var(ENV_COMMANDS).is_ok_and(|v| v.split(',').any(|c| c == name));
+    let listed = record::run_variable(ENV_COMMANDS)
+        .and_then(|v| v.into_string().ok())
+        .is_some_and(|v| v.split(',').any(|c| c == name));
     if !listed && !cluster_commands::DEFAULT_COMMANDS.contains(&name.as_str()) {
         return None;
     }
@@ -169,6 +171,25 @@ pub struct Calls {
     pub calls: Vec<Call>,
     /// Why the report cannot be trusted, when it cannot.
     pub lost: Option<String>,
+    /// Cluster commands the shell could not start, from its own message
+    /// ([`unstarted_command`]): no shim ran, so the report cannot show them.
+    pub unstarted: Vec<String>,
+}
+
+/// A shell's message for a cluster command it could not start because an
+/// argument was too long for `execve` (over 128 KiB: `sh: 1: kubectl:
+/// Argument list too long`, bash naming the shim's path): the call's
+/// description. The shell fails before any shim runs, and in a pipeline
+/// under `/bin/sh` nothing else shows it.
+pub fn unstarted_command(line: &str, commands: &[String]) -> Option<String> {
+    let rest = line.trim_end().strip_suffix(": Argument list too long")?;
+    let word = rest.rsplit(": ").next()?.trim();
+    let name = Path::new(word).file_name()?.to_str()?;
+    commands.iter().any(|c| c == name).then(|| {
+        format!(
+            "{name}: the shell could not start it (Argument list too long: an argument over 128 KiB; pass large input with -f - or a file)"
+        )
+    })
 }
 
 impl Calls {
@@ -222,7 +243,11 @@ impl Calls {
                 }),
             }
         }
-        Calls { calls, lost: None }
+        Calls {
+            calls,
+            lost: None,
+            unstarted: Vec::new(),
+        }
     }
 
     /// The counts.
@@ -258,10 +283,13 @@ impl Calls {
     /// unaccepted (or the report was lost), naming each such call.
     pub fn masked_failure(&self) -> Option<String> {
         let failed: Vec<&Call> = self.calls.iter().filter(|c| c.failed()).collect();
-        if failed.is_empty() && self.lost.is_none() {
+        if failed.is_empty() && self.lost.is_none() && self.unstarted.is_empty() {
             return None;
         }
         let mut text = String::new();
+        for u in &self.unstarted {
+            text.push_str(&format!("{MASKED_FAILURE}: the script exited 0 but {u}\n"));
+        }
         if let Some(lost) = &self.lost {
             text.push_str(&format!(
                 "{MASKED_FAILURE}: the script exited 0 but {lost}; the runner cannot tell whether its cluster commands succeeded\n"

@@ -44,7 +44,8 @@ pub enum Record {
     Start {
         /// Unique within the run: pid and start time.
         id: String,
-        /// The command line as the script wrote it (the command's name first).
+        /// What is recorded of the command line: the command's name, verb
+        /// and resource ([`call_words`]), never its argument values.
         argv: Vec<String>,
         /// Who ran it: `shim` or `migrate-tolerate`.
         via: String,
@@ -82,6 +83,43 @@ pub fn append(path: &Path, record: &Record) -> std::io::Result<()> {
     line.push(b'\n');
     let mut file = std::fs::OpenOptions::new().append(true).open(path)?;
     file.write_all(&line)
+}
+
+/// A run variable (the report's path, the run's commands) from this
+/// process's environment or, when a caller stripped it (`env -i`, Python's
+/// `subprocess` with `env={...}`), from the nearest ancestor's: the script
+/// that started the caller still has it. Outside a run: `None`.
+pub fn run_variable(key: &str) -> Option<std::ffi::OsString> {
+    std::env::var_os(key).or_else(|| ancestor_variable(key))
+}
+
+fn ancestor_variable(key: &str) -> Option<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStringExt;
+    let mut entry = key.as_bytes().to_vec();
+    entry.push(b'=');
+    let mut pid = std::os::unix::process::parent_id();
+    // Deep enough for any wrapper chain; the runner itself is above it.
+    for _ in 0..32 {
+        if pid <= 1 {
+            return None;
+        }
+        if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ"))
+            && let Some(value) = env
+                .split(|b| *b == 0)
+                .find_map(|e| e.strip_prefix(entry.as_slice()))
+        {
+            return Some(std::ffi::OsString::from_vec(value.to_vec()));
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let after = &stat[stat.rfind(')')? + 1..];
+        pid = after.split_whitespace().nth(1)?.parse().ok()?;
+    }
+    None
+}
+
+/// The report file of this call: see [`run_variable`].
+pub fn report_path() -> Option<std::path::PathBuf> {
+    run_variable(ENV_REPORT).map(std::path::PathBuf::from)
 }
 
 /// A unique id for one call: pid and nanoseconds.
@@ -125,6 +163,117 @@ pub fn stderr_head(text: &str) -> Vec<String> {
     out
 }
 
+/// Kubernetes-shaped words only (`secret`, `deployments.apps`, `crd`): a
+/// verb or a resource type, never a value (a password, a literal, a file).
+fn is_name_word(word: &str) -> bool {
+    (1..=63).contains(&word.len())
+        && word.starts_with(|c: char| c.is_ascii_lowercase())
+        && word
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.' | '/'))
+}
+
+/// kubectl's global flags that take a value in the next word, so that word
+/// is not taken for the verb.
+pub(crate) const KUBECTL_VALUE_FLAGS: &[&str] = &[
+    "-n",
+    "--namespace",
+    "--context",
+    "--kubeconfig",
+    "--cluster",
+    "--user",
+    "-s",
+    "--server",
+    "--token",
+    "--as",
+    "--as-group",
+    "--as-uid",
+    "--request-timeout",
+    "--cache-dir",
+    "-v",
+    "--v",
+    "--certificate-authority",
+    "--client-certificate",
+    "--client-key",
+    "--tls-server-name",
+    "-l",
+    "--selector",
+    "-o",
+    "--output",
+    "-f",
+    "--filename",
+    "-c",
+    "--container",
+    "--kube-context",
+    "--kube-apiserver",
+    "--kube-token",
+    "--kube-as-user",
+    "--kube-as-group",
+    "--kube-ca-file",
+    "--registry-config",
+    "--repository-config",
+    "--repository-cache",
+];
+
+/// What is recorded of a cluster call: the command's name, its verb and,
+/// for kubectl, helm and flux, the resource type (or release), then `…`
+/// when arguments were left out.
+/// Argument values (names, literals, files, flags) are never recorded: a
+/// tolerated `kubectl create secret generic db --from-literal=password=...`
+/// is `kubectl create secret …` in the report, the ledger and the log.
+pub fn call_words(argv: &[String]) -> Vec<String> {
+    let Some(first) = argv.first() else {
+        return Vec::new();
+    };
+    let name = Path::new(first)
+        .file_name()
+        .map_or_else(|| first.clone(), |n| n.to_string_lossy().into_owned());
+    // The tools whose second word is a resource type (or, for helm, a
+    // release); of any other command only the verb is kept.
+    let wanted = if matches!(name.as_str(), "kubectl" | "oc" | "helm" | "flux") {
+        2
+    } else {
+        1
+    };
+    let mut words = vec![name];
+    let mut left_out = false;
+    let mut skip_value = false;
+    for arg in &argv[1..] {
+        if words.len() > wanted {
+            left_out = true;
+            break;
+        }
+        if skip_value {
+            skip_value = false;
+            left_out = true;
+            continue;
+        }
+        if arg == "--" {
+            left_out = true;
+            break;
+        }
+        if arg.starts_with('-') {
+            left_out = true;
+            skip_value = !arg.contains('=') && KUBECTL_VALUE_FLAGS.contains(&arg.as_str());
+            continue;
+        }
+        if !is_name_word(arg) {
+            left_out = true;
+            break;
+        }
+        words.push(arg.clone());
+    }
+    if left_out || words.len() < argv.len() {
+        words.push("…".to_owned());
+    }
+    words
+}
+
+/// [`call_words`] as one line for messages.
+pub fn display_call(argv: &[String]) -> String {
+    display_argv(&call_words(argv))
+}
+
 /// Shell-like rendering of an argv for messages: words with spaces or
 /// shell metacharacters in single quotes.
 pub fn display_argv(argv: &[String]) -> String {
@@ -132,7 +281,7 @@ pub fn display_argv(argv: &[String]) -> String {
         .map(|w| {
             let plain = !w.is_empty()
                 && w.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+…".contains(c));
             if plain {
                 w.clone()
             } else {
@@ -146,6 +295,29 @@ pub fn display_argv(argv: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        call_words(&line.split(' ').map(str::to_owned).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn a_call_is_recorded_by_command_verb_and_resource_only() {
+        assert_eq!(
+            words("kubectl create secret generic db --from-literal=password=x"),
+            ["kubectl", "create", "secret", "…"]
+        );
+        assert_eq!(
+            words("/usr/bin/kubectl -n tenant get pods x -o name"),
+            ["kubectl", "get", "pods", "…"]
+        );
+        assert_eq!(words("kubectl get ns"), ["kubectl", "get", "ns"]);
+        assert_eq!(
+            words("helm upgrade --install rel ./chart --set password=x"),
+            ["helm", "upgrade", "rel", "…"]
+        );
+        assert_eq!(words("mycli login Hunter2"), ["mycli", "login", "…"]);
+        assert_eq!(words("mycli Hunter2"), ["mycli", "…"]);
+    }
 
     #[test]
     fn records_round_trip_as_one_json_line_each() {

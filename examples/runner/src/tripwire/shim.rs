@@ -2,8 +2,10 @@
 //! command) through the runner's symlink. It records the call, runs the
 //! real command and records how it ended, then exits with its status.
 
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
+use super::arm::REAL_FILE;
 use super::exec::{self, Input};
 use super::record::{self, ENV_REAL_PREFIX, ENV_REPORT, Outcome, Record};
 use migrate_lint::cluster_commands::env_key;
@@ -16,17 +18,38 @@ pub(crate) enum Real {
     Missing,
 }
 
-/// The real command for `name`: the runner's absolute path from the
-/// environment, or (outside a run) the first `name` on PATH that is not the
-/// migrate binary itself.
-pub(crate) fn real_command(name: &str) -> Real {
+/// The real command for `name`: in a run, what the runner wrote in the
+/// report's directory ([`REAL_FILE`]); else (outside a run, or that file
+/// gone) `MIGRATE_TRIPWIRE_REAL_<KEY>` when it names something other than
+/// the shim, else the first `name` on PATH that is not the migrate binary
+/// itself.
+pub(crate) fn real_command(name: &str, report: Option<&Path>) -> Real {
     let exe = std::env::current_exe().ok();
+    if let Some(dir) = report.and_then(Path::parent)
+        && let Ok(bytes) = std::fs::read(dir.join(REAL_FILE))
+    {
+        let real: HashMap<String, String> = serde_json::from_slice(&bytes).unwrap_or_default();
+        return match real.get(name) {
+            Some(p) if !p.is_empty() => Real::At(PathBuf::from(p)),
+            _ => Real::Missing,
+        };
+    }
+    let search = || {
+        std::env::var("PATH")
+            .ok()
+            .and_then(|p| exec::search_path(name, &p, exe.as_deref()))
+    };
     let found = match std::env::var_os(format!("{ENV_REAL_PREFIX}{}", env_key(name))) {
         Some(v) if v.is_empty() => None,
+        Some(v)
+            if exe
+                .as_deref()
+                .is_some_and(|e| exec::same_file(Path::new(&v), e)) =>
+        {
+            search()
+        }
         Some(v) => Some(PathBuf::from(v)),
-        None => std::env::var("PATH")
-            .ok()
-            .and_then(|p| exec::search_path(name, &p, exe.as_deref())),
+        None => search(),
     };
     match found {
         // Never run ourselves: that would loop.
@@ -38,7 +61,7 @@ pub(crate) fn real_command(name: &str) -> Real {
 
 /// The shim's main: returns the exit status.
 pub fn main(name: &str, argv: Vec<String>) -> i32 {
-    let Some(report) = std::env::var_os(ENV_REPORT).map(PathBuf::from) else {
+    let Some(report) = record::report_path() else {
         eprintln!(
             "{name}: this is the migrate tripwire shim, run without the runner's environment ({ENV_REPORT} is unset); refusing to run {name}"
         );
@@ -47,7 +70,7 @@ pub fn main(name: &str, argv: Vec<String>) -> i32 {
     let id = record::call_id();
     let start = Record::Start {
         id: id.clone(),
-        argv: argv.clone(),
+        argv: record::call_words(&argv),
         via: "shim".into(),
         pid: std::process::id(),
     };
@@ -58,7 +81,7 @@ pub fn main(name: &str, argv: Vec<String>) -> i32 {
         );
         return 126;
     }
-    let ran = match real_command(name) {
+    let ran = match real_command(name, Some(&report)) {
         Real::Missing => {
             let message = format!(
                 "{name}: not found (the runner found no real {name} on its PATH; it is a cluster command, so this call fails)"

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use super::classify::{Class, classify};
 use super::exec::{self, Input};
-use super::record::{self, ENV_COMMANDS, ENV_REPORT, Outcome, Record};
+use super::record::{self, ENV_COMMANDS, Outcome, Record};
 use super::shim::{Real, end_record, real_command};
 use migrate_lint::cluster_commands::{DEFAULT_COMMANDS, TOLERATE};
 
@@ -147,9 +147,148 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
 
 /// The cluster commands of this run (the defaults outside a run).
 fn cluster_commands() -> Vec<String> {
-    match std::env::var(ENV_COMMANDS) {
-        Ok(v) if !v.is_empty() => v.split(',').map(str::to_owned).collect(),
+    match record::run_variable(ENV_COMMANDS).and_then(|v| v.into_string().ok()) {
+        Some(v) if !v.is_empty() => v.split(',').map(str::to_owned).collect(),
         _ => DEFAULT_COMMANDS.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// kubectl's own subcommands (a word not listed is a plugin).
+const KUBECTL_SUBCOMMANDS: &[&str] = &[
+    "create",
+    "expose",
+    "run",
+    "set",
+    "explain",
+    "get",
+    "edit",
+    "delete",
+    "rollout",
+    "scale",
+    "autoscale",
+    "certificate",
+    "cluster-info",
+    "top",
+    "cordon",
+    "uncordon",
+    "drain",
+    "taint",
+    "describe",
+    "logs",
+    "attach",
+    "exec",
+    "port-forward",
+    "proxy",
+    "cp",
+    "auth",
+    "debug",
+    "events",
+    "diff",
+    "apply",
+    "patch",
+    "replace",
+    "wait",
+    "kustomize",
+    "label",
+    "annotate",
+    "completion",
+    "alpha",
+    "api-resources",
+    "api-versions",
+    "config",
+    "plugin",
+    "version",
+    "options",
+];
+
+/// kubectl subcommands whose stderr is not (only) kubectl's answer about an
+/// API request: a remote process's output (`exec`, `attach`, `run`,
+/// `debug`), a container's log, a stream (`port-forward`, `proxy`, `cp`),
+/// a plugin's own text. Nothing they print can be trusted to name an answer
+/// class, so tolerance is refused for them.
+const KUBECTL_UNTOLERABLE: &[&str] = &[
+    "exec",
+    "logs",
+    "attach",
+    "port-forward",
+    "proxy",
+    "cp",
+    "run",
+    "debug",
+    "plugin",
+    "alpha",
+];
+
+/// helm's own subcommands (a word not listed is a plugin).
+const HELM_SUBCOMMANDS: &[&str] = &[
+    "completion",
+    "create",
+    "dependency",
+    "env",
+    "get",
+    "help",
+    "history",
+    "install",
+    "lint",
+    "list",
+    "ls",
+    "package",
+    "pull",
+    "push",
+    "registry",
+    "repo",
+    "rollback",
+    "search",
+    "show",
+    "status",
+    "template",
+    "test",
+    "uninstall",
+    "delete",
+    "upgrade",
+    "verify",
+    "version",
+];
+
+/// The subcommand of a kubectl or helm command line: its first word that is
+/// neither a flag nor a global flag's value.
+fn subcommand(command: &[String]) -> Option<&str> {
+    let mut skip = false;
+    for arg in command.iter().skip(1) {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if arg == "--" {
+            return None;
+        }
+        if arg.starts_with('-') {
+            skip = !arg.contains('=') && record::KUBECTL_VALUE_FLAGS.contains(&arg.as_str());
+            continue;
+        }
+        return Some(arg);
+    }
+    None
+}
+
+/// Why tolerance is refused for this command line, if it is: a kubectl or
+/// helm subcommand whose stderr is not the tool's own answer about a request
+/// (see [`KUBECTL_UNTOLERABLE`]), a plugin, or no subcommand at all.
+pub fn untolerable(name: &str, command: &[String]) -> Option<String> {
+    let (known, refused): (&[&str], &[&str]) = match name {
+        "kubectl" => (KUBECTL_SUBCOMMANDS, KUBECTL_UNTOLERABLE),
+        "helm" => (HELM_SUBCOMMANDS, &["plugin"]),
+        _ => return None,
+    };
+    match subcommand(command) {
+        None => Some(format!("{name} without a subcommand cannot be tolerated")),
+        Some(sub) if refused.contains(&sub) => Some(format!(
+            "'{name} {sub}' cannot be tolerated: what it prints is not {name}'s answer about a request (a remote process, a log or a stream may say 'not found' too)"
+        )),
+        Some(sub) if !known.contains(&sub) => Some(format!(
+            "'{name} {sub}' is a plugin or unknown subcommand, whose errors {name} does not classify; it cannot be tolerated"
+        )),
+        Some(_) => None,
     }
 }
 
@@ -167,12 +306,19 @@ pub fn reads_stdin(command: &[String]) -> bool {
 }
 
 fn report_path() -> Option<PathBuf> {
-    std::env::var_os(ENV_REPORT).map(PathBuf::from)
+    record::report_path()
 }
 
 /// Records a call that never ran (a usage error) as failed, so masking the
-/// helper's exit status hides nothing.
-fn record_refusal(argv: Vec<String>, message: &str) {
+/// helper's exit status hides nothing. Of its command line only the helper
+/// and the wrapped command's name, verb and resource are recorded.
+fn record_refusal(args: &[String], message: &str) {
+    let mut argv = vec![TOLERATE.to_owned()];
+    let command = args
+        .iter()
+        .position(|a| a == "--")
+        .map_or(&[][..], |at| &args[at + 1..]);
+    argv.extend(record::call_words(command));
     if let Some(report) = report_path() {
         let id = record::call_id();
         let _ = record::append(
@@ -201,8 +347,6 @@ fn record_refusal(argv: Vec<String>, message: &str) {
 
 /// The helper's main: returns the exit status.
 pub fn main(args: Vec<String>) -> i32 {
-    let mut argv = vec![TOLERATE.to_owned()];
-    argv.extend(args.iter().cloned());
     if args.iter().any(|a| a == "--help" || a == "-h") && !args.iter().any(|a| a == "--") {
         println!("{USAGE}");
         return 0;
@@ -212,7 +356,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Err(e) => {
             let message = format!("{TOLERATE}: {e}\n{USAGE}");
             eprintln!("{message}");
-            record_refusal(argv, &format!("{TOLERATE}: {e}"));
+            record_refusal(&args, &format!("{TOLERATE}: {e}"));
             return 2;
         }
     };
@@ -227,21 +371,30 @@ pub fn main(args: Vec<String>) -> i32 {
             cluster_commands().join(", ")
         );
         eprintln!("{TOLERATE}: {e}");
-        record_refusal(argv, &format!("{TOLERATE}: {e}"));
+        record_refusal(&args, &format!("{TOLERATE}: {e}"));
         return 2;
     }
     let mut command = parsed.command.clone();
     command[0] = name.clone();
-    let real = match real_command(&name) {
+    // Retrying a transient failure is fine for any subcommand; accepting an
+    // answer class is not.
+    if !parsed.accept.is_empty()
+        && let Some(e) = untolerable(&name, &command)
+    {
+        eprintln!("{TOLERATE}: {e}");
+        record_refusal(&args, &format!("{TOLERATE}: {e}"));
+        return 2;
+    }
+    let report = report_path();
+    let real = match real_command(&name, report.as_deref()) {
         Real::At(p) => Some(p),
         Real::Missing => None,
     };
-    let report = report_path();
     let id = record::call_id();
     if let Some(report) = &report {
         let start = Record::Start {
             id: id.clone(),
-            argv: command.clone(),
+            argv: record::call_words(&command),
             via: format!("{TOLERATE} {}", flags_text(&parsed)),
             pid: std::process::id(),
         };
@@ -297,14 +450,14 @@ pub fn main(args: Vec<String>) -> i32 {
             eprintln!(
                 "{TOLERATE}: tolerated {}: {}",
                 verdict.names(),
-                record::display_argv(&command)
+                record::display_call(&command)
             );
             break (ran, Outcome::Tolerated, classes);
         }
         if ran.signal.is_none() && verdict.is_transient() && attempts <= parsed.retries {
             eprintln!(
                 "{TOLERATE}: {} failed ({}); retrying in {:.1}s (attempt {} of {})",
-                record::display_argv(&command),
+                record::display_call(&command),
                 verdict.names(),
                 parsed.delay.as_secs_f64(),
                 attempts + 1,
@@ -395,6 +548,34 @@ mod tests {
         assert!(args(&["--retry", "3x", "--", "kubectl"]).is_err());
         assert!(args(&["--retry", "99", "--", "kubectl"]).is_err());
         assert!(args(&["--not-found", "--retry-delay", "1", "--", "kubectl"]).is_err());
+    }
+
+    #[test]
+    fn tolerance_is_refused_for_commands_whose_stderr_is_not_kubectls_own_answer() {
+        let w = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        for refused in [
+            "kubectl exec pod-0 -- cat /x",
+            "kubectl -n tenant logs pod-0",
+            "kubectl port-forward svc/x 8080:80",
+            "kubectl attach pod-0",
+            "kubectl cnpg status db",
+            "kubectl --context prod debug node/x",
+            "helm diff upgrade x ./c",
+            "kubectl -n",
+        ] {
+            let c = w(refused);
+            assert!(untolerable(&c[0], &c).is_some(), "{refused}");
+        }
+        for fine in [
+            "kubectl get crd widgets.example.com -o name",
+            "kubectl -n tenant delete cm x",
+            "kubectl --context=prod create namespace x",
+            "helm --kube-context prod uninstall db",
+            "flux get kustomization x",
+        ] {
+            let c = w(fine);
+            assert_eq!(untolerable(&c[0], &c), None, "{fine}");
+        }
     }
 
     #[test]

@@ -250,6 +250,7 @@ impl<'a> Walker<'a> {
         let Some(file) = self.cache.get(rel) else {
             return;
         };
+        self.scan_text(&file);
         if !self.sourced_at.contains_key(rel) {
             let origin = if site.file == self.script {
                 site.clone()

@@ -5,8 +5,8 @@ use brush_parser::ast;
 
 use crate::shell::parse;
 use crate::shell::rules::{
-    ClusterCall, Cmd, Ctx, Kind, LEDGER_WRITE_VERBS, Sink, TRANSPARENT, Walker, Why, mentions,
-    simple_line, simple_words, verb_of, visit_simple, yaml_names_configmap,
+    ClusterCall, Cmd, Ctx, FROM_ENVIRONMENT, Kind, LEDGER_WRITE_VERBS, Sink, TRANSPARENT, Walker,
+    Why, mentions, simple_line, simple_words, verb_of, visit_simple, yaml_names_configmap,
 };
 
 impl<'a> Walker<'a> {
@@ -106,6 +106,9 @@ impl<'a> Walker<'a> {
         match cmd {
             Cmd::Nothing => None,
             Cmd::Cluster { name, path, args } => {
+                if let Some(m) = self.path_from_environment(&name) {
+                    self.push(&site, FROM_ENVIRONMENT, m);
+                }
                 if path {
                     self.push(
                         &site,
@@ -173,6 +176,17 @@ impl<'a> Walker<'a> {
         {
             self.push(&ctx.site(line), crate::shell::path_reset::RULE, m);
         }
+        if parse::literal(&v.value).is_none()
+            && let Some(p) = parse::parameter(&v.value)
+            && p.default
+                .as_deref()
+                .is_some_and(|d| self.is_cluster_name(d.split_whitespace().next().unwrap_or("")))
+        {
+            self.cluster_vars.insert(name.clone());
+            if let Some(m) = self.path_from_environment(v.value.trim_matches('"')) {
+                self.push(&ctx.site(line), FROM_ENVIRONMENT, m);
+            }
+        }
         if let Some(value) = parse::literal(&v.value) {
             let first = value.split_whitespace().next().unwrap_or("");
             if self.is_cluster_name(first) {
@@ -194,6 +208,27 @@ impl<'a> Walker<'a> {
         {
             self.vars.insert(name.clone(), p);
         }
+    }
+
+    /// For a command word `${VAR:-kubectl}`: the finding when `VAR` is not
+    /// the variable the runner points at its shim (`KUBECTL`), so whoever
+    /// sets it (a CI variable, a Dockerfile `ENV`) can put the real
+    /// command's absolute path there.
+    pub(super) fn path_from_environment(&self, word: &str) -> Option<String> {
+        let p = parse::parameter(word)?;
+        let default = p.default?;
+        let command = default.split_whitespace().next()?;
+        if !self.is_cluster_name(command) {
+            return None;
+        }
+        let base = command.rsplit('/').next().unwrap_or(command);
+        let key = crate::cluster_commands::env_key(base);
+        (p.name != key).then(|| {
+            format!(
+                "the {base} this runs comes from ${}, which the runner does not set: an absolute path there bypasses the runner's shim; call {base} by name (or use ${key}, which the runner points at its shim)",
+                p.name
+            )
+        })
     }
 
     /// Resolves the command a simple command runs, through `command`,

@@ -59,11 +59,20 @@ pub const RULES: &[Rule] = &[
     rule("hand-written-retry", Level::Error, true),
     rule("cluster-command-path", Level::Error, true),
     rule(super::path_reset::RULE, Level::Error, true),
+    rule(TRIPWIRE_INTERNALS, Level::Error, true),
+    rule(FROM_ENVIRONMENT, Level::Error, true),
     rule("ledger-write", Level::Error, true),
     rule("analysis-limit", Level::Error, true),
     rule("kubectl-in-pipeline", Level::Warning, false),
     rule("source-unresolved", Level::Warning, false),
 ];
+
+/// A script that names the tripwire's own variables (the report, the
+/// commands, what used to carry the real commands' paths).
+pub const TRIPWIRE_INTERNALS: &str = "tripwire-internals";
+/// A cluster command whose path comes from a variable the runner does not
+/// set (`${KUBECTL_BIN:-kubectl}`).
+pub const FROM_ENVIRONMENT: &str = "cluster-command-from-environment";
 
 /// The rule with this id.
 pub fn find(id: &str) -> Option<&'static Rule> {
@@ -264,6 +273,20 @@ const LEDGER_WRITE_VERBS: [&str; 10] = [
 
 const BUDGET: usize = 200_000;
 
+/// `line` up to a comment: a `#` at its start or after white space (a
+/// `#` inside quotes is taken for a comment too, which can only hide text,
+/// never invent it).
+fn strip_comment(line: &str) -> &str {
+    let mut prev = ' ';
+    for (i, c) in line.char_indices() {
+        if c == '#' && prev.is_whitespace() {
+            return &line[..i];
+        }
+        prev = c;
+    }
+    line
+}
+
 /// The analysis of one entry file (a tier script, or a lib file on its own).
 pub struct Walker<'a> {
     config: &'a Config,
@@ -279,6 +302,8 @@ pub struct Walker<'a> {
     cluster_vars: HashSet<String>,
     /// Aliases of a cluster command (`alias k=kubectl`).
     cluster_aliases: HashSet<String>,
+    /// Files whose text was scanned for the tripwire's variables.
+    texts_scanned: HashSet<String>,
     /// Function and file walks done: (name, sink, errexit, state).
     walked: HashSet<(String, Sink, Option<Why>, bool, bool)>,
     stack: Vec<String>,
@@ -314,6 +339,7 @@ impl<'a> Walker<'a> {
             vars: HashMap::new(),
             cluster_vars,
             cluster_aliases: HashSet::new(),
+            texts_scanned: HashSet::new(),
             walked: HashSet::new(),
             stack: Vec::new(),
             sourced_at: HashMap::new(),
@@ -329,6 +355,7 @@ impl<'a> Walker<'a> {
 
     /// Walks the entry file and returns the findings.
     pub fn run(mut self, file: Rc<SourceFile>) -> Vec<Raw> {
+        self.scan_text(&file);
         let program = match &file.program {
             Ok(p) => p,
             Err(e) => {
@@ -375,6 +402,38 @@ impl<'a> Walker<'a> {
                 e.message
             ),
         );
+    }
+
+    /// Finds the tripwire's own variables in a file's text (outside
+    /// comments), once per file: whatever a script does with them (use the
+    /// old real-command path, write the report) is not a careless author's
+    /// business, and the text shows it wherever it appears (a redirection,
+    /// a here-document, an `eval` string).
+    fn scan_text(&mut self, file: &SourceFile) {
+        if !self.texts_scanned.insert(file.rel.clone()) {
+            return;
+        }
+        for (i, line) in file.text.lines().enumerate() {
+            let code = strip_comment(line);
+            let Some(at) = code.find("MIGRATE_TRIPWIRE_") else {
+                continue;
+            };
+            let name: String = code[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let site = Site {
+                file: file.rel.clone(),
+                line: i + 1,
+            };
+            self.push(
+                &site,
+                TRIPWIRE_INTERNALS,
+                format!(
+                    "{name} is the runner's tripwire's own variable; a script must not read or write it (it no longer names the real command, and the report is the runner's): call cluster commands by name"
+                ),
+            );
+        }
     }
 
     fn push(&mut self, at: &Site, rule: &'static str, message: String) {
