@@ -441,6 +441,12 @@ pub struct TestArgs {
     /// Seconds each test may take.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
+    /// Also run each migration that has fixtures (TESTS_DIR/SLUG.fixtures.yaml)
+    /// twice against the test cluster this kubeconfig names, seeded with
+    /// them: the second run must change no object. Never a production
+    /// cluster: the migrations really run.
+    #[arg(long, value_name = "KUBECONFIG")]
+    pub real_cluster: Option<PathBuf>,
 }
 
 /// `migrate completions`.

@@ -72,7 +72,9 @@ pub(super) enum Exec {
 
 /// The interpreter command for a script: its shebang words, then errexit
 /// (and pipefail for bash, which supports it), then the script path.
-pub(super) fn command_for(shebang: &str, path: &Path) -> std::process::Command {
+/// `migrate test` starts migrations through it too, so a migration runs
+/// under a test exactly as it runs in production.
+pub fn command_for(shebang: &str, path: &Path) -> std::process::Command {
     let mut words = shebang.split_whitespace();
     let program = words.next().unwrap_or("/bin/sh");
     let args: Vec<&str> = words.collect();
