@@ -175,6 +175,18 @@ if [ -n "${FAKE_KUBECTL_FAIL:-}" ]; then
     esac
 fi
 
+# kubectl words some answers by how the call named the object: the file of
+# `-f FILE` (STDIN for -), or the generator of `kubectl create KIND NAME`.
+file=
+generator=
+prev=
+for a in "$@"; do
+    case $prev in -f|--filename) file=$a ;; create) generator=$a ;; esac
+    case $a in --filename=*) file=${a#*=} ;; esac
+    prev=$a
+done
+[ "$file" != - ] || file=STDIN
+
 kind=ok
 detail=
 if [ -f "${FAKE_CLUSTER_ANSWERS:-}" ]; then
@@ -214,7 +226,11 @@ case "$name:$kind" in
     helm:unreachable) fail 1 "Error: Kubernetes cluster unreachable: Get \"https://127.0.0.1:6443/version\": dial tcp 127.0.0.1:6443: connect: connection refused" ;;
     helm:*) unknown ;;
     kubectl:not-found) fail 1 "Error from server (NotFound): $plural \"$object\" not found" ;;
-    kubectl:already-exists) fail 1 "Error from server (AlreadyExists): $plural \"$object\" already exists" ;;
+    kubectl:already-exists)
+        if [ -n "$file" ]; then
+            fail 1 "Error from server (AlreadyExists): error when creating \"$file\": $plural \"$object\" already exists"
+        fi
+        fail 1 "error: failed to create $generator: $plural \"$object\" already exists" ;;
     kubectl:not-served) fail 1 "error: the server doesn't have a resource type \"$resource\"" ;;
     kubectl:conflict) fail 1 "Error from server (Conflict): Operation cannot be fulfilled on $plural \"$object\": the object has been modified; please apply your changes to the latest version and try again" ;;
     kubectl:forbidden)

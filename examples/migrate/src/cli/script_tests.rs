@@ -254,7 +254,8 @@ fn test_interpreter(file: &Path) -> Vec<String> {
     }
 }
 
-/// How a child ended: `None` for success, else the reason and the output tail.
+/// How a child ended: `None` for success, else the reason; and the tail of
+/// its output.
 type Ended = (Option<String>, Option<String>);
 
 /// Waits for `cmd` (stdout and stderr captured) at most `limit`.
@@ -270,18 +271,19 @@ async fn finish(what: &str, mut cmd: tokio::process::Command, limit: Duration) -
     match tokio::time::timeout(limit, child.wait_with_output()).await {
         Err(_) => (Some(format!("timed out after {}s", limit.as_secs())), None),
         Ok(Err(e)) => (Some(format!("waiting for {what}: {e}")), None),
-        Ok(Ok(output)) if output.status.success() => (None, None),
         Ok(Ok(output)) => {
             let text = format!(
                 "{}{}",
                 String::from_utf8_lossy(&output.stdout),
                 String::from_utf8_lossy(&output.stderr)
             );
-            let status = output.status.code().map_or_else(
-                || "killed by a signal".to_owned(),
-                |c| format!("exit status {c}"),
-            );
-            (Some(status), Some(tail(&text, 20)))
+            // Kept on success too: a refused call's message is in it.
+            let status = match output.status.code() {
+                _ if output.status.success() => None,
+                None => Some("killed by a signal".to_owned()),
+                Some(c) => Some(format!("exit status {c}")),
+            };
+            (status, Some(tail(&text, 20)))
         }
     }
 }
@@ -303,7 +305,7 @@ async fn run_one(
     let (reason, output) = finish(&words[0], cmd, limit).await;
     let refused = sandbox.refused();
     if refused.is_empty() {
-        return (reason, output);
+        return (reason.clone(), output.filter(|_| reason.is_some()));
     }
     // A refused call fails the test even when the test dropped its status.
     let calls = refused.join("; ");
@@ -395,6 +397,11 @@ pub async fn test(args: TestArgs, out: &Out) -> Result<(), Failure> {
 /// Resources whose objects change by themselves (the API server's own
 /// heartbeats, and events), left out of the comparison.
 const SELF_CHANGING: [&str; 3] = ["events", "events.events.k8s.io", "leases.coordination.k8s.io"];
+
+/// How many more snapshots [`RealCluster::settled`] takes at most, and how
+/// far apart.
+const SETTLE_TRIES: usize = 10;
+const SETTLE_PAUSE: Duration = Duration::from_millis(300);
 
 /// A test cluster migrations run twice against.
 struct RealCluster {
@@ -501,6 +508,26 @@ impl RealCluster {
         Ok(objects)
     }
 
+    /// A snapshot once the cluster is still: the API server finishes some
+    /// writes of its own after a run (a new CRD's `Established` condition),
+    /// and those are not the second run's.
+    async fn settled(&self) -> Result<BTreeMap<String, String>, String> {
+        let mut last = self.snapshot().await?;
+        for _ in 0..SETTLE_TRIES {
+            tokio::time::sleep(SETTLE_PAUSE).await;
+            let now = self.snapshot().await?;
+            if now == last {
+                return Ok(now);
+            }
+            last = now;
+        }
+        Err(format!(
+            "objects kept changing without any migration running ({} snapshots, {} ms apart)",
+            SETTLE_TRIES + 1,
+            SETTLE_PAUSE.as_millis()
+        ))
+    }
+
     /// Runs `script` as the runner does, against the test cluster.
     async fn run(&self, script: &Script) -> Ended {
         let path = self.root.join(script.relative_path());
@@ -531,7 +558,7 @@ impl RealCluster {
         if let (Some(reason), output) = self.run(script).await {
             return result("fail", format!("the first run failed: {reason}"), Vec::new(), output);
         }
-        let before = match self.snapshot().await {
+        let before = match self.settled().await {
             Ok(s) => s,
             Err(e) => return result("fail", format!("listing objects: {e}"), Vec::new(), None),
         };
