@@ -25,7 +25,7 @@ fn init_creates_an_empty_tree_that_new_lint_manifest_and_test_accept() {
         "legacy-map",
         "lib/kube.sh",
         "tests/lib.sh",
-        "tests/fake-kubectl",
+        "tests/fake-cluster",
     ] {
         assert!(created.contains(&file), "{file}: {doc}");
         assert!(tree.join(file).is_file(), "{file}");
