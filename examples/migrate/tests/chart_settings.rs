@@ -298,3 +298,133 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// An umbrella chart at `dir`: `Chart.yaml`, and `templates/version.yaml` (the numbered
+/// runner's `version` ConfigMap, with the keep policy) when `templates_version`; with this
+/// chart vendored under `charts/` when `with_migrations`.
+fn umbrella(dir: &Path, version: &str, templates_version: bool, with_migrations: bool) -> PathBuf {
+    std::fs::create_dir_all(dir.join("templates")).unwrap();
+    std::fs::write(
+        dir.join("Chart.yaml"),
+        format!("apiVersion: v2\nname: platform\nversion: {version}\n"),
+    )
+    .unwrap();
+    if templates_version {
+        std::fs::write(
+            dir.join("templates/version.yaml"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cozystack-version\n  \
+             annotations:\n    helm.sh/resource-policy: keep\ndata:\n  version: \"44\"\n",
+        )
+        .unwrap();
+    }
+    if with_migrations {
+        copy_dir(Path::new(CHART), &dir.join("charts/platform-migrations"));
+    }
+    dir.to_path_buf()
+}
+
+fn ledger_data(cluster: &RealCluster, ns: &str) -> Value {
+    let mut get = cluster.kubectl();
+    get.args(["get", "configmap", "cozystack-version", "-n", ns, "-o", "json"]);
+    serde_json::from_str::<Value>(&ok(get)).unwrap()["data"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_chart_on_upgrade() {
+    let Some(cluster) = real_cluster("the umbrella chart's version ConfigMap").await else {
+        return;
+    };
+    let ns = unique_name("umbrella");
+    cluster.ensure_namespace(&ns).await;
+    let release = unique_name("platform");
+    let dir = tempfile::tempdir().unwrap();
+    // Before: the umbrella templates the numbered runner's ConfigMap (version 44).
+    let before = umbrella(&dir.path().join("v1"), "1.0.0", true, false);
+    let mut install = cluster.helm();
+    install.args(["install", &release, before.to_str().unwrap(), "--namespace", &ns]);
+    ok(install);
+    assert_eq!(ledger_data(&cluster, &ns)["version"], "44");
+
+    // After: the umbrella drops its template and vendors this chart. The kept ConfigMap
+    // becomes the ledger: not rendered again (lookup finds it), and the hook runs what the
+    // legacy rule leaves pending.
+    let after = umbrella(&dir.path().join("v2"), "2.0.0", false, true);
+    let mut upgrade = cluster.helm();
+    upgrade
+        .args(["upgrade", &release, after.to_str().unwrap(), "--namespace", &ns])
+        .args(["--timeout", "120s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut upgrade = upgrade.spawn().unwrap();
+    let job_name = format!("{release}-migrations-pre-apply");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let out = cluster.kubectl_with_stdin(&["get", "job", &job_name, "-n", &ns], "");
+        if out.status.success() {
+            break;
+        }
+        if let Ok(Some(status)) = upgrade.try_wait() {
+            let out = upgrade.wait_with_output().unwrap();
+            panic!(
+                "helm upgrade ended ({status}) without a hook Job: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(std::time::Instant::now() < deadline, "no hook Job within 90 s");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    // What the Job's pod does (the image's tree is the demo's, which files/ were rendered
+    // from), then what the Job controller would write.
+    let repo = common::Repo::demo();
+    let out = common::migrate()
+        .args(["run", repo.tree().to_str().unwrap(), "--tier", "pre-apply"])
+        .args(["--ledger", &format!("configmap:{ns}/cozystack-version")])
+        .args(["--require-existing-ledger", "--output", "json"])
+        .env("KUBECONFIG", cluster.kubeconfig())
+        .env("KUBECTL", repo.tree().join("tests/fake-kubectl"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env(
+            "MIGRATION_IMAGE",
+            "ghcr.io/example/platform-migrations@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        )
+        .output()
+        .unwrap();
+    let (code, doc, stderr) = common::parse(out);
+    assert_eq!(code, 0, "{doc:#}\n{stderr}");
+    let now = migration_core::Timestamp::now().truncated().to_string();
+    let status = serde_json::json!({"status": {"startTime": now, "completionTime": now, "succeeded": 1,
+        "conditions": [
+            {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": now},
+            {"type": "Complete", "status": "True", "lastTransitionTime": now}]}});
+    let mut patch = cluster.kubectl();
+    patch
+        .args(["patch", "job", &job_name, "-n", &ns, "--subresource=status", "--type=merge"])
+        .args(["-p", &status.to_string()]);
+    ok(patch);
+    let out = upgrade.wait_with_output().unwrap();
+    assert!(out.status.success(), "helm upgrade: {}", String::from_utf8_lossy(&out.stderr));
+
+    // The ConfigMap survived leaving the umbrella's manifest and is the ledger now: the legacy
+    // integers below 44 recorded `legacy`, the rest run.
+    let data = ledger_data(&cluster, &ns);
+    assert_eq!(data["version"], "44", "{data:#}");
+    let state = |slug: &str| {
+        let entry: Value = serde_json::from_str(data[format!("m.{slug}")].as_str().unwrap_or("{}"))
+            .unwrap();
+        entry["s"].as_str().or(entry["state"].as_str()).unwrap_or_default().to_owned()
+    };
+    assert_eq!(state("flux-crds-relabel"), "legacy", "{data:#}");
+    assert_eq!(state("tenant-namespace-labels"), "ok", "{data:#}");
+    let mut manifest = cluster.helm();
+    manifest.args(["get", "manifest", &release, "--namespace", &ns]);
+    let manifest = ok(manifest);
+    assert!(
+        !manifest.contains("name: cozystack-version\n") && !manifest.contains("name: 'cozystack-version'"),
+        "the upgraded release renders the ledger:\n{manifest}"
+    );
+    // Nothing pending now: the same release again creates no Job and leaves the ledger.
+    let mut again = cluster.helm();
+    again.args(["upgrade", &release, after.to_str().unwrap(), "--namespace", &ns]);
+    ok(again);
+    assert_eq!(ledger_data(&cluster, &ns), data);
+}
