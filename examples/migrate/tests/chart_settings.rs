@@ -54,7 +54,11 @@ fn objects(cluster: &RealCluster, yaml: &str) -> Vec<Value> {
         &["create", "--dry-run=client", "-o", "json", "-f", "-"],
         yaml,
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::Deserializer::from_slice(&out.stdout)
         .into_iter::<Value>()
         .map(Result::unwrap)
@@ -65,7 +69,14 @@ fn objects(cluster: &RealCluster, yaml: &str) -> Vec<Value> {
 /// upgrade where lookup sees no ledger, so the hook renders.
 fn template(cluster: &RealCluster, ns: &str, sets: &[&str]) -> (bool, String, String) {
     let mut helm = cluster.helm();
-    helm.args(["template", "platform", CHART, "--is-upgrade", "--namespace", ns]);
+    helm.args([
+        "template",
+        "platform",
+        CHART,
+        "--is-upgrade",
+        "--namespace",
+        ns,
+    ]);
     for set in sets {
         helm.args(["--set", set]);
     }
@@ -111,12 +122,18 @@ async fn the_hook_and_operator_pods_carry_the_pod_settings_of_the_values_and_the
             template["metadata"]["annotations"]["example.com/team"], "platform",
             "{what}"
         );
-        assert_eq!(pod["imagePullSecrets"][0]["name"], "registry-credentials", "{what}");
+        assert_eq!(
+            pod["imagePullSecrets"][0]["name"], "registry-credentials",
+            "{what}"
+        );
         assert_eq!(pod["nodeSelector"]["kubernetes.io/os"], "linux", "{what}");
         assert_eq!(pod["tolerations"][0]["key"], "dedicated", "{what}");
         assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{what}");
         let container = &pod["containers"][0];
-        assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true, "{what}");
+        assert_eq!(
+            container["securityContext"]["readOnlyRootFilesystem"], true,
+            "{what}"
+        );
         assert_eq!(
             container["securityContext"]["capabilities"]["drop"][0], "ALL",
             "{what}"
@@ -125,11 +142,13 @@ async fn the_hook_and_operator_pods_carry_the_pod_settings_of_the_values_and_the
         assert!(pod["volumes"][0]["emptyDir"].is_object(), "{what}");
     }
     // The API server validates them as it would at install.
-    let out = cluster.kubectl_with_stdin(
-        &["apply", "--dry-run=server", "-n", &ns, "-f", "-"],
-        &yaml,
+    let out =
+        cluster.kubectl_with_stdin(&["apply", "--dry-run=server", "-n", &ns, "-f", "-"], &yaml);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// `kubectl auth can-i VERB RESOURCE -n NS --as=the hook's ServiceAccount`.
@@ -181,11 +200,30 @@ async fn the_hook_role_suffices_for_a_configmap_ledger_run_and_grants_no_lease_w
         .collect();
     assert_eq!(rbac.len(), 3, "{yaml}");
     let out = cluster.kubectl_with_stdin(&["apply", "-n", &ns, "-f", "-"], &rbac.join("\n---\n"));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
-    assert!(hook_can(&cluster, &ns, "get", "configmaps/cozystack-version"));
-    assert!(hook_can(&cluster, &ns, "patch", "configmaps/cozystack-version"));
-    assert!(hook_can(&cluster, &ns, "get", "leases/cozystack-version-lock"));
+    assert!(hook_can(
+        &cluster,
+        &ns,
+        "get",
+        "configmaps/cozystack-version"
+    ));
+    assert!(hook_can(
+        &cluster,
+        &ns,
+        "patch",
+        "configmaps/cozystack-version"
+    ));
+    assert!(hook_can(
+        &cluster,
+        &ns,
+        "get",
+        "leases/cozystack-version-lock"
+    ));
     for verb in ["create", "patch", "delete", "update"] {
         assert!(
             !hook_can(&cluster, &ns, verb, "leases/cozystack-version-lock"),
@@ -208,7 +246,11 @@ async fn the_hook_role_suffices_for_a_configmap_ledger_run_and_grants_no_lease_w
     ]);
     ok(create);
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = kubeconfig_as(&cluster, &format!("system:serviceaccount:{ns}:{SA}"), dir.path());
+    let kubeconfig = kubeconfig_as(
+        &cluster,
+        &format!("system:serviceaccount:{ns}:{SA}"),
+        dir.path(),
+    );
     let repo = common::Repo::demo();
     let fake = repo.tree().join("tests/fake-kubectl");
     let out = common::migrate()
@@ -261,9 +303,15 @@ async fn files_rendered_for_another_ledger_name_are_refused_naming_the_file_and_
         .env("NAMESPACE", "platform");
     ok(render);
     let mut helm = cluster.helm();
-    helm.args(["template", "p", chart.to_str().unwrap(), "--namespace", "platform"])
-        .args(["--set", "ledger.name=platform-ledger"])
-        .args(["--set", "operator.indexName=platform-index"]);
+    helm.args([
+        "template",
+        "p",
+        chart.to_str().unwrap(),
+        "--namespace",
+        "platform",
+    ])
+    .args(["--set", "ledger.name=platform-ledger"])
+    .args(["--set", "operator.indexName=platform-index"]);
     let all = objects(&cluster, &ok(helm));
     let names: Vec<(&str, &str)> = all
         .iter()
@@ -275,7 +323,10 @@ async fn files_rendered_for_another_ledger_name_are_refused_naming_the_file_and_
             )
         })
         .collect();
-    assert!(names.contains(&("platform", "platform-ledger")), "{names:?}");
+    assert!(
+        names.contains(&("platform", "platform-ledger")),
+        "{names:?}"
+    );
     assert!(names.contains(&("platform", "platform-index")), "{names:?}");
     for file in ["ledger-seed.yaml", "index.yaml"] {
         let text = std::fs::read_to_string(chart.join("files").join(file)).unwrap();
@@ -325,7 +376,15 @@ fn umbrella(dir: &Path, version: &str, templates_version: bool, with_migrations:
 
 fn ledger_data(cluster: &RealCluster, ns: &str) -> Value {
     let mut get = cluster.kubectl();
-    get.args(["get", "configmap", "cozystack-version", "-n", ns, "-o", "json"]);
+    get.args([
+        "get",
+        "configmap",
+        "cozystack-version",
+        "-n",
+        ns,
+        "-o",
+        "json",
+    ]);
     serde_json::from_str::<Value>(&ok(get)).unwrap()["data"].clone()
 }
 
@@ -341,7 +400,13 @@ async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_c
     // Before: the umbrella templates the numbered runner's ConfigMap (version 44).
     let before = umbrella(&dir.path().join("v1"), "1.0.0", true, false);
     let mut install = cluster.helm();
-    install.args(["install", &release, before.to_str().unwrap(), "--namespace", &ns]);
+    install.args([
+        "install",
+        &release,
+        before.to_str().unwrap(),
+        "--namespace",
+        &ns,
+    ]);
     ok(install);
     assert_eq!(ledger_data(&cluster, &ns)["version"], "44");
 
@@ -351,7 +416,13 @@ async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_c
     let after = umbrella(&dir.path().join("v2"), "2.0.0", false, true);
     let mut upgrade = cluster.helm();
     upgrade
-        .args(["upgrade", &release, after.to_str().unwrap(), "--namespace", &ns])
+        .args([
+            "upgrade",
+            &release,
+            after.to_str().unwrap(),
+            "--namespace",
+            &ns,
+        ])
         .args(["--timeout", "120s"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
@@ -370,7 +441,10 @@ async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_c
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        assert!(std::time::Instant::now() < deadline, "no hook Job within 90 s");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no hook Job within 90 s"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
     // What the Job's pod does (the image's tree is the demo's, which files/ were rendered
@@ -398,20 +472,36 @@ async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_c
             {"type": "Complete", "status": "True", "lastTransitionTime": now}]}});
     let mut patch = cluster.kubectl();
     patch
-        .args(["patch", "job", &job_name, "-n", &ns, "--subresource=status", "--type=merge"])
+        .args([
+            "patch",
+            "job",
+            &job_name,
+            "-n",
+            &ns,
+            "--subresource=status",
+            "--type=merge",
+        ])
         .args(["-p", &status.to_string()]);
     ok(patch);
     let out = upgrade.wait_with_output().unwrap();
-    assert!(out.status.success(), "helm upgrade: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "helm upgrade: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // The ConfigMap survived leaving the umbrella's manifest and is the ledger now: the legacy
     // integers below 44 recorded `legacy`, the rest run.
     let data = ledger_data(&cluster, &ns);
     assert_eq!(data["version"], "44", "{data:#}");
     let state = |slug: &str| {
-        let entry: Value = serde_json::from_str(data[format!("m.{slug}")].as_str().unwrap_or("{}"))
-            .unwrap();
-        entry["s"].as_str().or(entry["state"].as_str()).unwrap_or_default().to_owned()
+        let entry: Value =
+            serde_json::from_str(data[format!("m.{slug}")].as_str().unwrap_or("{}")).unwrap();
+        entry["s"]
+            .as_str()
+            .or(entry["state"].as_str())
+            .unwrap_or_default()
+            .to_owned()
     };
     assert_eq!(state("flux-crds-relabel"), "legacy", "{data:#}");
     assert_eq!(state("tenant-namespace-labels"), "ok", "{data:#}");
@@ -419,12 +509,19 @@ async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_c
     manifest.args(["get", "manifest", &release, "--namespace", &ns]);
     let manifest = ok(manifest);
     assert!(
-        !manifest.contains("name: cozystack-version\n") && !manifest.contains("name: 'cozystack-version'"),
+        !manifest.contains("name: cozystack-version\n")
+            && !manifest.contains("name: 'cozystack-version'"),
         "the upgraded release renders the ledger:\n{manifest}"
     );
     // Nothing pending now: the same release again creates no Job and leaves the ledger.
     let mut again = cluster.helm();
-    again.args(["upgrade", &release, after.to_str().unwrap(), "--namespace", &ns]);
+    again.args([
+        "upgrade",
+        &release,
+        after.to_str().unwrap(),
+        "--namespace",
+        &ns,
+    ]);
     ok(again);
     assert_eq!(ledger_data(&cluster, &ns), data);
 }

@@ -59,7 +59,13 @@ fn arg_default(instructions: &[String], name: &str) -> String {
 fn workspace_binaries() -> Vec<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = std::process::Command::new(cargo)
-        .args(["metadata", "--no-deps", "--format-version", "1", "--offline"])
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
         .current_dir(workspace())
         .output()
         .unwrap();
@@ -95,10 +101,16 @@ fn every_binary_the_image_copies_is_built_by_the_workspace() {
         })
         .collect();
     for name in ["migrate", "migrate-shim", "migrate-operator"] {
-        assert!(copied.iter().any(|c| c == name), "the image lacks {name}: {copied:?}");
+        assert!(
+            copied.iter().any(|c| c == name),
+            "the image lacks {name}: {copied:?}"
+        );
     }
     for name in &copied {
-        assert!(built.contains(name), "{name} is no binary of the workspace: {built:?}");
+        assert!(
+            built.contains(name),
+            "{name} is no binary of the workspace: {built:?}"
+        );
         assert!(
             all.iter()
                 .any(|i| i.contains("cp ") && i.contains(&format!("target/release/{name}"))),
@@ -114,7 +126,10 @@ fn every_binary_the_image_copies_is_built_by_the_workspace() {
         "migrate and migrate-shim must land in the same directory"
     );
     // The tests of this package have both at hand: the binaries exist as cargo builds them.
-    for exe in [env!("CARGO_BIN_EXE_migrate"), env!("CARGO_BIN_EXE_migrate-shim")] {
+    for exe in [
+        env!("CARGO_BIN_EXE_migrate"),
+        env!("CARGO_BIN_EXE_migrate-shim"),
+    ] {
         assert!(Path::new(exe).is_file(), "{exe}");
     }
 }
@@ -124,7 +139,10 @@ fn the_files_the_image_copies_from_the_context_exist_and_the_default_tree_passes
     let all = instructions(&dockerfile());
     let root = workspace();
     let tree = arg_default(&all, "TREE");
-    for copy in all.iter().filter(|i| i.starts_with("COPY ") && !i.contains("--from=")) {
+    for copy in all
+        .iter()
+        .filter(|i| i.starts_with("COPY ") && !i.contains("--from="))
+    {
         let words: Vec<&str> = copy.split_whitespace().skip(1).collect();
         for source in &words[..words.len() - 1] {
             let source = source.replace("${TREE}", &tree);
@@ -156,7 +174,8 @@ fn the_image_builds_with_at_least_the_workspaces_rust_version() {
         "the image's Rust {image} is older than the workspace's rust-version {required}"
     );
     assert!(
-        all.iter().any(|i| i.contains("cargo build --release --locked")),
+        all.iter()
+            .any(|i| i.contains("cargo build --release --locked")),
         "the image builds from Cargo.lock"
     );
 }

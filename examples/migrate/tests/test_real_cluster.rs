@@ -42,13 +42,11 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn twice<'a>(doc: &'a Value, slug: &str) -> &'a Value {
-    &common::by_slug(&doc["results"], slug)
-        .unwrap_or_else(|| panic!("{slug}: {doc:#}"))["twice"]
+    &common::by_slug(&doc["results"], slug).unwrap_or_else(|| panic!("{slug}: {doc:#}"))["twice"]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_demo_tree_runs_twice_on_a_real_server_and_the_second_run_moves_no_resource_version()
-{
+async fn the_demo_tree_runs_twice_on_a_real_server_and_the_second_run_moves_no_resource_version() {
     let Some(cluster) = RealCluster::from_env("migrate test --real-cluster on the demo tree").await
     else {
         return;
@@ -85,7 +83,8 @@ async fn the_demo_tree_runs_twice_on_a_real_server_and_the_second_run_moves_no_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_whose_second_run_changes_an_object_fails_naming_the_object() {
-    let Some(cluster) = RealCluster::from_env("migrate test --real-cluster, a changing migration").await
+    let Some(cluster) =
+        RealCluster::from_env("migrate test --real-cluster, a changing migration").await
     else {
         return;
     };
@@ -170,7 +169,13 @@ async fn the_fake_cluster_prints_what_the_real_kubectl_prints_against_a_real_ser
         (
             "not-found configmaps absent".into(),
             format!("-n {ns} get configmap absent"),
-            vec!["-n".into(), ns.clone(), "get".into(), "configmap".into(), "absent".into()],
+            vec![
+                "-n".into(),
+                ns.clone(),
+                "get".into(),
+                "configmap".into(),
+                "absent".into(),
+            ],
         ),
         (
             "not-served widgets".into(),

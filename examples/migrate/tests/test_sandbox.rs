@@ -147,7 +147,10 @@ fn a_real_kubectl_a_test_puts_first_on_path_still_reaches_no_cluster() {
             &[
                 ("KUBECONFIG", kubeconfig.as_os_str()),
                 ("KUBERNETES_SERVICE_HOST", "127.0.0.1".as_ref()),
-                ("KUBERNETES_SERVICE_PORT", listener.local_addr().unwrap().port().to_string().as_ref()),
+                (
+                    "KUBERNETES_SERVICE_PORT",
+                    listener.local_addr().unwrap().port().to_string().as_ref(),
+                ),
             ],
         );
         assert_eq!(code, 2, "{}: {doc:#}", shell.name);
@@ -187,7 +190,10 @@ fn migration_tree_and_migrate_tolerate_are_there_as_in_a_real_run() {
 /// The fake's text for `answer PATTERN KIND DETAIL`, called as `kubectl ARGS`:
 /// (status, stderr).
 fn fake_answer(tree: &Path, kind_and_detail: &str, args: &str) -> (i32, String) {
-    probe(tree, &format!("answer '*' {kind_and_detail}\nkubectl {args}"))
+    probe(
+        tree,
+        &format!("answer '*' {kind_and_detail}\nkubectl {args}"),
+    )
 }
 
 /// Runs `body` as a test file of `tree` after sourcing its lib.sh; (status, stderr).
@@ -208,7 +214,8 @@ fn probe(tree: &Path, body: &str) -> (i32, String) {
 /// The kubectl texts recorded from the real kubectl (tests/fixtures/kubectl-errors).
 fn recorded(name: &str) -> String {
     std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/kubectl-errors/{name}.txt")),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("tests/fixtures/kubectl-errors/{name}.txt")),
     )
     .unwrap()
 }
@@ -219,8 +226,16 @@ fn the_fake_cluster_answers_with_kubectls_recorded_texts_and_status() {
     let tree = dir.path().join("m");
     assert_eq!(json(&["init", tree.to_str().unwrap()]).0, 0);
     for (kind, args, file) in [
-        ("not-found configmaps not-found", "get configmap not-found", "not-found"),
-        ("not-served widgets", "get widgets", "resource-type-not-served"),
+        (
+            "not-found configmaps not-found",
+            "get configmap not-found",
+            "not-found",
+        ),
+        (
+            "not-served widgets",
+            "get widgets",
+            "resource-type-not-served",
+        ),
         (
             "forbidden configmaps forbidden get default",
             "get configmap forbidden",
@@ -243,7 +258,10 @@ fn the_fake_cluster_answers_with_kubectls_recorded_texts_and_status() {
         assert_eq!(stderr, recorded(file), "{kind}");
     }
     // A kind the fake knows no real text for is refused, not answered with a bare failure.
-    let (status, stderr) = probe(&tree, "answer '*' forbidden configmaps x get\nhelm status x");
+    let (status, stderr) = probe(
+        &tree,
+        "answer '*' forbidden configmaps x get\nhelm status x",
+    );
     assert_eq!(status, 2, "{stderr}");
     assert!(
         stderr.contains("no text of helm is known for 'forbidden'"),

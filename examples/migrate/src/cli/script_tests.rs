@@ -136,13 +136,18 @@ struct RunEnv {
 impl RunEnv {
     /// `bin` (holding `migrate-tolerate`) goes first on `PATH`.
     fn new(root: &Path, bin: &Path, commands: &[String]) -> RunEnv {
-        let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        let path =
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
         let mut joined = bin.as_os_str().to_owned();
         joined.push(":");
         joined.push(&path);
-        let mut remove: Vec<String> = ["KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", ENV_REPORT]
-            .map(str::to_owned)
-            .into();
+        let mut remove: Vec<String> = [
+            "KUBERNETES_SERVICE_HOST",
+            "KUBERNETES_SERVICE_PORT",
+            ENV_REPORT,
+        ]
+        .map(str::to_owned)
+        .into();
         remove.extend(
             std::env::vars_os()
                 .filter_map(|(k, _)| k.into_string().ok())
@@ -217,12 +222,14 @@ impl Sandbox {
             let guard = bin.join(name);
             std::fs::write(&guard, guard_text(name, &refused))?;
             std::fs::set_permissions(&guard, std::fs::Permissions::from_mode(0o755))?;
-            env.set.push((config::env_key(name), guard.into_os_string()));
+            env.set
+                .push((config::env_key(name), guard.into_os_string()));
         }
         link_tolerate(&bin)?;
         let kubeconfig = dir.path().join("kubeconfig");
         std::fs::write(&kubeconfig, NOWHERE_KUBECONFIG)?;
-        env.set.push(("KUBECONFIG".into(), kubeconfig.into_os_string()));
+        env.set
+            .push(("KUBECONFIG".into(), kubeconfig.into_os_string()));
         env.set.push(("HOME".into(), home.into_os_string()));
         Ok(Sandbox { dir, env })
     }
@@ -313,7 +320,7 @@ async fn run_one(
         Some(format!(
             "reached for a real cluster command ({calls}); put a fake first on PATH"
         )),
-        output.or_else(|| Some(calls)),
+        output.or(Some(calls)),
     )
 }
 
@@ -326,9 +333,8 @@ pub async fn test(args: TestArgs, out: &Out) -> Result<(), Failure> {
             ..LoadOptions::default()
         },
     )?;
-    let root = std::path::absolute(tree.root()).map_err(|e| {
-        Failure::environment(vec![format!("{}: {e}", tree.root().display())])
-    })?;
+    let root = std::path::absolute(tree.root())
+        .map_err(|e| Failure::environment(vec![format!("{}: {e}", tree.root().display())]))?;
     let commands = config::resolve(
         Some(&root),
         std::env::var(config::ENV_COMMANDS).ok().as_deref(),
@@ -396,7 +402,11 @@ pub async fn test(args: TestArgs, out: &Out) -> Result<(), Failure> {
 
 /// Resources whose objects change by themselves (the API server's own
 /// heartbeats, and events), left out of the comparison.
-const SELF_CHANGING: [&str; 3] = ["events", "events.events.k8s.io", "leases.coordination.k8s.io"];
+const SELF_CHANGING: [&str; 3] = [
+    "events",
+    "events.events.k8s.io",
+    "leases.coordination.k8s.io",
+];
 
 /// How many more snapshots [`RealCluster::settled`] takes at most, and how
 /// far apart.
@@ -443,8 +453,10 @@ impl RealCluster {
             .map_err(|e| format!("migrate test: a scratch directory: {e}"))?;
         link_tolerate(bin.path()).map_err(|e| format!("migrate test: {e}"))?;
         let mut env = RunEnv::new(root, bin.path(), commands);
-        env.set.push(("KUBECONFIG".into(), kubeconfig.clone().into_os_string()));
-        env.set.push(("KUBECTL".into(), kubectl.clone().into_os_string()));
+        env.set
+            .push(("KUBECONFIG".into(), kubeconfig.clone().into_os_string()));
+        env.set
+            .push(("KUBECTL".into(), kubectl.clone().into_os_string()));
         Ok(RealCluster {
             root: root.to_path_buf(),
             kubeconfig,
@@ -553,17 +565,32 @@ impl RealCluster {
         }
         let fixtures_arg = fixtures.display().to_string();
         if let Err(e) = self.kubectl(&["apply", "-f", &fixtures_arg]).await {
-            return result("fail", format!("seeding the fixtures: {e}"), Vec::new(), None);
+            return result(
+                "fail",
+                format!("seeding the fixtures: {e}"),
+                Vec::new(),
+                None,
+            );
         }
         if let (Some(reason), output) = self.run(script).await {
-            return result("fail", format!("the first run failed: {reason}"), Vec::new(), output);
+            return result(
+                "fail",
+                format!("the first run failed: {reason}"),
+                Vec::new(),
+                output,
+            );
         }
         let before = match self.settled().await {
             Ok(s) => s,
             Err(e) => return result("fail", format!("listing objects: {e}"), Vec::new(), None),
         };
         if let (Some(reason), output) = self.run(script).await {
-            return result("fail", format!("the second run failed: {reason}"), Vec::new(), output);
+            return result(
+                "fail",
+                format!("the second run failed: {reason}"),
+                Vec::new(),
+                output,
+            );
         }
         let after = match self.snapshot().await {
             Ok(s) => s,

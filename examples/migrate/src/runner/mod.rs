@@ -42,8 +42,8 @@ mod steps;
 pub use console::{Console, StdConsole};
 use lock::{Replanning, acquire, note_attempt, unrecorded, wait_for_lock};
 pub use outcome::{MigrationResult, Outcome, RunError, RunReport};
-pub use process::{command_for, escalate};
 use process::{Exec, Scripts};
+pub use process::{command_for, escalate};
 pub use scan::{scan, scan_all};
 use steps::steps;
 
