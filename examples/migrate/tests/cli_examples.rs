@@ -85,3 +85,19 @@ fn dash_o_json_is_output_json_for_results_and_for_usage_errors() {
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(doc["error"], "bad-input", "{doc}");
 }
+
+#[test]
+fn kubeconfig_and_context_are_taken_only_by_the_commands_that_talk_to_a_cluster() {
+    let cluster = ["plan", "run", "status", "seed-fresh", "adopt", "verify"];
+    for name in subcommands() {
+        let (_, help, _) = text(&[&name, "--help"]);
+        let flags = flags_of(&help);
+        let takes =
+            flags.iter().any(|f| f == "--kubeconfig") && flags.iter().any(|f| f == "--context");
+        assert_eq!(takes, cluster.contains(&name.as_str()), "{name}: {flags:?}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = text(&["lint", dir.path().to_str().unwrap(), "--kubeconfig", "x"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--kubeconfig"), "{err}");
+}

@@ -41,17 +41,40 @@ pub struct Cli {
     /// Output format: aligned text for people, or one stable JSON document.
     #[arg(long, short = 'o', global = true, value_enum, default_value = "text")]
     pub output: Format,
-    /// The kubeconfig file for the configmap: and crd: ledgers (as kubectl
-    /// spells it; default $KUBECONFIG, ~/.kube/config, then in-cluster).
-    #[arg(long, global = true, value_name = "PATH")]
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context for the configmap: and crd: ledgers (default:
-    /// its current context).
-    #[arg(long, global = true, value_name = "NAME")]
-    pub context: Option<String>,
     /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Which cluster the `configmap:` and `crd:` ledgers are on, spelt as
+/// kubectl spells it. Only the commands that read or write a ledger take
+/// them: on any other command they would be silently ignored.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ClusterArgs {
+    /// The kubeconfig file for the configmap: and crd: ledgers (as kubectl
+    /// spells it; default $KUBECONFIG, ~/.kube/config, then in-cluster).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context for the configmap: and crd: ledgers (default:
+    /// its current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+impl Command {
+    /// The cluster options of a command that talks to a cluster (default:
+    /// none given).
+    pub fn cluster(&self) -> ClusterArgs {
+        match self {
+            Command::Plan(a) => a.cluster.clone(),
+            Command::Run(a) => a.cluster.clone(),
+            Command::Status(a) => a.cluster.clone(),
+            Command::SeedFresh(a) => a.cluster.clone(),
+            Command::Adopt(a) => a.cluster.clone(),
+            Command::Verify(a) => a.cluster.clone(),
+            _ => ClusterArgs::default(),
+        }
+    }
 }
 
 /// Which tier(s) to cover.
@@ -214,6 +237,9 @@ pub enum Command {
 /// `migrate adopt`.
 #[derive(Debug, Args)]
 pub struct AdoptArgs {
+    /// The cluster of a configmap: or crd: ledger.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// The migrations tree (with a generated order.d/ and a legacy-map).
     pub tree: PathBuf,
     /// The numbered runner's integer: every legacy script below it ran.
@@ -235,6 +261,9 @@ const LEDGER_HELP: &str = "The ledger: file:PATH, memory:, configmap:NAMESPACE/N
 /// `migrate plan`.
 #[derive(Debug, Args)]
 pub struct PlanArgs {
+    /// The cluster of a configmap: or crd: ledger.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// The migrations tree (with a generated order.d/).
     pub tree: PathBuf,
     /// The ledger (its help line names every backend kind).
@@ -314,6 +343,9 @@ pub struct LintArgs {
 /// `migrate seed-fresh`.
 #[derive(Debug, Args)]
 pub struct SeedFreshArgs {
+    /// The cluster of a configmap: or crd: ledger.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// The migrations tree (with a generated order.d/).
     pub tree: PathBuf,
     /// Seed this ledger (it must not exist yet): file:PATH, memory:,
@@ -338,6 +370,9 @@ pub struct SeedFreshArgs {
 /// `migrate verify`.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
+    /// The cluster of a configmap: or crd: ledger.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// The migrations tree (with a generated order.d/).
     pub tree: PathBuf,
     /// The ledger (its help line names every backend kind).
@@ -374,6 +409,9 @@ pub struct NewArgs {
 /// `migrate run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// The cluster of a configmap: or crd: ledger.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// The migrations tree (with a generated order.d/).
     pub tree: PathBuf,
     /// The ledger (its help line names every backend kind).
@@ -453,6 +491,9 @@ pub struct IndexArgs {
 /// `migrate status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
+    /// The cluster of a configmap: or crd: ledger.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// The ledger (its help line names every backend kind).
     #[arg(long, env = "MIGRATE_LEDGER", help = LEDGER_HELP)]
     pub ledger: LedgerSpec,
