@@ -12,6 +12,10 @@ use std::path::Path;
 use serde_json::Value;
 use test_apiserver::real::{KUBECTL_VAR, RealCluster, unique_name};
 
+/// The runs twice compare every object of the cluster: two at once would see each other's
+/// changes.
+static QUIET_CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn kubectl_path() -> String {
     std::env::var(KUBECTL_VAR).unwrap_or_else(|_| "kubectl".into())
 }
@@ -51,6 +55,7 @@ async fn the_demo_tree_runs_twice_on_a_real_server_and_the_second_run_moves_no_r
     else {
         return;
     };
+    let _quiet = QUIET_CLUSTER.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("demo");
     copy_dir(
@@ -88,6 +93,7 @@ async fn a_migration_whose_second_run_changes_an_object_fails_naming_the_object(
     else {
         return;
     };
+    let _quiet = QUIET_CLUSTER.lock().await;
     let ns = unique_name("twice");
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("m");
@@ -122,7 +128,7 @@ async fn a_migration_whose_second_run_changes_an_object_fails_naming_the_object(
     let changed: Vec<&str> = common::strings(&result["changed"]);
     assert_eq!(changed.len(), 1, "{doc:#}");
     assert!(
-        changed[0].starts_with(&format!("configmaps {ns}/settings (resourceVersion ")),
+        changed[0].starts_with(&format!("v1/ConfigMap {ns}/settings (resourceVersion ")),
         "{changed:?}"
     );
     assert!(
@@ -210,10 +216,57 @@ async fn the_fake_cluster_prints_what_the_real_kubectl_prints_against_a_real_ser
             format!("create namespace {ns}"),
             vec!["create".into(), "namespace".into(), ns.clone()],
         ),
+        (
+            "already-exists configmaps settings".into(),
+            format!("-n {ns} create configmap settings"),
+            vec![
+                "-n".into(),
+                ns.clone(),
+                "create".into(),
+                "configmap".into(),
+                "settings".into(),
+            ],
+        ),
+        (
+            "already-exists secrets settings".into(),
+            format!("-n {ns} create secret generic settings"),
+            vec![
+                "-n".into(),
+                ns.clone(),
+                "create".into(),
+                "secret".into(),
+                "generic".into(),
+                "settings".into(),
+            ],
+        ),
+        (
+            "already-exists configmaps settings".into(),
+            "create -f -".into(),
+            vec!["create".into(), "-f".into(), "-".into()],
+        ),
+        (
+            "timeout".into(),
+            "get configmaps".into(),
+            vec![
+                "get".into(),
+                "configmaps".into(),
+                "--request-timeout=1ms".into(),
+            ],
+        ),
     ];
+    // The objects the AlreadyExists cases collide with.
+    for args in [
+        vec!["-n", ns.as_str(), "create", "configmap", "settings"],
+        vec!["-n", ns.as_str(), "create", "secret", "generic", "settings"],
+    ] {
+        cluster.kubectl_ok(&args, "");
+    }
     for (answer, fake_args, real_args) in cases {
         let real_args: Vec<&str> = real_args.iter().map(String::as_str).collect();
-        let real = tokio::task::block_in_place(|| cluster.kubectl_with_stdin(&real_args, ""));
+        let stdin = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {ns}}}\n"
+        );
+        let real = tokio::task::block_in_place(|| cluster.kubectl_with_stdin(&real_args, &stdin));
         let (status, text) = fake(&tree, &answer, &fake_args, user);
         assert_eq!(
             (status, text),

@@ -230,6 +230,12 @@ case "$name:$kind" in
         if [ -n "$file" ]; then
             fail 1 "Error from server (AlreadyExists): error when creating \"$file\": $plural \"$object\" already exists"
         fi
+        # Each generator words it its own way (kubectl 1.34 against a real API server).
+        case $generator in
+            namespace|ns|role|clusterrole)
+                fail 1 "Error from server (AlreadyExists): $plural \"$object\" already exists" ;;
+            secret) fail 1 "error: failed to create secret $plural \"$object\" already exists" ;;
+        esac
         fail 1 "error: failed to create $generator: $plural \"$object\" already exists" ;;
     kubectl:not-served) fail 1 "error: the server doesn't have a resource type \"$resource\"" ;;
     kubectl:conflict) fail 1 "Error from server (Conflict): Operation cannot be fulfilled on $plural \"$object\": the object has been modified; please apply your changes to the latest version and try again" ;;

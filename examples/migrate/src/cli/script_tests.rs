@@ -61,7 +61,7 @@ pub struct TwiceResult {
     pub outcome: &'static str,
     /// Why it failed or was skipped.
     pub reason: Option<String>,
-    /// The objects the second run changed: `resource namespace/name
+    /// The objects the second run changed: `apiVersion/Kind namespace/name
     /// (resourceVersion A -> B)`, or created or deleted.
     pub changed: Vec<String>,
     /// The last lines the failing run printed.
@@ -489,7 +489,8 @@ impl RealCluster {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    /// Every object's `resourceVersion`, by `resource namespace/name`.
+    /// Every object's `resourceVersion`, by `apiVersion/Kind namespace/name`:
+    /// one discovery call and one list of every listable resource.
     async fn snapshot(&self) -> Result<BTreeMap<String, String>, String> {
         let listed = self
             .kubectl(&["api-resources", "--verbs=list", "-o", "name"])
@@ -499,25 +500,21 @@ impl RealCluster {
             .map(str::trim)
             .filter(|r| !r.is_empty() && !SELF_CHANGING.contains(r))
             .collect();
-        let mut objects = BTreeMap::new();
-        for resource in resources {
-            let text = self
-                .kubectl(&[
-                    "get",
-                    resource,
-                    "--all-namespaces",
-                    "--ignore-not-found",
-                    "-o",
-                    "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {.metadata.resourceVersion}{\"\\n\"}{end}",
-                ])
-                .await?;
-            for line in text.lines() {
-                if let Some((name, version)) = line.rsplit_once(' ') {
-                    objects.insert(format!("{resource} {name}"), version.to_owned());
-                }
-            }
-        }
-        Ok(objects)
+        let text = self
+            .kubectl(&[
+                "get",
+                &resources.join(","),
+                "--all-namespaces",
+                "--ignore-not-found",
+                "-o",
+                "jsonpath={range .items[*]}{.apiVersion}/{.kind} {.metadata.namespace}/{.metadata.name} {.metadata.resourceVersion}{\"\\n\"}{end}",
+            ])
+            .await?;
+        Ok(text
+            .lines()
+            .filter_map(|line| line.rsplit_once(' '))
+            .map(|(object, version)| (object.to_owned(), version.to_owned()))
+            .collect())
     }
 
     /// A snapshot once the cluster is still: the API server finishes some
@@ -642,6 +639,23 @@ fn text(view: &TestView) -> String {
                 for line in r.output.iter().flat_map(|o| o.lines()) {
                     out.push_str(&format!("      | {line}\n"));
                 }
+            }
+        }
+        if let Some(t) = &r.twice {
+            let reason = t
+                .reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "      twice on the real cluster: {}{reason}\n",
+                t.outcome
+            ));
+            for object in &t.changed {
+                out.push_str(&format!("      - {object}\n"));
+            }
+            for line in t.output.iter().flat_map(|o| o.lines()) {
+                out.push_str(&format!("      | {line}\n"));
             }
         }
     }
