@@ -9,7 +9,11 @@
 #   AT     RFC 3339 time stamped on the seeded entries (default: now, UTC)
 #
 # files/ledger-seed.yaml is `migrate seed-fresh TREE --render configmap --at AT`,
-# files/index.yaml is `migrate index TREE --image IMAGE`. MIGRATE names the
+# files/index.yaml is `migrate index TREE --image IMAGE`. LEDGER_NAME and
+# INDEX_NAME are the values' ledger.name and operator.indexName (defaults:
+# the chart's), NAMESPACE the release namespace (default cozy-system; the
+# chart puts the objects in the release namespace whatever the files say,
+# and refuses files rendered for other names). MIGRATE names the
 # binary (default `migrate` on PATH), FILES the output directory (default
 # files/ next to this script). Each file is replaced only when its command
 # succeeded.
@@ -22,7 +26,10 @@ AT=${3:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}
 MIGRATE=${MIGRATE:-migrate}
 FILES=${FILES:-$HERE/files}
 mkdir -p "$FILES"
-"$MIGRATE" seed-fresh "$TREE" --render configmap --at "$AT" >"$FILES/ledger-seed.yaml.tmp"
-"$MIGRATE" index "$TREE" --image "$IMAGE" >"$FILES/index.yaml.tmp"
+NAMESPACE=${NAMESPACE:-cozy-system}
+"$MIGRATE" seed-fresh "$TREE" --render configmap --at "$AT" \
+    --namespace "$NAMESPACE" --name "${LEDGER_NAME:-cozystack-version}" >"$FILES/ledger-seed.yaml.tmp"
+"$MIGRATE" index "$TREE" --image "$IMAGE" \
+    --namespace "$NAMESPACE" --name "${INDEX_NAME:-cozystack-migrations-index}" >"$FILES/index.yaml.tmp"
 mv "$FILES/ledger-seed.yaml.tmp" "$FILES/ledger-seed.yaml"
 mv "$FILES/index.yaml.tmp" "$FILES/index.yaml"

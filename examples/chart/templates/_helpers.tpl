@@ -68,3 +68,64 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | quote }}
 {{- define "migrations.ledgerSpec" -}}
 configmap:{{ .Release.Namespace }}/{{ .Values.ledger.name }}
 {{- end -}}
+
+{{/*
+What the hook's and the operator's pods share: pull secrets, node placement,
+the pod securityContext, and the scratch volume a read-only root needs.
+Placed under a pod `spec:`.
+*/}}
+{{- define "migrations.podSettings" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+volumes:
+  - name: tmp
+    emptyDir: {}
+{{- end -}}
+
+{{/* What the hook's and the operator's containers share. */}}
+{{- define "migrations.containerSettings" -}}
+{{- with .Values.securityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+volumeMounts:
+  - name: tmp
+    mountPath: /tmp
+{{- end -}}
+
+{{/* Annotations of the hook's and the operator's pods. */}}
+{{- define "migrations.podAnnotations" -}}
+{{- with .Values.podAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Refuses files/ rendered for another ledger or index name than the values
+give: render-files.sh LEDGER_NAME=... INDEX_NAME=... renders them for these.
+*/}}
+{{- define "migrations.checkFiles" -}}
+{{- $seed := .Files.Get "files/ledger-seed.yaml" | fromYaml -}}
+{{- $index := .Files.Get "files/index.yaml" | fromYaml -}}
+{{- if and $seed (ne (($seed.metadata | default dict).name | default "") .Values.ledger.name) -}}
+{{- fail (printf "files/ledger-seed.yaml: metadata.name is %q but ledger.name is %q: render the files for these values (LEDGER_NAME=%s render-files.sh TREE IMAGE)" (($seed.metadata | default dict).name | default "") .Values.ledger.name .Values.ledger.name) -}}
+{{- end -}}
+{{- if and .Values.operator.enabled $index (ne (($index.metadata | default dict).name | default "") .Values.operator.indexName) -}}
+{{- fail (printf "files/index.yaml: metadata.name is %q but operator.indexName is %q: render the files for these values (INDEX_NAME=%s render-files.sh TREE IMAGE)" (($index.metadata | default dict).name | default "") .Values.operator.indexName .Values.operator.indexName) -}}
+{{- end -}}
+{{- end -}}

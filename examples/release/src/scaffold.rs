@@ -125,11 +125,25 @@ pub fn scaffold(
          echo \"{slug}: nothing to do yet\" >&2\n\
          exit 1\n"
     );
+    // The helpers `migrate init` writes, when the tree has them.
+    let helpers = if root.join(tests_dir).join("lib.sh").is_file() {
+        ". \"$(dirname \"$0\")/lib.sh\"\n\
+         # answer 'kubectl get ...' ok|not-found|forbidden|... (tests/lib.sh)\n\
+         # run_migration {tier}/{slug}\n\
+         # expect_call '...'\n\
+         # expect_failure_when_kubectl_fails {tier}/{slug} '...'\n\
+         # expect_safe_to_run_twice {tier}/{slug}\n"
+            .replace("{tier}", tier.as_str())
+            .replace("{slug}", slug.as_str())
+    } else {
+        "set -eu\n".to_owned()
+    };
     let test_body = format!(
         "#!/bin/sh\n\
-         # Test for {tier}/{slug}. Runs the migration against a fake cluster and\n\
-         # checks what it did, including that it fails when kubectl fails.\n\
-         set -eu\n\
+         # Test for {tier}/{slug}. Runs the migration against the fake cluster and\n\
+         # checks what it did, that it fails when a call it depends on fails, and\n\
+         # that it is safe to run twice.\n\
+         {helpers}\
          echo \"TODO: write the test for {slug}\" >&2\n\
          exit 1\n"
     );

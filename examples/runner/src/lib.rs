@@ -47,7 +47,7 @@ pub use console::Console;
 use lock::{Replanning, acquire, unrecorded, wait_for_lock};
 pub use outcome::{MigrationResult, Outcome, RunError, RunReport};
 use process::Scripts;
-pub use process::escalate;
+pub use process::{command_for, escalate};
 pub use scan::{scan, scan_all};
 use steps::steps;
 

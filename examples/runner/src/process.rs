@@ -91,7 +91,9 @@ pub(super) enum Exec {
 /// script as it goes, so even an edit while it runs would). `. COPY` keeps
 /// `$0` what a script run by path has, so `"$(dirname "$0")/../lib/x.sh"`
 /// still finds the tree's helpers.
-pub(super) fn command_for(shebang: &str, copy: &Path, path: &Path) -> std::process::Command {
+/// `migrate test` starts migrations through it too (with the tree's file as
+/// its own copy), so a migration runs under a test as it runs in production.
+pub fn command_for(shebang: &str, copy: &Path, path: &Path) -> std::process::Command {
     let mut words = shebang.split_whitespace();
     let program = words.next().unwrap_or("/bin/sh");
     let args: Vec<&str> = words.collect();

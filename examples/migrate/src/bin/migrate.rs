@@ -42,9 +42,10 @@ fn main() -> ExitCode {
         Err(e) => return cli::usage_error(&e),
     };
     cli::init_logging();
+    let cluster = cli.command.cluster();
     migrate_spec::set_kube_options(migrate_spec::KubeOptions {
-        kubeconfig: cli.kubeconfig,
-        context: cli.context,
+        kubeconfig: cluster.kubeconfig,
+        context: cluster.context,
     });
     let out = Out::to_stdout(cli.output);
     cli::execute(&out, dispatch(cli.command, &out))

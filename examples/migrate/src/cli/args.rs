@@ -39,19 +39,42 @@ pub fn try_parse() -> Result<Cli, clap::Error> {
 )]
 pub struct Cli {
     /// Output format: aligned text for people, or one stable JSON document.
-    #[arg(long, global = true, value_enum, default_value = "text")]
+    #[arg(long, short = 'o', global = true, value_enum, default_value = "text")]
     pub output: Format,
-    /// The kubeconfig file for the configmap: and crd: ledgers (as kubectl
-    /// spells it; default $KUBECONFIG, ~/.kube/config, then in-cluster).
-    #[arg(long, global = true, value_name = "PATH")]
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context for the configmap: and crd: ledgers (default:
-    /// its current context).
-    #[arg(long, global = true, value_name = "NAME")]
-    pub context: Option<String>,
     /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Which cluster the `configmap:` and `crd:` ledgers are on, spelt as
+/// kubectl spells it. Only the commands that read or write a ledger take
+/// them: on any other command they would be silently ignored.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ClusterArgs {
+    /// The kubeconfig file for the configmap: and crd: ledgers (as kubectl
+    /// spells it; default $KUBECONFIG, ~/.kube/config, then in-cluster).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context for the configmap: and crd: ledgers (default:
+    /// its current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+impl Command {
+    /// The cluster options of a command that talks to a cluster (default:
+    /// none given).
+    pub fn cluster(&self) -> ClusterArgs {
+        match self {
+            Command::Plan(a) => a.cluster.clone(),
+            Command::Run(a) => a.cluster.clone(),
+            Command::Status(a) => a.cluster.clone(),
+            Command::SeedFresh(a) => a.cluster.clone(),
+            Command::Adopt(a) => a.cluster.clone(),
+            Command::Verify(a) => a.cluster.clone(),
+            _ => ClusterArgs::default(),
+        }
+    }
 }
 
 /// Which tier(s) to cover.
@@ -163,44 +186,84 @@ impl From<OnErrorArg> for OnError {
     }
 }
 
+/// The Examples sections of the subcommands' help.
+mod examples {
+    pub const PLAN: &str = "Examples:\n  migrate plan migrations --ledger configmap:cozy-system/cozystack-version\n  migrate plan migrations --ledger file:/tmp/ledger.json --tier all --wide\n  migrate -o json plan migrations --ledger memory: --only my-slug\n";
+    pub const MANIFEST: &str = "Examples:\n  migrate manifest --repo . --path migrations --out migrations/order.d\n  migrate manifest --repo . --path platform/migrations --path migrations --tree-since v1.4.0\n";
+    pub const LINT: &str = "Examples:\n  migrate lint migrations\n  migrate lint migrations --kubectl-command oc --shellcheck-level warning\n";
+    pub const SEED_FRESH: &str = "Examples:\n  migrate seed-fresh migrations --ledger configmap:cozy-system/cozystack-version\n  migrate seed-fresh migrations --render configmap --namespace cozy-system --name cozystack-version\n";
+    pub const VERIFY: &str = "Examples:\n  migrate verify migrations --ledger configmap:cozy-system/cozystack-version --since v1.7.0\n";
+    pub const NEW: &str = "Examples:\n  migrate new migrations tenant-pvc-backup-label\n  migrate new migrations reindex-dashboards --tier background --on-error warn\n";
+    pub const RUN: &str = "Examples:\n  migrate run /migrations --tier pre-apply --ledger configmap:cozy-system/cozystack-version --require-existing-ledger\n  migrate run migrations --ledger file:/tmp/ledger.json --dry-run\n  ONLY=my-slug migrate run migrations --ledger file:/tmp/ledger.json\n";
+    pub const INDEX: &str =
+        "Examples:\n  migrate index migrations --image ghcr.io/you/migrations@sha256:<digest>\n";
+    pub const CRD: &str = "Examples:\n  migrate crd | kubectl apply -f -\n";
+    pub const STATUS: &str = "Examples:\n  migrate status --ledger configmap:cozy-system/cozystack-version\n  migrate status --ledger file:/tmp/ledger.json my-slug\n";
+    pub const INIT: &str = "Examples:\n  migrate init migrations\n";
+    pub const TEST: &str = "Examples:\n  migrate test migrations\n  migrate test migrations --real-cluster ./test-cluster.kubeconfig\n";
+    pub const COMPLETIONS: &str =
+        "Examples:\n  migrate completions bash > /etc/bash_completion.d/migrate\n";
+    pub const ADOPT: &str = "Examples:\n  migrate adopt migrations --legacy-version 54 --ledger configmap:cozy-system/cozystack-version\n";
+    pub const CONVERT: &str =
+        "Examples:\n  migrate convert --repo . --path migrations --out converted/migrations\n";
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the plan the engine would carry out, writing nothing.
+    #[command(after_help = examples::PLAN)]
     Plan(PlanArgs),
     /// Generate the manifest (order.d/) from the release tags of HEAD's line.
+    #[command(after_help = examples::MANIFEST)]
     Manifest(ManifestArgs),
     /// Check a migrations tree: headers, slugs, dialect, fail-open patterns, tests.
+    #[command(after_help = examples::LINT)]
     Lint(LintArgs),
     /// Seed a fresh install explicitly, or render the seeded ledger as a ConfigMap.
+    #[command(after_help = examples::SEED_FRESH)]
     SeedFresh(SeedFreshArgs),
     /// Assert that nothing was skipped: every manifest slug has a terminal entry.
+    #[command(after_help = examples::VERIFY)]
     Verify(VerifyArgs),
     /// Scaffold a new migration script and its test stub.
+    #[command(after_help = examples::NEW)]
     New(NewArgs),
     /// Run the pending migrations of one tier (the hook runner).
+    #[command(after_help = examples::RUN)]
     Run(RunArgs),
     /// Render the index ConfigMap the background operator reads.
+    #[command(after_help = examples::INDEX)]
     Index(IndexArgs),
     /// Print the MigrationLedger CRD manifest (for `kubectl apply -f -`).
+    #[command(after_help = examples::CRD)]
     Crd,
     /// Print the ledger: failures first, then every entry; or one entry whole.
+    #[command(after_help = examples::STATUS)]
     Status(StatusArgs),
     /// Create an empty migrations tree that new, lint and manifest accept.
+    #[command(after_help = examples::INIT)]
     Init(InitArgs),
     /// Run each script's test from the tree's tests directory.
+    #[command(after_help = examples::TEST)]
     Test(TestArgs),
     /// Print the shell completion script for SHELL.
+    #[command(after_help = examples::COMPLETIONS)]
     Completions(CompletionsArgs),
     /// Create the ledger of an existing cluster from its numbered runner's version.
+    #[command(after_help = examples::ADOPT)]
     Adopt(AdoptArgs),
     /// Convert a numbered migrations directory into the slug layout.
+    #[command(after_help = examples::CONVERT)]
     Convert(super::ConvertArgs),
 }
 
 /// `migrate adopt`.
 #[derive(Debug, Args)]
 pub struct AdoptArgs {
+    /// The cluster of a configmap: or crd: ledger.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// The migrations tree (with a generated order.d/ and a legacy-map).
     pub tree: PathBuf,
     /// The numbered runner's integer: every legacy script below it ran.
@@ -222,6 +285,9 @@ const LEDGER_HELP: &str = "The ledger: file:PATH, memory:, configmap:NAMESPACE/N
 /// `migrate plan`.
 #[derive(Debug, Args)]
 pub struct PlanArgs {
+    /// The cluster of a configmap: or crd: ledger.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// The migrations tree (with a generated order.d/).
     pub tree: PathBuf,
     /// The ledger (its help line names every backend kind).
@@ -301,6 +367,9 @@ pub struct LintArgs {
 /// `migrate seed-fresh`.
 #[derive(Debug, Args)]
 pub struct SeedFreshArgs {
+    /// The cluster of a configmap: or crd: ledger.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// The migrations tree (with a generated order.d/).
     pub tree: PathBuf,
     /// Seed this ledger (it must not exist yet): file:PATH, memory:,
@@ -325,6 +394,9 @@ pub struct SeedFreshArgs {
 /// `migrate verify`.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
+    /// The cluster of a configmap: or crd: ledger.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// The migrations tree (with a generated order.d/).
     pub tree: PathBuf,
     /// The ledger (its help line names every backend kind).
@@ -373,6 +445,9 @@ fn seconds(min: u64) -> clap::builder::RangedU64ValueParser<u64> {
 /// `migrate run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// The cluster of a configmap: or crd: ledger.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// The migrations tree (with a generated order.d/).
     pub tree: PathBuf,
     /// The ledger (its help line names every backend kind).
@@ -454,6 +529,9 @@ pub struct IndexArgs {
 /// `migrate status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
+    /// The cluster of a configmap: or crd: ledger.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// The ledger (its help line names every backend kind).
     #[arg(long, env = "MIGRATE_LEDGER", help = LEDGER_HELP)]
     pub ledger: LedgerSpec,
@@ -479,6 +557,12 @@ pub struct TestArgs {
     /// Seconds each test may take (1 to 604800, a week).
     #[arg(long, default_value_t = 300, value_parser = seconds(1))]
     pub timeout: u64,
+    /// Also run each migration that has fixtures (TESTS_DIR/SLUG.fixtures.yaml)
+    /// twice against the test cluster this kubeconfig names, seeded with
+    /// them: the second run must change no object. Never a production
+    /// cluster: the migrations really run.
+    #[arg(long, value_name = "KUBECONFIG")]
+    pub real_cluster: Option<PathBuf>,
 }
 
 /// `migrate completions`.

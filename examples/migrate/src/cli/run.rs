@@ -36,6 +36,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         cluster_commands,
         require_existing_ledger,
         dry_run,
+        cluster,
     } = args;
     if dry_run {
         // A dry run never executes a script: one that ignored a dry-run
@@ -53,6 +54,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
             only,
             wide: false,
             require_existing_ledger,
+            cluster,
         };
         return super::plan::plan_for_run(args, Some(&cluster_commands), &allow_interpreters, out)
             .await;

@@ -16,7 +16,10 @@ use migrate_spec::exit;
 /// so the flag is looked for by hand.
 fn json_requested(args: &[OsString]) -> bool {
     args.iter().enumerate().any(|(i, a)| {
-        a == "--output=json" || (a == "--output" && args.get(i + 1).is_some_and(|v| v == "json"))
+        a == "--output=json"
+            || a == "-ojson"
+            || a == "-o=json"
+            || ((a == "--output" || a == "-o") && args.get(i + 1).is_some_and(|v| v == "json"))
     })
 }
 

@@ -24,7 +24,7 @@ fn init_creates_an_empty_tree_that_new_lint_manifest_and_test_accept() {
         "legacy-map",
         "lib/kube.sh",
         "tests/lib.sh",
-        "tests/fake-kubectl",
+        "tests/fake-cluster",
     ] {
         assert!(created.contains(&file), "{file}: {doc}");
         assert!(tree.join(file).is_file(), "{file}");
@@ -258,9 +258,7 @@ fn readme_synopsis() -> Vec<(String, BTreeSet<String>)> {
 #[test]
 fn the_readme_synopsis_and_every_subcommands_help_name_the_same_flags() {
     let synopsis = readme_synopsis();
-    let global: BTreeSet<String> = ["--output", "--kubeconfig", "--context"]
-        .map(String::from)
-        .into();
+    let global: BTreeSet<String> = ["--output"].map(String::from).into();
     let (_, top, _) = text(&["--help"]);
     let subcommands: BTreeSet<String> = top
         .split("Commands:")
