@@ -421,5 +421,6 @@ fn a_source_path_that_cannot_be_resolved_is_a_warning() {
     );
 }
 
+mod lines;
 mod shellcheck;
 mod waivers;

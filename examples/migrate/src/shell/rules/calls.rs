@@ -44,6 +44,7 @@ impl<'a> Walker<'a> {
         }
         let inner = Ctx {
             file: func.file.clone(),
+            src: func.src.clone(),
             base: func.base,
             errexit_off: ctx.errexit_off.clone(),
             exit_sink: ctx.exit_sink.clone(),
@@ -147,9 +148,11 @@ impl<'a> Walker<'a> {
             return;
         };
         let base = ctx.line(line) - 1;
-        self.register(&program, &ctx.file, base);
+        let src: Rc<str> = Rc::from(sub.text.as_str());
+        self.register(&program, &ctx.file, &src, base);
         let inner = Ctx {
             base,
+            src,
             ..ctx.clone()
         };
         let items = items_of(&program);
@@ -275,12 +278,14 @@ impl<'a> Walker<'a> {
             self.set_e_off,
             self.pipefail,
         );
-        self.register(program, &file, 0);
+        let src: Rc<str> = Rc::from(file.text.as_str());
+        self.register(program, &file, &src, 0);
         if !self.walked.insert(key) {
             return;
         }
         let inner = Ctx {
             file: file.clone(),
+            src,
             base: 0,
             return_sink: status.clone(),
             ..ctx.clone()

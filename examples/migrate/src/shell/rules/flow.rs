@@ -408,8 +408,8 @@ impl<'a> Walker<'a> {
     /// The command substitutions in a word, whose status is dropped for
     /// `why`. `fallback` is the line when the word has no position.
     pub(super) fn walk_word(&mut self, w: &ast::Word, fallback: usize, ctx: &Ctx, why: Why) {
-        let line = parse::word_line(w).unwrap_or(fallback);
-        for sub in parse::substitutions(&w.value) {
+        let (text, line) = word_text(w, ctx, fallback);
+        for sub in parse::substitutions(text) {
             self.walk_substitution(&sub, line, ctx, why.clone());
         }
     }
@@ -444,12 +444,14 @@ impl<'a> Walker<'a> {
             }
         };
         let base = ctx.line(start) - 1;
-        self.register(&program, &ctx.file, base);
+        let src: Rc<str> = Rc::from(sub.text.as_str());
+        self.register(&program, &ctx.file, &src, base);
         let site = ctx.site(start);
         let inherit = self.inherit_errexit && self.dialect == Dialect::Bash;
         let status = sink.as_command_status();
         let inner = Ctx {
             base,
+            src,
             errexit_off: if inherit {
                 ctx.errexit_off.clone()
             } else {
@@ -463,4 +465,15 @@ impl<'a> Walker<'a> {
     }
 
     // ---- simple commands -------------------------------------------------
+}
+
+/// A word's text for finding the substitutions in it, and its line: as
+/// written when its position in the parsed text is known, so the lines
+/// inside a multi-line `$(...)` count its line continuations; else its
+/// value, from `fallback` when the word has no position at all.
+pub(super) fn word_text<'w>(w: &'w ast::Word, ctx: &'w Ctx, fallback: usize) -> (&'w str, usize) {
+    match parse::raw_word(&ctx.src, w) {
+        Some((raw, line)) => (raw, line),
+        None => (&w.value, parse::word_line(w).unwrap_or(fallback)),
+    }
 }
