@@ -64,7 +64,7 @@ impl<'a> Walker<'a> {
             } else {
                 match &sink.kind {
                     Kind::Errexit => Sink::new(
-                        Kind::Condition("the left side of && (errexit ignores it there)"),
+                        Kind::Condition("the left side of && (errexit ignores it there)".into()),
                         Some(site.clone()),
                     ),
                     _ => sink.clone(),
@@ -88,15 +88,25 @@ impl<'a> Walker<'a> {
         let at = Some(site.clone());
         if h.bang || h.seq.len() != 1 {
             return Sink::new(
-                Kind::Condition("a test whose || branch runs other commands"),
+                Kind::Condition("a test whose || branch runs other commands".into()),
                 at,
             );
         }
         match self.ending(&h.seq[0], ctx, list, true, 0) {
-            Ending::Fails(s) => s,
+            Ending::Fails(s) => match early_success_in(&h.seq[0]) {
+                Some(l) => Sink::new(
+                    Kind::Condition(std::borrow::Cow::Owned(format!(
+                        "a test whose || branch can also end in success ({}: {})",
+                        ctx.site(l.0),
+                        l.1
+                    ))),
+                    at,
+                ),
+                None => s,
+            },
             Ending::Neutral(text) => Sink::new(Kind::Neutralized(format!("|| {text}")), at),
             Ending::Other => Sink::new(
-                Kind::Condition("a test: its || branch runs when it fails for any reason"),
+                Kind::Condition("a test: its || branch runs when it fails for any reason".into()),
                 at,
             ),
         }
@@ -354,9 +364,22 @@ impl<'a> Walker<'a> {
         line: usize,
     ) -> Sink {
         let site = Some(ctx.site(line));
+        // A branch that ends by failing, unless some path through it ends in
+        // success first: then the test accepts the failures that path
+        // recognises, which only migrate-tolerate may do (the tripwire
+        // refuses it at run time as a masked failure).
         let fails = |list: &ast::CompoundList| match last_command(list) {
             Some(c) => match self.ending(c, ctx, &sink.as_command_status(), false, 0) {
-                Ending::Fails(s) => Some(s),
+                Ending::Fails(s) => Some(match early_success(list, true) {
+                    Some((l, text)) => Sink::new(
+                        Kind::Condition(std::borrow::Cow::Owned(format!(
+                            "a test whose failure branch can also end in success ({}: {text}); accept the failures it recognises with migrate-tolerate (--not-found, --not-served, ...) and let every other one fail",
+                            ctx.site(l)
+                        ))),
+                        site.clone(),
+                    ),
+                    None => s,
+                }),
                 _ => None,
             },
             None => None,
@@ -369,7 +392,9 @@ impl<'a> Walker<'a> {
         let plain = if then_breaks {
             Sink::new(Kind::Retry, site.clone())
         } else {
-            plain.unwrap_or_else(|| Sink::new(Kind::Condition("an if condition"), site.clone()))
+            plain.unwrap_or_else(|| {
+                Sink::new(Kind::Condition("an if condition".into()), site.clone())
+            })
         };
         let negated = fails(then).unwrap_or_else(|| Sink::new(Kind::Negated, site.clone()));
         Sink::new(Kind::Test(Box::new(plain), Box::new(negated)), site)
@@ -465,6 +490,53 @@ impl<'a> Walker<'a> {
     }
 
     // ---- simple commands -------------------------------------------------
+}
+
+/// The first command in `list` (its last item left out when `skip_last`:
+/// that is the failure the branch ends with) that ends the branch, the
+/// function, the script or a loop round in success: `exit 0`, `return 0`,
+/// a bare `exit`/`return` (status of the command before: an `echo`),
+/// `continue`, `break`. Function definitions are not followed (they run
+/// only when called).
+pub(super) fn early_success(list: &ast::CompoundList, skip_last: bool) -> Option<(usize, String)> {
+    let n = list.0.len();
+    for (i, item) in list.0.iter().enumerate() {
+        if skip_last && i + 1 == n {
+            continue;
+        }
+        for p in pipelines(&item.0) {
+            for c in &p.seq {
+                if let Some(found) = early_success_in(c) {
+                    return Some(found);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// [`early_success`] of one command (all of it).
+pub(super) fn early_success_in(c: &ast::Command) -> Option<(usize, String)> {
+    match c {
+        ast::Command::Simple(s) => {
+            let words = simple_words(s);
+            let name = words.first().and_then(|w| parse::literal(&w.value))?;
+            let arg = words.get(1).and_then(|w| parse::literal(&w.value));
+            let success = match name.as_str() {
+                "exit" | "return" => words.len() == 1 || arg.as_deref() == Some("0"),
+                "continue" | "break" => true,
+                _ => false,
+            };
+            success.then(|| {
+                let text: Vec<&str> = words.iter().map(|w| w.value.as_str()).collect();
+                (simple_line(s).unwrap_or(1), text.join(" "))
+            })
+        }
+        ast::Command::Compound(cc, _) => parse::compound_lists(cc)
+            .into_iter()
+            .find_map(|l| early_success(l, false)),
+        ast::Command::Function(_) | ast::Command::ExtendedTest(..) => None,
+    }
 }
 
 /// A word's text for finding the substitutions in it, and its line: as

@@ -158,7 +158,7 @@ enum Kind {
     /// `|| true` and friends: the failure becomes success.
     Neutralized(String),
     /// Consumed as a yes/no answer.
-    Condition(&'static str),
+    Condition(std::borrow::Cow<'static, str>),
     /// `! cmd`.
     Negated,
     /// The condition of a hand-written retry loop.
