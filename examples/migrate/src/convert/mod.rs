@@ -229,8 +229,13 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
         "revoked".into(),
         b"# Slugs that must not run (CONTRACT.md section 8.1), one a line.\n".to_vec(),
     );
+    let (baseline_text, baseline_entries) = frozen_baseline(&files, &scripts, options)?;
+    files.insert(
+        crate::shell::baseline::FILE.into(),
+        baseline_text.into_bytes(),
+    );
     let written = layout::write(&options.out, &files)?;
-    Ok(Report::new(
+    let mut report = Report::new(
         options,
         &history,
         &plans,
@@ -242,7 +247,75 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
             .collect(),
         dropped,
         written,
-    ))
+    );
+    report.baseline_entries = baseline_entries;
+    Ok(report)
+}
+
+/// The `lint-baseline` of the converted tree: one entry per finding lint
+/// would block in a converted script or helper. The numbered scripts ran on
+/// clusters as they are and must not change (a changed script is another
+/// content), so what the safe rewrites leave is accepted here, in the open,
+/// each with its reason, for a person to review; the run-time tripwire
+/// still guards every run. A ledger write is never accepted.
+fn frozen_baseline(
+    files: &BTreeMap<String, Vec<u8>>,
+    scripts: &[ScriptReport],
+    options: &Options,
+) -> Result<(String, usize), ConvertError> {
+    use crate::shell::baseline;
+    let io = |path: PathBuf| move |source| ConvertError::Io { path, source };
+    let scratch = tempfile::tempdir().map_err(io(std::env::temp_dir()))?;
+    for (rel, bytes) in files {
+        let path = scratch.path().join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent.to_path_buf()))?;
+        }
+        std::fs::write(&path, bytes).map_err(io(path.clone()))?;
+    }
+    let config = crate::lint::LintConfig {
+        ledger_name: options.ledger_name.clone(),
+        shellcheck: crate::shell::shellcheck::Settings {
+            level: None,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let report = crate::lint::lint_tree(scratch.path(), &config).map_err(|e| ConvertError::Io {
+        path: scratch.path().to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let mut text = String::from(
+        "# Written by 'migrate convert': findings lint would block in the converted\n\
+         # numbered scripts, which must not change (they ran on clusters as they are).\n\
+         # Review every entry: keep it, or fix the script before its first release\n\
+         # under the engine. FILE:LINE RULE SHA256-OF-THE-FILE REASON\n",
+    );
+    let mut count = 0;
+    for f in &report.findings {
+        let (Some(line), Some(bytes)) = (f.line, files.get(&f.file)) else {
+            continue;
+        };
+        if !crate::lint::BLOCKING_RULES.contains(&f.rule) || baseline::NEVER.contains(&f.rule) {
+            continue;
+        }
+        let reason = match scripts.iter().find(|s| s.target == f.file) {
+            Some(s) => format!(
+                "frozen legacy script, converted from {}: it ran under the numbered runner as it is; the tripwire guards it at run time",
+                s.source
+            ),
+            None => "frozen legacy helper: the numbered scripts ran with it as it is; the tripwire guards it at run time".to_owned(),
+        };
+        text.push_str(&baseline::line(
+            &f.file,
+            line,
+            f.rule,
+            &baseline::digest(bytes),
+            &reason,
+        ));
+        count += 1;
+    }
+    Ok((text, count))
 }
 
 /// The script with `header` after its shebang (one is added when missing): the text, how far its lines moved, and whether a shebang
