@@ -451,6 +451,45 @@ pub fn lint_script(file: &str, bytes: &[u8], config: &LintConfig) -> Vec<Finding
     findings
 }
 
+/// The findings of the pending scripts (tree-relative paths) that the
+/// tree's reviewed `lint-baseline` accepts, for `plan` to show: a frozen
+/// script runs, never silently. Nothing when the tree has no baseline.
+pub fn baselined_pending<'a>(
+    root: &Path,
+    files: impl IntoIterator<Item = &'a Path>,
+    config: &LintConfig,
+) -> Vec<baseline::Baselined> {
+    if !root.join(baseline::FILE).is_file() {
+        return Vec::new();
+    }
+    let (entries, _) = baseline::read(root);
+    let mut out = Vec::new();
+    for path in files {
+        let file = path.display().to_string();
+        let Ok(bytes) = std::fs::read(root.join(path)) else {
+            continue;
+        };
+        let mut cache = SourceCache::new(Some(root));
+        cache.insert(&file, &bytes);
+        let Some(dialect) = script_dialect(&bytes, Dialect::of_shebang(&config.shebang)) else {
+            continue;
+        };
+        let findings = shell::findings(shell::check(&mut cache, &file, &config.shell(), dialect));
+        let findings = waiver::apply(findings, &shell::waivers(&cache), is_rule, false).findings;
+        out.extend(
+            baseline::apply(findings, &entries, |f| {
+                std::fs::read(root.join(f))
+                    .ok()
+                    .map(|b| baseline::digest(&b))
+            })
+            .baselined,
+        );
+    }
+    out.sort_by(|a, b| (&a.file, a.line, a.rule).cmp(&(&b.file, b.line, b.rule)));
+    out.dedup();
+    out
+}
+
 /// The pre-run scan of one pending script of the tree at `root`: the shell
 /// rules over `bytes` (the bytes the plan checksummed) and the `lib/`
 /// helpers it sources, waivers and the tree's reviewed baseline applied.

@@ -150,6 +150,21 @@ fn a_frozen_script_runs_past_the_scan_and_the_tripwire_still_refuses_its_masked_
 }
 
 #[test]
+fn plan_shows_each_finding_the_baseline_accepts_in_a_pending_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, tree) = converted(dir.path());
+    let scratch = tempfile::tempdir().unwrap();
+    let ledger = numbered_ledger(&scratch.path().join("ledger.json"), 1);
+    let (code, doc, err) = json(&["plan", tree.to_str().unwrap(), "--ledger", &ledger]);
+    assert_eq!(code, 0, "{doc}\n{err}");
+    let warnings = doc["warnings"].to_string();
+    assert!(
+        warnings.contains("pre-apply/1:5 [kubectl-error-ignored] accepted by lint-baseline:5"),
+        "{doc}"
+    );
+}
+
+#[test]
 fn an_edited_frozen_script_loses_its_baseline_and_is_refused_again() {
     let dir = tempfile::tempdir().unwrap();
     let (_, tree) = converted(dir.path());
