@@ -648,7 +648,7 @@ impl<'a> Walk<'a> {
                     .iter()
                     .any(|w| w == *f || w.contains(&format!("$({f}")))
             })
-            .map(|f| f.clone())
+            .cloned()
             .or_else(|| {
                 self.render_vars.iter().find_map(|(v, f)| {
                     words
