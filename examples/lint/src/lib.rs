@@ -20,6 +20,6 @@ pub mod shell;
 
 pub use finding::{Finding, Level};
 pub use lint::{
-    BLOCKING_RULES, DEFAULT_LEDGER_NAME, LintConfig, LintReport, RULES, is_rule, lint,
-    lint_pending, lint_script, lint_tree,
+    BLOCKING_RULES, DEFAULT_LEDGER_NAME, LintConfig, LintReport, RULES, baselined_pending, is_rule,
+    lint, lint_pending, lint_script, lint_tree,
 };

@@ -14,7 +14,7 @@ use migration_core::{MigrationsTree, TreeError};
 use serde::Serialize;
 
 use crate::finding::{Finding, Level};
-use crate::shell::{self, Dialect, SourceCache, shellcheck, waiver};
+use crate::shell::{self, Dialect, SourceCache, baseline, shellcheck, waiver};
 
 /// The ledger ConfigMap's name in the platform's deployment
 /// (`migration_kube::defaults::LEDGER_NAME`, which a test of the `migrate`
@@ -65,7 +65,7 @@ impl LintConfig {
 
 /// The rule ids of the tree loader and of lint itself; the shell rules are
 /// in [`shell::rules::RULES`], shellcheck's are `shellcheck:SCnnnn`.
-pub const RULES: [&str; 16] = [
+pub const RULES: [&str; 19] = [
     "layout",
     "slug",
     "header",
@@ -82,6 +82,9 @@ pub const RULES: [&str; 16] = [
     "waiver-rule",
     "waiver-reason",
     "waiver-unused",
+    "baseline-entry",
+    "baseline-stale",
+    "baseline-unused",
 ];
 
 /// Rules whose findings make `run` refuse a pending script.
@@ -103,6 +106,9 @@ pub struct LintReport {
     pub findings: Vec<Finding>,
     /// Findings accepted by a waiver, with its reason.
     pub waived: Vec<waiver::Waived>,
+    /// Findings accepted by the tree's reviewed baseline (frozen scripts),
+    /// with the entry's reason.
+    pub baselined: Vec<baseline::Baselined>,
     /// Whether shellcheck ran.
     pub shellcheck: shellcheck::Status,
 }
@@ -208,11 +214,30 @@ pub fn lint_tree(root: &Path, config: &LintConfig) -> Result<LintReport, TreeErr
     let (checked, status) = shellcheck::run(root, &shell_files, config.shellcheck);
     findings.extend(checked);
     let applied = waiver::apply(findings, &shell::waivers(&cache), is_rule, true);
-    let mut findings = applied.findings;
+    let (entries, mut problems) = baseline::read(root);
+    let accepted = baseline::apply(applied.findings, &entries, |f| {
+        std::fs::read(root.join(f))
+            .ok()
+            .map(|b| baseline::digest(&b))
+    });
+    problems.extend(accepted.problems);
+    let mut findings = accepted.findings;
+    findings.extend(problems.into_iter().map(|p| Finding {
+        file: baseline::FILE.into(),
+        line: Some(p.line),
+        rule: p.rule,
+        level: if p.rule == "baseline-unused" {
+            Level::Warning
+        } else {
+            Level::Error
+        },
+        message: p.message,
+    }));
     sort(&mut findings);
     Ok(LintReport {
         findings,
         waived: applied.waived,
+        baselined: accepted.baselined,
         shellcheck: status,
     })
 }
@@ -414,10 +439,49 @@ pub fn lint_script(file: &str, bytes: &[u8], config: &LintConfig) -> Vec<Finding
     findings
 }
 
+/// The findings of the pending scripts (tree-relative paths) that the
+/// tree's reviewed `lint-baseline` accepts, for `plan` to show: a frozen
+/// script runs, never silently. Nothing when the tree has no baseline.
+pub fn baselined_pending<'a>(
+    root: &Path,
+    files: impl IntoIterator<Item = &'a Path>,
+    config: &LintConfig,
+) -> Vec<baseline::Baselined> {
+    if !root.join(baseline::FILE).is_file() {
+        return Vec::new();
+    }
+    let (entries, _) = baseline::read(root);
+    let mut out = Vec::new();
+    for path in files {
+        let file = path.display().to_string();
+        let Ok(bytes) = std::fs::read(root.join(path)) else {
+            continue;
+        };
+        let mut cache = SourceCache::new(Some(root));
+        cache.insert(&file, &bytes);
+        let Some(dialect) = script_dialect(&bytes, Dialect::of_shebang(&config.shebang)) else {
+            continue;
+        };
+        let findings = shell::findings(shell::check(&mut cache, &file, &config.shell(), dialect));
+        let findings = waiver::apply(findings, &shell::waivers(&cache), is_rule, false).findings;
+        out.extend(
+            baseline::apply(findings, &entries, |f| {
+                std::fs::read(root.join(f))
+                    .ok()
+                    .map(|b| baseline::digest(&b))
+            })
+            .baselined,
+        );
+    }
+    out.sort_by(|a, b| (&a.file, a.line, a.rule).cmp(&(&b.file, b.line, b.rule)));
+    out.dedup();
+    out
+}
+
 /// The pre-run scan of one pending script of the tree at `root`: the shell
 /// rules over `bytes` (the bytes the plan checksummed) and the `lib/`
-/// helpers it sources, waivers applied. Waiver problems are lint's
-/// business, not the runner's.
+/// helpers it sources, waivers and the tree's reviewed baseline applied.
+/// Waiver and baseline problems are lint's business, not the runner's.
 pub fn lint_pending(root: &Path, file: &str, bytes: &[u8], config: &LintConfig) -> Vec<Finding> {
     let mut cache = SourceCache::new(Some(root));
     cache.insert(file, bytes);
@@ -425,7 +489,20 @@ pub fn lint_pending(root: &Path, file: &str, bytes: &[u8], config: &LintConfig) 
         return Vec::new();
     };
     let findings = shell::findings(shell::check(&mut cache, file, &config.shell(), dialect));
-    let mut findings = waiver::apply(findings, &shell::waivers(&cache), is_rule, false).findings;
+    let findings = waiver::apply(findings, &shell::waivers(&cache), is_rule, false).findings;
+    // The reviewed baseline accepts findings in these exact bytes only;
+    // its own problems are lint's business.
+    let (entries, _) = baseline::read(root);
+    let mut findings = baseline::apply(findings, &entries, |f| {
+        if f == file {
+            Some(baseline::digest(bytes))
+        } else {
+            std::fs::read(root.join(f))
+                .ok()
+                .map(|b| baseline::digest(&b))
+        }
+    })
+    .findings;
     sort(&mut findings);
     findings
 }

@@ -12,6 +12,7 @@
 //! Comments, strings and heredoc bodies are text to the parser, so they
 //! are never mistaken for commands.
 
+pub mod baseline;
 pub mod parse;
 pub mod path_reset;
 pub mod rules;

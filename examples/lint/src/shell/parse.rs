@@ -46,6 +46,42 @@ pub fn word_line(w: &ast::Word) -> Option<usize> {
     })
 }
 
+/// A word as written in `src` (the text it was parsed from), with the line
+/// continuations (`\\` newline) the tokenizer leaves out of
+/// [`ast::Word::value`], and the line it starts on. A token's recorded
+/// start is at the continuation before it, if any, so the blanks and
+/// continuations it begins with are skipped. `None` when the parser recorded
+/// no position, or the source text does not agree with the value (then the
+/// value is all there is, and [`word_line`] its line).
+pub fn raw_word<'s>(src: &'s str, w: &ast::Word) -> Option<(&'s str, usize)> {
+    let loc = w.loc.as_ref()?;
+    let (start, end) = (loc.start.index, loc.end.index);
+    let mut raw = if src.is_ascii() {
+        src.get(start..end)?
+    } else {
+        // Positions count characters, not bytes.
+        let byte = |i: usize| src.char_indices().map(|(b, _)| b).chain([src.len()]).nth(i);
+        src.get(byte(start)?..byte(end)?)?
+    };
+    let mut line = loc.start.line;
+    while let Some(after) = raw.trim_start_matches([' ', '\t']).strip_prefix("\\\n") {
+        line += 1;
+        raw = after;
+    }
+    let raw = raw.trim_start_matches([' ', '\t']);
+    // The value is the text without its continuations, and without the
+    // comments inside a `$(...)`: each of its lines begins its line of the
+    // text.
+    let text = raw.replace("\\\n", "");
+    let agrees = text == w.value
+        || (text.split('\n').count() == w.value.split('\n').count()
+            && text
+                .split('\n')
+                .zip(w.value.split('\n'))
+                .all(|(t, v)| t.starts_with(v.trim_end())));
+    agrees.then_some((raw, line))
+}
+
 /// The pieces of a word; a word the expansion grammar rejects is one
 /// literal piece (it is then at worst not checked, never misread as code).
 fn pieces(text: &str) -> Vec<WordPieceWithSource> {

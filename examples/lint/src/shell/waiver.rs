@@ -1,5 +1,5 @@
-//! Inline waivers: `# migrate: allow RULE[,RULE...]: REASON`, on the line of
-//! a finding or the line before it. The reason is mandatory; a waiver with
+//! Inline waivers: `# migrate: allow RULE[,RULE...]: REASON`, at the end of
+//! the line of a finding, or on a line of its own just before it. The reason is mandatory; a waiver with
 //! none is an error and waives nothing, and a waiver that matches no finding
 //! is a warning (it is stale, or names the wrong rule or line).
 
@@ -14,6 +14,9 @@ use crate::finding::{Finding, Level};
 pub struct Waiver {
     /// One-based line of the comment.
     pub line: usize,
+    /// Whether the comment is alone on its line: it then speaks of the next
+    /// line; at the end of a command it speaks of that line only.
+    pub own_line: bool,
     /// The rule ids it names.
     pub rules: Vec<String>,
     /// Why; `None` when the comment gives none.
@@ -62,6 +65,7 @@ pub fn parse(text: &str, heredocs: &[(usize, usize)]) -> Vec<Waiver> {
             .collect();
         out.push(Waiver {
             line,
+            own_line: raw.trim_start().starts_with('#'),
             rules,
             reason: reason.filter(|r| !r.is_empty()).map(str::to_owned),
         });
@@ -88,6 +92,19 @@ fn comment_waiver(line: &str) -> Option<&str> {
     None
 }
 
+impl Waiver {
+    /// The one line whose findings it accepts. A waiver at the end of a
+    /// line accepting the next line's findings too would silence a finding
+    /// nobody reviewed (and leave the one it was written for looking used).
+    pub fn target(&self) -> usize {
+        if self.own_line {
+            self.line + 1
+        } else {
+            self.line
+        }
+    }
+}
+
 /// What applying waivers gave.
 #[derive(Debug, Default)]
 pub struct Applied {
@@ -112,9 +129,7 @@ pub fn apply(
     for f in findings {
         let matching = f.line.and_then(|line| {
             waivers.get(&f.file)?.iter().find(|w| {
-                (w.line == line || w.line + 1 == line)
-                    && w.reason.is_some()
-                    && w.rules.iter().any(|r| r == f.rule)
+                w.target() == line && w.reason.is_some() && w.rules.iter().any(|r| r == f.rule)
             })
         });
         match matching {
@@ -166,8 +181,13 @@ pub fn apply(
                     "waiver-unused",
                     Level::Warning,
                     format!(
-                        "this waiver of {} matches no finding on this line or the next; remove it",
-                        w.rules.join(",")
+                        "this waiver of {} matches no finding on {}; remove it",
+                        w.rules.join(","),
+                        if w.own_line {
+                            "the next line (a waiver on a line of its own speaks of the line after it)"
+                        } else {
+                            "its own line (a waiver after a command speaks of that line)"
+                        }
                     ),
                 ))
             } else {

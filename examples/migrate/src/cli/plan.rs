@@ -70,6 +70,20 @@ pub(crate) async fn plan_for_run(
         }
     }
     let unsafe_findings = migrate_runner::scan_all(&tree, &plan.pending, &lint);
+    // Findings the reviewed baseline accepts in frozen scripts are shown,
+    // never silent (ADOPTING.md, "Frozen scripts").
+    let pending_files = plan.pending.iter().map(|p| p.relative_path.as_path());
+    for b in migrate_lint::baselined_pending(tree.root(), pending_files, &lint) {
+        view.warnings.push(format!(
+            "{}:{} [{}] accepted by {}:{}: {}",
+            b.file,
+            b.line.unwrap_or_default(),
+            b.rule,
+            migrate_lint::shell::baseline::FILE,
+            b.baseline_line,
+            b.reason
+        ));
+    }
     leave_to_exit((tree, snapshot, ledger));
     if unsafe_findings.is_empty() {
         out.emit(&view, |c| view.text(c, args.wide));

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use migrate_lint::shell::baseline::{self, Baselined};
 use migrate_lint::shell::shellcheck;
 use migrate_lint::shell::waiver::Waived;
 use migrate_lint::{Finding, Level, LintReport};
@@ -20,6 +21,8 @@ pub struct LintView {
     pub warnings: usize,
     /// Findings a waiver accepted, with its reason.
     pub waived: Vec<Waived>,
+    /// Findings the tree's reviewed baseline accepted, with its reason.
+    pub baselined: Vec<Baselined>,
     /// Whether shellcheck ran.
     pub shellcheck: shellcheck::Status,
 }
@@ -37,6 +40,7 @@ impl LintView {
             errors,
             findings: report.findings,
             waived: report.waived,
+            baselined: report.baselined,
             shellcheck: report.shellcheck,
         }
     }
@@ -54,6 +58,19 @@ impl LintView {
                 w.file, w.rule, w.message, w.waiver_line, w.reason
             );
         }
+        for b in &self.baselined {
+            let at = b.line.map(|l| format!(":{l}")).unwrap_or_default();
+            let _ = writeln!(
+                text,
+                "{}{at}: baselined[{}] {} ({}:{}: {})",
+                b.file,
+                b.rule,
+                b.message,
+                baseline::FILE,
+                b.baseline_line,
+                b.reason
+            );
+        }
         for f in &self.findings {
             let at = f.line.map(|l| format!(":{l}")).unwrap_or_default();
             let level = match f.level {
@@ -68,10 +85,15 @@ impl LintView {
         }
         let _ = writeln!(
             text,
-            "{} error(s), {} warning(s), {} waived",
+            "{} error(s), {} warning(s), {} waived{}",
             self.errors,
             self.warnings,
-            self.waived.len()
+            self.waived.len(),
+            if self.baselined.is_empty() {
+                String::new()
+            } else {
+                format!(", {} accepted by {}", self.baselined.len(), baseline::FILE)
+            }
         );
         text
     }

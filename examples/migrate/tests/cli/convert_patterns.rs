@@ -15,6 +15,7 @@ fn config() -> PatternConfig {
         ledger_name: "cozystack-version".into(),
         stamp_helpers: BTreeSet::from(["stamp.sh".to_owned()]),
         stamp_functions: BTreeSet::from(["stamp_version".to_owned()]),
+        ..PatternConfig::default()
     }
 }
 

@@ -18,7 +18,7 @@ pub mod patterns;
 pub mod report;
 pub mod slots;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::git::GitError;
@@ -140,7 +140,7 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
         options.skip_prereleases,
     )?;
     let plans = slots::analyse(&history)?;
-    let config = stamp_config(&history.disk.lib, &options.ledger_name);
+    let config = patterns::stamp_config(&history.disk.lib, &options.ledger_name);
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut scripts = Vec::new();
     for (i, plan) in plans.iter().enumerate() {
@@ -151,7 +151,23 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
             path: source.clone(),
         })?;
         let (headered, offset, shebang_added) = with_header(text, &header(previous.as_deref()));
-        let analysis = patterns::analyse(text, &config);
+        let mut analysis = patterns::analyse(text, &config);
+        // The rewrite removes stamps only; if nothing else is left to run,
+        // the stamp was not all the script did, or the slot only stamped:
+        // either way a person decides, it is not "rewritten".
+        if !analysis.edits.is_empty()
+            && !patterns::runs_a_command(&diff::apply(text, &analysis.edits))
+        {
+            analysis.changes.insert(
+                0,
+                patterns::Change {
+                    kind: "no-command-left",
+                    line: 1,
+                    message: "the rewrite leaves this script without a command: check that the stamp was all it did (then it can stay a script that runs ':'), or restore what the rewrite removed".into(),
+                    rewritable: false,
+                },
+            );
+        }
         let shifted: BTreeMap<usize, Option<String>> = analysis
             .edits
             .iter()
@@ -200,7 +216,8 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
         }) || files
             .iter()
             .filter(|(p, _)| p.starts_with("pre-apply/"))
-            .any(|(_, b)| sources_textually(b, rel));
+            .any(|(_, b)| sources_textually(b, rel))
+            || called_from_other_helpers(rel, &config, &history.disk.lib);
         if options.rewrite && config.stamp_helpers.contains(rel) && !still_used {
             dropped.push(format!("lib/{rel}"));
             continue;
@@ -212,8 +229,13 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
         "revoked".into(),
         b"# Slugs that must not run (CONTRACT.md section 8.1), one a line.\n".to_vec(),
     );
+    let (baseline_text, baseline_entries) = frozen_baseline(&files, &scripts, options)?;
+    files.insert(
+        migrate_lint::shell::baseline::FILE.into(),
+        baseline_text.into_bytes(),
+    );
     let written = layout::write(&options.out, &files)?;
-    Ok(Report::new(
+    let mut report = Report::new(
         options,
         &history,
         &plans,
@@ -225,7 +247,76 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
             .collect(),
         dropped,
         written,
-    ))
+    );
+    report.baseline_entries = baseline_entries;
+    Ok(report)
+}
+
+/// The `lint-baseline` of the converted tree: one entry per finding lint
+/// would block in a converted script or helper. The numbered scripts ran on
+/// clusters as they are and must not change (a changed script is another
+/// content), so what the safe rewrites leave is accepted here, in the open,
+/// each with its reason, for a person to review; the run-time tripwire
+/// still guards every run. A ledger write is never accepted.
+fn frozen_baseline(
+    files: &BTreeMap<String, Vec<u8>>,
+    scripts: &[ScriptReport],
+    options: &Options,
+) -> Result<(String, usize), ConvertError> {
+    use migrate_lint::shell::baseline;
+    let io = |path: PathBuf| move |source| ConvertError::Io { path, source };
+    let scratch = tempfile::tempdir().map_err(io(std::env::temp_dir()))?;
+    for (rel, bytes) in files {
+        let path = scratch.path().join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent.to_path_buf()))?;
+        }
+        std::fs::write(&path, bytes).map_err(io(path.clone()))?;
+    }
+    let config = migrate_lint::LintConfig {
+        ledger_name: options.ledger_name.clone(),
+        shellcheck: migrate_lint::shell::shellcheck::Settings {
+            level: None,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let report =
+        migrate_lint::lint_tree(scratch.path(), &config).map_err(|e| ConvertError::Io {
+            path: scratch.path().to_path_buf(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+    let mut text = String::from(
+        "# Written by 'migrate convert': findings lint would block in the converted\n\
+         # numbered scripts, which must not change (they ran on clusters as they are).\n\
+         # Review every entry: keep it, or fix the script before its first release\n\
+         # under the engine. FILE:LINE RULE SHA256-OF-THE-FILE REASON\n",
+    );
+    let mut count = 0;
+    for f in &report.findings {
+        let (Some(line), Some(bytes)) = (f.line, files.get(&f.file)) else {
+            continue;
+        };
+        if !migrate_lint::BLOCKING_RULES.contains(&f.rule) || baseline::NEVER.contains(&f.rule) {
+            continue;
+        }
+        let reason = match scripts.iter().find(|s| s.target == f.file) {
+            Some(s) => format!(
+                "frozen legacy script, converted from {}: it ran under the numbered runner as it is; the tripwire guards it at run time",
+                s.source
+            ),
+            None => "frozen legacy helper: the numbered scripts ran with it as it is; the tripwire guards it at run time".to_owned(),
+        };
+        text.push_str(&baseline::line(
+            &f.file,
+            line,
+            f.rule,
+            &baseline::digest(bytes),
+            &reason,
+        ));
+        count += 1;
+    }
+    Ok((text, count))
 }
 
 /// The script with `header` after its shebang (one is added when missing): the text, how far its lines moved, and whether a shebang
@@ -251,6 +342,30 @@ fn sources_textually(script: &[u8], rel: &str) -> bool {
     })
 }
 
+/// Whether another `lib/` file names helper `rel` or calls one of its
+/// functions that is not a stamp: then `rel` stays with it.
+fn called_from_other_helpers(
+    rel: &str,
+    config: &PatternConfig,
+    lib: &BTreeMap<String, Vec<u8>>,
+) -> bool {
+    let functions = config.helper_functions.get(rel);
+    lib.iter()
+        .filter(|(other, _)| other.as_str() != rel)
+        .any(|(_, bytes)| {
+            let text = String::from_utf8_lossy(bytes);
+            text.contains(&format!("lib/{rel}"))
+                || functions.is_some_and(|fs| {
+                    fs.iter().any(|f| {
+                        !config.stamp_functions.contains(f)
+                            && text
+                                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                                .any(|t| t == f)
+                    })
+                })
+        })
+}
+
 /// The `legacy-map` file: every slot, in integer order.
 fn legacy_map(plans: &[slots::SlotPlan]) -> String {
     let mut out = String::from(
@@ -263,34 +378,4 @@ fn legacy_map(plans: &[slots::SlotPlan]) -> String {
         out.push('\n');
     }
     out
-}
-
-/// Stamp helpers: `lib/` files naming the ledger and its `version` key; the
-/// functions they define are the stamp calls.
-fn stamp_config(lib: &BTreeMap<String, Vec<u8>>, ledger_name: &str) -> PatternConfig {
-    let mut stamp_helpers = BTreeSet::new();
-    let mut stamp_functions = BTreeSet::new();
-    for (rel, bytes) in lib {
-        let text = String::from_utf8_lossy(bytes);
-        if !(text.contains(ledger_name) && text.contains("version")) {
-            continue;
-        }
-        stamp_helpers.insert(rel.clone());
-        if let Ok(program) = migrate_lint::shell::parse::program(&text) {
-            for list in &program.complete_commands {
-                for item in &list.0 {
-                    if let Some(migrate_lint::shell::ast::Command::Function(f)) =
-                        item.0.first.seq.first()
-                    {
-                        stamp_functions.insert(f.fname.value.clone());
-                    }
-                }
-            }
-        }
-    }
-    PatternConfig {
-        ledger_name: ledger_name.to_owned(),
-        stamp_helpers,
-        stamp_functions,
-    }
 }

@@ -18,14 +18,193 @@ use migrate_lint::shell::parse;
 pub const NOT_YET_STATUS: u8 = 75;
 
 /// What the patterns are matched against.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct PatternConfig {
     /// The ledger ConfigMap's name (`cozystack-version`).
     pub ledger_name: String,
-    /// `lib/` paths of the helpers that stamp the version.
+    /// `lib/` paths of the helpers that stamp the version (define a stamp
+    /// or a render function).
     pub stamp_helpers: BTreeSet<String>,
-    /// Functions those helpers define (calling one stamps).
+    /// Functions that stamp and do nothing else: calling one is the stamp.
     pub stamp_functions: BTreeSet<String>,
+    /// Functions that print a ledger ConfigMap manifest without calling the
+    /// cluster: applying their output writes the ledger.
+    pub render_functions: BTreeSet<String>,
+    /// Every function each `lib/` helper defines (by `lib/`-relative path):
+    /// a script calling one that is not a stamp still needs the helper.
+    pub helper_functions: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// Reads the `lib/` helpers (by `lib/`-relative path) for stamps: a
+/// function is a stamp when every command in it is the stamp (a cluster
+/// command naming the ledger and its `version`, or applying a render
+/// function's output, or calling another stamp) or inert (`:`, `echo`,
+/// plain assignments). A function that also does other work is not a
+/// stamp: removing its calls would remove that work too.
+pub fn stamp_config(lib: &BTreeMap<String, Vec<u8>>, ledger_name: &str) -> PatternConfig {
+    let mut config = PatternConfig {
+        ledger_name: ledger_name.to_owned(),
+        ..PatternConfig::default()
+    };
+    // (helper, function, its command lists' simples)
+    let mut functions: Vec<(String, String, Vec<Vec<Simple<'_>>>)> = Vec::new();
+    let programs: Vec<(String, ast::Program)> = lib
+        .iter()
+        .filter_map(|(rel, bytes)| {
+            let text = String::from_utf8_lossy(bytes);
+            parse::program(&text).ok().map(|p| (rel.clone(), p))
+        })
+        .collect();
+    for (rel, program) in &programs {
+        let mut names = BTreeSet::new();
+        for list in &program.complete_commands {
+            for item in &list.0 {
+                for p in pipelines_of(&item.0) {
+                    for c in &p.seq {
+                        if let ast::Command::Function(f) = c {
+                            let mut items = Vec::new();
+                            for l in parse::compound_lists(&f.body.0) {
+                                item_simples(l, &mut items);
+                            }
+                            names.insert(f.fname.value.clone());
+                            functions.push((rel.clone(), f.fname.value.clone(), items));
+                        }
+                    }
+                }
+            }
+        }
+        config.helper_functions.insert(rel.clone(), names);
+    }
+    let words = |simples: &[Simple<'_>]| -> Vec<String> {
+        simples
+            .iter()
+            .flat_map(|s| s.words.iter().chain(&s.heredocs))
+            .map(|w| w.value.clone())
+            .collect()
+    };
+    for (rel, name, items) in &functions {
+        let all: Vec<String> = items.iter().flat_map(|i| words(i)).collect();
+        let cluster = items.iter().flatten().any(is_kubectl);
+        if !cluster && names_ledger_version(&all, ledger_name) {
+            config.render_functions.insert(name.clone());
+            config.stamp_helpers.insert(rel.clone());
+        }
+    }
+    // A stamp may call another stamp: repeat until nothing changes.
+    loop {
+        let mut changed = false;
+        for (rel, name, items) in &functions {
+            if config.stamp_functions.contains(name) {
+                continue;
+            }
+            let stamp_item = |simples: &Vec<Simple<'_>>| {
+                let called = |set: &BTreeSet<String>| {
+                    simples
+                        .iter()
+                        .filter_map(|s| s.words.first().and_then(|w| parse::literal(&w.value)))
+                        .any(|n| set.contains(&n))
+                };
+                called(&config.stamp_functions)
+                    || (simples.iter().any(is_kubectl)
+                        && (names_ledger_version(&words(simples), ledger_name)
+                            || called(&config.render_functions)))
+            };
+            let stamps = items.iter().filter(|i| stamp_item(i)).count();
+            let inert = items.iter().filter(|i| i.iter().all(is_inert)).count();
+            if stamps > 0 && stamps + inert == items.len() {
+                config.stamp_functions.insert(name.clone());
+                config.stamp_helpers.insert(rel.clone());
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    config
+}
+
+/// Whether these words name the ledger ConfigMap and its `version` key.
+fn names_ledger_version(words: &[String], ledger_name: &str) -> bool {
+    words.iter().any(|w| w.contains(ledger_name))
+        && words.iter().any(|w| {
+            w.contains("version=")
+                || w.contains("\"version\"")
+                || w.contains("version:")
+                || w.contains("/data/version")
+        })
+}
+
+/// Commands that change nothing outside the script.
+const INERT: &[&str] = &[":", "true", "echo", "printf", "local", "set", "return"];
+
+/// A command that changes nothing outside the script: an inert builtin, or
+/// assignments without a substitution.
+fn is_inert(s: &Simple<'_>) -> bool {
+    match s.words.first() {
+        None => true,
+        Some(first) => match parse::literal(&first.value) {
+            Some(name) if INERT.contains(&name.as_str()) => true,
+            _ => s.words.iter().all(|w| {
+                w.value.split_once('=').is_some_and(|(n, v)| {
+                    !n.is_empty()
+                        && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                        && !v.contains("$(")
+                        && !v.contains('`')
+                })
+            }),
+        },
+    }
+}
+
+/// Whether a script runs any command beyond inert ones (see [`is_inert`];
+/// `.`/`source` and `exit` count as inert here): what a rewrite must never
+/// leave a script without. Definitions of functions nobody calls run
+/// nothing. A script that does not parse counts as running something
+/// (its parse failure is reported on its own).
+pub fn runs_a_command(text: &str) -> bool {
+    let Ok(program) = parse::program(text) else {
+        return true;
+    };
+    let mut items = Vec::new();
+    for list in &program.complete_commands {
+        item_simples(list, &mut items);
+    }
+    items.iter().flatten().any(|s| {
+        let name = s.words.first().and_then(|w| parse::literal(&w.value));
+        !(is_inert(s) || matches!(name.as_deref(), Some(".") | Some("source") | Some("exit")))
+    })
+}
+
+fn pipelines_of(ao: &ast::AndOrList) -> impl Iterator<Item = &ast::Pipeline> {
+    std::iter::once(&ao.first).chain(ao.additional.iter().map(|a| match a {
+        ast::AndOr::And(p) | ast::AndOr::Or(p) => p,
+    }))
+}
+
+/// The simple commands of each and-or list in `list`, compound commands'
+/// lists as lists of their own; function definitions are skipped (they run
+/// when called).
+fn item_simples<'p>(list: &'p ast::CompoundList, out: &mut Vec<Vec<Simple<'p>>>) {
+    for item in &list.0 {
+        let mut simples = Vec::new();
+        for p in pipelines_of(&item.0) {
+            for c in &p.seq {
+                match c {
+                    ast::Command::Simple(s) => simples.push(simple(s)),
+                    ast::Command::Compound(cc, _) => {
+                        for l in parse::compound_lists(cc) {
+                            item_simples(l, out);
+                        }
+                    }
+                    ast::Command::Function(_) | ast::Command::ExtendedTest(..) => {}
+                }
+            }
+        }
+        if !simples.is_empty() {
+            out.push(simples);
+        }
+    }
 }
 
 /// One change found in a script.
@@ -76,6 +255,13 @@ pub fn analyse(text: &str, config: &PatternConfig) -> Analysis {
         stamps: 0,
         exits: Vec::new(),
         dry_lines: BTreeSet::new(),
+        tokens: text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+            .filter(|t| !t.is_empty())
+            .collect(),
+        render_vars: BTreeMap::new(),
     };
     match parse::program(text) {
         Ok(program) => {
@@ -122,6 +308,11 @@ struct Walk<'a> {
     /// `exit 0` candidates: line, in a function, stamped before.
     exits: Vec<(usize, bool, bool)>,
     dry_lines: BTreeSet<usize>,
+    /// Names written outside full-line comments: a function named here may
+    /// be called (conservatively: a helper kept for nothing is harmless).
+    tokens: BTreeSet<&'a str>,
+    /// Variables assigned a render function's output, to that function.
+    render_vars: BTreeMap<String, String>,
 }
 
 /// A simple command's words and the lines it spans.
@@ -235,6 +426,16 @@ impl<'a> Walk<'a> {
             }
             return;
         }
+        if let Some(what) = self.rendered_ledger_write(&simples) {
+            self.change(
+                "ledger-write",
+                first,
+                format!("{what}: this is the version stamp, and the manifest may set more than 'version' (labels, annotations); remove it by hand and move what else it sets to the chart"),
+                false,
+            );
+            return;
+        }
+        self.note_render_vars(&simples);
         if let Some(what) = self.ledger_write(&simples) {
             self.change(
                 "ledger-write",
@@ -324,6 +525,7 @@ impl<'a> Walk<'a> {
             if sources
                 && let Some(h) = &helper
                 && self.config.stamp_helpers.contains(h)
+                && !self.calls_into(h)
             {
                 // Sourcing the stamp helper: it goes with the stamps.
                 let text = self.lines[line - 1].trim_start();
@@ -372,6 +574,16 @@ impl<'a> Walk<'a> {
         }
     }
 
+    /// Whether the script may call a function of helper `h` other than a
+    /// stamp (then sourcing `h` stays).
+    fn calls_into(&self, h: &str) -> bool {
+        self.config.helper_functions.get(h).is_some_and(|fs| {
+            fs.iter().any(|f| {
+                !self.config.stamp_functions.contains(f) && self.tokens.contains(f.as_str())
+            })
+        })
+    }
+
     /// Whether the command list is a version stamp, and which kind.
     fn stamp_kind(&self, simples: &[Simple]) -> Option<String> {
         for s in simples {
@@ -391,6 +603,64 @@ impl<'a> Walk<'a> {
         });
         (names_ledger && cluster && version)
             .then(|| format!("writes the 'version' key of {}", self.config.ledger_name))
+    }
+
+    /// `VAR=$(render ...)`: `VAR` holds the ledger manifest.
+    fn note_render_vars(&mut self, simples: &[Simple]) {
+        for s in simples {
+            for w in &s.words {
+                let Some((name, value)) = w.value.split_once('=') else {
+                    continue;
+                };
+                if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                {
+                    continue;
+                }
+                if let Some(f) =
+                    self.config.render_functions.iter().find(|f| {
+                        value.contains(&format!("$({f}")) || value.contains(&format!("`{f}"))
+                    })
+                {
+                    self.render_vars.insert(name.to_owned(), f.clone());
+                }
+            }
+        }
+    }
+
+    /// A cluster command writing from stdin or a file in a list that calls
+    /// a render function or reads a variable holding its output.
+    fn rendered_ledger_write(&self, simples: &[Simple]) -> Option<String> {
+        const WRITES: &[&str] = &["apply", "create", "replace"];
+        let verb = simples.iter().filter(|s| is_kubectl(s)).find_map(|s| {
+            s.words
+                .iter()
+                .skip(1)
+                .filter_map(|w| parse::literal(&w.value))
+                .find(|w| WRITES.contains(&w.as_str()))
+        })?;
+        let words = self.text_of(simples);
+        let via = self
+            .config
+            .render_functions
+            .iter()
+            .find(|f| {
+                words
+                    .iter()
+                    .any(|w| w == *f || w.contains(&format!("$({f}")))
+            })
+            .cloned()
+            .or_else(|| {
+                self.render_vars.iter().find_map(|(v, f)| {
+                    words
+                        .iter()
+                        .any(|w| w.contains(&format!("${v}")) || w.contains(&format!("${{{v}")))
+                        .then(|| format!("{f} (through ${v})"))
+                })
+            })?;
+        Some(format!(
+            "kubectl {verb} of the ledger ConfigMap {} rendered by {via}",
+            self.config.ledger_name
+        ))
     }
 
     /// A cluster command naming the ledger with a writing verb.

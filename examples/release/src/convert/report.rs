@@ -119,6 +119,9 @@ pub struct Report {
     pub dropped_lib: Vec<String>,
     /// Files of the numbered directory that are neither scripts nor `lib/`.
     pub ignored: Vec<String>,
+    /// Entries of the `lint-baseline` written: blocking lint findings left
+    /// in the frozen scripts, each to be reviewed before it is committed.
+    pub baseline_entries: usize,
 }
 
 impl Report {
@@ -177,6 +180,7 @@ impl Report {
             stamp_helpers,
             dropped_lib,
             ignored: history.disk.other.clone(),
+            baseline_entries: 0,
         }
     }
 
@@ -270,6 +274,12 @@ impl Report {
             out.push_str(&format!(
                 "left out of lib/: {}\n",
                 self.dropped_lib.join(", ")
+            ));
+        }
+        if self.baseline_entries > 0 {
+            out.push_str(&format!(
+                "lint-baseline: {} finding(s) lint would block in the frozen scripts, each accepted with its reason; review every entry before committing it (ADOPTING.md, \"Frozen scripts\")\n",
+                self.baseline_entries
             ));
         }
         if !self.ignored.is_empty() {

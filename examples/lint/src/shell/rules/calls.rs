@@ -1,5 +1,7 @@
 //! Calls the walk follows: functions, builtins, `eval`, `set`, `trap` and sourced files.
 
+use std::rc::Rc;
+
 use brush_parser::ast;
 
 use crate::shell::parse;
@@ -45,6 +47,7 @@ impl<'a> Walker<'a> {
         }
         let inner = Ctx {
             file: func.file.clone(),
+            src: func.src.clone(),
             base: func.base,
             errexit_off: ctx.errexit_off.clone(),
             exit_sink: ctx.exit_sink.clone(),
@@ -148,9 +151,11 @@ impl<'a> Walker<'a> {
             return;
         };
         let base = ctx.line(line) - 1;
-        self.register(&program, &ctx.file, base);
+        let src: Rc<str> = Rc::from(sub.text.as_str());
+        self.register(&program, &ctx.file, &src, base);
         let inner = Ctx {
             base,
+            src,
             ..ctx.clone()
         };
         let items = items_of(&program);
@@ -277,12 +282,14 @@ impl<'a> Walker<'a> {
             self.set_e_off,
             self.pipefail,
         );
-        self.register(program, &file, 0);
+        let src: Rc<str> = Rc::from(file.text.as_str());
+        self.register(program, &file, &src, 0);
         if !self.walked.insert(key) {
             return;
         }
         let inner = Ctx {
             file: file.clone(),
+            src,
             base: 0,
             return_sink: status.clone(),
             ..ctx.clone()

@@ -41,10 +41,15 @@ impl<'a> Walker<'a> {
         for item in s.prefix.iter().flat_map(|p| p.0.iter()) {
             match item {
                 ast::CommandPrefixOrSuffixItem::AssignmentWord(a, w) => {
-                    let wline = parse::word_line(w).unwrap_or(line);
                     if let ast::AssignmentValue::Scalar(v) = &a.value {
                         self.note_assignment(a, ctx, line);
-                        for sub in parse::substitutions(&v.value) {
+                        // The whole word as written (`NAME=` and all): the
+                        // substitutions' lines count its continuations.
+                        let (text, wline) = match parse::raw_word(&ctx.src, w) {
+                            Some((raw, wline)) => (raw, wline),
+                            None => (v.value.as_str(), parse::word_line(w).unwrap_or(line)),
+                        };
+                        for sub in parse::substitutions(text) {
                             assignment_subs.push((sub, wline));
                         }
                     }

@@ -1,12 +1,14 @@
 //! Where a status goes: lists, and-or lists, pipelines, compound commands, redirections,
 //! words and substitutions.
 
+use std::rc::Rc;
+
 use brush_parser::ast;
 
 use crate::shell::rules::{
     ClusterCall, Ctx, Ending, Kind, Sink, Site, Walker, Why, andor_line, extended_words, is_break,
-    is_break_command, items_of, last_command, last_command_of_compound, pipeline_line,
-    simple_words, waited_for,
+    is_break_command, items_of, last_command, last_command_of_compound, pipeline_line, pipelines,
+    simple_line, simple_words, waited_for,
 };
 use crate::shell::{Dialect, parse};
 
@@ -67,7 +69,7 @@ impl<'a> Walker<'a> {
             } else {
                 match &sink.kind {
                     Kind::Errexit => Sink::new(
-                        Kind::Condition("the left side of && (errexit ignores it there)"),
+                        Kind::Condition("the left side of && (errexit ignores it there)".into()),
                         Some(site.clone()),
                     ),
                     _ => sink.clone(),
@@ -91,15 +93,25 @@ impl<'a> Walker<'a> {
         let at = Some(site.clone());
         if h.bang || h.seq.len() != 1 {
             return Sink::new(
-                Kind::Condition("a test whose || branch runs other commands"),
+                Kind::Condition("a test whose || branch runs other commands".into()),
                 at,
             );
         }
         match self.ending(&h.seq[0], ctx, list, true, 0) {
-            Ending::Fails(s) => s,
+            Ending::Fails(s) => match early_success_in(&h.seq[0]) {
+                Some(l) => Sink::new(
+                    Kind::Condition(std::borrow::Cow::Owned(format!(
+                        "a test whose || branch can also end in success ({}: {})",
+                        ctx.site(l.0),
+                        l.1
+                    ))),
+                    at,
+                ),
+                None => s,
+            },
             Ending::Neutral(text) => Sink::new(Kind::Neutralized(format!("|| {text}")), at),
             Ending::Other => Sink::new(
-                Kind::Condition("a test: its || branch runs when it fails for any reason"),
+                Kind::Condition("a test: its || branch runs when it fails for any reason".into()),
                 at,
             ),
         }
@@ -357,9 +369,22 @@ impl<'a> Walker<'a> {
         line: usize,
     ) -> Sink {
         let site = Some(ctx.site(line));
+        // A branch that ends by failing, unless some path through it ends in
+        // success first: then the test accepts the failures that path
+        // recognises, which only migrate-tolerate may do (the tripwire
+        // refuses it at run time as a masked failure).
         let fails = |list: &ast::CompoundList| match last_command(list) {
             Some(c) => match self.ending(c, ctx, &sink.as_command_status(), false, 0) {
-                Ending::Fails(s) => Some(s),
+                Ending::Fails(s) => Some(match early_success(list, true) {
+                    Some((l, text)) => Sink::new(
+                        Kind::Condition(std::borrow::Cow::Owned(format!(
+                            "a test whose failure branch can also end in success ({}: {text}); accept the failures it recognises with migrate-tolerate (--not-found, --not-served, ...) and let every other one fail",
+                            ctx.site(l)
+                        ))),
+                        site.clone(),
+                    ),
+                    None => s,
+                }),
                 _ => None,
             },
             None => None,
@@ -372,7 +397,9 @@ impl<'a> Walker<'a> {
         let plain = if then_breaks {
             Sink::new(Kind::Retry, site.clone())
         } else {
-            plain.unwrap_or_else(|| Sink::new(Kind::Condition("an if condition"), site.clone()))
+            plain.unwrap_or_else(|| {
+                Sink::new(Kind::Condition("an if condition".into()), site.clone())
+            })
         };
         let negated = fails(then).unwrap_or_else(|| Sink::new(Kind::Negated, site.clone()));
         Sink::new(Kind::Test(Box::new(plain), Box::new(negated)), site)
@@ -411,8 +438,8 @@ impl<'a> Walker<'a> {
     /// The command substitutions in a word, whose status is dropped for
     /// `why`. `fallback` is the line when the word has no position.
     pub(super) fn walk_word(&mut self, w: &ast::Word, fallback: usize, ctx: &Ctx, why: Why) {
-        let line = parse::word_line(w).unwrap_or(fallback);
-        for sub in parse::substitutions(&w.value) {
+        let (text, line) = word_text(w, ctx, fallback);
+        for sub in parse::substitutions(text) {
             self.walk_substitution(&sub, line, ctx, why.clone());
         }
     }
@@ -447,12 +474,14 @@ impl<'a> Walker<'a> {
             }
         };
         let base = ctx.line(start) - 1;
-        self.register(&program, &ctx.file, base);
+        let src: Rc<str> = Rc::from(sub.text.as_str());
+        self.register(&program, &ctx.file, &src, base);
         let site = ctx.site(start);
         let inherit = self.inherit_errexit && self.dialect == Dialect::Bash;
         let status = sink.as_command_status();
         let inner = Ctx {
             base,
+            src,
             errexit_off: if inherit {
                 ctx.errexit_off.clone()
             } else {
@@ -466,4 +495,62 @@ impl<'a> Walker<'a> {
     }
 
     // ---- simple commands -------------------------------------------------
+}
+
+/// The first command in `list` (its last item left out when `skip_last`:
+/// that is the failure the branch ends with) that ends the branch, the
+/// function, the script or a loop round in success: `exit 0`, `return 0`,
+/// a bare `exit`/`return` (status of the command before: an `echo`),
+/// `continue`, `break`. Function definitions are not followed (they run
+/// only when called).
+pub(super) fn early_success(list: &ast::CompoundList, skip_last: bool) -> Option<(usize, String)> {
+    let n = list.0.len();
+    for (i, item) in list.0.iter().enumerate() {
+        if skip_last && i + 1 == n {
+            continue;
+        }
+        for p in pipelines(&item.0) {
+            for c in &p.seq {
+                if let Some(found) = early_success_in(c) {
+                    return Some(found);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// [`early_success`] of one command (all of it).
+pub(super) fn early_success_in(c: &ast::Command) -> Option<(usize, String)> {
+    match c {
+        ast::Command::Simple(s) => {
+            let words = simple_words(s);
+            let name = words.first().and_then(|w| parse::literal(&w.value))?;
+            let arg = words.get(1).and_then(|w| parse::literal(&w.value));
+            let success = match name.as_str() {
+                "exit" | "return" => words.len() == 1 || arg.as_deref() == Some("0"),
+                "continue" | "break" => true,
+                _ => false,
+            };
+            success.then(|| {
+                let text: Vec<&str> = words.iter().map(|w| w.value.as_str()).collect();
+                (simple_line(s).unwrap_or(1), text.join(" "))
+            })
+        }
+        ast::Command::Compound(cc, _) => parse::compound_lists(cc)
+            .into_iter()
+            .find_map(|l| early_success(l, false)),
+        ast::Command::Function(_) | ast::Command::ExtendedTest(..) => None,
+    }
+}
+
+/// A word's text for finding the substitutions in it, and its line: as
+/// written when its position in the parsed text is known, so the lines
+/// inside a multi-line `$(...)` count its line continuations; else its
+/// value, from `fallback` when the word has no position at all.
+pub(super) fn word_text<'w>(w: &'w ast::Word, ctx: &'w Ctx, fallback: usize) -> (&'w str, usize) {
+    match parse::raw_word(&ctx.src, w) {
+        Some((raw, line)) => (raw, line),
+        None => (&w.value, parse::word_line(w).unwrap_or(fallback)),
+    }
 }

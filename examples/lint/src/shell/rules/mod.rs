@@ -167,7 +167,7 @@ enum Kind {
     /// `|| true` and friends: the failure becomes success.
     Neutralized(String),
     /// Consumed as a yes/no answer.
-    Condition(&'static str),
+    Condition(std::borrow::Cow<'static, str>),
     /// `! cmd`.
     Negated,
     /// The condition of a hand-written retry loop.
@@ -209,6 +209,8 @@ impl Sink {
 struct Func {
     def: Rc<ast::FunctionDefinition>,
     file: Rc<SourceFile>,
+    /// The text the definition was parsed from (the file, or a `$(...)`).
+    src: Rc<str>,
     base: usize,
     line: usize,
 }
@@ -216,6 +218,9 @@ struct Func {
 #[derive(Clone)]
 struct Ctx {
     file: Rc<SourceFile>,
+    /// The text being walked was parsed from this: the file, or the inside
+    /// of a `$(...)` as written (for the positions of words in it).
+    src: Rc<str>,
     /// Line of the parsed text's first line in the file, minus one.
     base: usize,
     /// Lexically off: why.
@@ -363,9 +368,11 @@ impl<'a> Walker<'a> {
                 return self.findings;
             }
         };
-        self.register(program, &file, 0);
+        let src: Rc<str> = Rc::from(file.text.as_str());
+        self.register(program, &file, &src, 0);
         let ctx = Ctx {
             file: file.clone(),
+            src: src.clone(),
             base: 0,
             errexit_off: None,
             exit_sink: Sink::observed(),
@@ -484,13 +491,25 @@ impl<'a> Walker<'a> {
 
     // ---- function registry -------------------------------------------
 
-    fn register(&mut self, program: &ast::Program, file: &Rc<SourceFile>, base: usize) {
+    fn register(
+        &mut self,
+        program: &ast::Program,
+        file: &Rc<SourceFile>,
+        src: &Rc<str>,
+        base: usize,
+    ) {
         for list in &program.complete_commands {
-            self.register_list(list, file, base);
+            self.register_list(list, file, src, base);
         }
     }
 
-    fn register_list(&mut self, list: &ast::CompoundList, file: &Rc<SourceFile>, base: usize) {
+    fn register_list(
+        &mut self,
+        list: &ast::CompoundList,
+        file: &Rc<SourceFile>,
+        src: &Rc<str>,
+        base: usize,
+    ) {
         for item in &list.0 {
             for p in pipelines(&item.0) {
                 for c in &p.seq {
@@ -503,17 +522,18 @@ impl<'a> Walker<'a> {
                                 Func {
                                     def: Rc::new(f.clone()),
                                     file: file.clone(),
+                                    src: src.clone(),
                                     base,
                                     line,
                                 },
                             );
                             for inner in parse::compound_lists(&f.body.0) {
-                                self.register_list(inner, file, base);
+                                self.register_list(inner, file, src, base);
                             }
                         }
                         ast::Command::Compound(cc, _) => {
                             for inner in parse::compound_lists(cc) {
-                                self.register_list(inner, file, base);
+                                self.register_list(inner, file, src, base);
                             }
                         }
                         _ => {}

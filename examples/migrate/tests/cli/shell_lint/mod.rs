@@ -419,5 +419,7 @@ fn a_source_path_that_cannot_be_resolved_is_a_warning() {
     );
 }
 
+mod handled;
+mod lines;
 mod shellcheck;
 mod waivers;
