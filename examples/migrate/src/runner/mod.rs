@@ -109,15 +109,25 @@ impl RunConfig {
     }
 }
 
-/// Test-only crash points (feature `failpoints`): when `MIGRATE_FAILPOINT`
-/// names this point, the process kills itself with SIGKILL, as a node
-/// failure or OOM kill would, without unwinding or releasing anything. The
-/// reliability suite uses it to crash the real binary at every step
-/// boundary. Without the feature this compiles to nothing.
+/// Test-only crash and stall points (feature `failpoints`): when
+/// `MIGRATE_FAILPOINT` names this point, the process kills itself with
+/// SIGKILL, as a node failure or OOM kill would, without unwinding or
+/// releasing anything; when `MIGRATE_STALLPOINT` names it, the process
+/// stops itself with SIGSTOP, as a frozen node or a throttled pod would,
+/// and goes on where it was when the test sends SIGCONT (its lease may
+/// have lapsed meanwhile). The reliability suite uses them to crash and
+/// stall the real binary at every step boundary. Without the feature this
+/// compiles to nothing.
 fn failpoint(point: &str) {
     #[cfg(feature = "failpoints")]
-    if std::env::var("MIGRATE_FAILPOINT").is_ok_and(|v| v == point) {
-        let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
+    {
+        use nix::sys::signal::{Signal, kill};
+        if std::env::var("MIGRATE_FAILPOINT").is_ok_and(|v| v == point) {
+            let _ = kill(nix::unistd::getpid(), Signal::SIGKILL);
+        }
+        if std::env::var("MIGRATE_STALLPOINT").is_ok_and(|v| v == point) {
+            let _ = kill(nix::unistd::getpid(), Signal::SIGSTOP);
+        }
     }
     #[cfg(not(feature = "failpoints"))]
     let _ = point;

@@ -439,3 +439,4 @@ fn ledger_specs_from_the_command_line_never_panic() {
 mod concurrency;
 mod crash_points;
 mod fault_schedules;
+mod fencing;
