@@ -479,11 +479,26 @@ impl LockState {
         ttl: Duration,
         now: Timestamp,
     ) -> Result<Lease, LedgerError> {
+        self.check(name, lease)?;
         match &mut self.lock {
-            Some(lock) if lock.holder == lease.holder && lock.token == lease.token => {
+            Some(lock) => {
                 lock.expires_at = now.plus(ttl);
                 Ok(lease_of(lock))
             }
+            None => Err(LedgerError::LockLost {
+                ledger: name.to_owned(),
+                holder: lease.holder.clone(),
+                reason: "the lock was released".to_owned(),
+            }),
+        }
+    }
+
+    /// Whether `lease` still holds the lock: the same holder in the same
+    /// tenure ([`LedgerError::LockLost`] otherwise). An expired lease nobody
+    /// took over still holds it: only a take ends a tenure.
+    pub(crate) fn check(&self, name: &str, lease: &Lease) -> Result<(), LedgerError> {
+        match &self.lock {
+            Some(lock) if lock.holder == lease.holder && lock.token == lease.token => Ok(()),
             Some(lock) => Err(LedgerError::LockLost {
                 ledger: name.to_owned(),
                 holder: lease.holder.clone(),

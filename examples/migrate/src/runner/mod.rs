@@ -41,7 +41,7 @@ mod steps;
 
 pub use console::{Console, StdConsole};
 use lock::{Replanning, acquire, note_attempt, unrecorded, wait_for_lock};
-pub use outcome::{MigrationResult, Outcome, RunError, RunReport};
+pub use outcome::{LockLostAt, MigrationResult, Outcome, RunError, RunReport};
 pub use process::escalate;
 use process::{Exec, Scripts};
 pub use scan::{scan, scan_all};
@@ -240,10 +240,13 @@ impl<'a> Runner<'a> {
             ..
         } = self;
         failpoint("before-lock");
+        // Unique to this run, so that two runs told the same `--holder`
+        // still exclude each other (CONTRACT.md §5.5).
+        let holder = migration_core::lock::run_holder(&config.holder);
         let mut keeper = if ledger.kept_in_ledger() {
-            LockKeeper::deferred(ledger, &config.holder, config.lock_ttl)
+            LockKeeper::deferred(ledger, &holder, config.lock_ttl)
         } else {
-            acquire(ledger, config, console, &mut interrupt, started).await?
+            acquire(ledger, &holder, config, console, &mut interrupt, started).await?
         };
         failpoint("after-lock");
         let migrator = self.migrator();
@@ -381,10 +384,24 @@ async fn locked_run(
         return outcome;
     }
     // On every path the outcomes decided and not written yet are written
-    // (and a lock kept in the ledger released with them).
-    let unwritten = run.unwritten().next().cloned();
+    // (and a lock kept in the ledger released with them), unless the lock is
+    // lost: then the closing write is refused too, and the error says what
+    // it left unrecorded.
+    let unwritten_all: Vec<Slug> = run.unwritten().cloned().collect();
+    let unwritten = unwritten_all.first().cloned();
     match (outcome, run.close(keeper).await) {
         (outcome, Ok(())) => outcome,
+        (
+            Err(RunError::LockLost {
+                slug, at, cause, ..
+            }),
+            Err(_),
+        ) => Err(RunError::LockLost {
+            slug,
+            at,
+            cause,
+            unrecorded: unwritten_all,
+        }),
         // Nothing executed (the lock was never taken) and the closing write
         // of outcomes that did not execute was refused: plan again.
         (

@@ -96,7 +96,9 @@ pub(super) async fn steps(
                     Exec::LockLost(cause) => {
                         return Err(RunError::LockLost {
                             slug: pending.slug.clone(),
+                            at: LockLostAt::Running,
                             cause,
+                            unrecorded: Vec::new(),
                         });
                     }
                 };
@@ -164,7 +166,9 @@ pub(super) async fn steps(
             .await
             .map_err(|cause| RunError::LockLost {
                 slug: pending.slug.clone(),
+                at: LockLostAt::After,
                 cause,
+                unrecorded: Vec::new(),
             })?;
     }
     Ok(finished(report, started, console))
