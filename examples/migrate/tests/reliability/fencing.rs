@@ -117,56 +117,105 @@ fn run_to_end(root: &Path, ledger: &str, extra: &[&str]) -> (Option<i32>, String
     ended(spawn_runner(root, ledger, extra, None))
 }
 
+/// Where a stalled-runner case runs: the ledger spec, what the runner
+/// processes need to reach it, and how the test reads what is stored (two
+/// equal readings: nothing was written between them).
+pub(crate) struct Backend<'b> {
+    /// The `--ledger` spec.
+    pub(crate) spec: String,
+    /// Environment of the runner processes (`KUBECONFIG`).
+    pub(crate) env: Vec<(&'static str, std::ffi::OsString)>,
+    /// What the ledger stores now, for comparison.
+    pub(crate) stored: &'b dyn Fn() -> String,
+}
+
+impl Backend<'_> {
+    fn spawn(&self, root: &Path, extra: &[&str], stall: Option<&str>) -> Child {
+        let mut cmd = common::migrate();
+        runner_command(&mut cmd, root, &self.spec, extra, stall);
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env_remove("KUBERNETES_SERVICE_HOST");
+        cmd.spawn().unwrap()
+    }
+}
+
+/// A runner stalls with its plan made and its lock held at `stall` (right
+/// before an attempt mark and spawn) for longer than its lock's lifetime;
+/// another runner completes the upgrade; then the first one resumes.
+/// `executions`: how often each slug ran in the end; `says`: what the
+/// resumed runner must say.
+pub(crate) fn stalled_runner_executes_and_writes_nothing(
+    scenario: &Scenario,
+    backend: &Backend,
+    stall: &str,
+    executions: &[(&str, u32)],
+    says: &[&str],
+) {
+    let root = scenario.root();
+    let mut stalled = backend.spawn(
+        &root,
+        &["--holder", "stalled", "--lock-ttl", "1"],
+        Some(stall),
+    );
+    wait_stopped(&mut stalled);
+    std::thread::sleep(Duration::from_millis(2500));
+    let (code, output) =
+        ended(backend.spawn(&root, &["--holder", "next", "--lock-wait", "30"], None));
+    assert_eq!(
+        code,
+        Some(0),
+        "the next runner completes the upgrade:\n{output}"
+    );
+    let recorded = (backend.stored)();
+    let (code, output) = resume(stalled);
+    assert_ne!(
+        code,
+        Some(0),
+        "a runner that lost its lock fails:\n{output}"
+    );
+    assert!(
+        output.contains("lost the run lock"),
+        "it says it lost the lock:\n{output}"
+    );
+    for words in says {
+        assert!(
+            output.contains(words),
+            "it says truthfully what it did ({words}):\n{output}"
+        );
+    }
+    let ran = scenario.executions();
+    for (slug, n) in executions {
+        assert_eq!(ran.get(*slug), Some(n), "{slug} ran {n} time(s): {ran:?}");
+    }
+    assert_eq!(
+        (backend.stored)(),
+        recorded,
+        "the stalled runner wrote nothing after losing its lock"
+    );
+}
+
 #[cfg(feature = "failpoints")]
 #[test]
 fn a_runner_stalled_past_its_lock_never_executes_nor_records_what_another_runner_recorded() {
     let scenario = Scenario::new(false);
-    let ledger = scenario.file_ledger();
-    let root = scenario.root();
-    // Stalled with its plan made and the lock held, right before its first
-    // attempt mark and spawn.
-    let mut stalled = spawn_runner(
-        &root,
-        &ledger,
-        &["--holder", "stalled", "--lock-ttl", "1"],
-        Some("before-script:good-one"),
-    );
-    wait_stopped(&mut stalled);
-    std::thread::sleep(Duration::from_millis(1500));
-    let (code, stderr) = run_to_end(&root, &ledger, &["--holder", "next", "--lock-wait", "20"]);
-    assert_eq!(
-        code,
-        Some(0),
-        "the next runner completes the upgrade:\n{stderr}"
-    );
-    let recorded = ledger_memory::FileLedger::new(scenario.scratch.file("ledger.json"))
-        .raw_data()
-        .unwrap();
-    let (code, stderr) = resume(stalled);
-    assert_ne!(
-        code,
-        Some(0),
-        "a runner that lost its lock fails:\n{stderr}"
-    );
-    assert!(
-        stderr.contains("lost the run lock"),
-        "it says it lost the lock:\n{stderr}"
-    );
-    assert!(
-        stderr.contains("before running good-one") && stderr.contains("nothing ran"),
-        "it says truthfully that it ran nothing:\n{stderr}"
-    );
-    let executions = scenario.executions();
-    assert!(
-        executions.values().all(|n| *n == 1),
-        "each slug executed once, by the runner that held the lock: {executions:?}"
-    );
-    let after = ledger_memory::FileLedger::new(scenario.scratch.file("ledger.json"))
-        .raw_data()
-        .unwrap();
-    assert_eq!(
-        after, recorded,
-        "the stalled runner wrote nothing after losing its lock"
+    let path = scenario.scratch.file("ledger.json");
+    let stored = || {
+        format!(
+            "{:?}",
+            ledger_memory::FileLedger::new(&path).raw_data().unwrap()
+        )
+    };
+    let backend = Backend {
+        spec: scenario.file_ledger(),
+        env: Vec::new(),
+        stored: &stored,
+    };
+    stalled_runner_executes_and_writes_nothing(
+        &scenario,
+        &backend,
+        "before-script:good-one",
+        &[("good-one", 1), ("fails-warn", 1), ("good-two", 1)],
+        &["before running good-one", "nothing ran"],
     );
     check_final(&scenario, &scenario.file_snapshot(), &UPGRADE);
 }
@@ -326,4 +375,110 @@ fn a_second_runner_does_not_start_a_script_whose_first_copy_may_still_run_before
         kill(Pid::from_raw(first.id() as i32), Signal::SIGKILL).unwrap();
         let _ = first.wait();
     }
+}
+
+/// The stalled-runner case against a real API server
+/// (`MIGRATE_TEST_KUBECONFIG`, see `test_apiserver::real`): the ledger
+/// `kind` (`configmap` or `crd`), existing and empty, compared by its
+/// `resourceVersion` (any write changes it).
+#[cfg(feature = "failpoints")]
+async fn stalled_runner_on_a_real_server(kind: &str) {
+    use test_apiserver::real::{RealCluster, unique_name};
+    let Some(cluster) = RealCluster::from_env("fencing a stalled runner").await else {
+        return;
+    };
+    let scenario = Scenario::new(false);
+    let name = unique_name("fence");
+    let ns = cluster.namespace().to_owned();
+    let (spec, object) = match kind {
+        "configmap" => {
+            cluster.ensure_namespace(&ns).await;
+            cluster.kubectl_ok(
+                &["apply", "-f", "-"],
+                &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}}}\ndata: {{}}\n"),
+            );
+            (
+                format!("configmap:{ns}/{name}"),
+                vec![
+                    "-n".to_owned(),
+                    ns.clone(),
+                    "configmap".to_owned(),
+                    name.clone(),
+                ],
+            )
+        }
+        _ => {
+            cluster.ensure_namespace("cozy-system").await;
+            let crd = common::migrate().arg("crd").output().unwrap();
+            cluster.kubectl_ok(
+                &["apply", "-f", "-"],
+                &String::from_utf8(crd.stdout).unwrap(),
+            );
+            test_apiserver::real::wait_until_established(
+                &cluster.client(),
+                "migrationledgers.migrations.cozystack.io",
+            )
+            .await;
+            cluster.kubectl_ok(
+                &["apply", "-f", "-"],
+                &format!("apiVersion: migrations.cozystack.io/v1alpha1\nkind: MigrationLedger\nmetadata: {{name: {name}}}\nspec: {{bundle: fence}}\n"),
+            );
+            (
+                format!("crd:{name}"),
+                vec!["migrationledger".to_owned(), name.clone()],
+            )
+        }
+    };
+    let kubeconfig = cluster.kubeconfig().to_path_buf();
+    let stored = || {
+        let mut args: Vec<&str> = vec!["--kubeconfig", kubeconfig.to_str().unwrap(), "get"];
+        args.extend(object.iter().map(String::as_str));
+        args.push("-o=jsonpath={.metadata.resourceVersion}");
+        let out = Command::new(
+            std::env::var(test_apiserver::real::KUBECTL_VAR).unwrap_or("kubectl".into()),
+        )
+        .args(&args)
+        .output()
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let backend = Backend {
+        spec,
+        env: vec![
+            ("KUBECONFIG", kubeconfig.clone().into_os_string()),
+            ("MIGRATION_NAMESPACE", ns.clone().into()),
+        ],
+        stored: &stored,
+    };
+    // The runner processes block; the test's runtime has nothing else to do.
+    // Stalled after its first write (a lock kept in the ConfigMap is taken
+    // by it), with good-one's `ok` waiting for the next one: good-one's
+    // execution loses its record with the lock, as if the runner had
+    // crashed there, and runs again (§7.6); nothing else runs twice.
+    tokio::task::block_in_place(|| {
+        stalled_runner_executes_and_writes_nothing(
+            &scenario,
+            &backend,
+            "before-script:fails-warn",
+            &[("good-one", 2), ("fails-warn", 1), ("good-two", 1)],
+            &["before running fails-warn", "nothing ran", "good-one"],
+        )
+    });
+}
+
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_stalled_past_its_lock_on_a_real_configmap_ledger_never_executes_nor_writes() {
+    stalled_runner_on_a_real_server("configmap").await;
+}
+
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_stalled_past_its_lock_on_a_real_crd_ledger_never_executes_nor_writes() {
+    stalled_runner_on_a_real_server("crd").await;
 }

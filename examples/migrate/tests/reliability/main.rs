@@ -27,7 +27,7 @@ use migration_core::{
     EntryState, Lease, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, ManualClock,
     MigrationsTree, OnError, Slug, Tier, WriteMode, WriteReport,
 };
-use migration_core::{Lock, LockedLedger};
+use migration_core::LockedLedger;
 use migration_kube::RetryPolicy;
 use test_apiserver::{FaultRule, LostReply, TestApiServer};
 
