@@ -417,7 +417,7 @@ impl Run<'_, '_> {
         keeper: &mut LockKeeper<'_>,
     ) -> Result<Option<u32>, MigrateError> {
         let revision = self.prepared.revision.clone();
-        if !keeper.kept_in_ledger() {
+        if crate::fence::proof(keeper.kept_in_ledger()) == crate::fence::Proof::RenewFirst {
             keeper.renew().await?;
         }
         let held = keeper.lease().cloned();

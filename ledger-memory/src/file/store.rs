@@ -345,8 +345,9 @@ impl FileLedger {
     }
 
     /// [`Self::mutate`], stored only while `lease` (when given) still holds
-    /// the run lock, checked under the same flock as the write, so no
-    /// holder can take the lock between the check and the write.
+    /// the run lock and has not expired, checked under the same flock as
+    /// the write, so no holder can take the lock between the check and the
+    /// write.
     pub(super) fn mutate_holding<R>(
         &self,
         operation: &'static str,
@@ -360,7 +361,7 @@ impl FileLedger {
         self.refresh(view, &target, true, operation)?;
         if let Some(lease) = lease {
             self.lock_state(flock.0, view.as_ref(), &target, operation)?
-                .check(&self.name(), lease)?;
+                .check_live(&self.name(), lease, self.clock.now())?;
         }
         let (result, change) = plan(view.as_ref().and_then(|v| v.state.as_ref()))?;
         if let Some(change) = change {
