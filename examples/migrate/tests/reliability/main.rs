@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use ledger_configmap::{ConfigMapLedger, Options};
 use ledger_memory::{Fault, FaultyLedger, MemoryLedger};
 use migrate::runner::{self, Console, RunConfig, RunError};
+use migration_core::LockedLedger;
 use migration_core::testing::fixtures::{
     NOW, ScratchTree, TreeBuilder, clock, s, shared_clock, write_figure,
 };
@@ -27,7 +28,6 @@ use migration_core::{
     EntryState, Lease, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, ManualClock,
     MigrationsTree, OnError, Slug, Tier, WriteMode, WriteReport,
 };
-use migration_core::LockedLedger;
 use migration_kube::RetryPolicy;
 use test_apiserver::{FaultRule, LostReply, TestApiServer};
 
