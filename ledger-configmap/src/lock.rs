@@ -178,6 +178,13 @@ impl ConfigMapLedger {
         let now = self.clock.now();
         match *step {
             LockStep::Separate => Ok((None, None)),
+            // This lock lives in the ledger object: a step naming a lock
+            // beside it was built for another backend.
+            LockStep::Beside { .. } => Err(LedgerError::Permanent {
+                ledger: self.writer.ledger.clone(),
+                operation,
+                message: "this ledger keeps its run lock in its object, not beside it".into(),
+            }),
             LockStep::Take {
                 holder,
                 ttl,

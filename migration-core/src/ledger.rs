@@ -530,9 +530,16 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     /// overrides it, and one whose run lock lives in the ledger object
     /// ([`crate::Lock::kept_in_ledger`]) must, to honour
     /// [`crate::step::LockStep`]; the default refuses any lock step but
-    /// [`crate::step::LockStep::Separate`] as a permanent error.
+    /// [`crate::step::LockStep::Separate`] and
+    /// [`crate::step::LockStep::Beside`] as a permanent error. It cannot
+    /// check a lock beside the ledger itself: the run's renewal right before
+    /// the step is its proof (a backend that can check in the write
+    /// overrides this to do so).
     async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
-        if step.lock != crate::step::LockStep::Separate {
+        if !matches!(
+            step.lock,
+            crate::step::LockStep::Separate | crate::step::LockStep::Beside { .. }
+        ) {
             return Err(LedgerError::Permanent {
                 ledger: self.describe(),
                 operation: "write step",

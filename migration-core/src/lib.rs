@@ -26,6 +26,7 @@ mod text_form;
 
 pub mod digest;
 pub mod entry;
+pub mod fence;
 pub mod generate;
 pub mod give_up;
 pub mod header;

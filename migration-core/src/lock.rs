@@ -75,6 +75,29 @@ pub trait Lock: Send + Sync + fmt::Debug {
     }
 }
 
+/// The holder a run takes the lock as: `holder` (what `--holder` says, a
+/// pod name, a host and pid) followed by `/run-` and 16 hex digits unique
+/// to this call.
+///
+/// Why: taking the lock succeeds when it is held by the same holder (a
+/// retried take whose reply was lost must not lock its own caller out), so
+/// two runs given one holder name would both hold it. A token drawn per run
+/// makes every run a holder of its own, whatever it was told to call
+/// itself. The digits are the SHA-256 of the wall clock's nanoseconds, the
+/// process id and a process-wide counter: two runs in one process differ
+/// by the counter, two processes by the pid or the time.
+pub fn run_holder(holder: &str) -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let seed = format!("{nanos}/{}/{n}", std::process::id());
+    let mut token = crate::digest::Sha256Digest::of(seed.as_bytes()).to_string();
+    token.truncate(16);
+    format!("{holder}/run-{token}")
+}
+
 /// A backend handle that is both the ledger and its lock: what programs
 /// open from a ledger spec.
 pub trait LockedLedger: Ledger + Lock {}

@@ -391,7 +391,10 @@ impl<'a> Migrator<'a> {
         tracing::warn!(error = %error, "step write reply lost, but its records are in place");
         let lease = match step.lock {
             LockStep::Hold { lease, .. } | LockStep::Release { lease } => Some(lease.clone()),
-            LockStep::Separate | LockStep::Take { .. } | LockStep::Check { .. } => None,
+            LockStep::Separate
+            | LockStep::Beside { .. }
+            | LockStep::Take { .. }
+            | LockStep::Check { .. } => None,
         };
         Ok(StepReport {
             attempts: None,

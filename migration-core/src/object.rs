@@ -17,6 +17,7 @@
 //! an operation costs in proportion to the keys it writes, not to the
 //! ledger.
 
+use crate::fence::{self, Take};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -457,12 +458,14 @@ impl LockState {
         now: Timestamp,
         token: impl FnOnce(u64) -> String,
     ) -> Result<Lease, LedgerError> {
-        match &mut self.lock {
-            Some(lock) if lock.holder == holder => {
+        let current = self.lock.as_ref().map(|l| l.holder.as_str());
+        let lapsed = self.lock.as_ref().is_some_and(|l| l.expires_at <= now);
+        match (fence::take(current, lapsed, holder), &mut self.lock) {
+            (Take::Renew, Some(lock)) => {
                 lock.expires_at = now.plus(ttl);
                 return Ok(lease_of(lock));
             }
-            Some(lock) if lock.expires_at > now => {
+            (Take::Held, Some(lock)) => {
                 return Err(LedgerError::LockHeld {
                     ledger: name.to_owned(),
                     holder: lock.holder.clone(),
@@ -491,11 +494,47 @@ impl LockState {
         ttl: Duration,
         now: Timestamp,
     ) -> Result<Lease, LedgerError> {
+        self.check(name, lease)?;
         match &mut self.lock {
-            Some(lock) if lock.holder == lease.holder && lock.token == lease.token => {
+            Some(lock) => {
                 lock.expires_at = now.plus(ttl);
                 Ok(lease_of(lock))
             }
+            None => Err(LedgerError::LockLost {
+                ledger: name.to_owned(),
+                holder: lease.holder.clone(),
+                reason: "the lock was released".to_owned(),
+            }),
+        }
+    }
+
+    /// Whether `lease` still holds the lock and has not expired at `now`: what
+    /// a run's write checks ([`LedgerError::LockLost`] otherwise). A lease
+    /// that lapsed, even if nobody took it over yet, no longer fences: its
+    /// holder stalled past its lifetime, and another runner may take it
+    /// between this write and the next.
+    pub fn check_live(&self, name: &str, lease: &Lease, now: Timestamp) -> Result<(), LedgerError> {
+        self.check(name, lease)?;
+        match &self.lock {
+            Some(lock) if lock.expires_at <= now => Err(LedgerError::LockLost {
+                ledger: name.to_owned(),
+                holder: lease.holder.clone(),
+                reason: format!("the lease expired at {}", lock.expires_at),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether `lease` still holds the lock: the same holder in the same
+    /// tenure ([`LedgerError::LockLost`] otherwise). An expired lease nobody
+    /// took over still holds it: only a take ends a tenure.
+    pub(crate) fn check(&self, name: &str, lease: &Lease) -> Result<(), LedgerError> {
+        let current = self
+            .lock
+            .as_ref()
+            .map(|l| (l.holder.as_str(), l.token.as_str()));
+        match &self.lock {
+            _ if fence::holds(current, &lease.holder, &lease.token) => Ok(()),
             Some(lock) => Err(LedgerError::LockLost {
                 ledger: name.to_owned(),
                 holder: lease.holder.clone(),

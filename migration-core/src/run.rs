@@ -399,6 +399,17 @@ impl Run<'_, '_> {
 
     /// One write of the staged outcomes and `attempt`, under the lock as the
     /// keeper holds it; `last` releases a lock kept in the ledger.
+    ///
+    /// The fence: no write of a run lands once its lock is lost, and no
+    /// script starts unless the write noting its attempt proved the lock
+    /// (CONTRACT.md §5.5). A lock kept in the ledger object is checked by the
+    /// write itself (it is conditional on the lock being this run's). A lock
+    /// beside the ledger is proved by renewing it right before the write,
+    /// which fails as [`LedgerError::LockLost`] once another holder took it,
+    /// and the write carries the lease ([`LockStep::Beside`]) for a backend
+    /// that can check it again in the same atomic operation. What remains is
+    /// a run stalled between that proof and the spawn for longer than the
+    /// lease's lifetime, which the renewal just made a whole TTL.
     async fn commit(
         &mut self,
         attempt: Option<AttemptNote<'_>>,
@@ -406,9 +417,13 @@ impl Run<'_, '_> {
         keeper: &mut LockKeeper<'_>,
     ) -> Result<Option<u32>, MigrateError> {
         let revision = self.prepared.revision.clone();
+        if crate::fence::proof(keeper.kept_in_ledger()) == crate::fence::Proof::RenewFirst {
+            keeper.renew().await?;
+        }
         let held = keeper.lease().cloned();
         let lock = match (&held, keeper.kept_in_ledger()) {
-            (_, false) => LockStep::Separate,
+            (Some(lease), false) => LockStep::Beside { lease },
+            (None, false) => LockStep::Separate,
             (None, _) if attempt.is_some() => LockStep::Take {
                 holder: keeper.holder(),
                 ttl: keeper.ttl(),
@@ -431,7 +446,7 @@ impl Run<'_, '_> {
         };
         let report = self.migrator.write_step(&step).await?;
         match (lock, report.lease) {
-            (LockStep::Separate | LockStep::Check { .. }, _) => {}
+            (LockStep::Separate | LockStep::Beside { .. } | LockStep::Check { .. }, _) => {}
             (_, Some(lease)) => keeper.took(lease),
             (_, None) => keeper.released(),
         }

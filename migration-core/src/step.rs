@@ -27,13 +27,26 @@ pub struct AttemptNote<'a> {
     pub floor: u32,
 }
 
-/// What a step does with a run lock kept in the ledger object
-/// ([`crate::Lock::kept_in_ledger`]). Backends whose lock lives beside the
-/// ledger are only ever handed [`LockStep::Separate`].
+/// What a step does with the run lock: for a lock kept in the ledger
+/// object ([`crate::Lock::kept_in_ledger`]) every variant but
+/// [`LockStep::Separate`] and [`LockStep::Beside`]; for a lock beside the
+/// ledger, [`LockStep::Beside`] while a run holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LockStep<'a> {
-    /// The lock is not in the ledger object; the step does not look at it.
+    /// No run lock is involved: the step does not look at one.
     Separate,
+    /// The run lock lives beside the ledger and `lease` holds it: the write
+    /// is the run's, and must not land once the lease is lost. The run
+    /// proves the lease right before sending the step (it renews it,
+    /// [`crate::LockKeeper::renew`]); a backend that can check its lock in
+    /// the same atomic operation as the write (the file ledger, under its
+    /// `flock`) also does so, and refuses with
+    /// [`crate::LedgerError::LockLost`], writing nothing, when another
+    /// holder has taken the lock since. The step never changes the lock.
+    Beside {
+        /// The lease the run holds.
+        lease: &'a Lease,
+    },
     /// Take the lock for `holder` for `ttl` with this write, on the
     /// condition that the object is still at `revision` (the one the run
     /// planned on) and no other holder holds the lock. Refused, writing
@@ -95,6 +108,7 @@ pub struct StepReport {
     pub attempts: Option<u32>,
     /// The lease as the step left it: taken or renewed ([`LockStep::Take`],
     /// [`LockStep::Hold`]); `None` after [`LockStep::Release`] and for
-    /// [`LockStep::Separate`] and [`LockStep::Check`].
+    /// [`LockStep::Separate`], [`LockStep::Beside`] (left as it was) and
+    /// [`LockStep::Check`].
     pub lease: Option<Lease>,
 }

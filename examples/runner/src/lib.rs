@@ -45,7 +45,7 @@ pub fn fresh_install_reason(ledger: &str) -> String {
 
 pub use console::Console;
 use lock::{Replanning, acquire, unrecorded, wait_for_lock};
-pub use outcome::{MigrationResult, Outcome, RunError, RunReport};
+pub use outcome::{LockLostAt, MigrationResult, Outcome, RunError, RunReport};
 use process::Scripts;
 pub use process::{command_for, escalate};
 pub use scan::{scan, scan_all};
@@ -114,15 +114,25 @@ impl RunConfig {
     }
 }
 
-/// Test-only crash points (feature `failpoints`): when `MIGRATE_FAILPOINT`
-/// names this point, the process kills itself with SIGKILL, as a node
-/// failure or OOM kill would, without unwinding or releasing anything. The
-/// reliability suite uses it to crash the real binary at every step
-/// boundary. Without the feature this compiles to nothing.
+/// Test-only crash and stall points (feature `failpoints`): when
+/// `MIGRATE_FAILPOINT` names this point, the process kills itself with
+/// SIGKILL, as a node failure or OOM kill would, without unwinding or
+/// releasing anything; when `MIGRATE_STALLPOINT` names it, the process
+/// stops itself with SIGSTOP, as a frozen node or a throttled pod would,
+/// and goes on where it was when the test sends SIGCONT (its lease may
+/// have lapsed meanwhile). The reliability suite uses them to crash and
+/// stall the real binary at every step boundary. Without the feature this
+/// compiles to nothing.
 fn failpoint(point: &str) {
     #[cfg(feature = "failpoints")]
-    if std::env::var("MIGRATE_FAILPOINT").is_ok_and(|v| v == point) {
-        let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
+    {
+        use nix::sys::signal::{Signal, kill};
+        if std::env::var("MIGRATE_FAILPOINT").is_ok_and(|v| v == point) {
+            let _ = kill(nix::unistd::getpid(), Signal::SIGKILL);
+        }
+        if std::env::var("MIGRATE_STALLPOINT").is_ok_and(|v| v == point) {
+            let _ = kill(nix::unistd::getpid(), Signal::SIGSTOP);
+        }
     }
     #[cfg(not(feature = "failpoints"))]
     let _ = point;
@@ -235,10 +245,13 @@ impl<'a> Runner<'a> {
             ..
         } = self;
         failpoint("before-lock");
+        // Unique to this run, so that two runs told the same `--holder`
+        // still exclude each other (CONTRACT.md §5.5).
+        let holder = migration_core::lock::run_holder(&config.holder);
         let mut keeper = if ledger.kept_in_ledger() {
-            LockKeeper::deferred(ledger, &config.holder, config.lock_ttl)
+            LockKeeper::deferred(ledger, &holder, config.lock_ttl)
         } else {
-            acquire(ledger, config, console, &mut interrupt, started).await?
+            acquire(ledger, &holder, config, console, &mut interrupt, started).await?
         };
         failpoint("after-lock");
         let migrator = self.migrator();
@@ -380,10 +393,24 @@ async fn locked_run(
         return outcome;
     }
     // On every path the outcomes decided and not written yet are written
-    // (and a lock kept in the ledger released with them).
-    let unwritten = run.unwritten().next().cloned();
+    // (and a lock kept in the ledger released with them), unless the lock is
+    // lost: then the closing write is refused too, and the error says what
+    // it left unrecorded.
+    let unwritten_all: Vec<Slug> = run.unwritten().cloned().collect();
+    let unwritten = unwritten_all.first().cloned();
     match (outcome, run.close(keeper).await) {
         (outcome, Ok(())) => outcome,
+        (
+            Err(RunError::LockLost {
+                slug, at, cause, ..
+            }),
+            Err(_),
+        ) => Err(RunError::LockLost {
+            slug,
+            at,
+            cause,
+            unrecorded: unwritten_all,
+        }),
         // Nothing executed (the lock was never taken) and the closing write
         // of outcomes that did not execute was refused: plan again.
         (

@@ -10,10 +10,13 @@ use migration_core::plan::PendingMigration;
 use migration_core::{LedgerError, Lock, LockKeeper, MigrateError, Run, Slug};
 use tokio::sync::watch;
 
-use super::{Console, RunConfig, RunError, RunReport};
+use super::{Console, LockLostAt, RunConfig, RunError, RunReport};
 
+/// Takes the lock beside the ledger for `holder` (this run's own), waiting
+/// while another runner holds it.
 pub(super) async fn acquire<'l>(
     lock: &'l dyn Lock,
+    holder: &str,
     config: &RunConfig,
     console: &dyn Console,
     interrupt: &mut watch::Receiver<bool>,
@@ -21,7 +24,7 @@ pub(super) async fn acquire<'l>(
 ) -> Result<LockKeeper<'l>, RunError> {
     let mut announced = false;
     loop {
-        match LockKeeper::acquire(lock, &config.holder, config.lock_ttl).await {
+        match LockKeeper::acquire(lock, holder, config.lock_ttl).await {
             Ok(keeper) => return Ok(keeper),
             Err(cause @ LedgerError::LockHeld { .. }) => {
                 wait_for_lock(cause, config, console, interrupt, started, &mut announced).await?;
@@ -118,6 +121,13 @@ pub(super) async fn note_attempt(
     run.note_attempt(pending, &token, keeper)
         .await
         .map_err(|e| match e {
+            // The write proving the lock found it lost: the script does not start.
+            MigrateError::Ledger(cause @ LedgerError::LockLost { .. }) => RunError::LockLost {
+                slug: pending.slug.clone(),
+                at: LockLostAt::Before,
+                cause,
+                unrecorded: Vec::new(),
+            },
             MigrateError::Ledger(e) => RunError::Ledger(e),
             MigrateError::Unconfirmed { ref slug, .. } => RunError::Unrecorded {
                 slug: slug.clone(),

@@ -131,13 +131,19 @@ pub enum RunError {
         /// How long we waited.
         waited: Duration,
     },
-    /// The lock was lost mid-run; the current script was stopped.
-    #[error("lost the run lock while running {slug}: {cause}; stopped it and recorded nothing")]
+    /// The lock was lost mid-run: another runner may hold it, so this one
+    /// stopped executing and writing at once (CONTRACT.md §5.5).
+    #[error("lost the run lock {}: {cause}; {}", at.text(slug), unrecorded_text(unrecorded))]
     LockLost {
-        /// The script that was running.
+        /// The migration the run was at.
         slug: Slug,
-        /// The renew error.
+        /// Where in that migration's step.
+        at: LockLostAt,
+        /// What told the run (a renewal, or a write, refused).
         cause: LedgerError,
+        /// Outcomes decided before the loss that no write carried: the
+        /// ledger was not touched after the loss, so they run again.
+        unrecorded: Vec<Slug>,
     },
     /// An `on-error=abort` migration failed; nothing was recorded for it.
     #[error("migration {slug} failed ({reason}); nothing recorded, upgrade stopped\n{tail}")]
@@ -167,4 +173,45 @@ pub enum RunError {
         /// Why.
         message: String,
     },
+}
+
+/// Where a run found its lock lost ([`RunError::LockLost`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LockLostAt {
+    /// Proving the lock with the write that notes the migration's attempt:
+    /// its script did not start.
+    Before,
+    /// Renewing the lock while the script ran: the script was stopped.
+    Running,
+    /// Renewing the lock after the migration's outcome was decided.
+    After,
+}
+
+impl LockLostAt {
+    /// What the run did about `slug`, in words.
+    fn text(self, slug: &Slug) -> String {
+        match self {
+            LockLostAt::Before => {
+                format!("before running {slug}, which did not start; nothing ran after the loss")
+            }
+            LockLostAt::Running => {
+                format!("while running {slug}; stopped it, and its outcome is not recorded")
+            }
+            LockLostAt::After => format!("after {slug}; nothing ran after the loss"),
+        }
+    }
+}
+
+/// What a run that lost its lock left unrecorded, in words.
+fn unrecorded_text(unrecorded: &[Slug]) -> String {
+    if unrecorded.is_empty() {
+        return "nothing written after the loss; every outcome decided before it is recorded"
+            .to_owned();
+    }
+    let list: Vec<String> = unrecorded.iter().map(ToString::to_string).collect();
+    format!(
+        "nothing written after the loss; outcomes not recorded (they run again, migrations are safe to run twice): {}",
+        list.join(", ")
+    )
 }

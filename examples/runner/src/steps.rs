@@ -11,7 +11,7 @@ use migration_core::run::{
 use migration_core::{EntryState, Outcome as CoreOutcome, Run, Step, Verdict};
 
 use crate::lock::note_attempt;
-use crate::outcome::{MigrationResult, Outcome, RunError, RunReport};
+use crate::outcome::{LockLostAt, MigrationResult, Outcome, RunError, RunReport};
 use crate::process::{Exec, Scripts};
 use crate::{failpoint, finished};
 
@@ -107,7 +107,9 @@ pub(super) async fn steps(
                     Exec::LockLost(cause) => {
                         return Err(RunError::LockLost {
                             slug: pending.slug.clone(),
+                            at: LockLostAt::Running,
                             cause,
+                            unrecorded: Vec::new(),
                         });
                     }
                 };
@@ -175,7 +177,9 @@ pub(super) async fn steps(
             .await
             .map_err(|cause| RunError::LockLost {
                 slug: pending.slug.clone(),
+                at: LockLostAt::After,
                 cause,
+                unrecorded: Vec::new(),
             })?;
     }
     Ok(finished(report, started, console))

@@ -189,7 +189,11 @@ impl LeaseLock {
         attempt: u32,
     ) -> Result<(), LedgerError> {
         self.remember(Seen::Unknown);
-        if classify(e) == Class::Conflict {
+        // 409: changed since; 404: deleted since (its holder released it).
+        // Either way the remembered copy is stale: read it and decide again
+        // (a renewal then answers "lock lost", not "the ledger does not
+        // exist").
+        if matches!(classify(e), Class::Conflict | Class::NotFound) {
             return Ok(());
         }
         Writes(self).retry_after(operation, e, attempt).await

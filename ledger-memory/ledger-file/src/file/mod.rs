@@ -481,17 +481,30 @@ impl Ledger for FileLedger {
     /// default's and more: the mark is durable before the script starts,
     /// the records before the next one does, and a step that fails stores
     /// neither (the default may leave the records written).
+    ///
+    /// A run's step ([`LockStep::Beside`]) is stored only while its lease
+    /// still holds the run lock: the lock record is checked under the same
+    /// flock as the append, so a runner that lost its lock (stalled past
+    /// its lease while another took it) writes nothing
+    /// ([`LedgerError::LockLost`]).
     async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
-        if step.lock != LockStep::Separate {
-            return Err(LedgerError::Permanent {
-                ledger: self.name(),
-                operation: "write step",
-                message: "the file ledger keeps its run lock in the sidecar, not in its file"
-                    .into(),
-            });
-        }
+        let lease = match step.lock {
+            LockStep::Separate => None,
+            LockStep::Beside { lease } => Some(lease),
+            LockStep::Take { .. }
+            | LockStep::Check { .. }
+            | LockStep::Hold { .. }
+            | LockStep::Release { .. } => {
+                return Err(LedgerError::Permanent {
+                    ledger: self.name(),
+                    operation: "write step",
+                    message: "the file ledger keeps its run lock in the sidecar, not in its file"
+                        .into(),
+                });
+            }
+        };
         let name = self.name();
-        let attempts = self.mutate("write step", |state| {
+        let attempts = self.mutate_holding("write step", lease, |state| {
             object::plan_step(&name, self.budget, state, step.records, step.attempt)
         })?;
         Ok(StepReport {

@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::io::{self};
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 
 use migration_core::ledger::LedgerError;
 use migration_core::object::LockState;
@@ -50,27 +51,11 @@ impl FileLedger {
         let flock = self.flock(sidecar, &target, operation)?;
         let bytes = read_all_at(flock.0)
             .map_err(|e| self.io_error(operation, "reading the lock file", &e))?;
-        let contents = journal::parse_lock(&bytes).map_err(|reason| LedgerError::Unreadable {
-            ledger: self.name(),
-            reason: format!("{}: {reason}", with_suffix(&target, ".lock").display()),
-        })?;
-        let mut state = match contents {
-            LockContents::State(state) => state,
-            LockContents::Empty => {
-                self.refresh(view, &target, false, operation)?;
-                view.as_ref()
-                    .and_then(|v| v.legacy_lock.clone())
-                    .unwrap_or_default()
-            }
-            LockContents::Damaged(why) => {
-                tracing::warn!(
-                    file = %with_suffix(&target, ".lock").display(),
-                    why,
-                    "the run lock record is damaged (a holder died writing it); the lock is free"
-                );
-                LockState::default()
-            }
-        };
+        if bytes.is_empty() {
+            // The lock of an older-format file lives in that file.
+            self.refresh(view, &target, false, operation)?;
+        }
+        let mut state = self.lock_state_of(&bytes, view.as_ref(), &target)?;
         let before = state.clone();
         let result = change(&mut state)?;
         if state != before {
@@ -78,6 +63,49 @@ impl FileLedger {
                 .map_err(|e| self.io_error(operation, "writing the lock file", &e))?;
         }
         Ok(result)
+    }
+}
+
+impl FileLedger {
+    /// The run lock as the sidecar `sidecar` (held under its flock) records
+    /// it, or as the older-format file `current` carries it when the
+    /// sidecar is empty.
+    pub(super) fn lock_state(
+        &self,
+        sidecar: &File,
+        current: Option<&View>,
+        target: &Path,
+        operation: &'static str,
+    ) -> Result<LockState, LedgerError> {
+        let bytes = read_all_at(sidecar)
+            .map_err(|e| self.io_error(operation, "reading the lock file", &e))?;
+        self.lock_state_of(&bytes, current, target)
+    }
+
+    fn lock_state_of(
+        &self,
+        bytes: &[u8],
+        current: Option<&View>,
+        target: &Path,
+    ) -> Result<LockState, LedgerError> {
+        let contents = journal::parse_lock(bytes).map_err(|reason| LedgerError::Unreadable {
+            ledger: self.name(),
+            reason: format!("{}: {reason}", with_suffix(target, ".lock").display()),
+        })?;
+        Ok(match contents {
+            LockContents::State(state) => state,
+            LockContents::Empty => current
+                .and_then(|v| v.legacy_lock.clone())
+                .unwrap_or_default(),
+            LockContents::Damaged(why) => {
+                tracing::warn!(
+                    file = %with_suffix(target, ".lock").display(),
+                    why,
+                    "the run lock record is damaged (a holder died writing it); the lock is free"
+                );
+                LockState::default()
+            }
+        })
     }
 }
 

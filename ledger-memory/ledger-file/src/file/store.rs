@@ -7,7 +7,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use migration_core::ledger::{LedgerError, LedgerSnapshot, SharedRecordRewritten};
+use migration_core::ledger::{Lease, LedgerError, LedgerSnapshot, SharedRecordRewritten};
 use migration_core::object::{Change, LockState, Object};
 
 use crate::FileLedger;
@@ -343,11 +343,28 @@ impl FileLedger {
         operation: &'static str,
         plan: impl FnOnce(Option<&Object>) -> Result<(R, Option<Change>), LedgerError>,
     ) -> Result<R, LedgerError> {
+        self.mutate_holding(operation, None, plan)
+    }
+
+    /// [`Self::mutate`], stored only while `lease` (when given) still holds
+    /// the run lock and has not expired, checked under the same flock as
+    /// the write, so no holder can take the lock between the check and the
+    /// write.
+    pub(super) fn mutate_holding<R>(
+        &self,
+        operation: &'static str,
+        lease: Option<&Lease>,
+        plan: impl FnOnce(Option<&Object>) -> Result<(R, Option<Change>), LedgerError>,
+    ) -> Result<R, LedgerError> {
         let target = self.resolve(operation)?;
         let mut handle = self.handle();
         let Handle { sidecar, view } = &mut *handle;
         let flock = self.flock(sidecar, &target, operation)?;
         self.refresh(view, &target, true, operation)?;
+        if let Some(lease) = lease {
+            self.lock_state(flock.0, view.as_ref(), &target, operation)?
+                .check_live(&self.name(), lease, self.clock.now())?;
+        }
         let (result, change) = plan(view.as_ref().and_then(|v| v.state.as_ref()))?;
         if let Some(change) = change {
             let stored = self.store(flock.0, view, change, operation);
