@@ -112,12 +112,25 @@ pub fn adoption(
         &PlanRequest::tier(crate::header::Tier::PreApply),
         context,
     )?;
-    let reruns = plan
+    let reruns: Vec<(Slug, String)> = plan
         .pending
         .iter()
         .filter_map(|p| p.rerun.clone().map(|why| (p.slug.clone(), why)))
         .collect();
     let mut entries = ran_entries;
+    // The adopted ledger has no `version` (the engine never writes it), so
+    // the first run could not tell a rerun from a first run: each is
+    // recorded `not-yet` with the reason, which that run carries into the
+    // entry it writes.
+    entries.extend(reruns.iter().map(|(slug, why)| {
+        let entry = LedgerEntry {
+            batch: Some(crate::BatchName::legacy().to_string()),
+            reason: Some(crate::plan::DIVERGED_RERUN.to_owned()),
+            message: Some(why.clone()),
+            ..LedgerEntry::new(EntryState::NotYet, context.now)
+        };
+        (slug.clone(), entry)
+    }));
     entries.extend(
         plan.seed
             .into_iter()
@@ -139,7 +152,8 @@ pub fn adoption(
 /// that it may have done before.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Adoption {
-    /// The `legacy` entries, in legacy-map order.
+    /// The entries to write, in legacy-map order: `legacy` for what ran,
+    /// `not-yet` (reason [`crate::plan::DIVERGED_RERUN`]) for each rerun.
     pub entries: Vec<(Slug, LedgerEntry)>,
     /// This tree's contents of diverged slots nobody said which content of
     /// ran: the first run executes them, and each entry says why.
@@ -195,13 +209,16 @@ pub fn adopt_into(
     if snapshot.records.is_empty() {
         return Ok(AdoptWrite::Complete);
     }
-    let wanted: std::collections::BTreeSet<&Slug> =
-        adoption.entries.iter().map(|(s, _)| s).collect();
-    let held: std::collections::BTreeSet<&Slug> = snapshot.records.keys().collect();
-    let only_adoption = snapshot.records.iter().all(|(slug, record)| {
-        wanted.contains(slug) && matches!(record, Record::Entry(e) if e.state == EntryState::Legacy)
-    });
-    if only_adoption && held == wanted {
+    let wanted: BTreeMap<&Slug, EntryState> = adoption
+        .entries
+        .iter()
+        .map(|(s, e)| (s, e.state))
+        .collect();
+    let same = snapshot.records.len() == wanted.len()
+        && snapshot.records.iter().all(|(slug, record)| {
+            matches!(record, Record::Entry(e) if wanted.get(slug) == Some(&e.state))
+        });
+    if same {
         Ok(AdoptWrite::AlreadyAdopted)
     } else {
         Err(AdoptRefusal::OtherEntries {

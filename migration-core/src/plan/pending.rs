@@ -215,7 +215,17 @@ impl<'a> Planner<'a> {
                 .map(|r| r.target.clone())
                 .collect(),
             unmet,
-            rerun: seeding.reruns.get(slug).cloned(),
+            // Planned now, or recorded by an adoption that could not know
+            // which content ran (`migrate adopt`).
+            rerun: seeding.reruns.get(slug).cloned().or_else(|| {
+                record
+                    .and_then(Record::entry)
+                    .filter(|e| {
+                        e.state == EntryState::NotYet
+                            && e.reason.as_deref() == Some(super::DIVERGED_RERUN)
+                    })
+                    .and_then(|e| e.message.clone())
+            }),
         });
     }
 }
