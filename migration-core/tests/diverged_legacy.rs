@@ -108,3 +108,20 @@ fn a_record_of_this_trees_content_or_a_version_at_or_below_the_slot_needs_nothin
     let p = upgrade(&[("version", "2")]).unwrap();
     assert_eq!(pending(&p), ["2-main", "3"]);
 }
+
+#[test]
+fn an_engine_run_of_the_other_content_does_not_say_which_content_the_numbered_runner_ran() {
+    // The other line ran its content as a rerun: that is no record of what
+    // ran at the integer, so this tree's content runs again, saying why.
+    let ok = LedgerEntry::new(EntryState::Ok, NOW).encode();
+    let p = upgrade(&[("version", "4"), ("m.2-backport", &ok)]).unwrap();
+    assert_eq!(pending(&p), ["2-main"]);
+    assert!(
+        p.pending[0]
+            .rerun
+            .as_deref()
+            .is_some_and(|why| why.starts_with(DIVERGED_RERUN)),
+        "{:?}",
+        p.pending[0]
+    );
+}

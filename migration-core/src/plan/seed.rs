@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::{Plan, PlanError, Planner, Refusal, Warning};
 use crate::entry::{EntryState, LedgerEntry};
-use crate::ledger::{LedgerSnapshot, LegacyVersion};
+use crate::ledger::{LedgerSnapshot, LegacyVersion, Record};
 use crate::slug::Slug;
 
 /// How the seeding entries of a plan are written.
@@ -138,7 +138,14 @@ impl<'a> Planner<'a> {
                         // every migration is safe to run twice (§7.6), so
                         // nobody has to answer what nobody knows. Only a slot
                         // marked unsafe to repeat is refused, never guessed.
-                        if pair.others.iter().any(|o| snapshot.record(o).is_some()) {
+                        // Only a `legacy` record says what the numbered
+                        // runner ran at the integer; another content the
+                        // engine ran (a rerun on another line) says nothing
+                        // about it.
+                        let other_ran = pair.others.iter().any(|o| {
+                            matches!(snapshot.record(o), Some(Record::Entry(e)) if e.state == EntryState::Legacy)
+                        });
+                        if other_ran {
                             continue;
                         }
                         if pair.unsafe_to_repeat {

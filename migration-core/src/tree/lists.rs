@@ -301,7 +301,7 @@ mod tests {
     #[test]
     fn legacy_map_rejects_duplicates_signs_and_junk() {
         let problems = refused_legacy_map(
-            b"1 a\n1 b\n2 a\n-3 c\n+4 d\nx e\n5\n5 f g h\n2 g\n",
+            b"1 a\n1 b\n2 a\n-3 c\n+4 d\nx e\n5\n5 f g h i\n2 g\n",
             &[
                 "legacy-map:2: integer 1 is already mapped on line 1",
                 "legacy-map:3: slug 'a' is already mapped on line 1",

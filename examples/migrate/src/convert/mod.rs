@@ -144,7 +144,7 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut scripts = Vec::new();
     for (i, plan) in plans.iter().enumerate() {
-        let previous = i.checked_sub(1).map(|p| plans[p].slug().to_string());
+        let previous = slots::chain_target(&plans, i).map(ToString::to_string);
         let source = format!("{}/{}", options.path.trim_matches('/'), plan.number);
         let bytes = &history.disk.slots[&plan.number];
         let text = std::str::from_utf8(bytes).map_err(|_| ConvertError::NotText {

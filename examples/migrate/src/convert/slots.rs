@@ -59,6 +59,21 @@ impl SlotPlan {
     }
 }
 
+/// The slug the converted script of `plans[i]` requires: the nearest
+/// slot before it that never diverged. A diverged slot's slug is its own
+/// line's content, so requiring it would make one script's bytes differ
+/// between release lines converted apart (and the immutability guard fail
+/// on both for good); a slot that held one content is named alike on
+/// every line. The cost: a diverged slot answering "not yet" does not hold
+/// back the slot after it.
+pub fn chain_target(plans: &[SlotPlan], i: usize) -> Option<&Slug> {
+    plans[..i]
+        .iter()
+        .rev()
+        .find(|p| p.variants.len() == 1)
+        .map(SlotPlan::slug)
+}
+
 /// Analyses every slot of the working tree against the history.
 ///
 /// Refused: a numbered slot missing on disk between the lowest and highest
