@@ -51,11 +51,14 @@ pub fn is_prerelease(tag: &str) -> bool {
 }
 
 /// Reads the history of `path` in `repo` for the tags matching `pattern`;
-/// with `skip_prereleases`, pre-release tags are not read (the maintainer
-/// states that no cluster ran one).
+/// a tag without `path` is read at the first of `old_paths` it has (where
+/// the directory lived before it moved), so early slots whose content
+/// changed there are seen as diverged; with `skip_prereleases`, pre-release
+/// tags are not read (the maintainer states that no cluster ran one).
 pub fn read(
     repo: &Path,
     path: &str,
+    old_paths: &[String],
     pattern: &str,
     skip_prereleases: bool,
 ) -> Result<History, ConvertError> {
@@ -76,7 +79,10 @@ pub fn read(
         .map(|(_, t)| t)
         .collect();
     let names: Vec<String> = all.iter().map(|(_, t)| t.clone()).collect();
-    let files = git.files_at_tags(&names, path)?;
+    let paths: Vec<String> = std::iter::once(path.to_owned())
+        .chain(old_paths.iter().cloned())
+        .collect();
+    let files = git.files_at_tags(&names, &paths)?;
     let mut tags = Vec::with_capacity(all.len());
     for ((version, tag), files) in all.into_iter().zip(files) {
         let on_line = merged.contains(&tag);

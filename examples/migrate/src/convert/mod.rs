@@ -32,6 +32,9 @@ pub struct Options {
     pub repo: PathBuf,
     /// The numbered directory inside it.
     pub path: String,
+    /// Where older tags kept it (it moved): each tag is read at `path` or
+    /// at the one of these it has.
+    pub old_paths: Vec<String>,
     /// Release tags to read (glob).
     pub tag_pattern: String,
     /// Where to write the slug layout.
@@ -136,6 +139,7 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
     let history = history::read(
         &options.repo,
         &options.path,
+        &options.old_paths,
         &options.tag_pattern,
         options.skip_prereleases,
     )?;
