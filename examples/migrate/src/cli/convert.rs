@@ -39,6 +39,11 @@ pub struct ConvertArgs {
     /// held are then not considered at all.
     #[arg(long)]
     pub skip_prereleases: bool,
+    /// Clusters ran pre-releases: a content only a pre-release held counts
+    /// as one a cluster may have run at its slot (legacy-map others=). By
+    /// default it does not: production clusters install final releases.
+    #[arg(long, conflicts_with = "skip_prereleases")]
+    pub count_prereleases: bool,
 }
 
 /// Converts and prints the report.
@@ -52,6 +57,7 @@ pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
         rewrite: args.rewrite,
         ledger_name: args.ledger_name,
         skip_prereleases: args.skip_prereleases,
+        count_prereleases: args.count_prereleases,
     };
     let report = convert::convert(&options).map_err(|e| match e {
         ConvertError::Git(g) => Failure::from(g),

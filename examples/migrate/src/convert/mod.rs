@@ -46,6 +46,10 @@ pub struct Options {
     /// Read no pre-release tag: the maintainer states that no cluster ever
     /// ran one, so contents only a pre-release held are not candidates.
     pub skip_prereleases: bool,
+    /// Clusters ran pre-releases: a content only a pre-release held is one
+    /// of a diverged slot's `others` (by default it names a slug but is no
+    /// candidate: production clusters install final releases).
+    pub count_prereleases: bool,
 }
 
 /// Why a conversion did not happen. Nothing is written in any case.
@@ -142,6 +146,7 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
         &options.old_paths,
         &options.tag_pattern,
         options.skip_prereleases,
+        options.count_prereleases,
     )?;
     let plans = slots::analyse(&history)?;
     let config = stamp_config(&history.disk.lib, &options.ledger_name);

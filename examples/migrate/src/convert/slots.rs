@@ -37,8 +37,9 @@ pub struct SlotPlan {
     #[serde(skip)]
     pub disk: usize,
     /// Slugs of the other contents a cluster upgraded by this tree may have
-    /// run at this integer (held by a tag no newer than the line's newest):
-    /// the `others=` of its legacy-map line.
+    /// run at this integer (held by a tag no newer than the line's newest,
+    /// and by a final release unless pre-releases count): the `others=` of
+    /// its legacy-map line.
     pub others: Vec<Slug>,
 }
 
@@ -121,7 +122,12 @@ pub fn analyse(history: &History) -> Result<Vec<SlotPlan>, ConvertError> {
                     (Vec::new(), false, false)
                 });
                 entry.0.push(tag.tag.clone().unwrap_or_default());
-                entry.2 |= reachable(&tag.version);
+                // A content only pre-releases held is no candidate for
+                // production clusters unless the maintainer says clusters
+                // ran pre-releases (`--count-prereleases`).
+                let counts = history.prereleases_ran
+                    || !tag.tag.as_deref().is_some_and(super::history::is_prerelease);
+                entry.2 |= reachable(&tag.version) && counts;
             }
         }
         let disk_digest = Sha256Digest::of(bytes);
