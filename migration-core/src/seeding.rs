@@ -209,11 +209,8 @@ pub fn adopt_into(
     if snapshot.records.is_empty() {
         return Ok(AdoptWrite::Complete);
     }
-    let wanted: BTreeMap<&Slug, EntryState> = adoption
-        .entries
-        .iter()
-        .map(|(s, e)| (s, e.state))
-        .collect();
+    let wanted: BTreeMap<&Slug, EntryState> =
+        adoption.entries.iter().map(|(s, e)| (s, e.state)).collect();
     let same = snapshot.records.len() == wanted.len()
         && snapshot.records.iter().all(|(slug, record)| {
             matches!(record, Record::Entry(e) if wanted.get(slug) == Some(&e.state))

@@ -7,8 +7,8 @@
 
 use migration_core::ledger::LedgerSnapshot;
 use migration_core::plan::SeedKind;
-use migration_core::testing::fixtures::{NOW, TreeBuilder};
 use migration_core::plan::{DIVERGED_RERUN, Warning};
+use migration_core::testing::fixtures::{NOW, TreeBuilder};
 use migration_core::{
     EntryState, LedgerEntry, MigrationsTree, Plan, PlanContext, PlanError, PlanRequest, Refusal,
     Tier, plan,
@@ -62,7 +62,9 @@ fn a_version_above_a_diverged_slot_with_no_record_of_any_content_runs_this_trees
     let warned: Vec<&Warning> = p
         .warnings
         .iter()
-        .filter(|w| matches!(w, Warning::DivergedLegacyRerun { slug, .. } if slug.as_str() == "2-main"))
+        .filter(
+            |w| matches!(w, Warning::DivergedLegacyRerun { slug, .. } if slug.as_str() == "2-main"),
+        )
         .collect();
     assert_eq!(warned.len(), 1, "{:?}", p.warnings);
 }
@@ -90,7 +92,10 @@ fn a_diverged_slot_marked_unsafe_to_repeat_with_no_record_of_any_content_is_refu
     // A record of the content that ran settles it as before.
     let p = upgrade_of(&tree, &[("version", "4"), ("m.2-backport", &legacy())]).unwrap();
     assert_eq!(pending(&p), ["2-main"]);
-    assert!(p.pending[0].rerun.is_none(), "the other content ran: no rerun");
+    assert!(
+        p.pending[0].rerun.is_none(),
+        "the other content ran: no rerun"
+    );
 }
 
 #[test]

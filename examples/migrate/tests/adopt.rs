@@ -227,7 +227,10 @@ fn adopt_then_run(scratch: &ScratchTree, ran: &[&str]) -> (i32, serde_json::Valu
 fn adopting_past_a_diverged_slot_nobody_answered_runs_this_trees_content_and_its_entry_says_why() {
     let scratch = diverged_tree();
     let (code, doc, ran) = adopt_then_run(&scratch, &[]);
-    assert_eq!(code, 0, "the integer cannot say which content ran, nobody must: {doc}");
+    assert_eq!(
+        code, 0,
+        "the integer cannot say which content ran, nobody must: {doc}"
+    );
     assert_eq!(strings(&doc["legacy"]), ["one"]);
     assert_eq!(fields(&doc["reruns"], "slug"), ["two-main"]);
     assert_eq!(ran, ["two-main", "three"]);

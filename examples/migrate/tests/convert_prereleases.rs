@@ -41,7 +41,12 @@ fn a_content_only_a_release_candidate_held_is_no_candidate_unless_the_maintainer
     // Slot 4 held 4-rc1 in v1.1.0-rc.1 only, then its final content.
     assert_eq!(
         legacy_map(&[]),
-        ["1 1", "2 2", "3 3-v1-1-0-rc-1 others=3-v1-0-1", "4 4-v1-1-0-rc-2"]
+        [
+            "1 1",
+            "2 2",
+            "3 3-v1-1-0-rc-1 others=3-v1-0-1",
+            "4 4-v1-1-0-rc-2"
+        ]
     );
     assert_eq!(
         legacy_map(&["--count-prereleases"]),

@@ -165,8 +165,11 @@ impl Cluster {
     /// The slugs whose entry says they ran where they may have run before
     /// (a diverged slot nobody recorded which content of ran).
     fn reruns(&self) -> Vec<String> {
-        let (code, doc, err) =
-            common::json(&["status", "--ledger", &common::file_spec(&self.ledger_path())]);
+        let (code, doc, err) = common::json(&[
+            "status",
+            "--ledger",
+            &common::file_spec(&self.ledger_path()),
+        ]);
         assert_eq!(code, 0, "{err}");
         doc["entries"]
             .as_array()

@@ -155,7 +155,10 @@ fn both_lines_converted_apart_keep_generating_manifests_through_a_later_backport
     let release = repo.git(&["show", &format!("v1.0.4:{SLUGS}/legacy-map")]);
     let main = repo.git(&["show", &format!("v1.3.0:{SLUGS}/legacy-map")]);
     assert!(release.contains("\n3 3-v1-0-1\n"), "{release}");
-    assert!(main.contains("\n3 3-v1-1-0-rc-1 others=3-v1-0-1\n"), "{main}");
+    assert!(
+        main.contains("\n3 3-v1-1-0-rc-1 others=3-v1-0-1\n"),
+        "{main}"
+    );
     let four = |rev: &str| repo.git(&["show", &format!("{rev}:{SLUGS}/pre-apply/4-v1-0-2")]);
     assert_eq!(four("v1.0.4"), four("v1.3.0"));
 }

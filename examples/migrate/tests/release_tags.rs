@@ -101,7 +101,9 @@ fn a_release_branch_merged_back_keeps_main_s_batches_and_its_tags_only_feed_the_
     assert_eq!(code, 2);
     let problems = strings(&doc["problems"]);
     assert!(
-        problems.iter().any(|p| p.contains("'fix'") && p.contains("v1.0.1")),
+        problems
+            .iter()
+            .any(|p| p.contains("'fix'") && p.contains("v1.0.1")),
         "{problems:?}"
     );
 }

@@ -15,7 +15,9 @@
 //! is taken: a runner racing with it seeds the same `legacy` entries.
 
 use migration_core::seeding::{AdoptError, AdoptWrite, adopt_into, adoption};
-use migration_core::{Clock, EntryState, MigrateError, MigrationsTree, PlanContext, SystemClock, WriteMode};
+use migration_core::{
+    Clock, EntryState, MigrateError, MigrationsTree, PlanContext, SystemClock, WriteMode,
+};
 
 use super::args::AdoptArgs;
 use super::{Failure, Out, open};

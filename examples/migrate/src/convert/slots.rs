@@ -126,7 +126,10 @@ pub fn analyse(history: &History) -> Result<Vec<SlotPlan>, ConvertError> {
                 // production clusters unless the maintainer says clusters
                 // ran pre-releases (`--count-prereleases`).
                 let counts = history.prereleases_ran
-                    || !tag.tag.as_deref().is_some_and(super::history::is_prerelease);
+                    || !tag
+                        .tag
+                        .as_deref()
+                        .is_some_and(super::history::is_prerelease);
                 entry.2 |= reachable(&tag.version) && counts;
             }
         }

@@ -305,7 +305,9 @@ impl Repo {
                 }
                 continue;
             }
-            let below = (0..i).rev().find(|&b| kept[b] && !merged[b].0.is_prerelease());
+            let below = (0..i)
+                .rev()
+                .find(|&b| kept[b] && !merged[b].0.is_prerelease());
             let fits_above = above.is_none_or(|a| ancestor(i, a));
             let fits_below = below.is_none_or(|b| ancestor(b, i));
             if fits_above && fits_below {

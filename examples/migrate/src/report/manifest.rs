@@ -68,11 +68,7 @@ impl ManifestView {
                     .iter()
                     .map(|o| format!("{} (not in ancestry order with {})", o.tag, o.against))
                     .collect();
-                let _ = writeln!(
-                    out,
-                    "off the release line, guard only: {}",
-                    tags.join(", ")
-                );
+                let _ = writeln!(out, "off the release line, guard only: {}", tags.join(", "));
             }
             _ => {}
         }
