@@ -509,6 +509,13 @@ impl Run<'_, '_> {
         if note.is_some() {
             entry.message = note;
         }
+        // A content run where it may have run before says so in its entry.
+        if let (EntryState::Ok, Some(why)) = (state, &pending.rerun) {
+            entry.message = Some(match entry.message.take() {
+                Some(note) => format!("{why}\n{note}"),
+                None => why.clone(),
+            });
+        }
         if let Some(usage) = self.usage.as_mut() {
             usage.used_bytes +=
                 self.sizes

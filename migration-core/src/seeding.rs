@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::entry::{EntryState, LedgerEntry};
-use crate::ledger::{LedgerSnapshot, Record};
+use crate::ledger::{LedgerSnapshot, LegacyVersion, Record};
 use crate::plan::{PlanContext, PlanError, PlanRequest, plan};
 use crate::slug::Slug;
 use crate::tree::MigrationsTree;
@@ -41,14 +41,33 @@ pub fn fresh_install_entries(
 /// `ran` names, for diverged slots below the version (`others=` lines), the
 /// content the cluster ran: each is recorded `legacy`, and this tree's
 /// content of a slot whose other content ran is then an ordinary migration
-/// that the first run executes. A diverged slot `ran` does not settle makes
-/// the plan refuse, as it does on a first run: the integer is never guessed.
-pub fn adoption_entries(
+/// that the first run executes. A diverged slot `ran` does not settle is
+/// not guessed either way: this tree's content runs on the first run and
+/// its entry says why ([`Adoption::reruns`]), unless `legacy-map` marks the
+/// slot `unsafe-to-repeat`, which the plan refuses as it does on a first
+/// run. No answer nobody has is asked for.
+///
+/// Bad input: a tree without `legacy-map` (a cluster without that history
+/// is a fresh install), or a version above the map's highest integer plus
+/// one (integers the map does not name were scripts nobody can identify).
+pub fn adoption(
     tree: &MigrationsTree,
     legacy_version: u64,
     ran: &[Slug],
     context: &PlanContext,
-) -> Result<Vec<(Slug, LedgerEntry)>, AdoptError> {
+) -> Result<Adoption, AdoptError> {
+    let Some(highest) = tree.legacy_map().iter().map(|p| p.number).max() else {
+        return Err(AdoptError::NoLegacyMap {
+            root: tree.root().to_path_buf(),
+        });
+    };
+    if legacy_version > highest + 1 {
+        return Err(AdoptError::VersionBeyondMap {
+            root: tree.root().to_path_buf(),
+            version: legacy_version,
+            highest,
+        });
+    }
     // Which content of each diverged slot the cluster ran: the integer
     // cannot say (CONTRACT.md §6.2), so the person adopting it does.
     let mut chosen: BTreeMap<u64, &Slug> = BTreeMap::new();
@@ -93,7 +112,25 @@ pub fn adoption_entries(
         &PlanRequest::tier(crate::header::Tier::PreApply),
         context,
     )?;
+    let reruns: Vec<(Slug, String)> = plan
+        .pending
+        .iter()
+        .filter_map(|p| p.rerun.clone().map(|why| (p.slug.clone(), why)))
+        .collect();
     let mut entries = ran_entries;
+    // The adopted ledger has no `version` (the engine never writes it), so
+    // the first run could not tell a rerun from a first run: each is
+    // recorded `not-yet` with the reason, which that run carries into the
+    // entry it writes.
+    entries.extend(reruns.iter().map(|(slug, why)| {
+        let entry = LedgerEntry {
+            batch: Some(crate::BatchName::legacy().to_string()),
+            reason: Some(crate::plan::DIVERGED_RERUN.to_owned()),
+            message: Some(why.clone()),
+            ..LedgerEntry::new(EntryState::NotYet, context.now)
+        };
+        (slug.clone(), entry)
+    }));
     entries.extend(
         plan.seed
             .into_iter()
@@ -108,7 +145,122 @@ pub fn adoption_entries(
             .map(|p| p.number)
     };
     entries.sort_by_key(|(slug, _)| number(slug));
-    Ok(entries)
+    Ok(Adoption { entries, reruns })
+}
+
+/// What adopting a numbered cluster writes, and what its first run does
+/// that it may have done before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Adoption {
+    /// The entries to write, in legacy-map order: `legacy` for what ran,
+    /// `not-yet` (reason [`crate::plan::DIVERGED_RERUN`]) for each rerun.
+    pub entries: Vec<(Slug, LedgerEntry)>,
+    /// This tree's contents of diverged slots nobody said which content of
+    /// ran: the first run executes them, and each entry says why.
+    pub reruns: Vec<(Slug, String)>,
+}
+
+/// What adoption does with the ledger it finds ([`adopt_into`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdoptWrite {
+    /// No ledger: create it with the entries.
+    Create,
+    /// A ledger holding nothing but `version` (a platform chart's
+    /// install-time shape): write the entries where absent.
+    Complete,
+    /// Exactly these entries are there already: nothing to write.
+    AlreadyAdopted,
+}
+
+/// Decides what adopting writes into the ledger read as `snapshot` (`None`:
+/// there is none): it never overwrites (CONTRACT.md §6.2). Accepted: no
+/// ledger; one holding nothing but `version` = `legacy_version`; one
+/// holding exactly `adoption`'s legacy entries. Anything else belongs to a
+/// cluster the engine runs already, or needs repair first.
+pub fn adopt_into(
+    snapshot: Option<&LedgerSnapshot>,
+    adoption: &Adoption,
+    legacy_version: u64,
+) -> Result<AdoptWrite, AdoptRefusal> {
+    let Some(snapshot) = snapshot else {
+        return Ok(AdoptWrite::Create);
+    };
+    match &snapshot.version {
+        LegacyVersion::Known(v) if *v != legacy_version => {
+            return Err(AdoptRefusal::OtherVersion {
+                found: *v,
+                wanted: legacy_version,
+            });
+        }
+        LegacyVersion::Corrupt { raw } => {
+            return Err(AdoptRefusal::CorruptVersion { raw: raw.clone() });
+        }
+        _ => {}
+    }
+    if !snapshot.unreadable_keys.is_empty() {
+        return Err(AdoptRefusal::UnreadableKeys {
+            keys: snapshot
+                .unreadable_keys
+                .iter()
+                .map(|c| c.key.clone())
+                .collect(),
+        });
+    }
+    if snapshot.records.is_empty() {
+        return Ok(AdoptWrite::Complete);
+    }
+    let wanted: BTreeMap<&Slug, EntryState> =
+        adoption.entries.iter().map(|(s, e)| (s, e.state)).collect();
+    let same = snapshot.records.len() == wanted.len()
+        && snapshot.records.iter().all(|(slug, record)| {
+            matches!(record, Record::Entry(e) if wanted.get(slug) == Some(&e.state))
+        });
+    if same {
+        Ok(AdoptWrite::AlreadyAdopted)
+    } else {
+        Err(AdoptRefusal::OtherEntries {
+            held: snapshot.records.len(),
+            wanted: adoption.entries.len(),
+        })
+    }
+}
+
+/// Why adoption leaves an existing ledger alone ([`adopt_into`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdoptRefusal {
+    /// The ledger's `version` is another integer.
+    #[error(
+        "the ledger's version is {found}, not --legacy-version {wanted}: adopting with another integer would mark other legacy migrations applied; check which the cluster ran"
+    )]
+    OtherVersion {
+        /// The ledger's.
+        found: u64,
+        /// The one given.
+        wanted: u64,
+    },
+    /// The ledger's `version` is no integer.
+    #[error("the ledger's version {raw:?} is not a non-negative integer; fix it before adopting")]
+    CorruptVersion {
+        /// The stored value.
+        raw: String,
+    },
+    /// Keys adoption cannot read.
+    #[error("unreadable keys {}; adopt only creates a ledger, it does not repair one", keys.join(", "))]
+    UnreadableKeys {
+        /// The keys.
+        keys: Vec<String>,
+    },
+    /// Entries other than this adoption's.
+    #[error(
+        "the ledger already holds {held} entries that are not exactly this adoption's {wanted} legacy entries: it belongs to a cluster the engine runs already (see `migrate status`); adopt never rewrites a ledger"
+    )]
+    OtherEntries {
+        /// How many records it holds.
+        held: usize,
+        /// How many this adoption writes.
+        wanted: usize,
+    },
 }
 
 /// Why [`adoption_entries`] cannot say what an adopted cluster ran.
@@ -128,6 +280,28 @@ pub enum AdoptError {
         slug: Slug,
         /// The legacy version adopted.
         version: u64,
+    },
+    /// The tree has no `legacy-map`.
+    #[error(
+        "{}: no legacy-map: adopting needs the integer -> slug pairs of the numbered runner (a cluster without that history is a fresh install: `migrate seed-fresh`)",
+        root.display()
+    )]
+    NoLegacyMap {
+        /// The tree.
+        root: std::path::PathBuf,
+    },
+    /// A version above the map's highest integer plus one.
+    #[error(
+        "--legacy-version {version}: the numbered runner ran every integer below it, but {}/legacy-map ends at {highest}; add the pairs for {}..{} (or check the version)",
+        root.display(), highest + 1, version - 1
+    )]
+    VersionBeyondMap {
+        /// The tree.
+        root: std::path::PathBuf,
+        /// The version given.
+        version: u64,
+        /// The map's highest integer.
+        highest: u64,
     },
     /// Two `--ran` slugs of one slot: a cluster ran exactly one of them.
     #[error(

@@ -29,7 +29,7 @@ pub use pending::{PendingMigration, SkipReason, Skipped};
 pub use refusal::{PlanError, Refusal};
 pub use request::{PlanContext, PlanRequest, TierSelection};
 pub use requires::Unmet;
-pub use seed::{SeedEntry, SeedKind, SeedMode};
+pub use seed::{DIVERGED_RERUN, SeedEntry, SeedKind, SeedMode};
 pub use warning::{ChecksumMismatch, Warning};
 
 use crate::ledger::LedgerSnapshot;

@@ -37,6 +37,10 @@ pub struct PendingMigration {
     /// Requirements already known to be unmet: the migration must not run,
     /// and the runner treats it as failed under its `on-error` policy.
     pub unmet: Vec<(Slug, Unmet)>,
+    /// Why this content runs though it may have run before (a diverged
+    /// legacy slot nobody can say which content of ran, CONTRACT.md §6.2):
+    /// the message of its `ok` entry.
+    pub rerun: Option<String>,
 }
 
 /// Why a manifest slug is not pending.
@@ -211,6 +215,17 @@ impl<'a> Planner<'a> {
                 .map(|r| r.target.clone())
                 .collect(),
             unmet,
+            // Planned now, or recorded by an adoption that could not know
+            // which content ran (`migrate adopt`).
+            rerun: seeding.reruns.get(slug).cloned().or_else(|| {
+                record
+                    .and_then(Record::entry)
+                    .filter(|e| {
+                        e.state == EntryState::NotYet
+                            && e.reason.as_deref() == Some(super::DIVERGED_RERUN)
+                    })
+                    .and_then(|e| e.message.clone())
+            }),
         });
     }
 }

@@ -51,10 +51,11 @@ pub enum Refusal {
         /// Line in legacy-map.
         line: usize,
     },
-    /// A diverged legacy slot below `version` with no record of any of its
-    /// contents: the integer alone cannot say which one ran here.
+    /// A diverged legacy slot below `version`, marked `unsafe-to-repeat`,
+    /// with no record of any of its contents: the integer alone cannot say
+    /// which one ran here, and this tree's content must not run twice.
     #[error(
-        "ledger 'version' {version} says integer {number} ran, but the numbered runner held different contents there ('{slug}', {}); no entry records which one ran on this cluster, so none is assumed: record the one that ran ('migrate adopt --legacy-version {version} --ran SLUG' on a new ledger, or an entry 'legacy' for its slug) and run again",
+        "ledger 'version' {version} says integer {number} ran, but the numbered runner held different contents there ('{slug}', {}) and legacy-map marks them unsafe-to-repeat; no entry records which one ran on this cluster, so none is assumed and none runs again: record the one that ran ('migrate adopt --legacy-version {version} --ran SLUG' on a new ledger, or an entry 'legacy' for its slug) and run again",
         others.iter().map(|o| format!("'{o}'")).collect::<Vec<_>>().join(", ")
     )]
     DivergedLegacySlot {

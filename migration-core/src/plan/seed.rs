@@ -3,11 +3,11 @@
 //! below the ledger's integer (step 2) and, during the walk, revoked slugs
 //! that never ran here.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::{Plan, PlanError, Planner, Refusal, Warning};
 use crate::entry::{EntryState, LedgerEntry};
-use crate::ledger::{LedgerSnapshot, LegacyVersion};
+use crate::ledger::{LedgerSnapshot, LegacyVersion, Record};
 use crate::slug::Slug;
 
 /// How the seeding entries of a plan are written.
@@ -48,6 +48,9 @@ pub(super) struct Seeding<'a> {
     /// The entries, in the order they were planned.
     pub(super) entries: Vec<SeedEntry>,
     states: HashMap<&'a Slug, EntryState>,
+    /// Diverged legacy slots whose content that ran here is unknown: this
+    /// tree's content runs, and its entry says why (CONTRACT.md §6.2).
+    pub(super) reruns: BTreeMap<Slug, String>,
 }
 
 impl<'a> Seeding<'a> {
@@ -130,15 +133,35 @@ impl<'a> Planner<'a> {
                         // A diverged slot: the integer says one of these ran,
                         // not which (CONTRACT.md §6.2). A record of another
                         // content settles it, and this tree's content is then
-                        // an ordinary migration; no record at all is refused,
-                        // never guessed.
-                        if !pair.others.iter().any(|o| snapshot.record(o).is_some()) {
+                        // an ordinary migration. With no record, this tree's
+                        // content runs too: it ran already or it did not, and
+                        // every migration is safe to run twice (§7.6), so
+                        // nobody has to answer what nobody knows. Only a slot
+                        // marked unsafe to repeat is refused, never guessed.
+                        // Only a `legacy` record says what the numbered
+                        // runner ran at the integer; another content the
+                        // engine ran (a rerun on another line) says nothing
+                        // about it.
+                        let other_ran = pair.others.iter().any(|o| {
+                            matches!(snapshot.record(o), Some(Record::Entry(e)) if e.state == EntryState::Legacy)
+                        });
+                        if other_ran {
+                            continue;
+                        }
+                        if pair.unsafe_to_repeat {
                             self.problems.push(Refusal::DivergedLegacySlot {
                                 number: pair.number,
                                 version: *version,
                                 slug: pair.slug.clone(),
                                 others: pair.others.clone(),
                             });
+                        } else {
+                            let why = rerun_reason(pair.number, *version, &pair.slug, &pair.others);
+                            self.warnings.push(Warning::DivergedLegacyRerun {
+                                slug: pair.slug.clone(),
+                                reason: why.clone(),
+                            });
+                            seeding.reruns.insert(pair.slug.clone(), why);
                         }
                         continue;
                     }
@@ -164,3 +187,17 @@ impl<'a> Planner<'a> {
         }
     }
 }
+
+/// What the entry of a diverged slot's content run without knowing which
+/// content ran says: the machine-readable [`DIVERGED_RERUN`] and why.
+pub(super) fn rerun_reason(number: u64, version: u64, slug: &Slug, others: &[Slug]) -> String {
+    let others: Vec<&str> = others.iter().map(Slug::as_str).collect();
+    format!(
+        "{DIVERGED_RERUN}: ledger 'version' {version} says integer {number} ran, not which of its contents ({slug}, {}); none is recorded here, so this tree's content '{slug}' runs, again if it was the one (every migration is safe to run twice, CONTRACT.md 7.6)",
+        others.join(", ")
+    )
+}
+
+/// The word that starts the message of an entry whose content may have run
+/// before under a numbered runner ([`rerun_reason`]).
+pub const DIVERGED_RERUN: &str = "diverged-legacy-rerun";

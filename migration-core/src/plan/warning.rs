@@ -43,6 +43,15 @@ pub enum Warning {
         /// The stored value.
         raw: String,
     },
+    /// A diverged legacy slot below `version` with no record of any of its
+    /// contents: this tree's content runs, and its entry says why
+    /// (CONTRACT.md §6.2).
+    DivergedLegacyRerun {
+        /// This tree's content of the slot.
+        slug: Slug,
+        /// Why it runs, as its entry will say.
+        reason: String,
+    },
 }
 
 impl fmt::Display for Warning {
@@ -56,6 +65,9 @@ impl fmt::Display for Warning {
                     f,
                     "ledger key '{key}' is corrupt ({reason}); this run does not act on it"
                 )
+            }
+            Warning::DivergedLegacyRerun { slug, reason } => {
+                write!(f, "'{slug}' runs: {reason}")
             }
             Warning::CorruptVersionIgnored { raw } => {
                 write!(

@@ -21,12 +21,19 @@ pub struct LegacyPair {
     /// and the integer cannot say which. Empty for an ordinary line. They are
     /// names to look records up by, not manifest lines.
     pub others: Vec<Slug>,
+    /// The slot's contents are marked not safe to run twice
+    /// (`unsafe-to-repeat`): where it is unknown which of them ran, the plan
+    /// refuses instead of running this tree's content (CONTRACT.md §6.2).
+    pub unsafe_to_repeat: bool,
     /// One-based line in `legacy-map`.
     pub line: usize,
 }
 
 /// The word that introduces a diverged slot's other slugs.
 const OTHERS: &str = "others=";
+
+/// The flag that marks a diverged slot's contents as not safe to run twice.
+pub const UNSAFE_TO_REPEAT: &str = "unsafe-to-repeat";
 
 /// One `revoked` line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,9 +124,9 @@ pub fn parse_legacy_map(file: &Path, bytes: &[u8]) -> Result<Vec<LegacyPair>, Ve
             line,
             reason,
         };
-        if !(2..=3).contains(&words.len()) {
+        if !(2..=4).contains(&words.len()) {
             problems.push(bad(format!(
-                "expected '<integer> <slug> [others=<slug>,...]', found {} words",
+                "expected '<integer> <slug> [others=<slug>,...] [{UNSAFE_TO_REPEAT}]', found {} words",
                 words.len()
             )));
             continue;
@@ -139,14 +146,20 @@ pub fn parse_legacy_map(file: &Path, bytes: &[u8]) -> Result<Vec<LegacyPair>, Ve
             }
         };
         let mut others = Vec::new();
-        if let Some(third) = words.get(2) {
-            let Some(list) = third.strip_prefix(OTHERS) else {
-                problems.push(bad(format!(
-                    "third word {third:?} must be '{OTHERS}<slug>,...' (the other contents of a diverged slot)"
-                )));
+        let mut unsafe_to_repeat = false;
+        let mut ok = true;
+        for word in &words[2..] {
+            if word == UNSAFE_TO_REPEAT && !unsafe_to_repeat {
+                unsafe_to_repeat = true;
                 continue;
+            }
+            let Some(list) = word.strip_prefix(OTHERS).filter(|_| others.is_empty()) else {
+                problems.push(bad(format!(
+                    "word {word:?} must be '{OTHERS}<slug>,...' (the other contents of a diverged slot) or '{UNSAFE_TO_REPEAT}', each once"
+                )));
+                ok = false;
+                break;
             };
-            let mut ok = true;
             for word in list.split(',') {
                 match Slug::parse(word) {
                     Ok(s) if s == slug || others.contains(&s) => {
@@ -160,9 +173,15 @@ pub fn parse_legacy_map(file: &Path, bytes: &[u8]) -> Result<Vec<LegacyPair>, Ve
                     }
                 }
             }
-            if !ok {
-                continue;
-            }
+        }
+        if unsafe_to_repeat && others.is_empty() && ok {
+            problems.push(bad(format!(
+                "'{UNSAFE_TO_REPEAT}' marks a diverged slot: the line has no '{OTHERS}'"
+            )));
+            ok = false;
+        }
+        if !ok {
+            continue;
         }
         if let Some(first) = out.iter().find(|p| p.number == number) {
             problems.push(bad(format!(
@@ -188,6 +207,7 @@ pub fn parse_legacy_map(file: &Path, bytes: &[u8]) -> Result<Vec<LegacyPair>, Ve
             number,
             slug,
             others,
+            unsafe_to_repeat,
             line,
         });
     }
@@ -281,7 +301,7 @@ mod tests {
     #[test]
     fn legacy_map_rejects_duplicates_signs_and_junk() {
         let problems = refused_legacy_map(
-            b"1 a\n1 b\n2 a\n-3 c\n+4 d\nx e\n5\n5 f g h\n2 g\n",
+            b"1 a\n1 b\n2 a\n-3 c\n+4 d\nx e\n5\n5 f g h i\n2 g\n",
             &[
                 "legacy-map:2: integer 1 is already mapped on line 1",
                 "legacy-map:3: slug 'a' is already mapped on line 1",
@@ -325,7 +345,24 @@ mod tests {
             &[
                 "legacy-map:2: slug 'b' is already mapped on line 1",
                 "legacy-map:3: 'd' is named twice on this line",
-                "legacy-map:4: third word \"f\"…",
+                "legacy-map:4: word \"f\"…",
+            ],
+        );
+    }
+
+    #[test]
+    fn legacy_map_reads_a_diverged_slot_marked_unsafe_to_repeat_and_refuses_the_mark_elsewhere() {
+        let map = legacy_map(b"1 a unsafe-to-repeat others=b\n2 c others=d\n").unwrap();
+        assert_eq!(
+            map.iter().map(|p| p.unsafe_to_repeat).collect::<Vec<_>>(),
+            [true, false]
+        );
+        assert_eq!(map[0].others[0].as_str(), "b");
+        refused_legacy_map(
+            b"1 a unsafe-to-repeat\n2 c unsafe-to-repeat unsafe-to-repeat\n",
+            &[
+                "legacy-map:1: 'unsafe-to-repeat' marks a diverged slot…",
+                "legacy-map:2: word \"unsafe-to-repeat\"…",
             ],
         );
     }

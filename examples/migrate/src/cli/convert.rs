@@ -17,9 +17,10 @@ pub struct ConvertArgs {
     #[arg(long, default_value = ".")]
     pub repo: PathBuf,
     /// The numbered directory inside the repository (scripts named 1, 2, ...
-    /// and lib/).
-    #[arg(long)]
-    pub path: String,
+    /// and lib/); repeat it with the directory's earlier paths when it
+    /// moved (older tags are read at the one they have).
+    #[arg(long, required = true)]
+    pub path: Vec<String>,
     /// Glob of release tags whose copies of the directory are read.
     #[arg(long, default_value = "v*")]
     pub tag_pattern: String,
@@ -38,18 +39,25 @@ pub struct ConvertArgs {
     /// held are then not considered at all.
     #[arg(long)]
     pub skip_prereleases: bool,
+    /// Clusters ran pre-releases: a content only a pre-release held counts
+    /// as one a cluster may have run at its slot (legacy-map others=). By
+    /// default it does not: production clusters install final releases.
+    #[arg(long, conflicts_with = "skip_prereleases")]
+    pub count_prereleases: bool,
 }
 
 /// Converts and prints the report.
 pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
     let options = Options {
         repo: args.repo,
-        path: args.path,
+        path: args.path.first().cloned().unwrap_or_default(),
+        old_paths: args.path.iter().skip(1).cloned().collect(),
         tag_pattern: args.tag_pattern,
         out: args.out,
         rewrite: args.rewrite,
         ledger_name: args.ledger_name,
         skip_prereleases: args.skip_prereleases,
+        count_prereleases: args.count_prereleases,
     };
     let report = convert::convert(&options).map_err(|e| match e {
         ConvertError::Git(g) => Failure::from(g),

@@ -44,7 +44,10 @@ pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
         paths: &paths,
         tree_since: tree_since.as_deref(),
     };
-    let mut history = Repo::new(&repo).allow_new_path(allow_new_path).history_at(
+    let migrate_release::git::LineHistory {
+        mut history,
+        off_line,
+    } = Repo::new(&repo).allow_new_path(allow_new_path).history_at(
         &reading,
         &tag_pattern,
         disk,
@@ -64,7 +67,8 @@ pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
             .write_dir(dir)
             .map_err(|e| Failure::environment(vec![format!("writing {}: {e}", dir.display())]))?;
     }
-    let view = ManifestView::new(&manifest, dir.map(|d| d.display().to_string()));
+    let mut view = ManifestView::new(&manifest, dir.map(|d| d.display().to_string()));
+    view.off_line = off_line;
     out.emit(&view, |_| view.text(&manifest));
     Ok(())
 }

@@ -29,6 +29,9 @@ pub struct ManifestView {
     pub batches: Vec<BatchView>,
     /// Where the files were written, if `--out` was given.
     pub written_to: Option<String>,
+    /// Tags merged into HEAD but left off its release line (CONTRACT.md
+    /// §4.1): they ship no batch, the immutability guard still reads them.
+    pub off_line: Vec<migrate_release::git::OffLine>,
 }
 
 impl ManifestView {
@@ -51,12 +54,24 @@ impl ManifestView {
                 })
                 .collect(),
             written_to,
+            off_line: Vec::new(),
         }
     }
 
     /// Text: the files themselves, or a summary when they were written.
     pub fn text(&self, manifest: &migration_core::Manifest) -> String {
         let mut out = String::new();
+        match &self.written_to {
+            Some(_) if !self.off_line.is_empty() => {
+                let tags: Vec<String> = self
+                    .off_line
+                    .iter()
+                    .map(|o| format!("{} (not in ancestry order with {})", o.tag, o.against))
+                    .collect();
+                let _ = writeln!(out, "off the release line, guard only: {}", tags.join(", "));
+            }
+            _ => {}
+        }
         match &self.written_to {
             Some(dir) => {
                 let lines: usize = self.batches.iter().map(|b| b.entries.len()).sum();

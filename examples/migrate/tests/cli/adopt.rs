@@ -223,29 +223,46 @@ fn adopt_then_run(scratch: &ScratchTree, ran: &[&str]) -> (i32, serde_json::Valu
 }
 
 #[test]
-fn adopting_past_a_diverged_slot_is_refused_until_told_which_content_ran() {
+fn adopting_past_a_diverged_slot_nobody_answered_runs_this_trees_content_and_its_entry_says_why() {
     let scratch = diverged_tree();
-    let (code, doc, _) = adopt_then_run(&scratch, &[]);
-    assert_eq!(code, 3, "the integer cannot say which content ran: {doc}");
-    let problems = doc.to_string();
-    assert!(
-        problems.contains("two-main") && problems.contains("two-backport"),
-        "the refusal names the slot's contents: {problems}"
+    let (code, doc, ran) = adopt_then_run(&scratch, &[]);
+    assert_eq!(
+        code, 0,
+        "the integer cannot say which content ran, nobody must: {doc}"
     );
+    assert_eq!(strings(&doc["legacy"]), ["one"]);
+    assert_eq!(fields(&doc["reruns"], "slug"), ["two-main"]);
+    assert_eq!(ran, ["two-main", "three"]);
+    let spec = file_spec(&scratch.file("ledger.json"));
+    let ledger = status(&spec);
+    let entry = common::by_slug(&ledger["entries"], "two-main").expect("two-main's entry");
+    let message = entry["message"].as_str().unwrap_or_default();
     assert!(
-        !scratch.file("ledger.json").exists(),
-        "a refused adoption writes nothing"
+        entry["state"] == "ok"
+            && message.starts_with("diverged-legacy-rerun:")
+            && message.contains("two-backport"),
+        "the entry says why it ran: {entry}"
     );
+}
+
+#[test]
+fn adopting_with_a_wrong_ran_is_bad_input_and_the_other_content_ran_runs_this_trees_once() {
+    let scratch = diverged_tree();
     // A slug that is no content of a diverged slot is bad input, and so
     // are two contents of one slot.
     assert_eq!(adopt_then_run(&scratch, &["one"]).0, 2);
     assert_eq!(adopt_then_run(&scratch, &["two-main", "two-backport"]).0, 2);
+    assert!(
+        !scratch.file("ledger.json").exists(),
+        "a refused adoption writes nothing"
+    );
 
     // The backport ran here: it is recorded, and this tree's content of the
     // slot is an ordinary migration the first run executes.
     let (code, doc, ran) = adopt_then_run(&scratch, &["two-backport"]);
     assert_eq!(code, 0, "{doc}");
     assert_eq!(strings(&doc["legacy"]), ["one", "two-backport"]);
+    assert!(strings(&doc["reruns"]).is_empty(), "{doc}");
     assert_eq!(ran, ["two-main", "three"]);
 }
 

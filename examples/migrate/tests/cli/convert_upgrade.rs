@@ -26,6 +26,8 @@ fn convert_line(repo: &Repo, dir: &Path) -> (serde_json::Value, PathBuf) {
         "--out",
         tree.to_str().unwrap(),
         "--rewrite",
+        // These clusters include ones that ran a release candidate.
+        "--count-prereleases",
     ]);
     assert_eq!(code, 0, "{err}\n{report}");
     let lint = migrate().arg("lint").arg(&tree).output().unwrap();
@@ -156,19 +158,43 @@ impl Cluster {
             .map(str::to_owned)
             .collect()
     }
+}
 
-    /// Records `slugs` as having run before the engine (what an adoption
-    /// step writes once someone knows which content ran).
-    fn adopt(&self, slugs: &[&str]) {
-        let ledger = ledger_file::FileLedger::new(self.ledger_path());
-        for slug in slugs {
-            ledger
-                .put_raw(
-                    &format!("m.{slug}"),
-                    r#"{"state":"legacy","at":"2026-01-01T00:00:00Z","attempts":0}"#,
-                )
-                .unwrap();
-        }
+impl Cluster {
+    /// The slugs whose entry says they ran where they may have run before
+    /// (a diverged slot nobody recorded which content of ran).
+    fn reruns(&self) -> Vec<String> {
+        let (code, doc, err) = common::json(&[
+            "status",
+            "--ledger",
+            &common::file_spec(&self.ledger_path()),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        doc["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| {
+                e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("diverged-legacy-rerun:"))
+            })
+            .map(|e| e["slug"].as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+/// The contents run on `cluster` are `expected`, in order; a content runs
+/// twice only if it is in `again` (its slot's entry says why).
+fn assert_runs(cluster: &Cluster, expected: &[&str], again: &[&str]) {
+    let ran = cluster.ran();
+    assert_eq!(ran, expected, "the contents run on this cluster, in order");
+    for id in &ran {
+        let times = ran.iter().filter(|r| r == &id).count();
+        assert!(
+            times == 1 || (times == 2 && again.contains(&id.as_str())),
+            "{id} ran {times} times: {ran:?}"
+        );
     }
 }
 
@@ -224,39 +250,34 @@ fn patch_releases_on_the_old_line_then_the_new_line_run_each_content_once() {
 }
 
 #[test]
-fn straight_to_the_new_line_runs_what_is_missing_or_refuses_a_diverged_slot_it_cannot_place() {
+fn straight_to_the_new_line_runs_what_is_missing_and_runs_a_content_again_only_where_its_entry_says_why()
+ {
     let lines = lines();
     // From v1.0.0: nothing at 3 or 4 ran, so both run.
     let cluster = Cluster::numbered(3, &["1", "2"], &[]);
     cluster.upgrade_ok(&lines.new);
     assert_each_once(&cluster, &["1", "2", "3-main", "4-final"]);
+    assert!(cluster.reruns().is_empty());
 
-    // From v1.0.1: version 4 says slot 3 ran, not which content.
+    // From v1.0.1: version 4 says slot 3 ran, not which content. Nobody is
+    // asked: main's content runs, and its entry says why.
     let cluster = Cluster::numbered(4, &["1", "2", "3-backport"], &[]);
-    let (code, text) = cluster.upgrade(&lines.new);
-    assert_eq!(code, 3, "{text}");
-    assert!(
-        text.contains("integer 3 ran") && text.contains("'3-v1-0-1'"),
-        "the refusal names the slot and its contents: {text}"
-    );
-    assert_each_once(&cluster, &["1", "2", "3-backport"]);
-    // Once told which content ran, the new line's content runs.
-    cluster.adopt(&["3-v1-0-1"]);
     cluster.upgrade_ok(&lines.new);
     assert_each_once(&cluster, &["1", "2", "3-backport", "3-main", "4-final"]);
+    assert_eq!(cluster.reruns(), ["3-v1-1-0-rc-1"]);
 
-    // From v1.1.0-rc.1: both diverged slots are refused together.
+    // From v1.1.0-rc.1: main's content of 3 had run; it runs again, the one
+    // content that does, and its entry says so; 4's final content is new.
     let cluster = Cluster::numbered(5, &["1", "2", "3-main", "4-rc1"], &[]);
-    let (code, text) = cluster.upgrade(&lines.new);
-    assert_eq!(code, 3, "{text}");
-    assert!(
-        text.contains("integer 3 ran") && text.contains("integer 4 ran"),
-        "{text}"
-    );
-    cluster.adopt(&["3-v1-1-0-rc-1", "4-v1-1-0-rc-1"]);
     cluster.upgrade_ok(&lines.new);
-    // The script edited between the candidates is other content: it runs.
-    assert_each_once(&cluster, &["1", "2", "3-main", "4-rc1", "4-final"]);
+    assert_runs(
+        &cluster,
+        &["1", "2", "3-main", "4-rc1", "3-main", "4-final"],
+        &["3-main"],
+    );
+    assert_eq!(cluster.reruns(), ["3-v1-1-0-rc-1", "4-v1-1-0-rc-2"]);
+    cluster.upgrade_ok(&lines.new);
+    assert_eq!(cluster.ran().len(), 6, "nothing runs a third time");
 
     // From v1.1.0, adopted with what it ran: nothing runs again.
     let cluster = Cluster::numbered(

@@ -174,20 +174,6 @@ fn a_shallow_clone_is_refused() {
 }
 
 #[test]
-fn merging_a_release_branch_back_breaks_release_order_and_is_refused() {
-    let repo = Repo::new();
-    repo.release_with("v1.0.0", &[("pre-apply", "a")]);
-    repo.branch("release-1.0");
-    repo.release_with("v1.0.1", &[("pre-apply", "fix")]);
-    repo.checkout("main");
-    repo.release_with("v1.1.0", &[("pre-apply", "b")]);
-    repo.merge("release-1.0");
-    let (code, doc, _) = repo.manifest();
-    assert_eq!(code, 2);
-    assert_first_problem(&doc, "v1.0.1 is not an ancestor of v1.1.0");
-}
-
-#[test]
 fn a_tag_that_matches_the_pattern_but_is_not_a_version_is_refused() {
     let repo = Repo::new();
     repo.release_with("v1.0.0", &[("pre-apply", "a")]);

@@ -34,6 +34,9 @@ pub struct History {
     pub disk: Snapshot,
     /// Every tag matching the pattern, oldest first.
     pub tags: Vec<Snapshot>,
+    /// The maintainer says clusters ran pre-releases: contents only a
+    /// pre-release held are candidates of what a cluster ran.
+    pub prereleases_ran: bool,
 }
 
 impl History {
@@ -51,13 +54,18 @@ pub fn is_prerelease(tag: &str) -> bool {
 }
 
 /// Reads the history of `path` in `repo` for the tags matching `pattern`;
-/// with `skip_prereleases`, pre-release tags are not read (the maintainer
-/// states that no cluster ran one).
+/// a tag without `path` is read at the first of `old_paths` it has (where
+/// the directory lived before it moved), so early slots whose content
+/// changed there are seen as diverged; with `skip_prereleases`, pre-release
+/// tags are not read at all; with `prereleases_ran`, contents only a
+/// pre-release held count as what a cluster may have run.
 pub fn read(
     repo: &Path,
     path: &str,
+    old_paths: &[String],
     pattern: &str,
     skip_prereleases: bool,
+    prereleases_ran: bool,
 ) -> Result<History, ConvertError> {
     let disk_dir = repo.join(path);
     let disk =
@@ -76,7 +84,10 @@ pub fn read(
         .map(|(_, t)| t)
         .collect();
     let names: Vec<String> = all.iter().map(|(_, t)| t.clone()).collect();
-    let files = git.files_at_tags(&names, path)?;
+    let paths: Vec<String> = std::iter::once(path.to_owned())
+        .chain(old_paths.iter().cloned())
+        .collect();
+    let files = git.files_at_tags(&names, &paths)?;
     let mut tags = Vec::with_capacity(all.len());
     for ((version, tag), files) in all.into_iter().zip(files) {
         let on_line = merged.contains(&tag);
@@ -87,7 +98,11 @@ pub fn read(
         })?;
         tags.push(snap);
     }
-    Ok(History { disk, tags })
+    Ok(History {
+        disk,
+        tags,
+        prereleases_ran,
+    })
 }
 
 /// Sorts a directory's files into slots, `lib/` and others. A numbered

@@ -32,6 +32,9 @@ pub struct Options {
     pub repo: PathBuf,
     /// The numbered directory inside it.
     pub path: String,
+    /// Where older tags kept it (it moved): each tag is read at `path` or
+    /// at the one of these it has.
+    pub old_paths: Vec<String>,
     /// Release tags to read (glob).
     pub tag_pattern: String,
     /// Where to write the slug layout.
@@ -43,6 +46,10 @@ pub struct Options {
     /// Read no pre-release tag: the maintainer states that no cluster ever
     /// ran one, so contents only a pre-release held are not candidates.
     pub skip_prereleases: bool,
+    /// Clusters ran pre-releases: a content only a pre-release held is one
+    /// of a diverged slot's `others` (by default it names a slug but is no
+    /// candidate: production clusters install final releases).
+    pub count_prereleases: bool,
 }
 
 /// Why a conversion did not happen. Nothing is written in any case.
@@ -136,15 +143,17 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
     let history = history::read(
         &options.repo,
         &options.path,
+        &options.old_paths,
         &options.tag_pattern,
         options.skip_prereleases,
+        options.count_prereleases,
     )?;
     let plans = slots::analyse(&history)?;
     let config = patterns::stamp_config(&history.disk.lib, &options.ledger_name);
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut scripts = Vec::new();
     for (i, plan) in plans.iter().enumerate() {
-        let previous = i.checked_sub(1).map(|p| plans[p].slug().to_string());
+        let previous = slots::chain_target(&plans, i).map(ToString::to_string);
         let source = format!("{}/{}", options.path.trim_matches('/'), plan.number);
         let bytes = &history.disk.slots[&plan.number];
         let text = std::str::from_utf8(bytes).map_err(|_| ConvertError::NotText {

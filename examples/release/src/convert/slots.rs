@@ -37,8 +37,9 @@ pub struct SlotPlan {
     #[serde(skip)]
     pub disk: usize,
     /// Slugs of the other contents a cluster upgraded by this tree may have
-    /// run at this integer (held by a tag no newer than the line's newest):
-    /// the `others=` of its legacy-map line.
+    /// run at this integer (held by a tag no newer than the line's newest,
+    /// and by a final release unless pre-releases count): the `others=` of
+    /// its legacy-map line.
     pub others: Vec<Slug>,
 }
 
@@ -57,6 +58,21 @@ impl SlotPlan {
         }
         line
     }
+}
+
+/// The slug the converted script of `plans[i]` requires: the nearest
+/// slot before it that never diverged. A diverged slot's slug is its own
+/// line's content, so requiring it would make one script's bytes differ
+/// between release lines converted apart (and the immutability guard fail
+/// on both for good); a slot that held one content is named alike on
+/// every line. The cost: a diverged slot answering "not yet" does not hold
+/// back the slot after it.
+pub fn chain_target(plans: &[SlotPlan], i: usize) -> Option<&Slug> {
+    plans[..i]
+        .iter()
+        .rev()
+        .find(|p| p.variants.len() == 1)
+        .map(SlotPlan::slug)
 }
 
 /// Analyses every slot of the working tree against the history.
@@ -106,7 +122,15 @@ pub fn analyse(history: &History) -> Result<Vec<SlotPlan>, ConvertError> {
                     (Vec::new(), false, false)
                 });
                 entry.0.push(tag.tag.clone().unwrap_or_default());
-                entry.2 |= reachable(&tag.version);
+                // A content only pre-releases held is no candidate for
+                // production clusters unless the maintainer says clusters
+                // ran pre-releases (`--count-prereleases`).
+                let counts = history.prereleases_ran
+                    || !tag
+                        .tag
+                        .as_deref()
+                        .is_some_and(super::history::is_prerelease);
+                entry.2 |= reachable(&tag.version) && counts;
             }
         }
         let disk_digest = Sha256Digest::of(bytes);

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::git::{BlobReader, GitError, Repo, TreeRecord, bad_entry, ls_tree_records};
+use crate::git::{
+    BlobReader, Chain, GitError, OffLine, Repo, TreeRecord, bad_entry, ls_tree_records,
+};
 use migration_core::generate::{LegacyMapAt, Place, ReleaseHistory, ScriptInfo, TagTree};
 use migration_core::header::{Tier, parse_header};
 use migration_core::tree::parse_legacy_map;
@@ -29,6 +31,7 @@ impl Repo {
             tree_since: None,
         };
         self.history_at(&reading, pattern, disk, legacy)
+            .map(|read| read.history)
     }
 
     /// [`Repo::history`] with the tree's path history: each tag reads the
@@ -41,14 +44,14 @@ impl Repo {
         pattern: &str,
         disk: BTreeMap<Slug, ScriptInfo>,
         legacy: Vec<Slug>,
-    ) -> Result<ReleaseHistory, GitError> {
+    ) -> Result<LineHistory, GitError> {
         let shallow = self.lines(&["rev-parse", "--is-shallow-repository"])?;
         if shallow.first().map(String::as_str) != Some("false") {
             return Err(GitError::Shallow {
                 repo: self.root.clone(),
             });
         }
-        let line = self.release_tags(pattern, true)?;
+        let Chain { line, off_line } = self.chain(self.release_tags(pattern, true)?)?;
         let all = self.release_tags(pattern, false)?;
         if all.is_empty() {
             // A repository before its first release has no tags at all, and
@@ -63,7 +66,6 @@ impl Repo {
                 });
             }
         }
-        self.check_linear(&line)?;
         let on_line: std::collections::HashSet<&String> = line.iter().map(|(_, t)| t).collect();
 
         let since = match reading.tree_since {
@@ -145,12 +147,15 @@ impl Repo {
             });
         }
         legacy_maps.extend(other_maps);
-        Ok(ReleaseHistory {
-            line: line_trees,
-            other_tags: other_trees,
-            disk,
-            legacy,
-            legacy_maps: legacy_maps.into_iter().flatten().collect(),
+        Ok(LineHistory {
+            history: ReleaseHistory {
+                line: line_trees,
+                other_tags: other_trees,
+                disk,
+                legacy,
+                legacy_maps: legacy_maps.into_iter().flatten().collect(),
+            },
+            off_line,
         })
     }
 
@@ -257,6 +262,16 @@ impl Repo {
             present,
         })
     }
+}
+
+/// What [`Repo::history_at`] read: the history generation takes, and the
+/// merged tags it left off the line (named in the manifest's report).
+#[derive(Debug, Clone)]
+pub struct LineHistory {
+    /// The release history.
+    pub history: ReleaseHistory,
+    /// Tags merged into HEAD but off its release line ([`Repo::chain`]).
+    pub off_line: Vec<OffLine>,
 }
 
 /// Where the migrations tree lives in the release tags.

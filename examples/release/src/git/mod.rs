@@ -16,7 +16,7 @@ mod history;
 mod tags;
 
 use blob::BlobReader;
-pub use history::TreePaths;
+pub use history::{LineHistory, TreePaths};
 
 /// Why the release history could not be read. Every variant is fatal:
 /// a smaller history would silently produce a smaller manifest.
@@ -54,16 +54,6 @@ pub enum GitError {
     NotSemver {
         /// The tag.
         tag: String,
-    },
-    /// Release order and history order disagree on this line.
-    #[error(
-        "release tag {earlier} is not an ancestor of {later}, though it sorts before it: the line's history does not follow release order, so the manifest would insert a batch in the middle"
-    )]
-    NotLinear {
-        /// The tag that sorts first.
-        earlier: String,
-        /// The tag that sorts next.
-        later: String,
     },
     /// Release tags whose tree has the migrations tree at none of the
     /// paths given: it moved, or the tags predate it.
@@ -127,6 +117,34 @@ pub enum GitError {
         /// What was wrong.
         detail: String,
     },
+}
+
+/// HEAD's release line: the tags merged into HEAD that form one chain of
+/// ancestry in version order, and those left off it ([`Repo::chain`]).
+#[derive(Debug, Clone, Default)]
+pub struct Chain {
+    /// The line's tags, in version order.
+    pub line: Vec<(Version, String)>,
+    /// Merged tags that are not on the chain, in version order.
+    pub off_line: Vec<OffLine>,
+}
+
+/// A tag merged into HEAD but left off its release line.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OffLine {
+    /// The tag.
+    pub tag: String,
+    /// The line's tag it is not in ancestry order with.
+    pub against: String,
+}
+
+impl OffLine {
+    fn new(tags: &[(Version, String)], tag: usize, against: usize) -> Self {
+        OffLine {
+            tag: tags[tag].1.clone(),
+            against: tags[against].1.clone(),
+        }
+    }
 }
 
 /// A repository and the migrations path inside it.
@@ -198,14 +216,34 @@ impl Repo {
             .collect())
     }
 
-    /// Checks that each tag of the line is an ancestor of the next one,
-    /// with two git processes in all: one lists the commit of every tag, one
-    /// the parents of every commit reachable from HEAD; ancestry
-    /// is then walked in memory (one `merge-base` per pair cost half the
-    /// adapter's time at 300 tags).
-    fn check_linear(&self, line: &[(Version, String)]) -> Result<(), GitError> {
-        if line.len() < 2 {
-            return Ok(());
+    /// The release line of HEAD among `merged` (the matching tags merged
+    /// into HEAD, in version order), and the merged tags left off it
+    /// (CONTRACT.md §4.1).
+    ///
+    /// Real repositories tag release branches and merge them back, and tag
+    /// pre-releases on branches that are not ancestors of one another
+    /// (`v0.31.0-rc.3` after `v0.31.0-rc1`), so "every merged tag is an
+    /// ancestor of the next" does not hold for them. The line is therefore a
+    /// chain, built from the newest version down: a final release is on it
+    /// when it is an ancestor of the final release kept above it; a
+    /// pre-release when it is an ancestor of the tag kept above it and a
+    /// descendant of the final release kept below it, so a pre-release never
+    /// pushes a final release off the line. Each tag on the line is then an
+    /// ancestor of every later one, and the chain below a tag is the same
+    /// whether built at that tag or later: the manifest at a tag stays an
+    /// order-prefix of later ones. Tags left off ship no batch; they are
+    /// compared by the immutability guard like other lines' tags.
+    ///
+    /// Two git processes in all: one lists the commit of every tag, one
+    /// the parents of every commit reachable from HEAD; ancestry is then
+    /// walked in memory (one `merge-base` per pair cost half the adapter's
+    /// time at 300 tags).
+    pub(crate) fn chain(&self, merged: Vec<(Version, String)>) -> Result<Chain, GitError> {
+        if merged.len() < 2 {
+            return Ok(Chain {
+                line: merged,
+                off_line: Vec::new(),
+            });
         }
         let mut commit_of: HashMap<String, String> = HashMap::new();
         for row in self.lines(&[
@@ -222,32 +260,75 @@ impl Repo {
             }
         }
         let mut parents: HashMap<String, Vec<String>> = HashMap::new();
-        // Every line tag is merged into HEAD, so HEAD's history holds them all.
+        // Every merged tag is in HEAD's history.
         for row in self.lines(&["rev-list", "--parents", "HEAD"])? {
             let mut ids = row.split(' ').map(str::to_owned);
             if let Some(commit) = ids.next() {
                 parents.insert(commit, ids.collect());
             }
         }
-        let protocol = |tag: &str| GitError::Protocol {
-            args: "for-each-ref refs/tags".into(),
-            detail: format!("no commit for tag {tag}"),
-        };
-        for pair in line.windows(2) {
-            let earlier = commit_of
-                .get(&pair[0].1)
-                .ok_or_else(|| protocol(&pair[0].1))?;
-            let later = commit_of
-                .get(&pair[1].1)
-                .ok_or_else(|| protocol(&pair[1].1))?;
-            if !reaches(&parents, later, earlier) {
-                return Err(GitError::NotLinear {
-                    earlier: pair[0].1.clone(),
-                    later: pair[1].1.clone(),
-                });
+        let commits = merged
+            .iter()
+            .map(|(_, tag)| {
+                commit_of
+                    .get(tag)
+                    .cloned()
+                    .ok_or_else(|| GitError::Protocol {
+                        args: "for-each-ref refs/tags".into(),
+                        detail: format!("no commit for tag {tag}"),
+                    })
+            })
+            .collect::<Result<Vec<String>, _>>()?;
+        let ancestor = |low: usize, high: usize| reaches(&parents, &commits[high], &commits[low]);
+        // Final releases first, newest down.
+        let mut kept = vec![false; merged.len()];
+        let mut off: Vec<(usize, usize)> = Vec::new();
+        let mut above: Option<usize> = None;
+        for i in (0..merged.len()).rev() {
+            if merged[i].0.is_prerelease() {
+                continue;
+            }
+            match above {
+                Some(a) if !ancestor(i, a) => off.push((i, a)),
+                _ => {
+                    kept[i] = true;
+                    above = Some(i);
+                }
             }
         }
-        Ok(())
+        // Then pre-releases, between the final releases kept around them.
+        let mut above: Option<usize> = None;
+        for i in (0..merged.len()).rev() {
+            if !merged[i].0.is_prerelease() {
+                if kept[i] {
+                    above = Some(i);
+                }
+                continue;
+            }
+            let below = (0..i)
+                .rev()
+                .find(|&b| kept[b] && !merged[b].0.is_prerelease());
+            let fits_above = above.is_none_or(|a| ancestor(i, a));
+            let fits_below = below.is_none_or(|b| ancestor(b, i));
+            if fits_above && fits_below {
+                kept[i] = true;
+                above = Some(i);
+            } else {
+                let other = if fits_above { below } else { above };
+                off.push((i, other.unwrap_or(i)));
+            }
+        }
+        off.sort_unstable();
+        let off_line = off
+            .into_iter()
+            .map(|(tag, against)| OffLine::new(&merged, tag, against))
+            .collect();
+        let line = merged
+            .into_iter()
+            .zip(kept)
+            .filter_map(|(tag, kept)| kept.then_some(tag))
+            .collect();
+        Ok(Chain { line, off_line })
     }
     /// Whether the clone is shallow (older tags' trees would be missing).
     pub fn check_not_shallow(&self) -> Result<(), GitError> {

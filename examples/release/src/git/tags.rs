@@ -31,34 +31,54 @@ impl Repo {
         Ok(tags)
     }
 
-    /// Every regular file under `path` in each of `tags`' trees, by path
-    /// relative to `path` (`/`-separated), with its bytes; blobs are read
-    /// through one `git cat-file` process. Symlinks and submodules are
-    /// reported as [`GitError::BadEntry`]: a converted tree must not depend
-    /// on what they point to.
+    /// Every regular file of the directory each of `tags` has at one of
+    /// `paths` (the directory's path history, newest first: it moved), by
+    /// path relative to that directory (`/`-separated), with its bytes; a tag
+    /// with none of them gives an empty map, a tag with more than one is
+    /// [`GitError::AmbiguousPath`]. Blobs are read through one `git cat-file`
+    /// process. Symlinks and submodules are reported as
+    /// [`GitError::BadEntry`]: a converted tree must not depend on what they
+    /// point to.
     pub fn files_at_tags(
         &self,
         tags: &[String],
-        path: &str,
+        paths: &[String],
     ) -> Result<Vec<BTreeMap<String, Vec<u8>>>, GitError> {
-        let path = path.trim_matches('/');
         let mut reader = BlobReader::start(&self.root)?;
         let mut out = Vec::with_capacity(tags.len());
         for tag in tags {
             let rev = format!("refs/tags/{tag}^{{commit}}");
-            let listing = self.git(&["ls-tree", "-r", "-z", &rev, "--", &format!("{path}/")])?;
-            let mut files = BTreeMap::new();
-            for text in ls_tree_records(&listing) {
-                let bad = |reason: &str| bad_entry(tag, &text, reason);
-                let record = TreeRecord::parse(&text, tag)?;
-                let rel = record
-                    .file
-                    .strip_prefix(&format!("{path}/"))
-                    .ok_or_else(|| bad("outside the requested path"))?;
-                if record.kind != "blob" || !(record.mode == "100644" || record.mode == "100755") {
-                    return Err(bad("not a regular file (symlink or submodule)"));
+            let mut found: Vec<(String, Vec<u8>)> = Vec::new();
+            for path in paths {
+                let path = path.trim_matches('/').to_owned();
+                let listing =
+                    self.git(&["ls-tree", "-r", "-z", &rev, "--", &format!("{path}/")])?;
+                if !listing.is_empty() {
+                    found.push((path, listing));
                 }
-                files.insert(rel.to_owned(), reader.read(record.oid)?);
+            }
+            if found.len() > 1 {
+                return Err(GitError::AmbiguousPath {
+                    tag: tag.clone(),
+                    paths: found.into_iter().map(|(p, _)| p).collect(),
+                });
+            }
+            let mut files = BTreeMap::new();
+            for (path, listing) in &found {
+                for text in ls_tree_records(listing) {
+                    let bad = |reason: &str| bad_entry(tag, &text, reason);
+                    let record = TreeRecord::parse(&text, tag)?;
+                    let rel = record
+                        .file
+                        .strip_prefix(&format!("{path}/"))
+                        .ok_or_else(|| bad("outside the requested path"))?;
+                    if record.kind != "blob"
+                        || !(record.mode == "100644" || record.mode == "100755")
+                    {
+                        return Err(bad("not a regular file (symlink or submodule)"));
+                    }
+                    files.insert(rel.to_owned(), reader.read(record.oid)?);
+                }
             }
             out.push(files);
         }
