@@ -263,7 +263,7 @@ pub enum AdoptRefusal {
     },
 }
 
-/// Why [`adoption_entries`] cannot say what an adopted cluster ran.
+/// Why [`adoption`] cannot say what an adopted cluster ran.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AdoptError {

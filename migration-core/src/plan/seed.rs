@@ -199,5 +199,5 @@ pub(super) fn rerun_reason(number: u64, version: u64, slug: &Slug, others: &[Slu
 }
 
 /// The word that starts the message of an entry whose content may have run
-/// before under a numbered runner ([`rerun_reason`]).
+/// before under a numbered runner (`rerun_reason`).
 pub const DIVERGED_RERUN: &str = "diverged-legacy-rerun";

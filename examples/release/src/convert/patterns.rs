@@ -157,7 +157,7 @@ fn is_inert(s: &Simple<'_>) -> bool {
     }
 }
 
-/// Whether a script runs any command beyond inert ones (see [`is_inert`];
+/// Whether a script runs any command beyond inert ones (see `is_inert`;
 /// `.`/`source` and `exit` count as inert here): what a rewrite must never
 /// leave a script without. Definitions of functions nobody calls run
 /// nothing. A script that does not parse counts as running something

@@ -270,7 +270,7 @@ impl Repo {
 pub struct LineHistory {
     /// The release history.
     pub history: ReleaseHistory,
-    /// Tags merged into HEAD but off its release line ([`Repo::chain`]).
+    /// Tags merged into HEAD but off its release line (`Repo::chain`).
     pub off_line: Vec<OffLine>,
 }
 

@@ -120,7 +120,7 @@ pub enum GitError {
 }
 
 /// HEAD's release line: the tags merged into HEAD that form one chain of
-/// ancestry in version order, and those left off it ([`Repo::chain`]).
+/// ancestry in version order, and those left off it (`Repo::chain`).
 #[derive(Debug, Clone, Default)]
 pub struct Chain {
     /// The line's tags, in version order.

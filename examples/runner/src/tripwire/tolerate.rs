@@ -273,7 +273,7 @@ fn subcommand(command: &[String]) -> Option<&str> {
 
 /// Why tolerance is refused for this command line, if it is: a kubectl or
 /// helm subcommand whose stderr is not the tool's own answer about a request
-/// (see [`KUBECTL_UNTOLERABLE`]), a plugin, or no subcommand at all.
+/// (see `KUBECTL_UNTOLERABLE`), a plugin, or no subcommand at all.
 pub fn untolerable(name: &str, command: &[String]) -> Option<String> {
     let (known, refused): (&[&str], &[&str]) = match name {
         "kubectl" => (KUBECTL_SUBCOMMANDS, KUBECTL_UNTOLERABLE),
