@@ -10,7 +10,7 @@ use std::fmt;
 
 use async_trait::async_trait;
 
-pub use crate::lock::Lease;
+pub use crate::lease::Lease;
 
 mod builder;
 pub use builder::{SharedRecordRewritten, SnapshotBuilder};

@@ -31,6 +31,7 @@ pub mod generate;
 pub mod give_up;
 pub mod header;
 pub mod keys;
+pub mod lease;
 pub mod ledger;
 pub(crate) mod line_file;
 pub mod lock;

@@ -16,22 +16,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
+pub use crate::lease::Lease;
 use crate::ledger::{Ledger, LedgerError};
-use crate::time::Timestamp;
-
-/// A held run lock.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lease {
-    /// Who holds it (pod name, host and pid, ...).
-    pub holder: String,
-    /// Backend-specific token that proves this holder's tenure (a
-    /// resourceVersion, a counter), checked on renew and release.
-    pub token: String,
-    /// When this holder acquired it.
-    pub acquired_at: Timestamp,
-    /// When it lapses unless renewed.
-    pub expires_at: Timestamp,
-}
 
 /// A lease-based lock. Backends implement it beside [`Ledger`] (the
 /// Kubernetes ones with a `Lease` object next to the ledger object).

@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use crate::entry::LedgerEntry;
-use crate::lock::Lease;
+use crate::lease::Lease;
 use crate::slug::Slug;
 
 /// The attempt mark to note in a step: see [`crate::Ledger::note_attempt`].

@@ -20,12 +20,13 @@ mod files;
 mod lists;
 mod load;
 mod problems;
+mod reader;
 mod tier;
 
 pub use files::TreeFiles;
 pub use lists::{LegacyPair, RevokedSlug, parse_legacy_map, parse_revoked};
-pub use load::LoadOptions;
 pub use problems::{TreeError, TreeProblem};
+pub use reader::LoadOptions;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::files::{ScriptSet, validate_script};
-use super::load::{Reader, Resolved};
+use super::reader::{Reader, Resolved};
 use super::{PLACEHOLDER_FILES, Script, TreeError, TreeProblem};
 use crate::header::Tier;
 

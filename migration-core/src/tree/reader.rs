@@ -1,0 +1,191 @@
+//! What every read of a tree shares: where it reads, how it names what it
+//! read, and the limits ([`LoadOptions`]); the loader and each tier's
+//! reader both use it, and neither imports the other for it.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::{TreeError, TreeProblem};
+
+/// Limits applied while loading, so hostile input cannot exhaust memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Largest script, helper or list file read, in bytes.
+    pub max_file_bytes: u64,
+    /// Most files accepted under `lib/`.
+    pub max_lib_files: usize,
+    /// Read `order.d/`. Off when the manifest is about to be generated: a
+    /// stale one must not block its own regeneration, and `requires` targets
+    /// that only a manifest knows (retired slugs) are then checked by
+    /// generation instead.
+    pub read_manifest: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            max_file_bytes: 1024 * 1024,
+            max_lib_files: 10_000,
+            read_manifest: true,
+        }
+    }
+}
+
+/// What every read of one tree shares, and nothing it changes, so several
+/// threads can read with it at once: the canonical root it reads below,
+/// the root as the caller named it (for messages), and the limits.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Reader<'a> {
+    pub(super) root: &'a Path,
+    pub(super) display_root: &'a Path,
+    pub(super) options: LoadOptions,
+}
+
+/// What a directory entry turned out to be, after following an in-tree symlink.
+pub(super) enum Resolved {
+    File(PathBuf, u64),
+    Dir(PathBuf),
+    /// Refused, with the problem that says why.
+    Rejected(TreeProblem),
+}
+
+impl Reader<'_> {
+    /// The error for a failed system call on `path`, naming it as the
+    /// caller named the tree.
+    pub(super) fn io(&self, path: &Path) -> impl FnOnce(std::io::Error) -> TreeError + use<> {
+        let path = self
+            .display_root
+            .join(path.strip_prefix(self.root).unwrap_or(path));
+        move |source| TreeError::Io { path, source }
+    }
+
+    /// `path` relative to the tree root, for problems.
+    pub(super) fn relative(&self, path: &Path) -> PathBuf {
+        path.strip_prefix(self.root).unwrap_or(path).to_path_buf()
+    }
+
+    /// Follows a symlink only if it stays inside the tree.
+    pub(super) fn resolve(&self, path: &Path) -> Result<Resolved, TreeError> {
+        let meta = fs::symlink_metadata(path).map_err(self.io(path))?;
+        let (target, meta) = if meta.file_type().is_symlink() {
+            let Ok(target) = fs::canonicalize(path) else {
+                return Ok(Resolved::Rejected(TreeProblem::UnexpectedEntry {
+                    path: self.relative(path),
+                    reason: "dangling symlink",
+                }));
+            };
+            if !target.starts_with(self.root) {
+                return Ok(Resolved::Rejected(TreeProblem::SymlinkEscapes {
+                    path: self.relative(path),
+                    target,
+                }));
+            }
+            let meta = fs::metadata(&target).map_err(self.io(path))?;
+            (target, meta)
+        } else {
+            (path.to_path_buf(), meta)
+        };
+        if meta.is_file() {
+            Ok(Resolved::File(target, meta.len()))
+        } else if meta.is_dir() {
+            Ok(Resolved::Dir(target))
+        } else {
+            Ok(Resolved::Rejected(TreeProblem::UnexpectedEntry {
+                path: self.relative(path),
+                reason: "not a regular file or directory",
+            }))
+        }
+    }
+
+    /// Reads a file no larger than the cap, or the problem if it is larger.
+    pub(super) fn read_capped(
+        &self,
+        shown: &Path,
+        target: &Path,
+        len: u64,
+    ) -> Result<Result<Vec<u8>, TreeProblem>, TreeError> {
+        let limit = self.options.max_file_bytes;
+        if len > limit {
+            return Ok(Err(TreeProblem::TooLarge {
+                path: self.relative(shown),
+                size: len,
+                limit,
+            }));
+        }
+        let file = fs::File::open(target).map_err(self.io(shown))?;
+        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        // Read one byte past the cap: the file may have grown since stat.
+        file.take(limit + 1)
+            .read_to_end(&mut bytes)
+            .map_err(self.io(shown))?;
+        if bytes.len() as u64 > limit {
+            return Ok(Err(TreeProblem::TooLarge {
+                path: self.relative(shown),
+                size: bytes.len() as u64,
+                limit,
+            }));
+        }
+        Ok(Ok(bytes))
+    }
+
+    /// Reads a file the listing says is regular into `buffer` (replacing
+    /// what it held): open, read, close; no stat (the cap is enforced by
+    /// reading at most one byte past it). The buffer is reused between
+    /// files, so a script costs no allocation and its read is one system
+    /// call plus the one that finds the end.
+    pub(super) fn read_listed_file(
+        &self,
+        path: &Path,
+        buffer: &mut Vec<u8>,
+    ) -> Result<Result<(), TreeProblem>, TreeError> {
+        let limit = self.options.max_file_bytes;
+        // The error's path is only built when there is an error.
+        let file = fs::File::open(path).map_err(|e| self.io(path)(e))?;
+        buffer.clear();
+        file.take(limit + 1)
+            .read_to_end(buffer)
+            .map_err(|e| self.io(path)(e))?;
+        if buffer.len() as u64 > limit {
+            // Rare: look up the real size for the message.
+            let size = fs::metadata(path).map_or(buffer.len() as u64, |m| m.len());
+            return Ok(Err(TreeProblem::TooLarge {
+                path: self.relative(path),
+                size,
+                limit,
+            }));
+        }
+        Ok(Ok(()))
+    }
+
+    /// The entries of `dir` in name order, each with whether the directory
+    /// itself says it is a plain regular file (not a symlink). That comes
+    /// with the listing (`d_type`), so it costs no system call.
+    pub(super) fn sorted_typed_entries(
+        &self,
+        dir: &Path,
+    ) -> Result<Vec<(std::ffi::OsString, bool)>, TreeError> {
+        let mut out = Vec::new();
+        for item in fs::read_dir(dir).map_err(self.io(dir))? {
+            // The error's path is only built when there is an error.
+            let item = item.map_err(|e| self.io(dir)(e))?;
+            let regular = item.file_type().is_ok_and(|t| t.is_file());
+            out.push((item.file_name(), regular));
+        }
+        // Byte order of the names (how `OsStr` compares).
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    /// The entries of `dir` in name order, as paths with their UTF-8 names.
+    pub(super) fn sorted_entries(
+        &self,
+        dir: &Path,
+    ) -> Result<Vec<(PathBuf, Option<String>)>, TreeError> {
+        Ok(self
+            .sorted_typed_entries(dir)?
+            .into_iter()
+            .map(|(name, _)| (dir.join(&name), name.into_string().ok()))
+            .collect())
+    }
+}
