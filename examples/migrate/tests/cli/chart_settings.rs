@@ -296,7 +296,7 @@ async fn files_rendered_for_another_ledger_name_are_refused_naming_the_file_and_
     let mut render = Command::new("sh");
     render
         .arg(chart.join("render-files.sh"))
-        .args([repo.tree().to_str().unwrap(), "ghcr.io/example/m@sha256:00"])
+        .args([repo.tree().to_str().unwrap(), "ghcr.io/example/m@sha256:0000000000000000000000000000000000000000000000000000000000000000"])
         .env("MIGRATE", env!("CARGO_BIN_EXE_migrate"))
         .env("LEDGER_NAME", "platform-ledger")
         .env("INDEX_NAME", "platform-index")
