@@ -11,11 +11,9 @@ use serde::Serialize;
 
 use migrate_lint::shell::parse;
 
-/// The exit status a rewritten "retry later" exit uses: EX_TEMPFAIL, the
-/// engine's "not yet" outcome (issue 15); until the engine has it, a
-/// non-zero exit under `on-error=abort` stops the run and records nothing,
-/// so the script runs again on the next upgrade.
-pub const NOT_YET_STATUS: u8 = 75;
+/// The exit status a rewritten "retry later" exit uses: the engine's "not
+/// yet" outcome, defined once in core.
+pub const NOT_YET_STATUS: i32 = migration_core::run::NOT_YET_EXIT_STATUS;
 
 /// What the patterns are matched against.
 #[derive(Debug, Clone, Default)]
