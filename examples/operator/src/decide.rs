@@ -299,6 +299,7 @@ mod tests {
             tree: "/migrations".into(),
             slugs: slugs.iter().map(|x| s(x)).collect(),
             revoked: revoked.iter().map(|x| s(x)).collect(),
+            batches: Default::default(),
         }
     }
 

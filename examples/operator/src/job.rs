@@ -300,6 +300,7 @@ mod tests {
             tree: "/m".into(),
             slugs: vec![s("a")],
             revoked: vec![],
+            batches: Default::default(),
         }
     }
 

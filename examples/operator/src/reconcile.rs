@@ -500,7 +500,7 @@ async fn reconcile_inner(cm: &ConfigMap, ctx: &Context) -> Result<Duration, Oper
                 attempts_marked: snapshot
                     .as_ref()
                     .and_then(|s| s.attempts_started.get(&slug).copied()),
-                batch: None,
+                batch: index.batch_of(&slug).map(ToString::to_string),
                 last,
             };
             let entry = give_up_entry(&give_up, now);

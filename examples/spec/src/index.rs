@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
-use migration_core::Slug;
+use migration_core::{BatchName, Slug};
 
 /// Index ConfigMap keys.
 pub mod index_keys {
@@ -18,6 +18,11 @@ pub mod index_keys {
     pub const SLUGS: &str = "slugs";
     /// Revoked slugs, one per line.
     pub const REVOKED: &str = "revoked";
+    /// The manifest batch of each background slug, one `<slug> <batch>`
+    /// line each. Optional: an index rendered before it existed has none,
+    /// and an operator that predates it ignores it (it reads only the keys
+    /// it knows), so adding it changes nothing for either.
+    pub const BATCHES: &str = "batches";
 }
 
 /// The index: what the current release ships for the background tier.
@@ -31,6 +36,10 @@ pub struct Index {
     pub slugs: Vec<Slug>,
     /// Revoked slugs.
     pub revoked: Vec<Slug>,
+    /// The manifest batch (`00003-v1.8.0`) of each background slug that has
+    /// one, so the operator's give-up entry records the batch a runner's
+    /// entry would.
+    pub batches: BTreeMap<Slug, BatchName>,
 }
 
 /// Checks an image reference for the index, saying what is wrong with it:
@@ -110,23 +119,43 @@ impl Index {
             index_keys::REVOKED,
             data.get(index_keys::REVOKED).map_or("", String::as_str),
         )?;
+        let batches = match data.get(index_keys::BATCHES) {
+            None => BTreeMap::new(),
+            Some(text) => parse_batches(text, &slugs).map_err(bad)?,
+        };
         Ok(Index {
             image: image.trim().to_owned(),
             tree,
             slugs,
             revoked,
+            batches,
         })
+    }
+
+    /// The manifest batch of `slug`, when the index names one.
+    pub fn batch_of(&self, slug: &Slug) -> Option<&BatchName> {
+        self.batches.get(slug)
     }
 
     /// The index as ConfigMap data.
     pub fn to_data(&self) -> BTreeMap<String, String> {
         let lines = |v: &[Slug]| v.iter().map(|s| format!("{s}\n")).collect::<String>();
-        BTreeMap::from([
+        let mut data = BTreeMap::from([
             (index_keys::IMAGE.to_owned(), self.image.clone()),
             (index_keys::TREE.to_owned(), self.tree.clone()),
             (index_keys::SLUGS.to_owned(), lines(&self.slugs)),
             (index_keys::REVOKED.to_owned(), lines(&self.revoked)),
-        ])
+        ]);
+        if !self.batches.is_empty() {
+            // In manifest order, so the rendered ConfigMap reads like order.d.
+            let text = self
+                .slugs
+                .iter()
+                .filter_map(|s| self.batches.get(s).map(|b| format!("{s} {b}\n")))
+                .collect();
+            data.insert(index_keys::BATCHES.to_owned(), text);
+        }
+        data
     }
 
     /// Builds the index from a tree's manifest: background slugs whose
@@ -137,14 +166,18 @@ impl Index {
         tree_path: &str,
     ) -> Option<Index> {
         let manifest = tree.manifest()?;
-        let slugs = manifest
+        let background: Vec<_> = manifest
             .iter()
             .filter(|(_, line)| !line.retired)
             .filter(|(_, line)| {
                 tree.script(&line.slug)
                     .is_some_and(|s| s.tier == migration_core::Tier::Background)
             })
-            .map(|(_, line)| line.slug.clone())
+            .collect();
+        let slugs = background.iter().map(|(_, l)| l.slug.clone()).collect();
+        let batches = background
+            .iter()
+            .map(|(batch, l)| (l.slug.clone(), batch.name.clone()))
             .collect();
         let revoked = tree.revoked().iter().map(|r| r.slug.clone()).collect();
         Some(Index {
@@ -152,8 +185,37 @@ impl Index {
             tree: tree_path.to_owned(),
             slugs,
             revoked,
+            batches,
         })
     }
+}
+
+/// Reads the `batches` key: one `<slug> <batch>` line per slug, each slug
+/// one of `slugs` and named once. Anything else makes the index unreadable:
+/// a batch recorded against the wrong slug would be a record that lies.
+fn parse_batches(text: &str, slugs: &[Slug]) -> Result<BTreeMap<Slug, BatchName>, String> {
+    let listed: std::collections::BTreeSet<&Slug> = slugs.iter().collect();
+    let mut batches = BTreeMap::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let at = format!("{} line {}", index_keys::BATCHES, i + 1);
+        let mut words = line.split_whitespace();
+        let (Some(slug), Some(batch), None) = (words.next(), words.next(), words.next()) else {
+            return Err(format!("{at}: expected '<slug> <batch>', found {line:?}"));
+        };
+        let slug = Slug::parse(slug).map_err(|e| format!("{at}: {e}"))?;
+        if !listed.contains(&slug) {
+            return Err(format!("{at}: {slug} is not one of the index's slugs"));
+        }
+        let batch: BatchName = batch.parse().map_err(|e| format!("{at}: {e}"))?;
+        if batches.insert(slug.clone(), batch).is_some() {
+            return Err(format!("{at}: {slug} is named twice"));
+        }
+    }
+    Ok(batches)
 }
 
 /// Builds the index ConfigMap object.
@@ -181,6 +243,7 @@ mod tests {
             tree: "/migrations".into(),
             slugs: vec![s("a"), s("b")],
             revoked: vec![s("c")],
+            batches: BTreeMap::from([(s("a"), "00002-v1.8.0".parse().unwrap())]),
         };
         let cm = index_configmap(&i, "ns", "idx");
         assert_eq!(Index::from_configmap(&cm).unwrap(), i);
@@ -198,5 +261,57 @@ mod tests {
         let mut missing = cm;
         missing.data.as_mut().unwrap().remove("image");
         assert!(Index::from_configmap(&missing).is_err());
+    }
+
+    #[test]
+    fn an_index_without_batches_reads_as_one_that_names_none() {
+        let i = Index {
+            image: "img".into(),
+            tree: "/migrations".into(),
+            slugs: vec![s("a")],
+            revoked: vec![],
+            batches: BTreeMap::new(),
+        };
+        let cm = index_configmap(&i, "ns", "idx");
+        assert!(!cm.data.as_ref().unwrap().contains_key(index_keys::BATCHES));
+        let read = Index::from_configmap(&cm).unwrap();
+        assert_eq!(read.batch_of(&s("a")), None);
+    }
+
+    #[test]
+    fn a_batches_line_that_lies_makes_the_index_unreadable_naming_the_line() {
+        let i = Index {
+            image: "img".into(),
+            tree: "/migrations".into(),
+            slugs: vec![s("a"), s("b")],
+            revoked: vec![],
+            batches: BTreeMap::new(),
+        };
+        let cm = index_configmap(&i, "ns", "idx");
+        for (text, says) in [
+            (
+                "a 00001-v1\nzzz 00002-v2\n",
+                "batches line 2: zzz is not one of the index's slugs",
+            ),
+            (
+                "a 00001-v1\na 00002-v2\n",
+                "batches line 2: a is named twice",
+            ),
+            ("a\n", "batches line 1: expected '<slug> <batch>'"),
+            (
+                "a 00001-v1 extra\n",
+                "batches line 1: expected '<slug> <batch>'",
+            ),
+            ("a v1\n", "batches line 1: invalid batch file name"),
+            ("Not-A-Slug 00001-v1\n", "batches line 1:"),
+        ] {
+            let mut bad = cm.clone();
+            bad.data
+                .as_mut()
+                .unwrap()
+                .insert(index_keys::BATCHES.into(), text.into());
+            let err = Index::from_configmap(&bad).unwrap_err();
+            assert!(err.reason.starts_with(says), "{text:?}: {err}");
+        }
     }
 }

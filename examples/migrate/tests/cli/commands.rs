@@ -298,4 +298,15 @@ fn the_index_lists_exactly_the_manifests_runnable_background_slugs_in_order() {
     assert_eq!(cm["data"]["revoked"], "bad\n");
     assert_eq!(cm["data"]["image"], IMAGE);
     assert_eq!(cm["data"]["tree"], "/m");
+    // Each slug's batch, so the operator's give-up entry records what a runner's would.
+    let batches: Vec<&str> = cm["data"]["batches"].as_str().unwrap().lines().collect();
+    assert_eq!(
+        batches,
+        [
+            "alpha 00001-v1.0.0",
+            "bad 00001-v1.0.0",
+            "zeta 00001-v1.0.0",
+            "later 00002-v1.1.0"
+        ]
+    );
 }

@@ -40,6 +40,7 @@ async fn setup(slugs: &[&str], revoked: &[&str]) -> Setup {
         tree: "/migrations".into(),
         slugs: slugs.iter().map(|x| s(x)).collect(),
         revoked: revoked.iter().map(|x| s(x)).collect(),
+        batches: Default::default(),
     };
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), NS);
     cms.create(&Default::default(), &index_configmap(&index, NS, INDEX))
@@ -399,6 +400,7 @@ async fn with_the_crd_ledger_readiness_is_a_condition_with_a_distinct_reason() {
         tree: "/m".into(),
         slugs: vec![s("only-one")],
         revoked: vec![],
+        batches: Default::default(),
     };
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), NS);
     cms.create(&Default::default(), &index_configmap(&index, NS, INDEX))

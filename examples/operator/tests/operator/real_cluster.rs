@@ -55,6 +55,11 @@ impl Env {
             tree: "/migrations".into(),
             slugs: slugs.iter().map(|x| s(x)).collect(),
             revoked: revoked.iter().map(|x| s(x)).collect(),
+            // Every slug in the release that first shipped it, as `migrate index` renders it.
+            batches: slugs
+                .iter()
+                .map(|x| (s(x), "00002-v1.8.0".parse().unwrap()))
+                .collect(),
         };
         let cms: Api<ConfigMap> = Api::namespaced(cluster.client(), &ns);
         cms.create(&Default::default(), &index_configmap(&index, &ns, INDEX))
@@ -665,6 +670,11 @@ async fn a_give_up_records_the_image_and_output_of_the_last_job_and_deleted_jobs
         entry.image.as_deref(),
         Some("ghcr.io/example/migrations@sha256:0123"),
         "the image the Jobs ran, not the index's new one"
+    );
+    assert_eq!(
+        entry.batch.as_deref(),
+        Some("00002-v1.8.0"),
+        "the batch the index names, as a runner's entry records it"
     );
     assert!(
         entry
