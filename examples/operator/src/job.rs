@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec,
-    ResourceRequirements,
+    Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, LocalObjectReference,
+    ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements,
+    SecurityContext, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -107,6 +108,77 @@ pub fn parse_resources(text: &str) -> Result<ResourceRequirements, JobError> {
     serde_json::from_value(value).map_err(|e| bad(e.to_string()))
 }
 
+/// Where and how each Job's pod runs: the settings a platform gives its own
+/// pods (a private registry's pull secret, a node pool, a restricted
+/// security context), which the Jobs need as much as the hook Job does.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobPod {
+    /// `imagePullSecrets` of the pod.
+    pub image_pull_secrets: Vec<LocalObjectReference>,
+    /// The container's `imagePullPolicy` (`None`: the API server's default).
+    pub image_pull_policy: Option<String>,
+    /// `nodeSelector` of the pod.
+    pub node_selector: BTreeMap<String, String>,
+    /// `tolerations` of the pod.
+    pub tolerations: Vec<Toleration>,
+    /// The pod's `securityContext`.
+    pub security_context: Option<PodSecurityContext>,
+    /// The container's `securityContext`.
+    pub container_security_context: Option<SecurityContext>,
+    /// Annotations of the pod (not of the Job).
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// The keys `--job-pod` takes, in the spelling of a pod spec.
+const JOB_POD_KEYS: [&str; 7] = [
+    "imagePullSecrets",
+    "imagePullPolicy",
+    "nodeSelector",
+    "tolerations",
+    "securityContext",
+    "containerSecurityContext",
+    "annotations",
+];
+
+/// Parses `--job-pod`: a JSON object with any of [`JOB_POD_KEYS`], each in
+/// the shape the pod spec gives it (`containerSecurityContext` is the
+/// container's `securityContext`). An unknown key is refused, so a misspelt
+/// one is an error rather than a Job scheduled without it.
+pub fn parse_job_pod(text: &str) -> Result<JobPod, JobError> {
+    let bad = |reason: String| JobError::BadPod {
+        input: text.chars().take(200).collect(),
+        reason,
+    };
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+    let object = value
+        .as_object()
+        .ok_or_else(|| bad("not a JSON object".into()))?;
+    if let Some(key) = object.keys().find(|k| !JOB_POD_KEYS.contains(&k.as_str())) {
+        return Err(bad(format!(
+            "unknown key {key:?} (expected one of {})",
+            JOB_POD_KEYS.join(", ")
+        )));
+    }
+    fn field<T: serde::de::DeserializeOwned + Default>(
+        object: &serde_json::Map<String, serde_json::Value>,
+        key: &str,
+    ) -> Result<T, String> {
+        match object.get(key) {
+            None | Some(serde_json::Value::Null) => Ok(T::default()),
+            Some(v) => serde_json::from_value(v.clone()).map_err(|e| format!("{key}: {e}")),
+        }
+    }
+    Ok(JobPod {
+        image_pull_secrets: field(object, "imagePullSecrets").map_err(bad)?,
+        image_pull_policy: field(object, "imagePullPolicy").map_err(bad)?,
+        node_selector: field(object, "nodeSelector").map_err(bad)?,
+        tolerations: field(object, "tolerations").map_err(bad)?,
+        security_context: field(object, "securityContext").map_err(bad)?,
+        container_security_context: field(object, "containerSecurityContext").map_err(bad)?,
+        annotations: field(object, "annotations").map_err(bad)?,
+    })
+}
+
 /// Operator settings.
 #[derive(Debug, Clone)]
 pub struct OperatorConfig {
@@ -129,6 +201,8 @@ pub struct OperatorConfig {
     pub retries: Retries,
     /// What bounds each Job.
     pub bounds: JobBounds,
+    /// Where and how each Job's pod runs.
+    pub pod: JobPod,
     /// How often to look again while a Job runs (watches usually wake us sooner).
     pub poll: Duration,
 }
@@ -172,6 +246,7 @@ impl OperatorConfig {
             service_account: defaults::SERVICE_ACCOUNT.into(),
             retries: Retries::default(),
             bounds: JobBounds::default(),
+            pod: JobPod::default(),
             poll: Duration::from_secs(60),
         }
     }
@@ -189,6 +264,19 @@ pub enum JobError {
         /// What is wrong.
         reason: String,
     },
+    /// `--job-pod` is not a set of pod settings.
+    #[error("--job-pod {input:?}: {reason}")]
+    BadPod {
+        /// The value given (its first 200 characters).
+        input: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// `None` for an empty list, so an unset setting stays unset in the Job.
+fn some_vec<T: Clone>(v: &[T]) -> Option<Vec<T>> {
+    (!v.is_empty()).then(|| v.to_vec())
 }
 
 /// Builds the Job for attempt `attempt` (counting from 1) of `slug`.
@@ -210,6 +298,7 @@ pub fn job_for(config: &OperatorConfig, index: &Index, slug: &Slug, attempt: u32
     };
     let seconds = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
     let bounds = &config.bounds;
+    let pod = &config.pod;
     let container = Container {
         name: "migrate".to_owned(),
         image: Some(index.image.clone()),
@@ -254,8 +343,19 @@ pub fn job_for(config: &OperatorConfig, index: &Index, slug: &Slug, attempt: u32
         // terminated state, where the operator reads it for the give-up
         // record without the right to read logs.
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        image_pull_policy: pod.image_pull_policy.clone(),
+        security_context: pod.container_security_context.clone(),
+        // The runner's scratch files (the tripwire's shims, kubectl's cache)
+        // need a writable /tmp under a read-only root file system.
+        volume_mounts: Some(vec![VolumeMount {
+            name: "tmp".to_owned(),
+            mount_path: "/tmp".to_owned(),
+            ..VolumeMount::default()
+        }]),
         ..Container::default()
     };
+    let some_map = |m: &BTreeMap<String, String>| (!m.is_empty()).then(|| m.clone());
+
     Job {
         metadata: ObjectMeta {
             name: Some(job_name(slug, attempt)),
@@ -274,12 +374,22 @@ pub fn job_for(config: &OperatorConfig, index: &Index, slug: &Slug, attempt: u32
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(labels),
+                    annotations: some_map(&pod.annotations),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
                     service_account_name: Some(config.service_account.clone()),
                     restart_policy: Some("Never".to_owned()),
                     containers: vec![container],
+                    image_pull_secrets: some_vec(&pod.image_pull_secrets),
+                    node_selector: some_map(&pod.node_selector),
+                    tolerations: some_vec(&pod.tolerations),
+                    security_context: pod.security_context.clone(),
+                    volumes: Some(vec![Volume {
+                        name: "tmp".to_owned(),
+                        empty_dir: Some(EmptyDirVolumeSource::default()),
+                        ..Volume::default()
+                    }]),
                     ..PodSpec::default()
                 }),
             },
@@ -374,5 +484,73 @@ mod tests {
         assert!(job_name(&long, 99).len() <= 63);
         assert_ne!(job_name(&long, 1), job_name(&other, 1));
         assert_eq!(job_name(&s("short"), 2), "migrate-short-2");
+    }
+
+    #[test]
+    fn the_pod_settings_given_reach_every_job_and_none_given_leave_the_api_defaults() {
+        let mut config = OperatorConfig::new("ns");
+        let plain = job_for(&config, &index(), &s("a"), 1);
+        let pod = plain.spec.unwrap().template.spec.unwrap();
+        assert_eq!(pod.image_pull_secrets, None);
+        assert_eq!(pod.node_selector, None);
+        assert_eq!(pod.tolerations, None);
+        assert_eq!(pod.security_context, None);
+        // /tmp is writable whatever the security context.
+        assert_eq!(pod.volumes.unwrap()[0].name, "tmp");
+        config.pod = parse_job_pod(
+            r#"{"imagePullSecrets":[{"name":"regcred"}],"imagePullPolicy":"Always",
+                "nodeSelector":{"pool":"system"},
+                "tolerations":[{"key":"dedicated","operator":"Exists","effect":"NoSchedule"}],
+                "securityContext":{"runAsNonRoot":true,"runAsUser":65532},
+                "containerSecurityContext":{"readOnlyRootFilesystem":true},
+                "annotations":{"example.com/team":"platform"}}"#,
+        )
+        .unwrap();
+        let job = job_for(&config, &index(), &s("a"), 1);
+        let template = job.spec.unwrap().template;
+        assert_eq!(
+            template.metadata.unwrap().annotations.unwrap()["example.com/team"],
+            "platform"
+        );
+        let pod = template.spec.unwrap();
+        assert_eq!(pod.image_pull_secrets.unwrap()[0].name, "regcred");
+        assert_eq!(pod.node_selector.unwrap()["pool"], "system");
+        assert_eq!(
+            pod.tolerations.unwrap()[0].key.as_deref(),
+            Some("dedicated")
+        );
+        assert_eq!(pod.security_context.unwrap().run_as_user, Some(65532));
+        let container = &pod.containers[0];
+        assert_eq!(container.image_pull_policy.as_deref(), Some("Always"));
+        assert_eq!(
+            container
+                .security_context
+                .as_ref()
+                .unwrap()
+                .read_only_root_filesystem,
+            Some(true)
+        );
+        assert_eq!(
+            container.volume_mounts.as_ref().unwrap()[0].mount_path,
+            "/tmp"
+        );
+    }
+
+    #[test]
+    fn job_pod_settings_that_are_not_pod_settings_are_refused_naming_what_is_wrong() {
+        for (text, says) in [
+            ("[]", "not a JSON object"),
+            ("{", "EOF"),
+            (r#"{"nodeSelectors":{}}"#, "unknown key \"nodeSelectors\""),
+            (r#"{"tolerations":{"key":"x"}}"#, "tolerations:"),
+            (r#"{"imagePullSecrets":["regcred"]}"#, "imagePullSecrets:"),
+        ] {
+            let err = parse_job_pod(text).unwrap_err().to_string();
+            assert!(
+                err.starts_with("--job-pod ") && err.contains(says),
+                "{text}: {err}"
+            );
+        }
+        assert_eq!(parse_job_pod("{}").unwrap(), JobPod::default());
     }
 }

@@ -39,8 +39,8 @@ pub use conditions::{ConditionReporter, CrdConditions, OPERATOR_CONDITION};
 pub use controller::run_controller;
 pub use decide::{Decision, JobState, JobView, Retries, decide};
 pub use job::{
-    JobBounds, JobError, LedgerObject, OperatorConfig, STATUS_NAME, default_resources, job_for,
-    job_name, parse_resources,
+    JobBounds, JobError, JobPod, LedgerObject, OperatorConfig, STATUS_NAME, default_resources,
+    job_for, job_name, parse_job_pod, parse_resources,
 };
 pub use leader::Leadership;
 pub use metrics::{Metrics, Summary};

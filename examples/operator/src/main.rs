@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use migrate_operator::{
-    Context, CrdConditions, JobBounds, Leadership, LedgerObject, OPERATOR_NAME, OperatorConfig,
-    Retries, STATUS_NAME, metrics, parse_resources, run_controller,
+    Context, CrdConditions, JobBounds, JobPod, Leadership, LedgerObject, OPERATOR_NAME,
+    OperatorConfig, Retries, STATUS_NAME, metrics, parse_job_pod, parse_resources, run_controller,
 };
 use migrate_spec::LedgerSpec;
 use migration_core::SystemClock;
@@ -61,6 +61,12 @@ struct Cli {
     /// (the default); "{}" sets none.
     #[arg(long)]
     job_resources: Option<String>,
+    /// Each Job pod's settings, as JSON with any of imagePullSecrets,
+    /// imagePullPolicy, nodeSelector, tolerations, securityContext (the
+    /// pod's), containerSecurityContext and annotations (the pod's), each in
+    /// the shape a pod spec gives it; the chart passes its pod values here.
+    #[arg(long)]
+    job_pod: Option<String>,
     /// Where to serve Prometheus metrics (GET /metrics); "off" serves none.
     #[arg(long, default_value = "0.0.0.0:9090")]
     metrics_address: String,
@@ -73,7 +79,7 @@ struct Cli {
 }
 
 /// Bad flags, refused before anything connects.
-fn settings(cli: &Cli) -> Result<(JobBounds, Option<SocketAddr>), String> {
+fn settings(cli: &Cli) -> Result<(JobBounds, JobPod, Option<SocketAddr>), String> {
     let seconds = |s: u64| (s > 0).then(|| Duration::from_secs(s));
     let resources = match cli.job_resources.as_deref() {
         None => Some(migrate_operator::default_resources()),
@@ -98,7 +104,11 @@ fn settings(cli: &Cli) -> Result<(JobBounds, Option<SocketAddr>), String> {
                 format!("--metrics-address {text:?}: {e} (expected HOST:PORT or off)")
             })?),
         };
-    Ok((bounds, metrics))
+    let pod = match cli.job_pod.as_deref() {
+        None => JobPod::default(),
+        Some(text) => parse_job_pod(text).map_err(|e| e.to_string())?,
+    };
+    Ok((bounds, pod, metrics))
 }
 
 /// Completes on SIGTERM (what the kubelet sends) or SIGINT.
@@ -133,7 +143,7 @@ fn main() -> ExitCode {
         // log they are noise around every field.
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let (bounds, metrics_address) = match settings(&cli) {
+    let (bounds, pod, metrics_address) = match settings(&cli) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("migrate-operator: {e}");
@@ -188,6 +198,7 @@ fn main() -> ExitCode {
             cap: Duration::from_secs(cli.retry_cap),
         };
         config.bounds = bounds;
+        config.pod = pod;
         let clock = Arc::new(SystemClock);
         let mut ctx = Context::new(client.clone(), ledger, config, clock.clone(), &identity);
         if let LedgerSpec::Crd { name } = &cli.ledger {

@@ -871,7 +871,15 @@ async fn the_chart_runs_the_operator_binary_with_bounded_jobs_metrics_plain_logs
     helm.args(["install", "platform", chart, "--namespace", &ns])
         .args(["--set", "operator.job.activeDeadlineSeconds=1200"])
         .args(["--set", "operator.job.ttlSecondsAfterFinished=600"])
-        .args(["--set", "operator.job.resources.limits.memory=300Mi"]);
+        .args(["--set", "operator.job.resources.limits.memory=300Mi"])
+        // The pod settings a platform gives its pods reach the Jobs too.
+        .args(["--set", "imagePullSecrets[0].name=regcred"])
+        .args(["--set", "nodeSelector.pool=system"])
+        .args([
+            "--set",
+            "tolerations[0].key=dedicated,tolerations[0].operator=Exists",
+        ])
+        .args(["--set", "podAnnotations.example\\.com/team=platform"]);
     test_apiserver::real::succeeded("helm install", &helm.output().unwrap());
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
         Api::namespaced(cluster.client(), &ns);
@@ -963,12 +971,31 @@ async fn the_chart_runs_the_operator_binary_with_bounded_jobs_metrics_plain_logs
     let spec = job.unwrap_or_else(|| panic!("no Job {name}")).spec.unwrap();
     assert_eq!(spec.active_deadline_seconds, Some(1200));
     assert_eq!(spec.ttl_seconds_after_finished, Some(600));
-    let resources = spec.template.spec.unwrap().containers[0]
-        .resources
-        .clone()
-        .unwrap();
+    let template = spec.template;
+    assert_eq!(
+        template.metadata.unwrap().annotations.unwrap()["example.com/team"],
+        "platform"
+    );
+    let pod = template.spec.unwrap();
+    let resources = pod.containers[0].resources.clone().unwrap();
     assert_eq!(resources.limits.unwrap()["memory"].0, "300Mi");
     assert_eq!(resources.requests.unwrap()["cpu"].0, "10m");
+    assert_eq!(pod.image_pull_secrets.unwrap()[0].name, "regcred");
+    assert_eq!(pod.node_selector.unwrap()["pool"], "system");
+    assert_eq!(
+        pod.tolerations.unwrap()[0].key.as_deref(),
+        Some("dedicated")
+    );
+    assert_eq!(pod.security_context.unwrap().run_as_user, Some(65532));
+    let container = &pod.containers[0];
+    assert_eq!(container.image_pull_policy.as_deref(), Some("IfNotPresent"));
+    assert_eq!(
+        container
+            .security_context
+            .as_ref()
+            .and_then(|c| c.read_only_root_filesystem),
+        Some(true)
+    );
     let mut metrics = String::new();
     for _ in 0..50 {
         metrics = scrape(port);
