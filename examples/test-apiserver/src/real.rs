@@ -35,6 +35,50 @@ pub const KUBECTL_VAR: &str = "MIGRATE_TEST_KUBECTL";
 /// The variable naming the `helm` binary (default `helm` on `PATH`).
 pub const HELM_VAR: &str = "MIGRATE_TEST_HELM";
 
+/// The variable naming kube-testenv's built tools (set by `testenv.sh env`).
+pub const TESTENV_BIN_VAR: &str = "MIGRATE_TESTENV_BIN";
+
+/// kube-testenv's script, which starts and stops a server.
+const TESTENV_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../kube-testenv/testenv.sh");
+
+/// A cluster from [`RealCluster::private`]: dereferences to the cluster, and
+/// stops its own server, if it started one, when dropped.
+#[derive(Debug)]
+pub struct PrivateCluster {
+    cluster: RealCluster,
+    state: Option<StateGuard>,
+}
+
+impl PrivateCluster {
+    /// True when the cluster is this test's own (not a shared kubeconfig).
+    pub fn is_own(&self) -> bool {
+        self.state.is_some()
+    }
+}
+
+impl std::ops::Deref for PrivateCluster {
+    type Target = RealCluster;
+    fn deref(&self) -> &RealCluster {
+        &self.cluster
+    }
+}
+
+/// The state directory of a private server: stops it and removes the
+/// directory when dropped.
+#[derive(Debug)]
+struct StateGuard(PathBuf);
+
+impl Drop for StateGuard {
+    fn drop(&mut self) {
+        let _ = Command::new("sh")
+            .arg(TESTENV_SCRIPT)
+            .arg("stop")
+            .env("MIGRATE_TESTENV_STATE", &self.0)
+            .output();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A real API server to test against; see the [module documentation](self).
 #[derive(Clone)]
 pub struct RealCluster {
@@ -68,7 +112,47 @@ impl RealCluster {
             );
             return None;
         };
-        let kubeconfig = PathBuf::from(path);
+        Some(Self::from_kubeconfig(PathBuf::from(path)).await)
+    }
+
+    /// A cluster no other test uses, for a test that watches every object of
+    /// the cluster (any other test's writes would show as its own): with
+    /// kube-testenv's tools built (`MIGRATE_TESTENV_BIN`, which `testenv.sh
+    /// env` exports), a new etcd and kube-apiserver started for it (about
+    /// five seconds) and stopped when the returned value is dropped; a
+    /// kubeconfig of some other cluster is used as given, shared. `None`
+    /// (after the skip line) when `MIGRATE_TEST_KUBECONFIG` is unset.
+    ///
+    /// # Panics
+    /// If the private server cannot be started.
+    pub async fn private(what: &str) -> Option<PrivateCluster> {
+        let shared = Self::from_env(what).await?;
+        let Some(bin) = std::env::var_os(TESTENV_BIN_VAR) else {
+            return Some(PrivateCluster {
+                cluster: shared,
+                state: None,
+            });
+        };
+        let state = std::env::temp_dir().join(unique_name("kube-testenv"));
+        let started = Command::new("sh")
+            .arg(TESTENV_SCRIPT)
+            .arg("start")
+            .env("MIGRATE_TESTENV_STATE", &state)
+            .env(TESTENV_BIN_VAR, bin)
+            .output()
+            .expect("run testenv.sh start");
+        // Stopped on drop whatever happens next, so no daemon outlives the test.
+        let guard = StateGuard(state.clone());
+        succeeded("testenv.sh start (a private API server)", &started);
+        let cluster = Self::from_kubeconfig(state.join("kubeconfig")).await;
+        Some(PrivateCluster {
+            cluster,
+            state: Some(guard),
+        })
+    }
+
+    /// The cluster a kubeconfig names.
+    async fn from_kubeconfig(kubeconfig: PathBuf) -> Self {
         let parsed = match kube::config::Kubeconfig::read_from(&kubeconfig) {
             Ok(parsed) => parsed,
             Err(e) => panic!("{KUBECONFIG_VAR}={}: {e}", kubeconfig.display()),
@@ -82,12 +166,12 @@ impl RealCluster {
             Err(e) => panic!("{KUBECONFIG_VAR}={}: {e}", kubeconfig.display()),
         };
         let namespace = std::env::var(NAMESPACE_VAR).unwrap_or_else(|_| "default".into());
-        Some(Self {
+        Self {
             config,
             client,
             namespace,
             kubeconfig,
-        })
+        }
     }
 
     /// A client with the kubeconfig's (admin) credentials.

@@ -12,8 +12,9 @@ use migrate_runner::tripwire::classify::classify;
 use serde_json::Value;
 use test_apiserver::real::{KUBECTL_VAR, RealCluster, unique_name};
 
-/// The runs twice compare every object of the cluster: two at once would see each other's
-/// changes.
+/// The runs twice compare every object of the cluster, so each runs on a server of its own
+/// (`RealCluster::private`: every other test of this binary writes to the shared one); on a
+/// shared kubeconfig of another cluster, two at once would still see each other's changes.
 static QUIET_CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn kubectl_path() -> String {
@@ -51,7 +52,7 @@ fn twice<'a>(doc: &'a Value, slug: &str) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_tree_runs_twice_on_a_real_server_and_the_second_run_moves_no_resource_version() {
-    let Some(cluster) = RealCluster::from_env("migrate test --real-cluster on the demo tree").await
+    let Some(cluster) = RealCluster::private("migrate test --real-cluster on the demo tree").await
     else {
         return;
     };
@@ -89,7 +90,7 @@ async fn the_demo_tree_runs_twice_on_a_real_server_and_the_second_run_moves_no_r
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_whose_second_run_changes_an_object_fails_naming_the_object() {
     let Some(cluster) =
-        RealCluster::from_env("migrate test --real-cluster, a changing migration").await
+        RealCluster::private("migrate test --real-cluster, a changing migration").await
     else {
         return;
     };
