@@ -34,13 +34,17 @@ pub(crate) async fn plan_for_run(
     allowed_interpreters: &[String],
     out: &Out,
 ) -> Result<(), Failure> {
+    check_ledger_flags(args.require_existing_ledger, args.fresh_install)?;
+    // `run --dry-run` refuses a missing ledger as `run` does.
+    let require_existing =
+        args.require_existing_ledger || (cluster_commands.is_some() && !args.fresh_install);
     let (tree, opened) = load_and_read(&args.tree, &args.ledger).await?;
     // As `run` does: before the ledger's own failures.
     super::manifest_of(&tree)?;
     let (ledger, read) = opened?;
     let snapshot = read?;
     let mut migrator = Migrator::new(&tree, ledger.as_ref(), &SystemClock)
-        .with_require_existing_ledger(args.require_existing_ledger);
+        .with_require_existing_ledger(require_existing);
     if !allowed_interpreters.is_empty() {
         migrator = migrator.with_allowed_interpreters(allowed_interpreters.to_vec());
     }
@@ -51,10 +55,15 @@ pub(crate) async fn plan_for_run(
     let plan = migrator.plan_snapshot(snapshot.as_ref(), &request)?;
     let mut view = PlanView::new(&plan, &ledger.describe());
     if plan.fresh_install {
+        let run_needs_flag = !args.fresh_install;
         eprintln!(
             "migrate: {}",
-            crate::report::fresh_install_notice(&ledger.describe())
+            crate::report::fresh_install_notice(&ledger.describe(), run_needs_flag)
         );
+        if run_needs_flag {
+            view.warnings
+                .push(crate::report::run_needs_fresh_install(&ledger.describe()));
+        }
     }
     if let Some(snapshot) = &snapshot {
         view.note_attempts(&snapshot.attempts_started);
@@ -106,6 +115,24 @@ pub(crate) async fn plan_for_run(
         )
     });
     Err(Failure::quiet(exit::REFUSED))
+}
+
+/// Refuses `--fresh-install` beside `--require-existing-ledger` (either from
+/// the environment too) as bad input: one says a missing ledger is a new
+/// cluster, the other that it is a mistake, and neither may silently win.
+pub(super) fn check_ledger_flags(
+    require_existing: bool,
+    fresh_install: bool,
+) -> Result<(), Failure> {
+    if require_existing && fresh_install {
+        return Err(Failure::bad_input(vec![
+            "--fresh-install (MIGRATE_FRESH_INSTALL) and --require-existing-ledger \
+             (MIGRATE_REQUIRE_EXISTING_LEDGER) contradict each other: pass --fresh-install \
+             only for a new cluster, whose ledger does not exist yet"
+                .to_owned(),
+        ]));
+    }
+    Ok(())
 }
 
 /// Leaves `values` to the end of the process instead of freeing them: the
