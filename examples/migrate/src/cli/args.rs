@@ -311,7 +311,15 @@ pub struct PlanArgs {
     /// `plan` does not warn that `run` needs this flag for one.
     #[arg(long, env = "MIGRATE_FRESH_INSTALL", value_parser = clap::builder::BoolishValueParser::new())]
     pub fresh_install: bool,
+    /// Glob of release tags a pending script is compared with, when the
+    /// tree is in a git repository (a script edited after a tag shipped it
+    /// is warned about).
+    #[arg(long, default_value = DEFAULT_TAG_PATTERN)]
+    pub tag_pattern: String,
 }
+
+/// The release tags' glob when none is given.
+pub const DEFAULT_TAG_PATTERN: &str = "v*";
 
 /// `migrate manifest`.
 #[derive(Debug, Args)]
@@ -365,6 +373,11 @@ pub struct LintArgs {
     /// The least severe shellcheck finding reported (shellcheck -S).
     #[arg(long, value_enum, default_value = "style")]
     pub shellcheck_severity: ShellcheckSeverity,
+    /// Glob of release tags the scripts are compared with, when the tree is
+    /// in a git repository (a script edited after a tag shipped it is an
+    /// error).
+    #[arg(long, default_value = DEFAULT_TAG_PATTERN)]
+    pub tag_pattern: String,
 }
 
 /// `migrate seed-fresh`.

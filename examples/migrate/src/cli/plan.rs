@@ -93,6 +93,11 @@ pub(crate) async fn plan_for_run(
             b.reason
         ));
     }
+    view.warnings.extend(shipped_edit_warnings(
+        &tree,
+        &plan.pending,
+        &args.tag_pattern,
+    ));
     leave_to_exit((tree, snapshot, ledger));
     if unsafe_findings.is_empty() {
         out.emit(&view, |c| view.text(c, args.wide));
@@ -115,6 +120,41 @@ pub(crate) async fn plan_for_run(
         )
     });
     Err(Failure::quiet(exit::REFUSED))
+}
+
+/// With the tree in a git repository, a warning for each pending script
+/// whose slug a release tag matching `pattern` shipped with other bytes: the
+/// run would execute content no release shipped under that slug, and the
+/// next release's manifest will refuse it (CONTRACT.md §4.5). Without a
+/// repository (a tree in an image) nothing records what a tag shipped:
+/// `order.d/` names slugs, not contents, and the ledger holds checksums
+/// only of what ran here (`checksum_mismatches`), so nothing is checked.
+fn shipped_edit_warnings(
+    tree: &MigrationsTree,
+    pending: &[migration_core::plan::PendingMigration],
+    pattern: &str,
+) -> Vec<String> {
+    if pending.is_empty() {
+        return Vec::new();
+    }
+    let Some((repo, path)) = migrate_release::git::locate(tree.root()) else {
+        return Vec::new();
+    };
+    match repo.shipped_edits(&path, pattern, tree) {
+        Ok(edits) => edits
+            .into_iter()
+            .filter(|edit| pending.iter().any(|p| p.slug == edit.slug))
+            .map(|edit| {
+                format!(
+                    "{}: {edit}; this run would execute bytes no release shipped under that slug",
+                    edit.file.display()
+                )
+            })
+            .collect(),
+        Err(e) => vec![format!(
+            "cannot compare the pending scripts with what release tags shipped: {e}"
+        )],
+    }
 }
 
 /// Refuses `--fresh-install` beside `--require-existing-ledger` (either from
