@@ -311,11 +311,6 @@ pub struct PlanArgs {
     /// `plan` does not warn that `run` needs this flag for one.
     #[arg(long, env = "MIGRATE_FRESH_INSTALL", value_parser = clap::builder::BoolishValueParser::new())]
     pub fresh_install: bool,
-    /// Glob of release tags a pending script is compared with, when the
-    /// tree is in a git repository (a script edited after a tag shipped it
-    /// is warned about).
-    #[arg(long, default_value = DEFAULT_TAG_PATTERN)]
-    pub tag_pattern: String,
 }
 
 /// The release tags' glob when none is given.

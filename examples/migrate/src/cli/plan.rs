@@ -14,6 +14,7 @@ use super::args::PlanArgs;
 use super::{Failure, Out, open};
 use crate::report::PlanView;
 use migrate_lint::LintConfig;
+use migrate_release::git::PlacedScript;
 use migrate_runner::RunError;
 use migrate_spec::LedgerSpec;
 use migrate_spec::exit;
@@ -93,11 +94,8 @@ pub(crate) async fn plan_for_run(
             b.reason
         ));
     }
-    view.warnings.extend(shipped_edit_warnings(
-        &tree,
-        &plan.pending,
-        &args.tag_pattern,
-    ));
+    view.warnings
+        .extend(shipped_edit_warnings(&tree, &plan.pending));
     leave_to_exit((tree, snapshot, ledger));
     if unsafe_findings.is_empty() {
         out.emit(&view, |c| view.text(c, args.wide));
@@ -123,27 +121,42 @@ pub(crate) async fn plan_for_run(
 }
 
 /// With the tree in a git repository, a warning for each pending script
-/// whose slug a release tag matching `pattern` shipped with other bytes: the
-/// run would execute content no release shipped under that slug, and the
-/// next release's manifest will refuse it (CONTRACT.md §4.5). Without a
-/// repository (a tree in an image) nothing records what a tag shipped:
-/// `order.d/` names slugs, not contents, and the ledger holds checksums
-/// only of what ran here (`checksum_mismatches`), so nothing is checked.
+/// that differs from what the release tag named by its batch shipped
+/// (`NNNNN-<tag>`: the first tag of the line that shipped it, CONTRACT.md
+/// §4.1): the run would execute content no release shipped under that
+/// slug, and the next release's manifest will refuse it (§4.5). Only that
+/// tag's copy of each pending script is read, so the check costs one git
+/// process, not the release history. Legacy and untagged batches name no
+/// tag, and without a repository (a tree in an image) nothing records what
+/// a tag shipped: `order.d/` names slugs, not contents, and the ledger
+/// holds checksums only of what ran here (`checksum_mismatches`); those are
+/// not checked.
 fn shipped_edit_warnings(
     tree: &MigrationsTree,
     pending: &[migration_core::plan::PendingMigration],
-    pattern: &str,
 ) -> Vec<String> {
-    if pending.is_empty() {
+    let placed: Vec<PlacedScript> = pending
+        .iter()
+        .filter_map(|p| {
+            let (number, tag) = p.batch.split_once('-')?;
+            let tagged = number != "00000" && number != "99999";
+            tagged.then(|| PlacedScript {
+                slug: p.slug.clone(),
+                file: p.relative_path.clone(),
+                tag: tag.to_owned(),
+                on_disk: p.sha256,
+            })
+        })
+        .collect();
+    if placed.is_empty() {
         return Vec::new();
     }
     let Some((repo, path)) = migrate_release::git::locate(tree.root()) else {
         return Vec::new();
     };
-    match repo.shipped_edits(&path, pattern, tree) {
+    match repo.edits_since_placed(&path, &placed) {
         Ok(edits) => edits
             .into_iter()
-            .filter(|edit| pending.iter().any(|p| p.slug == edit.slug))
             .map(|edit| {
                 format!(
                     "{}: {edit}; this run would execute bytes no release shipped under that slug",
@@ -152,7 +165,7 @@ fn shipped_edit_warnings(
             })
             .collect(),
         Err(e) => vec![format!(
-            "cannot compare the pending scripts with what release tags shipped: {e}"
+            "cannot compare the pending scripts with what their release tags shipped: {e}"
         )],
     }
 }

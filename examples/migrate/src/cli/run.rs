@@ -57,7 +57,6 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
             wide: false,
             require_existing_ledger,
             fresh_install,
-            tag_pattern: super::args::DEFAULT_TAG_PATTERN.to_owned(),
             cluster,
         };
         return super::plan::plan_for_run(args, Some(&cluster_commands), &allow_interpreters, out)

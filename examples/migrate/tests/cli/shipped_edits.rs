@@ -113,6 +113,15 @@ fn plan_warns_when_a_pending_script_differs_from_what_its_tag_shipped() {
     let doc = repo.succeeds("plan", &ledger, &["--only", "c"]);
     let text = doc["warnings"].to_string();
     assert!(!text.contains("shipped"), "{text}");
+
+    // Each against the tag its batch names; `run --dry-run` says the same.
+    repo.add("pre-apply", "c", "echo c, v2");
+    let doc = repo.succeeds("run", &ledger, &["--dry-run", "--only", "c"]);
+    let text = doc["warnings"].to_string();
+    assert!(
+        text.contains("pre-apply/c") && text.contains("v1.1.0") && !text.contains("pre-apply/a"),
+        "{text}"
+    );
 }
 
 #[test]

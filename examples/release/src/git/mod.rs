@@ -18,7 +18,7 @@ mod tags;
 
 use blob::BlobReader;
 pub use history::{LineHistory, TreePaths};
-pub use shipped::{ShippedEdit, locate};
+pub use shipped::{PlacedScript, ShippedEdit, locate};
 
 /// Why the release history could not be read. Every variant is fatal:
 /// a smaller history would silently produce a smaller manifest.

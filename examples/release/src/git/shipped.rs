@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use migration_core::generate::{GenerateProblem, Place, ReleaseHistory, content_changes};
 use migration_core::{MigrationsTree, Sha256Digest, Slug};
 
-use crate::git::{GitError, Repo, TreePaths};
+use crate::git::{BlobReader, GitError, Repo, TreePaths};
 
 /// A script on disk whose slug a release tag shipped with other bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +38,28 @@ impl std::fmt::Display for ShippedEdit {
              (migrate new)",
             self.slug, self.tag, self.shipped, self.on_disk, self.tag, self.repo_file
         )
+    }
+}
+
+/// A script on disk and the release tag whose manifest batch placed it
+/// (the first tag of the line that shipped it, CONTRACT.md §4.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacedScript {
+    /// The slug.
+    pub slug: Slug,
+    /// The script's path relative to the tree.
+    pub file: PathBuf,
+    /// The tag.
+    pub tag: String,
+    /// The checksum on disk.
+    pub on_disk: Sha256Digest,
+}
+
+/// `file` (relative to the tree at `path`) as git names it from the top.
+fn in_repo(path: &str, file: &Path) -> String {
+    match path.trim_matches('/') {
+        "" | "." => file.display().to_string(),
+        dir => format!("{dir}/{}", file.display()),
     }
 }
 
@@ -111,10 +133,7 @@ impl Repo {
                     let file = tree
                         .script(&slug)
                         .map_or_else(|| PathBuf::from(slug.as_str()), |s| s.relative_path());
-                    let repo_file = match path.trim_matches('/') {
-                        "" | "." => file.display().to_string(),
-                        dir => format!("{dir}/{}", file.display()),
-                    };
+                    let repo_file = in_repo(path, &file);
                     Some(ShippedEdit {
                         file,
                         repo_file,
@@ -127,5 +146,43 @@ impl Repo {
                 _ => None,
             })
             .collect())
+    }
+
+    /// Each of `scripts` (under the tree at `path`) that the tag whose
+    /// batch placed it shipped with other bytes: the check of one pending
+    /// script against what shipped it, one `git cat-file` for all, without
+    /// reading every tag's tree as [`Repo::shipped_edits`] does. A tag
+    /// without the file there (the tree moved, or the tag is not fetched)
+    /// is passed over: there is nothing to compare with.
+    pub fn edits_since_placed(
+        &self,
+        path: &str,
+        scripts: &[PlacedScript],
+    ) -> Result<Vec<ShippedEdit>, GitError> {
+        if scripts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut reader = BlobReader::start(&self.root)?;
+        let mut edits = Vec::new();
+        for script in scripts {
+            let repo_file = in_repo(path, &script.file);
+            let name = format!("refs/tags/{}^{{commit}}:{repo_file}", script.tag);
+            let Some(bytes) = reader.read_named(&name)? else {
+                continue;
+            };
+            let shipped = Sha256Digest::of(&bytes);
+            if shipped != script.on_disk {
+                edits.push(ShippedEdit {
+                    slug: script.slug.clone(),
+                    file: script.file.clone(),
+                    repo_file,
+                    tag: script.tag.clone(),
+                    shipped,
+                    on_disk: script.on_disk,
+                });
+            }
+        }
+        reader.finish()?;
+        Ok(edits)
     }
 }
