@@ -41,7 +41,7 @@ pub enum MigrateError {
     /// as a fresh install, which would record every manifest slug
     /// `skipped-fresh-install` and run nothing (CONTRACT.md §6.1).
     #[error(
-        "{ledger}: no ledger exists, and --require-existing-ledger (MIGRATE_REQUIRE_EXISTING_LEDGER) forbids treating this run as a fresh install, which would record every manifest slug skipped-fresh-install and run nothing; if this cluster was installed before, its ledger was deleted or the ledger spec names the wrong path or object: restore it (or create it with `migrate adopt` for a cluster of a numbered runner, `migrate seed-fresh` for a new one)"
+        "{ledger}: no ledger exists, and this run may not treat that as a fresh install (which would record every manifest slug skipped-fresh-install and run nothing); if this cluster ran migrations before, its ledger was deleted or the ledger spec names the wrong path or object: fix the spec or restore the ledger (`migrate adopt` creates it for a cluster of a numbered runner); if this is a new cluster, pass --fresh-install (MIGRATE_FRESH_INSTALL=true) or seed it with `migrate seed-fresh`"
     )]
     Absent {
         /// The ledger.

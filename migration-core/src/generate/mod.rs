@@ -24,6 +24,14 @@ pub use problems::{GenerateError, GenerateProblem};
 
 use crate::manifest::Manifest;
 
+/// The immutability guard alone (CONTRACT.md §4.5): each slug with two
+/// contents anywhere in `history` (tags and the disk), as [`generate`]
+/// reports it. For the checks before a release (`migrate lint`, `migrate
+/// plan`) that must find exactly what the release's own guard will.
+pub fn content_changes(history: &ReleaseHistory) -> Vec<GenerateProblem> {
+    immutability::immutability_problems(history)
+}
+
 /// Generates the manifest (CONTRACT.md §4 steps 1 to 5).
 ///
 /// - `00000-legacy`: the legacy-map slugs in integer order;

@@ -6,7 +6,7 @@
 //! - `error`: what can be wrong with a header ([`HeaderError`]).
 
 mod error;
-mod near_miss;
+pub(crate) mod near_miss;
 mod parse;
 #[cfg(test)]
 mod tests;

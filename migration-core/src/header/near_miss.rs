@@ -30,6 +30,27 @@ fn distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
+/// The candidate `word` was probably meant to be: the closest one within a
+/// few edits (two, or one in five characters of a longer word, so that a
+/// typo in a long slug is still caught while unrelated short words are
+/// not), ties going to the alphabetically first. `None` when nothing is
+/// that close, or when `word` is itself a candidate. Used for a `requires=`
+/// target that names no slug (CONTRACT.md §3.3).
+pub(crate) fn closest<'c>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> Option<&'c str> {
+    let word = normal(word);
+    let limit = 2.max(word.len() / 5);
+    candidates
+        .into_iter()
+        .map(|c| (distance(&word, &normal(c)), c))
+        .filter(|(d, _)| *d <= limit)
+        .min()
+        .filter(|(d, _)| *d > 0)
+        .map(|(_, c)| c)
+}
+
 /// Lower case with `_` read as `-`: the spellings people mix up.
 fn normal(word: &str) -> String {
     word.to_ascii_lowercase().replace('_', "-")

@@ -190,10 +190,30 @@ fn requirement_problems(
                     file: script.relative_path(),
                     line: req.line,
                     target: req.target.clone(),
+                    suggestion: closest_slug(&req.target, scripts, manifest),
                 });
             }
         }
     }
+}
+
+/// The slug of a script or a manifest line closest to `target` (the shared
+/// near-miss rule of the header's "did you mean"), if one is close.
+fn closest_slug(
+    target: &Slug,
+    scripts: &BTreeMap<Slug, Script>,
+    manifest: Option<&Manifest>,
+) -> Option<Slug> {
+    let listed = manifest
+        .into_iter()
+        .flat_map(|m| m.iter().map(|(_, e)| &e.slug));
+    let candidates: Vec<&Slug> = scripts.keys().chain(listed).collect();
+    let found =
+        crate::header::near_miss::closest(target.as_str(), candidates.iter().map(|c| c.as_str()))?;
+    candidates
+        .into_iter()
+        .find(|c| c.as_str() == found)
+        .cloned()
 }
 
 /// A diverged slot's `others=` slug that is also a script or a manifest

@@ -68,8 +68,10 @@ pub enum TreeProblem {
         /// Line of the directive.
         line: usize,
     },
-    /// A `requires` naming a slug that is neither in the tree nor in the manifest.
-    #[error("{}:{line}: requires={target}, but no script or manifest line has that slug", file.display())]
+    /// A `requires` naming a slug that is neither in the tree nor in the
+    /// manifest, with the closest slug that is, when one is a few edits
+    /// away (a typo would otherwise leave the author to hunt for it).
+    #[error("{}:{line}: requires={target}, but no script or manifest line has that slug{}", file.display(), crate::header::near_miss::did_you_mean(&suggestion.as_ref().map(ToString::to_string)))]
     UnknownRequirement {
         /// The script.
         file: PathBuf,
@@ -77,6 +79,9 @@ pub enum TreeProblem {
         line: usize,
         /// The missing slug.
         target: Slug,
+        /// The existing slug (a script or a manifest line) it is closest
+        /// to, if any is close.
+        suggestion: Option<Slug>,
     },
     /// A pre-apply script requiring a background one: the blocking tier
     /// finishes before the background tier starts, so no run satisfies it.

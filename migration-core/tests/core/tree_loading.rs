@@ -130,6 +130,56 @@ fn requires_naming_nothing_is_refused_with_its_line() {
     );
 }
 
+/// The one problem of a tree built by `builder`, as text.
+fn only_built_problem(builder: TreeBuilder) -> String {
+    match builder.try_build() {
+        Err(TreeError::Invalid { problems, .. }) => {
+            assert_eq!(problems.len(), 1, "{problems:#?}");
+            problems[0].to_string()
+        }
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
+
+#[test]
+fn requires_naming_a_near_miss_of_a_script_names_the_closest_slug() {
+    let text = only_built_problem(
+        TreeBuilder::new()
+            .pre("label-tenants")
+            .pre("label-nodes")
+            .script(Tier::PreApply, "x", &["lable-tenants"])
+            .manifest(&[("00001-v1", "label-nodes\nlabel-tenants\nx\n")]),
+    );
+    assert!(
+        text.contains("requires=lable-tenants, but no script or manifest line has that slug")
+            && text.ends_with("; did you mean 'label-tenants'?"),
+        "{text}"
+    );
+}
+
+#[test]
+fn requires_naming_a_near_miss_of_a_manifest_line_names_it_too() {
+    // `old-step` is a retired line: no script on disk, but the manifest has it.
+    let text = only_built_problem(
+        TreeBuilder::new()
+            .pre("x")
+            .script(Tier::PreApply, "y", &["old-setp"])
+            .manifest(&[("00001-v1", "old-step retired\nx\ny\n")]),
+    );
+    assert!(text.ends_with("; did you mean 'old-step'?"), "{text}");
+}
+
+#[test]
+fn requires_naming_nothing_close_suggests_nothing() {
+    let text = only_built_problem(
+        TreeBuilder::new()
+            .pre("label-tenants")
+            .script(Tier::PreApply, "x", &["rotate-certificates"])
+            .manifest(&[("00001-v1", "label-tenants\nx\n")]),
+    );
+    assert!(!text.contains("did you mean"), "{text}");
+}
+
 #[test]
 fn a_script_requiring_itself_is_refused() {
     assert_eq!(

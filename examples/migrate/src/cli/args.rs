@@ -194,7 +194,7 @@ mod examples {
     pub const SEED_FRESH: &str = "Examples:\n  migrate seed-fresh migrations --ledger configmap:cozy-system/cozystack-version\n  migrate seed-fresh migrations --render configmap --namespace cozy-system --name cozystack-version\n";
     pub const VERIFY: &str = "Examples:\n  migrate verify migrations --ledger configmap:cozy-system/cozystack-version --since v1.7.0\n";
     pub const NEW: &str = "Examples:\n  migrate new migrations tenant-pvc-backup-label\n  migrate new migrations reindex-dashboards --tier background --on-error warn\n";
-    pub const RUN: &str = "Examples:\n  migrate run /migrations --tier pre-apply --ledger configmap:cozy-system/cozystack-version --require-existing-ledger\n  migrate run migrations --ledger file:/tmp/ledger.json --dry-run\n  ONLY=my-slug migrate run migrations --ledger file:/tmp/ledger.json\n";
+    pub const RUN: &str = "Examples:\n  migrate run /migrations --tier pre-apply --ledger configmap:cozy-system/cozystack-version --require-existing-ledger\n  migrate run migrations --ledger file:/tmp/ledger.json --dry-run\n  migrate run migrations --ledger file:/tmp/new-ledger.json --fresh-install\n  ONLY=my-slug migrate run migrations --ledger file:/tmp/ledger.json\n";
     pub const INDEX: &str =
         "Examples:\n  migrate index migrations --image ghcr.io/you/migrations@sha256:<digest>\n";
     pub const CRD: &str = "Examples:\n  migrate crd | kubectl apply -f -\n";
@@ -302,13 +302,19 @@ pub struct PlanArgs {
     /// Name every seeded and skipped slug, not only their counts.
     #[arg(long, short = 'v', visible_alias = "verbose")]
     pub wide: bool,
-    /// Refuse (exit 3) when the ledger does not exist, instead of treating
-    /// the run as a fresh install (which records every manifest slug
-    /// skipped-fresh-install and runs nothing). For upgrade hooks and the
-    /// operator's Jobs, where the ledger was created at install.
+    /// Refuse (exit 3) when the ledger does not exist, instead of showing
+    /// the fresh install `run --fresh-install` would do. For upgrade hooks
+    /// and the operator's Jobs, where the ledger was created at install.
     #[arg(long, env = "MIGRATE_REQUIRE_EXISTING_LEDGER", value_parser = clap::builder::BoolishValueParser::new())]
     pub require_existing_ledger: bool,
+    /// This is a new cluster: a missing ledger is a fresh install, and
+    /// `plan` does not warn that `run` needs this flag for one.
+    #[arg(long, env = "MIGRATE_FRESH_INSTALL", value_parser = clap::builder::BoolishValueParser::new())]
+    pub fresh_install: bool,
 }
+
+/// The release tags' glob when none is given.
+pub const DEFAULT_TAG_PATTERN: &str = "v*";
 
 /// `migrate manifest`.
 #[derive(Debug, Args)]
@@ -362,6 +368,11 @@ pub struct LintArgs {
     /// The least severe shellcheck finding reported (shellcheck -S).
     #[arg(long, value_enum, default_value = "style")]
     pub shellcheck_severity: ShellcheckSeverity,
+    /// Glob of release tags the scripts are compared with, when the tree is
+    /// in a git repository (a script edited after a tag shipped it is an
+    /// error).
+    #[arg(long, default_value = DEFAULT_TAG_PATTERN)]
+    pub tag_pattern: String,
 }
 
 /// `migrate seed-fresh`.
@@ -490,12 +501,17 @@ pub struct RunArgs {
     /// MIGRATE_CLUSTER_COMMANDS (repeatable).
     #[arg(long = "cluster-command")]
     pub cluster_commands: Vec<String>,
-    /// Refuse (exit 3) when the ledger does not exist, instead of treating
-    /// the run as a fresh install (which records every manifest slug
-    /// skipped-fresh-install and runs nothing). For upgrade hooks and the
-    /// operator's Jobs, where the ledger was created at install.
+    /// Refuse (exit 3) when the ledger does not exist: the default, kept so
+    /// that upgrade hooks and the operator's Jobs, whose ledger was created
+    /// at install, can say so whatever the environment holds.
     #[arg(long, env = "MIGRATE_REQUIRE_EXISTING_LEDGER", value_parser = clap::builder::BoolishValueParser::new())]
     pub require_existing_ledger: bool,
+    /// This is a new cluster: a missing ledger is a fresh install (every
+    /// manifest slug recorded skipped-fresh-install, nothing run) instead
+    /// of a refusal. A mistyped ledger spec looks the same, so it is never
+    /// the default.
+    #[arg(long, env = "MIGRATE_FRESH_INSTALL", value_parser = clap::builder::BoolishValueParser::new())]
+    pub fresh_install: bool,
     /// Print what the run would do (the plan of this tier and the pre-run
     /// scan) and stop: no lock is taken, nothing is written, no script is
     /// executed. `MIGRATION_DRY_RUN` set to a true value means the same.

@@ -4,8 +4,9 @@ use super::args::LintArgs;
 use super::{Failure, Out};
 use crate::report::LintView;
 use migrate_lint::shell::shellcheck;
-use migrate_lint::{LintConfig, lint_tree};
+use migrate_lint::{Finding, Level, LintConfig, lint_tree};
 use migrate_spec::exit;
+use migration_core::{LoadOptions, MigrationsTree};
 
 /// Lints the tree and prints the findings.
 pub fn lint(args: LintArgs, out: &Out) -> Result<(), Failure> {
@@ -30,10 +31,57 @@ pub fn lint(args: LintArgs, out: &Out) -> Result<(), Failure> {
             config.kubectl_commands.push(name);
         }
     }
-    let view = LintView::new(lint_tree(&args.tree, &config)?);
+    let mut report = lint_tree(&args.tree, &config)?;
+    report
+        .findings
+        .extend(shipped_edit_findings(&args.tree, &args.tag_pattern));
+    let view = LintView::new(report);
     out.emit(&view, |_| view.text());
     if view.errors > 0 {
         return Err(Failure::quiet(exit::BAD_INPUT));
     }
     Ok(())
+}
+
+/// The rule of a shipped script edited since (and of a repository that
+/// could not be compared).
+const SHIPPED_RULE: &str = "shipped-script-edited";
+
+/// With the tree in a git repository, each script whose slug a release tag
+/// matching `pattern` shipped with other bytes (the guard `migrate
+/// manifest` applies at the release, asked before it), an error naming the
+/// file, the tag and the fix; a repository that cannot be compared is a
+/// warning saying why. Nothing outside a repository, and nothing for a tree
+/// that does not load (lint reported why already).
+fn shipped_edit_findings(root: &std::path::Path, pattern: &str) -> Vec<Finding> {
+    let Some((repo, path)) = migrate_release::git::locate(root) else {
+        return Vec::new();
+    };
+    // A stale manifest must not hide an edit (it is its own finding).
+    let options = LoadOptions {
+        read_manifest: false,
+        ..LoadOptions::default()
+    };
+    let Ok(tree) = MigrationsTree::load_with(root, options) else {
+        return Vec::new();
+    };
+    match repo.shipped_edits(&path, pattern, &tree) {
+        Ok(edits) => edits
+            .into_iter()
+            .map(|edit| Finding {
+                file: edit.file.display().to_string(),
+                line: None,
+                rule: SHIPPED_RULE,
+                level: Level::Error,
+                message: edit.to_string(),
+            })
+            .collect(),
+        Err(e) => vec![Finding {
+            file: String::new(),
+            line: None,
+            rule: SHIPPED_RULE,
+            level: Level::Warning,
+            message: format!("cannot compare the scripts with what release tags shipped: {e}"),
+        }],
+    }
 }

@@ -14,6 +14,7 @@ use super::args::PlanArgs;
 use super::{Failure, Out, open};
 use crate::report::PlanView;
 use migrate_lint::LintConfig;
+use migrate_release::git::PlacedScript;
 use migrate_runner::RunError;
 use migrate_spec::LedgerSpec;
 use migrate_spec::exit;
@@ -34,13 +35,17 @@ pub(crate) async fn plan_for_run(
     allowed_interpreters: &[String],
     out: &Out,
 ) -> Result<(), Failure> {
+    check_ledger_flags(args.require_existing_ledger, args.fresh_install)?;
+    // `run --dry-run` refuses a missing ledger as `run` does.
+    let require_existing =
+        args.require_existing_ledger || (cluster_commands.is_some() && !args.fresh_install);
     let (tree, opened) = load_and_read(&args.tree, &args.ledger).await?;
     // As `run` does: before the ledger's own failures.
     super::manifest_of(&tree)?;
     let (ledger, read) = opened?;
     let snapshot = read?;
     let mut migrator = Migrator::new(&tree, ledger.as_ref(), &SystemClock)
-        .with_require_existing_ledger(args.require_existing_ledger);
+        .with_require_existing_ledger(require_existing);
     if !allowed_interpreters.is_empty() {
         migrator = migrator.with_allowed_interpreters(allowed_interpreters.to_vec());
     }
@@ -51,10 +56,15 @@ pub(crate) async fn plan_for_run(
     let plan = migrator.plan_snapshot(snapshot.as_ref(), &request)?;
     let mut view = PlanView::new(&plan, &ledger.describe());
     if plan.fresh_install {
+        let run_needs_flag = !args.fresh_install;
         eprintln!(
             "migrate: {}",
-            crate::report::fresh_install_notice(&ledger.describe())
+            crate::report::fresh_install_notice(&ledger.describe(), run_needs_flag)
         );
+        if run_needs_flag {
+            view.warnings
+                .push(crate::report::run_needs_fresh_install(&ledger.describe()));
+        }
     }
     if let Some(snapshot) = &snapshot {
         view.note_attempts(&snapshot.attempts_started);
@@ -84,6 +94,8 @@ pub(crate) async fn plan_for_run(
             b.reason
         ));
     }
+    view.warnings
+        .extend(shipped_edit_warnings(&tree, &plan.pending));
     leave_to_exit((tree, snapshot, ledger));
     if unsafe_findings.is_empty() {
         out.emit(&view, |c| view.text(c, args.wide));
@@ -106,6 +118,74 @@ pub(crate) async fn plan_for_run(
         )
     });
     Err(Failure::quiet(exit::REFUSED))
+}
+
+/// With the tree in a git repository, a warning for each pending script
+/// that differs from what the release tag named by its batch shipped
+/// (`NNNNN-<tag>`: the first tag of the line that shipped it, CONTRACT.md
+/// §4.1): the run would execute content no release shipped under that
+/// slug, and the next release's manifest will refuse it (§4.5). Only that
+/// tag's copy of each pending script is read, so the check costs one git
+/// process, not the release history. Legacy and untagged batches name no
+/// tag, and without a repository (a tree in an image) nothing records what
+/// a tag shipped: `order.d/` names slugs, not contents, and the ledger
+/// holds checksums only of what ran here (`checksum_mismatches`); those are
+/// not checked.
+fn shipped_edit_warnings(
+    tree: &MigrationsTree,
+    pending: &[migration_core::plan::PendingMigration],
+) -> Vec<String> {
+    let placed: Vec<PlacedScript> = pending
+        .iter()
+        .filter_map(|p| {
+            let (number, tag) = p.batch.split_once('-')?;
+            let tagged = number != "00000" && number != "99999";
+            tagged.then(|| PlacedScript {
+                slug: p.slug.clone(),
+                file: p.relative_path.clone(),
+                tag: tag.to_owned(),
+                on_disk: p.sha256,
+            })
+        })
+        .collect();
+    if placed.is_empty() {
+        return Vec::new();
+    }
+    let Some((repo, path)) = migrate_release::git::locate(tree.root()) else {
+        return Vec::new();
+    };
+    match repo.edits_since_placed(&path, &placed) {
+        Ok(edits) => edits
+            .into_iter()
+            .map(|edit| {
+                format!(
+                    "{}: {edit}; this run would execute bytes no release shipped under that slug",
+                    edit.file.display()
+                )
+            })
+            .collect(),
+        Err(e) => vec![format!(
+            "cannot compare the pending scripts with what their release tags shipped: {e}"
+        )],
+    }
+}
+
+/// Refuses `--fresh-install` beside `--require-existing-ledger` (either from
+/// the environment too) as bad input: one says a missing ledger is a new
+/// cluster, the other that it is a mistake, and neither may silently win.
+pub(super) fn check_ledger_flags(
+    require_existing: bool,
+    fresh_install: bool,
+) -> Result<(), Failure> {
+    if require_existing && fresh_install {
+        return Err(Failure::bad_input(vec![
+            "--fresh-install (MIGRATE_FRESH_INSTALL) and --require-existing-ledger \
+             (MIGRATE_REQUIRE_EXISTING_LEDGER) contradict each other: pass --fresh-install \
+             only for a new cluster, whose ledger does not exist yet"
+                .to_owned(),
+        ]));
+    }
+    Ok(())
 }
 
 /// Leaves `values` to the end of the process instead of freeing them: the

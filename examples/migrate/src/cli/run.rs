@@ -35,9 +35,11 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         allow_interpreters,
         cluster_commands,
         require_existing_ledger,
+        fresh_install,
         dry_run,
         cluster,
     } = args;
+    super::plan::check_ledger_flags(require_existing_ledger, fresh_install)?;
     if dry_run {
         // A dry run never executes a script: one that ignored a dry-run
         // switch would change the cluster with nothing recorded, and one
@@ -54,6 +56,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
             only,
             wide: false,
             require_existing_ledger,
+            fresh_install,
             cluster,
         };
         return super::plan::plan_for_run(args, Some(&cluster_commands), &allow_interpreters, out)
@@ -76,7 +79,9 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     config.grace = Duration::from_secs(grace);
     config.lock_wait = Duration::from_secs(lock_wait);
     config.lock_ttl = Duration::from_secs(lock_ttl.max(1));
-    config.require_existing_ledger = require_existing_ledger;
+    // A missing ledger refuses unless this is said to be a new cluster
+    // (CONTRACT.md §6.1): a mistyped spec looks exactly like one.
+    config.require_existing_ledger = !fresh_install;
     if !allow_interpreters.is_empty() {
         config.allowed_interpreters = allow_interpreters;
     }
@@ -101,7 +106,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
             if report.fresh_install {
                 eprintln!(
                     "migrate: {}",
-                    crate::report::fresh_install_notice(&ledger.describe())
+                    crate::report::fresh_install_notice(&ledger.describe(), false)
                 );
             }
             out.emit(&report, |_| String::new());

@@ -21,14 +21,29 @@ use migrate_runner::fresh_install_reason;
 
 /// The loud notice `plan` and `run` print on stderr when they treat the
 /// run as a fresh install (CONTRACT.md §6.1): a mistyped ledger path or a
-/// deleted ledger would otherwise skip every pending migration quietly.
-pub fn fresh_install_notice(ledger: &str) -> String {
-    format!(
+/// deleted ledger looks the same, and would skip every pending migration.
+/// `run` gets here only with `--fresh-install`; a `plan` without it also
+/// says that `run` will refuse.
+pub fn fresh_install_notice(ledger: &str, run_needs_flag: bool) -> String {
+    let mut notice = format!(
         "FRESH INSTALL: {}, so this cluster is treated as new: every manifest slug is recorded \
          skipped-fresh-install and no migration runs. If this cluster ran migrations before, stop: \
-         its ledger was deleted or the ledger spec is wrong; pass --require-existing-ledger \
-         (or MIGRATE_REQUIRE_EXISTING_LEDGER=true) to refuse instead",
+         its ledger was deleted or the ledger spec is wrong",
         fresh_install_reason(ledger)
+    );
+    if run_needs_flag {
+        notice.push_str(". ");
+        notice.push_str(&run_needs_fresh_install(ledger));
+    }
+    notice
+}
+
+/// What `plan` says of a fresh install it shows without `--fresh-install`:
+/// `run` would refuse it.
+pub fn run_needs_fresh_install(ledger: &str) -> String {
+    format!(
+        "`migrate run` refuses this missing ledger ({ledger}) unless given --fresh-install \
+         (MIGRATE_FRESH_INSTALL=true), for a new cluster only"
     )
 }
 

@@ -127,12 +127,24 @@ impl Cluster {
 
     /// `migrate run` of the pre-apply tier of `tree`: (exit code, output).
     fn upgrade(&self, tree: &Path) -> (i32, String) {
+        self.run_with(tree, &[])
+    }
+
+    /// The install of a new cluster: `migrate run --fresh-install`.
+    fn install_ok(&self, tree: &Path) {
+        let (code, text) = self.run_with(tree, &["--fresh-install"]);
+        assert_eq!(code, 0, "{text}");
+    }
+
+    /// `migrate run` of the pre-apply tier of `tree` with `extra` flags.
+    fn run_with(&self, tree: &Path, extra: &[&str]) -> (i32, String) {
         let out = migrate()
             .arg("run")
             .arg(tree)
             .arg("--ledger")
             .arg(common::file_spec(&self.ledger_path()))
             .args(["--tier", "pre-apply", "--lock-wait", "5"])
+            .args(extra)
             .env("FIXTURE_LOG", self.log_path())
             .env_remove("FIXTURE_NOT_READY")
             .output()
@@ -293,14 +305,14 @@ fn straight_to_the_new_line_runs_what_is_missing_and_runs_a_content_again_only_w
 fn a_fresh_install_on_either_line_runs_nothing_and_its_next_line_runs_only_new_content() {
     let lines = lines();
     let cluster = Cluster::fresh();
-    cluster.upgrade_ok(&lines.old);
+    cluster.install_ok(&lines.old);
     assert_each_once(&cluster, &[]);
     cluster.upgrade_ok(&lines.new);
     // Installed with the backport's content; main's slot 3 and 4 are new here.
     assert_each_once(&cluster, &["3-main", "4-final"]);
 
     let cluster = Cluster::fresh();
-    cluster.upgrade_ok(&lines.new);
+    cluster.install_ok(&lines.new);
     cluster.upgrade_ok(&lines.new);
     assert_each_once(&cluster, &[]);
 }

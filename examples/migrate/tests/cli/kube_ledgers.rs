@@ -116,7 +116,11 @@ async fn run_and_status_on_the_custom_resource_ledger() {
     let root = scratch.root();
     let root = root.to_str().unwrap();
     // The first run is a fresh install: the ledger object is created, nothing runs.
-    let (code, doc, err) = migrate(&kc, &["run", root, "--ledger", "crd:platform"]).await;
+    let (code, doc, err) = migrate(
+        &kc,
+        &["run", root, "--ledger", "crd:platform", "--fresh-install"],
+    )
+    .await;
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["fresh_install"], true);
     let object = server

@@ -40,6 +40,7 @@ mod reliability;
 mod run_after_read;
 mod runner;
 mod shell_lint;
+mod shipped_edits;
 mod test_real_cluster;
 mod test_sandbox;
 mod tolerate;

@@ -83,6 +83,49 @@ impl BlobReader {
         Ok(bytes)
     }
 
+    /// [`Self::read`] of an object named any way `git cat-file` accepts
+    /// (`TAG:PATH`), `None` when there is no such object (a tag without
+    /// that file, or no such tag). Not cached: each name is asked once.
+    pub(super) fn read_named(&mut self, name: &str) -> Result<Option<Vec<u8>>, GitError> {
+        let protocol = |detail: String| GitError::Protocol {
+            args: "cat-file --batch".into(),
+            detail,
+        };
+        if name.contains('\n') {
+            return Err(protocol(format!("object name {name:?} has a newline")));
+        }
+        writeln!(self.stdin, "{name}")
+            .and_then(|()| self.stdin.flush())
+            .map_err(|e| protocol(e.to_string()))?;
+        let mut header = String::new();
+        self.stdout
+            .read_line(&mut header)
+            .map_err(|e| protocol(e.to_string()))?;
+        let header = header.trim_end();
+        if header.ends_with(" missing") || header.ends_with(" ambiguous") {
+            return Ok(None);
+        }
+        let mut fields = header.rsplitn(3, ' ');
+        let (size, kind) = (fields.next(), fields.next());
+        let size: usize = size
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| protocol(format!("bad header {header:?}")))?;
+        let cap = usize::try_from(migration_core::LoadOptions::default().max_file_bytes)
+            .unwrap_or(usize::MAX);
+        if size > cap {
+            return Err(protocol(format!(
+                "object {name} is {size} bytes, above the {cap}-byte script limit"
+            )));
+        }
+        let mut bytes = vec![0u8; size + 1];
+        self.stdout
+            .read_exact(&mut bytes)
+            .map_err(|e| protocol(e.to_string()))?;
+        bytes.pop(); // the newline after the content
+        // A directory or a submodule at that path is no shipped script.
+        Ok((kind == Some("blob")).then_some(bytes))
+    }
+
     pub(super) fn finish(mut self) -> Result<(), GitError> {
         drop(self.stdin);
         let _ = self.child.wait();

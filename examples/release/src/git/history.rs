@@ -123,6 +123,10 @@ impl Repo {
         // A tree no tag holds at all is new since the last release: an error
         // (a mistyped --path would make every script untagged) unless the
         // caller says so. Some tags lacking it is TreeMissing below.
+        // Tags without the tree shipped nothing there (lint's comparison).
+        if self.allow_missing_tree {
+            missing.clear();
+        }
         let holding = all.len() - missing.len().min(all.len());
         if !all.is_empty() && holding == 0 && reading.tree_since.is_none() {
             if self.allow_new_path {

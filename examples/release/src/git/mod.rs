@@ -13,10 +13,12 @@ use migration_core::version::Version;
 
 mod blob;
 mod history;
+mod shipped;
 mod tags;
 
 use blob::BlobReader;
 pub use history::{LineHistory, TreePaths};
+pub use shipped::{PlacedScript, ShippedEdit, locate};
 
 /// Why the release history could not be read. Every variant is fatal:
 /// a smaller history would silently produce a smaller manifest.
@@ -152,6 +154,7 @@ impl OffLine {
 pub struct Repo {
     root: PathBuf,
     allow_new_path: bool,
+    allow_missing_tree: bool,
 }
 
 /// Whether `tag` is a tag of the git repository that `dir` is in (false
@@ -175,7 +178,18 @@ impl Repo {
         Repo {
             root: root.to_path_buf(),
             allow_new_path: false,
+            allow_missing_tree: false,
         }
+    }
+
+    /// Reads a tag without the migrations tree at the paths given as
+    /// shipping nothing, instead of [`GitError::TreeMissing`] or
+    /// [`GitError::PathInNoTag`]: for checks that only compare what tags
+    /// did ship ([`Repo::shipped_edits`]), never for generating a manifest,
+    /// where a tag read as empty would silently shrink it.
+    pub fn allow_missing_tree(mut self, allow: bool) -> Self {
+        self.allow_missing_tree = allow;
+        self
     }
 
     /// Accepts a migrations path that no release tag holds yet (a tree

@@ -9,13 +9,14 @@ use std::process::{Command, Output};
 use migration_core::testing::fixtures::script_text;
 
 /// The binary under test, blind to the caller's `MIGRATE_*` settings (a
-/// developer's `MIGRATE_REQUIRE_EXISTING_LEDGER` would refuse every fresh
-/// install the suites start from).
+/// developer's `MIGRATE_REQUIRE_EXISTING_LEDGER` or `MIGRATE_FRESH_INSTALL`
+/// would change what a missing ledger does).
 pub fn migrate() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_migrate"));
     cmd.env_remove("MIGRATE_LEDGER")
         .env_remove("ONLY")
         .env_remove("MIGRATE_REQUIRE_EXISTING_LEDGER")
+        .env_remove("MIGRATE_FRESH_INSTALL")
         .env("MIGRATE_LOG", "error");
     cmd
 }

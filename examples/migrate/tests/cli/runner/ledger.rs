@@ -147,7 +147,7 @@ fn a_requirement_that_failed_earlier_in_the_run_blocks_its_dependent() {
 #[test]
 fn a_fresh_install_runs_nothing() {
     let tree = Tree::new(&[pre("a", r#"echo ran >> "$SCRATCH/log""#)]);
-    let (code, doc, err) = tree.run(&[]);
+    let (code, doc, err) = tree.run(&["--fresh-install"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(doc["fresh_install"], true);
     assert_eq!(doc["seeded"], 1);
