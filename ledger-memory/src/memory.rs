@@ -10,6 +10,7 @@ use migration_core::{Clock, LedgerEntry, Slug, SystemClock};
 
 use crate::DEFAULT_BUDGET_BYTES;
 use migration_core::object::{self, Change, LockState, Object};
+use migration_core::last_failure::LastFailure;
 
 /// A ledger held in memory. Clones share the same storage, like two clients
 /// of one API server, so tests can race handles against each other.
@@ -152,6 +153,12 @@ impl Ledger for MemoryLedger {
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
         self.change(|name, budget, current| {
             object::plan_note_attempt(name, budget, current, slug, token, floor)
+        })
+    }
+
+    async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
+        self.change(|name, budget, current| {
+            object::plan_note_failure(name, budget, current, slug, failure).map(|c| ((), c))
         })
     }
 }

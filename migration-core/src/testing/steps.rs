@@ -74,6 +74,7 @@ pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothi
             floor: 4,
         }),
         lock: take(ledger.kept_in_ledger()),
+        failure: None,
     };
     let first = ledger.write_step(&step).await.unwrap();
     assert_eq!(first.attempts, Some(5), "the floor is respected");
@@ -108,6 +109,7 @@ pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothi
         records: &records[..],
         attempt: None,
         lock: LockStep::Separate,
+        failure: None,
     };
     assert_eq!(
         ledger.write_step(&only_records).await.unwrap().attempts,
@@ -127,6 +129,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
             records: &[],
             attempt: first_attempt(&record[0].0),
             lock: runner_a_takes(rev.as_deref()),
+            failure: None,
         })
         .await
         .unwrap();
@@ -148,6 +151,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
             records: &record,
             attempt: None,
             lock,
+            failure: None,
         };
         match b.write_step(&step).await {
             Err(LedgerError::LockHeld { holder, .. }) => assert_eq!(holder, "runner-a"),
@@ -170,6 +174,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
                 lease: &lease,
                 ttl: TTL,
             },
+            failure: None,
         })
         .await
         .unwrap()
@@ -184,6 +189,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
             records: &record,
             attempt: None,
             lock: LockStep::Release { lease: &held },
+            failure: None,
         })
         .await
         .unwrap();
@@ -200,6 +206,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
                 lease: &held,
                 ttl: TTL,
             },
+            failure: None,
         })
         .await
     {
@@ -224,6 +231,7 @@ pub async fn a_step_taking_the_lock_on_a_changed_ledger_writes_nothing(h: &impl 
         records: &record,
         attempt: first_attempt(&noted),
         lock: runner_a_takes(planned_on.as_deref()),
+        failure: None,
     };
     match a.write_step(&step).await {
         Err(e @ LedgerError::Changed { .. }) => assert!(e.to_string().contains("plan again")),
