@@ -355,7 +355,9 @@ impl Ledger for CrdLedger {
                 return Ok(Step::Done(()));
             }
             let mut write = StatusWrite::default();
-            write.failures.insert(slug.as_str().to_owned(), value.clone());
+            write
+                .failures
+                .insert(slug.as_str().to_owned(), value.clone());
             Ok(Step::Write(write, ()))
         })
         .await

@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use migration_core::last_failure::LastFailure;
 use migration_core::ledger::{Ledger, LedgerError, LedgerSnapshot, WriteMode, WriteReport};
 use migration_core::lock::{Lease, Lock, LockedLedger};
 use migration_core::retry::{NoSleep, RetryPolicy};
 use migration_core::{LedgerEntry, Slug};
-use migration_core::last_failure::LastFailure;
 
 /// A ledger operation, as counted and matched by [`FaultyLedger`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

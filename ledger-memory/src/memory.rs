@@ -9,8 +9,8 @@ use migration_core::lock::Lock;
 use migration_core::{Clock, LedgerEntry, Slug, SystemClock};
 
 use crate::DEFAULT_BUDGET_BYTES;
-use migration_core::object::{self, Change, LockState, Object};
 use migration_core::last_failure::LastFailure;
+use migration_core::object::{self, Change, LockState, Object};
 
 /// A ledger held in memory. Clones share the same storage, like two clients
 /// of one API server, so tests can race handles against each other.

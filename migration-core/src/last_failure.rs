@@ -120,7 +120,8 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_read_and_a_value_that_does_not_parse_is_corrupt() {
-        let newer = r#"{"reason":"r","message":"m","at":"2026-01-01T00:00:00Z","attempts":1,"node":"n1"}"#;
+        let newer =
+            r#"{"reason":"r","message":"m","at":"2026-01-01T00:00:00Z","attempts":1,"node":"n1"}"#;
         assert_eq!(LastFailure::decode("f.x", newer).unwrap().reason, "r");
         let corrupt = LastFailure::decode("f.x", "{not json").unwrap_err();
         assert_eq!(corrupt.key, "f.x");

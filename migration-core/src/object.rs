@@ -23,10 +23,10 @@ use std::time::Duration;
 
 use crate::entry::{ContextIndex, Placement};
 use crate::keys;
+use crate::last_failure::LastFailure;
 use crate::ledger::{
     AttemptMark, Lease, LedgerError, LedgerSnapshot, Usage, WriteMode, WriteReport,
 };
-use crate::last_failure::LastFailure;
 use crate::step::{AttemptNote, FailureNote};
 use crate::{LedgerEntry, Slug, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -102,7 +102,10 @@ impl Object {
     /// The clearing puts of the last failures of `written` (slugs whose
     /// entries a write stores) that the object holds: an entry's write
     /// removes its slug's last failure in the same change.
-    fn clear_failures<'s>(&self, written: impl IntoIterator<Item = &'s Slug>) -> Vec<(String, String)> {
+    fn clear_failures<'s>(
+        &self,
+        written: impl IntoIterator<Item = &'s Slug>,
+    ) -> Vec<(String, String)> {
         written
             .into_iter()
             .map(keys::failure_key)

@@ -329,7 +329,8 @@ impl Run<'_, '_> {
             u32::MAX,
             Some(("r".repeat(MAX_REASON_BYTES), String::new())),
         );
-        let recorded = record_bytes(&self.sizes, &pending.slug, &entry, usage) + self.largest_message;
+        let recorded =
+            record_bytes(&self.sizes, &pending.slug, &entry, usage) + self.largest_message;
         let image = self.migrator.context().image;
         let failure = failure_bytes(
             &pending.slug,
@@ -551,7 +552,13 @@ impl Run<'_, '_> {
     /// ledger's budget cannot hold it: the record is informational, and a
     /// migration that executed had its room reserved ([`Self::next_step`]),
     /// so only a blocked one with a long list of requirements can miss it.
-    fn stage_failure(&mut self, pending: &PendingMigration, attempts: u32, reason: &str, message: &str) {
+    fn stage_failure(
+        &mut self,
+        pending: &PendingMigration,
+        attempts: u32,
+        reason: &str,
+        message: &str,
+    ) {
         let context = self.migrator.context();
         let failure = LastFailure {
             reason: cut_front(reason, MAX_REASON_BYTES),

@@ -88,7 +88,8 @@ pub(crate) fn plan_status_write(
     }
 
     for slug in &write.cleared_failures {
-        if view.failures.is_some_and(|f| f.contains_key(slug)) && !write.failures.contains_key(slug) {
+        if view.failures.is_some_and(|f| f.contains_key(slug)) && !write.failures.contains_key(slug)
+        {
             ops.push(json!({
                 "op": "remove",
                 "path": format!("/status/failures/{}", pointer_token(slug)),

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use migration_core::last_failure::LastFailure;
 use migration_core::ledger::{Lease, Ledger, LedgerError, LedgerSnapshot, WriteMode, WriteReport};
 use migration_core::lock::Lock;
-use migration_core::last_failure::LastFailure;
 use migration_core::step::{LockStep, StepReport, StepWrite};
 use migration_core::{Clock, LedgerEntry, Slug, SystemClock};
 
