@@ -176,3 +176,177 @@ fn a_corrupt_last_failure_is_a_warning_and_blocks_nothing() {
     assert!(!corrupt.contains("f.two"), "{doc}");
     assert!(corrupt.contains("f.Not_A_Slug"), "{doc}");
 }
+
+/// The kube ledgers through the binary: `a` in a first release (a fresh
+/// install seeds it), then `b` (abort) failing in the next, then fixed.
+mod kube {
+    use super::{SECRET, assert_failure, failing_body};
+    use crate::common;
+    use migration_core::testing::fixtures::{ScratchTree, TreeBuilder, script_text};
+    use migration_core::{OnError, Tier};
+    use std::path::Path;
+
+    async fn migrate(kubeconfig: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
+        common::json_on_cluster(kubeconfig, args).await
+    }
+
+    /// Adds `b` to the tree in a second batch, with `body`.
+    fn release_b(scratch: &ScratchTree, body: &str) {
+        let root = scratch.root();
+        std::fs::write(
+            root.join("pre-apply/b"),
+            script_text(Tier::PreApply, OnError::Abort, &[], body),
+        )
+        .unwrap();
+        std::fs::write(root.join("order.d/00002-v2"), "b\n").unwrap();
+    }
+
+    /// The whole story on ledger `spec` of the cluster `kubeconfig` names;
+    /// `raw` reads the stored object (what must never hold the secret).
+    pub(super) async fn abort_then_fix(
+        kubeconfig: &Path,
+        spec: &str,
+        raw: impl AsyncFn() -> String,
+    ) {
+        let scratch = TreeBuilder::new()
+            .script_with(Tier::PreApply, "a", OnError::Abort, &[], "echo a")
+            .manifest(&[("00001-v1", "a\n")])
+            .scratch();
+        let root = scratch.root();
+        let root = root.to_str().unwrap();
+        let image = ["--image", "img@sha256:1"];
+        let run = |extra: &'static [&'static str]| {
+            let mut args = vec!["run", root, "--ledger", spec];
+            args.extend_from_slice(&image);
+            args.extend_from_slice(extra);
+            args
+        };
+        let (code, doc, err) = migrate(kubeconfig, &run(&[])).await;
+        assert_eq!(
+            (code, &doc["fresh_install"]),
+            (0, &serde_json::json!(true)),
+            "{err}"
+        );
+
+        release_b(&scratch, &failing_body());
+        for attempt in 1..=2 {
+            let (code, doc, err) = migrate(kubeconfig, &run(&[])).await;
+            assert_eq!(code, 4, "{doc}\n{err}");
+            let (code, status, err) = migrate(kubeconfig, &["status", "--ledger", spec]).await;
+            assert_eq!(code, 0, "{err}");
+            assert!(
+                common::by_slug(&status["entries"], "b").is_none(),
+                "{status}"
+            );
+            let b = common::by_slug(&status["unrecorded"], "b").expect("b is unrecorded");
+            assert_failure(&b["last_failure"], attempt);
+            assert_eq!(b["last_failure"]["image"], "img@sha256:1");
+        }
+        let stored = raw().await;
+        assert!(stored.contains("exit-status-3"), "{stored}");
+        assert!(!stored.contains(SECRET), "{stored}");
+        let (code, one, _) = migrate(kubeconfig, &["status", "b", "--ledger", spec]).await;
+        assert_eq!(code, 0);
+        assert_failure(&one["last_failure"], 2);
+        let (code, plan, err) = migrate(kubeconfig, &["plan", root, "--ledger", spec]).await;
+        assert_eq!(code, 0, "{err}");
+        assert_failure(
+            &common::by_slug(&plan["pending"], "b").unwrap()["last_failure"],
+            2,
+        );
+
+        release_b(&scratch, "echo fixed");
+        let (code, doc, err) = migrate(kubeconfig, &run(&[])).await;
+        assert_eq!(code, 0, "{doc}\n{err}");
+        let (_, status, _) = migrate(kubeconfig, &["status", "--ledger", spec]).await;
+        let b = common::by_slug(&status["entries"], "b").expect("b is recorded");
+        assert_eq!((&b["state"], &b["attempts"]), (&"ok".into(), &3.into()));
+        assert!(b.get("last_failure").is_none(), "{b}");
+        let stored = raw().await;
+        assert!(!stored.contains("exit-status-3"), "removed: {stored}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_configmap_and_custom_resource_ledgers_a_last_failure_is_kept_and_then_removed() {
+    use ledger_crd::{GROUP, KIND, PLURAL, VERSION};
+    let server = test_apiserver::TestApiServer::start().await;
+    server.register_custom_resource(GROUP, VERSION, PLURAL, KIND, false, true);
+    let dir = tempfile::tempdir().unwrap();
+    let kc = common::kubeconfig_for(dir.path(), &server.url());
+    let object = |resource: &'static str, ns: &'static str, name: &'static str| {
+        let server = &server;
+        async move || server.object(resource, ns, name).unwrap().to_string()
+    };
+    kube::abort_then_fix(
+        &kc,
+        "configmap:cozy-system/cozystack-version",
+        object("configmaps", "cozy-system", "cozystack-version"),
+    )
+    .await;
+    kube::abort_then_fix(
+        &kc,
+        "crd:platform",
+        object("migrationledgers.migrations.cozystack.io", "", "platform"),
+    )
+    .await;
+}
+
+/// The same against a real API server (`MIGRATE_TEST_KUBECONFIG`; skipped,
+/// saying so, when unset): the real CRD's schema and structural pruning
+/// keep `status.failures`, and the real merge patch removes `f.b`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_real_api_server_a_last_failure_is_kept_and_then_removed() {
+    use ::kube::CustomResourceExt;
+    use ::kube::api::{Api, DynamicObject, Patch, PatchParams};
+    use ::kube::core::ApiResource;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use test_apiserver::real::{RealCluster, unique_name};
+
+    let Some(cluster) = RealCluster::from_env("last failure on real ledgers").await else {
+        return;
+    };
+    let client = cluster.client();
+    let ns = cluster.namespace().to_owned();
+    let kc = cluster.kubeconfig().to_owned();
+
+    // ConfigMap: an existing, empty ledger is not needed (a fresh install
+    // creates it), only a name of this run's own.
+    let cm_name = unique_name("last-failure");
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let read_cm = {
+        let (configmaps, name) = (configmaps.clone(), cm_name.clone());
+        async move || serde_json::to_string(&configmaps.get(&name).await.unwrap()).unwrap()
+    };
+    kube::abort_then_fix(&kc, &format!("configmap:{ns}/{cm_name}"), read_cm).await;
+    configmaps
+        .delete(&cm_name, &Default::default())
+        .await
+        .unwrap();
+
+    // The CRD this engine prints, applied as `migrate crd | kubectl apply` would.
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd_name = ledger_crd::MigrationLedger::crd_name();
+    crds.patch(
+        crd_name,
+        &PatchParams::apply("cozystack-migrate-test-lane"),
+        &Patch::Apply(ledger_crd::crd()),
+    )
+    .await
+    .unwrap();
+    test_apiserver::real::wait_until_established(&client, crd_name).await;
+    let ledgers: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::erase::<ledger_crd::MigrationLedger>(&()),
+    );
+    let name = unique_name("last-failure");
+    let read_cr = {
+        let (ledgers, name) = (ledgers.clone(), name.clone());
+        async move || serde_json::to_string(&ledgers.get(&name).await.unwrap()).unwrap()
+    };
+    // The Lease beside it lives in `cozy-system`, as in production.
+    cluster.ensure_namespace("cozy-system").await;
+    kube::abort_then_fix(&kc, &format!("crd:{name}"), read_cr).await;
+    ledgers.delete(&name, &Default::default()).await.unwrap();
+}
