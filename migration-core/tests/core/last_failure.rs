@@ -183,3 +183,29 @@ async fn a_ledger_holding_a_last_failure_plans_and_runs_under_an_older_engines_r
     run_once(&tree, &ledger, &clock, Outcome::Succeeded).await;
     assert!(snapshot(&ledger).await.failures.is_empty());
 }
+
+#[test]
+fn a_corrupt_last_failure_never_refuses_an_adoption_but_a_corrupt_entry_key_still_does() {
+    use migration_core::seeding::{AdoptRefusal, AdoptWrite, Adoption, adopt_into};
+    let adoption = Adoption {
+        entries: Vec::new(),
+        reruns: Vec::new(),
+    };
+    let data = [
+        ("version", "4"),
+        ("f.x", "{not json"),
+        ("f.Not_A_Slug", "{}"),
+    ];
+    let snapshot = LedgerSnapshot::from_raw_data(data, None);
+    assert_eq!(snapshot.unreadable_keys.len(), 2);
+    assert_eq!(
+        adopt_into(Some(&snapshot), &adoption, 4),
+        Ok(AdoptWrite::Complete)
+    );
+    let data = [("version", "4"), ("m.Not_A_Slug", "{}")];
+    let snapshot = LedgerSnapshot::from_raw_data(data, None);
+    assert!(matches!(
+        adopt_into(Some(&snapshot), &adoption, 4),
+        Err(AdoptRefusal::UnreadableKeys { .. })
+    ));
+}
