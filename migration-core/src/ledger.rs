@@ -558,8 +558,8 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     ///
     /// The default sends [`Self::write`] (records, [`WriteMode::Replace`]),
     /// then [`Self::note_attempt`] and [`Self::note_failure`]: correct for
-    /// every backend, up to three operations. A backend that can store both in one conditional write
-    /// overrides it, and one whose run lock lives in the ledger object
+    /// every backend, up to three operations. A backend that can store them
+    /// in one conditional write overrides it, and one whose run lock lives in the ledger object
     /// ([`crate::Lock::kept_in_ledger`]) must, to honour
     /// [`crate::step::LockStep`]; the default refuses any lock step but
     /// [`crate::step::LockStep::Separate`] and

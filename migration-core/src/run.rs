@@ -477,8 +477,9 @@ impl Run<'_, '_> {
     /// migration records nothing terminal: its last failure (reason, output
     /// tail, time, image, attempts) is kept for the run's closing write
     /// ([`Self::close`]), non-terminal, until the slug's next outcome
-    /// replaces it. Under `warn` it is recorded `failed` and the run goes on. The record is written by the run's next write (the
-    /// next [`Self::note_attempt`] or [`Self::close`]), which confirms it: a
+    /// replaces it. Under `warn` it is recorded `failed` and the run goes
+    /// on. The record is written by the run's next write (the next
+    /// [`Self::note_attempt`] or [`Self::close`]), which confirms it: a
     /// record that cannot be confirmed is an error there, never assumed
     /// written.
     pub async fn finish(
