@@ -4,14 +4,15 @@
 //! `cozy-system/cozystack-version`: key `version` holds the legacy integer
 //! (read, never written, by the engine), one key `m.<slug>` per entry holds
 //! its compact JSON, `c.<id>` holds a shared record those entries name (the
-//! image, `lib/` digest and batch a run's entries share), and `a.<slug>`
-//! counts started executions (CONTRACT.md §5).
+//! image, `lib/` digest and batch a run's entries share), `a.<slug>`
+//! counts started executions and `f.<slug>` keeps the last `on-error=abort`
+//! failure until the slug's next entry removes it (CONTRACT.md §5).
 //!
 //! Kubernetes API level: k8s-openapi's `v1_33` (the platform's floor).
 //!
 //! Guarantees, beyond the [`Ledger`] trait's:
-//! - Writes are JSON merge patches that name only the `m.*`/`a.*`/`c.*` keys they
-//!   write, under the field manager `cozystack-migrate`, carrying the
+//! - Writes are JSON merge patches that name only the `m.*`/`a.*`/`f.*`/`c.*`
+//!   keys they write (an `f.*` key the write removes is set to `null`), under the field manager `cozystack-migrate`, carrying the
 //!   object's `resourceVersion` as a precondition. Other keys, labels and
 //!   annotations are never touched; a concurrent writer causes a 409, a
 //!   re-read and a retry, never a lost update.
@@ -56,6 +57,7 @@ use kube::api::Patch;
 use kube::{Api, Client};
 use migration_core::entry::ContextIndex;
 use migration_core::keys;
+use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
 use migration_core::step::{LockStep, StepReport, StepWrite};
 use migration_core::{
@@ -213,14 +215,17 @@ impl ConfigMapLedger {
         }
     }
 
-    /// The size `current` would have with `writes` applied.
+    /// The size `current` would have with `writes` applied (a clearing
+    /// write, [`keys::is_clearing`], removes its key).
     fn size_after(current: &ConfigMap, writes: &BTreeMap<String, String>) -> u64 {
         let data = current.data.as_ref();
         let mut size = configmap_size(current);
         for (k, v) in writes {
-            match data.and_then(|d| d.get(k)) {
-                Some(old) => size = size - old.len() as u64 + v.len() as u64,
-                None => size += (k.len() + v.len()) as u64,
+            match (data.and_then(|d| d.get(k)), keys::is_clearing(k, v)) {
+                (Some(old), true) => size -= (k.len() + old.len()) as u64,
+                (None, true) => {}
+                (Some(old), false) => size = size - old.len() as u64 + v.len() as u64,
+                (None, false) => size += (k.len() + v.len()) as u64,
             }
         }
         size
@@ -305,7 +310,20 @@ impl ConditionalObject for Conditional<'_> {
         }
         let mut patch = serde_json::json!({ "metadata": metadata });
         if !change.data.is_empty() {
-            patch["data"] = serde_json::json!(change.data);
+            // A cleared last failure is removed: `null` in a merge patch.
+            let data: serde_json::Map<String, serde_json::Value> = change
+                .data
+                .iter()
+                .map(|(k, v)| {
+                    let value = if keys::is_clearing(k, v) {
+                        serde_json::Value::Null
+                    } else {
+                        serde_json::Value::String(v.clone())
+                    };
+                    (k.clone(), value)
+                })
+                .collect();
+            patch["data"] = serde_json::Value::Object(data);
         }
         let stored = self
             .0
@@ -334,6 +352,22 @@ fn put_entry(
         writes.insert(keys::context_key(id), text);
     }
     writes.insert(key.to_owned(), stored.value);
+}
+
+/// Adds to `writes` the removal of the last failure of each of `slugs`
+/// (slugs whose entries the write stores) that `existing` holds: an entry's
+/// write removes its slug's last failure in the same patch.
+fn clear_failures<'s>(
+    writes: &mut BTreeMap<String, String>,
+    existing: Option<&BTreeMap<String, String>>,
+    slugs: impl IntoIterator<Item = &'s Slug>,
+) {
+    for slug in slugs {
+        let key = keys::failure_key(slug);
+        if existing.is_some_and(|d| d.contains_key(&key)) {
+            writes.insert(key, keys::CLEARED.to_owned());
+        }
+    }
 }
 
 #[async_trait]
@@ -435,6 +469,7 @@ impl Ledger for ConfigMapLedger {
                     report.written.push((*slug).clone());
                 }
             }
+            clear_failures(&mut writes, existing, &report.written);
             if writes.is_empty() {
                 return Ok(Step::Done(report));
             }
@@ -470,9 +505,29 @@ impl Ledger for ConfigMapLedger {
         .await
     }
 
-    /// One conditional merge patch for the whole step: the records, the
-    /// attempt mark and the lock annotation, decided together on one base
-    /// (CONTRACT.md §5.5).
+    async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
+        const OP: &str = "note failure";
+        let key = keys::failure_key(slug);
+        let value = failure.encode();
+        conditional_update(&Conditional(self), OP, |current| {
+            let existing = current.data.as_ref();
+            if existing.and_then(|d| d.get(&key)) == Some(&value) {
+                return Ok(Step::Done(()));
+            }
+            let writes = BTreeMap::from([(key.clone(), value.clone())]);
+            let would_be = Self::size_after(current, &writes);
+            if would_be > self.budget {
+                return Err(self.full(current, would_be));
+            }
+            Ok(Step::Write(Change::data(writes), ()))
+        })
+        .await
+    }
+
+    /// One conditional merge patch for the whole step: the records (each
+    /// removing its slug's last failure), the attempt mark, the last failure
+    /// and the lock annotation, decided together on one base (CONTRACT.md
+    /// §5.5).
     async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
         const OP: &str = "write step";
         migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, step.records)?;
@@ -496,6 +551,16 @@ impl Ledger for ConfigMapLedger {
                 .into_iter()
                 .filter(|(key, value)| existing.and_then(|d| d.get(key)) != Some(value))
                 .collect();
+            clear_failures(&mut writes, existing, step.records.iter().map(|(s, _)| s));
+            if let Some(note) = step.failure {
+                let key = keys::failure_key(note.slug);
+                let value = note.failure.encode();
+                if existing.and_then(|d| d.get(&key)) == Some(&value) {
+                    writes.remove(&key);
+                } else {
+                    writes.insert(key, value);
+                }
+            }
             let mut attempts = None;
             if let Some(note) = step.attempt {
                 let key = keys::attempt_key(note.slug);

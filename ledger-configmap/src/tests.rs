@@ -260,6 +260,7 @@ fn take<'a>(
             ttl: Duration::from_secs(60),
             revision,
         },
+        failure: None,
     }
 }
 
@@ -283,6 +284,7 @@ fn release<'a>(
         records,
         attempt: None,
         lock: migration_core::step::LockStep::Release { lease },
+        failure: None,
     }
 }
 
@@ -358,6 +360,7 @@ async fn a_409_on_a_step_under_the_lock_reads_again_and_writes_if_the_lock_is_st
                 lease: &lease,
                 ttl: Duration::from_secs(60),
             },
+            failure: None,
         })
         .await
         .unwrap_err();

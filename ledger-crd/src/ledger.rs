@@ -8,6 +8,7 @@ use kube::core::Request;
 use kube::{Client, Resource};
 use migration_core::entry::ContextIndex;
 use migration_core::keys;
+use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
 use migration_core::{
     Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
@@ -306,6 +307,10 @@ impl Ledger for CrdLedger {
                     report.already_present.push(slug.clone());
                 } else {
                     put_entry(&self.writer.ledger, OP, &mut write, &mut index, slug, entry)?;
+                    // The entry's write removes the slug's last failure.
+                    if view.has_failure(slug) {
+                        write.cleared_failures.push(slug.as_str().to_owned());
+                    }
                     report.written.push(slug.clone());
                 }
             }
@@ -338,6 +343,22 @@ impl Ledger for CrdLedger {
             let mut write = StatusWrite::default();
             write.attempts.insert(slug.as_str().to_owned(), value);
             Ok(Step::Write(write, next.count))
+        })
+        .await
+    }
+
+    async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
+        const OP: &str = "note failure";
+        let value = failure.to_value();
+        self.update_status(OP, |view| {
+            if view.failure(slug) == Some(&value) {
+                return Ok(Step::Done(()));
+            }
+            let mut write = StatusWrite::default();
+            write
+                .failures
+                .insert(slug.as_str().to_owned(), value.clone());
+            Ok(Step::Write(write, ()))
         })
         .await
     }

@@ -119,6 +119,13 @@ pub struct MigrationLedgerStatus {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(schema_with = "attempts_schema")]
     pub attempts: BTreeMap<String, serde_json::Value>,
+    /// The last `on-error=abort` failure by migration slug: informational,
+    /// non-terminal, removed by the write that records the slug's next
+    /// outcome (CONTRACT.md §5.3). An installed CRD without this field
+    /// prunes it: the record is then not kept, and nothing else changes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "failures_schema")]
+    pub failures: BTreeMap<String, serde_json::Value>,
     /// Counts for `kubectl get`, recomputed by every status write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<LedgerSummary>,
@@ -293,6 +300,40 @@ fn attempts_schema(_: &mut SchemaGenerator) -> Schema {
                 },
                 "token": {
                     "type": "string",
+                },
+            },
+        },
+    })
+}
+
+/// The schema of `status.failures`; untyped at the value for the same
+/// reasons as [`entries_schema`].
+fn failures_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "description": "The last on-error=abort failure by migration slug, until its next outcome is recorded (informational).",
+        "type": "object",
+        "x-kubernetes-map-type": "atomic",
+        "additionalProperties": {
+            "description": "{reason, message, at, image, attempts}: why it failed, the redacted tail of its output, when, the image it ran from and the executions counted.",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "properties": {
+                "reason": {
+                    "type": "string",
+                },
+                "message": {
+                    "type": "string",
+                },
+                "at": {
+                    "type": "string",
+                    "format": "date-time",
+                },
+                "image": {
+                    "type": "string",
+                },
+                "attempts": {
+                    "type": "integer",
+                    "format": "int64",
+                    "minimum": 0,
                 },
             },
         },

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use migration_core::last_failure::LastFailure;
 use migration_core::ledger::{Ledger, LedgerError, LedgerSnapshot, WriteMode, WriteReport};
 use migration_core::lock::{Lease, Lock, LockedLedger};
 use migration_core::retry::{NoSleep, RetryPolicy};
@@ -22,6 +23,8 @@ pub enum Operation {
     Write,
     /// [`Ledger::note_attempt`].
     NoteAttempt,
+    /// [`Ledger::note_failure`].
+    NoteFailure,
     /// [`Lock::acquire`].
     AcquireLock,
     /// [`Lock::renew`].
@@ -38,6 +41,7 @@ impl Operation {
             Operation::Create => "create",
             Operation::Write => "write",
             Operation::NoteAttempt => "note attempt",
+            Operation::NoteFailure => "note failure",
             Operation::AcquireLock => "acquire lock",
             Operation::RenewLock => "renew lock",
             Operation::ReleaseLock => "release lock",
@@ -251,6 +255,13 @@ impl Ledger for FaultyLedger {
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
         self.call(Operation::NoteAttempt, || {
             self.inner.note_attempt(slug, token, floor)
+        })
+        .await
+    }
+
+    async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
+        self.call(Operation::NoteFailure, || {
+            self.inner.note_failure(slug, failure)
         })
         .await
     }

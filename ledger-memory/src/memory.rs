@@ -9,6 +9,7 @@ use migration_core::lock::Lock;
 use migration_core::{Clock, LedgerEntry, Slug, SystemClock};
 
 use crate::DEFAULT_BUDGET_BYTES;
+use migration_core::last_failure::LastFailure;
 use migration_core::object::{self, Change, LockState, Object};
 
 /// A ledger held in memory. Clones share the same storage, like two clients
@@ -152,6 +153,12 @@ impl Ledger for MemoryLedger {
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
         self.change(|name, budget, current| {
             object::plan_note_attempt(name, budget, current, slug, token, floor)
+        })
+    }
+
+    async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
+        self.change(|name, budget, current| {
+            object::plan_note_failure(name, budget, current, slug, failure).map(|c| ((), c))
         })
     }
 }

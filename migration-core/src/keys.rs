@@ -8,6 +8,7 @@
 //! | `m.<slug>`     | the entry of `<slug>`, as compact JSON                  |
 //! | `a.<slug>`     | the attempt mark of `<slug>` (started executions)       |
 //! | `c.<id>`       | a shared record compact entries name by `<id>`          |
+//! | `f.<slug>`     | the last `on-error=abort` failure of `<slug>`           |
 //!
 //! Any other key belongs to another owner and is left alone. Backends that
 //! store entries and marks in maps of their own (the custom-resource
@@ -27,6 +28,16 @@ pub const ENTRY_PREFIX: &str = "m.";
 /// (`a.<slug>`).
 pub const ATTEMPT_PREFIX: &str = "a.";
 
+/// The prefix that turns a slug into the key of its last failure
+/// (`f.<slug>`, [`crate::last_failure`]).
+pub const FAILURE_PREFIX: &str = "f.";
+
+/// What a flat-key backend stores under a slug's `f.` key to remove its
+/// last failure, when it cannot express a removal (the file ledger's
+/// journal appends puts only): a key holding this is no record, and a
+/// backend that can remove the key does so instead.
+pub const CLEARED: &str = "";
+
 /// The prefix that turns an id into the key of a shared record (`c.<id>`).
 pub const CONTEXT_PREFIX: &str = "c.";
 
@@ -41,6 +52,12 @@ pub fn entry_key(name: impl AsRef<str>) -> String {
 /// [`entry_key`].
 pub fn attempt_key(name: impl AsRef<str>) -> String {
     format!("{ATTEMPT_PREFIX}{}", name.as_ref())
+}
+
+/// The key of the last failure of `name`: `f.<name>`; `name` as for
+/// [`entry_key`].
+pub fn failure_key(name: impl AsRef<str>) -> String {
+    format!("{FAILURE_PREFIX}{}", name.as_ref())
 }
 
 /// The key of the shared record `id`: `c.<id>`.
@@ -58,6 +75,9 @@ pub enum Key {
     Entry(Result<Slug, SlugError>),
     /// `a.<rest>`: an attempt mark; `Err` as for [`Key::Entry`].
     Attempt(Result<Slug, SlugError>),
+    /// `f.<rest>`: a last failure; `Err` as for [`Key::Entry`] (a warning:
+    /// the record is informational).
+    Failure(Result<Slug, SlugError>),
     /// `c.<id>`: a shared record; `Err` (the raw id) when the id is not
     /// one ([`valid_id`]).
     Context(Result<String, String>),
@@ -73,6 +93,8 @@ pub fn parse(key: &str) -> Key {
         Key::Entry(Slug::parse(rest))
     } else if let Some(rest) = key.strip_prefix(ATTEMPT_PREFIX) {
         Key::Attempt(Slug::parse(rest))
+    } else if let Some(rest) = key.strip_prefix(FAILURE_PREFIX) {
+        Key::Failure(Slug::parse(rest))
     } else if let Some(id) = key.strip_prefix(CONTEXT_PREFIX) {
         if valid_id(id) {
             Key::Context(Ok(id.to_owned()))
@@ -92,12 +114,19 @@ pub fn is_entry_key(key: &str) -> bool {
     key.starts_with(ENTRY_PREFIX)
 }
 
-/// Whether the engine writes `key`: an entry, an attempt mark or a shared
-/// record (never `version`, never another owner's key).
+/// Whether the engine writes `key`: an entry, an attempt mark, a last
+/// failure or a shared record (never `version`, never another owner's key).
 pub fn is_engine_key(key: &str) -> bool {
     key.starts_with(ENTRY_PREFIX)
         || key.starts_with(ATTEMPT_PREFIX)
+        || key.starts_with(FAILURE_PREFIX)
         || key.starts_with(CONTEXT_PREFIX)
+}
+
+/// Whether storing `value` under `key` removes a last failure rather than
+/// storing one ([`CLEARED`] under an `f.` key).
+pub fn is_clearing(key: &str, value: &str) -> bool {
+    value == CLEARED && key.starts_with(FAILURE_PREFIX)
 }
 
 /// Whether `id` may name a shared record: 1 to 32 lowercase ASCII letters
@@ -120,6 +149,17 @@ mod tests {
         assert_eq!(parse(&entry_key(&slug)), Key::Entry(Ok(slug.clone())));
         assert_eq!(attempt_key(&slug), "a.etcd-crds-precreate");
         assert_eq!(parse(&attempt_key(&slug)), Key::Attempt(Ok(slug)));
+    }
+
+    #[test]
+    fn a_failure_key_reads_back_as_its_slug_and_an_empty_value_clears_it() {
+        let slug = Slug::parse("etcd-crds-precreate").unwrap();
+        assert_eq!(failure_key(&slug), "f.etcd-crds-precreate");
+        assert_eq!(parse(&failure_key(&slug)), Key::Failure(Ok(slug)));
+        assert!(matches!(parse("f.Bad"), Key::Failure(Err(_))));
+        assert!(is_engine_key("f.x") && !is_entry_key("f.x"));
+        assert!(is_clearing("f.x", CLEARED) && !is_clearing("m.x", CLEARED));
+        assert!(!is_clearing("f.x", "{}"));
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub use builder::{SharedRecordRewritten, SnapshotBuilder};
 use crate::digest::Sha256Digest;
 use crate::entry::{Contexts, CorruptEntry, LedgerEntry};
 use crate::keys::{self, Key};
+use crate::last_failure::LastFailure;
 use crate::slug::Slug;
 use crate::step::{StepReport, StepWrite};
 use crate::time::Timestamp;
@@ -188,6 +189,11 @@ pub struct LedgerSnapshot {
     /// Started executions per slug (`a.<slug>` keys); more started than
     /// recorded means a run died mid-migration.
     pub attempts_started: BTreeMap<Slug, u32>,
+    /// The last `on-error=abort` failure per slug (`f.<slug>` keys), until
+    /// the slug's next outcome replaces it: informational, never read by
+    /// planning. A value that does not parse is in
+    /// [`Self::unreadable_keys`] instead (a warning).
+    pub failures: BTreeMap<Slug, LastFailure>,
     /// Opaque revision of the stored object (a resourceVersion, a counter).
     pub revision: Option<String>,
     /// How full the stored object is, for backends with a size budget
@@ -222,8 +228,9 @@ impl Usage {
 impl LedgerSnapshot {
     /// Builds a snapshot from a backend's raw `key → string` data, the shape
     /// of a ConfigMap: `version`, one JSON value per `m.<slug>` key, the
-    /// attempt marks `a.<slug>` and the shared records `c.<id>` compact
-    /// entries name. Other keys are ignored (they belong to other owners).
+    /// attempt marks `a.<slug>`, the last failures `f.<slug>` and the shared
+    /// records `c.<id>` compact entries name. Other keys are ignored (they
+    /// belong to other owners).
     ///
     /// Owned strings (`String`) are freed as they are decoded, so a backend
     /// that hands over its raw data never holds it and the snapshot whole at
@@ -238,6 +245,7 @@ impl LedgerSnapshot {
         };
         let mut contexts = Contexts::default();
         let mut attempts = Vec::new();
+        let mut failures = Vec::new();
         // Entries are decoded once every shared record is known, whatever
         // order the data comes in.
         let mut entries = Vec::new();
@@ -254,6 +262,17 @@ impl LedgerSnapshot {
                     }
                     (_, Err(corrupt)) => snapshot.unreadable_keys.push(corrupt),
                 },
+                // A cleared record is no record (CONTRACT.md §5.3).
+                Key::Failure(_) if keys::is_clearing(k, v) => {}
+                Key::Failure(Ok(slug)) => match LastFailure::decode(k, v) {
+                    Ok(failure) => failures.push((slug, failure)),
+                    Err(corrupt) => snapshot.unreadable_keys.push(corrupt),
+                },
+                Key::Failure(Err(e)) => snapshot.unreadable_keys.push(CorruptEntry::new(
+                    k,
+                    v,
+                    format!("the key is not 'f.<slug>': {e}"),
+                )),
                 Key::Entry(Ok(slug)) => entries.push((slug, key, value)),
                 Key::Entry(Err(e)) => snapshot.unreadable_keys.push(CorruptEntry::new(
                     k,
@@ -276,6 +295,7 @@ impl LedgerSnapshot {
         // Built whole from the collected pairs: a B-tree filled in key order
         // one insert at a time leaves every node half empty.
         snapshot.attempts_started = attempts.into_iter().collect();
+        snapshot.failures = failures.into_iter().collect();
         // A slug with an attempt mark shares the mark's copy of its text
         // (the keys come sorted from every backend, so one walk finds them).
         let mut marked = snapshot.attempts_started.keys().peekable();
@@ -473,7 +493,10 @@ impl LedgerError {
 ///   none of them.
 /// - **No deletes.** Nothing in this trait removes an entry, and writes touch
 ///   only the `m.<slug>` keys they name: other keys (`version`, other
-///   owners' data, labels, annotations) are left as they are.
+///   owners' data, labels, annotations) are left as they are. The one
+///   exception is the informational last failure (`f.<slug>`): every write
+///   that stores a slug's entry removes the slug's last failure in the same
+///   atomic write ([`Ledger::note_failure`]).
 #[async_trait]
 pub trait Ledger: Send + Sync + fmt::Debug {
     /// A human-readable name for messages: `configmap cozy-system/cozystack-version`.
@@ -521,13 +544,22 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     /// ([`LedgerError::NotFound`] otherwise).
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError>;
 
-    /// Writes one step of a run ([`StepWrite`]): its records, replacing, and
-    /// the attempt mark of the execution about to start, under its lock.
+    /// Stores `failure` as the last failure of `slug` (`f.<slug>`),
+    /// replacing any stored one; the ledger must exist
+    /// ([`LedgerError::NotFound`] otherwise). The record is informational and
+    /// non-terminal: the next write that stores the slug's entry removes it
+    /// in the same atomic write, and a later failure replaces it. It counts
+    /// towards the size budget ([`LedgerError::Full`]).
+    async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError>;
+
+    /// Writes one step of a run ([`StepWrite`]): its records, replacing, the
+    /// attempt mark of the execution about to start and the last failure of
+    /// an `on-error=abort` migration, under its lock.
     ///
-    /// The default sends [`Self::write`] (records, [`WriteMode::Replace`])
-    /// and then [`Self::note_attempt`]: correct for every backend, two
-    /// operations. A backend that can store both in one conditional write
-    /// overrides it, and one whose run lock lives in the ledger object
+    /// The default sends [`Self::write`] (records, [`WriteMode::Replace`]),
+    /// then [`Self::note_attempt`] and [`Self::note_failure`]: correct for
+    /// every backend, up to three operations. A backend that can store them
+    /// in one conditional write overrides it, and one whose run lock lives in the ledger object
     /// ([`crate::Lock::kept_in_ledger`]) must, to honour
     /// [`crate::step::LockStep`]; the default refuses any lock step but
     /// [`crate::step::LockStep::Separate`] and
@@ -553,6 +585,9 @@ pub trait Ledger: Send + Sync + fmt::Debug {
             Some(a) => Some(self.note_attempt(a.slug, a.token, a.floor).await?),
             None => None,
         };
+        if let Some(f) = step.failure {
+            self.note_failure(f.slug, f.failure).await?;
+        }
         Ok(StepReport {
             attempts,
             lease: None,

@@ -6,7 +6,8 @@
 //! the parts that do not touch a cluster:
 //!
 //! - [`Slug`], [`Tier`], [`OnError`] and the script [`header`] parser;
-//! - the ledger's key layout ([`keys`]: `version`, `m.<slug>`, `a.<slug>`);
+//! - the ledger's key layout ([`keys`]: `version`, `m.<slug>`, `a.<slug>`,
+//!   `f.<slug>`);
 //! - loading a [`MigrationsTree`] from disk, with checksums;
 //! - the [`Manifest`] (`order.d/`) and the stable topological [`order`];
 //! - [`LedgerEntry`] and the storage-only [`Ledger`] trait every backend
@@ -31,6 +32,7 @@ pub mod generate;
 pub mod give_up;
 pub mod header;
 pub mod keys;
+pub mod last_failure;
 pub mod lease;
 pub mod ledger;
 pub(crate) mod line_file;

@@ -4,7 +4,7 @@
 //! suite checks).
 //!
 //! The ledger object mirrors a ConfigMap: `data` maps `version`, `m.<slug>`,
-//! `a.<slug>` and `c.<id>` keys to strings, each entry being its compact
+//! `a.<slug>`, `f.<slug>` and `c.<id>` keys to strings, each entry being its compact
 //! JSON naming a shared record (CONTRACT.md §5.2). Keeping
 //! raw strings (not typed entries) is what lets tests plant corrupt values
 //! and lets the file ledger be rendered as a ConfigMap without translation.
@@ -23,10 +23,11 @@ use std::time::Duration;
 
 use crate::entry::{ContextIndex, Placement};
 use crate::keys;
+use crate::last_failure::LastFailure;
 use crate::ledger::{
     AttemptMark, Lease, LedgerError, LedgerSnapshot, Usage, WriteMode, WriteReport,
 };
-use crate::step::AttemptNote;
+use crate::step::{AttemptNote, FailureNote};
 use crate::{LedgerEntry, Slug, Timestamp};
 use serde::{Deserialize, Serialize};
 
@@ -85,12 +86,32 @@ impl Object {
         self.data.len()
     }
 
-    /// The size after storing `puts` (each key at most once).
+    /// The size after storing `puts` (each key at most once; a clearing
+    /// put, [`keys::is_clearing`], removes its key).
     fn bytes_after(&self, puts: &[(String, String)]) -> u64 {
         puts.iter().fold(self.bytes, |acc, (k, v)| {
             let old = self.data.get(k).map_or(0, |old| key_size(k, old));
-            acc - old + key_size(k, v)
+            if keys::is_clearing(k, v) {
+                acc - old
+            } else {
+                acc - old + key_size(k, v)
+            }
         })
+    }
+
+    /// The clearing puts of the last failures of `written` (slugs whose
+    /// entries a write stores) that the object holds: an entry's write
+    /// removes its slug's last failure in the same change.
+    fn clear_failures<'s>(
+        &self,
+        written: impl IntoIterator<Item = &'s Slug>,
+    ) -> Vec<(String, String)> {
+        written
+            .into_iter()
+            .map(keys::failure_key)
+            .filter(|key| self.data.contains_key(key))
+            .map(|key| (key, keys::CLEARED.to_owned()))
+            .collect()
     }
 
     /// Refuses `puts` as "ledger full" when they would take the object
@@ -111,6 +132,13 @@ impl Object {
     }
 
     fn insert(&mut self, key: String, value: String) {
+        // A cleared last failure removes its key: the object never holds one.
+        if keys::is_clearing(&key, &value) {
+            if let Some(old) = self.data.remove(&key) {
+                self.bytes -= key_size(&key, &old);
+            }
+            return;
+        }
         let added = key_size(&key, &value);
         let value_len = value.len() as u64;
         let is_entry = keys::is_entry_key(&key);
@@ -307,7 +335,7 @@ pub fn plan_write(
         return Err(not_found(name, "write"));
     };
     let mut report = WriteReport::default();
-    let puts = encode_all(
+    let mut puts = encode_all(
         name,
         "write",
         entries,
@@ -322,6 +350,7 @@ pub fn plan_write(
             }
         },
     )?;
+    puts.extend(object.clear_failures(&report.written));
     object.check_room_for(name, budget, &puts)?;
     let change = (!puts.is_empty()).then(|| Change::Put {
         revision: object.revision + 1,
@@ -341,8 +370,21 @@ pub fn plan_note_attempt(
     floor: u32,
 ) -> Result<(u32, Option<Change>), LedgerError> {
     let note = AttemptNote { slug, token, floor };
-    let (count, change) = plan_step(name, budget, current, &[], Some(note))?;
+    let (count, change) = plan_step(name, budget, current, &[], Some(note), None)?;
     Ok((count.unwrap_or_default(), change))
+}
+
+/// Plans [`Ledger::note_failure`](crate::Ledger::note_failure): the
+/// record to store under `f.<slug>`, unless it is stored already.
+pub fn plan_note_failure(
+    name: &str,
+    budget: Option<u64>,
+    current: Option<&Object>,
+    slug: &Slug,
+    failure: &LastFailure,
+) -> Result<Option<Change>, LedgerError> {
+    let note = FailureNote { slug, failure };
+    plan_step(name, budget, current, &[], None, Some(note)).map(|(_, change)| change)
 }
 
 /// The count `note` makes, and the mark to store unless it is stored already.
@@ -370,16 +412,18 @@ fn next_mark(
 }
 
 /// Plans [`Ledger::write_step`](crate::Ledger::write_step) for a
-/// ledger whose run lock is not in the object: the records (replacing) and
-/// the attempt mark as one change, so that one append (and one `fdatasync`)
-/// stores both or neither, and the budget is checked on both together. The
-/// count is the one noted, when the step notes an attempt.
+/// ledger whose run lock is not in the object: the records (replacing, each
+/// removing its slug's last failure), the attempt mark and the last failure
+/// as one change, so that one append (and one `fdatasync`) stores all or
+/// none, and the budget is checked on all together. The count is the one
+/// noted, when the step notes an attempt.
 pub fn plan_step(
     name: &str,
     budget: Option<u64>,
     current: Option<&Object>,
     records: &[(Slug, LedgerEntry)],
     attempt: Option<AttemptNote<'_>>,
+    failure: Option<FailureNote<'_>>,
 ) -> Result<(Option<u32>, Option<Change>), LedgerError> {
     let mut puts = Vec::new();
     if !records.is_empty() {
@@ -399,6 +443,20 @@ pub fn plan_step(
             Some(count)
         }
     };
+    match (failure, current) {
+        (None, _) => {}
+        (Some(_), None) => return Err(not_found(name, "note failure")),
+        (Some(note), Some(object)) => {
+            let key = keys::failure_key(note.slug);
+            let value = note.failure.encode();
+            // Each key once: the failure replaces a clearing of the same
+            // slug planned above.
+            puts.retain(|(k, _)| *k != key);
+            if object.data.get(&key) != Some(&value) {
+                puts.push((key, value));
+            }
+        }
+    }
     let Some(object) = current.filter(|_| !puts.is_empty()) else {
         return Ok((count, None));
     };

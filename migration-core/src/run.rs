@@ -26,12 +26,13 @@ use std::collections::HashMap;
 
 use crate::entry::{EntryState, LedgerEntry, StoredSize};
 use crate::header::OnError;
+use crate::last_failure::LastFailure;
 use crate::ledger::{AttemptMark, LedgerError, LedgerSnapshot, Usage, fingerprint};
 use crate::lock::LockKeeper;
 use crate::migrator::{MigrateError, Migrator, Prepared, record_bytes};
 use crate::plan::{PendingMigration, Plan, PlanRequest, Unmet};
 use crate::slug::Slug;
-use crate::step::{AttemptNote, LockStep, StepWrite};
+use crate::step::{AttemptNote, FailureNote, LockStep, StepWrite};
 
 /// The reason recorded for a migration that did not execute because a
 /// requirement is unmet.
@@ -168,6 +169,9 @@ pub struct Run<'m, 'a> {
     largest_message: u64,
     /// Outcomes decided but not written yet: the next write carries them.
     staged: Vec<(Slug, LedgerEntry)>,
+    /// The last failure of the `on-error=abort` migration that stopped the
+    /// run, for its closing write.
+    failure: Option<(Slug, LastFailure)>,
 }
 
 impl<'a> Migrator<'a> {
@@ -184,6 +188,7 @@ impl<'a> Migrator<'a> {
             message_limit: DEFAULT_MESSAGE_LIMIT_BYTES,
             largest_message: largest_message_bytes(DEFAULT_MESSAGE_LIMIT_BYTES),
             staged: Vec::new(),
+            failure: None,
         }
     }
 
@@ -306,10 +311,12 @@ impl Run<'_, '_> {
             + self.reached.len()
     }
 
-    /// The largest attempt mark plus a `failed` entry whose message is the
-    /// limit's worth of characters that JSON escapes the most (six bytes
-    /// each), with the longest reason and the most attempts, and its shared
-    /// record unless this run already counted one for the same fields.
+    /// The largest attempt mark plus the larger of a `failed` entry whose
+    /// message is the limit's worth of characters that JSON escapes the most
+    /// (six bytes each), with the longest reason and the most attempts, and
+    /// its shared record unless this run already counted one for the same
+    /// fields, and the largest last failure (what an `on-error=abort`
+    /// failure stores instead of an entry, [`LastFailure::largest_bytes`]).
     ///
     /// The entry is encoded with an empty message and the message's bytes
     /// added ([`largest_message_bytes`]): a string's encoding does not
@@ -322,9 +329,15 @@ impl Run<'_, '_> {
             u32::MAX,
             Some(("r".repeat(MAX_REASON_BYTES), String::new())),
         );
-        record_bytes(&self.sizes, &pending.slug, &entry, usage)
-            + self.largest_message
-            + attempt_bytes(&pending.slug, &AttemptMark::largest(), usage)
+        let recorded =
+            record_bytes(&self.sizes, &pending.slug, &entry, usage) + self.largest_message;
+        let image = self.migrator.context().image;
+        let failure = failure_bytes(
+            &pending.slug,
+            LastFailure::largest_bytes(self.message_limit, MAX_REASON_BYTES, image.as_deref()),
+            usage,
+        );
+        recorded.max(failure) + attempt_bytes(&pending.slug, &AttemptMark::largest(), usage)
     }
 
     /// Notes that `pending` is about to execute and returns the executions
@@ -386,7 +399,7 @@ impl Run<'_, '_> {
     /// An error names the outcome that could not be confirmed
     /// ([`MigrateError::Unconfirmed`]): that migration runs again next time.
     pub async fn close(mut self, keeper: &mut LockKeeper<'_>) -> Result<(), MigrateError> {
-        if self.staged.is_empty() {
+        if self.staged.is_empty() && self.failure.is_none() {
             return Ok(());
         }
         self.commit(None, true, keeper).await.map(|_| ())
@@ -443,8 +456,13 @@ impl Run<'_, '_> {
             records: &self.staged,
             attempt,
             lock,
+            failure: self
+                .failure
+                .as_ref()
+                .map(|(slug, failure)| FailureNote { slug, failure }),
         };
         let report = self.migrator.write_step(&step).await?;
+        self.failure = None;
         match (lock, report.lease) {
             (LockStep::Separate | LockStep::Beside { .. } | LockStep::Check { .. }, _) => {}
             (_, Some(lease)) => keeper.took(lease),
@@ -456,9 +474,12 @@ impl Run<'_, '_> {
 
     /// Records `outcome` of `pending` (executed `attempts` times so far), or
     /// tells the caller to stop. Under `on-error=abort` a failed or blocked
-    /// migration records nothing; under `warn` it is recorded `failed` and
-    /// the run goes on. The record is written by the run's next write (the
-    /// next [`Self::note_attempt`] or [`Self::close`]), which confirms it: a
+    /// migration records nothing terminal: its last failure (reason, output
+    /// tail, time, image, attempts) is kept for the run's closing write
+    /// ([`Self::close`]), non-terminal, until the slug's next outcome
+    /// replaces it. Under `warn` it is recorded `failed` and the run goes
+    /// on. The record is written by the run's next write (the next
+    /// [`Self::note_attempt`] or [`Self::close`]), which confirms it: a
     /// record that cannot be confirmed is an error there, never assumed
     /// written.
     pub async fn finish(
@@ -500,6 +521,7 @@ impl Run<'_, '_> {
         if let (EntryState::Failed, OnError::Abort, Some((reason, message))) =
             (state, pending.on_error, &failure)
         {
+            self.stage_failure(pending, attempts, reason, message);
             return Ok(Verdict::Abort {
                 reason: reason.clone(),
                 message: message.clone(),
@@ -525,6 +547,43 @@ impl Run<'_, '_> {
         self.staged.push((pending.slug.clone(), entry));
         self.reached.insert(pending.slug.clone(), state);
         Ok(Verdict::Recorded(state))
+    }
+
+    /// Keeps the last failure of `pending` for the closing write, unless the
+    /// ledger's budget cannot hold it: the record is informational, and a
+    /// migration that executed had its room reserved ([`Self::next_step`]),
+    /// so only a blocked one with a long list of requirements can miss it.
+    fn stage_failure(
+        &mut self,
+        pending: &PendingMigration,
+        attempts: u32,
+        reason: &str,
+        message: &str,
+    ) {
+        let context = self.migrator.context();
+        let failure = LastFailure {
+            reason: cut_front(reason, MAX_REASON_BYTES),
+            // Already redacted and cut for an executed script; a blocked
+            // one's list of requirements is cut to the same limit.
+            message: cut_tail(message, self.message_limit),
+            at: context.now,
+            image: context.image,
+            attempts,
+        };
+        if let Some(usage) = self.usage.as_mut() {
+            let need = failure_bytes(&pending.slug, failure.encode().len() as u64, usage);
+            if usage.used_bytes.saturating_add(need) > usage.budget_bytes {
+                tracing::warn!(
+                    slug = %pending.slug,
+                    need_bytes = need,
+                    free_bytes = usage.free_bytes(),
+                    "the ledger has no room for the last failure; not kept"
+                );
+                return;
+            }
+            usage.used_bytes += need;
+        }
+        self.failure = Some((pending.slug.clone(), failure));
     }
 
     /// The entry an outcome becomes: the script's checksum, the `lib/`
@@ -577,6 +636,12 @@ fn largest_message_bytes(limit: usize) -> u64 {
 fn attempt_bytes(slug: &Slug, mark: &AttemptMark, usage: &Usage) -> u64 {
     (crate::keys::attempt_key(slug).len() + mark.encode().len()) as u64
         + usage.record_overhead_bytes
+}
+
+/// Bytes a last failure whose encoding takes `value_bytes` costs a ledger
+/// with `usage`.
+fn failure_bytes(slug: &Slug, value_bytes: u64, usage: &Usage) -> u64 {
+    crate::keys::failure_key(slug).len() as u64 + value_bytes + usage.record_overhead_bytes
 }
 
 /// The recorded message of a migration held back by its requirements (unmet

@@ -197,14 +197,16 @@ pub fn adopt_into(
         }
         _ => {}
     }
-    if !snapshot.unreadable_keys.is_empty() {
-        return Err(AdoptRefusal::UnreadableKeys {
-            keys: snapshot
-                .unreadable_keys
-                .iter()
-                .map(|c| c.key.clone())
-                .collect(),
-        });
+    // A last failure that does not read is informational only (CONTRACT.md
+    // §5.3): never a reason to refuse.
+    let unreadable: Vec<String> = snapshot
+        .unreadable_keys
+        .iter()
+        .filter(|c| !c.key.starts_with(crate::keys::FAILURE_PREFIX))
+        .map(|c| c.key.clone())
+        .collect();
+    if !unreadable.is_empty() {
+        return Err(AdoptRefusal::UnreadableKeys { keys: unreadable });
     }
     if snapshot.records.is_empty() {
         return Ok(AdoptWrite::Complete);

@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use crate::entry::LedgerEntry;
+use crate::last_failure::LastFailure;
 use crate::lease::Lease;
 use crate::slug::Slug;
 
@@ -25,6 +26,15 @@ pub struct AttemptNote<'a> {
     pub token: &'a str,
     /// The attempts an existing entry already records.
     pub floor: u32,
+}
+
+/// The last failure to store in a step: see [`crate::Ledger::note_failure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailureNote<'a> {
+    /// The `on-error=abort` migration that failed.
+    pub slug: &'a Slug,
+    /// What to store.
+    pub failure: &'a LastFailure,
 }
 
 /// What a step does with the run lock: for a lock kept in the ledger
@@ -87,7 +97,7 @@ pub enum LockStep<'a> {
 }
 
 /// One combined write: `records` replaced (as [`crate::WriteMode::Replace`]),
-/// then `attempt` noted, under `lock`. Atomic on backends that override
+/// then `attempt` noted and `failure` stored, under `lock`. Atomic on backends that override
 /// [`crate::Ledger::write_step`]; the default sends the records, then the
 /// attempt, so a failure between them leaves the records written and no
 /// attempt noted (the script has not started).
@@ -99,6 +109,9 @@ pub struct StepWrite<'a> {
     pub attempt: Option<AttemptNote<'a>>,
     /// The run lock, when it lives in the ledger object.
     pub lock: LockStep<'a>,
+    /// The last failure of an `on-error=abort` migration, stored with the
+    /// run's closing write (the run stops on it).
+    pub failure: Option<FailureNote<'a>>,
 }
 
 /// What a step stored.

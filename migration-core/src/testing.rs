@@ -21,6 +21,8 @@ pub mod fixtures;
 mod steps;
 
 pub use steps::{
+    a_corrupt_last_failure_is_unreadable_never_anything_else_and_the_next_entry_removes_it,
+    a_last_failure_is_kept_beside_the_attempt_mark_until_the_slugs_next_entry_removes_it,
     a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothing,
     a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_releases,
     a_step_taking_the_lock_on_a_changed_ledger_writes_nothing,
@@ -497,6 +499,8 @@ macro_rules! ledger_conformance_tests {
             a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothing,
             a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_releases,
             a_step_taking_the_lock_on_a_changed_ledger_writes_nothing,
+            a_last_failure_is_kept_beside_the_attempt_mark_until_the_slugs_next_entry_removes_it,
+            a_corrupt_last_failure_is_unreadable_never_anything_else_and_the_next_entry_removes_it,
             entries_of_one_run_share_what_they_repeat_and_read_back_whole,
             entries_of_the_previous_format_read_back_unchanged,
             a_reference_to_a_missing_shared_record_is_corrupt_naming_the_key,

@@ -72,6 +72,7 @@ fn main() {
                         floor: 0,
                     }),
                     lock: LockStep::Separate,
+                    failure: None,
                 };
                 ledger.write_step(&step).await.unwrap();
             }

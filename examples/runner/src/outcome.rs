@@ -21,7 +21,8 @@ pub enum Outcome {
     /// Exited 75 (preconditions not met), or waits for a requirement that
     /// did: recorded `not-yet`, run again next time.
     NotYet,
-    /// Failed under `on-error=abort`: nothing recorded, the run stopped.
+    /// Failed under `on-error=abort`: nothing terminal recorded (only its last
+    /// failure), the run stopped.
     Aborted,
     /// Stopped by SIGTERM/SIGINT: nothing recorded, the run stopped.
     Interrupted,
@@ -145,8 +146,11 @@ pub enum RunError {
         /// ledger was not touched after the loss, so they run again.
         unrecorded: Vec<Slug>,
     },
-    /// An `on-error=abort` migration failed; nothing was recorded for it.
-    #[error("migration {slug} failed ({reason}); nothing recorded, upgrade stopped\n{tail}")]
+    /// An `on-error=abort` migration failed; nothing terminal was recorded for
+    /// it (its last failure is kept, CONTRACT.md §5.3).
+    #[error(
+        "migration {slug} failed ({reason}); nothing terminal recorded, upgrade stopped (the ledger keeps this failure: migrate status {slug})\n{tail}"
+    )]
     MigrationFailed {
         /// The slug.
         slug: Slug,

@@ -7,6 +7,7 @@
 
 use migration_core::entry::{ContextIndex, Contexts};
 use migration_core::keys;
+use migration_core::last_failure::LastFailure;
 use migration_core::ledger::{AttemptMark, LegacyVersion};
 use migration_core::{CorruptEntry, LedgerEntry, LedgerSnapshot, Record, Slug};
 use serde_json::{Map, Value};
@@ -44,6 +45,7 @@ pub(crate) struct View<'a> {
     status: Option<&'a Map<String, Value>>,
     entries: Option<&'a Map<String, Value>>,
     attempts: Option<&'a Map<String, Value>>,
+    failures: Option<&'a Map<String, Value>>,
     contexts: Option<&'a Map<String, Value>>,
     initialized: bool,
 }
@@ -95,6 +97,12 @@ impl<'a> View<'a> {
         };
         let entries = map_field("entries")?;
         let attempts = map_field("attempts")?;
+        // The last failures are informational: a `failures` that is not a
+        // map is reported as one unreadable key, never the whole ledger.
+        let failures = match status.and_then(|s| s.get("failures")) {
+            Some(Value::Object(map)) => Some(map),
+            _ => None,
+        };
         let contexts = map_field("contexts")?;
         let initialized = match status.and_then(|s| s.get("initialized")) {
             None | Some(Value::Null) => false,
@@ -111,6 +119,7 @@ impl<'a> View<'a> {
             status,
             entries,
             attempts,
+            failures,
             contexts,
             initialized,
         })
@@ -143,6 +152,7 @@ impl<'a> View<'a> {
             && self.declared_version().is_none()
             && empty(self.entries)
             && empty(self.attempts)
+            && empty(self.failures)
             && empty(self.contexts)
         {
             Lifecycle::Seeding
@@ -198,6 +208,16 @@ impl<'a> View<'a> {
     /// The stored shared records as stored.
     pub(crate) fn stored_contexts(&self) -> Option<&'a Map<String, Value>> {
         self.contexts
+    }
+
+    /// Whether a last failure of `slug` is stored.
+    pub(crate) fn has_failure(&self, slug: &Slug) -> bool {
+        self.failures.is_some_and(|f| f.contains_key(slug.as_str()))
+    }
+
+    /// The stored last failure of `slug`, if any.
+    pub(crate) fn failure(&self, slug: &Slug) -> Option<&'a Value> {
+        self.failures.and_then(|f| f.get(slug.as_str()))
     }
 
     /// The stored attempt mark of `slug`, if any.
@@ -266,6 +286,33 @@ impl<'a> View<'a> {
                     format!("the key is not a slug: {e}"),
                 )),
                 (_, Err(corrupt)) => snapshot.unreadable_keys.push(corrupt),
+            }
+        }
+        if let Some(other) = self
+            .status
+            .and_then(|s| s.get("failures"))
+            .filter(|v| !v.is_null() && !v.is_object())
+        {
+            snapshot.unreadable_keys.push(CorruptEntry::new(
+                "status.failures",
+                &raw_text(other),
+                format!("status.failures is {}, not a map", kind_of(other)),
+            ));
+        }
+        for (key, value) in self.failures.into_iter().flatten() {
+            let failure_key = keys::failure_key(key);
+            match Slug::parse(key) {
+                Ok(slug) => match LastFailure::from_value(&failure_key, value) {
+                    Ok(failure) => {
+                        snapshot.failures.insert(slug, failure);
+                    }
+                    Err(corrupt) => snapshot.unreadable_keys.push(corrupt),
+                },
+                Err(e) => snapshot.unreadable_keys.push(CorruptEntry::new(
+                    &failure_key,
+                    &raw_text(value),
+                    format!("the key is not a slug: {e}"),
+                )),
             }
         }
         snapshot

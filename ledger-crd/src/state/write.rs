@@ -16,6 +16,11 @@ pub(crate) struct StatusWrite {
     pub(crate) entries: Map<String, Value>,
     /// Attempt marks to store, by slug.
     pub(crate) attempts: Map<String, Value>,
+    /// Last failures to store, by slug.
+    pub(crate) failures: Map<String, Value>,
+    /// Slugs whose stored last failure the write removes (each one the
+    /// object holds: removing an absent member is an error in a JSON Patch).
+    pub(crate) cleared_failures: Vec<String>,
     /// New shared records to store, by id.
     pub(crate) contexts: Map<String, Value>,
     /// A condition to set (not `Ready`), as `{type, status, reason, message}`.
@@ -64,6 +69,7 @@ pub(crate) fn plan_status_write(
         ("contexts", view.contexts, &write.contexts),
         ("entries", view.entries, &write.entries),
         ("attempts", view.attempts, &write.attempts),
+        ("failures", view.failures, &write.failures),
     ] {
         if writes.is_empty() {
             continue;
@@ -78,6 +84,16 @@ pub(crate) fn plan_status_write(
                     "value": value,
                 }));
             }
+        }
+    }
+
+    for slug in &write.cleared_failures {
+        if view.failures.is_some_and(|f| f.contains_key(slug)) && !write.failures.contains_key(slug)
+        {
+            ops.push(json!({
+                "op": "remove",
+                "path": format!("/status/failures/{}", pointer_token(slug)),
+            }));
         }
     }
 
@@ -121,11 +137,12 @@ pub(crate) fn plan_status_write(
     })
 }
 
-/// Applies our own `add`/`replace` operations to a local copy, to measure
-/// what the API server will store.
+/// Applies our own `add`/`replace`/`remove` operations to a local copy, to
+/// measure what the API server will store.
 fn apply(object: &mut Value, ops: &[Value]) -> Result<(), String> {
     for op in ops {
         let path = op.get("path").and_then(Value::as_str).unwrap_or_default();
+        let remove = op.get("op").and_then(Value::as_str) == Some("remove");
         let value = op.get("value").cloned().unwrap_or(Value::Null);
         let (parent, last) = path.rsplit_once('/').ok_or("a patch path without '/'")?;
         let last = last.replace("~1", "/").replace("~0", "~");
@@ -135,6 +152,9 @@ fn apply(object: &mut Value, ops: &[Value]) -> Result<(), String> {
             object.pointer_mut(parent)
         };
         match target {
+            Some(Value::Object(map)) if remove => {
+                map.remove(&last);
+            }
             Some(Value::Object(map)) => {
                 map.insert(last, value);
             }
@@ -172,6 +192,7 @@ fn ownership_growth(view: &View<'_>, write: &StatusWrite) -> u64 {
         ("entries", view.entries, &write.entries),
         ("attempts", view.attempts, &write.attempts),
         ("contexts", view.contexts, &write.contexts),
+        ("failures", view.failures, &write.failures),
     ] {
         if !tracked_member_by_member(view.object, name) {
             continue;

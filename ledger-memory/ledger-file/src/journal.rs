@@ -14,6 +14,10 @@
 //! by creating the file whole (temporary file, fsync, rename, fsync of the
 //! directory); each mutation appends one `put` record carrying every key it
 //! stores and the object's next revision, so a multi-key write is atomic.
+//! The format has no removal: the one key the engine removes, a slug's last
+//! failure (`f.<slug>`), is put with an empty value, which replaying applies
+//! as a removal (an older engine keeps the empty key, which reads as no
+//! record; CONTRACT.md §5.3).
 //!
 //! Reading replays the records in order. Any prefix of a record lacks its
 //! newline, so a crash during an append leaves a *torn* final line, which

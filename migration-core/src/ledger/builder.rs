@@ -118,6 +118,11 @@ impl SnapshotBuilder {
                 self.contexts.insert_raw(&id, &value);
                 self.others.insert(key, value);
             }
+            // A cleared last failure is no key at all, as in the object
+            // the journal's writer keeps.
+            Key::Failure(_) if keys::is_clearing(&key, &value) => {
+                self.others.remove(&key);
+            }
             _ => {
                 self.others.insert(key, value);
             }

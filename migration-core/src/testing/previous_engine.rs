@@ -105,3 +105,36 @@ impl<'de> Visitor<'de> for EntryVisitor {
         })
     }
 }
+
+/// What the key layout of the engine before the last failure (commit
+/// 51588ca, `migration-core/src/keys.rs`) makes of a stored key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    /// `version`.
+    Version,
+    /// `m.<…>`.
+    Entry,
+    /// `a.<…>`.
+    Attempt,
+    /// `c.<…>`.
+    Context,
+    /// Anything else: another owner's data, never read, never written.
+    Foreign,
+}
+
+/// The older engine's `keys::parse`, reduced to the kind of key (its
+/// readers, `LedgerSnapshot::from_raw_data` and the journal's snapshot
+/// builder, skip a [`Key::Foreign`] key without looking at its value).
+pub fn parse_key(key: &str) -> Key {
+    if key == "version" {
+        Key::Version
+    } else if key.starts_with("m.") {
+        Key::Entry
+    } else if key.starts_with("a.") {
+        Key::Attempt
+    } else if key.starts_with("c.") {
+        Key::Context
+    } else {
+        Key::Foreign
+    }
+}

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use super::{Harness, entries, sample_entry, slug};
 use crate::entry::EntryState;
+use crate::last_failure::LastFailure;
 use crate::ledger::{LedgerError, WriteMode};
 use crate::lock::LockedLedger;
 use crate::slug::Slug;
-use crate::step::{AttemptNote, LockStep, StepWrite};
+use crate::step::{AttemptNote, FailureNote, LockStep, StepWrite};
 
 /// The revision `ledger` reads at now.
 async fn revision(ledger: &dyn LockedLedger) -> Option<String> {
@@ -74,6 +75,7 @@ pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothi
             floor: 4,
         }),
         lock: take(ledger.kept_in_ledger()),
+        failure: None,
     };
     let first = ledger.write_step(&step).await.unwrap();
     assert_eq!(first.attempts, Some(5), "the floor is respected");
@@ -108,6 +110,7 @@ pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothi
         records: &records[..],
         attempt: None,
         lock: LockStep::Separate,
+        failure: None,
     };
     assert_eq!(
         ledger.write_step(&only_records).await.unwrap().attempts,
@@ -127,6 +130,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
             records: &[],
             attempt: first_attempt(&record[0].0),
             lock: runner_a_takes(rev.as_deref()),
+            failure: None,
         })
         .await
         .unwrap();
@@ -148,6 +152,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
             records: &record,
             attempt: None,
             lock,
+            failure: None,
         };
         match b.write_step(&step).await {
             Err(LedgerError::LockHeld { holder, .. }) => assert_eq!(holder, "runner-a"),
@@ -170,6 +175,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
                 lease: &lease,
                 ttl: TTL,
             },
+            failure: None,
         })
         .await
         .unwrap()
@@ -184,6 +190,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
             records: &record,
             attempt: None,
             lock: LockStep::Release { lease: &held },
+            failure: None,
         })
         .await
         .unwrap();
@@ -200,6 +207,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
                 lease: &held,
                 ttl: TTL,
             },
+            failure: None,
         })
         .await
     {
@@ -224,6 +232,7 @@ pub async fn a_step_taking_the_lock_on_a_changed_ledger_writes_nothing(h: &impl 
         records: &record,
         attempt: first_attempt(&noted),
         lock: runner_a_takes(planned_on.as_deref()),
+        failure: None,
     };
     match a.write_step(&step).await {
         Err(e @ LedgerError::Changed { .. }) => assert!(e.to_string().contains("plan again")),
@@ -239,4 +248,147 @@ pub async fn a_step_taking_the_lock_on_a_changed_ledger_writes_nothing(h: &impl 
     };
     let lease = a.write_step(&step).await.unwrap().lease.unwrap();
     a.release(&lease).await.unwrap();
+}
+
+/// The last failure of `slug(n)` on its `attempts`-th execution.
+fn sample_failure(n: u32, attempts: u32) -> LastFailure {
+    LastFailure {
+        reason: "exit-status-3".into(),
+        message: format!("boom {n}\n[migrate: 1 secret-shaped value(s) redacted]"),
+        at: super::fixtures::NOW.plus(Duration::from_secs(u64::from(attempts))),
+        image: Some("registry.example/migrations:1".into()),
+        attempts,
+    }
+}
+
+pub async fn a_last_failure_is_kept_beside_the_attempt_mark_until_the_slugs_next_entry_removes_it(
+    h: &impl Harness,
+) {
+    let ledger = h.ledger().await;
+    let first = sample_failure(1, 1);
+    let err = ledger.note_failure(&slug(1), &first).await.unwrap_err();
+    assert!(matches!(err, LedgerError::NotFound { .. }), "got {err:?}");
+    ledger.create(&entries(0..1, EntryState::Ok)).await.unwrap();
+
+    // A step of an `on-error=abort` run's end: the failure travels with it.
+    let rev = revision(ledger.as_ref()).await;
+    let step = StepWrite {
+        records: &[],
+        attempt: Some(AttemptNote {
+            slug: &slug(1),
+            token: "run-1",
+            floor: 0,
+        }),
+        lock: if ledger.kept_in_ledger() {
+            runner_a_takes(rev.as_deref())
+        } else {
+            LockStep::Separate
+        },
+        failure: Some(FailureNote {
+            slug: &slug(1),
+            failure: &first,
+        }),
+    };
+    let report = ledger.write_step(&step).await.unwrap();
+    if let Some(lease) = &report.lease {
+        ledger.release(lease).await.unwrap();
+    }
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert_eq!(snapshot.failures.get(&slug(1)), Some(&first));
+    assert_eq!(snapshot.attempts_started.get(&slug(1)), Some(&1));
+    assert!(
+        snapshot.record(&slug(1)).is_none(),
+        "a last failure is not an entry: nothing terminal is recorded"
+    );
+    assert!(
+        h.raw("f.s-1").await.unwrap().contains("exit-status-3"),
+        "stored under f.<slug>"
+    );
+
+    // The next failure replaces it; storing the same one again changes nothing.
+    let second = sample_failure(1, 2);
+    ledger.note_failure(&slug(1), &second).await.unwrap();
+    ledger.note_failure(&slug(1), &second).await.unwrap();
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert_eq!(snapshot.failures.get(&slug(1)), Some(&second));
+    assert_eq!(snapshot.failures.len(), 1);
+
+    // A write of another slug's entry leaves it; the slug's own entry
+    // (any outcome, any write) removes it in the same write.
+    ledger
+        .write(&entries(2..3, EntryState::Ok), WriteMode::Replace)
+        .await
+        .unwrap();
+    assert!(
+        ledger
+            .read()
+            .await
+            .unwrap()
+            .unwrap()
+            .failures
+            .contains_key(&slug(1))
+    );
+    ledger
+        .note_failure(&slug(2), &sample_failure(2, 1))
+        .await
+        .unwrap();
+    let records = vec![(slug(1), sample_entry(EntryState::Ok, 3))];
+    let step = StepWrite {
+        records: &records,
+        attempt: None,
+        lock: LockStep::Separate,
+        failure: None,
+    };
+    ledger.write_step(&step).await.unwrap();
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert!(
+        !snapshot.failures.contains_key(&slug(1)),
+        "the next outcome removes it"
+    );
+    assert_eq!(h.raw("f.s-1").await, None, "the key itself is gone");
+    assert_eq!(snapshot.entry(&slug(1)), Some(&records[0].1));
+    ledger
+        .write(&entries(2..3, EntryState::Failed), WriteMode::Replace)
+        .await
+        .unwrap();
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert!(
+        snapshot.failures.is_empty(),
+        "a failed entry replaces it too"
+    );
+    assert!(snapshot.unreadable_keys.is_empty());
+}
+
+pub async fn a_corrupt_last_failure_is_unreadable_never_anything_else_and_the_next_entry_removes_it(
+    h: &impl Harness,
+) {
+    let ledger = h.ledger().await;
+    ledger.create(&entries(0..1, EntryState::Ok)).await.unwrap();
+    h.plant_raw("f.s-1", "{not json").await;
+    h.plant_raw("f.Not_A_Slug", r#"{"reason":"r"}"#).await;
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert!(snapshot.failures.is_empty());
+    assert!(snapshot.records.len() == 1 && snapshot.attempts_started.is_empty());
+    let mut unreadable: Vec<&str> = snapshot
+        .unreadable_keys
+        .iter()
+        .map(|c| c.key.as_str())
+        .collect();
+    unreadable.sort_unstable();
+    assert_eq!(unreadable, ["f.Not_A_Slug", "f.s-1"]);
+    ledger
+        .write(&entries(1..2, EntryState::Ok), WriteMode::Replace)
+        .await
+        .unwrap();
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    let unreadable: Vec<&str> = snapshot
+        .unreadable_keys
+        .iter()
+        .map(|c| c.key.as_str())
+        .collect();
+    assert_eq!(
+        unreadable,
+        ["f.Not_A_Slug"],
+        "the entry's write removed f.s-1"
+    );
 }

@@ -6,6 +6,7 @@ mod common;
 mod diverged_legacy;
 mod header_near_miss;
 mod hostile_input;
+mod last_failure;
 mod ledger_format;
 mod migrator;
 mod not_yet;

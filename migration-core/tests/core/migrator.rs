@@ -172,6 +172,13 @@ impl Ledger for AbsentOnce {
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
         self.inner.note_attempt(slug, token, floor).await
     }
+    async fn note_failure(
+        &self,
+        slug: &Slug,
+        failure: &migration_core::last_failure::LastFailure,
+    ) -> Result<(), LedgerError> {
+        self.inner.note_failure(slug, failure).await
+    }
 }
 
 #[async_trait::async_trait]

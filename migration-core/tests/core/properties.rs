@@ -376,18 +376,20 @@ proptest! {
 
     #[test]
     fn snapshot_parsing_never_panics_and_classifies_every_key(
-        data in proptest::collection::btree_map("([mac]\\.)?[a-zA-Z0-9_.-]{0,10}", "\\PC{0,40}|\\{\"count\":[0-9],\"token\":\"t\"\\}|\\{\"batch\":\"b\"\\}|\\{\"s\":\"ok\",\"t\":\"2026-08-12T10:04:00Z\",\"c\":\"[0-9a]\"\\}", 0..12),
+        data in proptest::collection::btree_map("([macf]\\.)?[a-zA-Z0-9_.-]{0,10}", "\\PC{0,40}|\\{\"count\":[0-9],\"token\":\"t\"\\}|\\{\"reason\":\"r\",\"message\":\"m\",\"at\":\"2026-08-12T10:04:00Z\",\"attempts\":[0-9]\\}|\\{\"batch\":\"b\"\\}|\\{\"s\":\"ok\",\"t\":\"2026-08-12T10:04:00Z\",\"c\":\"[0-9a]\"\\}", 0..12),
     ) {
         use migration_core::entry::{SharedRecord, context::valid_id};
         let snapshot = LedgerSnapshot::from_raw_data(data.iter().map(|(k, v)| (k.as_str(), v.as_str())), None);
-        // Entry keys, attempt-mark keys and unreadable shared records: each
-        // lands in exactly one place.
+        // Entry keys, attempt-mark keys, last failures (but a cleared one,
+        // which is no record) and unreadable shared records: each lands in
+        // exactly one place.
         let bad_contexts = data.iter().filter(|(k, v)| {
             k.strip_prefix("c.").is_some_and(|id| !valid_id(id) || SharedRecord::decode(v).is_err())
         }).count();
-        let ledger_keys = data.keys().filter(|k| k.starts_with("m.") || k.starts_with("a.")).count() + bad_contexts;
+        let failures = data.iter().filter(|(k, v)| k.starts_with("f.") && !v.is_empty()).count();
+        let ledger_keys = data.keys().filter(|k| k.starts_with("m.") || k.starts_with("a.")).count() + failures + bad_contexts;
         prop_assert_eq!(
-            snapshot.records.len() + snapshot.attempts_started.len() + snapshot.unreadable_keys.len(),
+            snapshot.records.len() + snapshot.attempts_started.len() + snapshot.failures.len() + snapshot.unreadable_keys.len(),
             ledger_keys
         );
     }

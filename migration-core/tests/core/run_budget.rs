@@ -128,3 +128,63 @@ async fn a_ledger_with_room_runs_every_migration() {
     run.close(&mut keeper).await.unwrap();
     assert_eq!(ran, ["a1", "a2"]);
 }
+
+#[tokio::test]
+async fn the_room_reserved_before_an_abort_migration_holds_its_largest_last_failure() {
+    use migration_core::{OnError, Verdict};
+    let tree = TreeBuilder::new()
+        .script_with(Tier::PreApply, "breaks", OnError::Abort, &[], "exit 3")
+        .manifest(&[("00001-v1", "breaks\n")])
+        .build();
+    let clock = clock();
+    let image = Some(format!("registry.example/{}", "i".repeat(300)));
+    let limit = 512;
+    let may_execute = |budget: u64| {
+        let (tree, clock, image) = (&tree, &clock, image.clone());
+        async move {
+            let memory = ledger(budget).await;
+            let migrator = Migrator::new(tree, &memory, clock).with_image(image);
+            let prepared = prepare_pre_apply(&migrator).await;
+            match migrator
+                .begin(prepared)
+                .with_message_limit(limit)
+                .next_step()
+            {
+                Ok(Some(Step::Execute(_))) => true,
+                Err(MigrateError::NoRoom { .. }) => false,
+                other => panic!("unexpected step {other:?}"),
+            }
+        }
+    };
+    let (mut low, mut high) = (0u64, 1 << 20);
+    while low + 1 < high {
+        let mid = (low + high) / 2;
+        if may_execute(mid).await {
+            high = mid;
+        } else {
+            low = mid;
+        }
+    }
+    // At exactly that budget, the worst failure (every byte escaped six
+    // times) is kept whole.
+    let memory = ledger(high).await;
+    let migrator = Migrator::new(&tree, &memory, &clock).with_image(image.clone());
+    let prepared = prepare_pre_apply(&migrator).await;
+    let mut run = migrator.begin(prepared).with_message_limit(limit);
+    let mut keeper = no_lock(&memory);
+    let Some(Step::Execute(pending)) = run.next_step().unwrap() else {
+        panic!("breaks executes at the smallest budget that allows it")
+    };
+    let attempts = run.note_attempt(&pending, "t", &mut keeper).await.unwrap();
+    let outcome = Outcome::Failed {
+        reason: "\u{1}".repeat(64),
+        message: "\u{1}".repeat(limit),
+    };
+    let verdict = run.finish(&pending, attempts, outcome).await.unwrap();
+    assert!(matches!(verdict, Verdict::Abort { .. }));
+    run.close(&mut keeper).await.unwrap();
+    let snapshot = memory.read().await.unwrap().unwrap();
+    let kept = &snapshot.failures[&pending.slug];
+    assert_eq!((kept.message.len(), kept.reason.len()), (limit, 64));
+    assert_eq!(kept.image, image);
+}

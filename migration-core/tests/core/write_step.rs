@@ -30,6 +30,7 @@ fn separate<'a>(records: &'a [(Slug, LedgerEntry)], attempt: Option<&'a Slug>) -
             floor: 0,
         }),
         lock: LockStep::Separate,
+        failure: None,
     }
 }
 
@@ -120,6 +121,7 @@ async fn a_lock_step_on_a_ledger_that_keeps_no_lock_is_refused_as_permanent() {
             holder: "h",
             revision: None,
         },
+        failure: None,
     };
     let err = faulty.write_step(&step).await.unwrap_err();
     assert!(matches!(err, LedgerError::Permanent { .. }), "{err:?}");

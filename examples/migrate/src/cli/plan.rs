@@ -68,6 +68,7 @@ pub(crate) async fn plan_for_run(
     }
     if let Some(snapshot) = &snapshot {
         view.note_attempts(&snapshot.attempts_started);
+        view.note_failures(&snapshot.failures);
     }
     // What `run` would refuse: the same pre-run scan of the pending
     // scripts (and the helpers they source).

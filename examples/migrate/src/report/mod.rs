@@ -14,7 +14,7 @@ pub use console::StdConsole;
 pub use lint::LintView;
 pub use manifest::{BatchLineView, BatchView, ManifestView};
 pub use plan::{PendingView, PlanView, SeedView, SkippedView, UnmetView};
-pub use status::{CorruptView, EntryView, StatusView};
+pub use status::{CorruptView, EntryView, LastFailureView, StatusView};
 pub use verify::VerifyView;
 
 use migrate_runner::fresh_install_reason;

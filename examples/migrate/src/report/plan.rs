@@ -56,6 +56,10 @@ pub struct PendingView<'a> {
     /// earlier run and runs again now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_yet: Option<String>,
+    /// The last `on-error=abort` failure the ledger keeps for it: it stopped
+    /// an earlier run, and runs again now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<super::LastFailureView>,
 }
 
 /// A skipped manifest slug.
@@ -146,6 +150,7 @@ impl<'a> PlanView<'a> {
                         .as_ref()
                         .filter(|e| e.state == migration_core::EntryState::NotYet)
                         .map(|e| e.reason.clone().unwrap_or_default()),
+                    last_failure: None,
                 })
                 .collect(),
             skipped: plan
@@ -183,6 +188,23 @@ impl<'a> PlanView<'a> {
             if let Some(count) = started.get(p.slug) {
                 p.attempts_before = p.attempts_before.max(*count);
             }
+        }
+    }
+
+    /// Attaches the last failures the ledger keeps (`f.<slug>`) to the
+    /// pending slugs they belong to: what stopped an earlier run.
+    pub fn note_failures(
+        &mut self,
+        failures: &std::collections::BTreeMap<
+            migration_core::Slug,
+            migration_core::last_failure::LastFailure,
+        >,
+    ) {
+        if failures.is_empty() {
+            return;
+        }
+        for p in &mut self.pending {
+            p.last_failure = failures.get(p.slug).map(Into::into);
         }
     }
 
@@ -301,6 +323,13 @@ impl PendingView<'_> {
         if let Some(reason) = &self.not_yet {
             let again = format!("not yet before ({reason}), runs again");
             note = format!("{note} {}", paint(&again, Colour::Yellow, colour))
+                .trim()
+                .to_owned();
+        }
+        if let Some(f) = &self.last_failure {
+            // The ledger's text is anybody's: escaped.
+            let failed = format!("last failed {} ({})", f.at, super::printable(&f.reason));
+            note = format!("{note} {}", paint(&failed, Colour::Red, colour))
                 .trim()
                 .to_owned();
         }

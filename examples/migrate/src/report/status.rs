@@ -1,9 +1,12 @@
-//! The `status` document: the ledger's entries, failures first.
+//! The `status` document: the ledger's entries, failures first, each slug
+//! with the last failure of its `on-error=abort` runs when the ledger keeps
+//! one.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use migration_core::EntryState;
+use migration_core::last_failure::LastFailure;
 use migration_core::ledger::{LedgerSnapshot, LegacyVersion, Record};
 use serde::Serialize;
 
@@ -30,6 +33,56 @@ pub struct EntryView {
     pub reason: Option<String>,
     /// Failure detail.
     pub message: Option<String>,
+    /// The last `on-error=abort` failure, kept until the slug's next
+    /// outcome is recorded (absent when there is none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<LastFailureView>,
+}
+
+/// The last failure of an `on-error=abort` migration, as the ledger keeps it
+/// (`f.<slug>`): not an outcome, the report of the run that stopped on it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LastFailureView {
+    /// Why it failed (`exit-status-1`, `timeout`, ...).
+    pub reason: String,
+    /// The end of its output, redacted.
+    pub message: String,
+    /// When.
+    pub at: String,
+    /// The image it ran from.
+    pub image: Option<String>,
+    /// Executions counted when it failed, that one included.
+    pub attempts: u32,
+}
+
+impl From<&LastFailure> for LastFailureView {
+    fn from(f: &LastFailure) -> Self {
+        LastFailureView {
+            reason: f.reason.clone(),
+            message: f.message.clone(),
+            at: f.at.to_string(),
+            image: f.image.clone(),
+            attempts: f.attempts,
+        }
+    }
+}
+
+impl LastFailureView {
+    /// One line for a table cell: when, why and the output's last line
+    /// (not the redaction note after it).
+    pub fn summary(&self) -> String {
+        let last = self
+            .message
+            .lines()
+            .rev()
+            .find(|l| !l.starts_with("[migrate: "))
+            .unwrap_or("");
+        if last.is_empty() {
+            format!("last failure {}: {}", self.at, self.reason)
+        } else {
+            format!("last failure {}: {}: {last}", self.at, self.reason)
+        }
+    }
 }
 
 /// A corrupt key in the `status` document.
@@ -99,6 +152,7 @@ impl StatusView {
                         sha256: e.sha256.map(|d| d.to_string()),
                         reason: e.reason.clone(),
                         message: e.message.clone(),
+                        last_failure: snapshot.failures.get(slug).map(Into::into),
                     });
                 }
                 Record::Corrupt(c) => view.corrupt.push(CorruptView {
@@ -113,8 +167,20 @@ impl StatusView {
                 reason: c.reason.clone(),
             });
         }
-        // Started but never recorded: the ledger holds only the attempt count.
+        // Started but never recorded: the ledger holds only the attempt
+        // count, and the last failure when an `on-error=abort` run stopped
+        // on it (a blocked one has no attempt count, only the failure).
+        let mut unrecorded: BTreeMap<&migration_core::Slug, (u32, Option<&LastFailure>)> =
+            BTreeMap::new();
         for (slug, count) in &snapshot.attempts_started {
+            unrecorded.entry(slug).or_default().0 = *count;
+        }
+        for (slug, failure) in &snapshot.failures {
+            let row = unrecorded.entry(slug).or_default();
+            row.0 = row.0.max(failure.attempts);
+            row.1 = Some(failure);
+        }
+        for (slug, (count, failure)) in unrecorded {
             if snapshot.records.contains_key(slug) {
                 continue;
             }
@@ -122,12 +188,13 @@ impl StatusView {
                 slug: slug.to_string(),
                 state: UNRECORDED,
                 at: String::new(),
-                attempts: *count,
+                attempts: count,
                 batch: None,
                 image: None,
                 sha256: None,
                 reason: Some("attempted, no outcome recorded".to_owned()),
                 message: None,
+                last_failure: failure.map(Into::into),
             });
         }
         if !view.corrupt.is_empty() {
@@ -211,10 +278,14 @@ impl StatusView {
                 other => other.to_owned(),
             };
             // The ledger's text is anybody's: escaped (`printable`).
-            let reason = match (&e.reason, &e.message) {
-                (Some(r), Some(m)) => format!("{r}: {}", m.lines().last().unwrap_or("")),
-                (Some(r), None) => r.clone(),
-                _ => String::new(),
+            let reason = match (&e.reason, &e.message, &e.last_failure) {
+                (_, _, Some(f)) if e.state == UNRECORDED => f.summary(),
+                (Some(r), Some(m), f) => with_failure(
+                    format!("{r}: {}", m.lines().last().unwrap_or("")),
+                    f.as_ref(),
+                ),
+                (Some(r), None, f) => with_failure(r.clone(), f.as_ref()),
+                (None, _, f) => with_failure(String::new(), f.as_ref()),
             };
             rows.push(vec![
                 e.slug.clone(),
@@ -232,6 +303,15 @@ impl StatusView {
             out.push_str(&table(&header, rows));
         }
         out
+    }
+}
+
+/// `reason` followed by the last failure's summary, when there is one.
+fn with_failure(reason: String, failure: Option<&LastFailureView>) -> String {
+    match failure {
+        Some(f) if reason.is_empty() => f.summary(),
+        Some(f) => format!("{reason}; {}", f.summary()),
+        None => reason,
     }
 }
 
@@ -261,6 +341,22 @@ impl EntryView {
             let _ = writeln!(out, "output:");
             for line in message.lines() {
                 let _ = writeln!(out, "  {}", printable(line));
+            }
+        }
+        if let Some(f) = &self.last_failure {
+            let _ = writeln!(out, "last failure:");
+            let mut field = |key: &str, value: Option<&str>| {
+                if let Some(value) = value.filter(|v| !v.is_empty()) {
+                    let _ = writeln!(out, "  {key:<9} {}", printable(value));
+                }
+            };
+            field("at:", Some(&f.at));
+            field("reason:", Some(&f.reason));
+            field("attempts:", Some(&f.attempts.to_string()));
+            field("image:", f.image.as_deref());
+            let _ = writeln!(out, "  output:");
+            for line in f.message.lines() {
+                let _ = writeln!(out, "    {}", printable(line));
             }
         }
         out

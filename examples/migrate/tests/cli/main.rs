@@ -27,6 +27,7 @@ mod convert_upgrade;
 mod fresh_install_guard;
 mod image_recipe;
 mod kube_ledgers;
+mod last_failure;
 mod legacy_guard;
 mod lint;
 mod manifest;

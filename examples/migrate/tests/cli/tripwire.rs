@@ -71,7 +71,7 @@ fn under_on_error_abort_a_masked_failure_records_nothing_and_stops_the_run() {
     assert_contains_all(
         problems,
         &[
-            "migration masks failed (masked-failure); nothing recorded, upgrade stopped",
+            "migration masks failed (masked-failure); nothing terminal recorded, upgrade stopped",
             "kubectl delete ns …: exit 1",
         ],
     );

@@ -389,6 +389,7 @@ fn step_of<'a>(
             floor: 0,
         }),
         lock: migration_core::step::LockStep::Separate,
+        failure: None,
     }
 }
 

@@ -1,7 +1,7 @@
 //! What the test files share: the resource's registration on the test API
 //! server, and the mapping of the conformance suite's raw keys onto the
 //! object (`m.<x>` → `status.entries.<x>`, `a.<x>` → `status.attempts.<x>`,
-//! `version` → `spec.version`, anything else → an annotation, standing for
+//! `f.<x>` → `status.failures.<x>`, `version` → `spec.version`, anything else → an annotation, standing for
 //! data other owners keep on the object).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
@@ -26,6 +26,7 @@ pub fn register(server: &TestApiServer) {
 pub enum Slot {
     Entry(String),
     Attempt(String),
+    Failure(String),
     Version,
     Annotation(String),
 }
@@ -35,6 +36,8 @@ pub fn slot(key: &str) -> Slot {
         Slot::Entry(rest.to_owned())
     } else if let Some(rest) = key.strip_prefix(keys::ATTEMPT_PREFIX) {
         Slot::Attempt(rest.to_owned())
+    } else if let Some(rest) = key.strip_prefix(keys::FAILURE_PREFIX) {
+        Slot::Failure(rest.to_owned())
     } else if key == keys::VERSION {
         Slot::Version
     } else {
@@ -63,6 +66,7 @@ pub fn pointer(slot: &Slot) -> String {
     match slot {
         Slot::Entry(k) => format!("/status/entries/{k}"),
         Slot::Attempt(k) => format!("/status/attempts/{k}"),
+        Slot::Failure(k) => format!("/status/failures/{k}"),
         Slot::Version => "/spec/version".into(),
         Slot::Annotation(k) => format!("/metadata/annotations/{}", k.replace('/', "~1")),
     }
@@ -78,6 +82,7 @@ pub fn planting_patch(slot: &Slot, value: Value) -> (Value, bool) {
     match slot {
         Slot::Entry(k) => (json!({"status": {"entries": {k: value}}}), true),
         Slot::Attempt(k) => (json!({"status": {"attempts": {k: value}}}), true),
+        Slot::Failure(k) => (json!({"status": {"failures": {k: value}}}), true),
         Slot::Version => (json!({"spec": {"version": value}}), false),
         Slot::Annotation(k) => (json!({"metadata": {"annotations": {k: value}}}), false),
     }

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use migration_core::last_failure::LastFailure;
 use migration_core::ledger::{Lease, Ledger, LedgerError, LedgerSnapshot, WriteMode, WriteReport};
 use migration_core::lock::Lock;
 use migration_core::step::{LockStep, StepReport, StepWrite};
@@ -475,8 +476,15 @@ impl Ledger for FileLedger {
         })
     }
 
-    /// One append and one `fdatasync` for the records and the attempt mark
-    /// together, where the default write would make two: a run of K
+    async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
+        let name = self.name();
+        self.mutate("note failure", |state| {
+            object::plan_note_failure(&name, self.budget, state, slug, failure).map(|c| ((), c))
+        })
+    }
+
+    /// One append and one `fdatasync` for the records, the attempt mark and
+    /// the last failure together, where the default write would make two: a run of K
     /// migrations then syncs K + 1 times, not 2K. The guarantee is the
     /// default's and more: the mark is durable before the script starts,
     /// the records before the next one does, and a step that fails stores
@@ -505,7 +513,14 @@ impl Ledger for FileLedger {
         };
         let name = self.name();
         let attempts = self.mutate_holding("write step", lease, |state| {
-            object::plan_step(&name, self.budget, state, step.records, step.attempt)
+            object::plan_step(
+                &name,
+                self.budget,
+                state,
+                step.records,
+                step.attempt,
+                step.failure,
+            )
         })?;
         Ok(StepReport {
             attempts,

@@ -87,6 +87,13 @@ impl Ledger for Crashing {
         }
         result
     }
+    async fn note_failure(
+        &self,
+        slug: &Slug,
+        failure: &migration_core::last_failure::LastFailure,
+    ) -> Result<(), LedgerError> {
+        crashing!(self, self.inner.note_failure(slug, failure).await)
+    }
 }
 
 #[async_trait]

@@ -179,6 +179,7 @@ fn step_of<'a>(
             floor: 0,
         }),
         lock: LockStep::Separate,
+        failure: None,
     }
 }
 
