@@ -9,19 +9,17 @@ use migrate_spec::exit;
 
 /// Lints the tree and prints the findings.
 pub fn lint(args: LintArgs, out: &Out) -> Result<(), Failure> {
+    // The tree's migrate.toml: refused before anything is read when broken.
+    let settings = super::settings::read(&args.tree)?;
     let mut config = LintConfig {
         shebang: args.shebang,
         tests_dir: args.tests_dir,
-        ledger_name: args.ledger_name,
         shellcheck: shellcheck::Settings {
             level: args.shellcheck_level.into(),
             severity: args.shellcheck_severity.into(),
         },
-        ..LintConfig::default()
+        ..super::settings::lint_config(&settings, args.ledger_name, args.kubectl_commands)
     };
-    if !args.kubectl_commands.is_empty() {
-        config.kubectl_commands = args.kubectl_commands;
-    }
     // The tripwire's cluster commands (MIGRATE_CLUSTER_COMMANDS; lint reads
     // the tree's cluster-commands file itself) are cluster commands for lint
     // too.

@@ -13,7 +13,6 @@ use tokio::task::JoinError;
 use super::args::PlanArgs;
 use super::{Failure, Out, open};
 use crate::report::PlanView;
-use migrate_lint::LintConfig;
 use migrate_runner::RunError;
 use migrate_spec::LedgerSpec;
 use migrate_spec::exit;
@@ -34,6 +33,8 @@ pub(crate) async fn plan_for_run(
     allowed_interpreters: &[String],
     out: &Out,
 ) -> Result<(), Failure> {
+    // The tree's migrate.toml, refused before the ledger is opened.
+    let settings = super::settings::read(&args.tree)?;
     let (tree, opened) = load_and_read(&args.tree, &args.ledger).await?;
     // As `run` does: before the ledger's own failures.
     super::manifest_of(&tree)?;
@@ -60,10 +61,11 @@ pub(crate) async fn plan_for_run(
         view.note_attempts(&snapshot.attempts_started);
     }
     // What `run` would refuse: the same pre-run scan of the pending
-    // scripts (and the helpers they source).
-    let mut lint = LintConfig::default();
+    // scripts (and the helpers they source), with the tree's settings.
+    let mut lint = super::settings::lint_config(&settings, None, Vec::new());
     if let Some(flags) = cluster_commands {
-        for name in super::cluster_commands::settings(Some(tree.root()), flags)? {
+        let flags = run_cluster_commands(&settings, flags);
+        for name in super::cluster_commands::settings(Some(tree.root()), &flags)? {
             if !lint.kubectl_commands.contains(&name) {
                 lint.kubectl_commands.push(name);
             }
@@ -106,6 +108,18 @@ pub(crate) async fn plan_for_run(
         )
     });
     Err(Failure::quiet(exit::REFUSED))
+}
+
+/// The cluster commands `run` shims besides its defaults: the tree's
+/// migrate.toml cluster-commands, then the `--cluster-command` flags (the
+/// set is a union: a setting never takes the tripwire off a command).
+pub(super) fn run_cluster_commands(
+    settings: &migration_core::Settings,
+    flags: &[String],
+) -> Vec<String> {
+    let mut all: Vec<String> = settings.cluster_commands.clone().unwrap_or_default();
+    all.extend(flags.iter().cloned());
+    all
 }
 
 /// Leaves `values` to the end of the process instead of freeing them: the

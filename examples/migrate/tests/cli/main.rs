@@ -39,6 +39,7 @@ mod release_tags;
 mod reliability;
 mod run_after_read;
 mod runner;
+mod settings_file;
 mod shell_lint;
 mod test_real_cluster;
 mod test_sandbox;

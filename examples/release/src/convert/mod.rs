@@ -50,6 +50,12 @@ pub struct Options {
     /// of a diverged slot's `others` (by default it names a slug but is no
     /// candidate: production clusters install final releases).
     pub count_prereleases: bool,
+    /// The marker the converted scripts' headers are written with.
+    pub header_marker: migration_core::header::HeaderMarker,
+    /// What the new tree's `migrate.toml` holds: the settings the
+    /// conversion was given, so later calls need not repeat them. Nothing
+    /// set writes no file.
+    pub settings: migration_core::Settings,
 }
 
 /// Why a conversion did not happen. Nothing is written in any case.
@@ -127,12 +133,10 @@ pub enum ConvertError {
 /// N had stamped, and a script that answers "not yet" (exit 75) must hold
 /// back the ones numbered after it rather than let them run out of order
 /// (CONTRACT.md §7.4: dependents wait with it).
-fn header(previous: Option<&str>) -> String {
-    let mut header = String::from(
-        "# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n",
-    );
+fn header(previous: Option<&str>, marker: &migration_core::header::HeaderMarker) -> String {
+    let mut header = format!("# {marker} tier=pre-apply\n# {marker} on-error=abort\n");
     if let Some(previous) = previous {
-        header.push_str(&format!("# cozystack-migration: requires={previous}\n"));
+        header.push_str(&format!("# {marker} requires={previous}\n"));
     }
     header
 }
@@ -159,7 +163,8 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
         let text = std::str::from_utf8(bytes).map_err(|_| ConvertError::NotText {
             path: source.clone(),
         })?;
-        let (headered, offset, shebang_added) = with_header(text, &header(previous.as_deref()));
+        let (headered, offset, shebang_added) =
+            with_header(text, &header(previous.as_deref(), &options.header_marker));
         let mut analysis = patterns::analyse(text, &config);
         // The rewrite removes stamps only; if nothing else is left to run,
         // the stamp was not all the script did, or the slot only stamped:
@@ -238,6 +243,14 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
         "revoked".into(),
         b"# Slugs that must not run (CONTRACT.md section 8.1), one a line.\n".to_vec(),
     );
+    // The settings it was given, for the calls on the new tree (and for
+    // the lint below, which reads the tree's header marker from it).
+    if options.settings != migration_core::Settings::default() {
+        files.insert(
+            migration_core::SETTINGS_FILE.into(),
+            options.settings.to_toml().into_bytes(),
+        );
+    }
     let (baseline_text, baseline_entries) = frozen_baseline(&files, &scripts, options)?;
     files.insert(
         migrate_lint::shell::baseline::FILE.into(),
