@@ -44,6 +44,15 @@ pub struct ConvertArgs {
     /// migrate.toml, which every later command then reads).
     #[arg(long, value_parser = parse_marker)]
     pub header_marker: Option<HeaderMarker>,
+    /// A file of 'N SLUG' lines naming numbered scripts by what they do
+    /// ('1 mariadb-operator-secrets'); a diverged slot's contents become
+    /// SLUG-<first tag>. Unmapped slots keep their integer.
+    #[arg(long, value_name = "FILE")]
+    pub slug_map: Option<PathBuf>,
+    /// Do not make each converted script require the one before it: a
+    /// script answering not-yet then holds back only what requires it.
+    #[arg(long)]
+    pub no_chain: bool,
     /// Read no pre-release tag (v1.0.0-rc.1 and the like): use it only when
     /// no cluster ever ran a pre-release, since contents only a pre-release
     /// held are then not considered at all.
@@ -69,7 +78,19 @@ pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
     settings.tag_pattern = args.tag_pattern.clone();
     settings.ledger_name = args.ledger_name.clone();
     settings.header_marker = args.header_marker.clone();
+    let slug_map = match &args.slug_map {
+        None => convert::slots::SlugMap::default(),
+        Some(file) => {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                Failure::bad_input(vec![format!("{}: cannot be read: {e}", file.display())])
+            })?;
+            convert::slots::SlugMap::parse(&file.display().to_string(), &text)
+                .map_err(|e| Failure::bad_input(vec![e.to_string()]))?
+        }
+    };
     let options = Options {
+        slug_map,
+        chain: !args.no_chain,
         repo: args.repo,
         path: args.path.first().cloned().unwrap_or_default(),
         old_paths: args.path.iter().skip(1).cloned().collect(),

@@ -22,6 +22,7 @@ mod convert_paths;
 mod convert_patterns;
 mod convert_prereleases;
 mod convert_report;
+mod convert_slug_map;
 mod convert_stamps;
 mod convert_upgrade;
 mod fresh_install_guard;

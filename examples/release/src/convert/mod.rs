@@ -56,6 +56,11 @@ pub struct Options {
     /// conversion was given, so later calls need not repeat them. Nothing
     /// set writes no file.
     pub settings: migration_core::Settings,
+    /// New slugs for numbered slots (`--slug-map`); empty: the integers.
+    pub slug_map: slots::SlugMap,
+    /// Each converted script requires the one before it (the default; see
+    /// [`header`]); off with `--no-chain`.
+    pub chain: bool,
 }
 
 /// Why a conversion did not happen. Nothing is written in any case.
@@ -115,6 +120,12 @@ pub enum ConvertError {
         /// The numbered script.
         path: String,
     },
+    /// A `--slug-map` refused: every problem, each naming the file and line.
+    #[error("{}", problems.join("; "))]
+    SlugMap {
+        /// The problems.
+        problems: Vec<String>,
+    },
     /// `--out` holds something other than this conversion.
     #[error(
         "{}: not empty and not an identical earlier conversion ({detail}); choose an empty directory or remove it",
@@ -152,12 +163,16 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
         options.skip_prereleases,
         options.count_prereleases,
     )?;
-    let plans = slots::analyse(&history)?;
+    let plans = slots::analyse(&history, &options.slug_map)?;
     let config = patterns::stamp_config(&history.disk.lib, &options.ledger_name);
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut scripts = Vec::new();
     for (i, plan) in plans.iter().enumerate() {
-        let previous = slots::chain_target(&plans, i).map(ToString::to_string);
+        let previous = if options.chain {
+            slots::chain_target(&plans, i).map(ToString::to_string)
+        } else {
+            None
+        };
         let source = format!("{}/{}", options.path.trim_matches('/'), plan.number);
         let bytes = &history.disk.slots[&plan.number];
         let text = std::str::from_utf8(bytes).map_err(|_| ConvertError::NotText {
