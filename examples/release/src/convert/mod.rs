@@ -58,8 +58,9 @@ pub struct Options {
     pub settings: migration_core::Settings,
     /// New slugs for numbered slots (`--slug-map`); empty: the integers.
     pub slug_map: slots::SlugMap,
-    /// Each converted script requires the one before it (the default; see
-    /// [`header`]); off with `--no-chain`.
+    /// Each converted script requires the one before it (the default: a
+    /// script answering not-yet then holds back every later one); off with
+    /// `--no-chain`.
     pub chain: bool,
 }
 
