@@ -46,7 +46,8 @@ pub struct ConvertArgs {
     pub header_marker: Option<HeaderMarker>,
     /// A file of 'N SLUG' lines naming numbered scripts by what they do
     /// ('1 mariadb-operator-secrets'); a diverged slot's contents become
-    /// SLUG-<first tag>. Unmapped slots keep their integer.
+    /// SLUG-TAG (TAG: the first tag holding it). Unmapped slots keep
+    /// their integer.
     #[arg(long, value_name = "FILE")]
     pub slug_map: Option<PathBuf>,
     /// Do not make each converted script require the one before it: a
