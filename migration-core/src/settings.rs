@@ -7,7 +7,7 @@
 //! tree-since = "v1.4.0"                 # manifest: tags before it predate the tree
 //! tag-pattern = "release-*"             # manifest: the release tags' glob
 //! ledger-name = "acme-version"          # lint and the pre-run scan: the ledger ConfigMap
-//! cluster-commands = ["oc", "kubectl"]  # lint and the pre-run scan: cluster commands
+//! cluster-commands = ["oc"]             # lint, the pre-run scan, the tripwire: more cluster commands
 //! header-marker = "acme-migration"      # every tree read: '# acme-migration: tier=...'
 //! ```
 //!
@@ -56,10 +56,11 @@ pub struct Settings {
     /// `ledger-name`: the ledger ConfigMap scripts must never write
     /// (`migrate lint --ledger-name`; the pre-run scan too).
     pub ledger_name: Option<String>,
-    /// `cluster-commands`: the commands lint and the pre-run scan treat as
-    /// cluster commands, instead of `kubectl`, `kube`, `helm`, `flux`
-    /// (`migrate lint --kubectl-command`); the run's tripwire shims them
-    /// besides its own.
+    /// `cluster-commands`: commands lint and the pre-run scan treat as
+    /// cluster commands besides `kubectl`, `kube`, `helm`, `flux` (a
+    /// setting never takes one off; `migrate lint --kubectl-command`
+    /// replaces the whole list); the run's tripwire shims them besides its
+    /// own.
     pub cluster_commands: Option<Vec<String>>,
     /// `header-marker`: the word header directives start with, instead of
     /// `cozystack-migration`.

@@ -352,8 +352,9 @@ pub struct LintArgs {
     /// Where script tests live, relative to the tree.
     #[arg(long, default_value = "tests")]
     pub tests_dir: PathBuf,
-    /// Commands that call the cluster (repeatable; default: the tree's
-    /// migrate.toml cluster-commands, else kubectl, kube, helm, flux).
+    /// Commands that call the cluster (repeatable; replaces the default:
+    /// kubectl, kube, helm, flux and the tree's migrate.toml
+    /// cluster-commands).
     #[arg(long = "kubectl-command")]
     pub kubectl_commands: Vec<String>,
     /// Name of the ledger ConfigMap scripts must not write (default: the

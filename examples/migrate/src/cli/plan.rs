@@ -22,9 +22,9 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
     plan_for_run(args, None, &[], out).await
 }
 
-/// The plan and its pre-run scan; with `cluster_commands` (the flags of
-/// `migrate run --dry-run`), the scan covers the cluster commands `run`
-/// would resolve from them, the tree and the environment, and a non-empty
+/// The plan and its pre-run scan, which covers the cluster commands `run`
+/// would resolve from the tree, its settings, the environment and
+/// `cluster_commands` (the flags of `migrate run --dry-run`); a non-empty
 /// `allowed_interpreters` replaces the default shebangs as in `run`. Reads the ledger, takes no
 /// lock, writes nothing, executes nothing.
 pub(crate) async fn plan_for_run(
@@ -62,13 +62,13 @@ pub(crate) async fn plan_for_run(
     }
     // What `run` would refuse: the same pre-run scan of the pending
     // scripts (and the helpers they source), with the tree's settings.
+    // Plain `plan` resolves the cluster commands as a `run` without flags
+    // would: the scan it shows is the one that run applies.
     let mut lint = super::settings::lint_config(&settings, None, Vec::new());
-    if let Some(flags) = cluster_commands {
-        let flags = run_cluster_commands(&settings, flags);
-        for name in super::cluster_commands::settings(Some(tree.root()), &flags)? {
-            if !lint.kubectl_commands.contains(&name) {
-                lint.kubectl_commands.push(name);
-            }
+    let flags = run_cluster_commands(&settings, cluster_commands.unwrap_or_default());
+    for name in super::cluster_commands::settings(Some(tree.root()), &flags)? {
+        if !lint.kubectl_commands.contains(&name) {
+            lint.kubectl_commands.push(name);
         }
     }
     let unsafe_findings = migrate_runner::scan_all(&tree, &plan.pending, &lint);

@@ -17,8 +17,10 @@ pub(crate) fn read(tree: &Path) -> Result<Settings, Failure> {
 }
 
 /// What lint and the pre-run scan are told by the flags, then the file:
-/// the ledger name and the cluster commands (a flag's list replaces the
-/// file's, which replaces the defaults `kubectl`, `kube`, `helm`, `flux`).
+/// the ledger name, and the cluster commands (a `--kubectl-command` list
+/// replaces the defaults `kubectl`, `kube`, `helm`, `flux`; the file's
+/// `cluster-commands` join them, since a setting never takes a command off
+/// the scan, as with the tree's `cluster-commands` file).
 pub(crate) fn lint_config(
     settings: &Settings,
     ledger_name: Option<String>,
@@ -30,8 +32,12 @@ pub(crate) fn lint_config(
     }
     if !commands.is_empty() {
         config.kubectl_commands = commands;
-    } else if let Some(commands) = &settings.cluster_commands {
-        config.kubectl_commands = commands.clone();
+    } else {
+        for name in settings.cluster_commands.iter().flatten() {
+            if !config.kubectl_commands.contains(name) {
+                config.kubectl_commands.push(name.clone());
+            }
+        }
     }
     config
 }

@@ -160,6 +160,32 @@ fn cluster_commands_in_the_file_are_scanned_by_lint_and_by_the_run() {
 }
 
 #[test]
+fn the_files_cluster_commands_join_the_defaults_and_never_take_one_off() {
+    // A setting only adds (as the tree's cluster-commands file does):
+    // kubectl stays a cluster command for lint, plan and run alike.
+    let repo = repo_with(
+        "cluster-commands = [\"oc\"]\n",
+        "cozystack-migration",
+        "kubectl delete namespace old || true",
+    );
+    let (code, rules, doc) = lint(&repo, &[]);
+    assert_eq!(code, 2, "{doc}");
+    assert!(rules.iter().any(|r| r == "kubectl-error-ignored"), "{doc}");
+    released(&repo);
+    let ledger = empty_file_ledger(&repo.path().join("ledger.json"));
+    for command in ["plan", "run"] {
+        let (code, doc, _) = repo.on_ledger(command, &ledger, &[]);
+        assert_eq!(code, 3, "{command}: {doc}");
+        assert!(
+            doc["problems"]
+                .to_string()
+                .contains("kubectl-error-ignored"),
+            "{command}: {doc}"
+        );
+    }
+}
+
+#[test]
 fn a_flag_beats_the_file() {
     // The file says the ledger is acme-version; the flag says it is
     // cozystack-version: the write of acme-version is then no ledger write.
