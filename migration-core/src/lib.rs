@@ -6,6 +6,7 @@
 //! the parts that do not touch a cluster:
 //!
 //! - [`Slug`], [`Tier`], [`OnError`] and the script [`header`] parser;
+//! - the tree's [`settings`] file, `migrate.toml`;
 //! - the ledger's key layout ([`keys`]: `version`, `m.<slug>`, `a.<slug>`,
 //!   `f.<slug>`);
 //! - loading a [`MigrationsTree`] from disk, with checksums;
@@ -46,6 +47,7 @@ pub mod redact;
 pub mod retry;
 pub mod run;
 pub mod seeding;
+pub mod settings;
 pub mod slug;
 pub mod step;
 #[cfg(feature = "testing")]
@@ -69,6 +71,7 @@ pub use migrator::{MigrateError, Migrator, Prepared};
 pub use order::{Cycle, Edge, OrderError, stable_topo_sort};
 pub use plan::{Plan, PlanContext, PlanError, PlanRequest, Refusal, TierSelection, plan};
 pub use run::{Outcome, Run, Step, Verdict};
+pub use settings::{SETTINGS_FILE, Settings, SettingsError};
 pub use slug::{Slug, SlugError};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 pub use tree::{LoadOptions, MigrationsTree, Script, TreeError, TreeFiles, TreeProblem};

@@ -65,7 +65,7 @@ impl LintConfig {
 
 /// The rule ids of the tree loader and of lint itself; the shell rules are
 /// in [`shell::rules::RULES`], shellcheck's are `shellcheck:SCnnnn`.
-pub const RULES: [&str; 19] = [
+pub const RULES: [&str; 20] = [
     "layout",
     "slug",
     "header",
@@ -75,6 +75,7 @@ pub const RULES: [&str; 19] = [
     "symlink",
     "size",
     "list-file",
+    "settings",
     "manifest",
     "stale-manifest",
     "shell-dialect",

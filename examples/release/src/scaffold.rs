@@ -103,6 +103,19 @@ pub fn scaffold(
     tests_dir: &Path,
 ) -> Result<Scaffolded, ScaffoldError> {
     check_unused(root, slug)?;
+    // The tree's header marker (its migrate.toml; the load above already
+    // refused a broken one, naming its line).
+    let marker = migration_core::Settings::read(root)
+        .map_err(|errors| {
+            ScaffoldError::Tree(migration_core::TreeError::Invalid {
+                root: root.to_path_buf(),
+                problems: errors
+                    .into_iter()
+                    .map(migration_core::TreeProblem::Settings)
+                    .collect(),
+            })
+        })?
+        .header_marker();
     let script = root.join(tier.as_str()).join(slug.as_str());
     let test = root.join(tests_dir).join(format!("{slug}.sh"));
     let lib_line = if root.join("lib").is_dir() {
@@ -112,8 +125,8 @@ pub fn scaffold(
     };
     let body = format!(
         "#!/bin/sh\n\
-         # cozystack-migration: tier={tier}\n\
-         # cozystack-migration: on-error={on_error}\n\
+         # {marker} tier={tier}\n\
+         # {marker} on-error={on_error}\n\
          #\n\
          # TODO: say what this migration changes and why it must run before\n\
          # (pre-apply) or after (background) the platform chart applies.\n\

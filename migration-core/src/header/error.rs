@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::HEADER_MARKER;
+use super::HeaderMarker;
 use super::near_miss::did_you_mean;
 use crate::slug::Slug;
 
@@ -34,12 +34,14 @@ pub enum HeaderError {
         line: usize,
     },
     /// A required key (`tier`, `on-error`) is absent.
-    #[error("{}: missing header key '{key}' (add '# {HEADER_MARKER} {key}=...' after the shebang)", file.display())]
+    #[error("{}: missing header key '{key}' (add '# {marker} {key}=...' after the shebang){}", file.display(), marker_note(marker))]
     MissingKey {
         /// The script.
         file: PathBuf,
         /// The missing key.
         key: &'static str,
+        /// The tree's marker.
+        marker: HeaderMarker,
     },
     /// A key that may appear once appears again.
     #[error("{}:{line}: duplicated header key '{key}' (first set on line {first_line})", file.display())]
@@ -66,7 +68,7 @@ pub enum HeaderError {
         suggestion: Option<String>,
     },
     /// A directive that is not `key=value`.
-    #[error("{}:{line}: malformed header directive {text:?}: expected '# {HEADER_MARKER} key=value'{}", file.display(), did_you_mean(suggestion))]
+    #[error("{}:{line}: malformed header directive {text:?}: expected '# {marker} key=value'{}", file.display(), did_you_mean(suggestion))]
     Malformed {
         /// The script.
         file: PathBuf,
@@ -77,12 +79,14 @@ pub enum HeaderError {
         /// The directive it was probably meant to be (`key: value` for
         /// `key=value`), if any.
         suggestion: Option<String>,
+        /// The tree's marker.
+        marker: HeaderMarker,
     },
     /// A comment in the header block that resembles a directive but does
     /// not carry the exact marker (case, a blank before the colon, a
     /// plural, a typo): read as a comment it would silently drop what it
     /// sets.
-    #[error("{}:{line}: {text:?} looks like a misspelled header directive (the marker is exactly '{HEADER_MARKER}', lower case, no blank before the colon); did you mean '{suggestion}'?", file.display())]
+    #[error("{}:{line}: {text:?} looks like a misspelled header directive (the marker is exactly '{marker}', lower case, no blank before the colon); did you mean '{suggestion}'?", file.display())]
     NearMissMarker {
         /// The script.
         file: PathBuf,
@@ -92,6 +96,8 @@ pub enum HeaderError {
         text: String,
         /// The directive it was probably meant to be.
         suggestion: String,
+        /// The tree's marker.
+        marker: HeaderMarker,
     },
     /// A known key with a value it cannot take.
     #[error("{}:{line}: invalid value {value:?} for header key '{key}': {reason}", file.display())]
@@ -130,6 +136,20 @@ pub enum HeaderError {
         /// Last line of the header block.
         header_end: usize,
     },
+}
+
+/// Where a marker other than the default comes from, for the message of a
+/// missing key: a script written with the default marker in a tree that
+/// names another is read as having no header at all.
+fn marker_note(marker: &HeaderMarker) -> String {
+    if marker.is_default() {
+        String::new()
+    } else {
+        format!(
+            "; this tree's header marker is '{}' (its migrate.toml)",
+            marker.word()
+        )
+    }
 }
 
 impl HeaderError {

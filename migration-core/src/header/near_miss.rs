@@ -2,15 +2,10 @@
 //! one would otherwise be read as a plain comment, silently dropping a
 //! requirement or a policy (CONTRACT.md §3.2).
 
-use super::HEADER_MARKER;
+use super::HeaderMarker;
 
 /// The keys a directive may set.
 pub(super) const KNOWN_KEYS: [&str; 3] = ["tier", "on-error", "requires"];
-
-/// The marker without its colon.
-fn marker_word() -> &'static str {
-    HEADER_MARKER.trim_end_matches(':')
-}
 
 /// Levenshtein distance in bytes (the words compared are short ASCII).
 fn distance(a: &str, b: &str) -> usize {
@@ -61,16 +56,17 @@ fn normal(word: &str) -> String {
 /// two edits of the marker (case, `_` for `-`, a plural, a missing `-` or a
 /// typo) and what follows looks like a directive (a `:` or a `key=value`).
 /// Plain prose and other tools' comments (`# migrate: allow ...`) are not.
-pub(super) fn marker_suggestion(line: &str) -> Option<String> {
+/// `marker` is the tree's.
+pub(super) fn marker_suggestion(line: &str, marker: &HeaderMarker) -> Option<String> {
     let rest = line.trim_start().strip_prefix('#')?.trim_start();
     let end = rest
         .find(|c: char| c == ':' || c == '=' || c.is_whitespace())
         .unwrap_or(rest.len());
     let (word, after) = rest.split_at(end);
     let word = normal(word);
-    let marker = marker_word();
-    let close = distance(&word, marker) <= 2
-        || distance(&word.replace('-', ""), &marker.replace('-', "")) <= 1;
+    let marker_word = marker.word();
+    let close = distance(&word, marker_word) <= 2
+        || distance(&word.replace('-', ""), &marker_word.replace('-', "")) <= 1;
     if word.len() < 8 || !close {
         return None;
     }
@@ -80,7 +76,7 @@ pub(super) fn marker_suggestion(line: &str) -> Option<String> {
         None if after.contains('=') => after.trim(),
         None => return None,
     };
-    Some(format!("# {HEADER_MARKER} {}", repaired(body)))
+    Some(format!("# {marker} {}", repaired(body)))
 }
 
 /// `body` with a misspelled key replaced by the one it is closest to, and
@@ -99,20 +95,27 @@ fn repaired(body: &str) -> String {
 
 /// The known key an unknown one was probably meant to be.
 pub(super) fn key_suggestion(key: &str) -> Option<&'static str> {
-    let key = normal(key.trim());
-    KNOWN_KEYS
-        .into_iter()
-        .map(|known| (distance(&key, known), known))
-        .filter(|(d, _)| *d <= 2)
-        .min()
-        .map(|(_, known)| known)
+    nearest(key, &KNOWN_KEYS)
 }
 
 /// The directive a `key: value` body (a colon for the `=`) was meant to be.
-pub(super) fn malformed_suggestion(body: &str) -> Option<String> {
+pub(super) fn malformed_suggestion(body: &str, marker: &HeaderMarker) -> Option<String> {
     let (key, _) = body.split_once(':')?;
     key_suggestion(key)?;
-    Some(format!("# {HEADER_MARKER} {}", repaired(body)))
+    Some(format!("# {marker} {}", repaired(body)))
+}
+
+/// The known name a word was probably meant to be: the nearest of
+/// `known` within two edits (case and `_` for `-` ignored). Shared with
+/// the settings file's keys ([`crate::settings`]).
+pub(crate) fn nearest<'a>(word: &str, known: &[&'a str]) -> Option<&'a str> {
+    let word = normal(word.trim());
+    known
+        .iter()
+        .map(|known| (distance(&word, known), *known))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, known)| known)
 }
 
 /// `; did you mean 'x'?` for an error message, or nothing.

@@ -2,20 +2,33 @@
 
 use std::path::Path;
 
-use super::{HEADER_MARKER, Header, HeaderError, OnError, Requirement, Tier, near_miss};
+use super::{Header, HeaderError, HeaderMarker, OnError, Requirement, Tier, near_miss};
 use crate::slug::Slug;
 
 /// Returns the directive text after the marker if `line` is a header directive.
-fn directive(line: &str) -> Option<&str> {
+fn directive<'a>(line: &'a str, marker: &str) -> Option<&'a str> {
     let rest = line.trim_start().strip_prefix('#')?;
-    rest.trim_start().strip_prefix(HEADER_MARKER)
+    rest.trim_start().strip_prefix(marker)
 }
 
-/// Parses the header of a script. `file` is only used in error messages.
+/// Parses the header of a script written with the default marker
+/// (`cozystack-migration`); [`parse_header_with`] takes the tree's.
+pub fn parse_header(file: &Path, bytes: &[u8]) -> Result<Header, Vec<HeaderError>> {
+    parse_header_with(file, bytes, &HeaderMarker::default())
+}
+
+/// Parses the header of a script whose directives start with `marker`.
+/// `file` is only used in error messages. A directive with another marker
+/// is a plain comment (or a near miss, when within two edits of `marker`).
 ///
 /// Every problem in the file is reported, not only the first, so that one
 /// lint pass shows the whole picture.
-pub fn parse_header(file: &Path, bytes: &[u8]) -> Result<Header, Vec<HeaderError>> {
+pub fn parse_header_with(
+    file: &Path,
+    bytes: &[u8],
+    marker: &HeaderMarker,
+) -> Result<Header, Vec<HeaderError>> {
+    let marker_text = marker.directive();
     let mut errors = Vec::new();
     let path = || file.to_path_buf();
     let mut lines = bytes
@@ -62,9 +75,9 @@ pub fn parse_header(file: &Path, bytes: &[u8]) -> Result<Header, Vec<HeaderError
         if !in_header {
             // Only a cheap marker scan on the body; the body may be any bytes.
             if raw
-                .windows(HEADER_MARKER.len())
-                .any(|w| w == HEADER_MARKER.as_bytes())
-                && directive(&String::from_utf8_lossy(raw)).is_some()
+                .windows(marker_text.len())
+                .any(|w| w == marker_text.as_bytes())
+                && directive(&String::from_utf8_lossy(raw), marker_text).is_some()
             {
                 errors.push(HeaderError::OutsideHeader {
                     file: path(),
@@ -82,13 +95,14 @@ pub fn parse_header(file: &Path, bytes: &[u8]) -> Result<Header, Vec<HeaderError
             });
             continue;
         };
-        let Some(body) = directive(text) else {
-            if let Some(suggestion) = near_miss::marker_suggestion(text) {
+        let Some(body) = directive(text, marker_text) else {
+            if let Some(suggestion) = near_miss::marker_suggestion(text, marker) {
                 errors.push(HeaderError::NearMissMarker {
                     file: path(),
                     line: line_no,
                     text: text.trim().to_owned(),
                     suggestion,
+                    marker: marker.clone(),
                 });
             }
             continue;
@@ -106,7 +120,8 @@ pub fn parse_header(file: &Path, bytes: &[u8]) -> Result<Header, Vec<HeaderError
                 file: path(),
                 line: line_no,
                 text: body.to_owned(),
-                suggestion: near_miss::malformed_suggestion(body),
+                suggestion: near_miss::malformed_suggestion(body, marker),
+                marker: marker.clone(),
             });
             continue;
         };
@@ -158,6 +173,7 @@ pub fn parse_header(file: &Path, bytes: &[u8]) -> Result<Header, Vec<HeaderError
                 line: line_no,
                 text: body.to_owned(),
                 suggestion: None,
+                marker: marker.clone(),
             }),
             other => errors.push(HeaderError::UnknownKey {
                 file: path(),
@@ -179,12 +195,14 @@ pub fn parse_header(file: &Path, bytes: &[u8]) -> Result<Header, Vec<HeaderError
         errors.push(HeaderError::MissingKey {
             file: path(),
             key: "tier",
+            marker: marker.clone(),
         });
     }
     if on_error.is_none() && !mentioned(&errors, "on-error") {
         errors.push(HeaderError::MissingKey {
             file: path(),
             key: "on-error",
+            marker: marker.clone(),
         });
     }
     match (tier, on_error) {

@@ -201,3 +201,65 @@ fn tier_and_on_error_round_trip_through_text() {
     }
     assert!("Pre-Apply".parse::<Tier>().is_err());
 }
+
+/// The header of `text` read with the marker `word`.
+fn parse_marked(word: &str, text: &str) -> Result<Header, Vec<HeaderError>> {
+    let marker = HeaderMarker::new(word).unwrap();
+    parse_header_with(Path::new("pre-apply/x"), text.as_bytes(), &marker)
+}
+
+#[test]
+fn a_trees_own_marker_starts_its_directives() {
+    let h = parse_marked(
+        "acme-migration",
+        "#!/bin/sh\n# acme-migration: tier=pre-apply\n# acme-migration: on-error=warn\n# acme-migration: requires=y\n",
+    )
+    .unwrap();
+    assert_eq!((h.tier, h.on_error), (Tier::PreApply, OnError::Warn));
+    assert_eq!(h.requires[0].target.as_str(), "y");
+}
+
+#[test]
+fn under_another_marker_the_default_one_is_a_plain_comment_and_both_keys_are_missing() {
+    let errors = parse_marked(
+        "acme-migration",
+        "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n",
+    )
+    .unwrap_err();
+    let keys: Vec<&str> = errors
+        .iter()
+        .map(|e| match e {
+            HeaderError::MissingKey { key, .. } => *key,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(keys, ["tier", "on-error"]);
+    let text = errors[0].to_string();
+    assert!(text.contains("'# acme-migration: tier=...'"), "{text}");
+    assert!(
+        text.contains("this tree's header marker is 'acme-migration'"),
+        "{text}"
+    );
+}
+
+#[test]
+fn near_misses_and_stray_directives_are_judged_against_the_trees_marker() {
+    let text = "#!/bin/sh\n# Acme-Migration: tier=pre-apply\n# acme-migration: on-error=abort\n";
+    let errors = parse_marked("acme-migration", text).unwrap_err();
+    assert!(
+        matches!(&errors[0], HeaderError::NearMissMarker { suggestion, .. } if suggestion == "# acme-migration: tier=pre-apply"),
+        "{errors:?}"
+    );
+    let stray = "#!/bin/sh\n# acme-migration: tier=pre-apply\n# acme-migration: on-error=abort\nset -eu\n# acme-migration: requires=z\n";
+    let errors = parse_marked("acme-migration", stray).unwrap_err();
+    assert!(
+        matches!(errors[0], HeaderError::OutsideHeader { line: 5, .. }),
+        "{errors:?}"
+    );
+    // The default marker's errors are unchanged.
+    assert!(
+        !only_error("#!/bin/sh\n# cozystack-migration: tier=pre-apply\n")
+            .to_string()
+            .contains("migrate.toml")
+    );
+}

@@ -8,8 +8,9 @@ use super::lists::{parse_legacy_map, parse_revoked};
 use super::{LEGACY_MAP_FILE, MigrationsTree, REVOKED_FILE, Script, TreeError, TreeProblem};
 use crate::digest::{LibDigest, Sha256Digest};
 use crate::filling::FillingMap;
-use crate::header::{Tier, parse_header};
+use crate::header::{HeaderMarker, Tier, parse_header_with};
 use crate::manifest::Manifest;
+use crate::settings::{SETTINGS_FILE, Settings};
 use crate::slug::Slug;
 
 /// The raw files of a tree, before validation: what the disk loader reads,
@@ -27,6 +28,9 @@ pub struct TreeFiles {
     pub legacy_map: Option<Vec<u8>>,
     /// The files of `order.d/`, if the directory is present.
     pub order: Option<Vec<(String, Vec<u8>)>>,
+    /// The settings file `migrate.toml`, if present: its header marker is
+    /// the one the scripts are read with.
+    pub settings: Option<Vec<u8>>,
 }
 
 impl MigrationsTree {
@@ -35,11 +39,18 @@ impl MigrationsTree {
     /// minus those that only make sense on a file system (symlinks).
     pub fn from_files(root: PathBuf, files: TreeFiles) -> Result<Self, TreeError> {
         let display = root.clone();
+        let marker = match &files.settings {
+            None => HeaderMarker::default(),
+            Some(bytes) => match Settings::parse(Path::new(SETTINGS_FILE), bytes) {
+                Ok(settings) => settings.header_marker(),
+                Err(errors) => return Err(settings_refused(&display, errors)),
+            },
+        };
         Self::assemble(
             root,
             &display,
             Vec::new(),
-            ScriptSet::default(),
+            ScriptSet::new(marker),
             files,
             true,
         )
@@ -109,6 +120,19 @@ impl MigrationsTree {
     }
 }
 
+/// A tree whose settings file is refused: only those problems, since
+/// reading the scripts with a marker that may not be the tree's would bury
+/// them under header errors that are not.
+pub(super) fn settings_refused(
+    root: &Path,
+    errors: Vec<crate::settings::SettingsError>,
+) -> TreeError {
+    TreeError::Invalid {
+        root: root.to_path_buf(),
+        problems: errors.into_iter().map(TreeProblem::Settings).collect(),
+    }
+}
+
 /// Scripts validated one by one as they are read, keyed by slug, and the
 /// problems found in them, both in the order the files came. A slug in
 /// both tiers is a problem; the first one found is kept.
@@ -117,13 +141,23 @@ pub(super) struct ScriptSet {
     /// Filled in name order, its nodes kept full as it grows.
     scripts: FillingMap<Slug, Script>,
     problems: Vec<TreeProblem>,
+    /// The marker the headers of [`Self::add`] are read with.
+    marker: HeaderMarker,
 }
 
 impl ScriptSet {
+    /// An empty set whose [`Self::add`] reads headers with `marker`.
+    pub(super) fn new(marker: HeaderMarker) -> Self {
+        ScriptSet {
+            marker,
+            ..ScriptSet::default()
+        }
+    }
+
     /// Validates one script file's bytes and adds the script, or its
     /// problems. The bytes are not kept.
     pub(super) fn add(&mut self, tier: Tier, name: &str, bytes: &[u8]) {
-        let checked = validate_script(tier, name, bytes);
+        let checked = validate_script(tier, name, bytes, &self.marker);
         self.add_checked(checked);
     }
 
@@ -268,11 +302,13 @@ fn parse_list<T>(
 }
 
 /// Checks one script file: its name is a slug, its header parses, and its
-/// tier is its directory; the script, or every problem found.
+/// tier is its directory; the script, or every problem found. Its header
+/// directives start with `marker`.
 pub(super) fn validate_script(
     tier: Tier,
     name: &str,
     bytes: &[u8],
+    marker: &HeaderMarker,
 ) -> Result<Script, Vec<TreeProblem>> {
     let relative = super::script_relative_path(tier, name);
     let slug = match Slug::parse(name) {
@@ -284,14 +320,14 @@ pub(super) fn validate_script(
             }]);
         }
     };
-    let header = match parse_header(&relative, bytes) {
+    let header = match parse_header_with(&relative, bytes, marker) {
         Ok(h) => h,
         Err(errors) => return Err(errors.into_iter().map(TreeProblem::Header).collect()),
     };
     if header.tier != tier {
         return Err(vec![TreeProblem::TierMismatch {
             file: relative,
-            line: tier_line(bytes),
+            line: tier_line(bytes, marker),
             declared: header.tier,
             directory: tier,
         }]);
@@ -306,12 +342,12 @@ pub(super) fn validate_script(
 }
 
 /// Line of the `tier=` directive, for the mismatch message.
-fn tier_line(bytes: &[u8]) -> usize {
+fn tier_line(bytes: &[u8], marker: &HeaderMarker) -> usize {
     bytes
         .split(|&b| b == b'\n')
         .position(|l| {
             let l = String::from_utf8_lossy(l);
-            l.contains(crate::header::HEADER_MARKER) && l.contains("tier")
+            l.contains(marker.directive()) && l.contains("tier")
         })
         .map_or(1, |i| i + 1)
 }

@@ -6,13 +6,14 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::files::ScriptSet;
+use super::files::{ScriptSet, settings_refused};
 use super::reader::{LoadOptions, Reader, Resolved};
 use super::{
     LEGACY_MAP_FILE, LIB_DIR, MigrationsTree, ORDER_DIR, REVOKED_FILE, TreeError, TreeFiles,
     TreeProblem,
 };
 use crate::header::Tier;
+use crate::settings::{SETTINGS_FILE, Settings};
 
 impl MigrationsTree {
     /// Loads and validates the tree at `root` with default limits.
@@ -35,15 +36,46 @@ impl MigrationsTree {
                 root: root.to_path_buf(),
             });
         }
+        // The settings first: their header marker is what the scripts are
+        // read with.
+        let settings_reader = Reader {
+            root: &canonical_root,
+            display_root: root,
+            options: &options,
+            marker: &crate::header::HeaderMarker::default(),
+        };
+        let mut settings_loader = Loader {
+            reader: settings_reader,
+            problems: Vec::new(),
+        };
+        let settings_bytes = settings_loader.read_optional(SETTINGS_FILE)?;
+        if !settings_loader.problems.is_empty() {
+            return Err(TreeError::Invalid {
+                root: root.to_path_buf(),
+                problems: settings_loader.problems,
+            });
+        }
+        // A broken file is refused even when the caller names the marker:
+        // its other settings would be read by the commands.
+        let settings = match &settings_bytes {
+            None => Settings::default(),
+            Some(bytes) => Settings::parse(Path::new(SETTINGS_FILE), bytes)
+                .map_err(|errors| settings_refused(root, errors))?,
+        };
+        let marker = options
+            .header_marker
+            .clone()
+            .unwrap_or_else(|| settings.header_marker());
         let mut loader = Loader {
             reader: Reader {
                 root: &canonical_root,
                 display_root: root,
-                options,
+                options: &options,
+                marker: &marker,
             },
             problems: Vec::new(),
         };
-        let mut scripts = ScriptSet::default();
+        let mut scripts = ScriptSet::new(marker.clone());
         for tier in Tier::ALL {
             loader.read_tier(tier, &mut scripts)?;
         }
@@ -51,6 +83,7 @@ impl MigrationsTree {
             lib: loader.read_lib()?,
             revoked: loader.read_optional(REVOKED_FILE)?,
             legacy_map: loader.read_optional(LEGACY_MAP_FILE)?,
+            settings: settings_bytes,
             ..TreeFiles::default()
         };
         if options.read_manifest {

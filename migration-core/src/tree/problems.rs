@@ -16,6 +16,9 @@ pub enum TreeProblem {
     /// A header problem.
     #[error(transparent)]
     Header(#[from] HeaderError),
+    /// A problem in the tree's settings file, `migrate.toml`.
+    #[error(transparent)]
+    Settings(#[from] crate::settings::SettingsError),
     /// A file in a tier directory whose name is not a slug.
     #[error("{}: the file name is not a valid slug: {source}", file.display())]
     BadScriptName {
@@ -144,6 +147,7 @@ impl TreeProblem {
     pub fn location(&self) -> (Option<PathBuf>, Option<usize>) {
         match self {
             TreeProblem::Header(h) => (Some(h.file().to_path_buf()), h.line()),
+            TreeProblem::Settings(e) => (Some(e.file().to_path_buf()), e.line()),
             TreeProblem::BadScriptName { file, .. } => (Some(file.clone()), None),
             TreeProblem::UnexpectedEntry { path, .. }
             | TreeProblem::NonUtf8Name { path }
@@ -164,6 +168,7 @@ impl TreeProblem {
     pub fn rule(&self) -> &'static str {
         match self {
             TreeProblem::Header(_) => "header",
+            TreeProblem::Settings(_) => "settings",
             TreeProblem::BadScriptName { .. } => "slug",
             TreeProblem::UnexpectedEntry { .. }
             | TreeProblem::NonUtf8Name { .. }

@@ -7,9 +7,11 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::{TreeError, TreeProblem};
+use crate::header::HeaderMarker;
 
-/// Limits applied while loading, so hostile input cannot exhaust memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Limits applied while loading, so hostile input cannot exhaust memory,
+/// and what the headers are read with.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadOptions {
     /// Largest script, helper or list file read, in bytes.
     pub max_file_bytes: u64,
@@ -20,6 +22,10 @@ pub struct LoadOptions {
     /// that only a manifest knows (retired slugs) are then checked by
     /// generation instead.
     pub read_manifest: bool,
+    /// The header marker the scripts are read with. `None` (the default):
+    /// the tree's `migrate.toml` names it, or it is `cozystack-migration`
+    /// ([`crate::settings`]); `Some` overrides the file.
+    pub header_marker: Option<HeaderMarker>,
 }
 
 impl Default for LoadOptions {
@@ -28,18 +34,21 @@ impl Default for LoadOptions {
             max_file_bytes: 1024 * 1024,
             max_lib_files: 10_000,
             read_manifest: true,
+            header_marker: None,
         }
     }
 }
 
 /// What every read of one tree shares, and nothing it changes, so several
 /// threads can read with it at once: the canonical root it reads below,
-/// the root as the caller named it (for messages), and the limits.
+/// the root as the caller named it (for messages), the limits, and the
+/// header marker the scripts are read with.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Reader<'a> {
     pub(super) root: &'a Path,
     pub(super) display_root: &'a Path,
-    pub(super) options: LoadOptions,
+    pub(super) options: &'a LoadOptions,
+    pub(super) marker: &'a HeaderMarker,
 }
 
 /// What a directory entry turned out to be, after following an in-tree symlink.

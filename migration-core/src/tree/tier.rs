@@ -131,13 +131,13 @@ fn read_entry(
         // The common case, at two system calls beyond reading (open,
         // close); symlinks and the rest are resolved below.
         return Ok(match reader.read_listed_file(path, buffer)? {
-            Ok(()) => Found::Checked(validate_script(tier, name, buffer)),
+            Ok(()) => Found::Checked(validate_script(tier, name, buffer, reader.marker)),
             Err(problem) => Found::Unreadable(problem),
         });
     }
     Ok(match reader.resolve(path)? {
         Resolved::File(target, len) => match reader.read_capped(path, &target, len)? {
-            Ok(bytes) => Found::Checked(validate_script(tier, name, &bytes)),
+            Ok(bytes) => Found::Checked(validate_script(tier, name, &bytes, reader.marker)),
             Err(problem) => Found::Unreadable(problem),
         },
         Resolved::Dir(_) => Found::Unreadable(TreeProblem::UnexpectedEntry {

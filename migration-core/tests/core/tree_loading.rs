@@ -457,3 +457,54 @@ mod hostile {
         assert_eq!(from_disk.revoked(), from_memory.revoked());
     }
 }
+
+#[test]
+fn the_settings_file_names_the_header_marker_every_load_reads_scripts_with() {
+    let acme = |tier: &str| {
+        script_text(tier, "abort", &[], "echo a").replace("cozystack-migration:", "acme-migration:")
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("pre-apply")).unwrap();
+    std::fs::write(dir.path().join("pre-apply/a"), acme("pre-apply")).unwrap();
+    // Without the file the default marker is looked for, and not found.
+    assert!(MigrationsTree::load(dir.path()).is_err());
+    std::fs::write(
+        dir.path().join("migrate.toml"),
+        "header-marker = \"acme-migration\"\n",
+    )
+    .unwrap();
+    let tree = MigrationsTree::load(dir.path()).unwrap();
+    assert_eq!(tree.scripts().len(), 1);
+    // A caller may name the marker itself: it beats the file.
+    let options = LoadOptions {
+        header_marker: Some(migration_core::header::HeaderMarker::default()),
+        ..LoadOptions::default()
+    };
+    assert!(MigrationsTree::load_with(dir.path(), options).is_err());
+    // The same bytes given as files read the same.
+    let files = migration_core::TreeFiles {
+        scripts: vec![(Tier::PreApply, "a".into(), acme("pre-apply").into_bytes())],
+        settings: Some(b"header-marker = \"acme-migration\"\n".to_vec()),
+        ..Default::default()
+    };
+    assert!(MigrationsTree::from_files(dir.path().to_path_buf(), files).is_ok());
+}
+
+#[test]
+fn a_broken_settings_file_is_the_only_problem_reported_naming_its_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("pre-apply")).unwrap();
+    std::fs::write(dir.path().join("pre-apply/Bad_Name"), "no header\n").unwrap();
+    std::fs::write(dir.path().join("migrate.toml"), "\nheader-markr = \"x\"\n").unwrap();
+    let Err(TreeError::Invalid { problems, .. }) = MigrationsTree::load(dir.path()) else {
+        panic!("loaded");
+    };
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].rule(), "settings");
+    let text = problems[0].to_string();
+    assert!(
+        text.starts_with("migrate.toml:2: unknown key 'header-markr'")
+            && text.contains("did you mean 'header-marker'?"),
+        "{text}"
+    );
+}

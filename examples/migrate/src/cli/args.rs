@@ -188,13 +188,13 @@ impl From<OnErrorArg> for OnError {
 
 /// The Examples sections of the subcommands' help.
 mod examples {
-    pub const PLAN: &str = "Examples:\n  migrate plan migrations --ledger configmap:cozy-system/cozystack-version\n  migrate plan migrations --ledger file:/tmp/ledger.json --tier all --wide\n  migrate -o json plan migrations --ledger memory: --only my-slug\n";
-    pub const MANIFEST: &str = "Examples:\n  migrate manifest --repo . --path migrations --out migrations/order.d\n  migrate manifest --repo . --path platform/migrations --path migrations --tree-since v1.4.0\n";
-    pub const LINT: &str = "Examples:\n  migrate lint migrations\n  migrate lint migrations --kubectl-command oc --shellcheck-level warning\n";
+    pub const PLAN: &str = "Settings: the tree's migrate.toml (ledger-name and cluster-commands for the pre-run scan, header-marker).\n\nExamples:\n  migrate plan migrations --ledger configmap:cozy-system/cozystack-version\n  migrate plan migrations --ledger file:/tmp/ledger.json --tier all --wide\n  migrate -o json plan migrations --ledger memory: --only my-slug\n";
+    pub const MANIFEST: &str = "Settings: the tree's migrate.toml (old-paths, tree-since, tag-pattern, header-marker); a flag beats the file, the file beats the default.\n\nExamples:\n  migrate manifest --repo . --path migrations --out migrations/order.d\n  migrate manifest --repo . --path platform/migrations --path migrations --tree-since v1.4.0\n";
+    pub const LINT: &str = "Settings: the tree's migrate.toml (ledger-name, cluster-commands, header-marker); a flag beats the file, the file beats the default.\n\nExamples:\n  migrate lint migrations\n  migrate lint migrations --kubectl-command oc --shellcheck-level warning\n";
     pub const SEED_FRESH: &str = "Examples:\n  migrate seed-fresh migrations --ledger configmap:cozy-system/cozystack-version\n  migrate seed-fresh migrations --render configmap --namespace cozy-system --name cozystack-version\n";
     pub const VERIFY: &str = "Examples:\n  migrate verify migrations --ledger configmap:cozy-system/cozystack-version --since v1.7.0\n";
-    pub const NEW: &str = "Examples:\n  migrate new migrations tenant-pvc-backup-label\n  migrate new migrations reindex-dashboards --tier background --on-error warn\n";
-    pub const RUN: &str = "Examples:\n  migrate run /migrations --tier pre-apply --ledger configmap:cozy-system/cozystack-version --require-existing-ledger\n  migrate run migrations --ledger file:/tmp/ledger.json --dry-run\n  migrate run migrations --ledger file:/tmp/new-ledger.json --fresh-install\n  ONLY=my-slug migrate run migrations --ledger file:/tmp/ledger.json\n";
+    pub const NEW: &str = "Settings: the header is written with the tree's migrate.toml header-marker (default cozystack-migration).\n\nExamples:\n  migrate new migrations tenant-pvc-backup-label\n  migrate new migrations reindex-dashboards --tier background --on-error warn\n";
+    pub const RUN: &str = "Settings: the tree's migrate.toml (ledger-name and cluster-commands for the pre-run scan, header-marker); a flag beats the file, the file beats the default.\n\nExamples:\n  migrate run /migrations --tier pre-apply --ledger configmap:cozy-system/cozystack-version --require-existing-ledger\n  migrate run migrations --ledger file:/tmp/ledger.json --dry-run\n  migrate run migrations --ledger file:/tmp/new-ledger.json --fresh-install\n  ONLY=my-slug migrate run migrations --ledger file:/tmp/ledger.json\n";
     pub const INDEX: &str =
         "Examples:\n  migrate index migrations --image ghcr.io/you/migrations@sha256:<digest>\n";
     pub const CRD: &str = "Examples:\n  migrate crd | kubectl apply -f -\n";
@@ -324,17 +324,19 @@ pub struct ManifestArgs {
     pub repo: PathBuf,
     /// The migrations tree's path inside the repository (the working
     /// tree's). Repeat it with the tree's earlier paths when it moved: each
-    /// tag reads the one path it has; a tag with none is an error.
+    /// tag reads the one path it has; a tag with none is an error. Without
+    /// earlier paths here, the tree's migrate.toml old-paths are used.
     #[arg(long, required = true)]
     pub path: Vec<String>,
     /// Release tags that sort before this one predate the migrations tree
     /// and may lack it (they contribute nothing); without it, such a tag is
-    /// an error.
+    /// an error (default: the tree's migrate.toml tree-since).
     #[arg(long)]
     pub tree_since: Option<String>,
-    /// Glob of release tags.
-    #[arg(long, default_value = "v*")]
-    pub tag_pattern: String,
+    /// Glob of release tags (default: the tree's migrate.toml tag-pattern,
+    /// else v*).
+    #[arg(long)]
+    pub tag_pattern: Option<String>,
     /// Write the batch files into this directory (the order.d directory
     /// itself) instead of printing them.
     #[arg(long)]
@@ -356,12 +358,15 @@ pub struct LintArgs {
     /// Where script tests live, relative to the tree.
     #[arg(long, default_value = "tests")]
     pub tests_dir: PathBuf,
-    /// Commands that call the cluster (repeatable; default kubectl, kube, helm, flux).
+    /// Commands that call the cluster (repeatable; replaces the default:
+    /// kubectl, kube, helm, flux and the tree's migrate.toml
+    /// cluster-commands).
     #[arg(long = "kubectl-command")]
     pub kubectl_commands: Vec<String>,
-    /// Name of the ledger ConfigMap scripts must not write.
-    #[arg(long, default_value = defaults::LEDGER_NAME)]
-    pub ledger_name: String,
+    /// Name of the ledger ConfigMap scripts must not write (default: the
+    /// tree's migrate.toml ledger-name, else cozystack-version).
+    #[arg(long)]
+    pub ledger_name: Option<String>,
     /// The level of shellcheck's findings (when shellcheck is on PATH).
     #[arg(long, value_enum, default_value = "warning")]
     pub shellcheck_level: ShellcheckLevel,
@@ -370,9 +375,9 @@ pub struct LintArgs {
     pub shellcheck_severity: ShellcheckSeverity,
     /// Glob of release tags the scripts are compared with, when the tree is
     /// in a git repository (a script edited after a tag shipped it is an
-    /// error).
-    #[arg(long, default_value = DEFAULT_TAG_PATTERN)]
-    pub tag_pattern: String,
+    /// error). Default: the tree's migrate.toml tag-pattern, else v*.
+    #[arg(long)]
+    pub tag_pattern: Option<String>,
 }
 
 /// `migrate seed-fresh`.

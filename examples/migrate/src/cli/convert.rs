@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use migration_core::Settings;
+use migration_core::header::HeaderMarker;
 use migration_kube::defaults;
 
 use super::{Failure, Out};
@@ -21,9 +23,10 @@ pub struct ConvertArgs {
     /// moved (older tags are read at the one they have).
     #[arg(long, required = true)]
     pub path: Vec<String>,
-    /// Glob of release tags whose copies of the directory are read.
-    #[arg(long, default_value = "v*")]
-    pub tag_pattern: String,
+    /// Glob of release tags whose copies of the directory are read
+    /// (default v*; when given, written into the new tree's migrate.toml).
+    #[arg(long)]
+    pub tag_pattern: Option<String>,
     /// Where to write the slug layout: an empty or missing directory, or
     /// one holding an identical earlier conversion (then nothing changes).
     #[arg(long)]
@@ -31,9 +34,26 @@ pub struct ConvertArgs {
     /// Apply the safe rewrites (default: only show them as diffs).
     #[arg(long)]
     pub rewrite: bool,
-    /// The ledger ConfigMap whose 'version' key the scripts stamp.
-    #[arg(long, default_value = defaults::LEDGER_NAME)]
-    pub ledger_name: String,
+    /// The ledger ConfigMap whose 'version' key the scripts stamp (default
+    /// cozystack-version; when given, written into the new tree's
+    /// migrate.toml).
+    #[arg(long)]
+    pub ledger_name: Option<String>,
+    /// The marker the converted scripts' headers start with (default
+    /// cozystack-migration; when given, written into the new tree's
+    /// migrate.toml, which every later command then reads).
+    #[arg(long, value_parser = parse_marker)]
+    pub header_marker: Option<HeaderMarker>,
+    /// A file of 'N SLUG' lines naming numbered scripts by what they do
+    /// ('1 mariadb-operator-secrets'); a diverged slot's contents become
+    /// SLUG-TAG (TAG: the first tag holding it). Unmapped slots keep
+    /// their integer.
+    #[arg(long, value_name = "FILE")]
+    pub slug_map: Option<PathBuf>,
+    /// Do not make each converted script require the one before it: a
+    /// script answering not-yet then holds back only what requires it.
+    #[arg(long)]
+    pub no_chain: bool,
     /// Read no pre-release tag (v1.0.0-rc.1 and the like): use it only when
     /// no cluster ever ran a pre-release, since contents only a pre-release
     /// held are then not considered at all.
@@ -46,18 +66,45 @@ pub struct ConvertArgs {
     pub count_prereleases: bool,
 }
 
+/// `--header-marker WORD`.
+fn parse_marker(word: &str) -> Result<HeaderMarker, String> {
+    HeaderMarker::new(word)
+}
+
 /// Converts and prints the report.
 pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
+    // What it was given is what the new tree's migrate.toml keeps (the
+    // numbered directory's paths are not the new tree's, so not them).
+    let mut settings = Settings::default();
+    settings.tag_pattern = args.tag_pattern.clone();
+    settings.ledger_name = args.ledger_name.clone();
+    settings.header_marker = args.header_marker.clone();
+    let slug_map = match &args.slug_map {
+        None => convert::slots::SlugMap::default(),
+        Some(file) => {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                Failure::bad_input(vec![format!("{}: cannot be read: {e}", file.display())])
+            })?;
+            convert::slots::SlugMap::parse(&file.display().to_string(), &text)
+                .map_err(|e| Failure::bad_input(vec![e.to_string()]))?
+        }
+    };
     let options = Options {
+        slug_map,
+        chain: !args.no_chain,
         repo: args.repo,
         path: args.path.first().cloned().unwrap_or_default(),
         old_paths: args.path.iter().skip(1).cloned().collect(),
-        tag_pattern: args.tag_pattern,
+        tag_pattern: args.tag_pattern.unwrap_or_else(|| "v*".to_owned()),
         out: args.out,
         rewrite: args.rewrite,
-        ledger_name: args.ledger_name,
+        ledger_name: args
+            .ledger_name
+            .unwrap_or_else(|| defaults::LEDGER_NAME.to_owned()),
         skip_prereleases: args.skip_prereleases,
         count_prereleases: args.count_prereleases,
+        header_marker: args.header_marker.unwrap_or_default(),
+        settings,
     };
     let report = convert::convert(&options).map_err(|e| match e {
         ConvertError::Git(g) => Failure::from(g),

@@ -1,6 +1,6 @@
 //! `migrate lint`: checks a tree; any error-level finding fails the command.
 
-use super::args::LintArgs;
+use super::args::{DEFAULT_TAG_PATTERN, LintArgs};
 use super::{Failure, Out};
 use crate::report::LintView;
 use migrate_lint::shell::shellcheck;
@@ -10,19 +10,17 @@ use migration_core::{LoadOptions, MigrationsTree};
 
 /// Lints the tree and prints the findings.
 pub fn lint(args: LintArgs, out: &Out) -> Result<(), Failure> {
+    // The tree's migrate.toml: refused before anything is read when broken.
+    let settings = super::settings::read(&args.tree)?;
     let mut config = LintConfig {
         shebang: args.shebang,
         tests_dir: args.tests_dir,
-        ledger_name: args.ledger_name,
         shellcheck: shellcheck::Settings {
             level: args.shellcheck_level.into(),
             severity: args.shellcheck_severity.into(),
         },
-        ..LintConfig::default()
+        ..super::settings::lint_config(&settings, args.ledger_name, args.kubectl_commands)
     };
-    if !args.kubectl_commands.is_empty() {
-        config.kubectl_commands = args.kubectl_commands;
-    }
     // The tripwire's cluster commands (MIGRATE_CLUSTER_COMMANDS; lint reads
     // the tree's cluster-commands file itself) are cluster commands for lint
     // too.
@@ -32,9 +30,17 @@ pub fn lint(args: LintArgs, out: &Out) -> Result<(), Failure> {
         }
     }
     let mut report = lint_tree(&args.tree, &config)?;
-    report
-        .findings
-        .extend(shipped_edit_findings(&args.tree, &args.tag_pattern));
+    // A flag beats the file, the file beats the default, as for `manifest`.
+    let tag_pattern = args
+        .tag_pattern
+        .clone()
+        .or_else(|| settings.tag_pattern.clone())
+        .unwrap_or_else(|| DEFAULT_TAG_PATTERN.to_owned());
+    report.findings.extend(shipped_edit_findings(
+        &args.tree,
+        &tag_pattern,
+        &settings.header_marker(),
+    ));
     let view = LintView::new(report);
     out.emit(&view, |_| view.text());
     if view.errors > 0 {
@@ -53,19 +59,24 @@ const SHIPPED_RULE: &str = "shipped-script-edited";
 /// file, the tag and the fix; a repository that cannot be compared is a
 /// warning saying why. Nothing outside a repository, and nothing for a tree
 /// that does not load (lint reported why already).
-fn shipped_edit_findings(root: &std::path::Path, pattern: &str) -> Vec<Finding> {
+fn shipped_edit_findings(
+    root: &std::path::Path,
+    pattern: &str,
+    marker: &migration_core::header::HeaderMarker,
+) -> Vec<Finding> {
     let Some((repo, path)) = migrate_release::git::locate(root) else {
         return Vec::new();
     };
     // A stale manifest must not hide an edit (it is its own finding).
     let options = LoadOptions {
         read_manifest: false,
+        header_marker: Some(marker.clone()),
         ..LoadOptions::default()
     };
     let Ok(tree) = MigrationsTree::load_with(root, options) else {
         return Vec::new();
     };
-    match repo.shipped_edits(&path, pattern, &tree) {
+    match repo.shipped_edits(&path, pattern, &tree, marker) {
         Ok(edits) => edits
             .into_iter()
             .map(|edit| Finding {

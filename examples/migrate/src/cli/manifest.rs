@@ -6,7 +6,7 @@ use std::path::Path;
 use migration_core::generate::{ReleaseHistory, generate};
 use migration_core::{LoadOptions, MigrationsTree};
 
-use super::args::ManifestArgs;
+use super::args::{DEFAULT_TAG_PATTERN, ManifestArgs};
 use super::{Failure, Out};
 use crate::report::ManifestView;
 use migrate_release::git::Repo;
@@ -27,6 +27,19 @@ pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
     if let Some(first) = paths.first_mut() {
         *first = repo_relative(&repo, first)?;
     }
+    // The tree's migrate.toml: a flag beats it, it beats the default. Its
+    // old-paths stand for the earlier --path flags when none is given.
+    let settings = super::settings::read(&repo.join(paths.first().cloned().unwrap_or_default()))?;
+    if paths.len() == 1
+        && let Some(old) = &settings.old_paths
+    {
+        paths.extend(old.iter().cloned());
+    }
+    let tree_since = tree_since.or_else(|| settings.tree_since.clone());
+    let tag_pattern = tag_pattern
+        .or_else(|| settings.tag_pattern.clone())
+        .unwrap_or_else(|| DEFAULT_TAG_PATTERN.to_owned());
+    let marker = settings.header_marker();
     for old in paths.iter_mut().skip(1) {
         *old = lexical_relative(&repo, old)?;
     }
@@ -43,6 +56,7 @@ pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
     let reading = migrate_release::git::TreePaths {
         paths: &paths,
         tree_since: tree_since.as_deref(),
+        marker: &marker,
     };
     let migrate_release::git::LineHistory {
         mut history,

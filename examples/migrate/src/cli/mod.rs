@@ -20,6 +20,7 @@ mod plan;
 mod run;
 mod script_tests;
 mod seed;
+mod settings;
 mod status;
 mod usage;
 mod verify;

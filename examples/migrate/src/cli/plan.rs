@@ -13,7 +13,6 @@ use tokio::task::JoinError;
 use super::args::PlanArgs;
 use super::{Failure, Out, open};
 use crate::report::PlanView;
-use migrate_lint::LintConfig;
 use migrate_release::git::PlacedScript;
 use migrate_runner::RunError;
 use migrate_spec::LedgerSpec;
@@ -24,9 +23,9 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
     plan_for_run(args, None, &[], out).await
 }
 
-/// The plan and its pre-run scan; with `cluster_commands` (the flags of
-/// `migrate run --dry-run`), the scan covers the cluster commands `run`
-/// would resolve from them, the tree and the environment, and a non-empty
+/// The plan and its pre-run scan, which covers the cluster commands `run`
+/// would resolve from the tree, its settings, the environment and
+/// `cluster_commands` (the flags of `migrate run --dry-run`); a non-empty
 /// `allowed_interpreters` replaces the default shebangs as in `run`. Reads the ledger, takes no
 /// lock, writes nothing, executes nothing.
 pub(crate) async fn plan_for_run(
@@ -39,6 +38,8 @@ pub(crate) async fn plan_for_run(
     // `run --dry-run` refuses a missing ledger as `run` does.
     let require_existing =
         args.require_existing_ledger || (cluster_commands.is_some() && !args.fresh_install);
+    // The tree's migrate.toml, refused before the ledger is opened.
+    let settings = super::settings::read(&args.tree)?;
     let (tree, opened) = load_and_read(&args.tree, &args.ledger).await?;
     // As `run` does: before the ledger's own failures.
     super::manifest_of(&tree)?;
@@ -71,13 +72,14 @@ pub(crate) async fn plan_for_run(
         view.note_failures(&snapshot.failures);
     }
     // What `run` would refuse: the same pre-run scan of the pending
-    // scripts (and the helpers they source).
-    let mut lint = LintConfig::default();
-    if let Some(flags) = cluster_commands {
-        for name in super::cluster_commands::settings(Some(tree.root()), flags)? {
-            if !lint.kubectl_commands.contains(&name) {
-                lint.kubectl_commands.push(name);
-            }
+    // scripts (and the helpers they source), with the tree's settings.
+    // Plain `plan` resolves the cluster commands as a `run` without flags
+    // would: the scan it shows is the one that run applies.
+    let mut lint = super::settings::lint_config(&settings, None, Vec::new());
+    let flags = run_cluster_commands(&settings, cluster_commands.unwrap_or_default());
+    for name in super::cluster_commands::settings(Some(tree.root()), &flags)? {
+        if !lint.kubectl_commands.contains(&name) {
+            lint.kubectl_commands.push(name);
         }
     }
     let unsafe_findings = migrate_runner::scan_all(&tree, &plan.pending, &lint);
@@ -187,6 +189,18 @@ pub(super) fn check_ledger_flags(
         ]));
     }
     Ok(())
+}
+
+/// The cluster commands `run` shims besides its defaults: the tree's
+/// migrate.toml cluster-commands, then the `--cluster-command` flags (the
+/// set is a union: a setting never takes the tripwire off a command).
+pub(super) fn run_cluster_commands(
+    settings: &migration_core::Settings,
+    flags: &[String],
+) -> Vec<String> {
+    let mut all: Vec<String> = settings.cluster_commands.clone().unwrap_or_default();
+    all.extend(flags.iter().cloned());
+    all
 }
 
 /// Leaves `values` to the end of the process instead of freeing them: the

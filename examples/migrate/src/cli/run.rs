@@ -62,6 +62,8 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         return super::plan::plan_for_run(args, Some(&cluster_commands), &allow_interpreters, out)
             .await;
     }
+    // The tree's migrate.toml, refused before the ledger is opened.
+    let settings = super::settings::read(&tree)?;
     // The ledger is read while the tree loads, without the lock: a run
     // that has nothing to do ends on that read, and any other run takes
     // the lock and plans on what it reads then (`Runner::run_after_read`).
@@ -85,6 +87,10 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     if !allow_interpreters.is_empty() {
         config.allowed_interpreters = allow_interpreters;
     }
+    // The pre-run scan with the tree's settings (ledger name, cluster
+    // commands), as lint reads them.
+    config.lint = super::settings::lint_config(&settings, None, Vec::new());
+    let cluster_commands = super::plan::run_cluster_commands(&settings, &cluster_commands);
     let cluster_commands = super::cluster_commands::settings(Some(tree.root()), &cluster_commands)?;
     for name in &cluster_commands {
         if !config.lint.kubectl_commands.contains(name) {

@@ -50,6 +50,18 @@ pub struct Options {
     /// of a diverged slot's `others` (by default it names a slug but is no
     /// candidate: production clusters install final releases).
     pub count_prereleases: bool,
+    /// The marker the converted scripts' headers are written with.
+    pub header_marker: migration_core::header::HeaderMarker,
+    /// What the new tree's `migrate.toml` holds: the settings the
+    /// conversion was given, so later calls need not repeat them. Nothing
+    /// set writes no file.
+    pub settings: migration_core::Settings,
+    /// New slugs for numbered slots (`--slug-map`); empty: the integers.
+    pub slug_map: slots::SlugMap,
+    /// Each converted script requires the one before it (the default: a
+    /// script answering not-yet then holds back every later one); off with
+    /// `--no-chain`.
+    pub chain: bool,
 }
 
 /// Why a conversion did not happen. Nothing is written in any case.
@@ -109,6 +121,12 @@ pub enum ConvertError {
         /// The numbered script.
         path: String,
     },
+    /// A `--slug-map` refused: every problem, each naming the file and line.
+    #[error("{}", problems.join("; "))]
+    SlugMap {
+        /// The problems.
+        problems: Vec<String>,
+    },
     /// `--out` holds something other than this conversion.
     #[error(
         "{}: not empty and not an identical earlier conversion ({detail}); choose an empty directory or remove it",
@@ -127,12 +145,10 @@ pub enum ConvertError {
 /// N had stamped, and a script that answers "not yet" (exit 75) must hold
 /// back the ones numbered after it rather than let them run out of order
 /// (CONTRACT.md §7.4: dependents wait with it).
-fn header(previous: Option<&str>) -> String {
-    let mut header = String::from(
-        "# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n",
-    );
+fn header(previous: Option<&str>, marker: &migration_core::header::HeaderMarker) -> String {
+    let mut header = format!("# {marker} tier=pre-apply\n# {marker} on-error=abort\n");
     if let Some(previous) = previous {
-        header.push_str(&format!("# cozystack-migration: requires={previous}\n"));
+        header.push_str(&format!("# {marker} requires={previous}\n"));
     }
     header
 }
@@ -148,18 +164,23 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
         options.skip_prereleases,
         options.count_prereleases,
     )?;
-    let plans = slots::analyse(&history)?;
+    let plans = slots::analyse(&history, &options.slug_map)?;
     let config = patterns::stamp_config(&history.disk.lib, &options.ledger_name);
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut scripts = Vec::new();
     for (i, plan) in plans.iter().enumerate() {
-        let previous = slots::chain_target(&plans, i).map(ToString::to_string);
+        let previous = if options.chain {
+            slots::chain_target(&plans, i).map(ToString::to_string)
+        } else {
+            None
+        };
         let source = format!("{}/{}", options.path.trim_matches('/'), plan.number);
         let bytes = &history.disk.slots[&plan.number];
         let text = std::str::from_utf8(bytes).map_err(|_| ConvertError::NotText {
             path: source.clone(),
         })?;
-        let (headered, offset, shebang_added) = with_header(text, &header(previous.as_deref()));
+        let (headered, offset, shebang_added) =
+            with_header(text, &header(previous.as_deref(), &options.header_marker));
         let mut analysis = patterns::analyse(text, &config);
         // The rewrite removes stamps only; if nothing else is left to run,
         // the stamp was not all the script did, or the slot only stamped:
@@ -238,6 +259,14 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
         "revoked".into(),
         b"# Slugs that must not run (CONTRACT.md section 8.1), one a line.\n".to_vec(),
     );
+    // The settings it was given, for the calls on the new tree (and for
+    // the lint below, which reads the tree's header marker from it).
+    if options.settings != migration_core::Settings::default() {
+        files.insert(
+            migration_core::SETTINGS_FILE.into(),
+            options.settings.to_toml().into_bytes(),
+        );
+    }
     let (baseline_text, baseline_entries) = frozen_baseline(&files, &scripts, options)?;
     files.insert(
         migrate_lint::shell::baseline::FILE.into(),

@@ -106,6 +106,9 @@ pub struct Report {
     pub written: Written,
     /// Whether `--rewrite` was given.
     pub rewrite: bool,
+    /// Whether each script requires the one before it (without
+    /// `--no-chain`).
+    pub chain: bool,
     /// Counts.
     pub summary: Summary,
     /// Every script, in integer order.
@@ -174,6 +177,7 @@ impl Report {
             out: options.out.display().to_string(),
             written,
             rewrite: options.rewrite,
+            chain: options.chain,
             summary,
             scripts,
             diverged,
@@ -222,6 +226,11 @@ impl Report {
                 "  {kind}: {safe} rewritable, {review} to review\n"
             ));
         }
+        out.push_str(if self.chain {
+            "  requires chain: each script requires the one numbered before it (the nearest that never diverged), as the numbered runner never ran N+1 before N; a script answering not-yet (exit 75) holds back every later one, related or not, until it succeeds (--no-chain drops the chain; the legacy batch still runs in integer order)\n"
+        } else {
+            "  no requires chain (--no-chain): the legacy batch runs in integer order, and a script answering not-yet (exit 75) holds back only the scripts that require it\n"
+        });
         if !self.diverged.is_empty() {
             out.push_str("\ndiverged slots (one slug per content; see ADOPTING.md):\n");
             for d in &self.diverged {

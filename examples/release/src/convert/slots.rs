@@ -75,18 +75,116 @@ pub fn chain_target(plans: &[SlotPlan], i: usize) -> Option<&Slug> {
         .map(SlotPlan::slug)
 }
 
+/// A `--slug-map` file: `N SLUG` lines (`#` comments, blank lines), each
+/// naming the converted script of slot `N` by what it does instead of by
+/// its integer (`1 mariadb-operator-secrets`). A diverged slot's contents
+/// are then `SLUG-<first tag>`, so every line converted apart with the same
+/// map still gives each content the same slug.
+#[derive(Debug, Clone, Default)]
+pub struct SlugMap {
+    /// The file as given, for messages.
+    file: String,
+    /// Slug and line, by slot.
+    entries: BTreeMap<u64, (Slug, usize)>,
+}
+
+impl SlugMap {
+    /// Parses a slug map; `file` names it in errors. Every bad line is
+    /// reported, each with its line: not `N SLUG`, an integer with a
+    /// leading zero, a slug that is not a slug, a slot mapped twice, one
+    /// slug given to two slots.
+    pub fn parse(file: &str, text: &str) -> Result<SlugMap, ConvertError> {
+        let mut entries: BTreeMap<u64, (Slug, usize)> = BTreeMap::new();
+        let mut problems = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = i + 1;
+            let words: Vec<&str> = raw
+                .split('#')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            if words.is_empty() {
+                continue;
+            }
+            let mut bad = |why: String| problems.push(format!("{file}:{line}: {why}"));
+            let number = match words.as_slice() {
+                [n, _]
+                    if n.bytes().all(|b| b.is_ascii_digit())
+                        && !(n.len() > 1 && n.starts_with('0')) =>
+                {
+                    n.parse::<u64>().ok()
+                }
+                _ => None,
+            };
+            let Some(number) = number else {
+                bad(format!(
+                    "expected 'N SLUG' (a numbered script's integer, then its new slug), found {:?}",
+                    raw.trim()
+                ));
+                continue;
+            };
+            let slug = match Slug::parse(words[1]) {
+                Ok(slug) => slug,
+                Err(e) => {
+                    bad(format!("{:?} is not a valid slug: {e}", words[1]));
+                    continue;
+                }
+            };
+            if let Some((_, first)) = entries.get(&number) {
+                bad(format!("slot {number} is mapped twice (line {first})"));
+                continue;
+            }
+            if let Some((n, (_, first))) = entries.iter().find(|(_, (s, _))| *s == slug) {
+                bad(format!(
+                    "'{slug}' is already given to slot {n} (line {first})"
+                ));
+                continue;
+            }
+            entries.insert(number, (slug, line));
+        }
+        if problems.is_empty() {
+            Ok(SlugMap {
+                file: file.to_owned(),
+                entries,
+            })
+        } else {
+            Err(ConvertError::SlugMap { problems })
+        }
+    }
+
+    /// The problem of an entry, naming the file and its line.
+    fn problem(&self, line: usize, why: String) -> String {
+        format!("{}:{line}: {why}", self.file)
+    }
+}
+
 /// Analyses every slot of the working tree against the history.
 ///
 /// Refused: a numbered slot missing on disk between the lowest and highest
 /// one, or a slot a tag of this line shipped that the disk no longer holds
 /// (either would leave an integer below some cluster's `version` with no
 /// slug to record it).
-pub fn analyse(history: &History) -> Result<Vec<SlotPlan>, ConvertError> {
+pub fn analyse(history: &History, map: &SlugMap) -> Result<Vec<SlotPlan>, ConvertError> {
     let disk = &history.disk;
     let (Some(&low), Some(&high)) = (disk.slots.keys().next(), disk.slots.keys().next_back())
     else {
         return Err(ConvertError::NoSlots);
     };
+    let unknown: Vec<String> = map
+        .entries
+        .iter()
+        .filter(|(n, _)| !disk.slots.contains_key(n))
+        .map(|(n, (_, line))| {
+            map.problem(
+                *line,
+                format!("slot {n} is not a numbered script of the directory"),
+            )
+        })
+        .collect();
+    if !unknown.is_empty() {
+        return Err(ConvertError::SlugMap { problems: unknown });
+    }
     for n in low..=high {
         if !disk.slots.contains_key(&n) {
             return Err(ConvertError::Gap {
@@ -145,12 +243,16 @@ pub fn analyse(history: &History) -> Result<Vec<SlotPlan>, ConvertError> {
         let mut others = Vec::new();
         for d in &order {
             let (tags, on_disk, reached) = &seen[d];
+            let base = map
+                .entries
+                .get(&number)
+                .map_or_else(|| number.to_string(), |(slug, _)| slug.to_string());
             let name = if !diverged {
-                number.to_string()
+                base
             } else if let Some(first) = tags.first() {
-                format!("{number}-{}", label(first))
+                format!("{base}-{}", label(first))
             } else {
-                format!("{number}-untagged-{}", &d.to_string()[..8])
+                format!("{base}-untagged-{}", &d.to_string()[..8])
             };
             let slug = Slug::parse(&name).map_err(|e| ConvertError::BadSlug {
                 number,
@@ -176,7 +278,45 @@ pub fn analyse(history: &History) -> Result<Vec<SlotPlan>, ConvertError> {
             others,
         });
     }
+    unique_slugs(&plans, map)?;
     Ok(plans)
+}
+
+/// Refuses a mapped slug that another slot's content also has (`1 2`
+/// while slot 2 keeps `2`): one slug would name two contents.
+fn unique_slugs(plans: &[SlotPlan], map: &SlugMap) -> Result<(), ConvertError> {
+    let mut owner: BTreeMap<&Slug, u64> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for plan in plans {
+        for v in &plan.variants {
+            match owner.get(&v.slug) {
+                Some(&other) if other != plan.number => {
+                    // Name the map line that made the clash.
+                    let (mapped, kept) = if map.entries.contains_key(&plan.number) {
+                        (plan.number, other)
+                    } else {
+                        (other, plan.number)
+                    };
+                    let line = map.entries.get(&mapped).map_or(0, |(_, l)| *l);
+                    problems.push(map.problem(
+                        line,
+                        format!(
+                            "'{}' is the slug slot {kept} keeps; slot {mapped} needs another",
+                            v.slug
+                        ),
+                    ));
+                }
+                _ => {
+                    owner.insert(&v.slug, plan.number);
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ConvertError::SlugMap { problems })
+    }
 }
 
 /// The tags that hold slot `n`, for an error message.

@@ -7,7 +7,7 @@ use crate::git::{
     BlobReader, Chain, GitError, OffLine, Repo, TreeRecord, bad_entry, ls_tree_records,
 };
 use migration_core::generate::{LegacyMapAt, Place, ReleaseHistory, ScriptInfo, TagTree};
-use migration_core::header::{Tier, parse_header};
+use migration_core::header::{HeaderMarker, Tier, parse_header_with};
 use migration_core::tree::parse_legacy_map;
 use migration_core::version::Version;
 use migration_core::{Sha256Digest, Slug};
@@ -26,9 +26,11 @@ impl Repo {
         legacy: Vec<Slug>,
     ) -> Result<ReleaseHistory, GitError> {
         let paths = [path.to_owned()];
+        let marker = HeaderMarker::default();
         let reading = TreePaths {
             paths: &paths,
             tree_since: None,
+            marker: &marker,
         };
         self.history_at(&reading, pattern, disk, legacy)
             .map(|read| read.history)
@@ -77,7 +79,7 @@ impl Repo {
         let mut read_tag = |version: &Version, tag: &str| {
             let mut found = Vec::new();
             for path in reading.paths {
-                let read = self.tag_tree(tag, path, &mut reader)?;
+                let read = self.tag_tree(tag, path, reading.marker, &mut reader)?;
                 if read.present {
                     found.push((path.clone(), read));
                 }
@@ -163,12 +165,13 @@ impl Repo {
         })
     }
 
-    /// The scripts of `tag`, and whether its tree has the tier
-    /// directories at all (a `.gitkeep` counts).
+    /// The scripts of `tag`, their headers read with `marker`, and whether
+    /// its tree has the tier directories at all (a `.gitkeep` counts).
     pub(super) fn tag_tree(
         &self,
         tag: &str,
         path: &str,
+        marker: &HeaderMarker,
         reader: &mut BlobReader,
     ) -> Result<TagRead, GitError> {
         let path = path.trim_matches('/');
@@ -238,7 +241,7 @@ impl Repo {
             let slug =
                 Slug::parse(name).map_err(|e| bad(&format!("file name is not a slug: {e}")))?;
             let bytes = reader.read(oid)?;
-            let header = parse_header(Path::new(file), &bytes).map_err(|errors| {
+            let header = parse_header_with(Path::new(file), &bytes, marker).map_err(|errors| {
                 let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
                 bad(&text.join("; "))
             })?;
@@ -286,6 +289,10 @@ pub struct TreePaths<'a> {
     pub paths: &'a [String],
     /// Tags sorting before this one may lack the tree (they predate it).
     pub tree_since: Option<&'a str>,
+    /// The header marker the tags' scripts are read with (the tree's
+    /// `migrate.toml` names it; a tag's own file is not read, so a marker
+    /// changed since is read as today's).
+    pub marker: &'a HeaderMarker,
 }
 
 /// One tag's read at one path.

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use migration_core::generate::{GenerateProblem, Place, ReleaseHistory, content_changes};
+use migration_core::header::HeaderMarker;
 use migration_core::{MigrationsTree, Sha256Digest, Slug};
 
 use crate::git::{BlobReader, GitError, Repo, TreePaths};
@@ -97,17 +98,20 @@ impl Repo {
     /// immutability guard of `migrate manifest` will refuse at the next
     /// release ([`content_changes`] on the same history), in slug order.
     /// Tags without the tree at `path` ship nothing here (a tree that moved
-    /// is compared with the tags that have it where it is now).
+    /// is compared with the tags that have it where it is now). The tags'
+    /// scripts are read with `marker`, the tree's own.
     pub fn shipped_edits(
         &self,
         path: &str,
         pattern: &str,
         tree: &MigrationsTree,
+        marker: &HeaderMarker,
     ) -> Result<Vec<ShippedEdit>, GitError> {
         let paths = [path.to_owned()];
         let reading = TreePaths {
             paths: &paths,
             tree_since: None,
+            marker,
         };
         let history = self
             .clone()
