@@ -140,7 +140,7 @@ impl RealCluster {
             .env("MIGRATE_TESTENV_STATE", &state)
             .env(TESTENV_BIN_VAR, bin)
             .output()
-            .expect("run testenv.sh start");
+            .unwrap_or_else(|e| panic!("sh {TESTENV_SCRIPT} start: {e}"));
         // Stopped on drop whatever happens next, so no daemon outlives the test.
         let guard = StateGuard(state.clone());
         succeeded("testenv.sh start (a private API server)", &started);
