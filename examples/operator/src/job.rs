@@ -140,7 +140,9 @@ const JOB_POD_KEYS: [&str; 7] = [
     "annotations",
 ];
 
-/// Parses `--job-pod`: a JSON object with any of [`JOB_POD_KEYS`], each in
+/// Parses `--job-pod`: a JSON object with any of `imagePullSecrets`,
+/// `imagePullPolicy`, `nodeSelector`, `tolerations`, `securityContext`,
+/// `containerSecurityContext` and `annotations`, each in
 /// the shape the pod spec gives it (`containerSecurityContext` is the
 /// container's `securityContext`). An unknown key is refused, so a misspelt
 /// one is an error rather than a Job scheduled without it.
