@@ -75,6 +75,25 @@ pub fn default_resources() -> ResourceRequirements {
     }
 }
 
+/// `text` as a JSON object whose keys are all `allowed`, or what is wrong
+/// with it: a flag's misspelt key is an error, never a setting left out.
+fn json_object(
+    text: &str,
+    allowed: &[&str],
+) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let serde_json::Value::Object(object) = value else {
+        return Err("not a JSON object".into());
+    };
+    if let Some(key) = object.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(format!(
+            "unknown key {key:?} (expected one of {})",
+            allowed.join(", ")
+        ));
+    }
+    Ok(object)
+}
+
 /// Parses `--job-resources`: a JSON object in the shape of a container's
 /// `resources` (`{"requests": {"cpu": "10m"}, "limits": {...}}`). Unknown
 /// fields are refused, so a misspelt key is an error rather than no limit.
@@ -83,19 +102,8 @@ pub fn parse_resources(text: &str) -> Result<ResourceRequirements, JobError> {
         input: text.chars().take(200).collect(),
         reason,
     };
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
-    let object = value
-        .as_object()
-        .ok_or_else(|| bad("not a JSON object".into()))?;
-    if let Some(key) = object
-        .keys()
-        .find(|k| !["requests", "limits", "claims"].contains(&k.as_str()))
-    {
-        return Err(bad(format!(
-            "unknown key {key:?} (expected requests, limits)"
-        )));
-    }
-    for (key, list) in object {
+    let object = json_object(text, &["requests", "limits", "claims"]).map_err(bad)?;
+    for (key, list) in &object {
         let Some(list) = list.as_object() else {
             continue;
         };
@@ -105,7 +113,7 @@ pub fn parse_resources(text: &str) -> Result<ResourceRequirements, JobError> {
             )));
         }
     }
-    serde_json::from_value(value).map_err(|e| bad(e.to_string()))
+    serde_json::from_value(serde_json::Value::Object(object)).map_err(|e| bad(e.to_string()))
 }
 
 /// Where and how each Job's pod runs: the settings a platform gives its own
@@ -151,16 +159,7 @@ pub fn parse_job_pod(text: &str) -> Result<JobPod, JobError> {
         input: text.chars().take(200).collect(),
         reason,
     };
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
-    let object = value
-        .as_object()
-        .ok_or_else(|| bad("not a JSON object".into()))?;
-    if let Some(key) = object.keys().find(|k| !JOB_POD_KEYS.contains(&k.as_str())) {
-        return Err(bad(format!(
-            "unknown key {key:?} (expected one of {})",
-            JOB_POD_KEYS.join(", ")
-        )));
-    }
+    let object = &json_object(text, &JOB_POD_KEYS).map_err(bad)?;
     fn field<T: serde::de::DeserializeOwned + Default>(
         object: &serde_json::Map<String, serde_json::Value>,
         key: &str,

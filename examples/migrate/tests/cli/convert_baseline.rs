@@ -10,7 +10,7 @@ use crate::common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use common::numbered::{NUMBERED, write};
+use common::numbered::write;
 use common::{Repo, git, json, migrate};
 
 /// Slot 1 ignores a kubectl failure (`|| true`): a finding lint blocks.
@@ -26,16 +26,7 @@ fn converted(dir: &Path) -> (serde_json::Value, PathBuf) {
     write(&repo, "2", CLEAN);
     repo.release("v1.0.0");
     let tree = dir.join("tree");
-    let (code, report, err) = json(&[
-        "convert",
-        "--repo",
-        repo.path().to_str().unwrap(),
-        "--path",
-        NUMBERED,
-        "--out",
-        tree.to_str().unwrap(),
-        "--rewrite",
-    ]);
+    let (code, report, err) = common::numbered::convert(&repo, &tree, &["--rewrite"]);
     assert_eq!(code, 0, "{err}");
     git(dir, &["init", "--quiet", "-b", "main"]);
     git(dir, &["add", "-A"]);

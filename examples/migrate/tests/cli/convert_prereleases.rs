@@ -14,17 +14,7 @@ fn legacy_map(extra: &[&str]) -> Vec<String> {
     let repo = history();
     let out = tempfile::tempdir().unwrap();
     let tree = out.path().join("tree");
-    let mut args = vec![
-        "convert",
-        "--repo",
-        repo.path().to_str().unwrap(),
-        "--path",
-        NUMBERED,
-        "--out",
-        tree.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let (code, doc, err) = json(&args);
+    let (code, doc, err) = common::numbered::convert(&repo, &tree, extra);
     assert_eq!(code, 0, "{err}\n{doc}");
     std::fs::read_to_string(tree.join("legacy-map"))
         .unwrap()

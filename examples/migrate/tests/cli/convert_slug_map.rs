@@ -27,17 +27,7 @@ fn convert(
     let repo = history();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t");
-    let mut args = vec![
-        "convert",
-        "--repo",
-        repo.path().to_str().unwrap(),
-        "--path",
-        NUMBERED,
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let (code, doc, err) = json(&args);
+    let (code, doc, err) = common::numbered::convert(&repo, &out, extra);
     (code, doc, err, out, dir, repo)
 }
 

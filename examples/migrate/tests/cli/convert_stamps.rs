@@ -9,8 +9,8 @@
 use crate::common;
 use std::path::Path;
 
-use common::numbered::{NUMBERED, write};
-use common::{Repo, json};
+use common::Repo;
+use common::numbered::write;
 
 /// A helper with the stamp beside a helper that does real work.
 const PLATFORM: &str = "# Platform helpers; the version stamp lives here too.\nlabel_tenants() {\n  kubectl label namespace -l tenant=true migrated=yes --overwrite\n}\n\nstamp_version() {\n  : \"${1:?stamp_version: version argument required}\"\n  kubectl create configmap cozystack-version --namespace cozy-system \\\n    --from-literal=version=\"$1\" --dry-run=client -o yaml | kubectl apply -f -\n}\n";
@@ -46,16 +46,7 @@ fn history(scripts: &[&str]) -> Repo {
 
 /// `convert --rewrite` of `repo` into `out`, which must succeed.
 fn rewrite(repo: &Repo, out: &Path) -> serde_json::Value {
-    let (code, report, err) = json(&[
-        "convert",
-        "--repo",
-        repo.path().to_str().unwrap(),
-        "--path",
-        NUMBERED,
-        "--out",
-        out.to_str().unwrap(),
-        "--rewrite",
-    ]);
+    let (code, report, err) = common::numbered::convert(repo, out, &["--rewrite"]);
     assert_eq!(code, 0, "{err}");
     report
 }

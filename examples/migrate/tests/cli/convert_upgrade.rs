@@ -10,25 +10,16 @@
 use crate::common;
 use std::path::{Path, PathBuf};
 
-use common::numbered::{NUMBERED, history};
-use common::{Repo, git, json, migrate};
+use common::numbered::history;
+use common::{Repo, git, migrate};
 
 /// Converts the checked-out line into `<dir>/tree` with `--rewrite`, makes
 /// `<dir>` a repository and generates the manifest there.
 fn convert_line(repo: &Repo, dir: &Path) -> (serde_json::Value, PathBuf) {
     let tree = dir.join("tree");
-    let (code, report, err) = json(&[
-        "convert",
-        "--repo",
-        repo.path().to_str().unwrap(),
-        "--path",
-        NUMBERED,
-        "--out",
-        tree.to_str().unwrap(),
-        "--rewrite",
-        // These clusters include ones that ran a release candidate.
-        "--count-prereleases",
-    ]);
+    // These clusters include ones that ran a release candidate.
+    let (code, report, err) =
+        common::numbered::convert(repo, &tree, &["--rewrite", "--count-prereleases"]);
     assert_eq!(code, 0, "{err}\n{report}");
     let lint = migrate().arg("lint").arg(&tree).output().unwrap();
     assert!(

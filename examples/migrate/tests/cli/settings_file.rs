@@ -373,22 +373,13 @@ fn new_scaffolds_with_the_trees_marker() {
 
 #[test]
 fn convert_writes_the_settings_it_was_given_into_the_new_trees_file() {
-    use common::numbered::{NUMBERED, history};
+    use common::numbered::history;
     let repo = history();
     let dir = tempfile::tempdir().unwrap();
     let convert = |out: &std::path::Path, extra: &[&str]| {
-        let mut args = vec![
-            "convert",
-            "--repo",
-            repo.path().to_str().unwrap(),
-            "--path",
-            NUMBERED,
-            "--out",
-            out.to_str().unwrap(),
-            "--rewrite",
-        ];
+        let mut args = vec!["--rewrite"];
         args.extend_from_slice(extra);
-        json(&args)
+        common::numbered::convert(&repo, out, &args)
     };
     // Given nothing, it writes no file: the defaults need no saying.
     let plain = dir.path().join("plain");

@@ -4,6 +4,8 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::path::Path;
+
 use super::Repo;
 
 /// The numbered directory inside the fixture repository.
@@ -22,6 +24,22 @@ pub fn numbered(n: u64, id: &str, body: &str) -> String {
         "#!/bin/sh\n# Migration {n} --> {next}\nset -eu\n\n. \"$(dirname \"$0\")/lib/record.sh\"\n. \"$(dirname \"$0\")/lib/stamp.sh\"\n\n{body}record_run {id}\nstamp_version {next}\n",
         next = n + 1
     )
+}
+
+/// `migrate convert --repo REPO --path NUMBERED --out OUT EXTRA... --output
+/// json`: exit code, report, stderr.
+pub fn convert(repo: &Repo, out: &Path, extra: &[&str]) -> (i32, serde_json::Value, String) {
+    let mut args = vec![
+        "convert",
+        "--repo",
+        repo.path().to_str().unwrap(),
+        "--path",
+        NUMBERED,
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    super::json(&args)
 }
 
 pub fn write(repo: &Repo, rel: &str, text: &str) {
