@@ -221,7 +221,8 @@ mod kube {
             args.extend_from_slice(extra);
             args
         };
-        let (code, doc, err) = migrate(kubeconfig, &run(&[])).await;
+        // A new cluster: its ledger is created by this first run.
+        let (code, doc, err) = migrate(kubeconfig, &run(&["--fresh-install"])).await;
         assert_eq!(
             (code, &doc["fresh_install"]),
             (0, &serde_json::json!(true)),

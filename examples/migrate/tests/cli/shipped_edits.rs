@@ -76,6 +76,15 @@ fn lint_names_a_script_edited_after_its_tag_shipped_it_with_the_tag_and_the_fix(
 }
 
 #[test]
+fn lint_of_a_repository_with_no_commit_yet_says_nothing_of_what_shipped() {
+    // Just `git init`: nothing was ever committed, let alone tagged.
+    let repo = Repo::new();
+    repo.add("pre-apply", "a", "echo a");
+    let (_, findings) = shipped_findings(&repo);
+    assert!(findings.is_empty(), "{findings:?}");
+}
+
+#[test]
 fn lint_says_nothing_of_shipped_scripts_left_as_shipped_or_of_new_ones() {
     let repo = released();
     repo.add("pre-apply", "d", "echo d");

@@ -65,7 +65,8 @@ fn in_repo(path: &str, file: &Path) -> String {
 }
 
 /// The git work tree `dir` lies in, and `dir`'s path inside it (`.` at its
-/// top); `None` when `dir` is in no work tree or git cannot say. Looks for
+/// top); `None` when `dir` is in no work tree, the work tree has no commit
+/// yet, or git cannot say. Looks for
 /// a `.git` entry above `dir` before asking git, so that a tree with no
 /// repository around it (an image's) costs no process.
 pub fn locate(dir: &Path) -> Option<(Repo, String)> {
@@ -76,7 +77,9 @@ pub fn locate(dir: &Path) -> Option<(Repo, String)> {
     let out = Command::new("git")
         .arg("-C")
         .arg(&full)
-        .args(["rev-parse", "--show-toplevel", "--show-prefix"])
+        // `HEAD` too: a repository with no commit yet (just `git init`) has
+        // shipped nothing, and git fails on it, so it is no repository here.
+        .args(["rev-parse", "--show-toplevel", "--show-prefix", "HEAD"])
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output()
