@@ -64,8 +64,8 @@ use migration_core::{
     Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
 use migration_kube::{
-    Backoff, Base, Class, ConditionalObject, LeaseLock, Step, WriteTarget, Writer, classify,
-    conditional_update, defaults, ledger_error, patch_params, post_params,
+    Attempts, Backoff, Base, Class, ConditionalObject, LeaseLock, Step, WriteTarget, Writer,
+    classify, conditional_update, defaults, ledger_error, patch_params, post_params,
 };
 
 pub mod lock;
@@ -192,12 +192,12 @@ impl ConfigMapLedger {
     async fn get(
         &self,
         operation: &'static str,
-        attempt: &mut u32,
+        attempts: &mut Attempts,
     ) -> Result<Option<Arc<ConfigMap>>, LedgerError> {
         let cm = self
             .writer
             .retry
-            .get_opt(&self.api, &self.name, attempt)
+            .get_opt(&self.api, &self.name, attempts)
             .await
             .map_err(|e| ledger_error(&self.writer.ledger, operation, &self.object(), &e))?
             .map(Arc::new);
@@ -278,17 +278,17 @@ impl ConditionalObject for Conditional<'_> {
     async fn base(
         &self,
         operation: &'static str,
-        attempt: &mut u32,
+        attempts: &mut Attempts,
         first: bool,
     ) -> Result<Base<Arc<ConfigMap>>, LedgerError> {
         if first && let Some(object) = self.0.last_seen() {
-            *attempt += 1;
+            attempts.count_one();
             return Ok(Base {
                 object,
                 fresh: false,
             });
         }
-        match self.0.get(operation, attempt).await? {
+        match self.0.get(operation, attempts).await? {
             Some(object) => Ok(Base {
                 object,
                 fresh: true,
@@ -377,8 +377,7 @@ impl Ledger for ConfigMapLedger {
     }
 
     async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
-        let mut attempt = 0;
-        let Some(cm) = self.get("read", &mut attempt).await? else {
+        let Some(cm) = self.get("read", &mut Attempts::new()).await? else {
             return Ok(None);
         };
         let mut snapshot = LedgerSnapshot::from_raw_data(
@@ -417,28 +416,24 @@ impl Ledger for ConfigMapLedger {
             return Err(self.full(&ConfigMap::default(), size));
         }
         let params = post_params();
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match self.api.create(&params, &cm).await {
-                Ok(stored) => {
-                    self.remember(Some(Arc::new(stored)));
-                    return Ok(());
-                }
-                // A retry after a lost reply lands here too: the object exists
-                // (maybe ours); the caller re-reads, and nothing is overwritten.
-                Err(e) if classify(&e) == Class::AlreadyExists => {
-                    return Err(LedgerError::AlreadyExists {
-                        ledger: self.writer.ledger.clone(),
-                    });
-                }
-                Err(e)
-                    if classify(&e) == Class::Transient && attempt < self.writer.retry.attempts =>
-                {
-                    self.writer.retry.pause(attempt).await;
-                }
-                Err(e) => return Err(ledger_error(&self.writer.ledger, OP, &self.object(), &e)),
+        let created = self
+            .writer
+            .retry
+            .retry(&mut Attempts::new(), OP, &self.object(), || {
+                self.api.create(&params, &cm)
+            })
+            .await;
+        match created {
+            Ok(stored) => {
+                self.remember(Some(Arc::new(stored)));
+                Ok(())
             }
+            // A retry after a lost reply lands here too: the object exists
+            // (maybe ours); the caller re-reads, and nothing is overwritten.
+            Err(e) if classify(&e) == Class::AlreadyExists => Err(LedgerError::AlreadyExists {
+                ledger: self.writer.ledger.clone(),
+            }),
+            Err(e) => Err(ledger_error(&self.writer.ledger, OP, &self.object(), &e)),
         }
     }
 

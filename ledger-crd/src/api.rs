@@ -3,7 +3,7 @@
 
 use kube::api::Patch;
 use migration_core::LedgerError;
-use migration_kube::{Backoff, Class, classify, ledger_error, patch_params, post_params};
+use migration_kube::{Attempts, Backoff, Class, classify, ledger_error, patch_params, post_params};
 use serde_json::{Value, json};
 
 use crate::CrdLedger;
@@ -56,9 +56,9 @@ impl CrdLedger {
     }
 
     /// Reads the object as the API server stores it, retrying transient
-    /// errors. `attempt` counts tries across the caller's whole operation
-    /// (reads and writes share the retry budget). `None` only for a 404 that
-    /// names this object.
+    /// errors through [`Backoff::retry`]. `attempts` counts tries across the
+    /// caller's whole operation (reads and writes share the retry budget).
+    /// `None` only for a 404 that names this object.
     ///
     /// Not `RetryPolicy::get_opt`: that one reads a typed object, which
     /// would make one malformed value fail the whole read, and takes any 404
@@ -66,26 +66,30 @@ impl CrdLedger {
     pub(crate) async fn fetch(
         &self,
         operation: &'static str,
-        attempt: &mut u32,
+        attempts: &mut Attempts,
     ) -> Result<Option<Value>, LedgerError> {
-        loop {
-            *attempt += 1;
-            let request = self
-                .request
-                .get(&self.name, &Default::default())
-                .map_err(|e| self.build_error(operation, e))?;
-            match self.client.request::<Value>(request).await {
-                Ok(object) => return Ok(Some(object)),
-                Err(e) if self.is_absent(&e) => return Ok(None),
-                Err(e)
-                    if classify(&e) == Class::Transient
-                        && *attempt < self.writer.retry.attempts =>
-                {
-                    tracing::debug!(error = %e, attempt = *attempt, operation, "transient error reading the ledger; retrying");
-                    self.writer.retry.pause(*attempt).await;
+        let object = self.object();
+        // A request that cannot be built is answered as such, untried: the
+        // inner `Err`, which the retry loop takes for a success.
+        let read = self
+            .writer
+            .retry
+            .retry(attempts, operation, &object, || async move {
+                let request = match self.request.get(&self.name, &Default::default()) {
+                    Ok(request) => request,
+                    Err(e) => return Ok(Err(e)),
+                };
+                match self.client.request::<Value>(request).await {
+                    Ok(object) => Ok(Ok(Some(object))),
+                    Err(e) if self.is_absent(&e) => Ok(Ok(None)),
+                    Err(e) => Err(e),
                 }
-                Err(e) => return Err(self.error(operation, &self.object(), &e)),
-            }
+            })
+            .await;
+        match read {
+            Ok(Ok(object)) => Ok(object),
+            Ok(Err(e)) => Err(self.build_error(operation, e)),
+            Err(e) => Err(self.error(operation, &object, &e)),
         }
     }
 

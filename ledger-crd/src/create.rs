@@ -2,7 +2,7 @@
 //! requests), completing an object an interrupted create left behind.
 
 use migration_core::{LedgerEntry, LedgerError, Slug};
-use migration_kube::{Backoff, Class, WriteTarget, classify};
+use migration_kube::{Attempts, Backoff, Class, WriteTarget, classify};
 use serde_json::{Value, json};
 
 use crate::CrdLedger;
@@ -37,8 +37,10 @@ impl CrdLedger {
         const OP: &str = "create";
         let write = seed_write(&self.writer.ledger, OP, entries)?;
         self.check_creation_budget(&write)?;
+        let body = self.creation_body();
+        let object = self.object();
         let mut step = CreateStep::Post;
-        let mut attempt = 0;
+        let mut attempts = Attempts::new();
         // Set once a completing status write was sent and its outcome is
         // unknown (a lost reply): finding exactly our entries afterwards
         // means it landed.
@@ -46,31 +48,27 @@ impl CrdLedger {
         loop {
             step = match step {
                 CreateStep::Post => {
-                    attempt += 1;
-                    if attempt > self.writer.retry.attempts {
+                    if !attempts.left(&self.writer.retry) {
                         // The object keeps appearing and vanishing under us.
                         return Err(LedgerError::Conflict {
                             ledger: self.writer.ledger.clone(),
                             operation: OP,
-                            attempts: attempt - 1,
+                            attempts: attempts.made(),
                         });
                     }
-                    match self.post(&self.creation_body()).await {
+                    let posted = self
+                        .writer
+                        .retry
+                        .retry(&mut attempts, OP, &object, || self.post(&body))
+                        .await;
+                    match posted {
                         Ok(created) => CreateStep::Complete(created),
                         // Ours after a lost reply, or someone else's: look.
                         Err(e) if classify(&e) == Class::AlreadyExists => CreateStep::Reread,
-                        Err(e)
-                            if classify(&e) == Class::Transient
-                                && attempt < self.writer.retry.attempts =>
-                        {
-                            tracing::debug!(error = %e, attempt, "transient error creating the ledger; retrying");
-                            self.writer.retry.pause(attempt).await;
-                            CreateStep::Post
-                        }
-                        Err(e) => return Err(self.error(OP, &self.object(), &e)),
+                        Err(e) => return Err(self.error(OP, &object, &e)),
                     }
                 }
-                CreateStep::Reread => match self.fetch(OP, &mut attempt).await? {
+                CreateStep::Reread => match self.fetch(OP, &mut attempts).await? {
                     None => CreateStep::Post,
                     Some(object) => {
                         let view = View::new(&object).map_err(|reason| self.unreadable(reason))?;
@@ -98,18 +96,18 @@ impl CrdLedger {
                 CreateStep::Complete(object) => {
                     let view = View::new(&object).map_err(|reason| self.unreadable(reason))?;
                     let planned = self.plan(OP, &view, &write)?;
-                    attempt += 1;
+                    attempts.count_one();
                     match self.patch_status(&planned.ops).await {
                         Ok(_) => return Ok(()),
                         // Deleted under us: start over.
-                        Err(e) if self.is_absent(&e) && attempt < self.writer.retry.attempts => {
+                        Err(e) if self.is_absent(&e) && attempts.left(&self.writer.retry) => {
                             CreateStep::Post
                         }
                         Err(e) => {
                             if classify(&e) == Class::Transient {
                                 completion_in_doubt = true;
                             }
-                            Conditional(self).retry_after(OP, &e, attempt).await?;
+                            Conditional(self).retry_after(OP, &e, attempts).await?;
                             CreateStep::Reread
                         }
                     }

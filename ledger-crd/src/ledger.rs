@@ -14,7 +14,8 @@ use migration_core::{
     Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
 use migration_kube::{
-    Base, ConditionalObject, LeaseLock, Step, WriteTarget, Writer, conditional_update, defaults,
+    Attempts, Base, ConditionalObject, LeaseLock, Step, WriteTarget, Writer, conditional_update,
+    defaults,
 };
 use serde_json::Value;
 
@@ -193,10 +194,10 @@ impl ConditionalObject for Conditional<'_> {
     async fn base(
         &self,
         operation: &'static str,
-        attempt: &mut u32,
+        attempts: &mut Attempts,
         _first: bool,
     ) -> Result<Base<Value>, LedgerError> {
-        match self.0.fetch(operation, attempt).await? {
+        match self.0.fetch(operation, attempts).await? {
             Some(object) => Ok(Base {
                 object,
                 fresh: true,
@@ -262,7 +263,7 @@ impl Ledger for CrdLedger {
     }
 
     async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
-        let Some(object) = self.fetch("read", &mut 0).await? else {
+        let Some(object) = self.fetch("read", &mut Attempts::new()).await? else {
             return Ok(None);
         };
         let view = View::new(&object).map_err(|reason| self.unreadable(reason))?;

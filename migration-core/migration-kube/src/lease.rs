@@ -25,7 +25,7 @@ use kube::{Api, Client};
 use migration_core::{Clock, Lease, LedgerError, Timestamp};
 
 use crate::error::{Class, classify, ledger_error};
-use crate::retry::Backoff;
+use crate::retry::{Attempts, Backoff};
 use crate::write::{WriteTarget, Writer, patch_params, post_params};
 
 /// A Lease used as the ledger's run lock.
@@ -186,7 +186,7 @@ impl LeaseLock {
         &self,
         operation: &'static str,
         e: &kube::Error,
-        attempt: u32,
+        attempts: Attempts,
     ) -> Result<(), LedgerError> {
         self.remember(Seen::Unknown);
         // 409: changed since; 404: deleted since (its holder released it).
@@ -196,7 +196,7 @@ impl LeaseLock {
         if matches!(classify(e), Class::Conflict | Class::NotFound) {
             return Ok(());
         }
-        Writes(self).retry_after(operation, e, attempt).await
+        Writes(self).retry_after(operation, e, attempts).await
     }
 
     fn error(&self, operation: &'static str, e: &kube::Error) -> LedgerError {
@@ -222,12 +222,12 @@ impl LeaseLock {
     async fn get(
         &self,
         operation: &'static str,
-        attempt: &mut u32,
+        attempts: &mut Attempts,
     ) -> Result<Option<KubeLease>, LedgerError> {
         let lease = self
             .writer
             .retry
-            .get_opt(&self.api, &self.name, attempt)
+            .get_opt(&self.api, &self.name, attempts)
             .await
             .map_err(|e| self.error(operation, &e))?;
         self.remember(match &lease {
@@ -297,8 +297,8 @@ impl LeaseLock {
     /// newer runner must not start while that one runs.
     pub async fn refuse_if_held_by_another(&self, holder: &str) -> Result<(), LedgerError> {
         const OP: &str = "check the older runners' lock";
-        let mut attempt = 0;
-        let Some(current) = self.get(OP, &mut attempt).await? else {
+        let mut attempts = Attempts::new();
+        let Some(current) = self.get(OP, &mut attempts).await? else {
             return Ok(());
         };
         match self.held_by_another(&holding(&current), holder, self.clock.now()) {
@@ -357,20 +357,20 @@ impl LeaseLock {
 impl migration_core::Lock for LeaseLock {
     async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         const OP: &str = "acquire lock";
-        let mut attempt = 0;
+        let mut attempts = Attempts::new();
         // Not known to exist: create it directly, without reading first. If
         // it does exist, read it and decide below.
         if !matches!(self.seen(), Seen::Present(_)) {
-            attempt += 1;
+            attempts.count_one();
             match self.create(OP, holder, ttl, self.clock.now()).await? {
                 Ok(stored) => return Ok(Self::held(holder, &stored)),
                 Err(e) if classify(&e) == Class::AlreadyExists => {}
-                Err(e) => Writes(self).retry_after(OP, &e, attempt).await?,
+                Err(e) => Writes(self).retry_after(OP, &e, attempts).await?,
             }
         }
         loop {
             let now = self.clock.now();
-            let result = match self.get(OP, &mut attempt).await? {
+            let result = match self.get(OP, &mut attempts).await? {
                 None => self.create(OP, holder, ttl, now).await?,
                 Some(current) => {
                     let h = holding(&current);
@@ -394,26 +394,26 @@ impl migration_core::Lock for LeaseLock {
             };
             match result {
                 Ok(stored) => return Ok(Self::held(holder, &stored)),
-                Err(e) => Writes(self).retry_after(OP, &e, attempt).await?,
+                Err(e) => Writes(self).retry_after(OP, &e, attempts).await?,
             }
         }
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
         const OP: &str = "renew lock";
-        let mut attempt = 0;
+        let mut attempts = Attempts::new();
         // Still ours as last seen: write straight away; the resourceVersion
         // precondition fails if anything changed since.
         if let Some(h) = self.remembered_tenure(lease) {
-            attempt += 1;
+            attempts.count_one();
             let spec = Self::extension(ttl, self.clock.now());
             match self.set(h.resource_version, spec).await {
                 Ok(updated) => return Ok(Self::held(&lease.holder, &updated)),
-                Err(e) => self.after_remembered_write(OP, &e, attempt).await?,
+                Err(e) => self.after_remembered_write(OP, &e, attempts).await?,
             }
         }
         loop {
-            let Some(current) = self.get(OP, &mut attempt).await? else {
+            let Some(current) = self.get(OP, &mut attempts).await? else {
                 return Err(self.lost(lease, "the lease was released".into()));
             };
             let h = holding(&current);
@@ -425,25 +425,25 @@ impl migration_core::Lock for LeaseLock {
             let spec = Self::extension(ttl, now);
             match self.set(h.resource_version, spec).await {
                 Ok(updated) => return Ok(Self::held(&lease.holder, &updated)),
-                Err(e) => Writes(self).retry_after(OP, &e, attempt).await?,
+                Err(e) => Writes(self).retry_after(OP, &e, attempts).await?,
             }
         }
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
         const OP: &str = "release lock";
-        let mut attempt = 0;
+        let mut attempts = Attempts::new();
         // Still ours as last seen: delete straight away, on the condition
         // that nothing changed since.
         if let Some(h) = self.remembered_tenure(lease) {
-            attempt += 1;
+            attempts.count_one();
             match self.delete(h.resource_version).await {
                 Ok(()) => return Ok(()),
-                Err(e) => self.after_remembered_write(OP, &e, attempt).await?,
+                Err(e) => self.after_remembered_write(OP, &e, attempts).await?,
             }
         }
         loop {
-            let Some(current) = self.get(OP, &mut attempt).await? else {
+            let Some(current) = self.get(OP, &mut attempts).await? else {
                 return Ok(());
             };
             let h = holding(&current);
@@ -452,7 +452,7 @@ impl migration_core::Lock for LeaseLock {
             }
             match self.delete(h.resource_version).await {
                 Ok(()) => return Ok(()),
-                Err(e) => Writes(self).retry_after(OP, &e, attempt).await?,
+                Err(e) => Writes(self).retry_after(OP, &e, attempts).await?,
             }
         }
     }

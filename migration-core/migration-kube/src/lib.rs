@@ -8,6 +8,8 @@
 //! - [`RetryPolicy`]: bounded exponential backoff with jitter for transient
 //!   API errors (429, 5xx, timeouts, connection resets), the one retry layer:
 //!   [`client`] builds every `kube::Client` without kube's own;
+//!   [`Backoff::retry`] is the one loop that tries a request again, counting
+//!   its tries in the [`Attempts`] the caller's whole operation shares;
 //! - [`conditional_update`] over a [`ConditionalObject`]: the write that
 //!   carries the resourceVersion it was computed from, re-read and
 //!   recomputed on a 409, bounded by the [`RetryPolicy`]; and
@@ -39,7 +41,7 @@ mod write;
 
 pub use error::{Class, classify, ledger_error};
 pub use lease::LeaseLock;
-pub use retry::{Backoff, RetryPolicy};
+pub use retry::{Attempts, Backoff, RetryPolicy};
 pub use write::{
     Base, ConditionalObject, Step, WriteTarget, Writer, conditional_update, patch_params,
     post_params,

@@ -9,7 +9,7 @@ use migration_core::LedgerError;
 
 use crate::defaults::FIELD_MANAGER;
 use crate::error::{Class, classify};
-use crate::retry::{Backoff, RetryPolicy};
+use crate::retry::{Attempts, Backoff, RetryPolicy};
 
 /// Parameters of a patch under our field manager.
 pub fn patch_params() -> PatchParams {
@@ -58,7 +58,8 @@ pub trait WriteTarget: Sync {
     }
 
     /// Decides what follows a write of `operation` that failed with `error`
-    /// on try `attempt` (counting from 1).
+    /// after the `attempts` the operation has made (the failed one
+    /// included).
     ///
     /// A precondition conflict (409) or a transient error while
     /// the [`Writer::retry`] policy has tries left: waits [`RetryPolicy::delay`]
@@ -66,16 +67,23 @@ pub trait WriteTarget: Sync {
     /// conflict on the last try is [`LedgerError::Conflict`] naming the
     /// tries; anything else is final and mapped by
     /// [`WriteTarget::final_error`].
+    ///
+    /// Why a failed conditional write is not simply sent again by
+    /// [`Backoff::retry`]: its outcome is unknown (it may have landed), so
+    /// the next try starts from a fresh read, and the request counts the
+    /// contract states depend on that. Its tries still count in the one
+    /// [`Attempts`] budget the reads use.
     fn retry_after(
         &self,
         operation: &'static str,
         error: &kube::Error,
-        attempt: u32,
+        attempts: Attempts,
     ) -> impl Future<Output = Result<(), LedgerError>> + Send {
         async move {
             let retry = &self.writer().retry;
+            let attempt = attempts.made();
             match self.class(error) {
-                Class::Conflict | Class::Transient if attempt < retry.attempts => {
+                Class::Conflict | Class::Transient if attempts.left(retry) => {
                     tracing::debug!(%error, attempt, operation, "ledger write refused; re-reading and retrying");
                     retry.pause(attempt).await;
                     Ok(())
@@ -122,11 +130,11 @@ pub trait ConditionalObject: WriteTarget {
     /// The object the next try starts from. On the first try of an update
     /// (`first`) a remembered copy may serve (not fresh); on every later try
     /// it must be read (fresh), or the update could loop on a stale copy.
-    /// Each read, and each use of a remembered copy, adds one to `attempt`.
+    /// Each read, and each use of a remembered copy, counts in `attempts`.
     fn base(
         &self,
         operation: &'static str,
-        attempt: &mut u32,
+        attempts: &mut Attempts,
         first: bool,
     ) -> impl Future<Output = Result<Base<Self::Object>, LedgerError>> + Send;
 
@@ -159,11 +167,11 @@ pub async fn conditional_update<C, T>(
 where
     C: ConditionalObject,
 {
-    let mut attempt = 0;
+    let mut attempts = Attempts::new();
     let mut first = true;
     loop {
         let base = object
-            .base(operation, &mut attempt, std::mem::take(&mut first))
+            .base(operation, &mut attempts, std::mem::take(&mut first))
             .await?;
         let (write, answer) = match decide(&base.object) {
             Ok(Step::Write(write, answer)) => (write, answer),
@@ -182,7 +190,7 @@ where
                     );
                     continue;
                 }
-                object.retry_after(operation, &e, attempt).await?;
+                object.retry_after(operation, &e, attempts).await?;
             }
         }
     }

@@ -252,8 +252,14 @@ pub async fn permanent_errors_fail_closed_naming_operation_and_object(h: &impl F
 
     server.faults().clear();
     respond_always(&server, Verb::Get, h.resource(), 403, "Forbidden");
+    server.requests().reset();
     let err = l.read().await.unwrap_err();
     assert_permanent(&err, "read", "an error is never an absent ledger");
+    assert_eq!(
+        server.requests().count(Verb::Get, h.resource()),
+        1,
+        "a permanent error on a read is not retried"
+    );
 
     let other = served(h).await;
     other.faults().inject(
@@ -267,6 +273,11 @@ pub async fn permanent_errors_fail_closed_naming_operation_and_object(h: &impl F
     assert!(
         text.contains("create") && text.contains(&l.describe()) && text.contains("403"),
         "{text}"
+    );
+    assert_eq!(
+        other.requests().count(Verb::Create, h.resource()),
+        1,
+        "a permanent error on a create is not retried"
     );
 }
 

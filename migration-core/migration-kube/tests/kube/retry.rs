@@ -1,0 +1,133 @@
+//! The one retry loop, seen from the Lease against the test API server:
+//! transient errors are tried again within one budget that the Lease's
+//! reads and writes share; anything else is answered at once.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use migration_core::{LedgerError, Lock, SystemClock};
+use migration_kube::{LeaseLock, RetryPolicy, Writer};
+use test_apiserver::{FaultRule, TestApiServer, Verb};
+
+/// A lock on Lease `l` in `default` that tries each operation `attempts`
+/// times, without waiting between tries.
+fn lock(server: &TestApiServer, attempts: u32) -> LeaseLock {
+    let client = migration_kube::client::from_config(server.config()).unwrap();
+    let writer = Writer {
+        ledger: "configmap:default/l".into(),
+        retry: RetryPolicy::immediate(attempts),
+    };
+    LeaseLock::new(client, "default", "l", writer, Arc::new(SystemClock))
+}
+
+/// The requests of `verb` on Leases the server counted.
+fn count(server: &TestApiServer, verb: Verb) -> usize {
+    server.requests().count(verb, "leases")
+}
+
+#[tokio::test]
+async fn a_forbidden_lease_read_is_answered_after_one_request_and_never_retried() {
+    let server = TestApiServer::start().await;
+    server.faults().inject(
+        FaultRule::on(Verb::Get, "leases")
+            .always()
+            .respond(403, "Forbidden"),
+    );
+    let refused = lock(&server, 5)
+        .refuse_if_held_by_another("me")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, LedgerError::Permanent { .. }),
+        "{refused:?}"
+    );
+    assert_eq!(count(&server, Verb::Get), 1);
+}
+
+#[tokio::test]
+async fn a_forbidden_lease_create_is_answered_after_one_request_and_never_retried() {
+    let server = TestApiServer::start().await;
+    server.faults().inject(
+        FaultRule::on(Verb::Create, "leases")
+            .always()
+            .respond(403, "Forbidden"),
+    );
+    let refused = lock(&server, 5)
+        .acquire("me", Duration::from_secs(60))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, LedgerError::Permanent { .. }),
+        "{refused:?}"
+    );
+    assert_eq!(
+        (count(&server, Verb::Create), count(&server, Verb::Get)),
+        (1, 0)
+    );
+}
+
+#[tokio::test]
+async fn a_transient_lease_read_is_tried_exactly_as_often_as_the_policy_allows() {
+    let server = TestApiServer::start().await;
+    server.faults().inject(
+        FaultRule::on(Verb::Get, "leases")
+            .always()
+            .respond(503, "ServiceUnavailable"),
+    );
+    let refused = lock(&server, 4)
+        .refuse_if_held_by_another("me")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, LedgerError::Transient { .. }),
+        "{refused:?}"
+    );
+    assert_eq!(count(&server, Verb::Get), 4);
+}
+
+#[tokio::test]
+async fn a_transient_lease_read_that_then_succeeds_is_no_error() {
+    let server = TestApiServer::start().await;
+    server.faults().inject(
+        FaultRule::on(Verb::Get, "leases")
+            .times(2)
+            .respond(503, "ServiceUnavailable"),
+    );
+    lock(&server, 3)
+        .refuse_if_held_by_another("me")
+        .await
+        .unwrap();
+    assert_eq!(count(&server, Verb::Get), 3);
+}
+
+#[tokio::test]
+async fn the_lease_reads_and_writes_of_one_acquire_share_one_retry_budget() {
+    let server = TestApiServer::start().await;
+    server.faults().inject(
+        FaultRule::on(Verb::Create, "leases")
+            .times(2)
+            .respond(503, "ServiceUnavailable"),
+    );
+    server.faults().inject(
+        FaultRule::on(Verb::Get, "leases")
+            .once()
+            .respond(503, "ServiceUnavailable"),
+    );
+    // Try 1: the create (503). Try 2: a read (503). Try 3: a read (absent),
+    // then the create (503) on the last try of the three: the acquire gives
+    // up, though no single request failed three times.
+    let refused = lock(&server, 3)
+        .acquire("me", Duration::from_secs(60))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, LedgerError::Transient { .. }),
+        "{refused:?}"
+    );
+    assert_eq!(
+        (count(&server, Verb::Create), count(&server, Verb::Get)),
+        (2, 2)
+    );
+}
