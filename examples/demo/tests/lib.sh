@@ -60,8 +60,18 @@ expect_call_of() {
 }
 
 # The migration must fail when the call whose arguments contain $2 fails.
+# $2 is part of the arguments as the call log shows them after the command's
+# name; a $2 that no call contains injects nothing, and is a failed test.
 expect_failure_when_kubectl_fails() {
-    if FAKE_KUBECTL_FAIL="$2" run_migration "$1" >/dev/null 2>&1; then
+    _failed="$FAKE_CLUSTER_DIR/failed"
+    : > "$_failed"
+    _ended=succeeded
+    FAKE_KUBECTL_FAIL="$2" FAKE_CLUSTER_FAILED="$_failed" run_migration "$1" >/dev/null 2>&1 || _ended=failed
+    if [ ! -s "$_failed" ]; then
+        echo "no kubectl call's arguments contained '$2', so nothing failed ($1 $_ended): name part of a call's arguments, without the command's name, as the call log shows them" >&2
+        exit 1
+    fi
+    if [ "$_ended" = succeeded ]; then
         echo "$1 succeeded although kubectl failed on '$2'" >&2
         exit 1
     fi

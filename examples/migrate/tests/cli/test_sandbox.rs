@@ -319,6 +319,44 @@ fn safe_to_run_twice_fails_a_migration_whose_second_run_changes_the_cluster() {
 }
 
 #[test]
+fn a_failure_injected_into_no_call_is_a_failed_test_saying_so_not_a_migration_that_ignored_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for shell in shells::all() {
+        // Fails closed: a failed `get` stops it.
+        let body = "namespaces=$(kubectl get namespaces -o name)\nfor ns in $namespaces; do kubectl label \"$ns\" a=b --overwrite; done";
+        // A careless test names the call as the answers' glob would: with `kubectl ` and a `*`.
+        // No call's arguments contain that, so nothing fails; the test must not pass for it,
+        // and must not blame the migration.
+        let tree = tree_with(
+            dir.path(),
+            &shell,
+            "label",
+            body,
+            ". \"$(dirname \"$0\")/lib.sh\"\nexpect_failure_when_kubectl_fails pre-apply/label 'kubectl get namespaces*'",
+        );
+        let (code, doc) = run_tests(&tree, &[]);
+        assert_eq!(code, 2, "{}: {doc:#}", shell.name);
+        let output = only_result(&doc)["output"].as_str().unwrap().to_owned();
+        common::assert_contains_all(
+            &output,
+            &["no kubectl call's arguments contained 'kubectl get namespaces*'"],
+        );
+        assert!(!output.contains("succeeded although"), "{output}");
+        // Named as the arguments read, the failure is injected and the migration stops on it.
+        std::fs::write(
+            tree.join("tests/label.sh"),
+            format!(
+                "#!{}\n. \"$(dirname \"$0\")/lib.sh\"\nexpect_failure_when_kubectl_fails pre-apply/label 'get namespaces'\n",
+                shell.shebang
+            ),
+        )
+        .unwrap();
+        let (code, doc) = run_tests(&tree, &[]);
+        assert_eq!(code, 0, "{}: {doc:#}", shell.name);
+    }
+}
+
+#[test]
 fn init_and_the_demo_ship_the_same_fake_cluster_and_test_helpers() {
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("m");
