@@ -123,10 +123,10 @@ pub fn scaffold(
     } else {
         ""
     };
+    let header = migration_core::header::render_header(&marker, tier, on_error, &[]);
     let body = format!(
         "#!/bin/sh\n\
-         # {marker} tier={tier}\n\
-         # {marker} on-error={on_error}\n\
+         {header}\
          #\n\
          # TODO: say what this migration changes and why it must run before\n\
          # (pre-apply) or after (background) the platform chart applies.\n\

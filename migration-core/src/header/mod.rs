@@ -5,17 +5,20 @@
 //!
 //! - `values`: [`Tier`] and [`OnError`];
 //! - `parse`: [`parse_header`], [`parse_header_with`];
+//! - `render`: [`render_header`], what every writer of headers uses;
 //! - `error`: what can be wrong with a header ([`HeaderError`]).
 
 mod error;
 pub(crate) mod near_miss;
 mod parse;
+mod render;
 #[cfg(test)]
 mod tests;
 mod values;
 
 pub use error::HeaderError;
 pub use parse::{parse_header, parse_header_with};
+pub use render::render_header;
 pub use values::{OnError, Tier, UnknownTier};
 
 use std::sync::{Arc, LazyLock};

@@ -263,3 +263,25 @@ fn near_misses_and_stray_directives_are_judged_against_the_trees_marker() {
             .contains("migrate.toml")
     );
 }
+
+#[test]
+fn a_rendered_header_parses_back_to_what_was_rendered_under_any_marker() {
+    let acme = HeaderMarker::new("acme-migration").unwrap();
+    for marker in [HeaderMarker::default(), acme] {
+        for tier in [Tier::PreApply, Tier::Background] {
+            for on_error in [OnError::Abort, OnError::Warn] {
+                for requires in [&[][..], &["a"][..], &["a", "b-c"][..]] {
+                    let text = format!(
+                        "#!/bin/sh\n{}set -eu\n",
+                        render_header(&marker, tier, on_error, requires)
+                    );
+                    let h = parse_header_with(Path::new("s"), text.as_bytes(), &marker)
+                        .unwrap_or_else(|e| panic!("{text}: {e:?}"));
+                    assert_eq!((h.tier, h.on_error), (tier, on_error), "{text}");
+                    let read: Vec<&str> = h.requires.iter().map(|r| r.target.as_str()).collect();
+                    assert_eq!(read, requires, "{text}");
+                }
+            }
+        }
+    }
+}

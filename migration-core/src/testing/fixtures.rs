@@ -74,12 +74,13 @@ pub fn script_text(
     requires: &[&str],
     body: &str,
 ) -> String {
-    let mut text = format!(
-        "#!/bin/sh\n# cozystack-migration: tier={tier}\n# cozystack-migration: on-error={on_error}\n"
-    );
-    for r in requires {
-        text.push_str(&format!("# cozystack-migration: requires={r}\n"));
-    }
+    let mut text = String::from("#!/bin/sh\n");
+    text.push_str(&crate::header::render_header(
+        &crate::header::HeaderMarker::default(),
+        tier,
+        on_error,
+        requires,
+    ));
     text.push_str("set -eu\n");
     text.push_str(body);
     text.push('\n');

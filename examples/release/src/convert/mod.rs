@@ -146,11 +146,12 @@ pub enum ConvertError {
 /// back the ones numbered after it rather than let them run out of order
 /// (CONTRACT.md §7.4: dependents wait with it).
 fn header(previous: Option<&str>, marker: &migration_core::header::HeaderMarker) -> String {
-    let mut header = format!("# {marker} tier=pre-apply\n# {marker} on-error=abort\n");
-    if let Some(previous) = previous {
-        header.push_str(&format!("# {marker} requires={previous}\n"));
-    }
-    header
+    migration_core::header::render_header(
+        marker,
+        migration_core::Tier::PreApply,
+        migration_core::OnError::Abort,
+        previous.as_slice(),
+    )
 }
 
 /// Converts, writes `--out` (unless it already holds this conversion) and
