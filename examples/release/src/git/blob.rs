@@ -66,20 +66,28 @@ impl BlobReader {
         let size: usize = size
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| protocol(format!("bad header {header:?}")))?;
-        // Same cap as loading a tree from disk: a hostile tag cannot exhaust memory.
+        let bytes = self.read_content(oid, size).map_err(protocol)?;
+        self.cache.insert(oid.to_owned(), bytes.clone());
+        Ok(bytes)
+    }
+
+    /// The `size` bytes of object `what` that follow its header, and the
+    /// newline after them; an object above the script limit is refused
+    /// before anything is allocated for it (the same cap as loading a tree
+    /// from disk: a hostile tag cannot exhaust memory).
+    fn read_content(&mut self, what: &str, size: usize) -> Result<Vec<u8>, String> {
         let cap = usize::try_from(migration_core::LoadOptions::default().max_file_bytes)
             .unwrap_or(usize::MAX);
         if size > cap {
-            return Err(protocol(format!(
-                "object {oid} is {size} bytes, above the {cap}-byte script limit"
-            )));
+            return Err(format!(
+                "object {what} is {size} bytes, above the {cap}-byte script limit"
+            ));
         }
         let mut bytes = vec![0u8; size + 1];
         self.stdout
             .read_exact(&mut bytes)
-            .map_err(|e| protocol(e.to_string()))?;
+            .map_err(|e| e.to_string())?;
         bytes.pop(); // the newline after the content
-        self.cache.insert(oid.to_owned(), bytes.clone());
         Ok(bytes)
     }
 
@@ -110,18 +118,7 @@ impl BlobReader {
         let size: usize = size
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| protocol(format!("bad header {header:?}")))?;
-        let cap = usize::try_from(migration_core::LoadOptions::default().max_file_bytes)
-            .unwrap_or(usize::MAX);
-        if size > cap {
-            return Err(protocol(format!(
-                "object {name} is {size} bytes, above the {cap}-byte script limit"
-            )));
-        }
-        let mut bytes = vec![0u8; size + 1];
-        self.stdout
-            .read_exact(&mut bytes)
-            .map_err(|e| protocol(e.to_string()))?;
-        bytes.pop(); // the newline after the content
+        let bytes = self.read_content(name, size).map_err(protocol)?;
         // A directory or a submodule at that path is no shipped script.
         Ok((kind == Some("blob")).then_some(bytes))
     }
