@@ -207,3 +207,21 @@ fn without_out_the_files_are_printed() {
         "==> 00001-v1.0.0 <==\na\n"
     );
 }
+
+#[test]
+fn a_shipped_script_above_the_size_limit_is_refused_naming_its_object() {
+    // A hostile or broken tag: its script is too large to be one, and is refused before it is
+    // read whole, as the same file on disk would be.
+    let repo = Repo::new();
+    repo.add("pre-apply", "big", &"#".repeat(1_100_000));
+    repo.release("v1.0.0");
+    repo.remove("pre-apply", "big");
+    repo.commit("retired");
+    let (code, doc, err) = repo.manifest();
+    assert_ne!(code, 0, "{doc}");
+    let text = format!("{doc}{err}");
+    assert!(
+        text.contains("bytes, above the 1048576-byte script limit"),
+        "{text}"
+    );
+}
