@@ -822,6 +822,13 @@ async fn a_deleted_index_is_announced_and_its_running_job_is_kept_and_adopted_ag
         .unwrap_or_else(|| panic!("no IndexMissing Event: {events:#?}"));
     assert_eq!(missing["type"], "Warning");
     assert_eq!(missing["regarding"]["name"], INDEX);
+    // The Event is sent before the status is written: wait for the status too.
+    for _ in 0..100 {
+        if t.status().await["reason"] == "IndexMissing" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_eq!(t.status().await["reason"], "IndexMissing");
     // Re-created (as a chart upgrade would): a new uid, and the running Job is waited for.
     let mut again = index.clone();
