@@ -173,47 +173,9 @@ fn is_name_word(word: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.' | '/'))
 }
 
-/// kubectl's global flags that take a value in the next word, so that word
-/// is not taken for the verb.
-pub(crate) const KUBECTL_VALUE_FLAGS: &[&str] = &[
-    "-n",
-    "--namespace",
-    "--context",
-    "--kubeconfig",
-    "--cluster",
-    "--user",
-    "-s",
-    "--server",
-    "--token",
-    "--as",
-    "--as-group",
-    "--as-uid",
-    "--request-timeout",
-    "--cache-dir",
-    "-v",
-    "--v",
-    "--certificate-authority",
-    "--client-certificate",
-    "--client-key",
-    "--tls-server-name",
-    "-l",
-    "--selector",
-    "-o",
-    "--output",
-    "-f",
-    "--filename",
-    "-c",
-    "--container",
-    "--kube-context",
-    "--kube-apiserver",
-    "--kube-token",
-    "--kube-as-user",
-    "--kube-as-group",
-    "--kube-ca-file",
-    "--registry-config",
-    "--repository-config",
-    "--repository-cache",
-];
+/// The flags of the cluster commands that take a value in the next word, so
+/// that word is not taken for the verb: the list lint uses too.
+pub(crate) use migrate_lint::cluster_commands::VALUE_FLAGS as KUBECTL_VALUE_FLAGS;
 
 /// What is recorded of a cluster call: the command's name, its verb and,
 /// for kubectl, helm and flux, the resource type (or release), then `…`

@@ -562,6 +562,11 @@ mod tests {
         let a = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
         assert_eq!(verb_of(&a("-n cozy-system patch cm x")), Some("patch"));
         assert_eq!(verb_of(&a("--context=x get cm")), Some("get"));
+        // The tripwire's list: a value flag lint once did not know hid the verb.
+        assert_eq!(
+            verb_of(&a("--as-group admins apply -f ledger.yaml")),
+            Some("apply")
+        );
     }
 
     #[test]

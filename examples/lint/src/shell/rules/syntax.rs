@@ -24,25 +24,11 @@ pub(super) struct ClusterCall {
 }
 
 /// The kubectl verb: the first word that is not an option or an option's
-/// value.
+/// value ([`crate::cluster_commands::VALUE_FLAGS`], as the tripwire reads it).
 pub(super) fn verb_of(args: &[String]) -> Option<&str> {
-    const VALUED: [&str; 12] = [
-        "-n",
-        "--namespace",
-        "--context",
-        "--kubeconfig",
-        "--cluster",
-        "--user",
-        "-s",
-        "--server",
-        "--token",
-        "--as",
-        "--request-timeout",
-        "-v",
-    ];
     let mut i = 0;
     while let Some(a) = args.get(i) {
-        if VALUED.contains(&a.as_str()) {
+        if crate::cluster_commands::VALUE_FLAGS.contains(&a.as_str()) {
             i += 2;
         } else if a.starts_with('-') {
             i += 1;
