@@ -19,12 +19,12 @@ use migration_core::{OnError, Tier, Timestamp};
 use serde_json::{Value, json};
 use test_apiserver::real::{HELM_VAR, KUBECONFIG_VAR, RealCluster, unique_name};
 
-const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../chart");
+pub(crate) const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../chart");
 const LEDGER: &str = "cozystack-version";
 
 /// The real-server lane, or `None` after printing why it is skipped; under `CI=true` an unset
 /// variable fails the test, so CI can never pass the chart tests by not running them.
-async fn real_cluster(what: &str) -> Option<RealCluster> {
+pub(crate) async fn real_cluster(what: &str) -> Option<RealCluster> {
     let missing: Vec<&str> = [KUBECONFIG_VAR, HELM_VAR]
         .into_iter()
         .filter(|v| std::env::var_os(v).is_none())
@@ -46,7 +46,7 @@ async fn real_cluster(what: &str) -> Option<RealCluster> {
 }
 
 /// Runs `command`, asserting it succeeds; its stdout.
-fn run(mut command: Command) -> String {
+pub(crate) fn run(mut command: Command) -> String {
     let out = command
         .output()
         .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
@@ -61,7 +61,7 @@ fn run(mut command: Command) -> String {
 }
 
 /// The objects of a YAML stream, as JSON (kubectl converts; no YAML parser needed).
-fn objects(cluster: &RealCluster, yaml: &str) -> Vec<Value> {
+pub(crate) fn objects(cluster: &RealCluster, yaml: &str) -> Vec<Value> {
     let out = cluster.kubectl_with_stdin(
         &["create", "--dry-run=client", "-o", "json", "-f", "-"],
         yaml,
@@ -300,7 +300,7 @@ fn jobs(cluster: &RealCluster, ns: &str) -> Vec<Value> {
         .clone()
 }
 
-fn ledger_data(cluster: &RealCluster, ns: &str) -> Value {
+pub(crate) fn ledger_data(cluster: &RealCluster, ns: &str) -> Value {
     get_json(cluster, &["get", "configmap", LEDGER, "-n", ns])["data"].clone()
 }
 

@@ -8,28 +8,11 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::chart::{CHART, ledger_data, objects, real_cluster, run};
 use serde_json::Value;
-use test_apiserver::real::{HELM_VAR, KUBECONFIG_VAR, RealCluster, unique_name};
+use test_apiserver::real::{RealCluster, unique_name};
 
-const CHART: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../chart");
 const SA: &str = "platform-migrations-hook";
-
-async fn real_cluster(what: &str) -> Option<RealCluster> {
-    let missing: Vec<&str> = [KUBECONFIG_VAR, HELM_VAR]
-        .into_iter()
-        .filter(|v| std::env::var_os(v).is_none())
-        .collect();
-    if !missing.is_empty() {
-        assert!(
-            !std::env::var("CI").is_ok_and(|v| v == "true"),
-            "{what}: CI=true but {} not set",
-            missing.join(" and ")
-        );
-        eprintln!("skipped: {what}: set {}", missing.join(" and "));
-        return None;
-    }
-    RealCluster::from_env(what).await
-}
 
 /// Runs `command`; (success, stdout, stderr).
 fn output(mut command: Command) -> (bool, String, String) {
@@ -39,29 +22,6 @@ fn output(mut command: Command) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-fn ok(command: Command) -> String {
-    let (success, stdout, stderr) = output(command);
-    assert!(success, "{stdout}{stderr}");
-    stdout
-}
-
-/// The objects of a YAML stream as JSON, through kubectl.
-fn objects(cluster: &RealCluster, yaml: &str) -> Vec<Value> {
-    let out = cluster.kubectl_with_stdin(
-        &["create", "--dry-run=client", "-o", "json", "-f", "-"],
-        yaml,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::Deserializer::from_slice(&out.stdout)
-        .into_iter::<Value>()
-        .map(Result::unwrap)
-        .collect()
 }
 
 /// `helm template --is-upgrade` of the committed chart in `ns` with `sets`: an
@@ -171,7 +131,7 @@ fn hook_can(cluster: &RealCluster, ns: &str, verb: &str, resource: &str) -> bool
 fn kubeconfig_as(cluster: &RealCluster, user: &str, dir: &Path) -> PathBuf {
     let mut view = cluster.kubectl();
     view.args(["config", "view", "--raw", "--flatten", "-o", "json"]);
-    let mut config: Value = serde_json::from_str(&ok(view)).unwrap();
+    let mut config: Value = serde_json::from_str(&run(view)).unwrap();
     for u in config["users"].as_array_mut().unwrap() {
         u["user"]["as"] = Value::from(user);
     }
@@ -244,7 +204,7 @@ async fn the_hook_role_suffices_for_a_configmap_ledger_run_and_grants_no_lease_w
         &ns,
         "--from-literal=version=44",
     ]);
-    ok(create);
+    run(create);
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = kubeconfig_as(
         &cluster,
@@ -301,7 +261,7 @@ async fn files_rendered_for_another_ledger_name_are_refused_naming_the_file_and_
         .env("LEDGER_NAME", "platform-ledger")
         .env("INDEX_NAME", "platform-index")
         .env("NAMESPACE", "platform");
-    ok(render);
+    run(render);
     let mut helm = cluster.helm();
     helm.args([
         "template",
@@ -312,7 +272,7 @@ async fn files_rendered_for_another_ledger_name_are_refused_naming_the_file_and_
     ])
     .args(["--set", "ledger.name=platform-ledger"])
     .args(["--set", "operator.indexName=platform-index"]);
-    let all = objects(&cluster, &ok(helm));
+    let all = objects(&cluster, &run(helm));
     let names: Vec<(&str, &str)> = all
         .iter()
         .filter(|o| o["kind"] == "ConfigMap")
@@ -374,20 +334,6 @@ fn umbrella(dir: &Path, version: &str, templates_version: bool, with_migrations:
     dir.to_path_buf()
 }
 
-fn ledger_data(cluster: &RealCluster, ns: &str) -> Value {
-    let mut get = cluster.kubectl();
-    get.args([
-        "get",
-        "configmap",
-        "cozystack-version",
-        "-n",
-        ns,
-        "-o",
-        "json",
-    ]);
-    serde_json::from_str::<Value>(&ok(get)).unwrap()["data"].clone()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_chart_on_upgrade() {
     let Some(cluster) = real_cluster("the umbrella chart's version ConfigMap").await else {
@@ -407,7 +353,7 @@ async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_c
         "--namespace",
         &ns,
     ]);
-    ok(install);
+    run(install);
     assert_eq!(ledger_data(&cluster, &ns)["version"], "44");
 
     // After: the umbrella drops its template and vendors this chart. The kept ConfigMap
@@ -482,7 +428,7 @@ async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_c
             "--type=merge",
         ])
         .args(["-p", &status.to_string()]);
-    ok(patch);
+    run(patch);
     let out = upgrade.wait_with_output().unwrap();
     assert!(
         out.status.success(),
@@ -507,7 +453,7 @@ async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_c
     assert_eq!(state("tenant-namespace-labels"), "ok", "{data:#}");
     let mut manifest = cluster.helm();
     manifest.args(["get", "manifest", &release, "--namespace", &ns]);
-    let manifest = ok(manifest);
+    let manifest = run(manifest);
     assert!(
         !manifest.contains("name: cozystack-version\n")
             && !manifest.contains("name: 'cozystack-version'"),
@@ -522,6 +468,6 @@ async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_c
         "--namespace",
         &ns,
     ]);
-    ok(again);
+    run(again);
     assert_eq!(ledger_data(&cluster, &ns), data);
 }

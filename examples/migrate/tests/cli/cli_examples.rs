@@ -4,43 +4,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
-use common::text;
-
-/// The subcommands `migrate --help` lists.
-fn subcommands() -> Vec<String> {
-    let (_, top, _) = text(&["--help"]);
-    top.split("Commands:")
-        .nth(1)
-        .unwrap()
-        .split("Options:")
-        .next()
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|c| *c != "help")
-        .map(String::from)
-        .collect()
-}
-
-/// The long flags an option line of `help` names.
-fn flags_of(help: &str) -> Vec<String> {
-    help.lines()
-        .map(str::trim_start)
-        .filter(|l| l.starts_with('-'))
-        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("--")))
-        .map(|w| {
-            w.trim_end_matches(',')
-                .split(['=', '[', '<'])
-                .next()
-                .unwrap()
-                .to_owned()
-        })
-        .collect()
-}
+use common::{help_flags, subcommands, text};
 
 #[test]
 fn every_subcommands_help_ends_with_examples_that_use_only_its_flags() {
-    for name in subcommands() {
+    for name in subcommands::<Vec<String>>() {
         let (code, help, err) = text(&[&name, "--help"]);
         assert_eq!(code, 0, "{name}: {err}");
         let examples = help
@@ -59,7 +27,7 @@ fn every_subcommands_help_ends_with_examples_that_use_only_its_flags() {
                 words[at..].contains(&name.as_str()),
                 "{name}: the example {line:?} runs another subcommand"
             );
-            let taken = flags_of(&help);
+            let taken: Vec<String> = help_flags(&help);
             for flag in words.iter().filter(|w| w.starts_with("--")) {
                 let flag = flag.split('=').next().unwrap();
                 assert!(
@@ -88,9 +56,9 @@ fn dash_o_json_is_output_json_for_results_and_for_usage_errors() {
 #[test]
 fn kubeconfig_and_context_are_taken_only_by_the_commands_that_talk_to_a_cluster() {
     let cluster = ["plan", "run", "status", "seed-fresh", "adopt", "verify"];
-    for name in subcommands() {
+    for name in subcommands::<Vec<String>>() {
         let (_, help, _) = text(&[&name, "--help"]);
-        let flags = flags_of(&help);
+        let flags: Vec<String> = help_flags(&help);
         let takes =
             flags.iter().any(|f| f == "--kubeconfig") && flags.iter().any(|f| f == "--context");
         assert_eq!(takes, cluster.contains(&name.as_str()), "{name}: {flags:?}");

@@ -7,7 +7,7 @@
 use crate::common;
 use std::collections::BTreeSet;
 
-use common::{Repo, assert_first_problem, json, text};
+use common::{Repo, assert_first_problem, help_flags, json, text};
 
 #[test]
 fn init_creates_an_empty_tree_that_new_lint_manifest_and_test_accept() {
@@ -207,22 +207,6 @@ fn index_refuses_an_image_tag_without_a_digest_unless_told() {
     assert_eq!(code, 0, "{err}");
 }
 
-/// The long flags of one `--help` text: the first `--flag` of each option line.
-fn help_flags(help: &str) -> BTreeSet<String> {
-    help.lines()
-        .map(str::trim_start)
-        .filter(|l| l.starts_with('-'))
-        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("--")))
-        .map(|w| {
-            w.trim_end_matches(',')
-                .split(['=', '[', '<'])
-                .next()
-                .unwrap()
-                .to_owned()
-        })
-        .collect()
-}
-
 /// The README's synopsis block: subcommand -> the flags its lines name.
 fn readme_synopsis() -> Vec<(String, BTreeSet<String>)> {
     let readme =
@@ -260,18 +244,7 @@ fn the_readme_synopsis_and_every_subcommands_help_name_the_same_flags() {
     let synopsis = readme_synopsis();
     let global: BTreeSet<String> = ["--output"].map(String::from).into();
     let (_, top, _) = text(&["--help"]);
-    let subcommands: BTreeSet<String> = top
-        .split("Commands:")
-        .nth(1)
-        .unwrap()
-        .split("Options:")
-        .next()
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|c| *c != "help")
-        .map(String::from)
-        .collect();
+    let subcommands: BTreeSet<String> = common::subcommands();
     let documented: BTreeSet<String> = synopsis
         .iter()
         .map(|(n, _)| n.clone())
@@ -287,13 +260,13 @@ fn the_readme_synopsis_and_every_subcommands_help_name_the_same_flags() {
         .expect("the global line")
         .1;
     assert_eq!(globals, &global, "the global flags");
-    let mut top_flags = help_flags(&top);
+    let mut top_flags: BTreeSet<String> = help_flags(&top);
     top_flags.retain(|f| f != "--help" && f != "--version");
     assert_eq!(top_flags, global);
     for name in &subcommands {
         let (code, help, err) = text(&[name, "--help"]);
         assert_eq!(code, 0, "{name}: {err}");
-        let mut flags = help_flags(&help);
+        let mut flags: BTreeSet<String> = help_flags(&help);
         flags.retain(|f| f != "--help" && !global.contains(f));
         let readme: BTreeSet<String> = synopsis
             .iter()

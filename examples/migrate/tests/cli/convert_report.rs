@@ -9,7 +9,7 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::numbered::{NUMBERED, history};
+use common::numbered::{NUMBERED, change, changes, history};
 use common::{Repo, assert_first_problem, json, migrate};
 
 fn convert(repo: &Path, out: &Path, extra: &[&str]) -> (i32, serde_json::Value, String) {
@@ -54,28 +54,6 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         }
     }
     out
-}
-
-/// `(kind, line, rewritable)` of a script's changes in the report.
-fn changes(report: &serde_json::Value, slug: &str) -> Vec<(String, u64, bool)> {
-    let script = common::by_slug(&report["scripts"], slug)
-        .unwrap_or_else(|| panic!("no script {slug} in {report}"));
-    script["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["kind"].as_str().unwrap().to_owned(),
-                c["line"].as_u64().unwrap(),
-                c["rewritable"].as_bool().unwrap(),
-            )
-        })
-        .collect()
-}
-
-fn change(kind: &str, line: u64, rewritable: bool) -> (String, u64, bool) {
-    (kind.to_owned(), line, rewritable)
 }
 
 #[test]

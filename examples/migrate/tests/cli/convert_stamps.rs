@@ -10,7 +10,7 @@ use crate::common;
 use std::path::Path;
 
 use common::Repo;
-use common::numbered::write;
+use common::numbered::{change, changes, write};
 
 /// A helper with the stamp beside a helper that does real work.
 const PLATFORM: &str = "# Platform helpers; the version stamp lives here too.\nlabel_tenants() {\n  kubectl label namespace -l tenant=true migrated=yes --overwrite\n}\n\nstamp_version() {\n  : \"${1:?stamp_version: version argument required}\"\n  kubectl create configmap cozystack-version --namespace cozy-system \\\n    --from-literal=version=\"$1\" --dry-run=client -o yaml | kubectl apply -f -\n}\n";
@@ -53,26 +53,6 @@ fn rewrite(repo: &Repo, out: &Path) -> serde_json::Value {
 
 fn script<'a>(report: &'a serde_json::Value, slug: &str) -> &'a serde_json::Value {
     common::by_slug(&report["scripts"], slug).unwrap_or_else(|| panic!("no {slug}: {report}"))
-}
-
-/// `(kind, line, rewritable)` of a script's changes.
-fn changes(report: &serde_json::Value, slug: &str) -> Vec<(String, u64, bool)> {
-    script(report, slug)["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["kind"].as_str().unwrap().to_owned(),
-                c["line"].as_u64().unwrap(),
-                c["rewritable"].as_bool().unwrap(),
-            )
-        })
-        .collect()
-}
-
-fn change(kind: &str, line: u64, rewritable: bool) -> (String, u64, bool) {
-    (kind.to_owned(), line, rewritable)
 }
 
 #[test]

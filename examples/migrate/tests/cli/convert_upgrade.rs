@@ -167,23 +167,7 @@ impl Cluster {
     /// The slugs whose entry says they ran where they may have run before
     /// (a diverged slot nobody recorded which content of ran).
     fn reruns(&self) -> Vec<String> {
-        let (code, doc, err) = common::json(&[
-            "status",
-            "--ledger",
-            &common::file_spec(&self.ledger_path()),
-        ]);
-        assert_eq!(code, 0, "{err}");
-        doc["entries"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|e| {
-                e["message"]
-                    .as_str()
-                    .is_some_and(|m| m.starts_with("diverged-legacy-rerun:"))
-            })
-            .map(|e| e["slug"].as_str().unwrap().to_owned())
-            .collect()
+        common::numbered::reruns(&self.ledger_path())
     }
 }
 

@@ -262,19 +262,7 @@ impl Cluster {
     /// The contents whose entry says they may have run before, by the log
     /// id their script records (the slug's content).
     fn reruns(&self) -> Vec<String> {
-        let (code, doc, err) = json(&["status", "--ledger", &common::file_spec(&self.ledger())]);
-        assert_eq!(code, 0, "{err}");
-        doc["entries"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|e| {
-                e["message"]
-                    .as_str()
-                    .is_some_and(|m| m.starts_with("diverged-legacy-rerun:"))
-            })
-            .map(|e| e["slug"].as_str().unwrap().to_owned())
-            .collect()
+        common::numbered::reruns(&self.ledger())
     }
 }
 

@@ -51,6 +51,39 @@ pub fn json(args: &[&str]) -> (i32, serde_json::Value, String) {
     parse(out)
 }
 
+/// The subcommands `migrate --help` lists (`help` left out).
+pub fn subcommands<C: FromIterator<String>>() -> C {
+    let (_, top, _) = text(&["--help"]);
+    top.split("Commands:")
+        .nth(1)
+        .unwrap()
+        .split("Options:")
+        .next()
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(String::from)
+        .collect()
+}
+
+/// The long flags of one `--help` text: the first `--flag` of each option
+/// line.
+pub fn help_flags<C: FromIterator<String>>(help: &str) -> C {
+    help.lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with('-'))
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("--")))
+        .map(|w| {
+            w.trim_end_matches(',')
+                .split(['=', '[', '<'])
+                .next()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
 /// Runs `migrate ARGS` in text mode and returns (exit code, stdout,
 /// stderr).
 pub fn text(args: &[&str]) -> (i32, String, String) {

@@ -83,3 +83,46 @@ pub fn history() -> Repo {
     repo.tag("v1.1.0");
     repo
 }
+
+/// `(kind, line, rewritable)` of the changes convert's `report` lists for
+/// script `slug`.
+pub fn changes(report: &serde_json::Value, slug: &str) -> Vec<(String, u64, bool)> {
+    let script = super::by_slug(&report["scripts"], slug)
+        .unwrap_or_else(|| panic!("no script {slug} in {report}"));
+    script["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["kind"].as_str().unwrap().to_owned(),
+                c["line"].as_u64().unwrap(),
+                c["rewritable"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// One expected item of [`changes`].
+pub fn change(kind: &str, line: u64, rewritable: bool) -> (String, u64, bool) {
+    (kind.to_owned(), line, rewritable)
+}
+
+/// The slugs whose entry in the file ledger at `ledger` says they ran where
+/// they may have run before (a diverged slot nobody recorded which content
+/// of ran): `diverged-legacy-rerun:` messages.
+pub fn reruns(ledger: &Path) -> Vec<String> {
+    let (code, doc, err) = super::json(&["status", "--ledger", &super::file_spec(ledger)]);
+    assert_eq!(code, 0, "{err}");
+    doc["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("diverged-legacy-rerun:"))
+        })
+        .map(|e| e["slug"].as_str().unwrap().to_owned())
+        .collect()
+}

@@ -7,25 +7,6 @@
 
 use super::*;
 
-fn lint_body(body: &str) -> (i32, serde_json::Value) {
-    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], body))]);
-    lint(dir.path(), &["--shellcheck-level", "off"], None)
-}
-
-fn placed(doc: &serde_json::Value) -> Vec<(String, u64)> {
-    doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["rule"].as_str().unwrap().to_owned(),
-                f["line"].as_u64().unwrap_or(0),
-            )
-        })
-        .collect()
-}
-
 /// From line 5: a probe whose "not served" failure ends the script with 0.
 const EXITS_0_ON_A_CLASS: &str = "err=$(mktemp)\nif ! names=$(kubectl get clusters.postgresql.cnpg.io -A -o name 2>\"$err\"); then\n  if grep -q \"doesn't have a resource type\" \"$err\"; then\n    echo \"not served: nothing to do\"\n    exit 0\n  fi\n  cat \"$err\" >&2\n  exit 1\nfi\necho \"$names\"";
 

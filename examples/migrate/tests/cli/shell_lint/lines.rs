@@ -5,28 +5,6 @@
 
 use super::*;
 
-/// `migrate lint` without shellcheck of a tree whose one script, `a`, has
-/// `body` from line 5 on: (exit code, JSON document).
-fn lint_body(body: &str) -> (i32, serde_json::Value) {
-    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], body))]);
-    lint(dir.path(), &["--shellcheck-level", "off"], None)
-}
-
-/// (rule, line) of every standing finding.
-fn placed(doc: &serde_json::Value) -> Vec<(String, u64)> {
-    doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["rule"].as_str().unwrap().to_owned(),
-                f["line"].as_u64().unwrap_or(0),
-            )
-        })
-        .collect()
-}
-
 /// Lines 5..: a substitution over several lines, two of them continued
 /// with a backslash, then the masked command on line 9.
 const CONTINUED: &str = "names=\"$(\n  kubectl get namespaces \\\n    --output name \\\n    --chunk-size 0\n  kubectl get pods --all-namespaces || true\n)\"\necho \"$names\"";

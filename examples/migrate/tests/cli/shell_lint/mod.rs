@@ -92,6 +92,28 @@ fn lint(root: &Path, extra: &[&str], path_env: Option<&str>) -> (i32, serde_json
     (code, doc)
 }
 
+/// `migrate lint` without shellcheck of a tree whose one script, `a`, has
+/// `body` from line 5 on: (exit code, JSON document).
+fn lint_body(body: &str) -> (i32, serde_json::Value) {
+    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], body))]);
+    lint(dir.path(), &["--shellcheck-level", "off"], None)
+}
+
+/// (rule, line) of every standing finding.
+fn placed(doc: &serde_json::Value) -> Vec<(String, u64)> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().to_owned(),
+                f["line"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
 fn rules(doc: &serde_json::Value) -> Vec<String> {
     doc["findings"]
         .as_array()

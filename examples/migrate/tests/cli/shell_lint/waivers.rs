@@ -5,13 +5,6 @@ use super::*;
 
 const WAIVED_FOR: &str = "# migrate: allow for-command-substitution: the list is re-read and checked after the loop\nfor ns in $(kubectl get ns -o name); do echo \"$ns\"; done";
 
-/// `migrate lint` without shellcheck of a tree whose one script, `a`, has
-/// `body`: (exit code, JSON document).
-fn lint_body(body: &str) -> (i32, serde_json::Value) {
-    let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], body))]);
-    lint(dir.path(), &["--shellcheck-level", "off"], None)
-}
-
 #[test]
 fn a_waiver_with_a_reason_accepts_the_finding_reports_it_and_run_proceeds() {
     let text = script_text("pre-apply", "abort", &[], WAIVED_FOR);

@@ -94,6 +94,17 @@ fn journaled(path: &Path) -> FileLedger {
     ledger
 }
 
+/// A [`journaled`] ledger in a scratch directory (kept while the first
+/// value lives): its path, its records as [`bytes`], and where the last
+/// record starts.
+fn journaled_file() -> (tempfile::TempDir, PathBuf, Vec<u8>, usize) {
+    let (dir, path) = scratch();
+    journaled(&path);
+    let file = bytes(&path);
+    let last = *record_starts(&file).last().unwrap();
+    (dir, path, file, last)
+}
+
 fn read_raw(
     path: &Path,
 ) -> Result<Option<std::collections::BTreeMap<String, String>>, LedgerError> {

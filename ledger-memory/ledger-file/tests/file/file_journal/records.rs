@@ -191,17 +191,6 @@ fn assert_the_next_writer_appends_after(
     assert_eq!(raw.len(), intact + 1, "cut at {cut}");
 }
 
-/// A [`journaled`] ledger in a scratch directory (kept while the first
-/// value lives): its path, its records as [`bytes`], and where the last
-/// record starts.
-fn journaled_file() -> (tempfile::TempDir, PathBuf, Vec<u8>, usize) {
-    let (dir, path) = scratch();
-    journaled(&path);
-    let file = bytes(&path);
-    let last = *record_starts(&file).last().unwrap();
-    (dir, path, file, last)
-}
-
 #[test]
 fn a_crash_at_every_byte_of_an_append_loses_only_that_record() {
     let (_dir, path, file, last) = journaled_file();

@@ -17,16 +17,6 @@ fn record_ends(file: &[u8]) -> Vec<usize> {
         .collect()
 }
 
-/// A [`journaled`] ledger: its directory, path, records and where the
-/// last record starts.
-fn journaled_file() -> (tempfile::TempDir, PathBuf, Vec<u8>, usize) {
-    let (dir, path) = scratch();
-    journaled(&path);
-    let file = bytes(&path);
-    let last = *record_starts(&file).last().unwrap();
-    (dir, path, file, last)
-}
-
 #[test]
 fn a_file_cut_inside_an_acknowledged_record_is_refused_naming_the_file_and_offset() {
     let (_dir, path, file, _last) = journaled_file();
