@@ -51,6 +51,22 @@ pub fn json(args: &[&str]) -> (i32, serde_json::Value, String) {
     parse(out)
 }
 
+/// `(rule, line)` of every standing finding of a `migrate lint` document
+/// (line 0 for a finding of no line).
+pub fn placed(doc: &serde_json::Value) -> Vec<(String, u64)> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().to_owned(),
+                f["line"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
 /// The subcommands `migrate --help` lists (`help` left out).
 pub fn subcommands<C: FromIterator<String>>() -> C {
     let (_, top, _) = text(&["--help"]);

@@ -202,17 +202,6 @@ impl Scratch {
             "--shebang",
             &shell.shebang,
         ]);
-        let found = doc["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| {
-                (
-                    f["rule"].as_str().unwrap().to_owned(),
-                    f["line"].as_u64().unwrap_or(0),
-                )
-            })
-            .collect();
-        (code, found)
+        (code, super::placed(&doc))
     }
 }

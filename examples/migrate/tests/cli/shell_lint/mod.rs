@@ -14,7 +14,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{json, migrate, parse};
+use common::{json, migrate, parse, placed};
 use migration_core::testing::fixtures::script_text;
 
 fn fixtures() -> PathBuf {
@@ -97,21 +97,6 @@ fn lint(root: &Path, extra: &[&str], path_env: Option<&str>) -> (i32, serde_json
 fn lint_body(body: &str) -> (i32, serde_json::Value) {
     let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], body))]);
     lint(dir.path(), &["--shellcheck-level", "off"], None)
-}
-
-/// (rule, line) of every standing finding.
-fn placed(doc: &serde_json::Value) -> Vec<(String, u64)> {
-    doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["rule"].as_str().unwrap().to_owned(),
-                f["line"].as_u64().unwrap_or(0),
-            )
-        })
-        .collect()
 }
 
 fn rules(doc: &serde_json::Value) -> Vec<String> {
