@@ -256,6 +256,12 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
         files.insert(format!("lib/{rel}"), bytes.clone());
     }
     files.insert("legacy-map".into(), legacy_map(&plans).into_bytes());
+    if let Some(text) = slots::legacy_releases(&history, &plans) {
+        files.insert(
+            migration_core::seeding::RELEASES_FILE.into(),
+            text.into_bytes(),
+        );
+    }
     files.insert(
         "revoked".into(),
         b"# Slugs that must not run (CONTRACT.md section 8.1), one a line.\n".to_vec(),

@@ -60,6 +60,39 @@ impl SlotPlan {
     }
 }
 
+/// The `legacy-releases` file (`migration_core::seeding::RELEASES_FILE`):
+/// for every tag read, the content of each diverged slot it held. A slug
+/// names only the first tag of its content, so without it nothing could
+/// map a release a cluster went through (its Helm history) to the content
+/// it ran (`migrate adopt --helm-history`). `None` when no slot diverged:
+/// there is nothing to answer.
+pub fn legacy_releases(history: &History, plans: &[SlotPlan]) -> Option<String> {
+    let diverged: Vec<&SlotPlan> = plans.iter().filter(|p| p.variants.len() > 1).collect();
+    if diverged.is_empty() {
+        return None;
+    }
+    let lines: Vec<(String, BTreeMap<u64, Slug>)> = history
+        .tags
+        .iter()
+        .filter_map(|t| t.tag.clone())
+        .map(|tag| {
+            let contents = diverged
+                .iter()
+                .filter_map(|p| {
+                    p.variants
+                        .iter()
+                        .find(|v| v.tags.contains(&tag))
+                        .map(|v| (p.number, v.slug.clone()))
+                })
+                .collect();
+            (tag, contents)
+        })
+        .collect();
+    Some(migration_core::seeding::LegacyReleases::render(
+        lines.iter().map(|(t, c)| (t.as_str(), c)),
+    ))
+}
+
 /// The slug the converted script of `plans[i]` requires: the nearest
 /// slot before it that never diverged. A diverged slot's slug is its own
 /// line's content, so requiring it would make one script's bytes differ
