@@ -5,12 +5,15 @@
 //! Two inputs meet here. The tree's `legacy-releases` file (written by
 //! `migrate convert`) says, for every release tag convert read, which
 //! content of each diverged slot that tag held: slugs alone cannot say it
-//! (a slug names the first tag of its content only). The platform's Helm
-//! release history (`helm history RELEASE -o json`) says which releases the
-//! cluster was upgraded through, in order. A numbered runner ran slot N
-//! once, on the first upgrade to a release holding N (or the release the
-//! cluster was installed at carried N's effects): the content that release
-//! held is the one that ran.
+//! (a slug names the first tag of its content only), and the numbered
+//! runner's target at the tag when the maintainer recorded it (a release
+//! may ship a script its target does not reach yet, as the reference
+//! platform's backports do). The platform's Helm release history (`helm
+//! history RELEASE -o json`) says which releases the cluster was upgraded
+//! through, in order. A numbered runner ran slot N once, on the first
+//! upgrade to a release whose target is above N (or the release the cluster
+//! was installed at carried N's effects): the content that release held is
+//! the one that ran.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -22,7 +25,8 @@ use crate::tree::LegacyPair;
 use crate::version::Version;
 
 /// The tree file naming which content of each diverged slot every release
-/// tag held: `TAG [SLOT=SLUG]...` a line, `#` comments.
+/// tag held, with the numbered runner's target there when known: `TAG
+/// [target=N] [SLOT=SLUG]...` a line, `#` comments.
 pub const RELEASES_FILE: &str = "legacy-releases";
 
 /// The reason of an entry adoption recorded from a Helm release history.
@@ -68,6 +72,11 @@ pub struct ReleaseTag {
     pub tag: String,
     /// Its version.
     pub version: Version,
+    /// The numbered runner's target at this release (`target=N`): an
+    /// upgrade to it ran every slot below N. `None`: not recorded, and the
+    /// release is taken to run every slot it holds (a target above its
+    /// highest script, as a runner counting its files has).
+    pub target: Option<u64>,
     /// The content of each diverged slot the tag held, by slot.
     pub contents: BTreeMap<u64, Slug>,
     /// Its line in the file, for messages.
@@ -111,8 +120,23 @@ impl LegacyReleases {
                 continue;
             }
             let mut contents = BTreeMap::new();
+            let mut target = None;
             let mut ok = true;
             for word in words {
+                if let Some(n) = word.strip_prefix("target=") {
+                    match n.parse::<u64>() {
+                        _ if target.is_some() => {
+                            bad("target= is given twice".to_owned());
+                            ok = false;
+                        }
+                        Ok(v) if v.to_string() == n => target = Some(v),
+                        _ => {
+                            bad(format!("target={n:?} is not a decimal integer"));
+                            ok = false;
+                        }
+                    }
+                    continue;
+                }
                 let parsed = word.split_once('=').and_then(|(n, s)| {
                     let number = (n.bytes().all(|b| b.is_ascii_digit())
                         && !(n.len() > 1 && n.starts_with('0')))
@@ -137,6 +161,7 @@ impl LegacyReleases {
                 tags.push(ReleaseTag {
                     tag: tag.to_owned(),
                     version,
+                    target,
                     contents,
                     line,
                 });
@@ -187,19 +212,25 @@ impl LegacyReleases {
         Self::parse(&path, &bytes).map(Some)
     }
 
-    /// The file's text for `tags` (each tag with the content of every
-    /// diverged slot it held), in the order given: the one definition of
-    /// the format, which `migrate convert` writes.
+    /// The file's text for `tags` (each tag with the numbered runner's
+    /// target there when known, and the content of every diverged slot it
+    /// held), in the order given: the one definition of the format, which
+    /// `migrate convert` writes.
     pub fn render<'a>(
-        tags: impl IntoIterator<Item = (&'a str, &'a BTreeMap<u64, Slug>)>,
+        tags: impl IntoIterator<Item = (&'a str, Option<u64>, &'a BTreeMap<u64, Slug>)>,
     ) -> String {
         let mut out = String::from(
-            "# Written by 'migrate convert': for every release tag it read, the content\n\
-             # of each diverged legacy-map slot the tag held (SLOT=SLUG). 'migrate adopt'\n\
-             # reads it with a cluster's release history (CONTRACT.md section 6.2).\n",
+            "# Written by 'migrate convert': for every release tag it read, the numbered\n\
+             # runner's target there when known (target=N: an upgrade to it ran every slot\n\
+             # below N) and the content of each diverged legacy-map slot the tag held\n\
+             # (SLOT=SLUG). 'migrate adopt' reads it with a cluster's release history\n\
+             # (CONTRACT.md section 6.2).\n",
         );
-        for (tag, contents) in tags {
+        for (tag, target, contents) in tags {
             out.push_str(tag);
+            if let Some(target) = target {
+                out.push_str(&format!(" target={target}"));
+            }
             for (number, slug) in contents {
                 out.push_str(&format!(" {number}={slug}"));
             }
@@ -484,13 +515,14 @@ fn describe(revision: &Revision) -> String {
 }
 
 /// What `history` says about `pair`, a diverged slot: the content of the
-/// first completed revision whose release holds the slot (the numbered
-/// runner ran it on that upgrade, or the release installed carried its
-/// effects). Unknown instead (never guessed) when before that revision a
+/// first completed revision whose release runs the slot (below its target,
+/// or held when no target is recorded: the numbered runner ran it on that
+/// upgrade, or the release installed carried its effects). Unknown instead (never guessed) when before that revision a
 /// failed, pending, uncounted pre-release or unplaceable revision may have
 /// run another content; when a completed revision names no release tag the
 /// file knows; when the history was pruned and begins with a release that
-/// already holds the slot; or when no completed revision holds it.
+/// already runs the slot; when a release's target is above a slot it does
+/// not hold; or when no completed revision runs it.
 pub(crate) fn answer(
     pair: &LegacyPair,
     releases: &LegacyReleases,
@@ -521,20 +553,43 @@ pub(crate) fn answer(
                 continue;
             }
         };
+        // Whether an upgrade to this release ran the slot: below its target
+        // when recorded (a release may ship a script its target does not
+        // reach yet, as a backport does), else when it holds the slot.
+        let runs = match tag.target {
+            Some(target) => number < target,
+            None => tag.contents.contains_key(&number),
+        };
+        if !runs {
+            continue;
+        }
+        let target = tag
+            .target
+            .map_or_else(String::new, |t| format!(", target {t}"));
         let Some(content) = tag.contents.get(&number) else {
-            // This release did not hold the slot: nothing ran at it here.
+            // Its target is above a slot it does not ship: the runner stops
+            // there, and nobody can say what ran.
+            let why = format!(
+                "{} is release {}{target}, above slot {number}, which it does not hold",
+                describe(revision),
+                tag.tag
+            );
+            if revision.status.completed() {
+                return SlotAnswer::Unknown(format!("{source}: {why}"));
+            }
+            maybe.push((None, why));
             continue;
         };
         if !counts {
             let why = if revision.status.completed() {
                 format!(
-                    "{} is pre-release {} (pre-releases count only with --count-prereleases), which held {content}",
+                    "{} is pre-release {}{target} (pre-releases count only with --count-prereleases), which ran {content}",
                     describe(revision),
                     tag.tag
                 )
             } else {
                 format!(
-                    "{} did not complete; release {} held {content}",
+                    "{} did not complete; release {}{target} would have run {content}",
                     describe(revision),
                     tag.tag
                 )
@@ -544,14 +599,14 @@ pub(crate) fn answer(
         }
         if let Some((_, why)) = maybe.iter().find(|(c, _)| *c != Some(content)) {
             return SlotAnswer::Unknown(format!(
-                "{source}: {} first ran release {} holding slot {number} ({content}), but before it {why}",
+                "{source}: {} is the first completed release running slot {number}, {}{target} ({content}), but before it {why}",
                 describe(revision),
                 tag.tag
             ));
         }
         if i == 0 && revision.revision != 1 {
             return SlotAnswer::Unknown(format!(
-                "{source}: the history begins at {} (older revisions were pruned, helm --history-max), whose release {} already holds slot {number}: it may have run before, with another content",
+                "{source}: the history begins at {} (older revisions were pruned, helm --history-max), whose release {}{target} already runs slot {number}: it may have run before, with another content",
                 describe(revision),
                 tag.tag
             ));
@@ -559,13 +614,13 @@ pub(crate) fn answer(
         return SlotAnswer::Ran {
             slug: content.clone(),
             why: format!(
-                "{source}: {} is the first completed revision whose release holds slot {number}: {} (by its {how}) held {content}",
+                "{source}: {} is the first completed revision whose release runs slot {number}: {}{target} (by its {how}) ran {content}",
                 describe(revision),
                 tag.tag
             ),
         };
     }
-    let mut why = format!("{source}: no completed revision of a release holding slot {number}");
+    let mut why = format!("{source}: no completed revision of a release running slot {number}");
     if !maybe.is_empty() {
         let notes: Vec<&str> = maybe.iter().map(|(_, w)| w.as_str()).collect();
         why.push_str(&format!(" ({})", notes.join("; ")));

@@ -135,7 +135,7 @@ fn a_history_through_this_lines_release_records_this_trees_content_and_nothing_r
     assert!(
         why.starts_with("helm-history: history.json: revision 2 (cozy-installer-1.3.0, deployed")
             && why.contains("v1.3.0")
-            && why.contains("held 2-v1-2-0"),
+            && why.contains("ran 2-v1-2-0"),
         "{why}"
     );
     assert_eq!(a.answered.len(), 1);
@@ -422,4 +422,78 @@ fn a_bad_legacy_releases_line_is_refused_naming_the_file_and_line() {
         ) && err.contains("t/legacy-releases:2: slot 9 is not in legacy-map"),
         "{err}"
     );
+}
+
+/// The same releases with the numbered runner's targets: v1.0.0 shipped
+/// slot 2 with a target (2) that did not reach it yet, as a backport
+/// waiting for its counter; v1.1.0 raised it. v1.4.0's target is above a
+/// slot 3 it does not ship.
+const TARGETED: &str = "\
+v0.9.0 target=2
+v1.0.0 target=2 2=2-v1-0-0
+v1.1.0 target=4 2=2-v1-2-0
+v1.4.0 target=5
+";
+
+fn adopt_targeted(history: HelmHistory) -> Adoption {
+    let releases =
+        LegacyReleases::parse(Path::new("tree/legacy-releases"), TARGETED.as_bytes()).unwrap();
+    let knowledge = AdoptKnowledge::default()
+        .with_releases(Some(releases))
+        .with_history(history);
+    adoption_with(&tree(), 4, &knowledge, &PlanContext::at(NOW)).unwrap()
+}
+
+#[test]
+fn a_release_whose_target_does_not_reach_a_slot_it_ships_did_not_run_it() {
+    let a = adopt_targeted(helm(&[
+        (1, "superseded", "0.9.0"),
+        (2, "superseded", "1.0.0"),
+        (3, "deployed", "1.1.0"),
+    ]));
+    assert_eq!(a.answered.len(), 1, "{:?}", a.entries);
+    assert_eq!(a.answered[0].ran.as_str(), "2-v1-2-0");
+    let why = message(&a, "2-v1-2-0");
+    assert!(
+        why.contains("revision 3") && why.contains("v1.1.0, target 4"),
+        "{why}"
+    );
+    // Without the targets, the release that shipped it first is taken to
+    // have run it.
+    let a = adopt(
+        helm(&[
+            (1, "superseded", "0.9.0"),
+            (2, "superseded", "1.0.0"),
+            (3, "deployed", "1.3.0"),
+        ]),
+        false,
+    );
+    assert_eq!(a.answered[0].ran.as_str(), "2-v1-0-0");
+
+    // A target above a slot the release does not ship: nobody can say.
+    let a = adopt_targeted(helm(&[
+        (1, "superseded", "0.9.0"),
+        (2, "deployed", "1.4.0"),
+    ]));
+    assert!(is_rerun(&a), "{:?}", a.entries);
+    assert!(
+        message(&a, "2-v1-2-0").contains("target 5, above slot 2, which it does not hold"),
+        "{}",
+        message(&a, "2-v1-2-0")
+    );
+}
+
+#[test]
+fn a_bad_target_in_legacy_releases_is_refused_naming_the_line() {
+    let parse = |text: &str| {
+        LegacyReleases::parse(Path::new("t/legacy-releases"), text.as_bytes())
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(
+        parse("v1.0.0 target=x\n")
+            .contains("t/legacy-releases:1: target=\"x\" is not a decimal integer")
+    );
+    assert!(parse("v1.0.0 target=01\n").contains("is not a decimal integer"));
+    assert!(parse("v1.0.0 target=3 target=4\n").contains("target= is given twice"));
 }

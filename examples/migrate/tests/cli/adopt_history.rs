@@ -40,10 +40,17 @@ impl Converted {
 }
 
 fn converted() -> Converted {
+    converted_with(&[])
+}
+
+/// Main's line converted with `--rewrite` and `extra`.
+fn converted_with(extra: &[&str]) -> Converted {
     let repo = history();
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("tree");
-    let (code, report, err) = common::numbered::convert(&repo, &tree, &["--rewrite"]);
+    let mut args = vec!["--rewrite"];
+    args.extend_from_slice(extra);
+    let (code, report, err) = common::numbered::convert(&repo, &tree, &args);
     assert_eq!(code, 0, "{err}\n{report}");
     let lint = migrate().arg("lint").arg(&tree).output().unwrap();
     assert!(
@@ -536,4 +543,85 @@ async fn a_real_helm_release_upgraded_through_two_versions_answers_the_adoption(
     );
     assert_eq!(doc["reruns"], serde_json::json!([]));
     assert_eq!(first_run(&c), ["3-main", "4-final"]);
+}
+
+/// The numbered runner's targets at the fixture's tags: the release
+/// branch's v1.0.1 ships its backport of slot 3 without raising the target
+/// (as the reference platform's release guide asks), so only main's
+/// v1.1.0 line runs slot 3.
+const TARGETS: &str = "# tag target\nv1.0.0 3\nv1.0.1 3\nv1.1.0-rc.1 5\nv1.1.0-rc.2 5\nv1.1.0 5\n";
+
+#[test]
+fn with_release_targets_a_release_that_ships_a_slot_below_its_target_only_did_not_run_it() {
+    let targets = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(targets.path(), TARGETS).unwrap();
+    let c = converted_with(&["--release-targets", targets.path().to_str().unwrap()]);
+    let text = std::fs::read_to_string(c.tree().join("legacy-releases")).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(
+        lines,
+        [
+            "v1.0.0 target=3",
+            "v1.0.1 target=3 3=3-v1-0-1",
+            "v1.1.0-rc.1 target=5 3=3-v1-1-0-rc-1 4=4-v1-1-0-rc-1",
+            "v1.1.0-rc.2 target=5 3=3-v1-1-0-rc-1 4=4-v1-1-0-rc-2",
+            "v1.1.0 target=5 3=3-v1-1-0-rc-1 4=4-v1-1-0-rc-2",
+        ]
+    );
+    // Through the release branch's v1.0.1 (which shipped the backport but
+    // did not run it) to main's v1.1.0, which ran main's content.
+    let (code, doc, err) = adopt_with_file(
+        &c,
+        "5",
+        &helm_json(&[
+            (1, "superseded", "1.0.0"),
+            (2, "superseded", "1.0.1"),
+            (3, "deployed", "1.1.0"),
+        ]),
+    );
+    assert_eq!(code, 0, "{err}\n{doc}");
+    assert_eq!(fields(&doc["history_answered"], "ran"), ["3-v1-1-0-rc-1"]);
+    assert!(
+        doc["history_answered"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("revision 3 (platform-1.1.0, deployed"),
+        "{doc}"
+    );
+    assert!(first_run(&c).is_empty());
+}
+
+#[test]
+fn a_bad_release_targets_file_is_bad_input_naming_its_line() {
+    let repo = history();
+    let out = tempfile::tempdir().unwrap();
+    let targets = tempfile::NamedTempFile::new().unwrap();
+    let convert = |text: &str| {
+        std::fs::write(targets.path(), text).unwrap();
+        common::numbered::convert(
+            &repo,
+            &out.path().join("tree"),
+            &["--release-targets", targets.path().to_str().unwrap()],
+        )
+    };
+    let name = targets.path().display().to_string();
+    let (code, doc, _) = convert("v1.0.0 3\nv1.0.1\n");
+    assert_eq!(code, 2, "{doc}");
+    common::assert_first_problem(&doc, &format!("{name}:2: expected 'TAG TARGET'"));
+    let (code, doc, _) = convert("v1.0.0 x\n");
+    assert_eq!(code, 2, "{doc}");
+    common::assert_first_problem(
+        &doc,
+        &format!("{name}:1: target \"x\" is not a decimal integer"),
+    );
+    let (code, doc, _) = convert("v1.0.0 3\nv1.0.0 4\n");
+    assert_eq!(code, 2, "{doc}");
+    common::assert_first_problem(&doc, "v1.0.0 is given already on line 1");
+    let (code, doc, _) = convert("v9.9.9 3\n");
+    assert_eq!(code, 2, "{doc}");
+    common::assert_first_problem(
+        &doc,
+        &format!("{name}:1: v9.9.9 is no release tag convert read"),
+    );
+    assert!(!out.path().join("tree").exists());
 }
