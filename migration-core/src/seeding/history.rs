@@ -254,6 +254,28 @@ impl LegacyReleases {
         self.tags.iter().find(|t| &t.version == version)
     }
 
+    /// Every release no newer than `version` that runs slot `number`
+    /// (pre-releases only when they count), with the content it held
+    /// there (`None`: its target is above the slot, which it does not
+    /// hold): what a cluster that reached `version` may have run at it.
+    pub fn candidates(
+        &self,
+        number: u64,
+        version: &Version,
+        count_prereleases: bool,
+    ) -> Vec<(&str, Option<&Slug>)> {
+        self.tags
+            .iter()
+            .filter(|t| &t.version <= version)
+            .filter(|t| count_prereleases || !t.version.is_prerelease())
+            .filter(|t| match t.target {
+                Some(target) => number < target,
+                None => t.contents.contains_key(&number),
+            })
+            .map(|t| (t.tag.as_str(), t.contents.get(&number)))
+            .collect()
+    }
+
     /// Lines that contradict the tree's `legacy-map`: a slot it does not
     /// have, or a slug the map gives to another slot.
     pub fn check_against(&self, map: &[LegacyPair]) -> Result<(), HistoryError> {
@@ -521,7 +543,8 @@ fn describe(revision: &Revision) -> String {
 /// failed, pending, uncounted pre-release or unplaceable revision may have
 /// run another content; when a completed revision names no release tag the
 /// file knows; when the history was pruned and begins with a release that
-/// already runs the slot; when a release's target is above a slot it does
+/// already runs the slot while an older release ran another content there;
+/// when a release's target is above a slot it does
 /// not hold; or when no completed revision runs it.
 pub(crate) fn answer(
     pair: &LegacyPair,
@@ -605,11 +628,36 @@ pub(crate) fn answer(
             ));
         }
         if i == 0 && revision.revision != 1 {
-            return SlotAnswer::Unknown(format!(
-                "{source}: the history begins at {} (older revisions were pruned, helm --history-max), whose release {}{target} already runs slot {number}: it may have run before, with another content",
-                describe(revision),
-                tag.tag
-            ));
+            // Pruned (helm --history-max): the slot ran at this release or
+            // at one before it that the history no longer shows. Clusters
+            // never downgrade, so those were releases no newer than this
+            // one (final ones, unless pre-releases count): when every such
+            // release that runs the slot held this content, it is the
+            // answer; otherwise nobody can say.
+            let before = releases.candidates(number, &tag.version, count_prereleases);
+            if before.iter().any(|(_, c)| *c != Some(content)) {
+                let list: Vec<String> = before
+                    .iter()
+                    .map(|(t, c)| match c {
+                        Some(c) => format!("{t}: {c}"),
+                        None => format!("{t}: a target above a slot it does not hold"),
+                    })
+                    .collect();
+                return SlotAnswer::Unknown(format!(
+                    "{source}: the history begins at {} (older revisions were pruned, helm --history-max), whose release {}{target} already runs slot {number}, and releases no newer than it ran other contents there ({})",
+                    describe(revision),
+                    tag.tag,
+                    list.join(", ")
+                ));
+            }
+            return SlotAnswer::Ran {
+                slug: content.clone(),
+                why: format!(
+                    "{source}: the history begins at {} (older revisions were pruned, helm --history-max), whose release {}{target} (by its {how}) runs slot {number}: it ran there or at an older release, and every release no newer than it that runs the slot ran {content}",
+                    describe(revision),
+                    tag.tag
+                ),
+            };
         }
         return SlotAnswer::Ran {
             slug: content.clone(),

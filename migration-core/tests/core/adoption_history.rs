@@ -281,13 +281,19 @@ fn a_pre_release_counts_only_when_the_maintainer_says_clusters_ran_them() {
 }
 
 #[test]
-fn a_pruned_history_that_begins_holding_the_slot_cannot_say_which_content_ran() {
+fn a_pruned_history_answers_only_when_every_older_release_running_the_slot_held_one_content() {
+    // Begins (revisions 1-6 pruned) at v1.2.0, which runs slot 2: it ran
+    // there, or at v1.0.0 or v1.1.0 with the other content.
     let a = adopt(
         helm(&[(7, "superseded", "1.2.0"), (8, "deployed", "1.3.0")]),
         false,
     );
     assert!(is_rerun(&a), "{:?}", a.entries);
-    assert!(message(&a, "2-v1-2-0").contains("pruned"));
+    let why = message(&a, "2-v1-2-0");
+    assert!(
+        why.contains("pruned") && why.contains("v1.0.0: 2-v1-0-0"),
+        "{why}"
+    );
 
     // Pruned, but beginning before the slot: the slot ran within it.
     let a = adopt(
@@ -295,6 +301,21 @@ fn a_pruned_history_that_begins_holding_the_slot_cannot_say_which_content_ran() 
         false,
     );
     assert_eq!(a.answered.len(), 1, "{:?}", a.entries);
+
+    // Begins at v1.1.0, the first release whose target reaches slot 2:
+    // every release no newer that runs it held one content.
+    let a = adopt_targeted(helm(&[
+        (5, "superseded", "1.1.0"),
+        (6, "deployed", "1.4.0"),
+    ]));
+    assert_eq!(a.answered.len(), 1, "{:?}", a.entries);
+    assert_eq!(a.answered[0].ran.as_str(), "2-v1-2-0");
+    assert!(
+        message(&a, "2-v1-2-0")
+            .contains("every release no newer than it that runs the slot ran 2-v1-2-0"),
+        "{}",
+        message(&a, "2-v1-2-0")
+    );
 }
 
 #[test]
