@@ -4,6 +4,13 @@
 //! cluster's (`legacy`, §6.2). [`crate::Migrator`] writes them; `migrate
 //! seed-fresh --render` and `migrate adopt` print them.
 
+mod history;
+
+pub use history::{
+    HELM_HISTORY, HelmHistory, HistoryError, LegacyReleases, MAX_INPUT_BYTES, RELEASES_FILE,
+    ReleaseTag, Revision, RevisionStatus,
+};
+
 use std::collections::BTreeMap;
 
 use crate::entry::{EntryState, LedgerEntry};
@@ -56,6 +63,73 @@ pub fn adoption(
     ran: &[Slug],
     context: &PlanContext,
 ) -> Result<Adoption, AdoptError> {
+    let knowledge = AdoptKnowledge {
+        ran: ran.to_vec(),
+        ..AdoptKnowledge::default()
+    };
+    adoption_with(tree, legacy_version, &knowledge, context)
+}
+
+/// What is known about an adopted cluster beyond its integer: the answers
+/// a person gave (`--ran`) and what the cluster's release history tells.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct AdoptKnowledge {
+    /// Contents of diverged slots the person adopting says ran (`--ran`).
+    pub ran: Vec<Slug>,
+    /// The tree's `legacy-releases` (which content each release tag held);
+    /// without it no history can answer.
+    pub releases: Option<LegacyReleases>,
+    /// The cluster's release histories (Helm's), each answering alone.
+    pub histories: Vec<HelmHistory>,
+    /// Whether a completed revision of a pre-release counts as run: only
+    /// when the maintainer says clusters ran pre-releases.
+    pub count_prereleases: bool,
+}
+
+impl AdoptKnowledge {
+    /// `ran` as the person's answers.
+    pub fn with_ran(mut self, ran: Vec<Slug>) -> Self {
+        self.ran = ran;
+        self
+    }
+
+    /// The tree's release map.
+    pub fn with_releases(mut self, releases: Option<LegacyReleases>) -> Self {
+        self.releases = releases;
+        self
+    }
+
+    /// One more release history.
+    pub fn with_history(mut self, history: HelmHistory) -> Self {
+        self.histories.push(history);
+        self
+    }
+
+    /// Whether pre-release revisions count.
+    pub fn counting_prereleases(mut self, count: bool) -> Self {
+        self.count_prereleases = count;
+        self
+    }
+}
+
+/// [`adoption`] with everything known about the cluster. A diverged slot
+/// below the version that no `--ran` settles is asked of each history
+/// (CONTRACT.md §6.2): the content of the first completed revision whose
+/// release held the slot is recorded, its entry's reason
+/// [`HELM_HISTORY`] and its message naming the revision; when no history
+/// can say (none given, no `legacy-releases`, a failed or pending revision
+/// that may have run another content first, a pruned history, a
+/// pre-release not counted, histories that disagree), the slot falls back
+/// to the rerun, its message saying why the history did not answer. A
+/// history never refuses an adoption; a `--ran` the history contradicts
+/// does ([`AdoptError::RanContradictsHistory`]).
+pub fn adoption_with(
+    tree: &MigrationsTree,
+    legacy_version: u64,
+    knowledge: &AdoptKnowledge,
+    context: &PlanContext,
+) -> Result<Adoption, AdoptError> {
     let Some(highest) = tree.legacy_map().iter().map(|p| p.number).max() else {
         return Err(AdoptError::NoLegacyMap {
             root: tree.root().to_path_buf(),
@@ -68,11 +142,14 @@ pub fn adoption(
             highest,
         });
     }
+    if let Some(releases) = &knowledge.releases {
+        releases.check_against(tree.legacy_map())?;
+    }
     // Which content of each diverged slot the cluster ran: the integer
     // cannot say (CONTRACT.md §6.2), so the person adopting it does.
     let mut chosen: BTreeMap<u64, &Slug> = BTreeMap::new();
     let mut ran_entries = Vec::new();
-    for slug in ran {
+    for slug in &knowledge.ran {
         let pair = tree
             .legacy_map()
             .iter()
@@ -98,6 +175,70 @@ pub fn adoption(
         };
         ran_entries.push((slug.clone(), entry));
     }
+    // Then what the cluster's history tells, for the slots left.
+    let mut answered = Vec::new();
+    let mut unanswered: BTreeMap<u64, String> = BTreeMap::new();
+    let diverged = tree
+        .legacy_map()
+        .iter()
+        .filter(|p| p.number < legacy_version && !p.others.is_empty());
+    for pair in diverged {
+        let told = tell(pair, knowledge);
+        if let Some(given) = chosen.get(&pair.number) {
+            if let Told::Ran { slug, why } = &told
+                && slug != *given
+            {
+                return Err(AdoptError::RanContradictsHistory {
+                    given: (*given).clone(),
+                    number: pair.number,
+                    history: why.clone(),
+                });
+            }
+            continue;
+        }
+        match told {
+            Told::Ran { slug, why } => {
+                let message = format!("{HELM_HISTORY}: {why}");
+                // A content this line does not list (one only pre-releases
+                // held, counted here but not by convert): this tree's
+                // content did not run and runs once; its entry says so.
+                let (recorded, entry) = if slug == pair.slug || pair.others.contains(&slug) {
+                    let batch = (slug == pair.slug).then(|| crate::BatchName::legacy().to_string());
+                    let entry = LedgerEntry {
+                        batch,
+                        reason: Some(HELM_HISTORY.to_owned()),
+                        message: Some(message.clone()),
+                        ..LedgerEntry::new(EntryState::Legacy, context.now)
+                    };
+                    (slug.clone(), entry)
+                } else {
+                    let entry = LedgerEntry {
+                        batch: Some(crate::BatchName::legacy().to_string()),
+                        reason: Some(HELM_HISTORY.to_owned()),
+                        message: Some(format!(
+                            "{message}; legacy-map does not list {slug} among slot {}'s others, and this tree's content '{}' is another content: it runs once",
+                            pair.number, pair.slug
+                        )),
+                        ..LedgerEntry::new(EntryState::NotYet, context.now)
+                    };
+                    (pair.slug.clone(), entry)
+                };
+                answered.push(Answered {
+                    number: pair.number,
+                    ran: slug,
+                    recorded: recorded.clone(),
+                    state: entry.state,
+                    why: message,
+                });
+                ran_entries.push((recorded, entry));
+            }
+            Told::Unknown(why) => {
+                if let Some(why) = why {
+                    unanswered.insert(pair.number, why);
+                }
+            }
+        }
+    }
     let snapshot = LedgerSnapshot {
         version: crate::ledger::LegacyVersion::Known(legacy_version),
         records: ran_entries
@@ -112,10 +253,24 @@ pub fn adoption(
         &PlanRequest::tier(crate::header::Tier::PreApply),
         context,
     )?;
+    let number = |slug: &Slug| {
+        tree.legacy_map()
+            .iter()
+            .find(|p| &p.slug == slug || p.others.contains(slug))
+            .map(|p| p.number)
+    };
     let reruns: Vec<(Slug, String)> = plan
         .pending
         .iter()
-        .filter_map(|p| p.rerun.clone().map(|why| (p.slug.clone(), why)))
+        .filter_map(|p| {
+            let why = p.rerun.clone()?;
+            // Why the history, when there was one, did not answer.
+            let why = match number(&p.slug).and_then(|n| unanswered.get(&n)) {
+                Some(history) => format!("{why}; the release history did not answer: {history}"),
+                None => why,
+            };
+            Some((p.slug.clone(), why))
+        })
         .collect();
     let mut entries = ran_entries;
     // The adopted ledger has no `version` (the engine never writes it), so
@@ -138,14 +293,81 @@ pub fn adoption(
             .map(|s| (s.slug, s.entry)),
     );
     // In legacy-map order, as the numbered runner ran them.
-    let number = |slug: &Slug| {
-        tree.legacy_map()
-            .iter()
-            .find(|p| &p.slug == slug || p.others.contains(slug))
-            .map(|p| p.number)
-    };
     entries.sort_by_key(|(slug, _)| number(slug));
-    Ok(Adoption { entries, reruns })
+    let notes = knowledge
+        .histories
+        .iter()
+        .flat_map(|h| history::uncounted(h, knowledge.count_prereleases))
+        .collect();
+    Ok(Adoption {
+        entries,
+        reruns,
+        answered,
+        notes,
+    })
+}
+
+/// What the histories tell about one diverged slot.
+enum Told {
+    /// Every history that answered says this content ran.
+    Ran {
+        /// The content.
+        slug: Slug,
+        /// Why (the revision that ran it), from the first history.
+        why: String,
+    },
+    /// Nobody can say; why, when a history was asked.
+    Unknown(Option<String>),
+}
+
+/// Asks every history about `pair`: an answer only when those that answer
+/// agree.
+fn tell(pair: &crate::tree::LegacyPair, knowledge: &AdoptKnowledge) -> Told {
+    if knowledge.histories.is_empty() {
+        return Told::Unknown(None);
+    }
+    let Some(releases) = &knowledge.releases else {
+        return Told::Unknown(Some(format!(
+            "the tree has no {RELEASES_FILE} file saying which content each release tag held (written by `migrate convert`)"
+        )));
+    };
+    let mut ran: Option<(Slug, String)> = None;
+    let mut unknown = Vec::new();
+    for h in &knowledge.histories {
+        match history::answer(pair, releases, h, knowledge.count_prereleases) {
+            history::SlotAnswer::Ran { slug, why } => match &ran {
+                Some((first, first_why)) if *first != slug => {
+                    return Told::Unknown(Some(format!(
+                        "the histories disagree: {first_why}; but {why}"
+                    )));
+                }
+                Some(_) => {}
+                None => ran = Some((slug, why)),
+            },
+            history::SlotAnswer::Unknown(why) => unknown.push(why),
+        }
+    }
+    match ran {
+        Some((slug, why)) => Told::Ran { slug, why },
+        None => Told::Unknown(Some(unknown.join("; "))),
+    }
+}
+
+/// A diverged slot a release history answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answered {
+    /// The slot's integer.
+    pub number: u64,
+    /// The content the history says ran.
+    pub ran: Slug,
+    /// The slug whose entry records it: `ran` (`legacy`), or this tree's
+    /// content (`not-yet`, to run once) when `ran` is no content this
+    /// line's `legacy-map` lists.
+    pub recorded: Slug,
+    /// The recorded entry's state.
+    pub state: EntryState,
+    /// The entry's message: which revision of which history, and why.
+    pub why: String,
 }
 
 /// What adopting a numbered cluster writes, and what its first run does
@@ -158,6 +380,11 @@ pub struct Adoption {
     /// This tree's contents of diverged slots nobody said which content of
     /// ran: the first run executes them, and each entry says why.
     pub reruns: Vec<(Slug, String)>,
+    /// The diverged slots a release history answered.
+    pub answered: Vec<Answered>,
+    /// Revisions that did not count as run (failed, pending, uncounted
+    /// pre-releases), each with why: said, never dropped silently.
+    pub notes: Vec<String>,
 }
 
 /// What adoption does with the ledger it finds ([`adopt_into`]).
@@ -304,6 +531,21 @@ pub enum AdoptError {
         version: u64,
         /// The map's highest integer.
         highest: u64,
+    },
+    /// `legacy-releases` contradicts `legacy-map`.
+    #[error(transparent)]
+    Releases(#[from] HistoryError),
+    /// A `--ran` that the release history contradicts.
+    #[error(
+        "--ran {given} contradicts the release history of slot {number}: {history}; drop the --ran or check the history"
+    )]
+    RanContradictsHistory {
+        /// The slug given.
+        given: Slug,
+        /// The slot.
+        number: u64,
+        /// What the history says.
+        history: String,
     },
     /// Two `--ran` slugs of one slot: a cluster ran exactly one of them.
     #[error(

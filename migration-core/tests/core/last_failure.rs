@@ -190,6 +190,8 @@ fn a_corrupt_last_failure_never_refuses_an_adoption_but_a_corrupt_entry_key_stil
     let adoption = Adoption {
         entries: Vec::new(),
         reruns: Vec::new(),
+        answered: Vec::new(),
+        notes: Vec::new(),
     };
     let data = [
         ("version", "4"),

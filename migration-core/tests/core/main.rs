@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod adoption_history;
 mod common;
 mod diverged_legacy;
 mod header_near_miss;

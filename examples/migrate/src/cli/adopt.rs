@@ -14,7 +14,9 @@
 //! Creating and only-if-absent writes never replace an entry, so no run lock
 //! is taken: a runner racing with it seeds the same `legacy` entries.
 
-use migration_core::seeding::{AdoptError, AdoptWrite, adopt_into, adoption};
+use migration_core::seeding::{
+    AdoptError, AdoptKnowledge, AdoptWrite, LegacyReleases, adopt_into, adoption_with,
+};
 use migration_core::{
     Clock, EntryState, MigrateError, MigrationsTree, PlanContext, SystemClock, WriteMode,
 };
@@ -35,10 +37,34 @@ pub async fn adopt(args: AdoptArgs, out: &Out) -> Result<(), Failure> {
         image: None,
         allowed_interpreters: PlanContext::default_interpreters(),
     };
-    let adoption = adoption(&tree, version, &args.ran, &context).map_err(|e| match e {
+    // What the cluster can tell: its Helm release history, read with the
+    // tree's map of which content each release tag held.
+    let releases =
+        LegacyReleases::read(tree.root()).map_err(|e| Failure::bad_input(vec![e.to_string()]))?;
+    let mut knowledge = AdoptKnowledge::default()
+        .with_ran(args.ran.clone())
+        .with_releases(releases)
+        .counting_prereleases(args.count_prereleases);
+    let mut read_notes = Vec::new();
+    if let Some(file) = &args.helm_history {
+        knowledge = knowledge.with_history(super::adopt_history::from_file(file)?);
+    }
+    if let Some(release) = &args.helm_release {
+        let (history, note) =
+            super::adopt_history::from_helm(&args.helm, release, &args.cluster).await?;
+        if let Some(history) = history {
+            knowledge = knowledge.with_history(history);
+        }
+        read_notes.extend(note);
+    }
+    let adoption = adoption_with(&tree, version, &knowledge, &context).map_err(|e| match e {
         AdoptError::Plan(e) => Failure::from(MigrateError::from(e)),
         other => Failure::bad_input(vec![other.to_string()]),
     })?;
+    let notes: Vec<String> = read_notes
+        .into_iter()
+        .chain(adoption.notes.iter().cloned())
+        .collect();
     let ledger = open(&args.ledger).await?;
     let describe = ledger.describe();
     let snapshot = ledger.read().await?;
@@ -69,12 +95,28 @@ pub async fn adopt(args: AdoptArgs, out: &Out) -> Result<(), Failure> {
         .iter()
         .map(|(slug, why)| serde_json::json!({"slug": slug.as_str(), "reason": why}))
         .collect();
+    let answered: Vec<serde_json::Value> = adoption
+        .answered
+        .iter()
+        .map(|a| {
+            serde_json::json!({
+                "slot": a.number,
+                "ran": a.ran.as_str(),
+                "recorded": a.recorded.as_str(),
+                "state": a.state.as_str(),
+                "reason": migration_core::seeding::HELM_HISTORY,
+                "message": a.why,
+            })
+        })
+        .collect();
     let view = serde_json::json!({
         "ledger": describe,
         "legacy_version": version,
         "outcome": outcome,
         "legacy": legacy,
         "reruns": reruns,
+        "history_answered": answered,
+        "history_notes": notes,
     });
     out.emit(&view, |_| {
         let what = match outcome {
@@ -91,6 +133,18 @@ pub async fn adopt(args: AdoptArgs, out: &Out) -> Result<(), Failure> {
                 format!(" ({})", legacy.join(", "))
             }
         );
+        for a in &adoption.answered {
+            text.push_str(&format!(
+                "slot {}: '{}' recorded {} from the release history: {}\n",
+                a.number,
+                a.recorded,
+                a.state.as_str(),
+                a.why
+            ));
+        }
+        for note in &notes {
+            text.push_str(&format!("note: {note}\n"));
+        }
         for (slug, why) in &adoption.reruns {
             text.push_str(&format!(
                 "'{slug}' recorded not-yet; the first run executes it: {why}\n"

@@ -203,7 +203,7 @@ mod examples {
     pub const TEST: &str = "Examples:\n  migrate test migrations\n  migrate test migrations --real-cluster ./test-cluster.kubeconfig\n";
     pub const COMPLETIONS: &str =
         "Examples:\n  migrate completions bash > /etc/bash_completion.d/migrate\n";
-    pub const ADOPT: &str = "Examples:\n  migrate adopt migrations --legacy-version 54 --ledger configmap:cozy-system/cozystack-version\n";
+    pub const ADOPT: &str = "Examples:\n  migrate adopt migrations --legacy-version 54 --ledger configmap:cozy-system/cozystack-version\n  migrate adopt migrations --legacy-version 54 --ledger configmap:cozy-system/cozystack-version --helm-release cozy-system/cozystack\n  helm history cozystack -n cozy-system -o json | migrate adopt migrations --legacy-version 54 --ledger file:ledger.json --helm-history -\n";
     pub const CONVERT: &str =
         "Examples:\n  migrate convert --repo . --path migrations --out converted/migrations\n";
 }
@@ -271,9 +271,31 @@ pub struct AdoptArgs {
     pub legacy_version: u64,
     /// For a diverged legacy slot below the version (a legacy-map line with
     /// others=): the content this cluster ran, this tree's slug or one of
-    /// its others. Repeat per slot; a slot nobody settles is refused.
+    /// its others. Repeat per slot; a slot nobody settles runs this tree's
+    /// content again, its entry saying why (unsafe-to-repeat: refused).
     #[arg(long = "ran", value_name = "SLUG")]
     pub ran: Vec<Slug>,
+    /// The platform's Helm release history (`helm history RELEASE -o json`)
+    /// as a file, `-` for stdin: with the tree's legacy-releases it answers
+    /// which content of a diverged slot ran.
+    #[arg(long, value_name = "FILE")]
+    pub helm_history: Option<PathBuf>,
+    /// The platform's Helm release, NAMESPACE/NAME: its history is read with
+    /// `helm history` (with --kubeconfig and --context), as --helm-history.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub helm_release: Option<String>,
+    /// The `helm` that --helm-release runs.
+    #[arg(
+        long,
+        env = "MIGRATE_HELM",
+        default_value = "helm",
+        value_name = "PATH"
+    )]
+    pub helm: PathBuf,
+    /// Clusters ran pre-releases: a completed revision of a pre-release
+    /// counts as run (without it, it answers nothing).
+    #[arg(long)]
+    pub count_prereleases: bool,
     /// The ledger to create (or to complete, when it holds only this version).
     #[arg(long, env = "MIGRATE_LEDGER")]
     pub ledger: LedgerSpec,

@@ -64,6 +64,13 @@ pub struct ConvertArgs {
     /// default it does not: production clusters install final releases.
     #[arg(long, conflicts_with = "skip_prereleases")]
     pub count_prereleases: bool,
+    /// A file of 'TAG TARGET' lines: the numbered runner's target at each
+    /// release tag (where the platform keeps it is its own), written into
+    /// legacy-releases so that `migrate adopt --helm-history` knows which
+    /// slots an upgrade to a release ran. A tag it does not name is taken
+    /// to run every slot it holds.
+    #[arg(long, value_name = "FILE")]
+    pub release_targets: Option<PathBuf>,
 }
 
 /// `--header-marker WORD`.
@@ -89,7 +96,18 @@ pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
                 .map_err(|e| Failure::bad_input(vec![e.to_string()]))?
         }
     };
+    let release_targets = match &args.release_targets {
+        None => convert::slots::ReleaseTargets::default(),
+        Some(file) => {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                Failure::bad_input(vec![format!("{}: cannot be read: {e}", file.display())])
+            })?;
+            convert::slots::ReleaseTargets::parse(&file.display().to_string(), &text)
+                .map_err(|e| Failure::bad_input(vec![e.to_string()]))?
+        }
+    };
     let options = Options {
+        release_targets,
         slug_map,
         chain: !args.no_chain,
         repo: args.repo,

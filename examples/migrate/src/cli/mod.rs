@@ -5,6 +5,7 @@
 //! through [`Out`], and a [`Failure`] carries the exit code.
 
 mod adopt;
+mod adopt_history;
 pub mod args;
 mod cluster_commands;
 mod convert;

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod adopt;
+mod adopt_history;
 mod bad_input;
 mod bytes_executed;
 mod chart;

@@ -62,6 +62,10 @@ pub struct Options {
     /// script answering not-yet then holds back every later one); off with
     /// `--no-chain`.
     pub chain: bool,
+    /// The numbered runner's target at each release tag
+    /// (`--release-targets`), written into `legacy-releases` as
+    /// `target=N`; a tag it does not name gets none.
+    pub release_targets: slots::ReleaseTargets,
 }
 
 /// Why a conversion did not happen. Nothing is written in any case.
@@ -120,6 +124,13 @@ pub enum ConvertError {
     NotText {
         /// The numbered script.
         path: String,
+    },
+    /// A `--release-targets` refused: every problem, each naming the file
+    /// and line.
+    #[error("{}", problems.join("; "))]
+    ReleaseTargets {
+        /// The problems.
+        problems: Vec<String>,
     },
     /// A `--slug-map` refused: every problem, each naming the file and line.
     #[error("{}", problems.join("; "))]
@@ -256,6 +267,12 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
         files.insert(format!("lib/{rel}"), bytes.clone());
     }
     files.insert("legacy-map".into(), legacy_map(&plans).into_bytes());
+    if let Some(text) = slots::legacy_releases(&history, &plans, &options.release_targets)? {
+        files.insert(
+            migration_core::seeding::RELEASES_FILE.into(),
+            text.into_bytes(),
+        );
+    }
     files.insert(
         "revoked".into(),
         b"# Slugs that must not run (CONTRACT.md section 8.1), one a line.\n".to_vec(),

@@ -60,6 +60,124 @@ impl SlotPlan {
     }
 }
 
+/// `--release-targets FILE`: `TAG TARGET` lines (`#` comments, blank
+/// lines), the numbered runner's target at each release tag. Convert
+/// cannot read it from the tags itself: where a platform keeps it (a chart
+/// value, a computed count) is its own, and a release may ship a script its
+/// target does not reach yet (a backport waiting for its counter), so
+/// "the release holds slot N" does not say "an upgrade to it ran N".
+#[derive(Debug, Clone, Default)]
+pub struct ReleaseTargets {
+    /// The file as given, for messages.
+    file: String,
+    /// Target and line, by tag.
+    entries: BTreeMap<String, (u64, usize)>,
+}
+
+impl ReleaseTargets {
+    /// Parses the file; `file` names it in errors. Every bad line is
+    /// reported with its line: not `TAG TARGET`, a target that is no
+    /// decimal integer, a tag given twice.
+    pub fn parse(file: &str, text: &str) -> Result<Self, ConvertError> {
+        let mut entries: BTreeMap<String, (u64, usize)> = BTreeMap::new();
+        let mut problems = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = i + 1;
+            let words: Vec<&str> = raw
+                .split('#')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            match words.as_slice() {
+                [] => {}
+                [tag, n] => match n.parse::<u64>() {
+                    Ok(target) if target.to_string() == *n => {
+                        if let Some((_, first)) = entries.get(*tag) {
+                            problems.push(format!(
+                                "{file}:{line}: {tag} is given already on line {first}"
+                            ));
+                        } else {
+                            entries.insert((*tag).to_owned(), (target, line));
+                        }
+                    }
+                    _ => problems.push(format!(
+                        "{file}:{line}: target {n:?} is not a decimal integer"
+                    )),
+                },
+                _ => problems.push(format!(
+                    "{file}:{line}: expected 'TAG TARGET' (a release tag, then the numbered runner's target there), found {:?}",
+                    raw.trim()
+                )),
+            }
+        }
+        if problems.is_empty() {
+            Ok(ReleaseTargets {
+                file: file.to_owned(),
+                entries,
+            })
+        } else {
+            Err(ConvertError::ReleaseTargets { problems })
+        }
+    }
+}
+
+/// The `legacy-releases` file (`migration_core::seeding::RELEASES_FILE`):
+/// for every tag read, the runner's target there (when `targets` names
+/// it) and the content of each diverged slot it held. A slug names only
+/// the first tag of its content, so without it nothing could map a release
+/// a cluster went through (its Helm history) to the content it ran
+/// (`migrate adopt --helm-history`). `None` when no slot diverged: there is
+/// nothing to answer. Refused: a `targets` line naming a tag that was not
+/// read (a typo would silently leave that tag without its target).
+pub fn legacy_releases(
+    history: &History,
+    plans: &[SlotPlan],
+    targets: &ReleaseTargets,
+) -> Result<Option<String>, ConvertError> {
+    let read: Vec<&str> = history
+        .tags
+        .iter()
+        .filter_map(|t| t.tag.as_deref())
+        .collect();
+    let unknown: Vec<String> = targets
+        .entries
+        .iter()
+        .filter(|(tag, _)| !read.contains(&tag.as_str()))
+        .map(|(tag, (_, line))| {
+            format!(
+                "{}:{line}: {tag} is no release tag convert read (--tag-pattern)",
+                targets.file
+            )
+        })
+        .collect();
+    if !unknown.is_empty() {
+        return Err(ConvertError::ReleaseTargets { problems: unknown });
+    }
+    let diverged: Vec<&SlotPlan> = plans.iter().filter(|p| p.variants.len() > 1).collect();
+    if diverged.is_empty() {
+        return Ok(None);
+    }
+    let lines: Vec<(&str, Option<u64>, BTreeMap<u64, Slug>)> = read
+        .iter()
+        .map(|tag| {
+            let contents = diverged
+                .iter()
+                .filter_map(|p| {
+                    p.variants
+                        .iter()
+                        .find(|v| v.tags.iter().any(|t| t == tag))
+                        .map(|v| (p.number, v.slug.clone()))
+                })
+                .collect();
+            (*tag, targets.entries.get(*tag).map(|(t, _)| *t), contents)
+        })
+        .collect();
+    Ok(Some(migration_core::seeding::LegacyReleases::render(
+        lines.iter().map(|(t, target, c)| (*t, *target, c)),
+    )))
+}
+
 /// The slug the converted script of `plans[i]` requires: the nearest
 /// slot before it that never diverged. A diverged slot's slug is its own
 /// line's content, so requiring it would make one script's bytes differ
