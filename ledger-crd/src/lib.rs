@@ -116,6 +116,7 @@ mod api;
 mod condition;
 mod create;
 mod ledger;
+mod lock;
 mod resource;
 mod state;
 
