@@ -17,7 +17,9 @@
 //! free, expired or already ours can be taken; held is
 //! [`LedgerError::LockHeld`] naming the holder; a renewal or a write under a
 //! lease someone else now holds is [`LedgerError::LockLost`]; releasing a
-//! lease no longer ours leaves the holder alone. The ConfigMap must exist
+//! lease no longer ours leaves the holder alone (the rules are
+//! [`migration_kube::object_lock`]'s, shared with the custom-resource
+//! ledger's `status.lock`). The ConfigMap must exist
 //! ([`LedgerError::NotFound`] before): a fresh install is one create, which
 //! never overwrites and runs nothing, so it needs no lock.
 

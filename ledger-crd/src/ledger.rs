@@ -389,8 +389,8 @@ impl Ledger for CrdLedger {
         .await
     }
 
-    /// One conditional status write for the whole step, the run lock
-    /// included ([`crate::lock`]).
+    /// One conditional status write for the whole step, the run lock in
+    /// `status.lock` included.
     async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
         self.step(step).await
     }
