@@ -1,7 +1,8 @@
 //! API round trips, counted (not timed) through the in-process test API
 //! server, for the real code paths: [`Migrator::prepare`] and
 //! [`Migrator::record`] over [`ConfigMapLedger`], and the hook runner
-//! ([`migrate_runner::Runner::run`]) for whole runs.
+//! ([`migrate_runner::Runner::run`]) for whole runs, on the ConfigMap and
+//! on the custom-resource ledger.
 //!
 //! Each scenario starts its own server, plants the ledger it needs directly
 //! in storage (not counted), resets the counters, runs the operation, and
@@ -13,8 +14,8 @@ use std::fmt;
 use ledger_configmap::{ConfigMapLedger, Options};
 use migrate_runner::{Console, RunConfig, Runner};
 use migration_core::{
-    EntryState, LedgerEntry, MigrateError, MigrationsTree, Migrator, PlanRequest, Prepared, Slug,
-    SystemClock, Tier, Timestamp,
+    EntryState, Ledger, LedgerEntry, LockedLedger, MigrateError, MigrationsTree, Migrator,
+    PlanRequest, Prepared, Slug, SystemClock, Tier, Timestamp,
 };
 use test_apiserver::{TestApiServer, Verb};
 
@@ -238,10 +239,36 @@ impl Console for Quiet {
     fn progress(&self, _line: &str) {}
 }
 
-/// A whole hook run (`migrate_runner::Runner::run`, pre-apply tier) on a ledger
-/// that records `recorded` migrations, with `pending` more to run: real
-/// `/bin/sh` scripts from a temporary directory, the real lock.
+/// The ledger backend a whole-run scenario runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `configmap:cozy-system/cozystack-version`.
+    ConfigMap,
+    /// `crd:cozystack-version`, the `MigrationLedger` custom resource.
+    Crd,
+}
+
+impl Backend {
+    /// The resource its ledger object is stored as (request counts name it).
+    pub fn resource(self) -> &'static str {
+        match self {
+            Backend::ConfigMap => "configmaps",
+            Backend::Crd => "migrationledgers",
+        }
+    }
+}
+
+/// A whole hook run (`migrate_runner::Runner::run`, pre-apply tier) on a
+/// ConfigMap ledger that records `recorded` migrations, with `pending` more
+/// to run: real `/bin/sh` scripts from a temporary directory, the real lock.
 pub async fn runner(recorded: usize, pending: usize) -> Scenario {
+    runner_on(Backend::ConfigMap, recorded, pending).await
+}
+
+/// [`runner`] on `backend`. The custom-resource ledger is planted through a
+/// handle of its own (its `create`, not counted): its entries live in the
+/// status subresource, which only the engine's encoding fills faithfully.
+pub async fn runner_on(backend: Backend, recorded: usize, pending: usize) -> Scenario {
     let input = PlanInput::build(recorded, pending);
     let dir = tempfile::tempdir().expect("a temporary directory");
     input
@@ -249,14 +276,39 @@ pub async fn runner(recorded: usize, pending: usize) -> Scenario {
         .expect("the tree is written to disk");
     let tree = migration_core::MigrationsTree::load(dir.path()).expect("the tree loads");
     let server = TestApiServer::start().await;
-    plant(&server, &input.ledger_data);
-    let ledger = ledger(&server);
+    let ledger: Box<dyn LockedLedger> = match backend {
+        Backend::ConfigMap => {
+            plant(&server, &input.ledger_data);
+            Box::new(ledger(&server))
+        }
+        Backend::Crd => {
+            server.register_custom_resource(
+                ledger_crd::GROUP,
+                ledger_crd::VERSION,
+                ledger_crd::PLURAL,
+                ledger_crd::KIND,
+                false,
+                true,
+            );
+            let snapshot = input.snapshot();
+            let entries: Vec<(Slug, LedgerEntry)> = snapshot
+                .records
+                .iter()
+                .filter_map(|(slug, record)| record.entry().map(|e| (slug.clone(), e.clone())))
+                .collect();
+            ledger_crd::CrdLedger::new(server.client(), NAME)
+                .create(&entries)
+                .await
+                .expect("the custom-resource ledger is planted");
+            Box::new(ledger_crd::CrdLedger::new(server.client(), NAME))
+        }
+    };
     let mut config = RunConfig::new(Tier::PreApply, "bench-runner/pid-1".into());
     config.image = Some(image());
     config.tripwire.shim = Some(shim_binary());
     let (_interrupt, interrupted) = tokio::sync::watch::channel(false);
     server.requests().reset();
-    let outcome = match Runner::new(&tree, &ledger, &config, &Quiet)
+    let outcome = match Runner::new(&tree, ledger.as_ref(), &config, &Quiet)
         .run(interrupted)
         .await
     {
@@ -267,8 +319,12 @@ pub async fn runner(recorded: usize, pending: usize) -> Scenario {
         ),
         Err(e) => format!("failed: {e}"),
     };
+    let name = match backend {
+        Backend::ConfigMap => format!("runner, N={recorded} recorded, K={pending} pending"),
+        Backend::Crd => format!("runner on crd:, N={recorded} recorded, K={pending} pending"),
+    };
     Scenario {
-        name: format!("runner, N={recorded} recorded, K={pending} pending"),
+        name,
         counts: Counts::from_server(&server),
         minimum: runner_minimum(pending),
         outcome,
@@ -276,9 +332,9 @@ pub async fn runner(recorded: usize, pending: usize) -> Scenario {
 }
 
 /// The fewest requests a hook run with `k` pending migrations can make on
-/// the ConfigMap backend: read the ledger (1); then one conditional patch
+/// either Kubernetes backend: read the ledger (1); then one conditional patch
 /// before each script (its attempt mark, with the previous migration's
-/// record; the first also takes the lock kept in the ConfigMap) and one
+/// record; the first also takes the lock kept in the ledger object) and one
 /// after the last (its record, releasing the lock), plus one read of the
 /// Lease that runners of older releases lock the ledger through (taking the
 /// lock must not start beside one of them): `k + 3`. With nothing pending
@@ -303,6 +359,9 @@ pub async fn all() -> Vec<Scenario> {
     out.push(prepare_legacy_seeding().await);
     for k in [0, 1, 10] {
         out.push(runner(100, k).await);
+    }
+    for k in [0, 1, 10] {
+        out.push(runner_on(Backend::Crd, 100, k).await);
     }
     out
 }

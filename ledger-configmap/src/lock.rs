@@ -17,68 +17,26 @@
 //! free, expired or already ours can be taken; held is
 //! [`LedgerError::LockHeld`] naming the holder; a renewal or a write under a
 //! lease someone else now holds is [`LedgerError::LockLost`]; releasing a
-//! lease no longer ours leaves the holder alone. The ConfigMap must exist
+//! lease no longer ours leaves the holder alone (the rules are
+//! [`migration_kube::object_lock`]'s, shared with the custom-resource
+//! ledger's `status.lock`). The ConfigMap must exist
 //! ([`LedgerError::NotFound`] before): a fresh install is one create, which
 //! never overwrites and runs nothing, so it needs no lock.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use migration_core::step::LockStep;
-use migration_core::{Lease, LedgerError, Timestamp};
+use migration_core::{Lease, LedgerError};
+use migration_kube::object_lock::{ObjectLock, StoredLock};
 use migration_kube::{Step, conditional_update};
 
 use crate::{Change, Conditional, ConfigMapLedger};
 
+pub(crate) use migration_kube::object_lock::new_token;
+
 /// The annotation of the ledger ConfigMap that holds its run lock.
 pub const LOCK_ANNOTATION: &str = "migrations.cozystack.io/run-lock";
-
-/// The lock as stored in the annotation.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StoredLock {
-    holder: String,
-    token: String,
-    acquired: Timestamp,
-    renewed: Timestamp,
-    ttl_seconds: u64,
-}
-
-impl StoredLock {
-    fn expires(&self) -> Timestamp {
-        self.renewed.plus(Duration::from_secs(self.ttl_seconds))
-    }
-
-    fn lease(&self) -> Lease {
-        Lease {
-            holder: self.holder.clone(),
-            token: self.token.clone(),
-            acquired_at: self.acquired,
-            expires_at: self.expires(),
-        }
-    }
-
-    fn is(&self, lease: &Lease) -> bool {
-        self.holder == lease.holder && self.token == lease.token
-    }
-
-    fn encode(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
-    }
-}
-
-/// A token for a new tenure: the time it starts and a process-wide counter,
-/// so two takes by one holder never share one.
-pub(crate) fn new_token(now: Timestamp) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{now}/{n}")
-}
-
-fn ttl_seconds(ttl: Duration) -> u64 {
-    ttl.as_secs().max(1)
-}
 
 /// What a lock change does to the annotation, and the lease it leaves.
 type LockChange = (Option<Option<String>>, Option<Lease>);
@@ -111,59 +69,23 @@ impl ConfigMapLedger {
             })
     }
 
-    /// Refuses when someone other than `holder` holds an unexpired lock.
-    fn refuse_if_held(
-        &self,
-        stored: Option<&StoredLock>,
-        holder: &str,
-        now: Timestamp,
-    ) -> Result<(), LedgerError> {
-        match stored {
-            Some(l) if l.holder != holder && now < l.expires() => Err(LedgerError::LockHeld {
-                ledger: self.writer.ledger.clone(),
-                holder: l.holder.clone(),
-                expires_at: l.expires(),
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    /// `stored` if it is `lease`'s tenure; otherwise the lock is lost.
-    fn require(
-        &self,
-        stored: Option<StoredLock>,
-        lease: &Lease,
-    ) -> Result<StoredLock, LedgerError> {
-        match stored {
-            Some(l) if l.is(lease) => Ok(l),
-            other => Err(LedgerError::LockLost {
-                ledger: self.writer.ledger.clone(),
-                holder: lease.holder.clone(),
-                reason: match other {
-                    Some(l) => format!("now held by {}", l.holder),
-                    None => "the lock was released".into(),
-                },
-            }),
-        }
-    }
-
-    /// Refuses unless `cm` is still at `revision`, the one a run planned on.
-    fn refuse_if_changed(&self, cm: &ConfigMap, revision: Option<&str>) -> Result<(), LedgerError> {
-        let found = cm.metadata.resource_version.as_deref();
-        if found.is_some() && found == revision {
-            return Ok(());
-        }
-        Err(LedgerError::Changed {
-            ledger: self.writer.ledger.clone(),
-            expected: revision.unwrap_or("unknown").into(),
-            found: found.unwrap_or("none").into(),
+    /// The lock of `cm` as the shared rules see it
+    /// ([`migration_kube::object_lock`]).
+    fn object_lock<'a>(
+        &'a self,
+        cm: &'a ConfigMap,
+        operation: &'static str,
+    ) -> Result<ObjectLock<'a>, LedgerError> {
+        Ok(ObjectLock {
+            ledger: &self.writer.ledger,
+            stored: self.stored_lock(cm, operation)?,
+            revision: cm.metadata.resource_version.as_deref(),
+            now: self.clock.now(),
         })
     }
 
     /// What `step` does to the lock on `cm`: the annotation change and the
-    /// lease it leaves, or the refusal. `take_token` is the tenure a
-    /// [`LockStep::Take`] creates; finding it stored means this take already
-    /// landed (a lost reply), which then needs no change.
+    /// lease it leaves, or the refusal ([`ObjectLock::step`]).
     pub(crate) fn lock_step(
         &self,
         cm: &ConfigMap,
@@ -174,57 +96,10 @@ impl ConfigMapLedger {
         if *step == LockStep::Separate {
             return Ok((None, None));
         }
-        let stored = self.stored_lock(cm, operation)?;
-        let now = self.clock.now();
-        match *step {
-            LockStep::Separate => Ok((None, None)),
-            // This lock lives in the ledger object: a step naming a lock
-            // beside it was built for another backend.
-            LockStep::Beside { .. } => Err(LedgerError::Permanent {
-                ledger: self.writer.ledger.clone(),
-                operation,
-                message: "this ledger keeps its run lock in its object, not beside it".into(),
-            }),
-            LockStep::Take {
-                holder,
-                ttl,
-                revision,
-            } => {
-                if let Some(l) = stored
-                    .as_ref()
-                    .filter(|l| l.holder == holder && l.token == take_token)
-                {
-                    return Ok((None, Some(l.lease())));
-                }
-                self.refuse_if_held(stored.as_ref(), holder, now)?;
-                self.refuse_if_changed(cm, revision)?;
-                let taken = StoredLock {
-                    holder: holder.to_owned(),
-                    token: take_token.to_owned(),
-                    acquired: now,
-                    renewed: now,
-                    ttl_seconds: ttl_seconds(ttl),
-                };
-                Ok((Some(Some(taken.encode())), Some(taken.lease())))
-            }
-            LockStep::Check { holder, revision } => {
-                self.refuse_if_held(stored.as_ref(), holder, now)?;
-                self.refuse_if_changed(cm, revision)?;
-                Ok((None, None))
-            }
-            LockStep::Hold { lease, ttl } => {
-                let renewed = StoredLock {
-                    renewed: now,
-                    ttl_seconds: ttl_seconds(ttl),
-                    ..self.require(stored, lease)?
-                };
-                Ok((Some(Some(renewed.encode())), Some(renewed.lease())))
-            }
-            LockStep::Release { lease } => {
-                self.require(stored, lease)?;
-                Ok((Some(None), None))
-            }
-        }
+        let (write, lease) = self
+            .object_lock(cm, operation)?
+            .step(step, take_token, operation)?;
+        Ok((write.map(|lock| lock.map(|l| l.encode())), lease))
     }
 
     /// Takes the lock; see [`migration_core::Lock::acquire`].
@@ -233,24 +108,7 @@ impl ConfigMapLedger {
         self.older_runners.refuse_if_held_by_another(holder).await?;
         let fresh_token = new_token(self.clock.now());
         conditional_update(&Conditional(self), OP, |cm| {
-            let stored = self.stored_lock(cm, OP)?;
-            let now = self.clock.now();
-            self.refuse_if_held(stored.as_ref(), holder, now)?;
-            // Already ours and live: renew the same tenure, as a Lease does.
-            let taken = match stored {
-                Some(l) if l.holder == holder && now < l.expires() => StoredLock {
-                    renewed: now,
-                    ttl_seconds: ttl_seconds(ttl),
-                    ..l
-                },
-                _ => StoredLock {
-                    holder: holder.to_owned(),
-                    token: fresh_token.clone(),
-                    acquired: now,
-                    renewed: now,
-                    ttl_seconds: ttl_seconds(ttl),
-                },
-            };
+            let taken = self.object_lock(cm, OP)?.take(holder, ttl, &fresh_token)?;
             let lease = taken.lease();
             Ok(Step::Write(Change::lock(Some(taken.encode())), lease))
         })
@@ -261,12 +119,10 @@ impl ConfigMapLedger {
     async fn extend(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
         const OP: &str = "renew lock";
         let result = conditional_update(&Conditional(self), OP, |cm| {
-            let stored = self.stored_lock(cm, OP)?;
-            let renewed = StoredLock {
-                renewed: self.clock.now(),
-                ttl_seconds: ttl_seconds(ttl),
-                ..self.require(stored, lease)?
-            };
+            let renewed = self
+                .object_lock(cm, OP)?
+                .require(lease)?
+                .renewed(self.clock.now(), ttl);
             let lease = renewed.lease();
             Ok(Step::Write(Change::lock(Some(renewed.encode())), lease))
         })

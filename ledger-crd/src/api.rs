@@ -1,6 +1,8 @@
 //! The requests the ledger sends, and what their errors mean: a 404 naming
 //! the object is an absent ledger, any other 404 a missing CRD.
 
+use std::sync::Arc;
+
 use kube::api::Patch;
 use migration_core::LedgerError;
 use migration_kube::{Attempts, Backoff, Class, classify, ledger_error, patch_params, post_params};
@@ -16,6 +18,24 @@ fn api_status(e: &kube::Error) -> Option<&kube::core::Status> {
     }
 }
 
+/// The fields a `fieldValidation=Strict` write was refused for because the
+/// installed schema does not declare them: a 422 whose message ends in
+/// `strict decoding error: unknown field "status.lock", unknown field …`
+/// (kube-apiserver 1.34; the message before it quotes the whole patched
+/// object, whose own text may contain anything, so only the part after the
+/// last `strict decoding error:` is read). `None` for any other error.
+pub(crate) fn pruned_fields(e: &kube::Error) -> Option<Vec<String>> {
+    const MARK: &str = "strict decoding error: ";
+    let status = api_status(e).filter(|s| s.code == 422)?;
+    let tail = &status.message[status.message.rfind(MARK)? + MARK.len()..];
+    let fields: Vec<String> = tail
+        .split("unknown field \"")
+        .skip(1)
+        .filter_map(|rest| rest.split_once('"').map(|(field, _)| field.to_owned()))
+        .collect();
+    (!fields.is_empty()).then_some(fields)
+}
+
 impl CrdLedger {
     /// A 404 that names this object: it does not exist. Any other 404 means
     /// the API server does not serve the resource at all.
@@ -25,13 +45,26 @@ impl CrdLedger {
         })
     }
 
-    /// Maps a final error, telling a missing CRD from everything else.
+    /// Maps a final error, telling a missing CRD and an outdated one from
+    /// everything else.
     pub(crate) fn error(
         &self,
         operation: &'static str,
         what: &str,
         e: &kube::Error,
     ) -> LedgerError {
+        if let Some(fields) = pruned_fields(e) {
+            return self.permanent(
+                operation,
+                format!(
+                    "{what}: the installed CustomResourceDefinition {PLURAL}.{GROUP} is older than \
+                     this engine: its schema does not declare {}, which this write sets and the API \
+                     server would prune (the write was refused, nothing was written); update it \
+                     with `migrate crd | kubectl apply -f -`",
+                    fields.join(", ")
+                ),
+            );
+        }
         if classify(e) == Class::NotFound && !self.is_absent(e) {
             return self.permanent(
                 operation,
@@ -58,7 +91,8 @@ impl CrdLedger {
     /// Reads the object as the API server stores it, retrying transient
     /// errors through [`Backoff::retry`]. `attempts` counts tries across the
     /// caller's whole operation (reads and writes share the retry budget).
-    /// `None` only for a 404 that names this object.
+    /// `None` only for a 404 that names this object. What it read is
+    /// remembered as the base of the next conditional write.
     ///
     /// Not `RetryPolicy::get_opt`: that one reads a typed object, which
     /// would make one malformed value fail the whole read, and takes any 404
@@ -67,7 +101,7 @@ impl CrdLedger {
         &self,
         operation: &'static str,
         attempts: &mut Attempts,
-    ) -> Result<Option<Value>, LedgerError> {
+    ) -> Result<Option<Arc<Value>>, LedgerError> {
         let object = self.object();
         // A request that cannot be built is answered as such, untried: the
         // inner `Err`, which the retry loop takes for a success.
@@ -87,7 +121,11 @@ impl CrdLedger {
             })
             .await;
         match read {
-            Ok(Ok(object)) => Ok(object),
+            Ok(Ok(object)) => {
+                let object = object.map(Arc::new);
+                self.remember(object.clone());
+                Ok(object)
+            }
             Ok(Err(e)) => Err(self.build_error(operation, e)),
             Err(e) => Err(self.error(operation, &object, &e)),
         }
@@ -106,13 +144,21 @@ impl CrdLedger {
     /// Sends a JSON Patch to the status subresource. kube's typed JSON Patch
     /// needs another crate (`json-patch`), so this is kube's merge-patch
     /// request with the body and the content type swapped.
+    ///
+    /// With `fieldValidation=Strict`: an installed CRD older than this
+    /// engine, whose schema lacks a field the write sets (`status.lock`,
+    /// `status.failures`), would prune it silently and the ledger would
+    /// read back without it (a lock nobody sees, entries naming shared
+    /// records that are not there). Strict makes the API server refuse the
+    /// whole write instead, naming the field ([`pruned_fields`]), so nothing
+    /// is written and the error says to update the CRD.
     pub(crate) async fn patch_status(&self, ops: &[Value]) -> Result<Value, kube::Error> {
         let mut request = self
             .request
             .patch_subresource(
                 "status",
                 &self.name,
-                &patch_params(),
+                &patch_params().validation_strict(),
                 &Patch::Merge(json!({})),
             )
             .map_err(kube::Error::BuildRequest)?;

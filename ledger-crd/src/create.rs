@@ -1,6 +1,8 @@
 //! The fresh install: create the object, then write its status (two
 //! requests), completing an object an interrupted create left behind.
 
+use std::sync::Arc;
+
 use migration_core::{LedgerEntry, LedgerError, Slug};
 use migration_kube::{Attempts, Backoff, Class, WriteTarget, classify};
 use serde_json::{Value, json};
@@ -25,7 +27,7 @@ enum CreateStep {
     /// Look at what is there.
     Reread,
     /// Write the status of this uninitialized object.
-    Complete(Value),
+    Complete(Arc<Value>),
 }
 
 impl CrdLedger {
@@ -62,7 +64,7 @@ impl CrdLedger {
                         .retry(&mut attempts, OP, &object, || self.post(&body))
                         .await;
                     match posted {
-                        Ok(created) => CreateStep::Complete(created),
+                        Ok(created) => CreateStep::Complete(Arc::new(created)),
                         // Ours after a lost reply, or someone else's: look.
                         Err(e) if classify(&e) == Class::AlreadyExists => CreateStep::Reread,
                         Err(e) => return Err(self.error(OP, &object, &e)),
@@ -98,12 +100,17 @@ impl CrdLedger {
                     let planned = self.plan(OP, &view, &write)?;
                     attempts.count_one();
                     match self.patch_status(&planned.ops).await {
-                        Ok(_) => return Ok(()),
+                        Ok(stored) => {
+                            // The base of the run's next write.
+                            self.remember(Some(Arc::new(stored)));
+                            return Ok(());
+                        }
                         // Deleted under us: start over.
                         Err(e) if self.is_absent(&e) && attempts.left(&self.writer.retry) => {
                             CreateStep::Post
                         }
                         Err(e) => {
+                            self.remember(None);
                             if classify(&e) == Class::Transient {
                                 completion_in_doubt = true;
                             }

@@ -1,7 +1,7 @@
 //! The ledger handle: what it holds, how an engine write becomes one
 //! conditional status write, and the [`Ledger`] and [`Lock`] implementations.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use kube::core::Request;
@@ -10,6 +10,7 @@ use migration_core::entry::ContextIndex;
 use migration_core::keys;
 use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
+use migration_core::step::{StepReport, StepWrite};
 use migration_core::{
     Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
@@ -40,7 +41,14 @@ pub struct CrdLedger {
     pub(crate) budget: u64,
     /// For condition transition times (and the lock's expiry).
     pub(crate) clock: Arc<dyn Clock>,
-    lock: LeaseLock,
+    /// The Lease that runners of older releases lock this ledger through:
+    /// taking the lock in the object first checks that no such runner holds
+    /// it (CONTRACT.md §5.5).
+    pub(crate) older_runners: LeaseLock,
+    /// The last object this handle (and its clones) read or wrote: the base
+    /// of the next conditional write, so that a write needs no read first.
+    /// The resourceVersion precondition makes a stale copy harmless.
+    last_seen: Arc<Mutex<Option<Arc<Value>>>>,
 }
 
 impl std::fmt::Debug for CrdLedger {
@@ -65,7 +73,7 @@ impl CrdLedger {
             .lease_name
             .clone()
             .unwrap_or_else(|| defaults::lock_name(name));
-        let lock = LeaseLock::new(
+        let older_runners = LeaseLock::new(
             client.clone(),
             &options.lease_namespace,
             &lease_name,
@@ -79,8 +87,25 @@ impl CrdLedger {
             writer,
             budget: options.budget,
             clock: options.clock,
-            lock,
+            older_runners,
+            last_seen: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// Remembers `object` as the ledger object last seen (`None`: absent,
+    /// or unknown after a failed write).
+    pub(crate) fn remember(&self, object: Option<Arc<Value>>) {
+        *self
+            .last_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = object;
+    }
+
+    fn last_seen(&self) -> Option<Arc<Value>> {
+        self.last_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The object, as errors name it.
@@ -172,8 +197,9 @@ impl CrdLedger {
     }
 }
 
-/// The ledger object as the target of conditional status writes. Every
-/// base is a fresh read: the backend keeps no copy between calls.
+/// The ledger object as the target of conditional status writes: the base
+/// of a write is the copy last seen on its first try (no request), a fresh
+/// read on every later one.
 pub(crate) struct Conditional<'a>(pub(crate) &'a CrdLedger);
 
 impl WriteTarget for Conditional<'_> {
@@ -187,7 +213,7 @@ impl WriteTarget for Conditional<'_> {
 }
 
 impl ConditionalObject for Conditional<'_> {
-    type Object = Value;
+    type Object = Arc<Value>;
     /// The JSON Patch operations of one status write.
     type Write = Vec<Value>;
 
@@ -195,8 +221,15 @@ impl ConditionalObject for Conditional<'_> {
         &self,
         operation: &'static str,
         attempts: &mut Attempts,
-        _first: bool,
-    ) -> Result<Base<Value>, LedgerError> {
+        first: bool,
+    ) -> Result<Base<Arc<Value>>, LedgerError> {
+        if first && let Some(object) = self.0.last_seen() {
+            attempts.count_one();
+            return Ok(Base {
+                object,
+                fresh: false,
+            });
+        }
         match self.0.fetch(operation, attempts).await? {
             Some(object) => Ok(Base {
                 object,
@@ -206,8 +239,16 @@ impl ConditionalObject for Conditional<'_> {
         }
     }
 
-    async fn send(&self, _base: &Value, ops: &Vec<Value>) -> Result<(), kube::Error> {
-        self.0.patch_status(ops).await.map(drop)
+    /// One JSON Patch of the status subresource; the object as stored is
+    /// remembered.
+    async fn send(&self, _base: &Arc<Value>, ops: &Vec<Value>) -> Result<(), kube::Error> {
+        let stored = self.0.patch_status(ops).await?;
+        self.0.remember(Some(Arc::new(stored)));
+        Ok(())
+    }
+
+    fn forget(&self) {
+        self.0.remember(None);
     }
 }
 
@@ -348,6 +389,12 @@ impl Ledger for CrdLedger {
         .await
     }
 
+    /// One conditional status write for the whole step, the run lock in
+    /// `status.lock` included.
+    async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
+        self.step(step).await
+    }
+
     async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
         const OP: &str = "note failure";
         let value = failure.to_value();
@@ -364,8 +411,6 @@ impl Ledger for CrdLedger {
         .await
     }
 }
-
-migration_kube::lock_by_lease!(CrdLedger, lock);
 
 #[cfg(test)]
 mod tests {

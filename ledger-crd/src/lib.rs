@@ -13,11 +13,19 @@
 //! a cluster-wide name is the natural key. A namespaced ledger would also be
 //! deleted with its namespace (an uninstall, a `kubectl delete namespace`),
 //! and the next run would then see no ledger, take the cluster for a fresh
-//! install and record every migration as skipped: a silent hole. The run
-//! lock is a `coordination.k8s.io/v1` Lease, `<name>-lock` in
-//! [`Options::lease_namespace`] (default `cozy-system`,
-//! [`defaults::NAMESPACE`]), because Leases are
-//! namespaced.
+//! install and record every migration as skipped: a silent hole.
+//!
+//! ## The run lock: `status.lock`
+//!
+//! The run lock lives in the object itself, in `status.lock`: the run's
+//! first status write takes it, conditional on the resourceVersion the run
+//! planned on, each of its writes renews it and proves it (a write under a
+//! lock another run took is refused), and its last write releases it, so a
+//! run of K migrations costs K + 3 requests, as on the ConfigMap. Runners of
+//! older releases lock the ledger through a `coordination.k8s.io/v1` Lease,
+//! `<name>-lock` in [`Options::lease_namespace`] (default `cozy-system`,
+//! [`defaults::NAMESPACE`]); taking the lock first reads that Lease once and
+//! waits while one of them holds it.
 //!
 //! ## Layout
 //!
@@ -32,7 +40,7 @@
 //!   engine prints (`migrate crd`): an older one has no `status.contexts`,
 //!   the API server prunes it, and the entries naming its records then read
 //!   as corrupt ("names the shared record `c.<id>`, which does not exist").
-//!   Each value is decoded on its own, so a malformed one is a
+//!   `status.lock` is the run lock (above). Each value is decoded on its own, so a malformed one is a
 //!   [`Record::Corrupt`](migration_core::Record::Corrupt) naming its key
 //!   (`m.<slug>`), and a key that is not a slug is reported in
 //!   [`LedgerSnapshot::unreadable_keys`]; neither hides anything else. A
@@ -104,6 +112,17 @@
 //! object" only when the API server names this object in it; a 404 for the
 //! resource type (the CRD is not installed) is an error saying so.
 //!
+//! Every status write is sent with `fieldValidation=Strict`. An installed
+//! CRD older than this engine, whose schema lacks a field a write sets
+//! (`status.lock`, `status.failures`, `status.contexts`), would have the API
+//! server prune it, on that write and on every later read, and the ledger
+//! would read back without it (a lock nobody sees, entries naming shared
+//! records that are not there). Strict makes the server refuse the whole
+//! write instead; the error names the CRD and the field and says to run
+//! `migrate crd | kubectl apply -f -`. The lock rides on a run's first
+//! write, so a run under an outdated CRD stops before any script, having
+//! written nothing.
+//!
 //! [`LedgerSnapshot::version`]: migration_core::LedgerSnapshot::version
 //! [`LedgerSnapshot::unreadable_keys`]: migration_core::LedgerSnapshot::unreadable_keys
 //! [`LedgerError::Unreadable`]: migration_core::LedgerError::Unreadable
@@ -116,6 +135,7 @@ mod api;
 mod condition;
 mod create;
 mod ledger;
+mod lock;
 mod resource;
 mod state;
 
@@ -152,9 +172,9 @@ migration_kube::ledger_options! {
     budget: DEFAULT_BUDGET_BYTES,
     budget_doc: "Size budget in bytes (default [`DEFAULT_BUDGET_BYTES`]).",
     clock_doc: "Clock for lock expiry and condition transition times.",
-    /// Namespace of the run-lock Lease (default [`defaults::NAMESPACE`]).
+    /// Namespace of the Lease that runners of older releases lock the
+    /// ledger through (default [`defaults::NAMESPACE`]).
     lease_namespace: String = defaults::NAMESPACE.to_owned(),
-    /// Name of the run-lock Lease (default `<name>-lock`,
-    /// [`defaults::lock_name`]).
+    /// Name of that Lease (default `<name>-lock`, [`defaults::lock_name`]).
     lease_name: Option<String> = None,
 }

@@ -126,6 +126,15 @@ pub struct MigrationLedgerStatus {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(schema_with = "failures_schema")]
     pub failures: BTreeMap<String, serde_json::Value>,
+    /// The run lock, while a run holds it: `{holder, token, acquired,
+    /// renewed, ttl_seconds}`, taken by the run's first status write,
+    /// renewed by each of its writes and removed by its last (CONTRACT.md
+    /// §5.5). Kept here, not in an annotation, because a write of the
+    /// status subresource can change nothing else: the lock then rides on
+    /// the writes the run makes anyway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "lock_schema")]
+    pub lock: Option<serde_json::Value>,
     /// Counts for `kubectl get`, recomputed by every status write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<LedgerSummary>,
@@ -335,6 +344,44 @@ fn failures_schema(_: &mut SchemaGenerator) -> Schema {
                     "format": "int64",
                     "minimum": 0,
                 },
+            },
+        },
+    })
+}
+
+/// The schema of `status.lock`: typed fields, atomic (one ownership record
+/// whatever it holds), unknown fields kept so that a newer engine's lock
+/// survives an older CRD rather than being pruned into a different lock.
+fn lock_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "description": "The run lock while a run holds it: who holds it, the tenure, when it was taken and last renewed, and its lifetime from the renewal. Written by the migration engine with its status writes; never edit it by hand.",
+        "type": "object",
+        "x-kubernetes-map-type": "atomic",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "properties": {
+            "holder": {
+                "description": "The run holding the lock (its --holder and a per-run token).",
+                "type": "string",
+            },
+            "token": {
+                "description": "The tenure: new on each take by a new holder.",
+                "type": "string",
+            },
+            "acquired": {
+                "description": "When the tenure began (RFC 3339).",
+                "type": "string",
+                "format": "date-time",
+            },
+            "renewed": {
+                "description": "When it was last taken or renewed (RFC 3339).",
+                "type": "string",
+                "format": "date-time",
+            },
+            "ttl_seconds": {
+                "description": "Its lifetime from the last renewal, in seconds: the lock lapses at renewed + ttl_seconds.",
+                "type": "integer",
+                "format": "int64",
+                "minimum": 0,
             },
         },
     })

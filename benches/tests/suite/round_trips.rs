@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use benches::round_trips::{self, Scenario};
+use benches::round_trips::{self, Backend, Scenario};
 
 fn assert_minimal(s: &Scenario) {
     assert_eq!(
@@ -93,6 +93,42 @@ async fn a_hook_run_costs_k_plus_three_requests_for_k_pending_migrations_and_one
         );
         // The goal of issue 17, asserted beside the exact figure.
         assert!(s.counts.total <= k + 3, "{}: {}", s.name, s.counts);
+        assert_minimal(&s);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_run_on_the_custom_resource_ledger_also_costs_k_plus_three_requests() {
+    for k in [0, 1, 10] {
+        let s = round_trips::runner_on(Backend::Crd, 100, k).await;
+        assert_eq!(s.outcome, format!("{k} pending, {k} results"));
+        assert_eq!(
+            s.counts.count("GET", "migrationledgers"),
+            1,
+            "{}: one read",
+            s.name
+        );
+        assert_eq!(
+            s.counts.count("PATCH", "migrationledgers/status"),
+            if k == 0 { 0 } else { k + 1 },
+            "{}: one status write before each script (its attempt mark, the previous \
+             record, the lock) and one after the last (its record, the release)",
+            s.name
+        );
+        assert_eq!(
+            s.counts.count("GET", "leases"),
+            usize::from(k > 0),
+            "{}: taking the lock checks that no runner of an older release holds the Lease",
+            s.name
+        );
+        assert_eq!(
+            s.counts.total,
+            s.counts.count("GET", "migrationledgers")
+                + s.counts.count("PATCH", "migrationledgers/status")
+                + s.counts.count("GET", "leases"),
+            "{}: the run lock lives in the custom resource, so no Lease is written",
+            s.name
+        );
         assert_minimal(&s);
     }
 }

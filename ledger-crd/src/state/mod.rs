@@ -47,6 +47,8 @@ pub(crate) struct View<'a> {
     attempts: Option<&'a Map<String, Value>>,
     failures: Option<&'a Map<String, Value>>,
     contexts: Option<&'a Map<String, Value>>,
+    /// `status.lock` as stored, decoded only when a lock decision needs it.
+    lock: Option<&'a Value>,
     initialized: bool,
 }
 
@@ -104,6 +106,7 @@ impl<'a> View<'a> {
             _ => None,
         };
         let contexts = map_field("contexts")?;
+        let lock = status.and_then(|s| s.get("lock")).filter(|v| !v.is_null());
         let initialized = match status.and_then(|s| s.get("initialized")) {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
@@ -121,6 +124,7 @@ impl<'a> View<'a> {
             attempts,
             failures,
             contexts,
+            lock,
             initialized,
         })
     }
@@ -161,7 +165,7 @@ impl<'a> View<'a> {
         }
     }
 
-    pub(crate) fn resource_version(&self) -> Option<&str> {
+    pub(crate) fn resource_version(&self) -> Option<&'a str> {
         self.object
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
@@ -218,6 +222,11 @@ impl<'a> View<'a> {
     /// The stored last failure of `slug`, if any.
     pub(crate) fn failure(&self, slug: &Slug) -> Option<&'a Value> {
         self.failures.and_then(|f| f.get(slug.as_str()))
+    }
+
+    /// `status.lock` as stored, if any.
+    pub(crate) fn lock(&self) -> Option<&'a Value> {
+        self.lock
     }
 
     /// The stored attempt mark of `slug`, if any.

@@ -25,6 +25,9 @@ pub(crate) struct StatusWrite {
     pub(crate) contexts: Map<String, Value>,
     /// A condition to set (not `Ready`), as `{type, status, reason, message}`.
     pub(crate) condition: Option<Value>,
+    /// The run lock: `None` leaves it, `Some(None)` removes it,
+    /// `Some(Some(lock))` stores `lock`.
+    pub(crate) lock: Option<Option<Value>>,
 }
 
 /// A status write ready to send: the JSON Patch, and the object it would
@@ -95,6 +98,17 @@ pub(crate) fn plan_status_write(
                 "path": format!("/status/failures/{}", pointer_token(slug)),
             }));
         }
+    }
+
+    match &write.lock {
+        Some(Some(lock)) => {
+            ops.push(json!({"op": "add", "path": "/status/lock", "value": lock}));
+        }
+        // Removing an absent member is an error in a JSON Patch.
+        Some(None) if view.lock.is_some() => {
+            ops.push(json!({"op": "remove", "path": "/status/lock"}));
+        }
+        Some(None) | None => {}
     }
 
     let mut merged: BTreeMap<&String, &Value> = view.entries.into_iter().flatten().collect();

@@ -7,13 +7,15 @@
 //! client-go's leader election does. Every change carries the Lease's
 //! resourceVersion as a precondition, so two acquirers cannot both win.
 //!
-//! Round trips: the handle remembers the Lease as it last saw it. Acquiring
-//! when it does not know the Lease to exist creates it directly (the
-//! previous holder deleted it on release, so that is the usual case: one
-//! request); renewing and releasing a Lease it holds send the write straight
-//! away with the remembered resourceVersion (one request each). A 409 means
-//! the remembered copy is stale: the handle reads the Lease and decides
-//! again, exactly as without the memory.
+//! Round trips: the handle remembers the Lease as it last saw it, and every
+//! operation is one [`conditional_update`], the loop every Kubernetes write
+//! goes through. Acquiring when it does not know the Lease to exist creates
+//! it directly (the previous holder deleted it on release, so that is the
+//! usual case: one request); renewing and releasing a Lease it holds send
+//! the write straight away with the remembered resourceVersion (one request
+//! each). A 409 (or an AlreadyExists, or a 404 of a Lease deleted since)
+//! means the remembered copy is stale: the handle reads the Lease and
+//! decides again, exactly as without the memory.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -26,7 +28,10 @@ use migration_core::{Clock, Lease, LedgerError, Timestamp};
 
 use crate::error::{Class, classify, ledger_error};
 use crate::retry::{Attempts, Backoff};
-use crate::write::{WriteTarget, Writer, patch_params, post_params};
+use crate::write::{
+    Base, ConditionalObject, Step, WriteTarget, Writer, conditional_update, patch_params,
+    post_params,
+};
 
 /// A Lease used as the ledger's run lock.
 #[derive(Clone)]
@@ -107,25 +112,111 @@ fn holding(lease: &KubeLease) -> Holding {
     }
 }
 
-/// The Lease as the target of the lock's writes.
-struct Writes<'a>(&'a LeaseLock);
+/// One write of the Lease: what a decision on the Lease as read sends.
+#[derive(Debug)]
+enum LeaseWrite {
+    /// Create it (it was absent).
+    Create(Box<KubeLease>),
+    /// Merge-patch its spec, on the condition that it is still at this
+    /// resourceVersion.
+    Patch(Option<String>, serde_json::Value),
+    /// Delete it, on the same condition.
+    Delete(Option<String>),
+}
+
+/// The Lease as the target of one operation's conditional writes
+/// ([`conditional_update`]): the base of its first try is the Lease as this
+/// handle last saw it (no request), every later one a fresh read.
+struct Writes<'a> {
+    lock: &'a LeaseLock,
+    /// What a write stored, for the answer of the operation.
+    written: Mutex<Option<KubeLease>>,
+}
+
+impl<'a> Writes<'a> {
+    fn new(lock: &'a LeaseLock) -> Self {
+        Writes {
+            lock,
+            written: Mutex::new(None),
+        }
+    }
+
+    /// The Lease the operation's last write stored.
+    fn written(&self) -> Option<KubeLease> {
+        self.written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
 
 impl WriteTarget for Writes<'_> {
     fn writer(&self) -> &Writer {
-        &self.0.writer
+        &self.lock.writer
     }
 
     fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
-        self.0.error(operation, error)
+        self.lock.error(operation, error)
     }
 
-    /// A create that lost the race to another taker (AlreadyExists) is a
-    /// conflict like any other: read again and decide again.
+    /// A create that lost the race to another taker (AlreadyExists), and a
+    /// write of a Lease deleted since it was read (its holder released it,
+    /// NotFound), are conflicts like any other: read again and decide again
+    /// (a renewal then answers "lock lost", not "the ledger does not
+    /// exist").
     fn class(&self, error: &kube::Error) -> Class {
         match classify(error) {
-            Class::AlreadyExists => Class::Conflict,
+            Class::AlreadyExists | Class::NotFound => Class::Conflict,
             class => class,
         }
+    }
+}
+
+impl ConditionalObject for Writes<'_> {
+    /// The Lease, `None` when absent.
+    type Object = Option<KubeLease>;
+    type Write = LeaseWrite;
+
+    /// On the first try, the Lease as last seen: remembered there, or
+    /// absent when this handle never saw it or a write's outcome is unknown
+    /// (the previous holder deleted it on release, so that is the usual
+    /// case, and a create that finds it there is a conflict that reads it).
+    async fn base(
+        &self,
+        operation: &'static str,
+        attempts: &mut Attempts,
+        first: bool,
+    ) -> Result<Base<Option<KubeLease>>, LedgerError> {
+        if first {
+            attempts.count_one();
+            let object = match self.lock.seen() {
+                Seen::Present(lease) => Some(*lease),
+                Seen::Absent | Seen::Unknown => None,
+            };
+            return Ok(Base {
+                object,
+                fresh: false,
+            });
+        }
+        let object = self.lock.get(operation, attempts).await?;
+        Ok(Base {
+            object,
+            fresh: true,
+        })
+    }
+
+    async fn send(&self, _base: &Option<KubeLease>, write: &LeaseWrite) -> Result<(), kube::Error> {
+        let stored = match write {
+            LeaseWrite::Create(lease) => self.lock.create(lease).await?,
+            LeaseWrite::Patch(rv, spec) => self.lock.set(rv.clone(), spec).await?,
+            LeaseWrite::Delete(rv) => return self.lock.delete(rv.clone()).await,
+        };
+        *self.written.lock().unwrap_or_else(PoisonError::into_inner) = Some(stored);
+        Ok(())
+    }
+
+    fn forget(&self) {
+        self.lock.remember(Seen::Unknown);
     }
 }
 
@@ -166,37 +257,6 @@ impl LeaseLock {
             Ok(l) => Seen::Present(Box::new(l.clone())),
             Err(_) => Seen::Unknown,
         });
-    }
-
-    /// The remembered Lease, if it is `lease`'s tenure.
-    fn remembered_tenure(&self, lease: &Lease) -> Option<Holding> {
-        match self.seen() {
-            Seen::Present(current) => {
-                let h = holding(&current);
-                (h.holder.as_deref() == Some(lease.holder.as_str()) && h.token == lease.token)
-                    .then_some(h)
-            }
-            Seen::Unknown | Seen::Absent => None,
-        }
-    }
-
-    /// A failed write on a remembered copy: forget it, and back off unless
-    /// the 409 only says the copy was stale (then read at once).
-    async fn after_remembered_write(
-        &self,
-        operation: &'static str,
-        e: &kube::Error,
-        attempts: Attempts,
-    ) -> Result<(), LedgerError> {
-        self.remember(Seen::Unknown);
-        // 409: changed since; 404: deleted since (its holder released it).
-        // Either way the remembered copy is stale: read it and decide again
-        // (a renewal then answers "lock lost", not "the ledger does not
-        // exist").
-        if matches!(classify(e), Class::Conflict | Class::NotFound) {
-            return Ok(());
-        }
-        Writes(self).retry_after(operation, e, attempts).await
     }
 
     fn error(&self, operation: &'static str, e: &kube::Error) -> LedgerError {
@@ -240,7 +300,7 @@ impl LeaseLock {
     async fn set(
         &self,
         rv: Option<String>,
-        spec: serde_json::Value,
+        spec: &serde_json::Value,
     ) -> Result<KubeLease, kube::Error> {
         let patch = serde_json::json!({ "metadata": { "resourceVersion": rv }, "spec": spec });
         let result = self
@@ -251,15 +311,15 @@ impl LeaseLock {
         result
     }
 
-    /// Creates the Lease held by `holder` from `now`.
-    async fn create(
+    /// The Lease held by `holder` from `now` for `ttl`, to create.
+    fn new_lease(
         &self,
         operation: &'static str,
         holder: &str,
         ttl: Duration,
         now: Timestamp,
-    ) -> Result<Result<KubeLease, kube::Error>, LedgerError> {
-        let lease: KubeLease = serde_json::from_value(serde_json::json!({
+    ) -> Result<KubeLease, LedgerError> {
+        serde_json::from_value(serde_json::json!({
             "metadata": { "name": self.name },
             "spec": {
                 "holderIdentity": holder,
@@ -273,10 +333,35 @@ impl LeaseLock {
             ledger: self.writer.ledger.clone(),
             operation,
             message: e.to_string(),
-        })?;
-        let result = self.api.create(&post_params(), &lease).await;
+        })
+    }
+
+    async fn create(&self, lease: &KubeLease) -> Result<KubeLease, kube::Error> {
+        let result = self.api.create(&post_params(), lease).await;
         self.remember_write(&result);
-        Ok(result)
+        result
+    }
+
+    /// Whether `h` is `lease`'s tenure.
+    fn is_tenure(h: &Holding, lease: &Lease) -> bool {
+        h.holder.as_deref() == Some(lease.holder.as_str()) && h.token == lease.token
+    }
+
+    /// The lease the operation's write left, as the API server stored it.
+    fn stored_lease(
+        &self,
+        operation: &'static str,
+        holder: &str,
+        writes: &Writes<'_>,
+    ) -> Result<Lease, LedgerError> {
+        match writes.written() {
+            Some(stored) => Ok(Self::held(holder, &stored)),
+            None => Err(LedgerError::Permanent {
+                ledger: self.writer.ledger.clone(),
+                operation,
+                message: format!("lease {}: the write stored nothing", self.name),
+            }),
+        }
     }
 
     fn held(holder: &str, stored: &KubeLease) -> Lease {
@@ -351,110 +436,75 @@ impl LeaseLock {
     }
 }
 
-/// The run lock's three operations on the Lease; the ledger backends that keep
-/// their lock here reach them through [`lock_by_lease!`](crate::lock_by_lease).
+/// The run lock's three operations on the Lease, each one
+/// [`conditional_update`]: decided on the Lease as last seen, written on the
+/// condition that it is still so, decided again on a fresh read when not.
+/// The ledger backends that keep their lock here reach them through
+/// [`lock_by_lease!`](crate::lock_by_lease).
 #[async_trait::async_trait]
 impl migration_core::Lock for LeaseLock {
     async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         const OP: &str = "acquire lock";
-        let mut attempts = Attempts::new();
-        // Not known to exist: create it directly, without reading first. If
-        // it does exist, read it and decide below.
-        if !matches!(self.seen(), Seen::Present(_)) {
-            attempts.count_one();
-            match self.create(OP, holder, ttl, self.clock.now()).await? {
-                Ok(stored) => return Ok(Self::held(holder, &stored)),
-                Err(e) if classify(&e) == Class::AlreadyExists => {}
-                Err(e) => Writes(self).retry_after(OP, &e, attempts).await?,
-            }
-        }
-        loop {
+        let writes = Writes::new(self);
+        conditional_update(&writes, OP, |current| {
             let now = self.clock.now();
-            let result = match self.get(OP, &mut attempts).await? {
-                None => self.create(OP, holder, ttl, now).await?,
-                Some(current) => {
-                    let h = holding(&current);
-                    if let Some(held) = self.held_by_another(&h, holder, now) {
-                        return Err(held);
-                    }
-                    let ours = h.holder.as_deref() == Some(holder);
-                    let spec = if ours {
-                        Self::extension(ttl, now)
-                    } else {
-                        serde_json::json!({
-                            "holderIdentity": holder,
-                            "leaseDurationSeconds": Self::seconds(ttl),
-                            "acquireTime": micro(now),
-                            "renewTime": micro(now),
-                            "leaseTransitions": h.transitions.saturating_add(1),
-                        })
-                    };
-                    self.set(h.resource_version, spec).await
-                }
+            let Some(current) = current else {
+                let lease = self.new_lease(OP, holder, ttl, now)?;
+                return Ok(Step::Write(LeaseWrite::Create(Box::new(lease)), ()));
             };
-            match result {
-                Ok(stored) => return Ok(Self::held(holder, &stored)),
-                Err(e) => Writes(self).retry_after(OP, &e, attempts).await?,
+            let h = holding(current);
+            if let Some(held) = self.held_by_another(&h, holder, now) {
+                return Err(held);
             }
-        }
+            let spec = if h.holder.as_deref() == Some(holder) {
+                Self::extension(ttl, now)
+            } else {
+                serde_json::json!({
+                    "holderIdentity": holder,
+                    "leaseDurationSeconds": Self::seconds(ttl),
+                    "acquireTime": micro(now),
+                    "renewTime": micro(now),
+                    "leaseTransitions": h.transitions.saturating_add(1),
+                })
+            };
+            Ok(Step::Write(LeaseWrite::Patch(h.resource_version, spec), ()))
+        })
+        .await?;
+        self.stored_lease(OP, holder, &writes)
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
         const OP: &str = "renew lock";
-        let mut attempts = Attempts::new();
-        // Still ours as last seen: write straight away; the resourceVersion
-        // precondition fails if anything changed since.
-        if let Some(h) = self.remembered_tenure(lease) {
-            attempts.count_one();
-            let spec = Self::extension(ttl, self.clock.now());
-            match self.set(h.resource_version, spec).await {
-                Ok(updated) => return Ok(Self::held(&lease.holder, &updated)),
-                Err(e) => self.after_remembered_write(OP, &e, attempts).await?,
-            }
-        }
-        loop {
-            let Some(current) = self.get(OP, &mut attempts).await? else {
+        let writes = Writes::new(self);
+        conditional_update(&writes, OP, |current| {
+            let Some(current) = current else {
                 return Err(self.lost(lease, "the lease was released".into()));
             };
-            let h = holding(&current);
-            if h.holder.as_deref() != Some(lease.holder.as_str()) || h.token != lease.token {
+            let h = holding(current);
+            if !Self::is_tenure(&h, lease) {
                 let now_held = h.holder.unwrap_or_else(|| "nobody".into());
                 return Err(self.lost(lease, format!("now held by {now_held}")));
             }
-            let now = self.clock.now();
-            let spec = Self::extension(ttl, now);
-            match self.set(h.resource_version, spec).await {
-                Ok(updated) => return Ok(Self::held(&lease.holder, &updated)),
-                Err(e) => Writes(self).retry_after(OP, &e, attempts).await?,
-            }
-        }
+            let spec = Self::extension(ttl, self.clock.now());
+            Ok(Step::Write(LeaseWrite::Patch(h.resource_version, spec), ()))
+        })
+        .await?;
+        self.stored_lease(OP, &lease.holder, &writes)
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
         const OP: &str = "release lock";
-        let mut attempts = Attempts::new();
-        // Still ours as last seen: delete straight away, on the condition
-        // that nothing changed since.
-        if let Some(h) = self.remembered_tenure(lease) {
-            attempts.count_one();
-            match self.delete(h.resource_version).await {
-                Ok(()) => return Ok(()),
-                Err(e) => self.after_remembered_write(OP, &e, attempts).await?,
-            }
-        }
-        loop {
-            let Some(current) = self.get(OP, &mut attempts).await? else {
-                return Ok(());
-            };
-            let h = holding(&current);
-            if h.holder.as_deref() != Some(lease.holder.as_str()) || h.token != lease.token {
-                return Ok(());
-            }
-            match self.delete(h.resource_version).await {
-                Ok(()) => return Ok(()),
-                Err(e) => Writes(self).retry_after(OP, &e, attempts).await?,
-            }
-        }
+        conditional_update(&Writes::new(self), OP, |current| {
+            Ok(match current {
+                Some(current) if Self::is_tenure(&holding(current), lease) => Step::Write(
+                    LeaseWrite::Delete(current.metadata.resource_version.clone()),
+                    (),
+                ),
+                // Absent, or another tenure: not ours to release.
+                _ => Step::Done(()),
+            })
+        })
+        .await
     }
 }
 

@@ -20,7 +20,10 @@
 //! - [`defaults`]: the deployment's names (namespace, ledger, index,
 //!   ServiceAccount, lock suffix, field manager);
 //! - [`LeaseLock`]: the run lock as a `coordination.k8s.io/v1` Lease, with
-//!   holder identity, renewal and expiry;
+//!   holder identity, renewal and expiry; both backends now keep their run
+//!   lock in the ledger object ([`object_lock`]: one set of rules for the
+//!   ConfigMap's annotation and the custom resource's `status.lock`) and
+//!   only read the Lease that runners of older releases lock through;
 //! - [`ledger_options!`]: each backend's `Options`, whose budget, retry
 //!   policy and clock are the same tunables.
 //!
@@ -35,6 +38,7 @@ pub mod client;
 pub mod defaults;
 mod error;
 mod lease;
+pub mod object_lock;
 mod options;
 mod retry;
 mod write;

@@ -44,8 +44,11 @@ pub enum Backend {
     /// `configmap:`: lock in the ledger object; every write of the run is
     /// conditional on it and renews it.
     ConfigMap,
-    /// `crd:`: lock in a Lease beside the ledger; the renewal before the
-    /// write is the only proof.
+    /// A lock in a Lease beside the ledger whose write cannot check it:
+    /// the renewal before the write is the only proof. What `crd:` was
+    /// until issue 26 moved its lock into the object (it now follows
+    /// [`Backend::ConfigMap`]); kept as the weakest fence the contract
+    /// states.
     Crd,
 }
 

@@ -197,3 +197,67 @@ async fn on_the_configmap_ledger_a_write_after_the_read_makes_the_run_plan_again
     assert!(report.results.is_empty(), "{:?}", ran(&report));
     assert!(scratch.lines("effects").is_empty(), "`first` did not run");
 }
+
+/// A test server serving the `MigrationLedger` resource, and an empty
+/// custom-resource ledger `NAME` on it.
+async fn crd_ledger() -> (TestApiServer, ledger_crd::CrdLedger) {
+    let server = TestApiServer::start().await;
+    server.register_custom_resource(
+        ledger_crd::GROUP,
+        ledger_crd::VERSION,
+        ledger_crd::PLURAL,
+        ledger_crd::KIND,
+        false,
+        true,
+    );
+    let ledger = ledger_crd::CrdLedger::new(server.client(), NAME);
+    ledger.create(&[]).await.unwrap();
+    (server, ledger)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_custom_resource_ledger_the_run_plans_on_the_read_it_was_given_and_reads_no_more() {
+    let (server, ledger) = crd_ledger().await;
+    let scratch = tree(&["first"]);
+    let read = ledger.read().await;
+    server.requests().reset();
+    let report = run_after(&scratch, &ledger, read, &config(Duration::ZERO))
+        .await
+        .unwrap();
+    assert_eq!(ran(&report), ["first"]);
+    // K = 1: the Lease of older runners, the status write before the script
+    // (taking the lock in `status.lock`) and the one after it (releasing
+    // it); the read it was given was the run's only read of the object
+    // (K + 3 requests in all).
+    assert_eq!(server.requests().count(Verb::Get, "migrationledgers"), 0);
+    assert_eq!(
+        server
+            .requests()
+            .count(Verb::Patch, "migrationledgers/status"),
+        2
+    );
+    assert_eq!(server.requests().count(Verb::Get, "leases"), 1);
+    assert_eq!(server.requests().total(), 3);
+    let stored = server
+        .object("migrationledgers.migrations.cozystack.io", "", NAME)
+        .unwrap();
+    assert!(
+        stored["status"].get("lock").is_none(),
+        "the last write released the lock: {stored}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_custom_resource_ledger_a_write_after_the_read_makes_the_run_plan_again_before_anything_runs()
+ {
+    let (server, ledger) = crd_ledger().await;
+    let scratch = tree(&["first"]);
+    let read = ledger.read().await;
+    // Another runner records `first` after this run's read.
+    record_ok(&ledger_crd::CrdLedger::new(server.client(), NAME), "first").await;
+    let report = run_after(&scratch, &ledger, read, &config(Duration::ZERO))
+        .await
+        .unwrap();
+    assert!(report.results.is_empty(), "{:?}", ran(&report));
+    assert!(scratch.lines("effects").is_empty(), "`first` did not run");
+}

@@ -63,18 +63,30 @@ async fn the_budget_stays_below_what_the_real_server_accepts() {
 const ETCD_REQUEST_LIMIT: u64 = ledger_crd::ETCD_REQUEST_LIMIT_BYTES;
 
 #[tokio::test]
-async fn the_lock_is_a_lease_in_the_lease_namespace_on_a_real_server() {
+async fn the_lock_lives_in_the_status_of_the_ledger_object_on_a_real_server() {
     let f = or_skip!(Fixture::new("CRD ledger lock", "lock").await);
     let l = f.ledger();
+    l.create(&[]).await.unwrap();
     let lease = l
         .acquire("runner-a/pid-1", Duration::from_secs(30))
         .await
         .unwrap();
-    assert_eq!(
-        f.cluster.lock_holder(&f.name).await.as_deref(),
-        Some("runner-a/pid-1")
+    // The real schema keeps every field of the lock (none is pruned).
+    let lock = f.stored().await["status"]["lock"].clone();
+    assert_eq!(lock["holder"], "runner-a/pid-1");
+    assert_eq!(lock["token"], lease.token.as_str());
+    assert_eq!(lock["ttl_seconds"], 30);
+    assert!(
+        lock["acquired"].is_string() && lock["renewed"].is_string(),
+        "{lock}"
     );
-    l.release(&lease).await.unwrap();
-    assert!(f.cluster.lock_lease(&f.name).await.is_none());
+    assert!(
+        f.cluster.lock_lease(&f.name).await.is_none(),
+        "no Lease is written"
+    );
+    let renewed = l.renew(&lease, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(renewed.token, lease.token);
+    l.release(&renewed).await.unwrap();
+    assert!(f.stored().await["status"].get("lock").is_none());
     f.cleanup().await;
 }

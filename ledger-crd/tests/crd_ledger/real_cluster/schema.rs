@@ -226,3 +226,102 @@ async fn a_status_json_patch_on_a_stale_resource_version_is_rejected_and_changes
     assert!(f.stored().await["status"]["entries"].get("s-9").is_some());
     f.cleanup().await;
 }
+
+/// The CRD this engine prints with `fields` of the status left out: what a
+/// cluster still runs after an upgrade of the engine but not of the CRD.
+fn crd_without(fields: &[&str]) -> serde_json::Value {
+    let mut crd = serde_json::to_value(ledger_crd::crd()).unwrap();
+    let status = crd
+        .pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties/status/properties")
+        .and_then(serde_json::Value::as_object_mut)
+        .expect("the status schema");
+    for field in fields {
+        assert!(
+            status.remove(*field).is_some(),
+            "the CRD declares status.{field}"
+        );
+    }
+    crd
+}
+
+async fn apply_crd(client: &Client, crd: &serde_json::Value) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.patch(
+        MigrationLedger::crd_name(),
+        &PatchParams::apply(LANE_MANAGER).force(),
+        &Patch::Apply(crd),
+    )
+    .await
+    .unwrap();
+    test_apiserver::real::wait_until_established(client, MigrationLedger::crd_name()).await;
+}
+
+#[tokio::test]
+async fn an_installed_crd_older_than_this_engine_is_reported_naming_the_field_before_anything_is_written()
+ {
+    // A private server: installing an older CRD on a shared one would break
+    // every other test's ledgers.
+    let cluster = or_skip!(RealCluster::private("an outdated installed CRD").await);
+    let client = cluster.client();
+    // The CRD of the release before the lock moved into the object.
+    apply_crd(&client, &crd_without(&["lock"])).await;
+    let name = test_apiserver::real::unique_name("outdated");
+    let ledger = CrdLedger::with_options(
+        client.clone(),
+        &name,
+        Options {
+            lease_namespace: cluster.namespace().to_owned(),
+            ..Options::default()
+        },
+    );
+    ledger
+        .create(&entries(0..2, migration_core::EntryState::Ok))
+        .await
+        .unwrap();
+    let api = ledgers(client.clone());
+    let before = serde_json::to_value(api.get(&name).await.unwrap()).unwrap();
+    let err = ledger
+        .acquire("runner-a", Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    for needle in [
+        "migrationledgers.migrations.cozystack.io",
+        "status.lock",
+        "migrate crd | kubectl apply -f -",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from: {text}");
+    }
+    assert!(
+        text.len() < 1000,
+        "the quoted object is not repeated: {text}"
+    );
+    let after = serde_json::to_value(api.get(&name).await.unwrap()).unwrap();
+    assert_eq!(
+        after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"],
+        "nothing was written"
+    );
+
+    // A CRD that would prune the last failures: the write carrying one is
+    // refused, naming `status.failures`, instead of dropping it.
+    apply_crd(&client, &crd_without(&["failures"])).await;
+    let failure = migration_core::last_failure::LastFailure::from_value(
+        "f.s-0",
+        &json!({"reason": "exit-status-3", "message": "boom", "at": "2026-12-04T19:00:00Z", "attempts": 1}),
+    )
+    .unwrap();
+    let err = ledger
+        .note_failure(&migration_core::testing::slug(0), &failure)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("status.failures"), "{err}");
+
+    // The CRD this engine prints: the same lock is taken.
+    install_crd(&client).await;
+    let lease = ledger
+        .acquire("runner-a", Duration::from_secs(30))
+        .await
+        .unwrap();
+    ledger.release(&lease).await.unwrap();
+    api.delete(&name, &DeleteParams::default()).await.unwrap();
+}
