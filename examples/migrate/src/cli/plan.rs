@@ -105,7 +105,10 @@ pub(crate) async fn plan_for_run(
         return Ok(());
     }
     let refusal = RunError::Unsafe {
-        findings: unsafe_findings,
+        findings: unsafe_findings
+            .iter()
+            .map(migrate_runner::unsafe_finding)
+            .collect(),
     };
     let problems = vec![refusal.to_string()];
     let doc = serde_json::json!({
