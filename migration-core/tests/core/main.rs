@@ -4,6 +4,7 @@
 
 mod common;
 mod diverged_legacy;
+mod drive;
 mod header_near_miss;
 mod hostile_input;
 mod last_failure;
