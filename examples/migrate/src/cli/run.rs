@@ -171,16 +171,7 @@ fn spawn_signal_forwarder(tx: tokio::sync::watch::Sender<bool>) -> Result<(), Fa
 
 /// Maps a run error to its exit code, printing the partial report in JSON mode.
 fn run_failure(e: RunError, out: &Out) -> Failure {
-    let (code, kind) = match &e {
-        RunError::Refused(_)
-        | RunError::Unsafe { .. }
-        | RunError::NoRoom(_)
-        | RunError::NoLedger(_) => (exit::REFUSED, "refused"),
-        RunError::MigrationFailed { .. } | RunError::Interrupted { .. } => {
-            (exit::MIGRATION_FAILED, "migration-failed")
-        }
-        _ => (exit::ENVIRONMENT, "environment"),
-    };
+    let (code, kind) = exit::of_run(&e);
     let problems = match &e {
         RunError::Refused(plan) => plan.problems.iter().map(ToString::to_string).collect(),
         other => vec![other.to_string()],
