@@ -124,6 +124,28 @@ impl<'a> Driver<'a> {
         self.run_locked(read, executor, started).await
     }
 
+    /// The run without the lock and the executor (`migrate run --dry-run`):
+    /// the plan this run would make on `read` (what the caller read without
+    /// the lock), and what the pre-run scan finds in its pending scripts
+    /// (any finding refuses the run: [`RunError::Unsafe`]). Takes no lock,
+    /// writes nothing (seeding included), executes nothing. Errors are the
+    /// run's: a failed read, a refused plan, a required ledger absent.
+    pub async fn dry_run(
+        self,
+        read: &Result<Option<LedgerSnapshot>, LedgerError>,
+    ) -> Result<DryRun, RunError> {
+        let snapshot = read.as_ref().map_err(|e| RunError::Ledger(e.clone()))?;
+        let plan = self
+            .migrator()
+            .plan_snapshot(snapshot.as_ref(), &self.request())
+            .map_err(prepare_error)?;
+        let scanned = self.scan.scan(self.tree, &plan.pending);
+        Ok(DryRun {
+            plan,
+            findings: scanned.findings,
+        })
+    }
+
     /// The migrator of this run, configured by its settings.
     fn migrator(&self) -> Migrator<'a> {
         Migrator::new(self.tree, self.ledger, self.clock)
@@ -227,12 +249,7 @@ impl<'a> Driver<'a> {
         let prepared = migrator
             .prepare_after(read, &self.request())
             .await
-            .map_err(|e| match e {
-                MigrateError::Refused(plan) => RunError::Refused(plan),
-                MigrateError::Ledger(l) => RunError::Ledger(l),
-                absent @ MigrateError::Absent { .. } => RunError::NoLedger(absent),
-                other => RunError::Migrate(other),
-            })?;
+            .map_err(prepare_error)?;
         executor.checkpoint("after-prepare");
         let mut run = migrator
             .begin(prepared)
@@ -345,6 +362,26 @@ impl<'a> Driver<'a> {
             results: Vec::new(),
             elapsed_ms: 0,
         }
+    }
+}
+
+/// What a dry run found ([`Driver::dry_run`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DryRun {
+    /// The plan the run would carry out.
+    pub plan: Plan,
+    /// What the pre-run scan found: the run would refuse if any.
+    pub findings: Vec<UnsafeFinding>,
+}
+
+/// A failed preparation (or plan) as the run reports it.
+fn prepare_error(e: MigrateError) -> RunError {
+    match e {
+        MigrateError::Refused(plan) => RunError::Refused(plan),
+        MigrateError::Ledger(l) => RunError::Ledger(l),
+        absent @ MigrateError::Absent { .. } => RunError::NoLedger(absent),
+        other => RunError::Migrate(other),
     }
 }
 

@@ -466,3 +466,47 @@ async fn a_lock_lost_while_a_script_runs_stops_the_run_and_names_the_migration()
     let ran: Vec<_> = executor.executed.iter().map(|e| e.0.as_str()).collect();
     assert_eq!(ran, ["first", "waits"], "nothing ran after the loss");
 }
+
+#[tokio::test]
+async fn a_dry_run_plans_and_scans_as_the_run_would_without_the_lock_writes_or_executions() {
+    let (tree, ledger) = (tree(), existing_ledger().await);
+    // Held by another runner: a dry run neither waits nor cares.
+    ledger
+        .acquire("someone-else", Duration::from_secs(600))
+        .await
+        .unwrap();
+    let before = ledger.read().await;
+    let scan = FakeScan {
+        unsafe_slugs: vec!["breaks".into()],
+        ..FakeScan::default()
+    };
+    let (clock, console) = (clock(), Lines::default());
+    let driver = |settings| Driver {
+        tree: &tree,
+        ledger: &ledger,
+        clock: &clock,
+        settings,
+        console: &console,
+        scan: &scan,
+    };
+    let settings = settings();
+    let dry = driver(&settings).dry_run(&before).await.unwrap();
+    let pending: Vec<_> = dry.plan.pending.iter().map(|p| p.slug.as_str()).collect();
+    assert_eq!(pending, ["first", "waits", "breaks", "needs-breaks"]);
+    assert_eq!(dry.findings.len(), 1, "the scan's finding is reported");
+    assert_eq!(
+        ledger.read().await.unwrap(),
+        before.unwrap(),
+        "nothing written"
+    );
+    // A ledger that must exist and does not refuses, as the run would.
+    let absent = MemoryLedger::new();
+    let err = Driver {
+        ledger: &absent,
+        ..driver(&settings)
+    }
+    .dry_run(&absent.read().await)
+    .await
+    .unwrap_err();
+    assert!(matches!(err, RunError::NoLedger(_)), "{err}");
+}
