@@ -19,7 +19,7 @@
 
 use std::time::Duration;
 
-use migration_core::drive::{Driver, RunSettings};
+use migration_core::drive::{Driver, DryRun, RunSettings};
 use migration_core::header::Tier;
 use migration_core::{Clock, LedgerError, LedgerSnapshot, LockedLedger, MigrationsTree, Slug};
 use tokio::sync::watch;
@@ -204,6 +204,17 @@ impl<'a> Runner<'a> {
         self.driver(&settings, &scan)
             .run_after_read(read, &mut scripts)
             .await
+    }
+
+    /// The run without the lock and the executor ([`Driver::dry_run`]): the
+    /// plan on `read` and what the pre-run scan finds; nothing written,
+    /// nothing executed.
+    pub async fn dry_run(
+        self,
+        read: &Result<Option<LedgerSnapshot>, LedgerError>,
+    ) -> Result<DryRun, RunError> {
+        let (settings, scan) = (self.config.settings(), PreRunScan::new(&self.config.lint));
+        self.driver(&settings, &scan).dry_run(read).await
     }
 
     /// Core's run over this runner's tree, ledger, clock and console.
