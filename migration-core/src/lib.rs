@@ -27,6 +27,7 @@ mod spelling;
 mod text_form;
 
 pub mod digest;
+pub mod drive;
 pub mod entry;
 pub mod fence;
 pub mod generate;

@@ -124,6 +124,21 @@ pub enum Outcome {
     },
 }
 
+impl Outcome {
+    /// The reason recorded for it: `None` for a success, the script's own
+    /// for a failure, and the fixed words of the others
+    /// ([`REQUIREMENT_UNMET`], [`NOT_YET`], [`REQUIREMENT_NOT_YET`]).
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Outcome::Succeeded | Outcome::SucceededNoting { .. } => None,
+            Outcome::Failed { reason, .. } => Some(reason),
+            Outcome::Blocked { .. } => Some(REQUIREMENT_UNMET),
+            Outcome::NotYet { .. } => Some(NOT_YET),
+            Outcome::Deferred { .. } => Some(REQUIREMENT_NOT_YET),
+        }
+    }
+}
+
 /// What [`Run::finish`] did with an outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {

@@ -318,7 +318,7 @@ mod tests {
 
     fn not_yet_by(image: &str, at: i64) -> LedgerSnapshot {
         let mut e = LedgerEntry::new(EntryState::NotYet, Timestamp::from_unix(at));
-        e.reason = Some("exit-status-75".into());
+        e.reason = Some(migration_core::run::NOT_YET.into());
         e.message = Some("not ready".into());
         e.image = Some(image.into());
         let data = [("m.a".to_owned(), e.encode())];

@@ -7,9 +7,9 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use migration_core::plan::PendingMigration;
-use migration_core::run::NOT_YET;
-use migration_core::{LedgerError, LockKeeper, Slug};
+use migration_core::drive::{Exec, Executor, Job};
+use migration_core::run::NOT_YET_EXIT_STATUS;
+use migration_core::{LedgerError, LockKeeper, Outcome, Slug};
 use nix::sys::signal::Signal;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::watch;
@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use migration_core::MigrationsTree;
 
 use crate::child::{ScriptChild, signal_group};
-use crate::{Console, RunConfig, RunError};
+use crate::{Console, RunConfig};
 
 /// Keeps the output tail within a byte budget, by whole lines, each
 /// redacted as it arrives: whether a line holds a secret can depend on an
@@ -66,18 +66,16 @@ impl Tail {
     }
 }
 
-/// How one execution ended.
-pub(super) enum Exec {
-    /// Exit 0 and no unaccepted cluster-command failure.
-    Success(crate::tripwire::Calls),
-    /// Exit status 75: preconditions not met; `tail` names any
-    /// cluster-command failure the script did not acknowledge.
-    NotYet {
-        tail: String,
-    },
+/// How the script's process ended, before the tripwire's report is read.
+enum Status {
+    /// Exit 0.
+    Success,
+    /// Exit status [`NOT_YET_EXIT_STATUS`]: preconditions not met.
+    NotYet,
+    /// Any other end; `extra` explains it beyond the output.
     Failed {
         reason: String,
-        tail: String,
+        extra: String,
     },
     Interrupted,
     LockLost(LedgerError),
@@ -181,76 +179,112 @@ pub(super) async fn pump<R: AsyncRead + Unpin>(
 }
 
 /// What every script execution of one run shares: the tree, the run's
-/// settings and console, the interrupt, the lock keeper (renewed while a
-/// script runs) and the tripwire.
-pub(super) struct Scripts<'a, 'k> {
-    pub(super) tree: &'a MigrationsTree,
-    pub(super) config: &'a RunConfig,
-    pub(super) console: &'a dyn Console,
-    pub(super) interrupt: &'a mut watch::Receiver<bool>,
-    pub(super) keeper: &'a mut LockKeeper<'k>,
+/// settings and console, the interrupt, the tripwire and the private
+/// copies of the scripts. The hook runner's [`Executor`].
+pub(super) struct Scripts<'a> {
+    tree: &'a MigrationsTree,
+    config: &'a RunConfig,
+    console: &'a dyn Console,
+    interrupt: watch::Receiver<bool>,
     /// Armed at the first script that runs (a run with nothing to execute
     /// never pays for it); dropped with the run's scripts, which ends its
     /// supervisor.
-    pub(super) wire: Option<crate::tripwire::Tripwire>,
-    /// The bytes the pre-run scan read and hashed, per slug: what runs.
-    pub(super) scanned: std::collections::HashMap<Slug, Vec<u8>>,
-    /// Where their private copies are written (made at the first script).
-    pub(super) copies: Option<tempfile::TempDir>,
+    wire: Option<crate::tripwire::Tripwire>,
+    /// Where the private copies of the scripts are written (made at the
+    /// first script).
+    copies: Option<tempfile::TempDir>,
 }
 
-impl Scripts<'_, '_> {
-    /// Runs `pending` (attempt number `attempt`) with the interpreter
-    /// `shebang` names, and tells how it ended.
-    pub(super) async fn execute(
+impl<'a> Scripts<'a> {
+    pub(super) fn new(
+        tree: &'a MigrationsTree,
+        config: &'a RunConfig,
+        console: &'a dyn Console,
+        interrupt: watch::Receiver<bool>,
+    ) -> Self {
+        Scripts {
+            tree,
+            config,
+            console,
+            interrupt,
+            wire: None,
+            copies: None,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Executor for Scripts<'_> {
+    async fn execute(&mut self, job: Job<'_>, keeper: &mut LockKeeper<'_>) -> Exec {
+        self.spawn_and_wait(job, keeper)
+            .await
+            .unwrap_or_else(|e| Exec::Unstarted {
+                message: e.to_string(),
+            })
+    }
+
+    fn interrupted(&self) -> bool {
+        *self.interrupt.borrow()
+    }
+
+    async fn pause(&mut self, pause: Duration) {
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            _ = self.interrupt.changed() => {}
+        }
+    }
+
+    fn checkpoint(&self, point: &str) {
+        crate::failpoint(point);
+    }
+}
+
+impl Scripts<'_> {
+    /// Runs `job` with the interpreter its shebang names, renewing the
+    /// lock while it runs, and tells how it ended; an error is a script
+    /// that could not be started.
+    async fn spawn_and_wait(
         &mut self,
-        shebang: &str,
-        pending: &PendingMigration,
-        attempt: u32,
-    ) -> Result<Exec, RunError> {
+        job: Job<'_>,
+        keeper: &mut LockKeeper<'_>,
+    ) -> std::io::Result<Exec> {
+        let Job {
+            pending,
+            attempt,
+            shebang,
+            script: bytes,
+            ..
+        } = job;
         let Scripts {
             tree,
             config,
             console,
             interrupt,
-            keeper,
             wire,
-            scanned,
             copies,
         } = self;
         let (root, config, console) = (tree.root(), *config, *console);
-        let (interrupt, keeper) = (&mut **interrupt, &mut **keeper);
-        let spawn_error = |e: std::io::Error| RunError::Spawn {
-            slug: pending.slug.clone(),
-            message: e.to_string(),
-        };
         // Tripwire hook 1 of 3: cluster commands go through the runner's shim
         // (PATH, KUBECTL/HELM/FLUX and a fresh report file; see crate::tripwire).
         let armed = match wire.take() {
             Some(w) => wire.insert(w),
-            None => wire.insert(
-                crate::tripwire::Tripwire::arm(&config.tripwire, root, config.grace)
-                    .map_err(spawn_error)?,
-            ),
+            None => wire.insert(crate::tripwire::Tripwire::arm(
+                &config.tripwire,
+                root,
+                config.grace,
+            )?),
         };
         use std::os::unix::process::CommandExt;
         let path: PathBuf = root.join(&pending.relative_path);
-        let Some(bytes) = scanned.get(&pending.slug) else {
-            return Err(RunError::Spawn {
-                slug: pending.slug.clone(),
-                message: "it was not scanned before the run; refusing to run it unscanned".into(),
-            });
-        };
         let dir = match copies.take() {
             Some(d) => copies.insert(d),
             None => copies.insert(
                 tempfile::Builder::new()
                     .prefix("migrate-scripts-")
-                    .tempdir()
-                    .map_err(spawn_error)?,
+                    .tempdir()?,
             ),
         };
-        let copy = private_copy(dir.path(), &pending.slug, bytes).map_err(spawn_error)?;
+        let copy = private_copy(dir.path(), &pending.slug, bytes)?;
         let mut cmd = command_for(shebang, &copy, &path);
         cmd.current_dir(root)
             .env("MIGRATION_SLUG", pending.slug.as_str())
@@ -263,29 +297,27 @@ impl Scripts<'_, '_> {
             // run: it would exit 0 having done nothing, and be recorded `ok`.
             // A dry run is `migrate run --dry-run`, which executes nothing.
             .env_remove("MIGRATION_DRY_RUN")
-            .stdin(null_input().map_err(spawn_error)?)
+            .stdin(null_input()?)
             // Its own group, killed whole when the script ends, and on drop
             // (super::child).
             .process_group(0);
         // One pipe for both streams, as `2>&1` would: the tail then holds the
         // output in the order the script wrote it.
-        let (reader, writer) = std::io::pipe().map_err(spawn_error)?;
-        cmd.stdout(writer.try_clone().map_err(spawn_error)?)
-            .stderr(writer);
-        let mut report = armed.guard(&mut cmd).map_err(spawn_error)?;
-        let mut child = ScriptChild::spawn(&mut cmd).map_err(spawn_error)?;
+        let (reader, writer) = std::io::pipe()?;
+        cmd.stdout(writer.try_clone()?).stderr(writer);
+        let mut report = armed.guard(&mut cmd)?;
+        let mut child = ScriptChild::spawn(&mut cmd)?;
         // Our copies of the write end must go, or the pipe never reaches EOF.
         drop(cmd);
         let output =
-            tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))
-                .map_err(spawn_error)?;
+            tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))?;
         let pgid = child.pgid();
         // The run's supervisor stops this group should the runner die (even
         // of SIGKILL) before the group is killed and released below.
         if let Err(e) = armed.watch(pgid) {
             signal_group(pgid, Signal::SIGKILL);
             let _ = child.wait().await;
-            return Err(spawn_error(e));
+            return Err(e);
         }
         let tail = Arc::new(Mutex::new(Tail {
             cap: config.tail_bytes,
@@ -303,7 +335,8 @@ impl Scripts<'_, '_> {
                 tokio::select! {
                     status = child.wait() => {
                         return match status {
-                            Ok(s) if s.success() => Exec::Success(crate::tripwire::Calls::default()),
+                            Ok(s) if s.success() => Status::Success,
+                            Ok(s) if s.code() == Some(NOT_YET_EXIT_STATUS) => Status::NotYet,
                             Ok(s) => {
                                 use std::os::unix::process::ExitStatusExt;
                                 let reason = match (s.code(), s.signal()) {
@@ -311,41 +344,41 @@ impl Scripts<'_, '_> {
                                     (None, Some(sig)) => format!("signal-{sig}"),
                                     _ => "unknown-exit".to_owned(),
                                 };
-                                Exec::Failed { reason, tail: String::new() }
+                                Status::Failed { reason, extra: String::new() }
                             }
-                            Err(e) => Exec::Failed { reason: "wait-error".into(), tail: e.to_string() },
+                            Err(e) => Status::Failed { reason: "wait-error".into(), extra: e.to_string() },
                         };
                     }
                     () = tokio::time::sleep_until(deadline) => {
                         console.progress(&format!("{} timed out after {:?}; stopping its process group", pending.slug, config.timeout));
                         stop(&mut child, pgid, config.grace).await;
-                        return Exec::Failed { reason: "timeout".into(), tail: String::new() };
+                        return Status::Failed { reason: "timeout".into(), extra: String::new() };
                     }
                     _ = interrupt.changed() => {
                         if *interrupt.borrow() {
                             console.progress(&format!("interrupted: forwarding SIGTERM to {} and waiting up to {:?}", pending.slug, config.grace));
                             stop(&mut child, pgid, config.grace).await;
-                            return Exec::Interrupted;
+                            return Status::Interrupted;
                         }
                     }
                     _ = renew.tick() => {
                         if let Err(e) = keeper.renew().await {
                             stop(&mut child, pgid, config.grace).await;
-                            return Exec::LockLost(e);
+                            return Status::LockLost(e);
                         }
                     }
                 }
             }
         };
-        let (exec, ()) = tokio::join!(
+        let (status, ()) = tokio::join!(
             async {
-                let exec = waiting.await;
+                let status = waiting.await;
                 // Stragglers left in the group would hold the pipes open.
                 signal_group(pgid, Signal::SIGKILL);
                 // So would processes that left the group; they also fail
                 // the script (Tripwire hook 2, below).
                 report.reap_survivors(pgid);
-                exec
+                status
             },
             readers
         );
@@ -360,35 +393,39 @@ impl Scripts<'_, '_> {
         // failure is a failure (reason masked-failure), however it was masked.
         let mut calls = report.finish();
         calls.unstarted = unstarted;
-        if let Exec::Failed { reason, .. } = &exec
-            && reason == NOT_YET
-        {
-            return Ok(Exec::NotYet {
-                tail: not_yet_message(&calls, &tail, config.tail_bytes),
-            });
-        }
-        if let Exec::Success(_) = exec {
-            return Ok(match calls.masked_failure() {
-                Some(message) => Exec::Failed {
+        let ended = |outcome| Exec::Ended {
+            outcome,
+            cluster_commands: None,
+        };
+        Ok(match status {
+            Status::NotYet => ended(Outcome::NotYet {
+                message: not_yet_message(&calls, &tail, config.tail_bytes),
+            }),
+            Status::Success => match calls.masked_failure() {
+                Some(message) => ended(Outcome::Failed {
                     reason: crate::tripwire::MASKED_FAILURE.into(),
-                    tail: crate::tripwire::compose(&message, &tail, config.tail_bytes),
+                    message: crate::tripwire::compose(&message, &tail, config.tail_bytes),
+                }),
+                // Tripwire hook 3 of 3: tolerated cluster-command failures
+                // are counted in the entry's message and in the run report.
+                None => Exec::Ended {
+                    outcome: match calls.ok_message() {
+                        Some(message) => Outcome::SucceededNoting { message },
+                        None => Outcome::Succeeded,
+                    },
+                    cluster_commands: Some(calls.summary()),
                 },
-                None => Exec::Success(calls),
-            });
-        }
-        Ok(match exec {
-            Exec::Failed {
+            },
+            Status::Failed { reason, extra } => ended(Outcome::Failed {
                 reason,
-                tail: extra,
-            } => Exec::Failed {
-                reason,
-                tail: if extra.is_empty() {
+                message: if extra.is_empty() {
                     tail
                 } else {
                     format!("{tail}\n{extra}")
                 },
-            },
-            other => other,
+            }),
+            Status::Interrupted => Exec::Interrupted,
+            Status::LockLost(e) => Exec::LockLost(e),
         })
     }
 }

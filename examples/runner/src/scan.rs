@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use migration_core::drive::{self, Scan, UnsafeFinding};
 use migration_core::plan::PendingMigration;
 use migration_core::{MigrationsTree, Slug};
 
@@ -66,13 +67,47 @@ fn scan_keeping(
     (findings, Some(bytes))
 }
 
+/// The pre-run scan as core's run calls it ([`Scan`]): [`scan_all`] with
+/// these lint settings, keeping the bytes it read for the run to execute.
+#[derive(Debug, Clone, Copy)]
+pub struct PreRunScan<'l> {
+    lint: &'l LintConfig,
+}
+
+impl<'l> PreRunScan<'l> {
+    /// The scan with `lint`'s settings (ledger name, cluster commands).
+    pub fn new(lint: &'l LintConfig) -> Self {
+        PreRunScan { lint }
+    }
+}
+
+impl Scan for PreRunScan<'_> {
+    fn scan(&self, tree: &MigrationsTree, pending: &[PendingMigration]) -> drive::Scanned {
+        let scanned = scan_all_keeping(tree, pending, self.lint);
+        drive::Scanned {
+            findings: scanned.findings.iter().map(unsafe_finding).collect(),
+            scripts: scanned.bytes,
+        }
+    }
+}
+
+/// A lint finding as the run reports it.
+pub fn unsafe_finding(f: &Finding) -> UnsafeFinding {
+    UnsafeFinding {
+        file: f.file.clone(),
+        line: f.line,
+        rule: f.rule.to_owned(),
+        message: f.message.clone(),
+    }
+}
+
 /// What the scan of a run's pending scripts found, and the bytes of each
 /// script it read (by slug): what the run executes.
-pub(super) struct Scanned {
+struct Scanned {
     /// Every finding, in plan order.
-    pub(super) findings: Vec<Finding>,
+    findings: Vec<Finding>,
     /// The bytes scanned and hashed, per slug (absent: refused).
-    pub(super) bytes: HashMap<Slug, Vec<u8>>,
+    bytes: HashMap<Slug, Vec<u8>>,
 }
 
 /// [`scan`] of every pending script, their findings in plan order. Large
@@ -88,7 +123,7 @@ pub fn scan_all(
 }
 
 /// [`scan_all`], keeping the bytes scanned for the run to execute.
-pub(super) fn scan_all_keeping(
+fn scan_all_keeping(
     tree: &MigrationsTree,
     pending: &[PendingMigration],
     lint: &LintConfig,

@@ -5,6 +5,7 @@
 mod adoption_history;
 mod common;
 mod diverged_legacy;
+mod drive;
 mod header_near_miss;
 mod hostile_input;
 mod last_failure;

@@ -77,17 +77,12 @@ impl From<GitError> for Failure {
 
 impl From<MigrateError> for Failure {
     fn from(e: MigrateError) -> Self {
-        match e {
-            MigrateError::Refused(plan) => Failure::new(
-                exit::REFUSED,
-                "refused",
-                plan.problems.iter().map(ToString::to_string).collect(),
-            ),
-            absent @ MigrateError::Absent { .. } => {
-                Failure::new(exit::REFUSED, "refused", vec![absent.to_string()])
-            }
-            other => Failure::environment(vec![other.to_string()]),
-        }
+        let (code, kind) = exit::of_migrate(&e);
+        let problems = match e {
+            MigrateError::Refused(plan) => plan.problems.iter().map(ToString::to_string).collect(),
+            other => vec![other.to_string()],
+        };
+        Failure::new(code, kind, problems)
     }
 }
 

@@ -4,9 +4,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use migrate_lint::LintConfig;
+use migration_core::drive::UnsafeFinding;
 use migration_core::{
-    LedgerError, LedgerSnapshot, LockedLedger, MigrationsTree, Migrator, PlanRequest, SystemClock,
-    TreeError,
+    LedgerError, LedgerSnapshot, LockedLedger, MigrationsTree, Migrator, Plan, PlanRequest,
+    SystemClock, TreeError,
 };
 use tokio::task::JoinError;
 
@@ -18,26 +20,12 @@ use migrate_runner::RunError;
 use migrate_spec::LedgerSpec;
 use migrate_spec::exit;
 
-/// Plans against the ledger and prints the plan.
+/// Plans against the ledger and prints the plan, with the pre-run scan
+/// that covers the cluster commands `run` would resolve from the tree, its
+/// settings and the environment. Reads the ledger, takes no lock, writes
+/// nothing, executes nothing.
 pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
-    plan_for_run(args, None, &[], out).await
-}
-
-/// The plan and its pre-run scan, which covers the cluster commands `run`
-/// would resolve from the tree, its settings, the environment and
-/// `cluster_commands` (the flags of `migrate run --dry-run`); a non-empty
-/// `allowed_interpreters` replaces the default shebangs as in `run`. Reads the ledger, takes no
-/// lock, writes nothing, executes nothing.
-pub(crate) async fn plan_for_run(
-    args: PlanArgs,
-    cluster_commands: Option<&[String]>,
-    allowed_interpreters: &[String],
-    out: &Out,
-) -> Result<(), Failure> {
     check_ledger_flags(args.require_existing_ledger, args.fresh_install)?;
-    // `run --dry-run` refuses a missing ledger as `run` does.
-    let require_existing =
-        args.require_existing_ledger || (cluster_commands.is_some() && !args.fresh_install);
     // The tree's migrate.toml, refused before the ledger is opened.
     let settings = super::settings::read(&args.tree)?;
     let (tree, opened) = load_and_read(&args.tree, &args.ledger).await?;
@@ -45,19 +33,78 @@ pub(crate) async fn plan_for_run(
     super::manifest_of(&tree)?;
     let (ledger, read) = opened?;
     let snapshot = read?;
-    let mut migrator = Migrator::new(&tree, ledger.as_ref(), &SystemClock)
-        .with_require_existing_ledger(require_existing);
-    if !allowed_interpreters.is_empty() {
-        migrator = migrator.with_allowed_interpreters(allowed_interpreters.to_vec());
-    }
+    let migrator = Migrator::new(&tree, ledger.as_ref(), &SystemClock)
+        .with_require_existing_ledger(args.require_existing_ledger);
     let request = PlanRequest {
         tiers: args.tier.into(),
         only: args.only,
     };
     let plan = migrator.plan_snapshot(snapshot.as_ref(), &request)?;
-    let mut view = PlanView::new(&plan, &ledger.describe());
+    // What `run` would refuse: the same pre-run scan of the pending
+    // scripts (and the helpers they source), with the tree's settings.
+    // Plain `plan` resolves the cluster commands as a `run` without flags
+    // would: the scan it shows is the one that run applies.
+    let mut lint = super::settings::lint_config(&settings, None, Vec::new());
+    let flags = run_cluster_commands(&settings, &[]);
+    for name in super::cluster_commands::settings(Some(tree.root()), &flags)? {
+        if !lint.kubectl_commands.contains(&name) {
+            lint.kubectl_commands.push(name);
+        }
+    }
+    let findings = migrate_runner::scan_all(&tree, &plan.pending, &lint)
+        .iter()
+        .map(migrate_runner::unsafe_finding)
+        .collect();
+    let shown = Shown {
+        tree: &tree,
+        ledger: ledger.as_ref(),
+        snapshot: snapshot.as_ref(),
+        lint: &lint,
+        fresh_install: args.fresh_install,
+        wide: args.wide,
+    };
+    let result = show(&shown, &plan, findings, out);
+    leave_to_exit((tree, snapshot, ledger));
+    result
+}
+
+/// What [`show`] presents a plan with.
+pub(crate) struct Shown<'a> {
+    /// The loaded tree.
+    pub(crate) tree: &'a MigrationsTree,
+    /// The ledger planned on.
+    pub(crate) ledger: &'a dyn LockedLedger,
+    /// What reading it gave.
+    pub(crate) snapshot: Option<&'a LedgerSnapshot>,
+    /// The scan's settings (for the findings a baseline accepts).
+    pub(crate) lint: &'a LintConfig,
+    /// `--fresh-install` was given.
+    pub(crate) fresh_install: bool,
+    /// `--wide`.
+    pub(crate) wide: bool,
+}
+
+/// Prints `plan` and the warnings about it; refused (exit 3) with the plan
+/// shown when the pre-run scan found something (`findings`): `run` would
+/// refuse it. `migrate plan` and `migrate run --dry-run` (core's dry run)
+/// both show their plan here.
+pub(crate) fn show(
+    shown: &Shown<'_>,
+    plan: &Plan,
+    findings: Vec<UnsafeFinding>,
+    out: &Out,
+) -> Result<(), Failure> {
+    let Shown {
+        tree,
+        ledger,
+        snapshot,
+        lint,
+        fresh_install,
+        wide,
+    } = *shown;
+    let mut view = PlanView::new(plan, &ledger.describe());
     if plan.fresh_install {
-        let run_needs_flag = !args.fresh_install;
+        let run_needs_flag = !fresh_install;
         eprintln!(
             "migrate: {}",
             crate::report::fresh_install_notice(&ledger.describe(), run_needs_flag)
@@ -67,26 +114,14 @@ pub(crate) async fn plan_for_run(
                 .push(crate::report::run_needs_fresh_install(&ledger.describe()));
         }
     }
-    if let Some(snapshot) = &snapshot {
+    if let Some(snapshot) = snapshot {
         view.note_attempts(&snapshot.attempts_started);
         view.note_failures(&snapshot.failures);
     }
-    // What `run` would refuse: the same pre-run scan of the pending
-    // scripts (and the helpers they source), with the tree's settings.
-    // Plain `plan` resolves the cluster commands as a `run` without flags
-    // would: the scan it shows is the one that run applies.
-    let mut lint = super::settings::lint_config(&settings, None, Vec::new());
-    let flags = run_cluster_commands(&settings, cluster_commands.unwrap_or_default());
-    for name in super::cluster_commands::settings(Some(tree.root()), &flags)? {
-        if !lint.kubectl_commands.contains(&name) {
-            lint.kubectl_commands.push(name);
-        }
-    }
-    let unsafe_findings = migrate_runner::scan_all(&tree, &plan.pending, &lint);
     // Findings the reviewed baseline accepts in frozen scripts are shown,
     // never silent (ADOPTING.md, "Frozen scripts").
     let pending_files = plan.pending.iter().map(|p| p.relative_path.as_path());
-    for b in migrate_lint::baselined_pending(tree.root(), pending_files, &lint) {
+    for b in migrate_lint::baselined_pending(tree.root(), pending_files, lint) {
         view.warnings.push(format!(
             "{}:{} [{}] accepted by {}:{}: {}",
             b.file,
@@ -98,15 +133,12 @@ pub(crate) async fn plan_for_run(
         ));
     }
     view.warnings
-        .extend(shipped_edit_warnings(&tree, &plan.pending));
-    leave_to_exit((tree, snapshot, ledger));
-    if unsafe_findings.is_empty() {
-        out.emit(&view, |c| view.text(c, args.wide));
+        .extend(shipped_edit_warnings(tree, &plan.pending));
+    if findings.is_empty() {
+        out.emit(&view, |c| view.text(c, wide));
         return Ok(());
     }
-    let refusal = RunError::Unsafe {
-        findings: unsafe_findings,
-    };
+    let refusal = RunError::Unsafe { findings };
     let problems = vec![refusal.to_string()];
     let doc = serde_json::json!({
         "error": "refused",
@@ -117,7 +149,7 @@ pub(crate) async fn plan_for_run(
     out.emit(&doc, |c| {
         format!(
             "{}run would refuse this plan: {refusal}\n",
-            view.text(c, args.wide)
+            view.text(c, wide)
         )
     });
     Err(Failure::quiet(exit::REFUSED))

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use migration_core::SystemClock;
 
-use super::args::{OneTier, PlanArgs, RunArgs, TierArg};
+use super::args::RunArgs;
 use super::{Failure, Out};
 use crate::report::Format;
 use migrate_runner::{RunConfig, RunError};
@@ -37,31 +37,9 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         require_existing_ledger,
         fresh_install,
         dry_run,
-        cluster,
+        cluster: _,
     } = args;
     super::plan::check_ledger_flags(require_existing_ledger, fresh_install)?;
-    if dry_run {
-        // A dry run never executes a script: one that ignored a dry-run
-        // switch would change the cluster with nothing recorded, and one
-        // that honoured it would exit 0 without having done its work
-        // (CONTRACT.md §7.8). It shows the plan `run` would carry out.
-        let tier = match tier {
-            OneTier::PreApply => TierArg::PreApply,
-            OneTier::Background => TierArg::Background,
-        };
-        let args = PlanArgs {
-            tree,
-            ledger,
-            tier,
-            only,
-            wide: false,
-            require_existing_ledger,
-            fresh_install,
-            cluster,
-        };
-        return super::plan::plan_for_run(args, Some(&cluster_commands), &allow_interpreters, out)
-            .await;
-    }
     // The tree's migrate.toml, refused before the ledger is opened.
     let settings = super::settings::read(&tree)?;
     // The ledger is read while the tree loads, without the lock: a run
@@ -101,12 +79,34 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     let console = StdConsole {
         stderr_only: out.format == Format::Json,
     };
+    let runner =
+        migrate_runner::Runner::new(&tree, ledger.as_ref(), &config, &console).with_clock(&clock);
+    if dry_run {
+        // A dry run never executes a script: one that ignored a dry-run
+        // switch would change the cluster with nothing recorded, and one
+        // that honoured it would exit 0 without having done its work
+        // (CONTRACT.md §7.8). It is the run without the lock and the
+        // executor (core's dry run): the plan `run` would carry out, and
+        // what its pre-run scan would refuse.
+        let dry = runner
+            .dry_run(&read)
+            .await
+            .map_err(|e| run_failure(e, out))?;
+        let shown = super::plan::Shown {
+            tree: &tree,
+            ledger: ledger.as_ref(),
+            snapshot: read.as_ref().ok().and_then(Option::as_ref),
+            lint: &config.lint,
+            fresh_install,
+            wide: false,
+        };
+        let result = super::plan::show(&shown, &dry.plan, dry.findings, out);
+        super::plan::leave_to_exit((tree, read, ledger));
+        return result;
+    }
     let (tx, rx) = tokio::sync::watch::channel(false);
     spawn_signal_forwarder(tx)?;
-    let result = migrate_runner::Runner::new(&tree, ledger.as_ref(), &config, &console)
-        .with_clock(&clock)
-        .run_after_read(&read, rx)
-        .await;
+    let result = runner.run_after_read(&read, rx).await;
     match result {
         Ok(report) => {
             if report.fresh_install {
@@ -171,16 +171,7 @@ fn spawn_signal_forwarder(tx: tokio::sync::watch::Sender<bool>) -> Result<(), Fa
 
 /// Maps a run error to its exit code, printing the partial report in JSON mode.
 fn run_failure(e: RunError, out: &Out) -> Failure {
-    let (code, kind) = match &e {
-        RunError::Refused(_)
-        | RunError::Unsafe { .. }
-        | RunError::NoRoom(_)
-        | RunError::NoLedger(_) => (exit::REFUSED, "refused"),
-        RunError::MigrationFailed { .. } | RunError::Interrupted { .. } => {
-            (exit::MIGRATION_FAILED, "migration-failed")
-        }
-        _ => (exit::ENVIRONMENT, "environment"),
-    };
+    let (code, kind) = exit::of_run(&e);
     let problems = match &e {
         RunError::Refused(plan) => plan.problems.iter().map(ToString::to_string).collect(),
         other => vec![other.to_string()],

@@ -148,21 +148,8 @@ impl Call {
     }
 }
 
-/// Counts for the run report.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct CallSummary {
-    /// Calls made.
-    pub calls: usize,
-    /// Calls that failed (or never finished) unaccepted.
-    pub failed: usize,
-    /// Failures accepted by `migrate-tolerate`.
-    pub tolerated: usize,
-    /// Calls that succeeded after retrying a transient failure.
-    pub retried: usize,
-    /// The tolerated calls: command line and class.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tolerated_calls: Vec<String>,
-}
+/// Counts for the run report (core's type: the report is core's).
+pub use migration_core::drive::CallSummary;
 
 /// Everything the report says about one execution.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

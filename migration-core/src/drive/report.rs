@@ -1,17 +1,30 @@
-//! What a run did and why it stopped: outcomes, results, the report, errors.
+//! What a run did and why it stopped: how each migration ended, the
+//! report, the errors (`migrate run --json` prints the report as it is
+//! serialized here).
 
+use std::fmt;
 use std::time::Duration;
 
-use migration_core::{LedgerError, MigrateError, PlanError, Slug};
+use crate::ledger::LedgerError;
+use crate::migrator::MigrateError;
+use crate::plan::PlanError;
+use crate::run::Outcome;
+use crate::slug::Slug;
 
-use migrate_lint::Finding;
+/// Why a run is a fresh install: the ledger does not exist (the report's
+/// `fresh_install_reason`, and the words of the CLI's notice).
+pub fn fresh_install_reason(ledger: &str) -> String {
+    format!("{ledger} does not exist")
+}
 
-use crate::interrupted_text;
-
-/// How one migration ended in this run.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+/// How one migration ended in this run: the report's word for it
+/// (serialized kebab-case: `ok`, `failed`, `blocked`, `not-yet`, `aborted`,
+/// `interrupted`). What the run recorded follows from the [`Outcome`] it
+/// was handed and the `on-error` verdict ([`Ended::recorded`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Outcome {
+#[non_exhaustive]
+pub enum Ended {
     /// Exit 0, recorded `ok`.
     Ok,
     /// Failed under `on-error=warn`, recorded `failed`.
@@ -28,13 +41,69 @@ pub enum Outcome {
     Interrupted,
 }
 
+impl Ended {
+    /// How a migration whose `outcome` was recorded (not aborted) ended.
+    pub fn recorded(outcome: &Outcome) -> Ended {
+        match outcome {
+            Outcome::Succeeded | Outcome::SucceededNoting { .. } => Ended::Ok,
+            Outcome::Failed { .. } => Ended::Failed,
+            Outcome::Blocked { .. } => Ended::Blocked,
+            Outcome::NotYet { .. } | Outcome::Deferred { .. } => Ended::NotYet,
+        }
+    }
+}
+
+/// What a script's cluster-command calls did, as the hook runner's
+/// tripwire counted them (the report's `cluster_commands`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CallSummary {
+    /// Calls made.
+    pub calls: usize,
+    /// Calls that failed (or never finished) unaccepted.
+    pub failed: usize,
+    /// Failures accepted by `migrate-tolerate`.
+    pub tolerated: usize,
+    /// Calls that succeeded after retrying a transient failure.
+    pub retried: usize,
+    /// The tolerated calls: command line and class.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tolerated_calls: Vec<String>,
+}
+
+/// A pattern the pre-run scan found in a pending script that could hide
+/// its failure (or a write to the ledger): the run refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsafeFinding {
+    /// Path relative to the tree root.
+    pub file: String,
+    /// One-based line, where there is one.
+    pub line: Option<usize>,
+    /// The lint rule's id.
+    pub rule: String,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl fmt::Display for UnsafeFinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}: [{}] {}",
+            self.file,
+            self.line.unwrap_or(0),
+            self.rule,
+            self.message
+        )
+    }
+}
+
 /// One migration's result.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MigrationResult {
     /// The slug.
     pub slug: String,
     /// How it ended.
-    pub outcome: Outcome,
+    pub outcome: Ended,
     /// Why it failed, if it did.
     pub reason: Option<String>,
     /// Executions counted so far (including this one).
@@ -43,7 +112,7 @@ pub struct MigrationResult {
     pub duration_ms: u128,
     /// What the script's cluster-command calls did (scripts recorded `ok`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cluster_commands: Option<crate::tripwire::CallSummary>,
+    pub cluster_commands: Option<CallSummary>,
 }
 
 /// What a run did.
@@ -68,11 +137,8 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    fn count(&self, outcome: &Outcome) -> usize {
-        self.results
-            .iter()
-            .filter(|r| &r.outcome == outcome)
-            .count()
+    fn count(&self, outcome: Ended) -> usize {
+        self.results.iter().filter(|r| r.outcome == outcome).count()
     }
 
     /// The closing summary line.
@@ -80,11 +146,11 @@ impl RunReport {
         let not_run = self.pending - self.results.len();
         format!(
             "done: {} ok, {} failed, {} blocked, {} not yet, {} not run, in {:.1}s",
-            self.count(&Outcome::Ok),
-            self.count(&Outcome::Failed),
-            self.count(&Outcome::Blocked),
-            self.count(&Outcome::NotYet),
-            not_run + self.count(&Outcome::Aborted) + self.count(&Outcome::Interrupted),
+            self.count(Ended::Ok),
+            self.count(Ended::Failed),
+            self.count(Ended::Blocked),
+            self.count(Ended::NotYet),
+            not_run + self.count(Ended::Aborted) + self.count(Ended::Interrupted),
             self.elapsed_ms as f64 / 1000.0
         )
     }
@@ -98,10 +164,10 @@ pub enum RunError {
     #[error(transparent)]
     Refused(PlanError),
     /// A pending script has a pattern that could hide its failure; nothing ran.
-    #[error("refusing to run: {} unsafe pattern(s) in pending scripts:\n{}", findings.len(), findings.iter().map(|f| format!("  {}:{}: [{}] {}", f.file, f.line.unwrap_or(0), f.rule, f.message)).collect::<Vec<_>>().join("\n"))]
+    #[error("refusing to run: {} unsafe pattern(s) in pending scripts:\n{}", findings.len(), findings.iter().map(|f| format!("  {f}")).collect::<Vec<_>>().join("\n"))]
     Unsafe {
         /// The findings.
-        findings: Vec<Finding>,
+        findings: Vec<UnsafeFinding>,
     },
     /// The ledger failed.
     #[error(transparent)]
@@ -114,6 +180,9 @@ pub enum RunError {
     /// executed.
     #[error(transparent)]
     NoRoom(MigrateError),
+    /// Preparing or recording failed otherwise (the error names the ledger).
+    #[error(transparent)]
+    Migrate(MigrateError),
     /// Recording an outcome failed after the script ran.
     #[error(
         "{slug} ran but its outcome could not be recorded: {cause}; the next run executes it again (migrations are safe to run twice)"
@@ -177,6 +246,25 @@ pub enum RunError {
         /// Why.
         message: String,
     },
+}
+
+/// What an interruption did: which script it stopped, or that none ran.
+fn interrupted_text(slug: Option<&Slug>, report: &RunReport) -> String {
+    match slug {
+        Some(slug) => {
+            format!(
+                "interrupted while running {slug}; nothing recorded for the interrupted migration"
+            )
+        }
+        None if report.results.is_empty() => {
+            "interrupted before any migration started; nothing ran".to_owned()
+        }
+        None => format!(
+            "interrupted between migrations after {} of {}; nothing was running",
+            report.results.len(),
+            report.pending
+        ),
+    }
 }
 
 /// Where a run found its lock lost ([`RunError::LockLost`]).

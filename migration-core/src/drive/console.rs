@@ -1,13 +1,14 @@
 //! Where progress and script output go: the console a run writes to (the
-//! program implements it; the runner never prints by itself).
+//! program implements it; neither the run nor its executor prints by
+//! itself).
 
-use migration_core::Slug;
+use crate::slug::Slug;
 
 /// Where progress and script output go.
 pub trait Console: Send + Sync {
     /// One line of a script's output.
     fn script_line(&self, slug: &Slug, line: &str);
-    /// One line of the runner's own progress.
+    /// One line of the run's own progress.
     fn progress(&self, line: &str);
     /// The `n`th of `total` pending scripts starts (`n` counts from 1);
     /// `line` is its progress line. By default printed as progress,

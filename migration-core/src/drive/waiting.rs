@@ -1,4 +1,4 @@
-//! The run lock and the run's writes, as the hook runner drives them:
+//! The run lock and the run's writes, as the run drives them:
 //! waiting for a lock another runner holds, noting an attempt (the write
 //! that also carries the outcomes decided before it, and on a ConfigMap
 //! ledger takes the lock), and naming the migration whose outcome a failed
@@ -6,20 +6,23 @@
 
 use std::time::{Duration, Instant};
 
-use migration_core::plan::PendingMigration;
-use migration_core::{LedgerError, Lock, LockKeeper, MigrateError, Run, Slug};
-use tokio::sync::watch;
+use crate::ledger::LedgerError;
+use crate::lock::{Lock, LockKeeper};
+use crate::migrator::MigrateError;
+use crate::plan::PendingMigration;
+use crate::run::Run;
+use crate::slug::Slug;
 
-use super::{Console, LockLostAt, RunConfig, RunError, RunReport};
+use super::{Console, Executor, LockLostAt, RunError, RunReport, RunSettings};
 
 /// Takes the lock beside the ledger for `holder` (this run's own), waiting
 /// while another runner holds it.
 pub(super) async fn acquire<'l>(
     lock: &'l dyn Lock,
     holder: &str,
-    config: &RunConfig,
+    config: &RunSettings,
     console: &dyn Console,
-    interrupt: &mut watch::Receiver<bool>,
+    executor: &mut dyn Executor,
     started: Instant,
 ) -> Result<LockKeeper<'l>, RunError> {
     let mut announced = false;
@@ -27,7 +30,7 @@ pub(super) async fn acquire<'l>(
         match LockKeeper::acquire(lock, holder, config.lock_ttl).await {
             Ok(keeper) => return Ok(keeper),
             Err(cause @ LedgerError::LockHeld { .. }) => {
-                wait_for_lock(cause, config, console, interrupt, started, &mut announced).await?;
+                wait_for_lock(cause, config, console, executor, started, &mut announced).await?;
             }
             Err(e) => return Err(e.into()),
         }
@@ -38,9 +41,9 @@ pub(super) async fn acquire<'l>(
 /// `--lock-wait` has passed since the run started, or on an interrupt.
 pub(super) async fn wait_for_lock(
     cause: LedgerError,
-    config: &RunConfig,
+    config: &RunSettings,
     console: &dyn Console,
-    interrupt: &mut watch::Receiver<bool>,
+    executor: &mut dyn Executor,
     started: Instant,
     announced: &mut bool,
 ) -> Result<(), RunError> {
@@ -53,11 +56,8 @@ pub(super) async fn wait_for_lock(
         *announced = true;
     }
     let pause = Duration::from_millis(500).min(config.lock_wait - waited);
-    tokio::select! {
-        () = tokio::time::sleep(pause) => {}
-        _ = interrupt.changed() => {}
-    }
-    if *interrupt.borrow() {
+    executor.pause(pause).await;
+    if executor.interrupted() {
         return Err(RunError::Interrupted {
             slug: None,
             report: Box::new(empty_report(config)),
@@ -66,7 +66,7 @@ pub(super) async fn wait_for_lock(
     Ok(())
 }
 
-fn empty_report(config: &RunConfig) -> RunReport {
+fn empty_report(config: &RunSettings) -> RunReport {
     RunReport {
         tier: config.tier.to_string(),
         only: config.only.as_ref().map(ToString::to_string),
@@ -89,11 +89,7 @@ pub(super) fn unrecorded(cause: MigrateError, first: Option<Slug>) -> RunError {
     match (slug, cause) {
         (Some(slug), cause) => RunError::Unrecorded { slug, cause },
         (None, MigrateError::Ledger(e)) => RunError::Ledger(e),
-        (None, cause) => RunError::Ledger(LedgerError::Permanent {
-            ledger: String::new(),
-            operation: "record",
-            message: cause.to_string(),
-        }),
+        (None, cause) => RunError::Migrate(cause),
     }
 }
 
@@ -133,11 +129,7 @@ pub(super) async fn note_attempt(
                 slug: slug.clone(),
                 cause: e.clone(),
             },
-            other => RunError::Ledger(LedgerError::Permanent {
-                ledger: String::new(),
-                operation: "note attempt",
-                message: other.to_string(),
-            }),
+            other => RunError::Migrate(other),
         })
 }
 

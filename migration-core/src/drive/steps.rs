@@ -2,32 +2,53 @@
 //! with the previous outcome, run, and its outcome recorded, until the
 //! plan is done or the run must stop.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
-use migration_core::plan::PendingMigration;
-use migration_core::run::{
-    NOT_YET, REQUIREMENT_NOT_YET, REQUIREMENT_UNMET, not_run, previous_attempts,
-};
-use migration_core::{EntryState, Outcome as CoreOutcome, Run, Step, Verdict};
+use crate::entry::EntryState;
+use crate::lock::LockKeeper;
+use crate::plan::PendingMigration;
+use crate::run::{Outcome, Run, Step, Verdict, not_run, previous_attempts};
+use crate::slug::Slug;
+use crate::tree::MigrationsTree;
 
-use crate::lock::note_attempt;
-use crate::outcome::{LockLostAt, MigrationResult, Outcome, RunError, RunReport};
-use crate::process::{Exec, Scripts};
-use crate::{failpoint, finished};
+use super::waiting::note_attempt;
+use super::{
+    Console, Ended, Exec, Executor, Job, LockLostAt, MigrationResult, RunError, RunReport,
+    RunSettings, finished,
+};
+
+/// What the step loop works with besides the run itself.
+pub(super) struct Stepping<'s, 'k> {
+    pub(super) tree: &'s MigrationsTree,
+    pub(super) config: &'s RunSettings,
+    pub(super) console: &'s dyn Console,
+    pub(super) executor: &'s mut dyn Executor,
+    pub(super) keeper: &'s mut LockKeeper<'k>,
+    /// The bytes the pre-run scan read, per slug: what runs.
+    pub(super) scripts: &'s HashMap<Slug, Vec<u8>>,
+}
 
 /// The pending migrations, in order, until the plan is done or the run
 /// must stop.
 pub(super) async fn steps(
-    scripts: &mut Scripts<'_, '_>,
+    s: Stepping<'_, '_>,
     run: &mut Run<'_, '_>,
     started: Instant,
     mut report: RunReport,
 ) -> Result<RunReport, RunError> {
-    let (tree, config, console) = (scripts.tree, scripts.config, scripts.console);
+    let Stepping {
+        tree,
+        config,
+        console,
+        executor,
+        keeper,
+        scripts,
+    } = s;
     // `[n/N]` progress: N is what the plan holds, n counts steps taken.
     let (total, mut step_no) = (report.pending, 0usize);
     while let Some(step) = run.next_step().map_err(RunError::NoRoom)? {
-        if *scripts.interrupt.borrow() {
+        if executor.interrupted() {
             report.elapsed_ms = started.elapsed().as_millis();
             return Err(RunError::Interrupted {
                 slug: None,
@@ -41,7 +62,7 @@ pub(super) async fn steps(
         let (attempts, outcome) = match step {
             Step::Blocked { unmet, .. } => {
                 console.progress(&format!("{}: {}", pending.slug, not_run(&unmet)));
-                (previous_attempts(&pending), CoreOutcome::Blocked { unmet })
+                (previous_attempts(&pending), Outcome::Blocked { unmet })
             }
             Step::Deferred { waiting_for, .. } => {
                 console.progress(&format!(
@@ -51,16 +72,25 @@ pub(super) async fn steps(
                 ));
                 (
                     previous_attempts(&pending),
-                    CoreOutcome::Deferred { waiting_for },
+                    Outcome::Deferred { waiting_for },
                 )
             }
             Step::Execute(_) => {
-                failpoint(&format!("before-script:{}", pending.slug));
+                executor.checkpoint(&format!("before-script:{}", pending.slug));
+                // What runs is what the scan read; a script it did not read
+                // is never run unscanned.
+                let Some(script) = scripts.get(&pending.slug) else {
+                    return Err(RunError::Spawn {
+                        slug: pending.slug.clone(),
+                        message: "it was not scanned before the run; refusing to run it unscanned"
+                            .into(),
+                    });
+                };
                 // The attempt is noted right before the spawn, with nothing
                 // that can fail in between: a crash in that instant
                 // over-counts by one, which errs on the safe side (attempts
                 // never under-count executions).
-                let attempts = note_attempt(run, &pending, &config.holder, scripts.keeper).await?;
+                let attempts = note_attempt(run, &pending, &config.holder, keeper).await?;
                 console.step(
                     step_no,
                     total,
@@ -73,27 +103,27 @@ pub(super) async fn steps(
                 let shebang = tree
                     .script(&pending.slug)
                     .map_or("/bin/sh", |sc| sc.header.shebang.as_str());
-                let outcome = match scripts.execute(shebang, &pending, attempts).await? {
-                    Exec::Success(calls) => {
-                        failpoint(&format!("after-script:{}", pending.slug));
-                        // Tripwire hook 3 of 3: tolerated cluster-command
-                        // failures are counted in the entry's message and
-                        // in the run report.
-                        cluster_commands = Some(calls.summary());
-                        match calls.ok_message() {
-                            Some(message) => CoreOutcome::SucceededNoting { message },
-                            None => CoreOutcome::Succeeded,
+                let job = Job {
+                    pending: &pending,
+                    attempt: attempts,
+                    shebang,
+                    script,
+                };
+                let outcome = match executor.execute(job, keeper).await {
+                    Exec::Ended {
+                        outcome,
+                        cluster_commands: calls,
+                    } => {
+                        if Ended::recorded(&outcome) == Ended::Ok {
+                            executor.checkpoint(&format!("after-script:{}", pending.slug));
                         }
+                        cluster_commands = calls;
+                        outcome
                     }
-                    Exec::NotYet { tail } => CoreOutcome::NotYet { message: tail },
-                    Exec::Failed { reason, tail } => CoreOutcome::Failed {
-                        reason,
-                        message: tail,
-                    },
                     Exec::Interrupted => {
                         report.results.push(result(
                             &pending,
-                            Outcome::Interrupted,
+                            Ended::Interrupted,
                             Some("interrupted".into()),
                             attempts,
                             begun,
@@ -112,17 +142,18 @@ pub(super) async fn steps(
                             unrecorded: Vec::new(),
                         });
                     }
+                    Exec::Unstarted { message } => {
+                        return Err(RunError::Spawn {
+                            slug: pending.slug.clone(),
+                            message,
+                        });
+                    }
                 };
                 (attempts, outcome)
             }
         };
-        let failure = match &outcome {
-            CoreOutcome::Succeeded | CoreOutcome::SucceededNoting { .. } => None,
-            CoreOutcome::Failed { reason, .. } => Some((Outcome::Failed, reason.clone())),
-            CoreOutcome::Blocked { .. } => Some((Outcome::Blocked, REQUIREMENT_UNMET.to_owned())),
-            CoreOutcome::NotYet { .. } => Some((Outcome::NotYet, NOT_YET.to_owned())),
-            CoreOutcome::Deferred { .. } => Some((Outcome::NotYet, REQUIREMENT_NOT_YET.to_owned())),
-        };
+        let ended = Ended::recorded(&outcome);
+        let reason = outcome.reason().map(str::to_owned);
         let verdict = run
             .finish(&pending, attempts, outcome)
             .await
@@ -137,7 +168,7 @@ pub(super) async fn steps(
                 ));
             }
             Verdict::Recorded(EntryState::Ok) => {
-                failpoint(&format!("after-record:{}", pending.slug));
+                executor.checkpoint(&format!("after-record:{}", pending.slug));
                 let tolerated = cluster_commands
                     .as_ref()
                     .filter(|c| c.tolerated > 0)
@@ -148,31 +179,30 @@ pub(super) async fn steps(
                     pending.slug,
                     begun.elapsed().as_secs_f64()
                 ));
-                let mut done = result(&pending, Outcome::Ok, None, attempts, begun);
+                let mut done = result(&pending, Ended::Ok, None, attempts, begun);
                 done.cluster_commands = cluster_commands;
                 report.results.push(done);
             }
             Verdict::Recorded(_) => {
-                let (outcome, reason) = failure.unwrap_or((Outcome::Failed, String::new()));
-                if outcome == Outcome::Failed {
-                    console.progress(&format!(
+                let reason = reason.unwrap_or_default();
+                match ended {
+                    Ended::Failed => console.progress(&format!(
                         "{} failed ({reason}); on-error=warn: recorded, continuing",
                         pending.slug
-                    ));
-                } else if outcome == Outcome::NotYet {
-                    console.progress(&format!(
+                    )),
+                    Ended::NotYet => console.progress(&format!(
                         "{} not yet ({reason}): recorded not-yet, it runs again next time; continuing",
                         pending.slug
-                    ));
+                    )),
+                    _ => {}
                 }
                 report
                     .results
-                    .push(result(&pending, outcome, Some(reason), attempts, begun));
+                    .push(result(&pending, ended, Some(reason), attempts, begun));
             }
         }
         // Between scripts, keep the lock fresh before going on.
-        scripts
-            .keeper
+        keeper
             .renew_if_due()
             .await
             .map_err(|cause| RunError::LockLost {
@@ -197,7 +227,7 @@ fn aborted(
 ) -> RunError {
     report.results.push(result(
         pending,
-        Outcome::Aborted,
+        Ended::Aborted,
         Some(reason.clone()),
         attempts,
         begun,
@@ -213,7 +243,7 @@ fn aborted(
 
 fn result(
     p: &PendingMigration,
-    outcome: Outcome,
+    outcome: Ended,
     reason: Option<String>,
     attempts: u32,
     begun: Instant,
