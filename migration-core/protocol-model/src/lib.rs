@@ -45,11 +45,12 @@ pub enum Backend {
     /// conditional on it and renews it.
     ConfigMap,
     /// A lock in a Lease beside the ledger whose write cannot check it:
-    /// the renewal before the write is the only proof. What `crd:` was
-    /// until issue 26 moved its lock into the object (it now follows
-    /// [`Backend::ConfigMap`]); kept as the weakest fence the contract
-    /// states.
-    Crd,
+    /// the renewal before the write is the only proof. No shipped backend
+    /// locks so any more (`crd:` did until its lock moved into its status;
+    /// it is [`Backend::ConfigMap`]'s shape now); kept because it is the
+    /// weakest fence the contract states, and the model must show the
+    /// properties hold even there.
+    LeaseBeside,
 }
 
 impl Backend {
@@ -60,7 +61,7 @@ impl Backend {
 
     /// Whether a write checks the lock in the same atomic operation.
     fn checks_in_write(self) -> bool {
-        self != Backend::Crd
+        self != Backend::LeaseBeside
     }
 }
 

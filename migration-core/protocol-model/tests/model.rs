@@ -77,7 +77,7 @@ fn protocol(runners: usize, migrations: usize, backend: Backend) -> Protocol {
 #[test]
 fn with_the_fence_every_property_holds_for_every_backend_and_size() {
     let mut total = 0;
-    for backend in [Backend::File, Backend::ConfigMap, Backend::Crd] {
+    for backend in [Backend::File, Backend::ConfigMap, Backend::LeaseBeside] {
         for (runners, migrations) in [(2, 2), (2, 3), (3, 2)] {
             let mut sized = protocol(runners, migrations, backend);
             if runners == 3 {
@@ -99,7 +99,7 @@ fn without_the_fence_a_stalled_runner_executes_what_another_recorded_and_writes_
  {
     const RAN_AGAIN: &str = "a migration recorded is never executed again";
     const WROTE: &str = "no write lands after its run lost the lock";
-    for backend in [Backend::File, Backend::Crd] {
+    for backend in [Backend::File, Backend::LeaseBeside] {
         let (_, broken) = check(
             Protocol {
                 fenced: false,
