@@ -32,6 +32,7 @@ use std::collections::BTreeMap;
 
 use migrate_lint::answers::{self, Answer, Syntax, TOLERATED_PREFIX};
 use migrate_lint::cluster_commands::{DEFAULT_COMMANDS, TOLERATE};
+use migrate_lint::shell::handled::{self as shell_handled, var_of};
 use migrate_lint::shell::{ast, parse};
 
 use super::patterns::{Analysis, Change};
@@ -170,15 +171,6 @@ fn grep(s: &ast::SimpleCommand) -> Option<Grep> {
     })
 }
 
-/// The variable a word reads, when it is nothing but that (`"$err"`,
-/// `${err}`).
-fn var_of(word: &str) -> Option<String> {
-    let w = word.trim_matches('"');
-    let name = w.strip_prefix("${").and_then(|r| r.strip_suffix('}'));
-    let name = name.or_else(|| w.strip_prefix('$'))?;
-    (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-        .then(|| name.to_owned())
-}
 
 /// The same file: the same variable, or the same literal path.
 fn same_file(a: &str, b: &str) -> bool {
@@ -406,64 +398,19 @@ impl<'a> Finder<'a> {
                 branch: &b.list,
             });
         }
-        // The status captured: `CALL || rc=$?`, or `CALL` then `rc=$?`.
-        let (rc, mut next) = match ao.additional.as_slice() {
-            [ast::AndOr::Or(p)] => (only_simple(p).and_then(status_capture)?, i + 1),
-            [] => {
-                let capture = items.get(i + 1)?;
-                if !capture.0.additional.is_empty() || capture.0.first.bang {
-                    return None;
-                }
-                (
-                    only_simple(&capture.0.first).and_then(status_capture)?,
-                    i + 2,
-                )
-            }
-            _ => return None,
-        };
-        // `set -e` (back on) may come between.
-        while let Some(item) = items.get(next)
-            && item.0.additional.is_empty()
-            && only_simple(&item.0.first).is_some_and(is_set_e)
-        {
-            next += 1;
-        }
-        let test = items.get(next)?;
-        if !test.0.additional.is_empty() || test.0.first.bang {
-            return None;
-        }
-        match test.0.first.seq.as_slice() {
-            [ast::Command::Compound(ast::CompoundCommand::IfClause(c), None)]
-                if c.elses.is_none() && tests_non_zero(&c.condition, &rc) =>
-            {
-                Some(Handled {
-                    start: first_line(&c.condition)?,
-                    end: self.closed_by(last_line(&c.then)?, "fi")?,
-                    call,
-                    branch: &c.then,
-                })
-            }
-            [ast::Command::Compound(ast::CompoundCommand::CaseClause(c), None)]
-                if var_of(&c.value.value).as_deref() == Some(rc.as_str()) =>
-            {
-                // `0) ;;` (nothing, or `:`) and `*) BRANCH ;;`.
-                let mut branch = None;
-                for item in &c.cases {
-                    let pats: Vec<Option<String>> = item
-                        .patterns
-                        .iter()
-                        .map(|p| parse::literal(&p.value))
-                        .collect();
-                    match pats.as_slice() {
-                        [Some(z)] if z == "0" => {
-                            if item.cmd.as_ref().is_some_and(|l| !all_inert(l)) {
-                                return None;
-                            }
-                        }
-                        [Some(_)] if item.patterns[0].value == "*" => branch = item.cmd.as_ref(),
-                        _ => return None,
-                    }
-                }
+        // The status captured then tested: the shape lint reads
+        // (migrate_lint::shell::handled), so the two agree on it.
+        let refs: Vec<&'p ast::CompoundListItem> = items.iter().collect();
+        let captured = shell_handled::captured_at(&refs, i)?;
+        let branch = captured.test.failure_branch()?;
+        match captured.test {
+            shell_handled::StatusTest::If(c) => Some(Handled {
+                start: first_line(&c.condition)?,
+                end: self.closed_by(last_line(&c.then)?, "fi")?,
+                call,
+                branch,
+            }),
+            shell_handled::StatusTest::Case(c) => {
                 let last = c
                     .cases
                     .iter()
@@ -473,7 +420,7 @@ impl<'a> Finder<'a> {
                     start: parse::word_line(&c.value)?,
                     end: self.closed_by(last, "esac")?,
                     call,
-                    branch: branch?,
+                    branch,
                 })
             }
             _ => None,
@@ -805,65 +752,9 @@ fn last_line(list: &ast::CompoundList) -> Option<usize> {
     last
 }
 
-/// `rc=$?`: the variable.
-fn status_capture(s: &ast::SimpleCommand) -> Option<String> {
-    let ws = words(s);
-    let [w] = ws.as_slice() else { return None };
-    if s.word_or_name.is_some() {
-        return None;
-    }
-    let (name, value) = w.value.split_once('=')?;
-    (matches!(value, "$?" | "\"$?\"")
-        && !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-    .then(|| name.to_owned())
-}
 
-/// `set -e` (errexit back on; other flags beside it are fine).
-fn is_set_e(s: &ast::SimpleCommand) -> bool {
-    let ws = words(s);
-    let lit: Vec<Option<String>> = ws.iter().map(|w| parse::literal(&w.value)).collect();
-    match lit.as_slice() {
-        [Some(set), Some(flags)] => {
-            set == "set" && flags.starts_with('-') && flags.contains('e') && !flags.contains('o')
-        }
-        _ => false,
-    }
-}
 
-/// `[ "$rc" -ne 0 ]`, `[ $rc != 0 ]`, `test "$rc" -gt 0` and the like.
-fn tests_non_zero(cond: &ast::CompoundList, rc: &str) -> bool {
-    let [item] = cond.0.as_slice() else {
-        return false;
-    };
-    if !item.0.additional.is_empty() || item.0.first.bang {
-        return false;
-    }
-    let Some(s) = only_simple(&item.0.first) else {
-        return false;
-    };
-    let ws: Vec<String> = words(s).iter().map(|w| w.value.clone()).collect();
-    let ws: Vec<&str> = ws.iter().map(String::as_str).collect();
-    let (var, op, zero) = match ws.as_slice() {
-        ["[", v, op, z, "]"] | ["test", v, op, z] => (*v, *op, *z),
-        _ => return false,
-    };
-    var_of(var).as_deref() == Some(rc)
-        && matches!(op, "-ne" | "!=" | "-gt")
-        && parse::literal(zero).as_deref() == Some("0")
-}
 
-/// Nothing but `:`/`true` (or nothing).
-fn all_inert(list: &ast::CompoundList) -> bool {
-    list.0.iter().all(|i| {
-        i.0.additional.is_empty()
-            && only_simple(&i.0.first).is_some_and(|s| {
-                let ws = words(s);
-                ws.len() == 1
-                    && matches!(parse::literal(&ws[0].value).as_deref(), Some(":" | "true"))
-            })
-    })
-}
 
 /// `continue`, `break`, `return 0`, `exit 0`, a bare `return`/`exit` (after
 /// a command that succeeded, in a success branch).
