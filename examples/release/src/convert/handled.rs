@@ -171,7 +171,6 @@ fn grep(s: &ast::SimpleCommand) -> Option<Grep> {
     })
 }
 
-
 /// The same file: the same variable, or the same literal path.
 fn same_file(a: &str, b: &str) -> bool {
     match (var_of(a), var_of(b)) {
@@ -751,10 +750,6 @@ fn last_line(list: &ast::CompoundList) -> Option<usize> {
     }
     last
 }
-
-
-
-
 
 /// `continue`, `break`, `return 0`, `exit 0`, a bare `return`/`exit` (after
 /// a command that succeeded, in a success branch).
