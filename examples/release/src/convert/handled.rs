@@ -230,8 +230,8 @@ struct Call {
     name: String,
     /// Its words as written, for messages.
     shown: String,
-    /// The file its stderr goes to.
-    err: String,
+    /// The file its stderr goes to (`None`: the terminal, or `2>&1`).
+    err: Option<String>,
     /// The line its name is written on (one-based, in the file).
     line: usize,
     /// Inside `$(...)`: the name follows `$(` on that line.
@@ -247,7 +247,7 @@ fn call_of(src: &str, s: &ast::SimpleCommand) -> Option<Call> {
         return Some(Call {
             shown: shown(&ws.iter().map(|w| w.value.as_str()).collect::<Vec<_>>()),
             name,
-            err: stderr_file(s)?,
+            err: stderr_file(s),
             line: parse::word_line(first)?,
             in_substitution: false,
         });
@@ -287,7 +287,7 @@ fn call_of(src: &str, s: &ast::SimpleCommand) -> Option<Call> {
     Some(Call {
         shown: shown(&ws.iter().map(|w| w.value.as_str()).collect::<Vec<_>>()),
         name: cmd,
-        err: stderr_file(s)?,
+        err: stderr_file(s),
         line: start + sub.line_offset,
         in_substitution: true,
     })
@@ -434,7 +434,7 @@ impl<'a> Finder<'a> {
             // it; say what would do instead.
             if let Some((_, text)) = early_success(h.branch) {
                 let message = format!(
-                    "{} fails into a branch that can end in success ({text}) on failures it does not name: accept the expected answer with migrate-tolerate --<answer> -- {} and let every other failure fail",
+                    "{} fails into a branch that can end in success ({text}) whatever the failure (unreachable and Forbidden too): accept the one answer meant with migrate-tolerate --<answer> -- {} (--not-found for an object that may be absent, --not-served for a type that may not be served) and let every other failure fail",
                     h.call.shown, h.call.shown
                 );
                 self.review(h.call.line, message);
@@ -470,15 +470,22 @@ impl<'a> Finder<'a> {
             self.review(h.call.line, message);
             return;
         }
-        if !same_file(&test.grep.file, &h.call.err) {
+        let Some(err) = h
+            .call
+            .err
+            .clone()
+            .filter(|err| same_file(&test.grep.file, err))
+        else {
             let message = format!(
                 "{}: the test reads {} but the call's stderr goes to {}: rewrite it by hand as {proposed}",
-                h.call.shown, test.grep.file, h.call.err
+                h.call.shown,
+                test.grep.file,
+                h.call.err.as_deref().unwrap_or("the log")
             );
             self.review(h.call.line, message);
             return;
-        }
-        match self.edits(&h, &test, &flags) {
+        };
+        match self.edits(&h, &test, &flags, &err) {
             Some(edits) => {
                 self.out.edits.extend(edits);
                 self.out.changes.push(Change {
@@ -611,6 +618,7 @@ impl<'a> Finder<'a> {
         h: &Handled<'_>,
         test: &Test,
         flags: &[String],
+        err: &str,
     ) -> Option<BTreeMap<usize, Option<String>>> {
         let line = |n: usize| self.lines.get(n.checked_sub(1)?).copied();
         // The call: `migrate-tolerate FLAGS -- ` before its name.
@@ -640,7 +648,7 @@ impl<'a> Finder<'a> {
             .take(indent(line(h.start)?))
             .collect();
         let inner = &first_line[..indent(first_line)];
-        let condition = format!("grep -q '^{TOLERATED_PREFIX}' {}", h.call.err);
+        let condition = format!("grep -q '^{TOLERATED_PREFIX}' {err}");
         let mut moved = Vec::new();
         if test.is_if {
             let head = first_line.trim();
@@ -920,6 +928,11 @@ mod tests {
         assert_eq!(changes, []);
         let (_, changes) = rewritten(
             "for n in a; do\n  if ! kubectl get ns x 2>e; then\n    echo skip\n    continue\n  fi\ndone\n",
+        );
+        assert_eq!(changes, [(2, false)]);
+        // Every failure read as "absent", the error thrown away: review.
+        let (_, changes) = rewritten(
+            "f() {\n  if ! kubectl get crd x >/dev/null 2>&1; then\n    echo absent\n    return 0\n  fi\n}\nf\n",
         );
         assert_eq!(changes, [(2, false)]);
     }
