@@ -303,7 +303,9 @@ fn each_handled_failure_becomes_migrate_tolerate_with_the_class_the_script_recog
     for needle in [
         "_probe_ns=$(migrate-tolerate --not-found --not-served -- kubectl get clusters.postgresql.cnpg.io -A \\",
         "_probe_name=$(migrate-tolerate --not-found --not-served -- kubectl get clusters.postgresql.cnpg.io db",
-        "if grep -q '^migrate-tolerate: tolerated ' \"$_probe_err\"; then",
+        // The moved branch at the construct's own indentation, after it.
+        "\n  fi\n  if grep -q '^migrate-tolerate: tolerated ' \"$_probe_err\"; then\n    echo \"postgres clusters are not served here: nothing to label\"\n",
+        "\n    fi\n    if grep -q '^migrate-tolerate: tolerated ' \"$_probe_err\"; then\n      echo \"$ns: db vanished between scan and read, skipping\"\n      continue\n    fi\n",
     ] {
         assert!(probe.contains(needle), "{needle}\n{probe}");
     }

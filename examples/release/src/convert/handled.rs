@@ -375,7 +375,9 @@ impl<'a> Finder<'a> {
             && let Some(call) = only_simple(&cond.0.first).and_then(|s| call_of(self.src, s))
         {
             return Some(Handled {
-                start: first_line(&c.condition)?,
+                // The `if` line: the call's name is on it (a word's own line
+                // is its last after line continuations).
+                start: call.line,
                 end: self.closed_by(last_line(&c.then)?, "fi")?,
                 call,
                 branch: &c.then,
