@@ -132,14 +132,41 @@ done
 stamp_version 5
 "#;
 
-/// A history with the helper and the four slots, released as v1.0.0.
+/// Slot 5: the error captured with the output (`2>&1`) and matched by a
+/// `case` on it, accepting a type that is not served.
+const CASE_ON_OUTPUT: &str = r#"#!/bin/sh
+set -eu
+. "$(dirname "$0")/lib/stamp.sh"
+list_gadgets() {
+  if ! out=$(kubectl get gadgets.example.com -A -o name 2>&1); then
+    case "$out" in
+      *"doesn't have a resource type"*|*"no matches for kind"*) return 0 ;;
+    esac
+    echo "cannot list gadgets: $out" >&2
+    return 1
+  fi
+  printf '%s
+' "$out"
+}
+gadgets=$(list_gadgets)
+echo "gadgets: [$gadgets]"
+stamp_version 6
+"#;
+
+/// A history with the helper and the five slots, released as v1.0.0.
 fn history() -> Repo {
     let repo = Repo::new();
     write(&repo, "lib/pg-probe.sh", PROBE);
     write(&repo, "lib/stamp.sh", STAMP);
-    for (i, s) in [CALLS_PROBE, OR_BRANCH, STATUS_CAPTURED, OR_STATUS]
-        .iter()
-        .enumerate()
+    for (i, s) in [
+        CALLS_PROBE,
+        OR_BRANCH,
+        STATUS_CAPTURED,
+        OR_STATUS,
+        CASE_ON_OUTPUT,
+    ]
+    .iter()
+    .enumerate()
     {
         write(&repo, &(i + 1).to_string(), s);
     }
@@ -166,6 +193,10 @@ exists:"create namespace tenant-extra"*)
   echo 'Error from server (AlreadyExists): namespaces "tenant-extra" already exists' >&2; exit 1 ;;
 exists:"delete crd widgets.example.com"*)
   echo 'Error from server (NotFound): customresourcedefinitions.apiextensions.k8s.io "widgets.example.com" not found' >&2; exit 1 ;;
+exists:"get gadgets.example.com -A"*)
+  echo "error: the server doesn't have a resource type \"gadgets\"" >&2; exit 1 ;;
+*:"get gadgets.example.com -A"*)
+  echo "gadget.example.com/g1" ;;
 exists:"delete secret legacy-token -n tenant-spare"*)
   echo 'Error from server (NotFound): secrets "legacy-token" not found' >&2; exit 1 ;;
 esac
@@ -203,7 +234,7 @@ impl World {
             .unwrap();
         assert!(copy.success());
         let mut order = String::new();
-        for slug in ["1", "2", "3", "4"] {
+        for slug in ["1", "2", "3", "4", "5"] {
             let path = to.join("pre-apply").join(slug);
             let text = std::fs::read_to_string(&path).unwrap();
             let (_, rest) = text.split_once('\n').unwrap();
@@ -295,7 +326,8 @@ fn each_handled_failure_becomes_migrate_tolerate_with_the_class_the_script_recog
     assert_eq!(handled("2"), [(6, true)], "{report:#}");
     assert_eq!(handled("3"), [(7, true)], "{report:#}");
     assert_eq!(handled("4"), [(7, true)], "{report:#}");
-    for slug in ["1", "2", "3", "4"] {
+    assert_eq!(handled("5"), [(5, true)], "{report:#}");
+    for slug in ["1", "2", "3", "4", "5"] {
         let s = common::by_slug(&report["scripts"], slug).unwrap();
         assert_eq!(s["status"], "rewritten", "{slug}: {s:#}");
     }
@@ -333,6 +365,11 @@ fn each_handled_failure_becomes_migrate_tolerate_with_the_class_the_script_recog
     assert!(
         three.contains("migrate-tolerate --not-found -- kubectl delete crd widgets.example.com"),
         "{three}"
+    );
+    let five = std::fs::read_to_string(out.join("pre-apply/5")).unwrap();
+    assert!(
+        five.contains("  fi\n  case \"$out\" in\n    *\"migrate-tolerate: tolerated \"*) return 0 ;;\n  esac\n"),
+        "{five}"
     );
     let four = std::fs::read_to_string(out.join("pre-apply/4")).unwrap();
     assert!(
@@ -416,11 +453,13 @@ fn a_cluster_without_the_type_upgrades_counting_the_tolerated_answer_and_forbidd
                 ("1".to_owned(), 0),
                 ("2".to_owned(), 1),
                 ("3".to_owned(), 1),
-                ("4".to_owned(), 1)
+                ("4".to_owned(), 1),
+                ("5".to_owned(), 1)
             ],
             "{name}: {doc:#}"
         );
         assert!(err.contains("tenant-extra: already there"), "{name}: {err}");
+        assert!(err.contains("gadgets: []"), "{name}: {err}");
         assert!(
             err.contains("no widgets CRD: nothing to drop"),
             "{name}: {err}"

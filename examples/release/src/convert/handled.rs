@@ -215,6 +215,22 @@ fn stderr_file(s: &ast::SimpleCommand) -> Option<String> {
     })
 }
 
+/// Whether a simple command's stderr goes where its stdout goes (`2>&1`).
+fn stderr_merged(s: &ast::SimpleCommand) -> bool {
+    parse::items(s).any(|item| match item {
+        ast::CommandPrefixOrSuffixItem::IoRedirect(ast::IoRedirect::File(
+            Some(2),
+            ast::IoFileRedirectKind::DuplicateOutput,
+            target,
+        )) => match target {
+            ast::IoFileRedirectTarget::Fd(1) => true,
+            ast::IoFileRedirectTarget::Duplicate(w) => w.value == "1",
+            _ => false,
+        },
+        _ => false,
+    })
+}
+
 /// The only simple command of an and-or list's pipeline, if it is one.
 fn only_simple(p: &ast::Pipeline) -> Option<&ast::SimpleCommand> {
     match p.seq.as_slice() {
@@ -236,6 +252,9 @@ struct Call {
     line: usize,
     /// Inside `$(...)`: the name follows `$(` on that line.
     in_substitution: bool,
+    /// `x=$(kubectl ... 2>&1)`: the variable its stderr is captured in,
+    /// with its output.
+    merged_into: Option<String>,
 }
 
 fn call_of(src: &str, s: &ast::SimpleCommand) -> Option<Call> {
@@ -250,6 +269,7 @@ fn call_of(src: &str, s: &ast::SimpleCommand) -> Option<Call> {
             err: stderr_file(s),
             line: parse::word_line(first)?,
             in_substitution: false,
+            merged_into: None,
         });
     }
     // `x=$(kubectl ... 2>"$err")`: one assignment, nothing else.
@@ -290,6 +310,7 @@ fn call_of(src: &str, s: &ast::SimpleCommand) -> Option<Call> {
         err: stderr_file(s),
         line: start + sub.line_offset,
         in_substitution: true,
+        merged_into: stderr_merged(s).then(|| name.to_owned()),
     })
 }
 
@@ -310,9 +331,20 @@ struct Test {
     /// its one line `test && ...`).
     first: usize,
     last: usize,
-    /// `if <test>; then` (its success branch follows on its own lines), or
+    /// How it is laid out.
+    layout: Layout,
+}
+
+/// The layouts of a test the rewrite moves.
+enum Layout {
+    /// `if <test>; then` (its success branch on its own lines) ... `fi`.
+    If,
     /// `<test> && <success>` on one line.
-    is_if: bool,
+    AndAnd,
+    /// `case "$out" in` / `PATTERNS) <success> ;;` / `esac`, on the output
+    /// the call's stderr is merged into: the subject as written, and where
+    /// the success commands start on the pattern line (a byte index).
+    Case { subject: String, commands_at: usize },
 }
 
 /// The constructs whose failure branch is found.
@@ -472,12 +504,21 @@ impl<'a> Finder<'a> {
             self.review(h.call.line, message);
             return;
         }
-        let Some(err) = h
-            .call
-            .err
-            .clone()
-            .filter(|err| same_file(&test.grep.file, err))
-        else {
+        let reads = match &test.layout {
+            // The output the error is merged into.
+            Layout::Case { subject, .. } => h
+                .call
+                .merged_into
+                .clone()
+                .filter(|v| var_of(subject).as_deref() == Some(v.as_str()))
+                .map(|_| subject.clone()),
+            _ => h
+                .call
+                .err
+                .clone()
+                .filter(|err| same_file(&test.grep.file, err)),
+        };
+        let Some(err) = reads else {
             let message = format!(
                 "{}: the test reads {} but the call's stderr goes to {}: rewrite it by hand as {proposed}",
                 h.call.shown,
@@ -570,7 +611,7 @@ impl<'a> Finder<'a> {
                     grep,
                     first,
                     last,
-                    is_if: true,
+                    layout: Layout::If,
                 })
             }
             // `TEST && SUCCESS` on one line
@@ -588,7 +629,53 @@ impl<'a> Finder<'a> {
                     grep,
                     first: line,
                     last: line,
-                    is_if: false,
+                    layout: Layout::AndAnd,
+                })
+            }
+            // `case "$out" in PATTERNS) <success> ;; esac`
+            ([ast::Command::Compound(ast::CompoundCommand::CaseClause(c), None)], [])
+                if !ao.first.bang =>
+            {
+                let [item] = c.cases.as_slice() else {
+                    return None;
+                };
+                let cmd = item.cmd.as_ref()?;
+                if !ends_in_success(cmd) {
+                    return None;
+                }
+                let patterns: Vec<String> = item
+                    .patterns
+                    .iter()
+                    .map(|p| parse::literal(&p.value))
+                    .collect::<Option<_>>()?;
+                let first = parse::word_line(&c.value)?;
+                let commands = first_line(cmd)?;
+                let last = self.closed_by(last_line(cmd)?, "esac")?;
+                // One line each: `case`, the pattern and its commands, `esac`.
+                if first <= opener || commands != first + 1 || last != first + 2 {
+                    return None;
+                }
+                let column = match cmd.0.first()?.0.first.seq.first()? {
+                    ast::Command::Simple(s) => words(s).first()?.loc.as_ref()?.start.column,
+                    _ => return None,
+                };
+                let line = self.lines.get(commands - 1)?;
+                if !line.is_ascii() || column == 0 || column > line.len() {
+                    return None;
+                }
+                Some(Test {
+                    grep: Grep {
+                        pattern: patterns.join("|"),
+                        syntax: Syntax::Glob,
+                        ignore_case: false,
+                        file: c.value.value.clone(),
+                    },
+                    first,
+                    last,
+                    layout: Layout::Case {
+                        subject: c.value.value.clone(),
+                        commands_at: column - 1,
+                    },
                 })
             }
             _ => None,
@@ -640,7 +727,6 @@ impl<'a> Finder<'a> {
         }
         // The test's own lines hold nothing else.
         let first_line = line(test.first)?;
-        let last_line = line(test.last)?;
         if test.first <= h.call.line || test.last >= h.end {
             return None;
         }
@@ -652,9 +738,20 @@ impl<'a> Finder<'a> {
         let inner = &first_line[..indent(first_line)];
         let condition = format!("grep -q '^{TOLERATED_PREFIX}' {err}");
         let mut moved = Vec::new();
-        if test.is_if {
+        if let Layout::Case {
+            subject,
+            commands_at,
+        } = &test.layout
+        {
+            let commands = line(test.first + 1)?.get(*commands_at..)?;
+            moved.push(format!("{outer}case {subject} in"));
+            moved.push(format!("{outer}  *\"{TOLERATED_PREFIX}\"*) {commands}"));
+            moved.push(format!("{outer}esac"));
+        } else if matches!(test.layout, Layout::If) {
             let head = first_line.trim();
-            if !(head.starts_with("if ") && head.ends_with("then")) || last_line.trim() != "fi" {
+            if !(head.starts_with("if ") && head.ends_with("then"))
+                || line(test.last)?.trim() != "fi"
+            {
                 return None;
             }
             moved.push(format!("{outer}if {condition}; then"));
@@ -920,6 +1017,17 @@ mod tests {
         assert_eq!(
             out,
             "for n in a b; do\n  migrate-tolerate --already-exists -- kubectl create ns \"$n\" 2>e || {\n    exit 1\n  }\n  grep -q '^migrate-tolerate: tolerated ' e && continue\ndone\n"
+        );
+    }
+
+    #[test]
+    fn a_case_on_the_output_the_error_is_merged_into_moves_as_a_case_on_the_tolerated_line() {
+        let text = "list() {\n  if ! out=$(kubectl get widgets -A -o name 2>&1); then\n    case \"$out\" in\n      *\"doesn't have a resource type\"*|*NotFound*) return 0 ;;\n    esac\n    echo \"failed: $out\" >&2\n    return 1\n  fi\n  printf '%s' \"$out\"\n}\nlist\n";
+        let (out, changes) = rewritten(text);
+        assert_eq!(changes, [(2, true)]);
+        assert_eq!(
+            out,
+            "list() {\n  if ! out=$(migrate-tolerate --not-found --not-served -- kubectl get widgets -A -o name 2>&1); then\n    echo \"failed: $out\" >&2\n    return 1\n  fi\n  case \"$out\" in\n    *\"migrate-tolerate: tolerated \"*) return 0 ;;\n  esac\n  printf '%s' \"$out\"\n}\nlist\n"
         );
     }
 
