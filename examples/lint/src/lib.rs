@@ -7,12 +7,15 @@
 //! runner's pre-run scan both call it. This is the only crate that links the
 //! shell parser.
 //!
-//! Modules import downwards only: [`finding`] (what is reported) and
-//! [`cluster_commands`] (which commands talk to the cluster) are used by
-//! [`shell`], which the lint driver uses.
+//! Modules import downwards only: [`finding`] (what is reported),
+//! [`cluster_commands`] (which commands talk to the cluster) and [`answers`]
+//! (the failures a migration may accept, which the runner's tripwire and
+//! `migrate convert` read too) are used by [`shell`], which the lint driver
+//! uses.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod answers;
 pub mod cluster_commands;
 pub mod finding;
 mod lint;

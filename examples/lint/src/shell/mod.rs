@@ -13,6 +13,7 @@
 //! are never mistaken for commands.
 
 pub mod baseline;
+pub mod handled;
 pub mod parse;
 pub mod path_reset;
 pub mod rules;

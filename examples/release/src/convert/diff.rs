@@ -61,9 +61,14 @@ pub fn unified(path: &str, text: &str, edits: &BTreeMap<usize, Option<String>>) 
                     old_n += 1;
                 }
                 Some(Some(new)) if new != old => {
-                    body.push_str(&format!("-{old}\n+{new}\n"));
+                    // A replacement may be several lines (text inserted
+                    // after the line it replaces): each is an added line.
+                    body.push_str(&format!("-{old}\n"));
+                    for added in new.split('\n') {
+                        body.push_str(&format!("+{added}\n"));
+                        new_n += 1;
+                    }
                     old_n += 1;
-                    new_n += 1;
                 }
                 _ => {
                     body.push_str(&format!(" {old}\n"));
@@ -93,6 +98,17 @@ mod tests {
         assert_eq!(
             unified("x", text, &edits),
             "--- a/x\n+++ b/x\n@@ -1,6 +1,5 @@\n a\n-b\n c\n-d\n+D\n e\n f\n"
+        );
+    }
+
+    #[test]
+    fn a_replacement_of_several_lines_adds_each_of_them() {
+        let text = "a\nb\n";
+        let edits = BTreeMap::from([(1, Some("a\nA".to_owned()))]);
+        assert_eq!(apply(text, &edits), "a\nA\nb\n");
+        assert_eq!(
+            unified("x", text, &edits),
+            "--- a/x\n+++ b/x\n@@ -1,2 +1,3 @@\n-a\n+a\n+A\n b\n"
         );
     }
 

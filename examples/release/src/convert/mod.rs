@@ -12,6 +12,7 @@
 //! converting twice gives the same bytes.
 
 pub mod diff;
+pub mod handled;
 pub mod history;
 pub mod layout;
 pub mod patterns;
@@ -194,6 +195,7 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
         let (headered, offset, shebang_added) =
             with_header(text, &header(previous.as_deref(), &options.header_marker));
         let mut analysis = patterns::analyse(text, &config);
+        handled::merge(&mut analysis, handled::analyse(text));
         // The rewrite removes stamps only; if nothing else is left to run,
         // the stamp was not all the script did, or the slot only stamped:
         // either way a person decides, it is not "rewritten".
@@ -248,6 +250,7 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
     // lib/: copied; with --rewrite a stamp helper no script sources any more
     // is dropped (it writes the ledger, which the engine refuses).
     let mut dropped = Vec::new();
+    let mut helpers = Vec::new();
     for (rel, bytes) in &history.disk.lib {
         // Still used: a script sources it in a way the rewrite left alone.
         let needle = format!("sources the stamp helper lib/{rel}");
@@ -264,7 +267,9 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
             dropped.push(format!("lib/{rel}"));
             continue;
         }
-        files.insert(format!("lib/{rel}"), bytes.clone());
+        let (found, bytes) = handled::helper(rel, bytes, options.rewrite);
+        helpers.extend(found);
+        files.insert(format!("lib/{rel}"), bytes);
     }
     files.insert("legacy-map".into(), legacy_map(&plans).into_bytes());
     if let Some(text) = slots::legacy_releases(&history, &plans, &options.release_targets)? {
@@ -305,6 +310,7 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
         written,
     );
     report.baseline_entries = baseline_entries;
+    report.helpers = helpers;
     Ok(report)
 }
 

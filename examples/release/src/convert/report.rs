@@ -39,7 +39,8 @@ impl Status {
         }
     }
 
-    fn as_str(self) -> &'static str {
+    /// The status as the text report prints it.
+    pub fn as_str(self) -> &'static str {
         match self {
             Status::Clean => "clean",
             Status::Rewritable => "rewritable",
@@ -125,6 +126,9 @@ pub struct Report {
     /// Entries of the `lint-baseline` written: blocking lint findings left
     /// in the frozen scripts, each to be reviewed before it is committed.
     pub baseline_entries: usize,
+    /// `lib/` helpers whose handled failures were carried to
+    /// `migrate-tolerate` (or are left for review).
+    pub helpers: Vec<super::handled::HelperReport>,
 }
 
 impl Report {
@@ -185,6 +189,7 @@ impl Report {
             dropped_lib,
             ignored: history.disk.other.clone(),
             baseline_entries: 0,
+            helpers: Vec::new(),
         }
     }
 
@@ -273,6 +278,7 @@ impl Report {
                 ));
             }
         }
+        out.push_str(&super::handled::helpers_text(&self.helpers));
         if !self.stamp_helpers.is_empty() {
             out.push_str(&format!(
                 "\nstamp helpers: {}\n",

@@ -19,10 +19,11 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::classify::{Class, classify};
+use super::classify::{Answer, Class, classify};
 use super::exec::{self, Input};
 use super::record::{self, ENV_COMMANDS, Outcome, Record};
 use super::shim::{Real, end_record, real_command};
+use migrate_lint::answers::TOLERATED_PREFIX;
 use migrate_lint::cluster_commands::{DEFAULT_COMMANDS, TOLERATE};
 
 /// Retries of a bare `--retry`.
@@ -76,17 +77,10 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
                 i += 1;
                 break;
             }
-            "--not-found" => {
-                accept.insert(Class::NotFound);
-            }
-            "--not-served" => {
-                accept.insert(Class::NotServed);
-            }
-            "--already-exists" => {
-                accept.insert(Class::AlreadyExists);
-            }
-            "--conflict" => {
-                accept.insert(Class::Conflict);
+            flag if Answer::from_flag(flag).is_some() => {
+                if let Some(answer) = Answer::from_flag(flag) {
+                    accept.insert(Class::of_answer(answer));
+                }
             }
             "--retry" => {
                 // The count is optional: `--retry -- kubectl ...` retries
@@ -447,8 +441,10 @@ pub fn main(args: Vec<String>) -> i32 {
             .map(|c| c.name().to_owned())
             .collect();
         if ran.signal.is_none() && verdict.accepted_by(&parsed.accept) {
+            // The prefix is shared (answers::TOLERATED_PREFIX): convert's
+            // rewrites read it back from a redirected stderr.
             eprintln!(
-                "{TOLERATE}: tolerated {}: {}",
+                "{TOLERATED_PREFIX}{}: {}",
                 verdict.names(),
                 record::display_call(&command)
             );

@@ -10,7 +10,7 @@ use crate::shell::rules::{
     is_break_command, items_of, last_command, last_command_of_compound, pipeline_line, pipelines,
     simple_line, simple_words, waited_for,
 };
-use crate::shell::{Dialect, parse};
+use crate::shell::{Dialect, handled, parse};
 
 impl<'a> Walker<'a> {
     pub(super) fn walk_items(&mut self, items: &[&ast::CompoundListItem], ctx: &Ctx, last: &Sink) {
@@ -18,8 +18,36 @@ impl<'a> Walker<'a> {
             if !self.spend() {
                 return;
             }
+            // `set +e` only around a call whose status is captured then
+            // tested: errexit is back on before the test, and the failure
+            // is followed into the test's branch (below).
+            if handled::plain_simple(item).is_some_and(|s| handled::sets_errexit(s, false))
+                && handled::captured_at(items, i + 1).is_some_and(|c| c.after_set_plus_e)
+            {
+                continue;
+            }
+            if let Some(c) = handled::captured_at(items, i) {
+                self.walk_captured(items, &c, ctx, last);
+                continue;
+            }
+            let sink = self.item_sink(items, i, ctx, last);
+            self.walk_andor(&item.0, ctx, &sink);
+        }
+    }
+
+    /// The sink of item `i` of a list whose last item's status goes to
+    /// `last`.
+    fn item_sink(
+        &mut self,
+        items: &[&ast::CompoundListItem],
+        i: usize,
+        ctx: &Ctx,
+        last: &Sink,
+    ) -> Sink {
+        let item = items[i];
+        {
             let is_last = i + 1 == items.len();
-            let sink = if matches!(item.1, ast::SeparatorOperator::Async) {
+            if matches!(item.1, ast::SeparatorOperator::Async) {
                 if waited_for(&items[i + 1..]) {
                     Sink::observed()
                 } else {
@@ -33,8 +61,55 @@ impl<'a> Walker<'a> {
                     None => Sink::new(Kind::Errexit, None),
                     Some(why) => Sink::new(Kind::Ignored(why), None),
                 }
-            };
-            self.walk_andor(&item.0, ctx, &sink);
+            }
+        }
+    }
+
+    /// A call whose status is captured then tested
+    /// ([`handled::captured_at`]): its failure goes where the test's
+    /// failure branch ends, as the tripwire sees it at run time (fail-closed
+    /// when it ends non-zero on every path; a masked failure when some path
+    /// ends in success).
+    fn walk_captured(
+        &mut self,
+        items: &[&ast::CompoundListItem],
+        c: &handled::Captured<'_>,
+        ctx: &Ctx,
+        last: &Sink,
+    ) {
+        let item = items[c.call];
+        let line = andor_line(&item.0).unwrap_or(1);
+        let site = Some(ctx.site(line));
+        let test_sink = self.item_sink(items, c.test_item, ctx, last);
+        let failure = match c.test.failure_branch() {
+            Some(branch) => match last_command(branch)
+                .map(|l| self.ending(l, ctx, &test_sink.as_command_status(), false, 0))
+            {
+                Some(Ending::Fails(s)) => match early_success(branch, true) {
+                    Some((l, text)) => Sink::new(
+                        Kind::Condition(std::borrow::Cow::Owned(format!(
+                            "a captured status whose failure branch can also end in success ({}: {text}); accept the failures it recognises with migrate-tolerate (--not-found, --not-served, ...) and let every other one fail",
+                            ctx.site(l)
+                        ))),
+                        site,
+                    ),
+                    None => s,
+                },
+                _ => Sink::new(
+                    Kind::Condition(
+                        "a captured status whose failure branch does not end non-zero".into(),
+                    ),
+                    site,
+                ),
+            },
+            None => Sink::new(Kind::Condition("a captured status".into()), site),
+        };
+        // errexit is off for the call (`set +e`, or the left side of `||`).
+        let off = ctx.with_errexit_off(Why::Condition);
+        self.walk_pipeline(&item.0.first, &off, &failure);
+        for next in &item.0.additional {
+            let (ast::AndOr::Or(p) | ast::AndOr::And(p)) = next;
+            self.walk_pipeline(p, ctx, &Sink::new(Kind::Errexit, None));
         }
     }
 
@@ -98,6 +173,8 @@ impl<'a> Walker<'a> {
             );
         }
         match self.ending(&h.seq[0], ctx, list, true, 0) {
+            // `|| return`, `|| exit`: the status passed on is the failure.
+            Ending::Fails(s) if is_bare_exit(&h.seq[0]) => s,
             Ending::Fails(s) => match early_success_in(&h.seq[0]) {
                 Some(l) => Sink::new(
                     Kind::Condition(std::borrow::Cow::Owned(format!(
@@ -518,6 +595,21 @@ pub(super) fn early_success(list: &ast::CompoundList, skip_last: bool) -> Option
         }
     }
     None
+}
+
+/// A bare `exit` or `return` (which passes on the status before it).
+fn is_bare_exit(c: &ast::Command) -> bool {
+    match c {
+        ast::Command::Simple(s) => {
+            let words = simple_words(s);
+            words.len() == 1
+                && matches!(
+                    parse::literal(&words[0].value).as_deref(),
+                    Some("exit" | "return")
+                )
+        }
+        _ => false,
+    }
 }
 
 /// [`early_success`] of one command (all of it).
