@@ -64,6 +64,16 @@ pub struct ConvertArgs {
     /// default it does not: production clusters install final releases.
     #[arg(long, conflicts_with = "skip_prereleases")]
     pub count_prereleases: bool,
+    /// Do not run each script and its conversion under fake cluster
+    /// commands to compare them: for trees whose scripts cannot run off a
+    /// cluster. Every script is then reported as skipped, never as passed.
+    #[arg(long)]
+    pub no_behaviour_check: bool,
+    /// A cluster command the behaviour check fakes, besides kubectl, helm,
+    /// flux and MIGRATE_CLUSTER_COMMANDS (repeatable; when given, written
+    /// into the new tree's migrate.toml).
+    #[arg(long = "cluster-command")]
+    pub cluster_commands: Vec<String>,
 }
 
 /// `--header-marker WORD`.
@@ -79,6 +89,10 @@ pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
     settings.tag_pattern = args.tag_pattern.clone();
     settings.ledger_name = args.ledger_name.clone();
     settings.header_marker = args.header_marker.clone();
+    if !args.cluster_commands.is_empty() {
+        settings.cluster_commands = Some(args.cluster_commands.clone());
+    }
+    let commands = super::cluster_commands::settings(None, &args.cluster_commands)?;
     let slug_map = match &args.slug_map {
         None => convert::slots::SlugMap::default(),
         Some(file) => {
@@ -89,7 +103,21 @@ pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
                 .map_err(|e| Failure::bad_input(vec![e.to_string()]))?
         }
     };
+    let ledger_name = args
+        .ledger_name
+        .unwrap_or_else(|| defaults::LEDGER_NAME.to_owned());
+    // The engine's own command line, so the conversion runs as `migrate
+    // run` would run it.
+    let behaviour = (!args.no_behaviour_check).then(|| {
+        convert::behaviour::Settings::new(
+            &ledger_name,
+            defaults::NAMESPACE,
+            commands,
+            migrate_runner::command_for,
+        )
+    });
     let options = Options {
+        behaviour,
         slug_map,
         chain: !args.no_chain,
         repo: args.repo,
@@ -98,9 +126,7 @@ pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
         tag_pattern: args.tag_pattern.unwrap_or_else(|| "v*".to_owned()),
         out: args.out,
         rewrite: args.rewrite,
-        ledger_name: args
-            .ledger_name
-            .unwrap_or_else(|| defaults::LEDGER_NAME.to_owned()),
+        ledger_name,
         skip_prereleases: args.skip_prereleases,
         count_prereleases: args.count_prereleases,
         header_marker: args.header_marker.unwrap_or_default(),

@@ -17,6 +17,7 @@ mod commands;
 mod common;
 mod configmap_lock;
 mod convert_baseline;
+mod convert_behaviour;
 mod convert_legacy_map;
 mod convert_paths;
 mod convert_patterns;

@@ -11,6 +11,7 @@
 //! The output is a pure function of the inputs (no clock, no host names), so
 //! converting twice gives the same bytes.
 
+pub mod behaviour;
 pub mod diff;
 pub mod history;
 pub mod layout;
@@ -62,6 +63,10 @@ pub struct Options {
     /// script answering not-yet then holds back every later one); off with
     /// `--no-chain`.
     pub chain: bool,
+    /// Run each script and its conversion under recording fakes and
+    /// compare them ([`behaviour`]); `None` (`--no-behaviour-check`):
+    /// every script is reported `skipped`.
+    pub behaviour: Option<behaviour::Settings>,
 }
 
 /// Why a conversion did not happen. Nothing is written in any case.
@@ -169,6 +174,8 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
     let config = patterns::stamp_config(&history.disk.lib, &options.ledger_name);
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut scripts = Vec::new();
+    // What `--rewrite` writes (or would), for the behaviour check.
+    let mut proposed = Vec::new();
     for (i, plan) in plans.iter().enumerate() {
         let previous = if options.chain {
             slots::chain_target(&plans, i).map(ToString::to_string)
@@ -206,11 +213,13 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
             .collect();
         let target = format!("pre-apply/{}", plan.slug());
         let diff = diff::unified(&target, &headered, &shifted);
+        let rewritten = diff::apply(&headered, &shifted);
         let output = if options.rewrite {
-            diff::apply(&headered, &shifted)
+            rewritten.clone()
         } else {
             headered.clone()
         };
+        proposed.push(rewritten);
         let status = Status::of(&analysis.changes, options.rewrite);
         files.insert(target.clone(), output.into_bytes());
         // Lint wants a test per migration; like `migrate new`, the stub fails
@@ -232,11 +241,15 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
             status,
             changes: analysis.changes,
             diff,
+            behaviour: behaviour::Behaviour::Skipped,
         });
     }
     // lib/: copied; with --rewrite a stamp helper no script sources any more
-    // is dropped (it writes the ledger, which the engine refuses).
+    // is dropped (it writes the ledger, which the engine refuses). Whether
+    // it goes is read on the rewritten scripts with or without --rewrite:
+    // the behaviour check runs what --rewrite writes.
     let mut dropped = Vec::new();
+    let mut converted_lib = BTreeMap::new();
     for (rel, bytes) in &history.disk.lib {
         // Still used: a script sources it in a way the rewrite left alone.
         let needle = format!("sources the stamp helper lib/{rel}");
@@ -244,14 +257,17 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
             s.changes
                 .iter()
                 .any(|c| !c.rewritable && c.message.starts_with(&needle))
-        }) || files
+        }) || proposed
             .iter()
-            .filter(|(p, _)| p.starts_with("pre-apply/"))
-            .any(|(_, b)| sources_textually(b, rel))
+            .any(|text| sources_textually(text.as_bytes(), rel))
             || called_from_other_helpers(rel, &config, &history.disk.lib);
-        if options.rewrite && config.stamp_helpers.contains(rel) && !still_used {
-            dropped.push(format!("lib/{rel}"));
-            continue;
+        if config.stamp_helpers.contains(rel) && !still_used {
+            if options.rewrite {
+                dropped.push(format!("lib/{rel}"));
+                continue;
+            }
+        } else {
+            converted_lib.insert(rel.clone(), bytes.clone());
         }
         files.insert(format!("lib/{rel}"), bytes.clone());
     }
@@ -268,6 +284,7 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
             options.settings.to_toml().into_bytes(),
         );
     }
+    check_behaviour(options, &history.disk, &converted_lib, &proposed, &mut scripts)?;
     let (baseline_text, baseline_entries) = frozen_baseline(&files, &scripts, options)?;
     files.insert(
         migrate_lint::shell::baseline::FILE.into(),
@@ -289,6 +306,55 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
     );
     report.baseline_entries = baseline_entries;
     Ok(report)
+}
+
+/// Runs the behaviour check on every script (or marks each `skipped`); a
+/// script whose conversion behaves otherwise than its original gets a
+/// `behaviour` change to review.
+fn check_behaviour(
+    options: &Options,
+    disk: &history::Snapshot,
+    converted_lib: &BTreeMap<String, Vec<u8>>,
+    proposed: &[String],
+    scripts: &mut [ScriptReport],
+) -> Result<(), ConvertError> {
+    let Some(settings) = &options.behaviour else {
+        return Ok(());
+    };
+    let harness = behaviour::Harness::new(settings.clone()).map_err(|source| ConvertError::Io {
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    let libs = behaviour::Libs {
+        numbered: &disk.lib,
+        converted: converted_lib,
+    };
+    for (script, text) in scripts.iter_mut().zip(proposed) {
+        let result = harness.check(
+            &behaviour::Script {
+                number: script.number,
+                slug: &script.slug,
+                original: &disk.slots[&script.number],
+                converted: text,
+                stamps: script.changes.iter().any(|c| c.kind == "version-stamp"),
+            },
+            libs,
+        );
+        if let behaviour::Behaviour::Differed { difference, .. } = &result {
+            script.changes.insert(
+                0,
+                patterns::Change {
+                    kind: "behaviour",
+                    line: 1,
+                    message: difference.clone(),
+                    rewritable: false,
+                },
+            );
+            script.status = Status::of(&script.changes, options.rewrite);
+        }
+        script.behaviour = result;
+    }
+    Ok(())
 }
 
 /// The `lint-baseline` of the converted tree: one entry per finding lint
