@@ -74,6 +74,11 @@ pub struct ConvertArgs {
     /// into the new tree's migrate.toml).
     #[arg(long = "cluster-command")]
     pub cluster_commands: Vec<String>,
+    /// The interpreter '#!/bin/sh' scripts run under in the behaviour check,
+    /// when the image's /bin/sh is not this host's ('busybox ash' for an
+    /// alpine image; default /bin/sh).
+    #[arg(long, value_name = "INTERPRETER")]
+    pub behaviour_sh: Option<String>,
 }
 
 /// `--header-marker WORD`.
@@ -109,12 +114,14 @@ pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
     // The engine's own command line, so the conversion runs as `migrate
     // run` would run it.
     let behaviour = (!args.no_behaviour_check).then(|| {
-        convert::behaviour::Settings::new(
+        let mut settings = convert::behaviour::Settings::new(
             &ledger_name,
             defaults::NAMESPACE,
             commands,
             migrate_runner::command_for,
-        )
+        );
+        settings.bin_sh = args.behaviour_sh.clone();
+        settings
     });
     let options = Options {
         behaviour,

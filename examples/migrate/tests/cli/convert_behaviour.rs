@@ -83,7 +83,11 @@ fn a_conversion_that_removes_only_the_stamp_passes_under_every_shell() {
             assert_eq!(b["result"], "passed", "{}: {report}", shell.name);
             // The success path and the path where the probe fails.
             assert_eq!(b["paths"], 2, "{}: {b}", shell.name);
-            let status = if extra.is_empty() { "rewritable" } else { "rewritten" };
+            let status = if extra.is_empty() {
+                "rewritable"
+            } else {
+                "rewritten"
+            };
             assert_eq!(script(&report, "1")["status"], status, "{}", shell.name);
             assert_eq!(report["summary"]["behaviour"]["passed"], 1, "{report}");
         }
@@ -128,11 +132,19 @@ fn a_conversion_that_drops_a_call_beside_the_stamp_is_review_naming_the_call() {
             shell.shebang
         );
         let repo = history(
-            &[("bump.sh", LABELS_IN_THE_STAMP), ("crd.yaml", "kind: List\n")],
+            &[
+                ("bump.sh", LABELS_IN_THE_STAMP),
+                ("crd.yaml", "kind: List\n"),
+            ],
             &[script_text],
         );
         let report = convert(&repo, &["--rewrite"]);
-        assert_eq!(script(&report, "1")["status"], "review", "{}: {report}", shell.name);
+        assert_eq!(
+            script(&report, "1")["status"],
+            "review",
+            "{}: {report}",
+            shell.name
+        );
         let b = behaviour(&report, "1");
         assert_eq!(b["result"], "differed", "{}: {b}", shell.name);
         let message = difference(&report, "1");
@@ -161,7 +173,12 @@ fn a_script_whose_failure_path_differs_is_caught() {
         );
         let repo = history(&[("new-hook.yaml", "kind: Job\n")], &[text]);
         let report = convert(&repo, &["--rewrite"]);
-        assert_eq!(script(&report, "1")["status"], "review", "{}: {report}", shell.name);
+        assert_eq!(
+            script(&report, "1")["status"],
+            "review",
+            "{}: {report}",
+            shell.name
+        );
         assert_eq!(behaviour(&report, "1")["result"], "differed", "{report}");
         let message = difference(&report, "1");
         common::assert_contains_all(
@@ -186,7 +203,14 @@ fn a_helper_file_dropped_while_the_script_still_calls_into_it_is_caught() {
     assert_eq!(report["dropped_lib"][0], "lib/version.sh", "{report}");
     assert_eq!(behaviour(&report, "1")["result"], "differed", "{report}");
     let message = difference(&report, "1");
-    common::assert_contains_all(&message, &["success path", "call 1", "kubectl get namespace cozy-system"]);
+    common::assert_contains_all(
+        &message,
+        &[
+            "success path",
+            "call 1",
+            "kubectl get namespace cozy-system",
+        ],
+    );
 }
 
 #[test]
@@ -203,7 +227,10 @@ fn a_script_that_never_stops_calling_could_not_run_and_is_not_passed() {
         b["reason"].as_str().unwrap().contains("cluster calls"),
         "{b}"
     );
-    assert_eq!(report["summary"]["behaviour"]["could_not_run"], 1, "{report}");
+    assert_eq!(
+        report["summary"]["behaviour"]["could_not_run"], 1,
+        "{report}"
+    );
     assert_eq!(report["summary"]["behaviour"]["passed"], 0, "{report}");
 }
 

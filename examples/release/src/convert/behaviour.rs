@@ -65,6 +65,10 @@ pub struct Settings {
     pub max_calls: usize,
     /// How the engine starts a script.
     pub engine: EngineCommand,
+    /// The interpreter a `#!/bin/sh` script runs under on both sides (the
+    /// image's `/bin/sh` when it is not this host's: `busybox ash` for an
+    /// alpine image); `None`: `/bin/sh`.
+    pub bin_sh: Option<String>,
 }
 
 impl Settings {
@@ -82,6 +86,7 @@ impl Settings {
             timeout: Duration::from_secs(30),
             max_calls: 500,
             engine,
+            bin_sh: None,
         }
     }
 }
@@ -201,6 +206,15 @@ impl Harness {
         )?;
         // Waits cost time and wait for nothing here: the fakes answer at once.
         write_exec(&bin.join("sleep"), "#!/bin/sh\nexit 0\n")?;
+        // The same clock for both sides: a timestamp in an annotation is
+        // then the same argument in both.
+        if let Some(date) = std::env::var_os("PATH").and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("date"))
+                .find(|d| d.is_file())
+        }) {
+            write_exec(&bin.join("date"), &date_fake(&date))?;
+        }
         let mut path = bin.clone().into_os_string();
         if let Some(rest) = std::env::var_os("PATH") {
             path.push(":");
@@ -225,17 +239,25 @@ impl Harness {
         self.lay_out(script, libs)
             .map_err(|e| format!("cannot write the scratch trees: {e}"))?;
         let original = self.run(script, Side::Original, None)?;
+        if original.calls.is_empty() && !matches!(original.status, Some(0) | Some(75)) {
+            // Nothing was compared: the script stopped before its first
+            // call (an option its shell lacks, a tool missing here).
+            return Err(format!(
+                "the numbered script {} before its first cluster call on the success path{}",
+                exits(original.status),
+                said(&original.last_line)
+            ));
+        }
         let converted = self.run(script, Side::Converted, None)?;
         let (map, diff) = self.align(&original, &converted, script.stamps);
         if let Some(d) = diff {
-            return Ok(differed("success path".into(), d));
+            return Ok(differed("on the success path".into(), d));
         }
         let mut paths = 1;
         for (i, j) in map.iter().enumerate() {
             let Some(j) = j else { continue };
             let failing = self.run(script, Side::Original, Some(i + 1))?;
-            let branches =
-                failing.calls.len() > i + 1 || failing.status != Some(FAIL_STATUS);
+            let branches = failing.calls.len() > i + 1 || failing.status != Some(FAIL_STATUS);
             if !branches {
                 continue;
             }
@@ -291,7 +313,12 @@ impl Harness {
     }
 
     /// Runs one side, failing call `fail_at` (one-based) if given.
-    fn run(&self, script: &Script<'_>, side: Side, fail_at: Option<usize>) -> Result<Trace, String> {
+    fn run(
+        &self,
+        script: &Script<'_>,
+        side: Side,
+        fail_at: Option<usize>,
+    ) -> Result<Trace, String> {
         let state = self.dir.path().join("state");
         let home = self.dir.path().join("home");
         let scratch = |e: std::io::Error| format!("cannot prepare the scratch directory: {e}");
@@ -306,14 +333,14 @@ impl Harness {
         let path = self.script_path(script, side);
         let (root, mut cmd) = match side {
             Side::Original => {
-                let shebang = shebang(script.original);
+                let shebang = self.interpreter(script.original);
                 let mut words = shebang.split_whitespace();
                 let mut cmd = Command::new(words.next().unwrap_or("/bin/sh"));
                 cmd.args(words).arg(&path);
                 (self.original_root(), cmd)
             }
             Side::Converted => {
-                let shebang = shebang(script.converted.as_bytes());
+                let shebang = self.interpreter(script.converted.as_bytes());
                 let mut cmd = (self.settings.engine)(&shebang, &path, &path);
                 let root = self.converted_root();
                 cmd.env("MIGRATION_SLUG", script.slug)
@@ -387,8 +414,16 @@ impl Harness {
                 on_path(fail_at)
             ));
         }
-        let text = std::fs::read(&output).unwrap_or_default();
-        let last_line = String::from_utf8_lossy(&text)
+        // The scratch paths are written by name, so the report is the same
+        // on every run.
+        let names: [(&Path, &str); 4] = [
+            (&path, "$0"),
+            (&root, "$TREE"),
+            (&home, "$HOME"),
+            (self.dir.path(), "$SCRATCH"),
+        ];
+        let text = normalise(&std::fs::read(&output).unwrap_or_default(), &names);
+        let last_line = text
             .lines()
             .rev()
             .find(|l| !l.trim().is_empty())
@@ -397,7 +432,7 @@ impl Harness {
             .take(200)
             .collect();
         let calls = self
-            .read_calls(&state.join("calls"), &[(&path, "$0"), (&root, "$TREE"), (&home, "$HOME")])
+            .read_calls(&state, &names)
             .map_err(|e| format!("cannot read the recorded calls: {e}"))?;
         use std::os::unix::process::ExitStatusExt;
         Ok(Trace {
@@ -407,34 +442,48 @@ impl Harness {
         })
     }
 
-    /// The calls in order, paths replaced by their names.
-    fn read_calls(&self, dir: &Path, names: &[(&Path, &str)]) -> std::io::Result<Vec<Call>> {
-        let mut numbered: Vec<(usize, PathBuf)> = std::fs::read_dir(dir)?
+    /// The shebang a script runs under: its own, `#!/bin/sh` mapped to
+    /// [`Settings::bin_sh`].
+    fn interpreter(&self, bytes: &[u8]) -> String {
+        let line = shebang(bytes);
+        match (&self.settings.bin_sh, line.split_once(char::is_whitespace)) {
+            (Some(sh), None) if line == "/bin/sh" => sh.clone(),
+            (Some(sh), Some(("/bin/sh", rest))) => format!("{sh} {rest}"),
+            _ => line,
+        }
+    }
+
+    /// The calls in order, paths replaced by their names: call `N` is
+    /// the file `N`, its words `N.0`, `N.1`, ..., and `N.in` names the file
+    /// holding what it read from stdin (`stdin.<pid>` in `state`).
+    fn read_calls(&self, state: &Path, names: &[(&Path, &str)]) -> std::io::Result<Vec<Call>> {
+        let dir = state.join("calls");
+        let mut numbers: Vec<usize> = std::fs::read_dir(&dir)?
             .filter_map(|e| e.ok())
-            .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path())))
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
             .collect();
-        numbered.sort();
-        let normal = |bytes: &[u8]| {
-            let mut text = String::from_utf8_lossy(bytes).into_owned();
-            for (path, name) in names {
-                text = text.replace(&*path.to_string_lossy(), name);
-            }
-            text
+        numbers.sort_unstable();
+        let normal = |bytes: &[u8]| normalise(bytes, names);
+        let optional = |path: PathBuf| match std::fs::read(path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
         };
         let mut calls = Vec::new();
-        for (_, call) in numbered {
+        for n in numbers {
             let mut argv = Vec::new();
             for k in 0.. {
-                match std::fs::read(call.join(k.to_string())) {
-                    Ok(bytes) => argv.push(normal(&bytes)),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-                    Err(e) => return Err(e),
+                match optional(dir.join(format!("{n}.{k}")))? {
+                    Some(bytes) => argv.push(normal(&bytes)),
+                    None => break,
                 }
             }
-            let stdin = match std::fs::read(call.join("stdin")) {
-                Ok(bytes) => Some(normal(&bytes)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => return Err(e),
+            let stdin = match optional(dir.join(format!("{n}.in")))? {
+                Some(pid) => Some(normal(
+                    &optional(state.join(format!("stdin.{}", String::from_utf8_lossy(&pid))))?
+                        .unwrap_or_default(),
+                )),
+                None => None,
             };
             calls.push(Call { argv, stdin });
         }
@@ -457,15 +506,17 @@ impl Harness {
         let mut stamped = false;
         loop {
             match (o.get(i), c.get(j)) {
-                (Some(a), _) if self.is_stamp(a) => {
-                    stamped = true;
-                    map.push(None);
-                    i += 1;
-                }
+                // An equal call first: a ledger write the conversion kept
+                // (to review) is its own call there too.
                 (Some(a), Some(b)) if a == b => {
                     map.push(Some(j));
                     i += 1;
                     j += 1;
+                }
+                (Some(a), _) if self.is_stamp(a) => {
+                    stamped = true;
+                    map.push(None);
+                    i += 1;
                 }
                 (Some(a), b) if self.names_ledger(a) && b.is_none_or(|b| !self.names_ledger(b)) => {
                     map.push(None);
@@ -554,9 +605,21 @@ impl Harness {
     }
 }
 
+/// `bytes` as text, each path replaced by its name (the first that
+/// applies: the longer paths come first).
+fn normalise(bytes: &[u8], names: &[(&Path, &str)]) -> String {
+    let mut text = String::from_utf8_lossy(bytes).into_owned();
+    for (path, name) in names {
+        text = text.replace(&*path.to_string_lossy(), name);
+    }
+    text
+}
+
 fn differed(path: String, d: String) -> Behaviour {
     Behaviour::Differed {
-        difference: format!("the conversion behaves differently from the numbered original on the {path}: {d}"),
+        difference: format!(
+            "the conversion behaves differently from the numbered original {path}: {d}"
+        ),
         path,
     }
 }
@@ -640,14 +703,31 @@ fn shebang(bytes: &[u8]) -> String {
     }
 }
 
+/// `date` at a fixed instant (2026-01-01T00:00:00Z), unless the script
+/// names the time itself.
+fn date_fake(real: &Path) -> String {
+    format!(
+        r#"#!/bin/sh
+for a in "$@"; do
+  case $a in -d*|--date*|-r*|--reference*|-s*|--set*) exec {real} "$@" ;; esac
+done
+exec {real} -d @{FIXED_TIME} "$@"
+"#,
+        real = quote(real)
+    )
+}
+
+/// The instant the fake `date` reports.
+const FIXED_TIME: u64 = 1_767_225_600;
+
 /// Single-quoted for sh.
 fn quote(path: &Path) -> String {
     format!("'{}'", path.to_string_lossy().replace('\'', r"'\''"))
 }
 
-/// The fake cluster command `name`: takes the next call number (a
-/// directory created atomically, so concurrent calls of a pipeline never
-/// share one), records each argument in a file of its own and what it read
+/// The fake cluster command `name`: takes the next call number (a file
+/// created exclusively, so concurrent calls of a pipeline never share
+/// one), records each argument in a file of its own and what it read
 /// from stdin when told to read it (`-f -`), then fails if it is the call
 /// to fail, else succeeds. Stdin is read before the number is taken: in
 /// `kubectl create ... --dry-run -o yaml | kubectl apply -f -` the writer
@@ -670,20 +750,24 @@ for a in "$@"; do
 done
 if [ -n "$i" ]; then cat >"$s/stdin.$$"; fi
 read n <"$s/next" || n=1
-while ! mkdir "$s/calls/$n" 2>/dev/null; do n=$((n + 1)); done
+# noclobber: '>' creates the file or fails (O_EXCL), so each number is
+# taken once, without a process per attempt.
+set -C
+while ! printf '' 2>/dev/null >"$s/calls/$n"; do n=$((n + 1)); done
+set +C
 echo $((n + 1)) >"$s/next"
 if [ "$n" -gt {max_calls} ]; then
   : >"$s/overflow"
   kill -9 0
   exit 124
 fi
-printf '%s' "$name" >"$s/calls/$n/0"
+printf '%s' "$name" >"$s/calls/$n.0"
 k=1
 for a in "$@"; do
-  printf '%s' "$a" >"$s/calls/$n/$k"
+  printf '%s' "$a" >"$s/calls/$n.$k"
   k=$((k + 1))
 done
-if [ -n "$i" ]; then mv "$s/stdin.$$" "$s/calls/$n/stdin"; fi
+if [ -n "$i" ]; then printf '%s' "$$" >"$s/calls/$n.in"; fi
 read f <"$s/fail-at" || f=0
 if [ "$n" = "$f" ]; then
   echo '{error}' >&2
@@ -750,4 +834,113 @@ fn write_exec_bytes(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 fn write_exec(path: &Path, text: &str) -> std::io::Result<()> {
     write_exec_bytes(path, text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// The engine's command line, as the runner builds it (errexit, then
+    /// the file): what the check needs of it here.
+    fn engine(shebang: &str, copy: &Path, path: &Path) -> Command {
+        let mut words = shebang.split_whitespace();
+        let mut cmd = Command::new(words.next().unwrap_or("/bin/sh"));
+        cmd.args(words)
+            .arg("-e")
+            .arg("-c")
+            .arg(format!(". '{}'", copy.display()))
+            .arg(path);
+        cmd
+    }
+
+    fn harness() -> Harness {
+        Harness::new(Settings::new(
+            "cozystack-version",
+            "cozy-system",
+            vec!["kubectl".into(), "helm".into()],
+            engine,
+        ))
+        .unwrap()
+    }
+
+    const ORIGINAL: &str = "#!/bin/sh\nset -eu\nif ! kubectl get namespace tenant-root; then\n  echo absent\n  exit 0\nfi\nkubectl label namespace tenant-root a=b\nhelm uninstall old -n tenant-root\nkubectl create configmap -n cozy-system cozystack-version --from-literal=version=2 --dry-run=client -o yaml | kubectl apply -f-\n";
+
+    fn check(converted: &str) -> Behaviour {
+        let lib = BTreeMap::new();
+        harness().check(
+            &Script {
+                number: 1,
+                slug: "1",
+                original: ORIGINAL.as_bytes(),
+                converted,
+                stamps: true,
+            },
+            Libs {
+                numbered: &lib,
+                converted: &lib,
+            },
+        )
+    }
+
+    #[test]
+    fn removing_only_the_stamp_and_marking_the_early_exit_not_yet_passes() {
+        let converted = ORIGINAL
+            .replace("  exit 0\n", "  exit 75\n")
+            .replace(
+                "kubectl create configmap -n cozy-system cozystack-version --from-literal=version=2 --dry-run=client -o yaml | kubectl apply -f-\n",
+                "",
+            );
+        assert_eq!(check(&converted), Behaviour::Passed { paths: 2, calls: 5 });
+    }
+
+    #[test]
+    fn a_rewrite_that_drops_a_neighbour_of_the_stamp_is_named() {
+        // The rewrite bug: the line before the stamp went with it.
+        let converted = ORIGINAL.replace("helm uninstall old -n tenant-root\n", "").replace(
+            "kubectl create configmap -n cozy-system cozystack-version --from-literal=version=2 --dry-run=client -o yaml | kubectl apply -f-\n",
+            "",
+        ).replace("  exit 0\n", "  exit 75\n");
+        let Behaviour::Differed { path, difference } = check(&converted) else {
+            panic!("not differed")
+        };
+        assert_eq!(path, "on the success path");
+        assert!(
+            difference.contains("call 3 of the original (helm uninstall old -n tenant-root) is missing from the conversion, which exits 0 after its call 2"),
+            "{difference}"
+        );
+    }
+
+    #[test]
+    fn an_early_exit_left_0_differs_on_the_path_where_the_probe_fails() {
+        let converted = ORIGINAL.replace(
+            "kubectl create configmap -n cozy-system cozystack-version --from-literal=version=2 --dry-run=client -o yaml | kubectl apply -f-\n",
+            "",
+        );
+        let Behaviour::Differed { path, difference } = check(&converted) else {
+            panic!("not differed")
+        };
+        assert_eq!(
+            path,
+            "when call 1 (kubectl get namespace tenant-root) fails"
+        );
+        assert!(
+            difference.contains("exits 0 without stamping"),
+            "{difference}"
+        );
+    }
+
+    #[test]
+    fn a_changed_argument_is_shown_with_both_calls() {
+        let converted = ORIGINAL
+            .replace("a=b", "a=c")
+            .replace("  exit 0\n", "  exit 75\n");
+        let Behaviour::Differed { difference, .. } = check(&converted) else {
+            panic!("not differed")
+        };
+        assert!(
+            difference.contains("call 2 of the original (kubectl label namespace tenant-root a=b) is made differently by the conversion (kubectl label namespace tenant-root a=c, its call 2)"),
+            "{difference}"
+        );
+    }
 }

@@ -284,7 +284,13 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
             options.settings.to_toml().into_bytes(),
         );
     }
-    check_behaviour(options, &history.disk, &converted_lib, &proposed, &mut scripts)?;
+    check_behaviour(
+        options,
+        &history.disk,
+        &converted_lib,
+        &proposed,
+        &mut scripts,
+    )?;
     let (baseline_text, baseline_entries) = frozen_baseline(&files, &scripts, options)?;
     files.insert(
         migrate_lint::shell::baseline::FILE.into(),
@@ -321,25 +327,61 @@ fn check_behaviour(
     let Some(settings) = &options.behaviour else {
         return Ok(());
     };
-    let harness = behaviour::Harness::new(settings.clone()).map_err(|source| ConvertError::Io {
-        path: std::env::temp_dir(),
-        source,
-    })?;
     let libs = behaviour::Libs {
         numbered: &disk.lib,
         converted: converted_lib,
     };
-    for (script, text) in scripts.iter_mut().zip(proposed) {
-        let result = harness.check(
-            &behaviour::Script {
-                number: script.number,
-                slug: &script.slug,
-                original: &disk.slots[&script.number],
-                converted: text,
-                stamps: script.changes.iter().any(|c| c.kind == "version-stamp"),
-            },
-            libs,
-        );
+    let checks: Vec<behaviour::Script<'_>> = scripts
+        .iter()
+        .zip(proposed)
+        .map(|(script, text)| behaviour::Script {
+            number: script.number,
+            slug: &script.slug,
+            original: &disk.slots[&script.number],
+            converted: text,
+            stamps: script.changes.iter().any(|c| c.kind == "version-stamp"),
+        })
+        .collect();
+    // A few workers, each with scratch space of its own: the runs wait on
+    // processes far more than they compute.
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4)
+        .min(checks.len().max(1));
+    let results: Vec<Result<Vec<behaviour::Behaviour>, ConvertError>> =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..workers)
+                .map(|w| {
+                    let mine: Vec<&behaviour::Script<'_>> =
+                        checks.iter().skip(w).step_by(workers).collect();
+                    scope.spawn(move || {
+                        let harness =
+                            behaviour::Harness::new(settings.clone()).map_err(|source| {
+                                ConvertError::Io {
+                                    path: std::env::temp_dir(),
+                                    source,
+                                }
+                            })?;
+                        Ok(mine.into_iter().map(|s| harness.check(s, libs)).collect())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Ok(Vec::new())))
+                .collect()
+        });
+    let mut per_worker = Vec::new();
+    for r in results {
+        per_worker.push(r?.into_iter());
+    }
+    for (i, script) in scripts.iter_mut().enumerate() {
+        let result =
+            per_worker[i % workers]
+                .next()
+                .unwrap_or_else(|| behaviour::Behaviour::CouldNotRun {
+                    reason: "its check ended abnormally".into(),
+                });
         if let behaviour::Behaviour::Differed { difference, .. } = &result {
             script.changes.insert(
                 0,
