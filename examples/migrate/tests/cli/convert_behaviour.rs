@@ -7,8 +7,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
-
 use crate::common;
 use common::Repo;
 use common::numbered::write;
@@ -256,8 +254,10 @@ fn the_check_never_reaches_a_real_cluster_command_or_kubeconfig() {
     std::fs::write(&real, format!("#!/bin/sh\ntouch '{}'\n", witness.display())).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // It calls only where KUBECONFIG is gone and HOME is not the caller's.
     let text = format!(
-        "#!/bin/sh\nset -eu\nkubectl get namespace \"x${{KUBECONFIG:-}}\"\n{}",
+        "#!/bin/sh\nset -eu\nif [ -z \"${{KUBECONFIG:-}}\" ] && [ \"$HOME\" != '{}' ]; then\n  kubectl get namespace tenant-root\nfi\n{}",
+        dir.path().display(),
         inline_stamp(2)
     );
     let repo = history(&[], &[text]);
@@ -277,11 +277,14 @@ fn the_check_never_reaches_a_real_cluster_command_or_kubeconfig() {
         ])
         .env("PATH", path)
         .env("KUBECONFIG", dir.path().join("admin.conf"))
+        .env("HOME", dir.path())
         .output()
         .unwrap();
     let (code, report, err) = common::parse(output);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(behaviour(&report, "1")["result"], "passed", "{report}");
+    let b = behaviour(&report, "1");
+    assert_eq!(b["result"], "passed", "{report}");
+    // The probe and the two calls of the stamp.
+    assert_eq!(b["calls"], 3, "{b}");
     assert!(!witness.exists(), "the real kubectl ran");
-    assert!(!Path::new(&witness).exists());
 }

@@ -157,6 +157,55 @@ pub struct Libs<'a> {
     pub converted: &'a BTreeMap<String, Vec<u8>>,
 }
 
+/// Checks every script, a few at a time (each worker with scratch space
+/// of its own: the runs wait on processes far more than they compute);
+/// the results in the order of `scripts`.
+pub fn check_all(
+    settings: &Settings,
+    scripts: &[Script<'_>],
+    libs: Libs<'_>,
+) -> std::io::Result<Vec<Behaviour>> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4)
+        .min(scripts.len().max(1));
+    let per_worker: Vec<std::io::Result<Vec<Behaviour>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                scope.spawn(move || {
+                    let harness = Harness::new(settings.clone())?;
+                    Ok(scripts
+                        .iter()
+                        .skip(w)
+                        .step_by(workers)
+                        .map(|s| harness.check(s, libs))
+                        .collect())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("a check worker panicked")))
+            })
+            .collect()
+    });
+    let mut iters = Vec::new();
+    for r in per_worker {
+        iters.push(r?.into_iter());
+    }
+    Ok((0..scripts.len())
+        .map(|i| {
+            iters[i % workers]
+                .next()
+                .unwrap_or_else(|| Behaviour::CouldNotRun {
+                    reason: "its check ended abnormally".into(),
+                })
+        })
+        .collect())
+}
+
 /// Scratch space for the runs of one conversion: the fakes, their state,
 /// `HOME`, and the two trees (rewritten for each script).
 pub struct Harness {

@@ -342,46 +342,12 @@ fn check_behaviour(
             stamps: script.changes.iter().any(|c| c.kind == "version-stamp"),
         })
         .collect();
-    // A few workers, each with scratch space of its own: the runs wait on
-    // processes far more than they compute.
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 4)
-        .min(checks.len().max(1));
-    let results: Vec<Result<Vec<behaviour::Behaviour>, ConvertError>> =
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..workers)
-                .map(|w| {
-                    let mine: Vec<&behaviour::Script<'_>> =
-                        checks.iter().skip(w).step_by(workers).collect();
-                    scope.spawn(move || {
-                        let harness =
-                            behaviour::Harness::new(settings.clone()).map_err(|source| {
-                                ConvertError::Io {
-                                    path: std::env::temp_dir(),
-                                    source,
-                                }
-                            })?;
-                        Ok(mine.into_iter().map(|s| harness.check(s, libs)).collect())
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| Ok(Vec::new())))
-                .collect()
-        });
-    let mut per_worker = Vec::new();
-    for r in results {
-        per_worker.push(r?.into_iter());
-    }
-    for (i, script) in scripts.iter_mut().enumerate() {
-        let result =
-            per_worker[i % workers]
-                .next()
-                .unwrap_or_else(|| behaviour::Behaviour::CouldNotRun {
-                    reason: "its check ended abnormally".into(),
-                });
+    let results =
+        behaviour::check_all(settings, &checks, libs).map_err(|source| ConvertError::Io {
+            path: std::env::temp_dir(),
+            source,
+        })?;
+    for (script, result) in scripts.iter_mut().zip(results) {
         if let behaviour::Behaviour::Differed { difference, .. } = &result {
             script.changes.insert(
                 0,
