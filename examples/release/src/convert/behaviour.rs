@@ -792,7 +792,7 @@ fn fake(name: &str, state: &Path, max_calls: usize) -> String {
 # A fake {name} written by 'migrate convert' for its behaviour check: it
 # records the call and never reaches a cluster.
 s={state}
-name={name}
+name={quoted}
 i=
 for a in "$@"; do
   case $a in -|-f-|--filename=-|--values=-) i=1 ;; esac
@@ -828,6 +828,7 @@ done
 exit 0
 "#,
         state = quote(state),
+        quoted = quote(Path::new(name)),
     )
 }
 
