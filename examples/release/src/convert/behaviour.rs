@@ -981,6 +981,28 @@ mod tests {
     }
 
     #[test]
+    fn a_handled_not_found_carried_to_migrate_tolerate_passes() {
+        let original = "#!/bin/sh\nset -eu\nerr=$(mktemp)\nif ! kubectl delete job old -n x 2>\"$err\"; then\n  grep -q NotFound \"$err\" || exit 1\nfi\nkubectl apply -f new.yaml\n";
+        let converted = "#!/bin/sh\nset -eu\nmigrate-tolerate --not-found -- kubectl delete job old -n x\nkubectl apply -f new.yaml\n";
+        let lib = BTreeMap::new();
+        let result = harness().check(
+            &Script {
+                number: 1,
+                slug: "1",
+                original: original.as_bytes(),
+                converted,
+                stamps: false,
+            },
+            Libs {
+                numbered: &lib,
+                converted: &lib,
+            },
+        );
+        // The success path and the delete failing (the apply failing ends both).
+        assert_eq!(result, Behaviour::Passed { paths: 2, calls: 2 });
+    }
+
+    #[test]
     fn a_changed_argument_is_shown_with_both_calls() {
         let converted = ORIGINAL
             .replace("a=b", "a=c")
