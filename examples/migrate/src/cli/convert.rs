@@ -71,6 +71,21 @@ pub struct ConvertArgs {
     /// to run every slot it holds.
     #[arg(long, value_name = "FILE")]
     pub release_targets: Option<PathBuf>,
+    /// Do not run each script and its conversion under fake cluster
+    /// commands to compare them: for trees whose scripts cannot run off a
+    /// cluster. Every script is then reported as skipped, never as passed.
+    #[arg(long)]
+    pub no_behaviour_check: bool,
+    /// A cluster command the behaviour check fakes, besides kubectl, helm,
+    /// flux and MIGRATE_CLUSTER_COMMANDS (repeatable; when given, written
+    /// into the new tree's migrate.toml).
+    #[arg(long = "cluster-command")]
+    pub cluster_commands: Vec<String>,
+    /// The interpreter '#!/bin/sh' scripts run under in the behaviour check,
+    /// when the image's /bin/sh is not this host's ('busybox ash' for an
+    /// alpine image; default /bin/sh).
+    #[arg(long, value_name = "INTERPRETER")]
+    pub behaviour_sh: Option<String>,
 }
 
 /// `--header-marker WORD`.
@@ -86,6 +101,10 @@ pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
     settings.tag_pattern = args.tag_pattern.clone();
     settings.ledger_name = args.ledger_name.clone();
     settings.header_marker = args.header_marker.clone();
+    if !args.cluster_commands.is_empty() {
+        settings.cluster_commands = Some(args.cluster_commands.clone());
+    }
+    let commands = super::cluster_commands::settings(None, &args.cluster_commands)?;
     let slug_map = match &args.slug_map {
         None => convert::slots::SlugMap::default(),
         Some(file) => {
@@ -106,8 +125,24 @@ pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
                 .map_err(|e| Failure::bad_input(vec![e.to_string()]))?
         }
     };
+    let ledger_name = args
+        .ledger_name
+        .unwrap_or_else(|| defaults::LEDGER_NAME.to_owned());
+    // The engine's own command line, so the conversion runs as `migrate
+    // run` would run it.
+    let behaviour = (!args.no_behaviour_check).then(|| {
+        let mut settings = convert::behaviour::Settings::new(
+            &ledger_name,
+            defaults::NAMESPACE,
+            commands,
+            migrate_runner::command_for,
+        );
+        settings.bin_sh = args.behaviour_sh.clone();
+        settings
+    });
     let options = Options {
         release_targets,
+        behaviour,
         slug_map,
         chain: !args.no_chain,
         repo: args.repo,
@@ -116,9 +151,7 @@ pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
         tag_pattern: args.tag_pattern.unwrap_or_else(|| "v*".to_owned()),
         out: args.out,
         rewrite: args.rewrite,
-        ledger_name: args
-            .ledger_name
-            .unwrap_or_else(|| defaults::LEDGER_NAME.to_owned()),
+        ledger_name,
         skip_prereleases: args.skip_prereleases,
         count_prereleases: args.count_prereleases,
         header_marker: args.header_marker.unwrap_or_default(),

@@ -18,6 +18,7 @@ mod commands;
 mod common;
 mod configmap_lock;
 mod convert_baseline;
+mod convert_behaviour;
 mod convert_handled;
 mod convert_legacy_map;
 mod convert_paths;

@@ -11,6 +11,7 @@
 //! The output is a pure function of the inputs (no clock, no host names), so
 //! converting twice gives the same bytes.
 
+pub mod behaviour;
 pub mod diff;
 pub mod handled;
 pub mod history;
@@ -67,6 +68,10 @@ pub struct Options {
     /// (`--release-targets`), written into `legacy-releases` as
     /// `target=N`; a tag it does not name gets none.
     pub release_targets: slots::ReleaseTargets,
+    /// Run each script and its conversion under recording fakes and
+    /// compare them ([`behaviour`]); `None` (`--no-behaviour-check`):
+    /// every script is reported `skipped`.
+    pub behaviour: Option<behaviour::Settings>,
 }
 
 /// Why a conversion did not happen. Nothing is written in any case.
@@ -181,6 +186,8 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
     let config = patterns::stamp_config(&history.disk.lib, &options.ledger_name);
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut scripts = Vec::new();
+    // What `--rewrite` writes (or would), for the behaviour check.
+    let mut proposed = Vec::new();
     for (i, plan) in plans.iter().enumerate() {
         let previous = if options.chain {
             slots::chain_target(&plans, i).map(ToString::to_string)
@@ -219,11 +226,13 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
             .collect();
         let target = format!("pre-apply/{}", plan.slug());
         let diff = diff::unified(&target, &headered, &shifted);
+        let rewritten = diff::apply(&headered, &shifted);
         let output = if options.rewrite {
-            diff::apply(&headered, &shifted)
+            rewritten.clone()
         } else {
             headered.clone()
         };
+        proposed.push(rewritten);
         let status = Status::of(&analysis.changes, options.rewrite);
         files.insert(target.clone(), output.into_bytes());
         // Lint wants a test per migration; like `migrate new`, the stub fails
@@ -245,12 +254,16 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
             status,
             changes: analysis.changes,
             diff,
+            behaviour: behaviour::Behaviour::Skipped,
         });
     }
     // lib/: copied; with --rewrite a stamp helper no script sources any more
-    // is dropped (it writes the ledger, which the engine refuses).
+    // is dropped (it writes the ledger, which the engine refuses). Whether
+    // it goes is read on the rewritten scripts with or without --rewrite:
+    // the behaviour check runs what --rewrite writes.
     let mut dropped = Vec::new();
     let mut helpers = Vec::new();
+    let mut converted_lib = BTreeMap::new();
     for (rel, bytes) in &history.disk.lib {
         // Still used: a script sources it in a way the rewrite left alone.
         let needle = format!("sources the stamp helper lib/{rel}");
@@ -258,14 +271,20 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
             s.changes
                 .iter()
                 .any(|c| !c.rewritable && c.message.starts_with(&needle))
-        }) || files
+        }) || proposed
             .iter()
-            .filter(|(p, _)| p.starts_with("pre-apply/"))
-            .any(|(_, b)| sources_textually(b, rel))
+            .any(|text| sources_textually(text.as_bytes(), rel))
             || called_from_other_helpers(rel, &config, &history.disk.lib);
-        if options.rewrite && config.stamp_helpers.contains(rel) && !still_used {
-            dropped.push(format!("lib/{rel}"));
-            continue;
+        if config.stamp_helpers.contains(rel) && !still_used {
+            if options.rewrite {
+                dropped.push(format!("lib/{rel}"));
+                continue;
+            }
+        } else {
+            // What --rewrite writes for it (its handled failures carried to
+            // migrate-tolerate), which the behaviour check runs.
+            let (_, rewritten) = handled::helper(rel, bytes, true);
+            converted_lib.insert(rel.clone(), rewritten);
         }
         let (found, bytes) = handled::helper(rel, bytes, options.rewrite);
         helpers.extend(found);
@@ -290,6 +309,13 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
             options.settings.to_toml().into_bytes(),
         );
     }
+    check_behaviour(
+        options,
+        &history.disk,
+        &converted_lib,
+        &proposed,
+        &mut scripts,
+    )?;
     let (baseline_text, baseline_entries) = frozen_baseline(&files, &scripts, options)?;
     files.insert(
         migrate_lint::shell::baseline::FILE.into(),
@@ -312,6 +338,57 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
     report.baseline_entries = baseline_entries;
     report.helpers = helpers;
     Ok(report)
+}
+
+/// Runs the behaviour check on every script (or marks each `skipped`); a
+/// script whose conversion behaves otherwise than its original gets a
+/// `behaviour` change to review.
+fn check_behaviour(
+    options: &Options,
+    disk: &history::Snapshot,
+    converted_lib: &BTreeMap<String, Vec<u8>>,
+    proposed: &[String],
+    scripts: &mut [ScriptReport],
+) -> Result<(), ConvertError> {
+    let Some(settings) = &options.behaviour else {
+        return Ok(());
+    };
+    let libs = behaviour::Libs {
+        numbered: &disk.lib,
+        converted: converted_lib,
+    };
+    let checks: Vec<behaviour::Script<'_>> = scripts
+        .iter()
+        .zip(proposed)
+        .map(|(script, text)| behaviour::Script {
+            number: script.number,
+            slug: &script.slug,
+            original: &disk.slots[&script.number],
+            converted: text,
+            stamps: script.changes.iter().any(|c| c.kind == "version-stamp"),
+        })
+        .collect();
+    let results =
+        behaviour::check_all(settings, &checks, libs).map_err(|source| ConvertError::Io {
+            path: std::env::temp_dir(),
+            source,
+        })?;
+    for (script, result) in scripts.iter_mut().zip(results) {
+        if let behaviour::Behaviour::Differed { difference, .. } = &result {
+            script.changes.insert(
+                0,
+                patterns::Change {
+                    kind: "behaviour",
+                    line: 1,
+                    message: difference.clone(),
+                    rewritable: false,
+                },
+            );
+            script.status = Status::of(&script.changes, options.rewrite);
+        }
+        script.behaviour = result;
+    }
+    Ok(())
 }
 
 /// The `lint-baseline` of the converted tree: one entry per finding lint

@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use super::Options;
+use super::behaviour::Behaviour;
 use super::history::History;
 use super::layout::Written;
 use super::patterns::Change;
@@ -69,6 +70,21 @@ pub struct ScriptReport {
     pub changes: Vec<Change>,
     /// The unified diff of the safe rewrites on `target` (empty: none).
     pub diff: String,
+    /// The behaviour check of what `--rewrite` writes.
+    pub behaviour: Behaviour,
+}
+
+/// The behaviour check's counts.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BehaviourTotals {
+    /// Scripts whose every path agreed up to the stamp.
+    pub passed: usize,
+    /// Scripts with a path that differs (each is `review`).
+    pub differed: usize,
+    /// Scripts the check could not run (not passed).
+    pub could_not_run: usize,
+    /// Scripts not checked (`--no-behaviour-check`; not passed).
+    pub skipped: usize,
 }
 
 /// Counts over the scripts.
@@ -86,6 +102,8 @@ pub struct Summary {
     pub diverged_slots: usize,
     /// Changes by kind: `[kind, rewritable, to review]`.
     pub changes: Vec<(String, usize, usize)>,
+    /// The behaviour check, by result.
+    pub behaviour: BehaviourTotals,
 }
 
 /// The whole report.
@@ -152,6 +170,13 @@ impl Report {
                 Status::Clean => summary.clean += 1,
                 Status::Rewritable | Status::Rewritten => summary.rewritable += 1,
                 Status::Review => summary.review += 1,
+            }
+            let b = &mut summary.behaviour;
+            match s.behaviour {
+                Behaviour::Passed { .. } => b.passed += 1,
+                Behaviour::Differed { .. } => b.differed += 1,
+                Behaviour::CouldNotRun { .. } => b.could_not_run += 1,
+                Behaviour::Skipped => b.skipped += 1,
             }
             for c in &s.changes {
                 let k = kinds.entry(c.kind).or_default();
@@ -226,6 +251,18 @@ impl Report {
             s.review,
             s.diverged_slots
         ));
+        let b = &s.behaviour;
+        if b.skipped > 0 {
+            out.push_str(&format!(
+                "  behaviour check: skipped for {} script(s) (--no-behaviour-check): nothing proves those conversions behave as the originals\n",
+                b.skipped
+            ));
+        } else {
+            out.push_str(&format!(
+                "  behaviour check: {} passed, {} differed, {} could not run (each script and its conversion under the same fake cluster commands)\n",
+                b.passed, b.differed, b.could_not_run
+            ));
+        }
         for (kind, safe, review) in &s.changes {
             out.push_str(&format!(
                 "  {kind}: {safe} rewritable, {review} to review\n"
@@ -262,10 +299,11 @@ impl Report {
         out.push('\n');
         for script in &self.scripts {
             out.push_str(&format!(
-                "{} -> {}: {}\n",
+                "{} -> {}: {}; behaviour: {}\n",
                 script.source,
                 script.target,
-                script.status.as_str()
+                script.status.as_str(),
+                script.behaviour.summary()
             ));
             for c in &script.changes {
                 out.push_str(&format!(
