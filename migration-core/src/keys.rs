@@ -18,6 +18,13 @@
 
 use crate::slug::{Slug, SlugError};
 
+/// The domain of the annotations and labels the engine keeps on a ledger
+/// object (the ConfigMap's run lock, the custom resource's creator mark).
+/// A script may annotate a ledger object only outside it: lint reads a
+/// script's annotation of the ledger under this domain as a write of the
+/// ledger (`ledger-write`), any other as `ledger-annotate`.
+pub const ENGINE_KEY_PREFIX: &str = "migrations.cozystack.io/";
+
 /// The key that holds the legacy integer.
 pub const VERSION: &str = "version";
 

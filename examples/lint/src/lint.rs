@@ -555,6 +555,51 @@ mod tests {
     }
 
     #[test]
+    fn an_annotation_or_label_on_the_ledger_outside_the_engines_keys_is_ledger_annotate_not_ledger_write()
+     {
+        // A frozen legacy script's shape: it surfaces a partial failure as
+        // an annotation of the version ConfigMap, then clears it.
+        assert_eq!(
+            rules(&script(
+                "kubectl annotate configmap --namespace cozy-system cozystack-version \"cozystack.io/migration-46-failed-tenants=$FAILED\" --overwrite"
+            )),
+            ["ledger-annotate"]
+        );
+        assert_eq!(
+            rules(&script(
+                "kubectl annotate configmap -n cozy-system cozystack-version cozystack.io/migration-46-failed-tenants-"
+            )),
+            ["ledger-annotate"]
+        );
+        assert_eq!(
+            rules(&script(
+                "kubectl label configmap -n cozy-system cozystack-version platform.cozystack.io/no-delete=true"
+            )),
+            ["ledger-annotate"]
+        );
+        // The engine's own keys (the run lock), a key the shell computes,
+        // or no key named at all stay writes of the ledger.
+        assert_eq!(
+            rules(&script(
+                "kubectl annotate configmap -n cozy-system cozystack-version migrations.cozystack.io/run-lock- --overwrite"
+            )),
+            ["ledger-write"]
+        );
+        assert_eq!(
+            rules(&script(
+                "kubectl annotate configmap -n cozy-system cozystack-version \"$KEY=x\""
+            )),
+            ["ledger-write"]
+        );
+        assert_eq!(
+            rules(&script(
+                "kubectl annotate -f - <<EOF\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cozystack-version\nEOF"
+            )),
+            ["ledger-write"]
+        );
+    }
+
+    #[test]
     fn for_command_substitution_flags_both_spellings_of_a_cluster_command() {
         assert_eq!(
             rules(&script(

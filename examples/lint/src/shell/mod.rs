@@ -103,6 +103,7 @@ pub const BLOCKING: &[&str] = &[
     "tripwire-internals",
     "cluster-command-from-environment",
     "ledger-write",
+    "ledger-annotate",
     "analysis-limit",
 ];
 

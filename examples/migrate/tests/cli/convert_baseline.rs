@@ -188,3 +188,55 @@ fn an_edited_frozen_script_loses_its_baseline_and_is_refused_again() {
     );
     assert!(doc.to_string().contains("kubectl-error-ignored"), "{doc}");
 }
+
+/// A frozen script that surfaces a partial failure as an annotation of the
+/// version ConfigMap and clears it on success (the reference platform's
+/// slot 46 shape), then stamps.
+const ANNOTATES_LEDGER: &str = "#!/bin/sh\nset -eu\nkubectl get ns -o name\nkubectl annotate configmap --namespace cozy-system cozystack-version cozystack.io/migration-1-failed-tenants- >/dev/null\nkubectl create configmap -n cozy-system cozystack-version --from-literal=version=2 --dry-run=client -o yaml | kubectl apply -f-\n";
+
+#[test]
+fn a_frozen_script_annotating_the_ledger_outside_the_engines_keys_is_baselined_and_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = Repo::new();
+    write(&repo, "1", ANNOTATES_LEDGER);
+    write(&repo, "2", CLEAN);
+    repo.release("v1.0.0");
+    let tree = dir.path().join("tree");
+    let (code, report, err) = common::numbered::convert(&repo, &tree, &["--rewrite"]);
+    assert_eq!(code, 0, "{err}");
+    let baseline = std::fs::read_to_string(tree.join("lint-baseline")).unwrap();
+    assert!(
+        baseline
+            .lines()
+            .any(|l| l.starts_with("pre-apply/1:") && l.contains(" ledger-annotate ")),
+        "{baseline}\n{report}"
+    );
+    git(dir.path(), &["init", "--quiet", "-b", "main"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "--quiet", "-m", "converted"]);
+    let order = tree.join("order.d");
+    let (code, _, err) =
+        common::manifest_of(dir.path(), "tree", &["--out", order.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, doc) = lint(&tree);
+    assert_eq!(code, 0, "{doc}");
+    assert!(
+        doc["baselined"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["rule"] == "ledger-annotate"),
+        "{doc}"
+    );
+    let working = tempfile::tempdir().unwrap();
+    let (code, doc, err) = run(&tree, working.path(), "echo ok");
+    assert_eq!(code, 0, "{doc}\n{err}");
+    assert_eq!(
+        common::field_pairs(&doc["results"], "slug", "outcome"),
+        [
+            ("1".to_owned(), "ok".to_owned()),
+            ("2".to_owned(), "ok".to_owned())
+        ],
+        "{doc}"
+    );
+}

@@ -127,7 +127,7 @@ impl<'a> Walker<'a> {
                 self.cluster_site(ctx, line, &name, sink);
                 let call = self.cluster_call(&args, &redirects, line);
                 if call.writes && call.mentions_ledger {
-                    self.ledger_write(&site);
+                    self.ledger_write_or_annotate(&site, call.annotates_only);
                 }
                 Some(call)
             }
@@ -137,7 +137,7 @@ impl<'a> Walker<'a> {
                 if wrapper {
                     let c = self.cluster_call(&args, &redirects, line);
                     if c.writes && c.mentions_ledger {
-                        self.ledger_write(&site);
+                        self.ledger_write_or_annotate(&site, c.annotates_only);
                     }
                     call = Some(c);
                 }
@@ -357,11 +357,14 @@ impl<'a> Walker<'a> {
                 mentions_ledger = true;
             }
         }
+        let annotates_only = matches!(verb, Some("annotate" | "label"))
+            && annotates_only(&literal, verb.unwrap_or_default());
         ClusterCall {
             line,
             writes,
             stdin: stdin_file,
             mentions_ledger,
+            annotates_only,
         }
     }
 
@@ -478,4 +481,53 @@ impl<'a> Walker<'a> {
         };
         self.push(&at, rule, message);
     }
+}
+
+/// Whether `kubectl annotate|label` (`verb`) with `args` names only keys
+/// outside the engine's own, each one literal (`key=value` or `key-`), and
+/// no file: the script then only adds, changes or removes its own note on
+/// the object, never its data, the run lock or the engine's marks.
+fn annotates_only(args: &[String], verb: &str) -> bool {
+    let mut keys = 0;
+    let mut seen_verb = false;
+    let mut i = 0;
+    while let Some(a) = args.get(i) {
+        i += 1;
+        if !seen_verb {
+            if crate::cluster_commands::VALUE_FLAGS.contains(&a.as_str()) {
+                i += 1;
+            } else if a == verb {
+                seen_verb = true;
+            }
+            continue;
+        }
+        if a == "-f" || a.starts_with("--filename") || a.starts_with("-f") && !a.starts_with("--") {
+            return false;
+        }
+        if crate::cluster_commands::VALUE_FLAGS.contains(&a.as_str()) {
+            i += 1;
+            continue;
+        }
+        if a.starts_with('-') {
+            continue;
+        }
+        let word = a.trim_matches(|c| c == '"' || c == '\'');
+        let key = match word.split_once('=') {
+            Some((key, _)) => key,
+            None => match word.strip_suffix('-') {
+                Some(key) => key,
+                // The resource type or name.
+                None => continue,
+            },
+        };
+        let spelled = !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '_' | '-'));
+        if !spelled || key.starts_with(migration_core::keys::ENGINE_KEY_PREFIX) {
+            return false;
+        }
+        keys += 1;
+    }
+    keys > 0
 }

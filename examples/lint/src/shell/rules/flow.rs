@@ -320,6 +320,19 @@ impl<'a> Walker<'a> {
         }
     }
 
+    /// `ledger-annotate` for a call that only notes something on the
+    /// ledger object outside the engine's keys, else `ledger-write`.
+    pub(super) fn ledger_write_or_annotate(&mut self, at: &Site, annotates_only: bool) {
+        if !annotates_only {
+            return self.ledger_write(at);
+        }
+        let message = format!(
+            "the script annotates or labels the ledger ConfigMap '{}' outside the engine's keys; it cannot touch the entries or the run lock, but the ledger is the engine's: keep such notes elsewhere (a failure's message is kept in the ledger's last failure). A frozen legacy script may keep it through a reviewed lint-baseline entry",
+            self.config.ledger_name
+        );
+        self.push(at, "ledger-annotate", message);
+    }
+
     pub(super) fn ledger_write(&mut self, at: &Site) {
         let message = format!(
             "the script writes the ledger ConfigMap '{}'; scripts never write the ledger or stamp a version, the runner records outcomes",

@@ -62,6 +62,7 @@ pub const RULES: &[Rule] = &[
     rule(TRIPWIRE_INTERNALS, Level::Error, true),
     rule(FROM_ENVIRONMENT, Level::Error, true),
     rule("ledger-write", Level::Error, true),
+    rule("ledger-annotate", Level::Error, true),
     rule("analysis-limit", Level::Error, true),
     rule("kubectl-in-pipeline", Level::Warning, false),
     rule("source-unresolved", Level::Warning, false),

@@ -21,6 +21,10 @@ pub(super) struct ClusterCall {
     pub(super) writes: bool,
     pub(super) stdin: bool,
     pub(super) mentions_ledger: bool,
+    /// An `annotate` or `label` naming only keys outside the engine's own
+    /// ([`migration_core::keys::ENGINE_KEY_PREFIX`]), each spelled out:
+    /// on the ledger it is `ledger-annotate`, not `ledger-write`.
+    pub(super) annotates_only: bool,
 }
 
 /// The kubectl verb: the first word that is not an option or an option's
