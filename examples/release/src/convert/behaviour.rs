@@ -834,7 +834,8 @@ exit 0
 
 /// `migrate-tolerate` for the fakes: runs the command, and accepts its
 /// failure when the class asked for is the one the fakes fail with
-/// (`--not-found`); every other flag is read and has no failure to accept.
+/// (`--not-found`), printing the tolerated line the real one prints;
+/// every other flag is read and has no failure to accept.
 fn tolerate_fake(state: &Path) -> String {
     format!(
         r#"#!/bin/sh
@@ -854,11 +855,18 @@ e="$s/tolerate.$$"
 if "$@" 2>"$e"; then cat "$e" >&2; rm -f "$e"; exit 0; fi
 st=$?
 cat "$e" >&2
-if [ -n "$nf" ] && grep -q -e '(NotFound)' -e 'not found' "$e"; then rm -f "$e"; exit 0; fi
+if [ -n "$nf" ] && grep -q -e '(NotFound)' -e 'not found' "$e"; then
+  rm -f "$e"
+  printf '%s\n' {tolerated}"not-found: $*" >&2
+  exit 0
+fi
 rm -f "$e"
 exit "$st"
 "#,
-        state = quote(state)
+        state = quote(state),
+        // The line the real one prints when it accepts: convert's
+        // rewrites read it back, so the fake must print it too.
+        tolerated = quote(Path::new(migrate_lint::answers::TOLERATED_PREFIX)),
     )
 }
 
@@ -977,6 +985,39 @@ mod tests {
         assert!(
             difference.contains("exits 0 without stamping"),
             "{difference}"
+        );
+    }
+
+    #[test]
+    fn a_probe_convert_carries_to_migrate_tolerate_and_reads_back_passes() {
+        // The reference platform's shape: the output captured with the
+        // error, an answer recognised by a `case` on it, and the listed
+        // objects used by a later call. Convert's own rewrite reads the
+        // tolerated line migrate-tolerate prints back from the output.
+        let original = "#!/bin/sh\nset -eu\nlist() {\n  if ! out=$(kubectl get gadgets.example.com -A -o name 2>&1); then\n    case \"$out\" in\n      *NotFound*|*\"doesn't have a resource type\"*) return 0 ;;\n    esac\n    echo \"cannot list: $out\" >&2\n    return 1\n  fi\n  printf '%s\\n' \"$out\"\n}\nitems=$(list)\nif [ -n \"$items\" ]; then\n  kubectl label $items done=yes\nfi\n";
+        let found = super::super::handled::analyse(original);
+        let converted = super::super::diff::apply(original, &found.edits);
+        assert!(
+            converted.contains("migrate-tolerate --not-found"),
+            "{converted}"
+        );
+        let lib = BTreeMap::new();
+        let result = harness().check(
+            &Script {
+                number: 1,
+                slug: "1",
+                original: original.as_bytes(),
+                converted: &converted,
+                stamps: false,
+            },
+            Libs {
+                numbered: &lib,
+                converted: &lib,
+            },
+        );
+        assert!(
+            matches!(result, Behaviour::Passed { .. }),
+            "{result:?}\n{converted}"
         );
     }
 
