@@ -240,3 +240,29 @@ fn a_frozen_script_annotating_the_ledger_outside_the_engines_keys_is_baselined_a
         "{doc}"
     );
 }
+
+/// A frozen script under bash in a tree whose dialect is sh (the reference
+/// platform's later slots): its shebang is what it ran under and cannot
+/// change, so convert accepts the dialect finding in the open too.
+const UNDER_BASH: &str = "#!/bin/bash\nset -euo pipefail\nkubectl get ns -o name\nkubectl create configmap -n cozy-system cozystack-version --from-literal=version=2 --dry-run=client -o yaml | kubectl apply -f-\n";
+
+#[test]
+fn a_frozen_script_under_another_shell_is_baselined_for_its_dialect_and_lints_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = Repo::new();
+    write(&repo, "1", UNDER_BASH);
+    write(&repo, "2", CLEAN);
+    repo.release("v1.0.0");
+    let tree = dir.path().join("tree");
+    let (code, report, err) = common::numbered::convert(&repo, &tree, &["--rewrite"]);
+    assert_eq!(code, 0, "{err}");
+    let baseline = std::fs::read_to_string(tree.join("lint-baseline")).unwrap();
+    assert!(
+        baseline
+            .lines()
+            .any(|l| l.starts_with("pre-apply/1:1 shell-dialect ")),
+        "{baseline}\n{report}"
+    );
+    let (code, doc) = lint(&tree);
+    assert_eq!(code, 0, "{doc}");
+}

@@ -392,7 +392,8 @@ fn check_behaviour(
 }
 
 /// The `lint-baseline` of the converted tree: one entry per finding lint
-/// would block in a converted script or helper. The numbered scripts ran on
+/// would block in a converted script or helper, and per shebang other than
+/// the tree's dialect. The numbered scripts ran on
 /// clusters as they are and must not change (a changed script is another
 /// content), so what the safe rewrites leave is accepted here, in the open,
 /// each with its reason, for a person to review; the run-time tripwire
@@ -436,7 +437,10 @@ fn frozen_baseline(
         let (Some(line), Some(bytes)) = (f.line, files.get(&f.file)) else {
             continue;
         };
-        if !migrate_lint::BLOCKING_RULES.contains(&f.rule) || baseline::NEVER.contains(&f.rule) {
+        // A frozen script's shebang is what it ran under: a dialect other
+        // than the tree's cannot be fixed without changing the content.
+        let frozen = migrate_lint::BLOCKING_RULES.contains(&f.rule) || f.rule == "shell-dialect";
+        if !frozen || baseline::NEVER.contains(&f.rule) {
             continue;
         }
         let reason = match scripts.iter().find(|s| s.target == f.file) {
