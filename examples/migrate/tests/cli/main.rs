@@ -24,6 +24,7 @@ mod convert_legacy_map;
 mod convert_paths;
 mod convert_patterns;
 mod convert_prereleases;
+mod convert_probe;
 mod convert_report;
 mod convert_slug_map;
 mod convert_stamps;

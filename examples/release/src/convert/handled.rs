@@ -467,6 +467,19 @@ impl<'a> Finder<'a> {
             // branch can end in success anyway, lint and the tripwire refuse
             // it; say what would do instead.
             if let Some((_, text)) = early_success(h.branch) {
+                if let Some((edits, flags)) = self.probe_edits(&h) {
+                    self.out.edits.extend(edits);
+                    self.out.changes.push(Change {
+                        kind: KIND,
+                        line: h.call.line,
+                        message: format!(
+                            "{} took any failure as 'absent' ({text}): now {TOLERATE} {flags} -- {}, the absent branch runs when migrate-tolerate tolerated that answer, and every other failure (unreachable, Forbidden) fails",
+                            h.call.shown, h.call.shown
+                        ),
+                        rewritable: true,
+                    });
+                    return;
+                }
                 let message = format!(
                     "{} fails into a branch that can end in success ({text}) whatever the failure (unreachable and Forbidden too): accept the one answer meant with migrate-tolerate --<answer> -- {} (--not-found for an object that may be absent, --not-served for a type that may not be served) and let every other failure fail",
                     h.call.shown, h.call.shown
@@ -555,6 +568,55 @@ impl<'a> Finder<'a> {
                 self.review(h.call.line, message);
             }
         }
+    }
+
+    /// An existence probe, `if ! CALL >/dev/null 2>&1; then ABSENT; fi`
+    /// with the call alone on the `if` line: the call goes through
+    /// migrate-tolerate (its stderr, where migrate-tolerate says what it
+    /// tolerated, captured), any failure it does not tolerate ends the
+    /// script, and the absent branch becomes a `case` on the tolerated
+    /// line. A CRD is absent when not found; anything else may also not be
+    /// served. `None`: another layout, left for review.
+    fn probe_edits(&self, h: &Handled<'_>) -> Option<(BTreeMap<usize, Option<String>>, String)> {
+        if h.start != h.call.line || h.call.in_substitution {
+            return None;
+        }
+        let line = self.lines.get(h.start - 1)?.trim_end();
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let call = trimmed
+            .strip_prefix("if ! ")?
+            .strip_suffix("; then")?
+            .strip_suffix(" >/dev/null 2>&1")?;
+        if !call.starts_with(&format!("{} ", h.call.name))
+            || ["$(", "`", ";", "|", "&", "<", ">"]
+                .iter()
+                .any(|c| call.contains(c))
+        {
+            return None;
+        }
+        let words: Vec<&str> = call.split_whitespace().collect();
+        let crd = words.windows(2).any(|w| {
+            w[0] == "get"
+                && matches!(
+                    w[1],
+                    "crd" | "crds" | "customresourcedefinition" | "customresourcedefinitions"
+                )
+        });
+        let flags = if crd {
+            Answer::NotFound.flag()
+        } else {
+            format!("{} {}", Answer::NotFound.flag(), Answer::NotServed.flag())
+        };
+        let mut edits = BTreeMap::new();
+        edits.insert(
+            h.start,
+            Some(format!(
+                "{indent}if ! _migrate_probe=$({TOLERATE} {flags} -- {call} 2>&1 >/dev/null); then printf '%s\\n' \"$_migrate_probe\" >&2; exit 1; fi\n{indent}case $_migrate_probe in *\"{TOLERATED_PREFIX}\"*)"
+            )),
+        );
+        edits.insert(h.end, Some(format!("{indent};; esac")));
+        Some((edits, flags))
     }
 
     /// The line of the `keyword` closing a construct whose last word is on
@@ -1040,10 +1102,34 @@ mod tests {
             "for n in a; do\n  if ! kubectl get ns x 2>e; then\n    echo skip\n    continue\n  fi\ndone\n",
         );
         assert_eq!(changes, [(2, false)]);
-        // Every failure read as "absent", the error thrown away: review.
+        // Every failure read as "absent", in a layout the probe rewrite
+        // does not edit (the output kept): review.
         let (_, changes) = rewritten(
-            "f() {\n  if ! kubectl get crd x >/dev/null 2>&1; then\n    echo absent\n    return 0\n  fi\n}\nf\n",
+            "f() {\n  if ! kubectl get crd x 2>/dev/null; then\n    echo absent\n    return 0\n  fi\n}\nf\n",
         );
         assert_eq!(changes, [(2, false)]);
+    }
+
+    #[test]
+    fn an_existence_probe_taking_any_failure_as_absent_accepts_only_the_answer_it_meant() {
+        // Every failure read as "absent", the error thrown away: the call
+        // goes through migrate-tolerate, the branch runs on its tolerated
+        // line, any other failure ends the script.
+        let (out, changes) = rewritten(
+            "f() {\n  if ! kubectl get crd x >/dev/null 2>&1; then\n    echo absent\n    return 0\n  fi\n  echo present\n}\nf\n",
+        );
+        assert_eq!(changes, [(2, true)]);
+        assert_eq!(
+            out,
+            "f() {\n  if ! _migrate_probe=$(migrate-tolerate --not-found -- kubectl get crd x 2>&1 >/dev/null); then printf '%s\\n' \"$_migrate_probe\" >&2; exit 1; fi\n  case $_migrate_probe in *\"migrate-tolerate: tolerated \"*)\n    echo absent\n    return 0\n  ;; esac\n  echo present\n}\nf\n"
+        );
+        // A type that may not be served: both answers.
+        let (out, _) = rewritten(
+            "for c in a b; do\n  if ! kubectl -n x get certificate.cert-manager.io \"$c\" >/dev/null 2>&1; then\n    continue\n  fi\ndone\n",
+        );
+        assert!(
+            out.contains("migrate-tolerate --not-found --not-served -- kubectl -n x get certificate.cert-manager.io \"$c\" 2>&1 >/dev/null"),
+            "{out}"
+        );
     }
 }
