@@ -14,7 +14,7 @@ use brush_parser::ast;
 use super::parse;
 
 /// A simple command's words in source order (assignments included).
-fn words(s: &ast::SimpleCommand) -> Vec<&ast::Word> {
+pub fn words(s: &ast::SimpleCommand) -> Vec<&ast::Word> {
     let mut out = Vec::new();
     if let Some(w) = &s.word_or_name {
         out.push(w);

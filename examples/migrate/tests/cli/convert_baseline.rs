@@ -21,8 +21,13 @@ const CLEAN: &str = "#!/bin/sh\nset -eu\nkubectl annotate ns default converted=y
 /// The numbered history converted with --rewrite into `<dir>/tree`,
 /// committed, with its manifest: (report, tree).
 fn converted(dir: &Path) -> (serde_json::Value, PathBuf) {
+    converted_with(dir, MASKS)
+}
+
+/// [`converted`] of a history whose slot 1 is `first` (slot 2 [`CLEAN`]).
+fn converted_with(dir: &Path, first: &str) -> (serde_json::Value, PathBuf) {
     let repo = Repo::new();
-    write(&repo, "1", MASKS);
+    write(&repo, "1", first);
     write(&repo, "2", CLEAN);
     repo.release("v1.0.0");
     let tree = dir.join("tree");
@@ -197,13 +202,7 @@ const ANNOTATES_LEDGER: &str = "#!/bin/sh\nset -eu\nkubectl get ns -o name\nkube
 #[test]
 fn a_frozen_script_annotating_the_ledger_outside_the_engines_keys_is_baselined_and_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let repo = Repo::new();
-    write(&repo, "1", ANNOTATES_LEDGER);
-    write(&repo, "2", CLEAN);
-    repo.release("v1.0.0");
-    let tree = dir.path().join("tree");
-    let (code, report, err) = common::numbered::convert(&repo, &tree, &["--rewrite"]);
-    assert_eq!(code, 0, "{err}");
+    let (report, tree) = converted_with(dir.path(), ANNOTATES_LEDGER);
     let baseline = std::fs::read_to_string(tree.join("lint-baseline")).unwrap();
     assert!(
         baseline
@@ -211,13 +210,6 @@ fn a_frozen_script_annotating_the_ledger_outside_the_engines_keys_is_baselined_a
             .any(|l| l.starts_with("pre-apply/1:") && l.contains(" ledger-annotate ")),
         "{baseline}\n{report}"
     );
-    git(dir.path(), &["init", "--quiet", "-b", "main"]);
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "--quiet", "-m", "converted"]);
-    let order = tree.join("order.d");
-    let (code, _, err) =
-        common::manifest_of(dir.path(), "tree", &["--out", order.to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}");
     let (code, doc) = lint(&tree);
     assert_eq!(code, 0, "{doc}");
     assert!(
@@ -249,13 +241,7 @@ const UNDER_BASH: &str = "#!/bin/bash\nset -euo pipefail\nkubectl get ns -o name
 #[test]
 fn a_frozen_script_under_another_shell_is_baselined_for_its_dialect_and_lints_clean() {
     let dir = tempfile::tempdir().unwrap();
-    let repo = Repo::new();
-    write(&repo, "1", UNDER_BASH);
-    write(&repo, "2", CLEAN);
-    repo.release("v1.0.0");
-    let tree = dir.path().join("tree");
-    let (code, report, err) = common::numbered::convert(&repo, &tree, &["--rewrite"]);
-    assert_eq!(code, 0, "{err}");
+    let (report, tree) = converted_with(dir.path(), UNDER_BASH);
     let baseline = std::fs::read_to_string(tree.join("lint-baseline")).unwrap();
     assert!(
         baseline

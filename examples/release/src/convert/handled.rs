@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 
 use migrate_lint::answers::{self, Answer, Syntax, TOLERATED_PREFIX};
 use migrate_lint::cluster_commands::{DEFAULT_COMMANDS, TOLERATE};
-use migrate_lint::shell::handled::{self as shell_handled, var_of};
+use migrate_lint::shell::handled::{self as shell_handled, var_of, words};
 use migrate_lint::shell::{ast, parse};
 
 use super::patterns::{Analysis, Change};
@@ -184,23 +184,6 @@ fn pipelines(ao: &ast::AndOrList) -> impl Iterator<Item = &ast::Pipeline> {
     std::iter::once(&ao.first).chain(ao.additional.iter().map(|a| match a {
         ast::AndOr::And(p) | ast::AndOr::Or(p) => p,
     }))
-}
-
-/// A simple command's words in source order (assignments included).
-fn words(s: &ast::SimpleCommand) -> Vec<&ast::Word> {
-    let mut out = Vec::new();
-    if let Some(w) = &s.word_or_name {
-        out.push(w);
-    }
-    for item in parse::items(s) {
-        match item {
-            ast::CommandPrefixOrSuffixItem::Word(w) => out.push(w),
-            ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => out.push(w),
-            _ => {}
-        }
-    }
-    out.sort_by_key(|w| w.loc.as_ref().map(|l| (l.start.line, l.start.column)));
-    out
 }
 
 /// The file a simple command's stderr is redirected to (`2>FILE`).
