@@ -1,7 +1,8 @@
-//! An existence probe that took any failure as "absent"
-//! (`if ! kubectl get crd X >/dev/null 2>&1; then ...; exit 0; fi`, the
-//! reference platform's slots 50 and 51) is converted to accept only the
-//! answer it meant: on a cluster without the CRD the converted script ends
+//! Existence probes that took any failure as "absent"
+//! (`if ! kubectl get crd X >/dev/null 2>&1; then ...; exit 0; fi`,
+//! `if kubectl get crd X ...; then ...; fi`, `kubectl get crd X ... ||
+//! continue`: the reference platform's slots 50 and 51) are converted to
+//! accept only the answer they meant: on a cluster without the CRD the converted script ends
 //! ok, counting one tolerated call, under dash, busybox ash and bash; on a
 //! cluster that refuses the call (Forbidden) it fails instead of skipping.
 
@@ -14,13 +15,15 @@ use std::path::Path;
 use common::Repo;
 use common::numbered::write;
 
-const PROBE: &str = "#!/bin/sh\nset -eu\nif ! kubectl get crd widgets.example.com >/dev/null 2>&1; then\n  echo \"no widgets CRD; nothing to migrate\"\n  exit 0\nfi\nkubectl label widgets.example.com --all -A migrated=yes\n";
+const PROBE: &str = "#!/bin/sh\nset -eu\nif ! kubectl get crd widgets.example.com >/dev/null 2>&1; then\n  echo \"no widgets CRD; nothing to migrate\"\n  exit 0\nfi\nif kubectl get crd gadgets.example.com >/dev/null 2>&1; then\n  kubectl label gadgets.example.com --all -A migrated=yes\nfi\nfor crd in a.example.com b.example.com; do\n  kubectl get crd \"$crd\" >/dev/null 2>&1 || continue\n  kubectl annotate crd \"$crd\" seen=yes\ndone\nkubectl label widgets.example.com --all -A migrated=yes\n";
 
 const FAKE_KUBECTL: &str = r#"#!/bin/sh
 echo "kubectl $*" >> "$SCRATCH/calls"
 case "$FAKE_SCENARIO:$*" in
 absent:"get crd widgets.example.com"*)
   echo 'Error from server (NotFound): customresourcedefinitions.apiextensions.k8s.io "widgets.example.com" not found' >&2; exit 1 ;;
+present:"get crd gadgets.example.com"*|present:"get crd b.example.com"*)
+  echo "Error from server (NotFound): customresourcedefinitions.apiextensions.k8s.io \"${3}\" not found" >&2; exit 1 ;;
 forbidden:"get crd widgets.example.com"*)
   echo 'Error from server (Forbidden): customresourcedefinitions.apiextensions.k8s.io "widgets.example.com" is forbidden: User "system:serviceaccount:cozy-system:cozystack-migrations" cannot get resource "customresourcedefinitions"' >&2; exit 1 ;;
 esac
@@ -109,13 +112,28 @@ fn an_existence_probe_accepts_only_the_absent_crd_and_a_forbidden_probe_fails() 
         );
         assert!(!calls.contains("label"), "{}: {calls}", shell.shebang);
 
+        // The widgets CRD there, the gadgets CRD and b absent: each
+        // probe takes the path it took before, two answers tolerated.
         let (code, doc, calls) = run(&tree, &shell.shebang, "present");
         assert_eq!(code, 0, "{}: {doc}", shell.shebang);
-        assert!(
-            calls.contains("label widgets.example.com"),
-            "{}: {calls}",
+        assert_eq!(
+            doc["results"][0]["cluster_commands"]["tolerated"], 2,
+            "{}: {doc}",
             shell.shebang
         );
+        for (seen, call) in [
+            (true, "label widgets.example.com"),
+            (false, "label gadgets"),
+            (true, "annotate crd a.example.com"),
+            (false, "annotate crd b.example.com"),
+        ] {
+            assert_eq!(
+                calls.contains(call),
+                seen,
+                "{}: {call}: {calls}",
+                shell.shebang
+            );
+        }
 
         let (code, doc, calls) = run(&tree, &shell.shebang, "forbidden");
         assert_ne!(

@@ -353,6 +353,8 @@ impl<'a> Finder<'a> {
         for (i, item) in list.0.iter().enumerate() {
             if let Some(h) = self.handled_at(&list.0, i) {
                 self.handle(h);
+            } else {
+                self.probe_at(&list.0[i]);
             }
             for c in pipelines(&item.0).flat_map(|p| p.seq.iter()) {
                 match c {
@@ -555,51 +557,128 @@ impl<'a> Finder<'a> {
 
     /// An existence probe, `if ! CALL >/dev/null 2>&1; then ABSENT; fi`
     /// with the call alone on the `if` line: the call goes through
-    /// migrate-tolerate (its stderr, where migrate-tolerate says what it
-    /// tolerated, captured), any failure it does not tolerate ends the
-    /// script, and the absent branch becomes a `case` on the tolerated
-    /// line. A CRD is absent when not found; anything else may also not be
-    /// served. `None`: another layout, left for review.
+    /// migrate-tolerate ([`probe_lines`]), and the absent branch becomes a
+    /// `case` on the tolerated line. `None`: another layout, left for
+    /// review.
     fn probe_edits(&self, h: &Handled<'_>) -> Option<(BTreeMap<usize, Option<String>>, String)> {
         if h.start != h.call.line || h.call.in_substitution {
             return None;
         }
-        let line = self.lines.get(h.start - 1)?.trim_end();
-        let trimmed = line.trim_start();
-        let indent = &line[..line.len() - trimmed.len()];
-        let call = trimmed
+        let (indent, rest) = split_indent(self.lines.get(h.start - 1)?);
+        let call = rest
             .strip_prefix("if ! ")?
             .strip_suffix("; then")?
             .strip_suffix(" >/dev/null 2>&1")?;
-        if !call.starts_with(&format!("{} ", h.call.name))
-            || ["$(", "`", ";", "|", "&", "<", ">"]
-                .iter()
-                .any(|c| call.contains(c))
-        {
-            return None;
-        }
-        let words: Vec<&str> = call.split_whitespace().collect();
-        let crd = words.windows(2).any(|w| {
-            w[0] == "get"
-                && matches!(
-                    w[1],
-                    "crd" | "crds" | "customresourcedefinition" | "customresourcedefinitions"
-                )
-        });
-        let flags = if crd {
-            Answer::NotFound.flag()
-        } else {
-            format!("{} {}", Answer::NotFound.flag(), Answer::NotServed.flag())
-        };
+        let (probe, flags) = probe_lines(indent, call, &h.call.name)?;
         let mut edits = BTreeMap::new();
         edits.insert(
             h.start,
             Some(format!(
-                "{indent}if ! _migrate_probe=$({TOLERATE} {flags} -- {call} 2>&1 >/dev/null); then printf '%s\\n' \"$_migrate_probe\" >&2; exit 1; fi\n{indent}case $_migrate_probe in *\"{TOLERATED_PREFIX}\"*)"
+                "{probe}\n{indent}case $_migrate_probe in *\"{TOLERATED_PREFIX}\"*)"
             )),
         );
         edits.insert(h.end, Some(format!("{indent};; esac")));
         Some((edits, flags))
+    }
+
+    /// The other two probe layouts, where any failure meant "absent":
+    /// `if CALL >/dev/null 2>&1; then PRESENT; fi` (no `else`), whose
+    /// branch now runs unless migrate-tolerate tolerated the answer, and
+    /// `CALL >/dev/null 2>&1 || continue` (or `break`, `return 0`, `exit
+    /// 0`) on one line, which now goes on only on the tolerated answer.
+    fn probe_at(&mut self, item: &ast::CompoundListItem) {
+        let ao = &item.0;
+        if matches!(item.1, ast::SeparatorOperator::Async) || ao.first.bang {
+            return;
+        }
+        let (call, edits, taken) = match (ao.first.seq.as_slice(), ao.additional.as_slice()) {
+            ([ast::Command::Compound(ast::CompoundCommand::IfClause(c), None)], [])
+                if c.elses.is_none() =>
+            {
+                let [cond] = c.condition.0.as_slice() else {
+                    return;
+                };
+                if !cond.0.additional.is_empty() || cond.0.first.bang {
+                    return;
+                }
+                let Some(call) = only_simple(&cond.0.first).and_then(|s| call_of(self.src, s))
+                else {
+                    return;
+                };
+                let Some(end) = last_line(&c.then).and_then(|l| self.closed_by(l, "fi")) else {
+                    return;
+                };
+                let Some((indent, rest)) = self.lines.get(call.line - 1).map(|l| split_indent(l))
+                else {
+                    return;
+                };
+                let Some(text) = rest
+                    .strip_prefix("if ")
+                    .and_then(|r| r.strip_suffix("; then"))
+                    .and_then(|r| r.strip_suffix(" >/dev/null 2>&1"))
+                else {
+                    return;
+                };
+                let Some((probe, flags)) = probe_lines(indent, text, &call.name) else {
+                    return;
+                };
+                let mut edits = BTreeMap::new();
+                edits.insert(
+                    call.line,
+                    Some(format!(
+                        "{probe}\n{indent}case $_migrate_probe in *\"{TOLERATED_PREFIX}\"*) ;; *)"
+                    )),
+                );
+                edits.insert(end, Some(format!("{indent};; esac")));
+                (call, edits, format!("skipped its branch ({flags})"))
+            }
+            ([ast::Command::Simple(first)], [ast::AndOr::Or(p)]) if !p.bang => {
+                let [ast::Command::Simple(after)] = p.seq.as_slice() else {
+                    return;
+                };
+                if !success_command(after) {
+                    return;
+                }
+                let Some(call) = call_of(self.src, first) else {
+                    return;
+                };
+                let Some((indent, rest)) = self.lines.get(call.line - 1).map(|l| split_indent(l))
+                else {
+                    return;
+                };
+                let Some((text, success)) = rest.split_once(" >/dev/null 2>&1 || ") else {
+                    return;
+                };
+                if success.contains(['#', ';', '&', '|']) {
+                    return;
+                }
+                let Some((probe, flags)) = probe_lines(indent, text, &call.name) else {
+                    return;
+                };
+                let mut edits = BTreeMap::new();
+                edits.insert(
+                    call.line,
+                    Some(format!(
+                        "{probe}\n{indent}case $_migrate_probe in *\"{TOLERATED_PREFIX}\"*) {success} ;; esac"
+                    )),
+                );
+                (call, edits, format!("went on ({success}; {flags})"))
+            }
+            _ => return,
+        };
+        if call.in_substitution || edits.keys().any(|l| self.out.edits.contains_key(l)) {
+            return;
+        }
+        self.out.edits.extend(edits);
+        self.out.changes.push(Change {
+            kind: KIND,
+            line: call.line,
+            message: format!(
+                "{} took any failure as 'absent' and {taken}: now through {TOLERATE}, the same path runs when it tolerated that answer, and every other failure (unreachable, Forbidden) fails",
+                call.shown
+            ),
+            rewritable: true,
+        });
     }
 
     /// The line of the `keyword` closing a construct whose last word is on
@@ -926,6 +1005,48 @@ fn ends_in_success(list: &ast::CompoundList) -> bool {
 }
 
 /// The first command in `list` that ends in success, and its text.
+/// A line's indentation and the rest, trailing blanks dropped.
+fn split_indent(line: &str) -> (&str, &str) {
+    let line = line.trim_end();
+    let rest = line.trim_start();
+    (&line[..line.len() - rest.len()], rest)
+}
+
+/// The probe `call` (one simple call of the cluster command `name`, as
+/// written) through migrate-tolerate, its stderr captured where
+/// migrate-tolerate says what it tolerated and any failure it does not
+/// tolerate ending the script; and the flags: a CRD is absent when not
+/// found, anything else may also not be served. `None` for a call that is
+/// not one simple command.
+fn probe_lines(indent: &str, call: &str, name: &str) -> Option<(String, String)> {
+    if !call.starts_with(&format!("{name} "))
+        || ["$(", "`", ";", "|", "&", "<", ">"]
+            .iter()
+            .any(|c| call.contains(c))
+    {
+        return None;
+    }
+    let words: Vec<&str> = call.split_whitespace().collect();
+    let crd = words.windows(2).any(|w| {
+        w[0] == "get"
+            && matches!(
+                w[1],
+                "crd" | "crds" | "customresourcedefinition" | "customresourcedefinitions"
+            )
+    });
+    let flags = if crd {
+        Answer::NotFound.flag()
+    } else {
+        format!("{} {}", Answer::NotFound.flag(), Answer::NotServed.flag())
+    };
+    Some((
+        format!(
+            "{indent}if ! _migrate_probe=$({TOLERATE} {flags} -- {call} 2>&1 >/dev/null); then printf '%s\\n' \"$_migrate_probe\" >&2; exit 1; fi"
+        ),
+        flags,
+    ))
+}
+
 fn early_success(list: &ast::CompoundList) -> Option<(usize, String)> {
     list.0.iter().find_map(item_early_success)
 }
@@ -1091,6 +1212,33 @@ mod tests {
             "f() {\n  if ! kubectl get crd x 2>/dev/null; then\n    echo absent\n    return 0\n  fi\n}\nf\n",
         );
         assert_eq!(changes, [(2, false)]);
+    }
+
+    #[test]
+    fn a_presence_probe_and_a_probe_or_continue_accept_only_the_answer_they_meant() {
+        // `if CALL; then PRESENT; fi`: any failure skipped the branch.
+        let (out, changes) = rewritten(
+            "if kubectl get crd v2 >/dev/null 2>&1; then\n  echo present\nfi\necho next\n",
+        );
+        assert_eq!(changes, [(1, true)]);
+        assert_eq!(
+            out,
+            "if ! _migrate_probe=$(migrate-tolerate --not-found -- kubectl get crd v2 2>&1 >/dev/null); then printf '%s\\n' \"$_migrate_probe\" >&2; exit 1; fi\ncase $_migrate_probe in *\"migrate-tolerate: tolerated \"*) ;; *)\n  echo present\n;; esac\necho next\n"
+        );
+        // `CALL || continue`: any failure went on to the next round.
+        let (out, changes) = rewritten(
+            "for crd in a b; do\n  kubectl get crd \"$crd\" >/dev/null 2>&1 || continue\n  echo \"$crd\"\ndone\n",
+        );
+        assert_eq!(changes, [(2, true)]);
+        assert_eq!(
+            out,
+            "for crd in a b; do\n  if ! _migrate_probe=$(migrate-tolerate --not-found -- kubectl get crd \"$crd\" 2>&1 >/dev/null); then printf '%s\\n' \"$_migrate_probe\" >&2; exit 1; fi\n  case $_migrate_probe in *\"migrate-tolerate: tolerated \"*) continue ;; esac\n  echo \"$crd\"\ndone\n"
+        );
+        // With an `else`, or the call's output kept: not this rewrite.
+        let (_, changes) = rewritten(
+            "if kubectl get crd v2 >/dev/null 2>&1; then\n  echo present\nelse\n  echo absent\nfi\n",
+        );
+        assert!(changes.iter().all(|c| c.0 != 1 || !c.1), "{changes:?}");
     }
 
     #[test]
