@@ -578,7 +578,14 @@ mod tests {
             ["ledger-annotate"]
         );
         // The engine's own keys (the run lock), a key the shell computes,
-        // or no key named at all stay writes of the ledger.
+        // objects chosen by a selector (whose `name=...` is no key), or no
+        // key named at all stay writes of the ledger.
+        assert_eq!(
+            rules(&script(
+                "kubectl annotate configmap -n cozy-system -l name=cozystack-version note=x"
+            )),
+            ["ledger-write"]
+        );
         assert_eq!(
             rules(&script(
                 "kubectl annotate configmap -n cozy-system cozystack-version migrations.cozystack.io/run-lock- --overwrite"

@@ -6,7 +6,7 @@ use brush_parser::ast;
 use crate::shell::parse;
 use crate::shell::rules::{
     ClusterCall, Cmd, Ctx, FROM_ENVIRONMENT, Kind, LEDGER_WRITE_VERBS, Sink, TRANSPARENT, Walker,
-    Why, mentions, simple_line, simple_words, verb_of, visit_simple, yaml_names_configmap,
+    Why, mentions, simple_line, simple_words, verb_at, visit_simple, yaml_names_configmap,
 };
 
 impl<'a> Walker<'a> {
@@ -342,7 +342,8 @@ impl<'a> Walker<'a> {
             .iter()
             .map(|a| parse::literal(a).unwrap_or_else(|| a.clone()))
             .collect();
-        let verb = verb_of(&literal);
+        let at = verb_at(&literal);
+        let verb = at.map(|i| literal[i].as_str());
         let writes = verb.is_some_and(|v| LEDGER_WRITE_VERBS.contains(&v));
         let ledger = &self.config.ledger_name;
         let mut mentions_ledger = literal.iter().any(|a| mentions(a, ledger));
@@ -358,7 +359,7 @@ impl<'a> Walker<'a> {
             }
         }
         let annotates_only = matches!(verb, Some("annotate" | "label"))
-            && annotates_only(&literal, verb.unwrap_or_default());
+            && at.is_some_and(|i| annotates_only(&literal[i + 1..]));
         ClusterCall {
             line,
             writes,
@@ -483,25 +484,23 @@ impl<'a> Walker<'a> {
     }
 }
 
-/// Whether `kubectl annotate|label` (`verb`) with `args` names only keys
-/// outside the engine's own, each one literal (`key=value` or `key-`), and
-/// no file: the script then only adds, changes or removes its own note on
-/// the object, never its data, the run lock or the engine's marks.
-fn annotates_only(args: &[String], verb: &str) -> bool {
+/// Whether the words after `kubectl annotate|label` (`args`) name only
+/// keys outside the engine's own, each one literal (`key=value` or
+/// `key-`), on objects named, not chosen by a file or a selector: the
+/// script then only adds, changes or removes its own note on the object,
+/// never its data, the run lock or the engine's marks.
+fn annotates_only(args: &[String]) -> bool {
     let mut keys = 0;
-    let mut seen_verb = false;
     let mut i = 0;
     while let Some(a) = args.get(i) {
         i += 1;
-        if !seen_verb {
-            if crate::cluster_commands::VALUE_FLAGS.contains(&a.as_str()) {
-                i += 1;
-            } else if a == verb {
-                seen_verb = true;
-            }
-            continue;
-        }
-        if a == "-f" || a.starts_with("--filename") || a.starts_with("-f") && !a.starts_with("--") {
+        let short = |flag: &str| a.starts_with(flag) && !a.starts_with("--");
+        if short("-f")
+            || short("-l")
+            || a.starts_with("--filename")
+            || a.starts_with("--selector")
+            || a == "--all"
+        {
             return false;
         }
         if crate::cluster_commands::VALUE_FLAGS.contains(&a.as_str()) {

@@ -27,9 +27,10 @@ pub(super) struct ClusterCall {
     pub(super) annotates_only: bool,
 }
 
-/// The kubectl verb: the first word that is not an option or an option's
-/// value ([`crate::cluster_commands::VALUE_FLAGS`], as the tripwire reads it).
-pub(super) fn verb_of(args: &[String]) -> Option<&str> {
+/// Where the kubectl verb is in `args`: the first word that is not an
+/// option or an option's value ([`crate::cluster_commands::VALUE_FLAGS`],
+/// as the tripwire reads it).
+pub(super) fn verb_at(args: &[String]) -> Option<usize> {
     let mut i = 0;
     while let Some(a) = args.get(i) {
         if crate::cluster_commands::VALUE_FLAGS.contains(&a.as_str()) {
@@ -37,7 +38,7 @@ pub(super) fn verb_of(args: &[String]) -> Option<&str> {
         } else if a.starts_with('-') {
             i += 1;
         } else {
-            return Some(a);
+            return Some(i);
         }
     }
     None
