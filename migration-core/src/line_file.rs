@@ -1,4 +1,4 @@
-//! The line format `revoked`, `legacy-map` and the `order.d/` batch files
+//! The line format `revoked`, `legacy-map`, `legacy-releases` and the `order.d/` batch files
 //! share: one record a line, `#` starts a comment, blank lines carry
 //! nothing, and the text is UTF-8.
 

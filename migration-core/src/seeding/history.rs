@@ -103,9 +103,10 @@ impl LegacyReleases {
         })?;
         let mut problems = Vec::new();
         let mut tags: Vec<ReleaseTag> = Vec::new();
-        for (i, raw) in text.lines().enumerate() {
-            let line = i + 1;
-            let mut words = raw.split('#').next().unwrap_or("").split_whitespace();
+        // The line format of the tree's other list files; the text is
+        // checked as UTF-8 as a whole above.
+        for (line, words) in crate::line_file::records(text.as_bytes()) {
+            let mut words = words.unwrap_or_default().into_iter();
             let Some(tag) = words.next() else { continue };
             let mut bad = |why: String| problems.push(format!("{}:{line}: {why}", file.display()));
             let Some(version) = Version::parse(tag) else {

@@ -88,6 +88,22 @@ pub struct ConvertArgs {
     pub behaviour_sh: Option<String>,
 }
 
+/// The list file a flag names (`--slug-map`, `--release-targets`), read
+/// and parsed by `parse` (given the file's name for its messages); the
+/// empty list without the flag. Unreadable or malformed is bad input.
+fn list_file<T: Default>(
+    file: Option<&std::path::Path>,
+    parse: impl FnOnce(&str, &str) -> Result<T, convert::ConvertError>,
+) -> Result<T, Failure> {
+    let Some(file) = file else {
+        return Ok(T::default());
+    };
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        Failure::bad_input(vec![format!("{}: cannot be read: {e}", file.display())])
+    })?;
+    parse(&file.display().to_string(), &text).map_err(|e| Failure::bad_input(vec![e.to_string()]))
+}
+
 /// `--header-marker WORD`.
 fn parse_marker(word: &str) -> Result<HeaderMarker, String> {
     HeaderMarker::new(word)
@@ -105,26 +121,11 @@ pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
         settings.cluster_commands = Some(args.cluster_commands.clone());
     }
     let commands = super::cluster_commands::settings(None, &args.cluster_commands)?;
-    let slug_map = match &args.slug_map {
-        None => convert::slots::SlugMap::default(),
-        Some(file) => {
-            let text = std::fs::read_to_string(file).map_err(|e| {
-                Failure::bad_input(vec![format!("{}: cannot be read: {e}", file.display())])
-            })?;
-            convert::slots::SlugMap::parse(&file.display().to_string(), &text)
-                .map_err(|e| Failure::bad_input(vec![e.to_string()]))?
-        }
-    };
-    let release_targets = match &args.release_targets {
-        None => convert::slots::ReleaseTargets::default(),
-        Some(file) => {
-            let text = std::fs::read_to_string(file).map_err(|e| {
-                Failure::bad_input(vec![format!("{}: cannot be read: {e}", file.display())])
-            })?;
-            convert::slots::ReleaseTargets::parse(&file.display().to_string(), &text)
-                .map_err(|e| Failure::bad_input(vec![e.to_string()]))?
-        }
-    };
+    let slug_map = list_file(args.slug_map.as_deref(), convert::slots::SlugMap::parse)?;
+    let release_targets = list_file(
+        args.release_targets.as_deref(),
+        convert::slots::ReleaseTargets::parse,
+    )?;
     let ledger_name = args
         .ledger_name
         .unwrap_or_else(|| defaults::LEDGER_NAME.to_owned());
