@@ -12,9 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use common::numbered::history;
 use common::{Repo, by_slug, fields, file_spec, git, migrate, parse, strings};
@@ -96,26 +94,17 @@ fn adopt(
     extra: &[&str],
     stdin: &str,
 ) -> (i32, serde_json::Value, String) {
-    let mut child = migrate()
-        .arg("adopt")
-        .arg(c.tree())
-        .args(["--legacy-version", version, "--ledger"])
-        .arg(file_spec(&c.ledger()))
-        .args(extra)
-        .args(["--output", "json"])
-        .env_remove("MIGRATE_HELM")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    parse(child.wait_with_output().unwrap())
+    parse(common::output_with_stdin(
+        migrate()
+            .arg("adopt")
+            .arg(c.tree())
+            .args(["--legacy-version", version, "--ledger"])
+            .arg(file_spec(&c.ledger()))
+            .args(extra)
+            .args(["--output", "json"])
+            .env_remove("MIGRATE_HELM"),
+        stdin,
+    ))
 }
 
 /// Adopts with the history in a file.

@@ -93,29 +93,19 @@ exit 1
     }
 
     fn run(&self, fixture: &str, args: &[&str], stdin: &str) -> Output {
-        use std::io::Write;
-        let mut child = Command::new(self.path().join("migrate-tolerate"))
-            .args(args)
-            .env("SCRATCH", self.path())
-            .env(
-                "FIXTURE",
-                Path::new(FIXTURES).join(format!("{fixture}.txt")),
-            )
-            .env("MIGRATE_TRIPWIRE_REPORT", self.report())
-            .env("MIGRATE_TRIPWIRE_COMMANDS", "kubectl,helm,flux")
-            .env("MIGRATE_TRIPWIRE_REAL_KUBECTL", self.path().join("kubectl"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+        crate::common::output_with_stdin(
+            Command::new(self.path().join("migrate-tolerate"))
+                .args(args)
+                .env("SCRATCH", self.path())
+                .env(
+                    "FIXTURE",
+                    Path::new(FIXTURES).join(format!("{fixture}.txt")),
+                )
+                .env("MIGRATE_TRIPWIRE_REPORT", self.report())
+                .env("MIGRATE_TRIPWIRE_COMMANDS", "kubectl,helm,flux")
+                .env("MIGRATE_TRIPWIRE_REAL_KUBECTL", self.path().join("kubectl")),
+            stdin,
+        )
     }
 
     /// The `end` record of the last call.

@@ -137,6 +137,25 @@ pub fn file_spec(path: &Path) -> String {
     format!("file:{}", path.display())
 }
 
+/// Runs `cmd` with `stdin` written to its standard input, collecting its
+/// output.
+pub fn output_with_stdin(cmd: &mut Command, stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// Splits a finished `migrate` into (exit code, parsed stdout, stderr),
 /// panicking when stdout is not one JSON document.
 pub fn parse(out: Output) -> (i32, serde_json::Value, String) {
