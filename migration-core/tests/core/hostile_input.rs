@@ -238,6 +238,15 @@ fn mutated_entries_round_trip_or_are_corrupt() {
 }
 
 #[test]
+fn a_last_failure_key_without_a_slug_is_one_unreadable_key() {
+    // The case the property below once found: its accounting predated
+    // last failures (`f.` keys) and counted none of them.
+    let snapshot = LedgerSnapshot::from_raw_data([("f.", " ")], None);
+    assert_eq!(snapshot.unreadable_keys.len(), 1);
+    assert!(snapshot.failures.is_empty());
+}
+
+#[test]
 fn ledger_data_with_arbitrary_keys_classifies_every_key() {
     common::check(
         "hostile-input",
@@ -249,8 +258,9 @@ fn ledger_data_with_arbitrary_keys_classifies_every_key() {
                 data.iter().map(|(k, v)| (k.as_str(), v.as_str())),
                 None,
             );
-            // Entry and mark keys land in exactly one place; a shared
-            // record (`c.`) only when it is unreadable.
+            // Entry, mark and last-failure keys land in exactly one place
+            // (a cleared last failure in none); a shared record (`c.`)
+            // only when it is unreadable.
             let bad_contexts = data
                 .iter()
                 .filter(|(k, v)| {
@@ -264,10 +274,17 @@ fn ledger_data_with_arbitrary_keys_classifies_every_key() {
                 .keys()
                 .filter(|k| k.starts_with("m.") || k.starts_with("a."))
                 .count()
+                + data
+                    .iter()
+                    .filter(|(k, v)| {
+                        k.starts_with("f.") && !migration_core::keys::is_clearing(k, v)
+                    })
+                    .count()
                 + bad_contexts;
             prop_assert_eq!(
                 snapshot.records.len()
                     + snapshot.attempts_started.len()
+                    + snapshot.failures.len()
                     + snapshot.unreadable_keys.len(),
                 ledger_keys
             );
