@@ -636,7 +636,13 @@ impl<'a> Finder<'a> {
                 let [ast::Command::Simple(after)] = p.seq.as_slice() else {
                     return;
                 };
-                if !success_command(after) {
+                // A bare `return`/`exit` passes the failure's status on:
+                // that call is fail-closed already, not a probe.
+                let bare = matches!(
+                    words(after).as_slice(),
+                    [w] if matches!(parse::literal(&w.value).as_deref(), Some("return" | "exit"))
+                );
+                if bare || !success_command(after) {
                     return;
                 }
                 let Some(call) = call_of(self.src, first) else {
@@ -1234,6 +1240,14 @@ mod tests {
             out,
             "for crd in a b; do\n  if ! _migrate_probe=$(migrate-tolerate --not-found -- kubectl get crd \"$crd\" 2>&1 >/dev/null); then printf '%s\\n' \"$_migrate_probe\" >&2; exit 1; fi\n  case $_migrate_probe in *\"migrate-tolerate: tolerated \"*) continue ;; esac\n  echo \"$crd\"\ndone\n"
         );
+        // A bare `|| return` or `|| exit` passes the failure's status on:
+        // already fail-closed, not a probe taking failure as absent.
+        for bare in ["return", "exit"] {
+            let (out, _) = rewritten(&format!(
+                "f() {{\n  kubectl get crd x >/dev/null 2>&1 || {bare}\n  echo there\n}}\nf\n"
+            ));
+            assert!(!out.contains("migrate-tolerate"), "{out}");
+        }
         // With an `else`, or the call's output kept: not this rewrite.
         let (_, changes) = rewritten(
             "if kubectl get crd v2 >/dev/null 2>&1; then\n  echo present\nelse\n  echo absent\nfi\n",
