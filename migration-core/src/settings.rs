@@ -245,7 +245,7 @@ impl Settings {
     /// back gives these settings.
     pub fn to_toml(&self) -> String {
         let mut out = String::from(
-            "# The migrations tree's settings (README.md, \"Settings file\"): a flag\n\
+            "# The migrations tree's settings (examples/docs/operating.md, \"Settings file\"): a flag\n\
              # given on the command line beats this file, this file beats the default.\n",
         );
         let list = |items: &[String]| {
