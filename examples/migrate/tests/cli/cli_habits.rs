@@ -225,7 +225,10 @@ fn cli_reference() -> String {
     let section = |out: &mut String, title: &str, args: &[&str]| {
         let (code, help, err) = text(args);
         assert_eq!(code, 0, "{title}: {err}");
-        out.push_str(&format!("\n## {title}\n\n```text\n{}\n```\n", help.trim_end()));
+        out.push_str(&format!(
+            "\n## {title}\n\n```text\n{}\n```\n",
+            help.trim_end()
+        ));
     };
     section(&mut out, "migrate", &["--help"]);
     let subcommands: Vec<String> = common::subcommands();
