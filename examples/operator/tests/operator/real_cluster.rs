@@ -1008,7 +1008,17 @@ async fn the_chart_runs_the_operator_binary_with_bounded_jobs_metrics_plain_logs
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let spec = job.unwrap_or_else(|| panic!("no Job {name}")).spec.unwrap();
+    let job = job.unwrap_or_else(|| panic!("no Job {name}"));
+    // The API server names a writer that gives no field manager by its User-Agent.
+    let managers: Vec<_> = job
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert_eq!(managers, ["migrate-operator"], "the binary's User-Agent");
+    let spec = job.spec.unwrap();
     assert_eq!(spec.active_deadline_seconds, Some(1200));
     assert_eq!(spec.ttl_seconds_after_finished, Some(600));
     let template = spec.template;
@@ -1383,6 +1393,8 @@ async fn a_deleted_failed_entry_is_given_up_again_from_the_history_whether_or_no
             failed(ledger.read().await.unwrap()),
             Some(EntryState::Failed)
         );
+        // The operator moves on past the recorded failure.
+        t.reconcile(&ctx).await.unwrap();
         if jobs_deleted {
             // Its TTL ran out.
             t.jobs_api()
