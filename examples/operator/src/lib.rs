@@ -8,8 +8,10 @@
 //! ([`job_for`]). That keeps every rule testable without a cluster:
 //!
 //! - pending work is the index order minus recorded minus revoked;
-//! - strictly one Job at a time, in index order; a running Job (even one
-//!   created before a restart) is adopted, never duplicated;
+//! - strictly one Job at a time, in index order; while any of its Jobs is
+//!   active no other starts, whatever the index or the ledger says; a
+//!   running Job (even one created before a restart) is adopted, never
+//!   duplicated;
 //! - a failed Job is retried with exponential backoff up to a limit, then a
 //!   `failed` entry is ensured and the slug is not retried again (only a
 //!   manual `ONLY=<slug>` run re-runs it);
