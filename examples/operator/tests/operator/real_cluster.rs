@@ -470,10 +470,19 @@ async fn a_verb_missing_from_a_role_fails_with_a_forbidden_error_naming_it() {
         )
     });
     let operator = t.cluster.service_account_client(&t.ns, OPERATOR_SA).await;
-    let err = t
-        .reconcile(&t.context(operator, Retries::default()))
-        .await
-        .unwrap_err();
+    let ctx = t.context(operator, Retries::default());
+    let err = t.reconcile(&ctx).await.unwrap_err();
+    // Said as the controller says a failed reconcile: the condition names the refused verb.
+    migrate_operator::failed(&err, &ctx).await;
+    let status = t.status().await;
+    assert_eq!(status["reason"], "MissingRights", "{status:#}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot create resource \"jobs\""),
+        "{status:#}"
+    );
     let text = err.to_string();
     assert!(
         text.contains(&format!(
