@@ -188,8 +188,7 @@ async fn event(
         },
         action: Some("Reconcile".into()),
         reason: Some(reason.into()),
-        // The API server refuses a note over 1 kB.
-        note: Some(note.chars().take(1000).collect()),
+        note: Some(cut_note(&note).to_owned()),
         regarding: Some(regarding.clone()),
         event_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
             now,
@@ -224,6 +223,15 @@ async fn event(
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&key);
     }
+}
+
+/// `note` cut to what the API server takes (1 kB), at a character boundary.
+fn cut_note(note: &str) -> &str {
+    let mut end = note.len().min(1024);
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    &note[..end]
 }
 
 /// Whether the API server refused the request for want of a right.
