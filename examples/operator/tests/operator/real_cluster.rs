@@ -1674,3 +1674,32 @@ async fn missing_lease_rights_are_a_warning_naming_the_verb_and_a_condition() {
     assert!(metrics.contains("migrate_operator_leader 0\n"), "{metrics}");
     assert!(t.jobs().await.is_empty());
 }
+
+#[tokio::test]
+async fn a_job_just_created_counts_as_running_while_the_job_cache_lags() {
+    let t = or_skip!(Env::new("operator: the Job cache lags", &["first", "second"], &[]).await);
+    let ctx = Arc::new(Context::new(
+        t.cluster.client(),
+        t.ledger(t.cluster.client()),
+        OperatorConfig::new(&t.ns),
+        t.clock.clone(),
+        "test-replica",
+    ));
+    // The cache filled once (no Jobs), then frozen: every later change lags for ever.
+    let watch = ctx.jobs.watch(t.cluster.client(), &t.ns);
+    let filling = tokio::spawn(watch.for_each(|_| std::future::ready(())));
+    ctx.jobs.jobs(Duration::from_secs(10)).await.unwrap();
+    filling.abort();
+    let _ = filling.await;
+    let cms: Api<ConfigMap> = Api::namespaced(t.cluster.client(), &t.ns);
+    let index = || async { Arc::new(cms.get(INDEX).await.unwrap()) };
+    reconcile(index().await, ctx.clone()).await.unwrap();
+    assert_eq!(t.active_jobs().await, ["migrate-first-1"]);
+    t.patch_index(json!({"revoked": "first\n"})).await;
+    reconcile(index().await, ctx.clone()).await.unwrap();
+    assert_eq!(
+        t.active_jobs().await,
+        ["migrate-first-1"],
+        "the cache has not seen the Job yet; it runs all the same"
+    );
+}
