@@ -3,7 +3,8 @@
 /// Where the operator's readiness goes, for ledger backends that keep
 /// conditions. Called after every decision with a distinct reason per
 /// situation (AllMigrationsDone, MigrationRunning, BackingOff,
-/// RetriesExhausted, CorruptEntry, IndexInvalid).
+/// RetriesExhausted, CorruptEntry, IndexInvalid, IndexMissing,
+/// LedgerMissing, MissingRights).
 #[async_trait::async_trait]
 pub trait ConditionReporter: Send + Sync {
     /// Reports the current readiness.

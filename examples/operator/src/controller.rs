@@ -126,7 +126,7 @@ async fn once(ctx: &Arc<Context>, index_store: &Store<ConfigMap>) -> Duration {
     match index {
         Some(cm) => match reconcile(cm, ctx.clone()).await {
             Ok(wait) => wait,
-            Err(e) => error_policy(&e, ctx),
+            Err(e) => failed(&e, ctx).await,
         },
         None => index_missing(ctx).await,
     }

@@ -157,6 +157,9 @@ pub enum Decision {
         until: Timestamp,
         /// Failures so far.
         failures: u32,
+        /// Why the last attempt counts as failed: the Job's own reason,
+        /// or that it succeeded without recording anything.
+        cause: String,
     },
     /// The retry limit is reached: ensure a `failed` entry, then move on.
     GiveUp {
@@ -177,6 +180,12 @@ pub enum Decision {
 }
 
 /// Decides the next step. Pure: same inputs, same decision.
+///
+/// Serial means serial: while any Job of the operator is active, the only
+/// decision is to wait for it, whatever the index says now (its slug
+/// revoked, moved or gone) and whatever the ledger says (the runner records
+/// its entry before its pod ends: the next Job starts when the previous one
+/// has finished, not on its record).
 pub fn decide(
     index: &Index,
     ledger: Option<&LedgerSnapshot>,
@@ -184,6 +193,17 @@ pub fn decide(
     now: Timestamp,
     retries: &Retries,
 ) -> Decision {
+    // The oldest attempt first, so the answer does not depend on list order.
+    if let Some(active) = jobs
+        .iter()
+        .filter(|j| j.state == JobState::Active)
+        .min_by(|a, b| a.name.cmp(&b.name))
+    {
+        return Decision::Wait {
+            slug: active.slug.clone(),
+            job: active.name.clone(),
+        };
+    }
     for slug in &index.slugs {
         if index.revoked.contains(slug) {
             continue;
@@ -274,6 +294,7 @@ pub fn decide(
                         job: last.job,
                         until,
                         failures: count,
+                        cause: last.reason,
                     }
                 } else {
                     Decision::Create {
@@ -420,7 +441,8 @@ mod tests {
                 slug: s("a"),
                 job: "migrate-a-1".into(),
                 until: NOW.plus(Duration::from_secs(30)),
-                failures: 1
+                failures: 1,
+                cause: "boom".into(),
             }
         );
         let later = NOW.plus(Duration::from_secs(31));
@@ -438,7 +460,8 @@ mod tests {
                 slug: s("a"),
                 job: "migrate-a-2".into(),
                 until: later.plus(Duration::from_secs(60)),
-                failures: 2
+                failures: 2,
+                cause: "boom".into(),
             }
         );
         let mut f3 = job("a", 3, JobState::Failed(later, "last words".into()));
@@ -460,7 +483,7 @@ mod tests {
     }
 
     #[test]
-    fn a_job_that_succeeded_without_a_record_counts_as_a_failure() {
+    fn a_job_that_succeeded_without_a_record_counts_as_a_failure_and_says_so() {
         let d = decide(
             &index(&["a"], &[]),
             None,
@@ -468,7 +491,35 @@ mod tests {
             NOW,
             &Retries::default(),
         );
-        assert!(matches!(d, Decision::Backoff { failures: 1, .. }), "{d:?}");
+        assert!(
+            matches!(&d, Decision::Backoff { failures: 1, cause, .. } if cause == "succeeded but recorded nothing"),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn no_job_starts_while_another_is_active_whatever_the_index_and_the_ledger_say() {
+        let running = [job("a", 1, JobState::Active)];
+        let wait = Decision::Wait {
+            slug: s("a"),
+            job: "migrate-a-1".into(),
+        };
+        // Revoked, moved behind another slug, gone from the index, already recorded ok.
+        for (i, ledger) in [
+            (index(&["a", "b"], &["a"]), None),
+            (index(&["b", "a"], &[]), None),
+            (index(&["b"], &[]), None),
+            (
+                index(&["a", "b"], &[]),
+                Some(snapshot_of(&[("a", EntryState::Ok)])),
+            ),
+        ] {
+            assert_eq!(
+                decide(&i, ledger.as_ref(), &running, NOW, &Retries::default()),
+                wait,
+                "{i:?}"
+            );
+        }
     }
 
     #[test]

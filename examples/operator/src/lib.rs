@@ -8,8 +8,10 @@
 //! ([`job_for`]). That keeps every rule testable without a cluster:
 //!
 //! - pending work is the index order minus recorded minus revoked;
-//! - strictly one Job at a time, in index order; a running Job (even one
-//!   created before a restart) is adopted, never duplicated;
+//! - strictly one Job at a time, in index order; while any of its Jobs is
+//!   active no other starts, whatever the index or the ledger says; a
+//!   running Job (even one created before a restart) is adopted, never
+//!   duplicated;
 //! - a failed Job is retried with exponential backoff up to a limit, then a
 //!   `failed` entry is ensured and the slug is not retried again (only a
 //!   manual `ONLY=<slug>` run re-runs it);
@@ -25,6 +27,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod cache;
+pub mod client;
 pub mod conditions;
 pub mod controller;
 pub mod decide;
@@ -32,6 +35,7 @@ pub mod job;
 pub mod leader;
 pub mod metrics;
 pub mod reconcile;
+pub mod rights;
 pub mod status;
 
 pub use cache::{CacheError, OwnedJobs, owned_selector};
@@ -42,10 +46,13 @@ pub use job::{
     JobBounds, JobError, JobPod, LedgerObject, OperatorConfig, STATUS_NAME, default_resources,
     job_for, job_name, parse_job_pod, parse_resources,
 };
-pub use leader::Leadership;
+pub use leader::{Leadership, Refusal};
 pub use metrics::{Metrics, Summary};
 pub use migrate_spec::index::{Index, IndexError, index_configmap, index_keys};
-pub use reconcile::{Context, OperatorError, error_policy, index_missing, reconcile, summarize};
+pub use reconcile::{
+    Context, OperatorError, error_policy, failed, index_missing, is_forbidden, missing_rights,
+    reconcile, summarize,
+};
 pub use status::StatusStore;
 
 /// The operator's name: the manager its Jobs are labelled with, the

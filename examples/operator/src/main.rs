@@ -111,6 +111,37 @@ fn settings(cli: &Cli) -> Result<(JobBounds, JobPod, Option<SocketAddr>), String
     Ok((bounds, pod, metrics))
 }
 
+/// Asks the API server, before campaigning, whether every right the
+/// operator uses is granted, and says each one that is not (a warning
+/// naming the verb and the resource, the `MissingRights` condition and
+/// Event): a replica that may not take its Lease would otherwise wait in
+/// silence.
+async fn check_rights(client: &kube::Client, ctx: &Context, lease: &str) {
+    let needed = migrate_operator::rights::needed(&ctx.config, lease);
+    match migrate_operator::rights::missing(client, &needed).await {
+        Ok(missing) if missing.is_empty() => {
+            tracing::info!(
+                rights = needed.len(),
+                "every right the operator uses is granted"
+            );
+        }
+        Ok(missing) => {
+            for right in &missing {
+                tracing::warn!("missing right: {right}");
+            }
+            let list: Vec<String> = missing.iter().map(ToString::to_string).collect();
+            let message = format!(
+                "missing right(s): {} (see the chart's Role, or examples/operator/deploy/rbac.yaml)",
+                list.join("; ")
+            );
+            migrate_operator::missing_rights(ctx, message).await;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot check the operator's rights (SelfSubjectAccessReview)")
+        }
+    }
+}
+
 /// Completes on SIGTERM (what the kubelet sends) or SIGINT.
 async fn shutdown_signal() {
     let term = async {
@@ -162,7 +193,7 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let client = match migration_kube::client::infer().await {
+        let client = match migrate_operator::client::infer().await {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("migrate-operator: cannot reach the API server: {e}");
@@ -220,6 +251,15 @@ fn main() -> ExitCode {
                 }
             }
         }
+        check_rights(&client, &ctx, &cli.leader_lease).await;
+        let refused = {
+            let ctx = ctx.clone();
+            let f: migrate_operator::Refusal = Arc::new(move |text: String| {
+                let ctx = ctx.clone();
+                Box::pin(async move { migrate_operator::missing_rights(&ctx, text).await })
+            });
+            f
+        };
         let leadership = Leadership::new(
             client,
             &cli.namespace,
@@ -227,7 +267,8 @@ fn main() -> ExitCode {
             &identity,
             clock,
             Duration::from_secs(15),
-        );
+        )
+        .on_refusal(refused);
         tracing::info!(%identity, "starting; campaigning for leadership");
         leadership
             .run_until(|| run_controller(ctx.clone()), shutdown_signal())

@@ -140,9 +140,22 @@ impl Metrics {
     }
 }
 
-/// Serves `GET /metrics` on `listener` until the task is dropped; any other
-/// path answers 404. One request per connection (Prometheus reconnects).
+/// How long a connection may take to send its request: a scraper sends it
+/// at once; a connection that sends nothing is closed after this, so idle
+/// connections cannot pile up.
+pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serves `GET /metrics` on `listener` until the task is dropped, and the
+/// probes `GET /healthz` and `GET /readyz` (the process answers: its
+/// runtime is not wedged); any other path answers 404. One request per
+/// connection (Prometheus reconnects); a connection that has not sent its
+/// request within [`IDLE_TIMEOUT`] is closed.
 pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    serve_with(listener, metrics, IDLE_TIMEOUT).await;
+}
+
+/// As [`serve`], closing connections silent for `idle`.
+pub async fn serve_with(listener: TcpListener, metrics: Arc<Metrics>, idle: std::time::Duration) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
             continue;
@@ -152,28 +165,41 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
             let mut buf = vec![0u8; 2048];
             let mut read = 0;
             // The request line is all that matters; read until the header
-            // ends (or the buffer is full: a request that long is not ours).
-            while read < buf.len() {
-                match stream.read(&mut buf[read..]).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => read += n,
+            // ends (or the buffer is full: a request that long is not ours),
+            // within `idle`.
+            let head = async {
+                while read < buf.len() {
+                    match stream.read(&mut buf[read..]).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => read += n,
+                    }
+                    if buf[..read].windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
                 }
-                if buf[..read].windows(4).any(|w| w == b"\r\n\r\n") {
-                    break;
-                }
+            };
+            if tokio::time::timeout(idle, head).await.is_err() {
+                return;
             }
             let head = String::from_utf8_lossy(&buf[..read]);
             let line = head.lines().next().unwrap_or_default();
             let (status, body) = match line.split_whitespace().collect::<Vec<_>>()[..] {
                 ["GET", "/metrics", ..] => ("200 OK", metrics.render()),
-                _ => ("404 Not Found", "not found: GET /metrics\n".to_owned()),
+                ["GET", "/healthz" | "/readyz", ..] => ("200 OK", "ok\n".to_owned()),
+                _ => (
+                    "404 Not Found",
+                    "not found: GET /metrics, /healthz or /readyz\n".to_owned(),
+                ),
             };
             let response = format!(
                 "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             );
-            let _ = stream.write_all(response.as_bytes()).await;
-            let _ = stream.shutdown().await;
+            let _ = tokio::time::timeout(idle, async {
+                let _ = stream.write_all(response.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            })
+            .await;
         });
     }
 }
@@ -242,5 +268,28 @@ mod tests {
         );
         let other = get("/").await;
         assert!(other.starts_with("HTTP/1.1 404 Not Found\r\n"), "{other}");
+        for probe in ["/healthz", "/readyz"] {
+            let ok = get(probe).await;
+            assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{probe}: {ok}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_sends_nothing_is_closed_after_the_idle_timeout() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let idle = std::time::Duration::from_millis(300);
+        tokio::spawn(serve_with(listener, Arc::new(Metrics::default()), idle));
+        let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let started = std::time::Instant::now();
+        let mut out = Vec::new();
+        let closed = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            silent.read_to_end(&mut out),
+        )
+        .await;
+        assert!(closed.is_ok(), "the silent connection was kept open");
+        assert!(out.is_empty(), "{out:?}");
+        assert!(started.elapsed() >= idle, "{:?}", started.elapsed());
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
 use kube::api::{ListParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{EventType, Reporter};
 use kube::{Api, Client, ResourceExt};
 use migration_core::give_up::{GiveUp, give_up_entry};
 use migration_core::ledger::{LedgerSnapshot, Record};
@@ -28,8 +28,8 @@ pub struct Context {
     pub config: OperatorConfig,
     /// Time source.
     pub clock: Arc<dyn Clock>,
-    /// Event recorder.
-    pub recorder: Recorder,
+    /// Who publishes the Events: this operator, as replica `instance`.
+    reporter: Reporter,
     /// Where the condition goes on ledgers that keep conditions (the
     /// `MigrationLedger`), besides the status ConfigMap every ledger gets.
     pub conditions: Option<Arc<dyn ConditionReporter>>,
@@ -45,6 +45,10 @@ pub struct Context {
     /// a decision taken again on every wake-up is announced once rather
     /// than folded into a series by the recorder.
     published: Mutex<HashSet<String>>,
+    /// The Job this process created last, until the Job cache shows it:
+    /// the cache lags a create by a moment, and a decision taken in that
+    /// moment must still see the Job as running.
+    created: Mutex<Option<String>>,
 }
 
 impl Context {
@@ -60,19 +64,19 @@ impl Context {
             controller: OPERATOR_NAME.into(),
             instance: Some(instance.to_owned()),
         };
-        let recorder = Recorder::new(client.clone(), reporter);
         let status = StatusStore::new(client.clone(), &config.namespace, &config.status_name);
         Context {
             client,
             ledger,
             config,
             clock,
-            recorder,
+            reporter,
             conditions: None,
             jobs: OwnedJobs::default(),
             status,
             metrics: Arc::new(Metrics::default()),
             published: Mutex::new(HashSet::new()),
+            created: Mutex::new(None),
         }
     }
 
@@ -84,6 +88,7 @@ impl Context {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
+        *self.created.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 
     /// A reference to the index ConfigMap, which need not exist (an Event
@@ -98,13 +103,16 @@ impl Context {
         }
     }
 
-    /// A reference to Job `name`, which need not exist any more.
-    fn job_ref(&self, name: &str) -> ObjectReference {
+    /// A reference to Job `name`, which need not exist any more; with its
+    /// `uid` when known, so that a Job re-created under the same name is
+    /// another object to its Events.
+    fn job_ref(&self, name: &str, uid: Option<String>) -> ObjectReference {
         ObjectReference {
             api_version: Some("batch/v1".into()),
             kind: Some("Job".into()),
             name: Some(name.to_owned()),
             namespace: Some(self.config.namespace.clone()),
+            uid,
             ..ObjectReference::default()
         }
     }
@@ -143,7 +151,13 @@ pub enum OperatorError {
 }
 
 /// Publishes an Event regarding `regarding`, once per (reason, object,
-/// note) in this leadership term: each Job, each outcome its own Event.
+/// note) in this leadership term: each Job, each outcome, each distinct
+/// cause its own Event.
+///
+/// Written here rather than with kube's `Recorder`: the recorder folds
+/// every Event of one (object, reason) into the first as a series, keeping
+/// the first one's note, so a second cause or a re-created Job would read
+/// as the first.
 async fn event(
     ctx: &Context,
     regarding: &ObjectReference,
@@ -152,8 +166,9 @@ async fn event(
     note: String,
 ) {
     let key = format!(
-        "{reason}\u{0}{}\u{0}{note}",
-        regarding.name.as_deref().unwrap_or_default()
+        "{reason}\u{0}{}\u{0}{}\u{0}{note}",
+        regarding.name.as_deref().unwrap_or_default(),
+        regarding.uid.as_deref().unwrap_or_default()
     );
     if !ctx
         .published
@@ -163,21 +178,65 @@ async fn event(
     {
         return;
     }
-    let ev = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: "Reconcile".into(),
-        secondary: None,
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let object = regarding.name.as_deref().unwrap_or(OPERATOR_NAME);
+    let ev = k8s_openapi::api::events::v1::Event {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{object}.{:x}", now.as_nanosecond())),
+            namespace: Some(ctx.config.namespace.clone()),
+            ..Default::default()
+        },
+        action: Some("Reconcile".into()),
+        reason: Some(reason.into()),
+        note: Some(cut_note(&note).to_owned()),
+        regarding: Some(regarding.clone()),
+        event_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+            now,
+        )),
+        reporting_controller: Some(ctx.reporter.controller.clone()),
+        reporting_instance: Some(
+            ctx.reporter
+                .instance
+                .clone()
+                .unwrap_or_else(|| ctx.reporter.controller.clone()),
+        ),
+        type_: Some(
+            match type_ {
+                EventType::Normal => "Normal",
+                EventType::Warning => "Warning",
+            }
+            .into(),
+        ),
+        ..Default::default()
     };
-    if let Err(e) = ctx.recorder.publish(&ev, regarding).await {
-        tracing::warn!(error = %e, reason, "could not publish event");
+    let api: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(ctx.client.clone(), &ctx.config.namespace);
+    if let Err(e) = api.create(&PostParams::default(), &ev).await {
+        if forbidden(&e) {
+            tracing::warn!(error = %e, reason, "missing right: create events (events.k8s.io); the Event is not published");
+        } else {
+            tracing::warn!(error = %e, reason, "could not publish event");
+        }
         // Not published: try again on the next decision.
         ctx.published
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&key);
     }
+}
+
+/// `note` cut to what the API server takes (1 kB), at a character boundary.
+fn cut_note(note: &str) -> &str {
+    let mut end = note.len().min(1024);
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    &note[..end]
+}
+
+/// Whether the API server refused the request for want of a right.
+fn forbidden(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 403)
 }
 
 /// Reports the readiness: on the `MigrationLedger` when the ledger is one,
@@ -255,10 +314,13 @@ pub fn summarize(index: &Index, ledger: Option<&LedgerSnapshot>, jobs: &[JobView
     q
 }
 
-/// Whether `slug`'s record ends its queue position for good (anything but
-/// `not-yet`, which asks to be run again).
+/// Whether `slug`'s attempts need no remembering: its record ends its
+/// queue position for good, and not as a failure. A `not-yet` asks to be
+/// run again; a `failed` one keeps its history, so that a deleted `failed`
+/// entry is decided from the attempts this operator saw (given up again at
+/// once), not from whether their Jobs are still there.
 fn settled(ledger: Option<&LedgerSnapshot>, slug: &migration_core::Slug) -> bool {
-    matches!(ledger.and_then(|l| l.record(slug)), Some(Record::Entry(e)) if e.state != EntryState::NotYet)
+    matches!(ledger.and_then(|l| l.record(slug)), Some(Record::Entry(e)) if e.state != EntryState::NotYet && e.state != EntryState::Failed)
 }
 
 /// The end of a failed Job's output: its pod's terminated container's
@@ -286,9 +348,9 @@ async fn output_tail(ctx: &Context, job: &str) -> Option<String> {
 
 /// The attempts to decide on: the Jobs that exist, and the finished ones
 /// the status ConfigMap remembers (a Job deleted by its TTL or by hand
-/// still counts). Newly finished Jobs of slugs still in the queue are
-/// remembered first, with their output tail; records of slugs whose queue
-/// position is settled are dropped.
+/// still counts). Newly finished Jobs of slugs not settled (see
+/// [`settled`]) are remembered first, with their output tail; records of
+/// settled slugs are dropped.
 async fn attempts(
     ctx: &Context,
     live: Vec<JobView>,
@@ -385,7 +447,7 @@ pub async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Duration
 
 async fn reconcile_inner(cm: &ConfigMap, ctx: &Context) -> Result<Duration, OperatorError> {
     let config = &ctx.config;
-    let index = match Index::from_configmap(cm) {
+    let index = match Index::from_configmap(cm).and_then(|index| checked_image(cm, index)) {
         Ok(index) => index,
         Err(e) => {
             tracing::error!(error = %e, "index unusable; doing nothing until it is fixed");
@@ -410,10 +472,14 @@ async fn reconcile_inner(cm: &ConfigMap, ctx: &Context) -> Result<Duration, Oper
         .iter()
         .filter_map(|job| JobView::from_job(job))
         .collect();
+    let live = with_created(ctx, live).await?;
     let snapshot = ctx.ledger.read().await?;
     let jobs = attempts(ctx, live, snapshot.as_ref()).await?;
     let now = ctx.clock.now();
     let summary = summarize(&index, snapshot.as_ref(), &jobs);
+    if snapshot.is_none() {
+        return ledger_missing(ctx, summary).await;
+    }
     let decision = decide(&index, snapshot.as_ref(), &jobs, now, &config.retries);
     match decision {
         Decision::Idle => {
@@ -440,11 +506,13 @@ async fn reconcile_inner(cm: &ConfigMap, ctx: &Context) -> Result<Duration, Oper
             let name = job.name_any();
             let jobs_api: Api<Job> = Api::namespaced(ctx.client.clone(), &config.namespace);
             match jobs_api.create(&PostParams::default(), &job).await {
-                Ok(_) => {
+                Ok(created) => {
+                    *ctx.created.lock().unwrap_or_else(PoisonError::into_inner) =
+                        Some(name.clone());
                     tracing::info!(%slug, attempt, job = %name, "decision: create job");
                     event(
                         ctx,
-                        &ctx.job_ref(&name),
+                        &ctx.job_ref(&name, created.metadata.uid),
                         EventType::Normal,
                         "JobCreated",
                         format!(
@@ -471,16 +539,17 @@ async fn reconcile_inner(cm: &ConfigMap, ctx: &Context) -> Result<Duration, Oper
             job,
             until,
             failures,
+            cause,
         } => {
             let wait = until.since(now).max(Duration::from_secs(1));
-            tracing::info!(%slug, %job, failures, %until, "decision: back off before retrying");
+            tracing::info!(%slug, %job, failures, %until, %cause, "decision: back off before retrying");
             let message = format!(
-                "{slug} failed {failures} of {} attempt(s), last in job {job}; retrying after {until}",
+                "{slug} failed {failures} of {} attempt(s), last in job {job}: {cause}; retrying after {until}",
                 config.retries.limit
             );
             event(
                 ctx,
-                &ctx.job_ref(&job),
+                &ctx.job_ref(&job, None),
                 EventType::Warning,
                 "BackingOff",
                 message.clone(),
@@ -519,7 +588,7 @@ async fn reconcile_inner(cm: &ConfigMap, ctx: &Context) -> Result<Duration, Oper
             );
             event(
                 ctx,
-                &ctx.job_ref(&job),
+                &ctx.job_ref(&job, None),
                 EventType::Warning,
                 "RetriesExhausted",
                 message.clone(),
@@ -557,4 +626,115 @@ async fn reconcile_inner(cm: &ConfigMap, ctx: &Context) -> Result<Duration, Oper
 pub fn error_policy(error: &OperatorError, ctx: &Context) -> Duration {
     tracing::warn!(%error, "reconcile failed; retrying");
     ctx.config.poll
+}
+
+/// Whether `error` is the API server refusing a request for want of a
+/// right (a 403, from the operator's own requests or through the ledger).
+pub fn is_forbidden(error: &OperatorError) -> bool {
+    match error {
+        OperatorError::Kube(e) => forbidden(e),
+        OperatorError::Ledger(e) => {
+            let text = e.to_string();
+            text.contains("403") || text.contains("forbidden")
+        }
+        _ => false,
+    }
+}
+
+/// A failed reconcile, said: a refused request is a warning naming what
+/// was refused (the API server's message names the verb and the resource)
+/// and the condition `MissingRights`; anything else is retried after
+/// [`error_policy`]'s pause.
+pub async fn failed(error: &OperatorError, ctx: &Context) -> Duration {
+    if is_forbidden(error) {
+        let message = format!("a request was refused: {error}");
+        tracing::warn!("missing right: {message}");
+        missing_rights(ctx, message).await;
+    }
+    error_policy(error, ctx)
+}
+
+/// Says that the operator lacks a right (`message` names the verb and the
+/// resource): an Event and the condition `MissingRights`, as far as the
+/// rights it has allow. Used at start, for what the access review found
+/// missing, and whenever a request is refused, leader or not (a replica
+/// that may not take the Lease never leads, and must still say why).
+pub async fn missing_rights(ctx: &Context, message: String) {
+    event(
+        ctx,
+        &ctx.index_ref(),
+        EventType::Warning,
+        "MissingRights",
+        message.clone(),
+    )
+    .await;
+    if let Err(e) = report(ctx, "MissingRights", false, message, None).await {
+        tracing::warn!(error = %e, "could not write the MissingRights condition to the status ConfigMap");
+    }
+}
+
+/// The index with its image checked as `migrate index` checks it (the same
+/// function, the same words). A tag is let through: `migrate index
+/// --allow-tag` renders one; a digest is checked whenever one is given.
+fn checked_image(cm: &ConfigMap, index: Index) -> Result<Index, IndexError> {
+    match migrate_spec::index::check_image(&index.image, true) {
+        Ok(()) => Ok(index),
+        Err(why) => Err(IndexError {
+            name: cm.name_any(),
+            reason: format!("image {:?}: {why}", index.image),
+        }),
+    }
+}
+
+/// `live` with the Job this process created last, while the cache does not
+/// show it yet (read from the server: it may have gone since).
+async fn with_created(
+    ctx: &Context,
+    mut live: Vec<JobView>,
+) -> Result<Vec<JobView>, OperatorError> {
+    let created = ctx
+        .created
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let Some(name) = created else {
+        return Ok(live);
+    };
+    if !live.iter().any(|j| j.name == name) {
+        let api: Api<Job> = Api::namespaced(ctx.client.clone(), &ctx.config.namespace);
+        if let Some(view) = api
+            .get_opt(&name)
+            .await?
+            .as_ref()
+            .and_then(JobView::from_job)
+        {
+            live.push(view);
+            return Ok(live);
+        }
+    }
+    *ctx.created.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    Ok(live)
+}
+
+/// What to do when the ledger does not exist (deleted, or not created
+/// yet): no Job (the runner would refuse it: `--require-existing-ledger`),
+/// said loudly (a warning, an Event, the condition `LedgerMissing`), with
+/// the queue's figures as they are (a running Job is left to finish and
+/// counted). The ledger's watch wakes the operator when it is back.
+async fn ledger_missing(ctx: &Context, summary: Summary) -> Result<Duration, OperatorError> {
+    let message = format!(
+        "ledger {} not found: no background migration runs until it exists (restore it, or let the chart or the hook create it; a fresh one would skip what is pending)",
+        ctx.config.ledger_spec
+    );
+    tracing::warn!(running = summary.running, "{message}");
+    event(
+        ctx,
+        &ctx.index_ref(),
+        EventType::Warning,
+        "LedgerMissing",
+        message.clone(),
+    )
+    .await;
+    report(ctx, "LedgerMissing", false, message, Some(summary)).await?;
+    Ok(ctx.config.poll * 5)
 }

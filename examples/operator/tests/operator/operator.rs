@@ -36,7 +36,7 @@ struct Setup {
 async fn setup(slugs: &[&str], revoked: &[&str]) -> Setup {
     let server = TestApiServer::start().await;
     let index = Index {
-        image: "ghcr.io/example/migrations@sha256:0123".into(),
+        image: common::IMAGE.into(),
         tree: "/migrations".into(),
         slugs: slugs.iter().map(|x| s(x)).collect(),
         revoked: revoked.iter().map(|x| s(x)).collect(),
@@ -201,7 +201,7 @@ async fn a_job_is_created_for_the_first_pending_slug_only_and_carries_the_run() 
     assert_eq!(pod["restartPolicy"], "Never");
     assert_eq!(job["spec"]["backoffLimit"], 0);
     let container = &pod["containers"][0];
-    assert_eq!(container["image"], "ghcr.io/example/migrations@sha256:0123");
+    assert_eq!(container["image"], common::IMAGE);
     let command: Vec<&str> = container["command"]
         .as_array()
         .unwrap()
@@ -396,7 +396,7 @@ async fn with_the_crd_ledger_readiness_is_a_condition_with_a_distinct_reason() {
         true,
     );
     let index = Index {
-        image: "img@sha256:1".into(),
+        image: common::IMAGE.into(),
         tree: "/m".into(),
         slugs: vec![s("only-one")],
         revoked: vec![],

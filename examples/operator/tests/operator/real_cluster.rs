@@ -51,7 +51,7 @@ impl Env {
         let ns = unique_name("op");
         cluster.ensure_namespace(&ns).await;
         let index = Index {
-            image: "ghcr.io/example/migrations@sha256:0123".into(),
+            image: common::IMAGE.into(),
             tree: "/migrations".into(),
             slugs: slugs.iter().map(|x| s(x)).collect(),
             revoked: revoked.iter().map(|x| s(x)).collect(),
@@ -470,10 +470,19 @@ async fn a_verb_missing_from_a_role_fails_with_a_forbidden_error_naming_it() {
         )
     });
     let operator = t.cluster.service_account_client(&t.ns, OPERATOR_SA).await;
-    let err = t
-        .reconcile(&t.context(operator, Retries::default()))
-        .await
-        .unwrap_err();
+    let ctx = t.context(operator, Retries::default());
+    let err = t.reconcile(&ctx).await.unwrap_err();
+    // Said as the controller says a failed reconcile: the condition names the refused verb.
+    migrate_operator::failed(&err, &ctx).await;
+    let status = t.status().await;
+    assert_eq!(status["reason"], "MissingRights", "{status:#}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot create resource \"jobs\""),
+        "{status:#}"
+    );
     let text = err.to_string();
     assert!(
         text.contains(&format!(
@@ -655,8 +664,7 @@ async fn a_give_up_records_the_image_and_output_of_the_last_job_and_deleted_jobs
     t.reconcile(&ctx).await.unwrap();
     assert_eq!(t.jobs().await, pairs(&[("bg", "2"), ("bg", "3")]));
     // A new release is rolled out while attempt 3 runs the old image.
-    t.set_index_image("ghcr.io/example/migrations@sha256:4567")
-        .await;
+    t.set_index_image(common::NEXT_IMAGE).await;
     t.fail_with_output(
         "migrate-bg-3",
         "step 1 done\nkubectl: error: the server is gone\n",
@@ -668,7 +676,7 @@ async fn a_give_up_records_the_image_and_output_of_the_last_job_and_deleted_jobs
     common::assert_gave_up(entry, "job migrate-bg-3: BackoffLimitExceeded");
     assert_eq!(
         entry.image.as_deref(),
-        Some("ghcr.io/example/migrations@sha256:0123"),
+        Some(common::IMAGE),
         "the image the Jobs ran, not the index's new one"
     );
     assert_eq!(
@@ -852,15 +860,21 @@ async fn a_deleted_index_is_announced_and_its_running_job_is_kept_and_adopted_ag
     );
 }
 
-/// `GET /metrics` from a local listener, the body.
-fn scrape(port: u16) -> String {
+/// `GET path` from a local listener, the response.
+fn get(port: u16, path: &str) -> String {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
         .unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+/// `GET /metrics` from a local listener, the response.
+fn scrape(port: u16) -> String {
+    let response = get(port, "/metrics");
     assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
     response
 }
@@ -891,8 +905,36 @@ async fn the_chart_runs_the_operator_binary_with_bounded_jobs_metrics_plain_logs
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
         Api::namespaced(cluster.client(), &ns);
     let deployment = deployments.get(OPERATOR_SA).await.unwrap();
-    let container = &deployment.spec.unwrap().template.spec.unwrap().containers[0];
+    let pod_spec = deployment.spec.unwrap().template.spec.unwrap();
+    let anti = pod_spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .expect("the replicas spread over nodes");
+    assert_eq!(
+        anti[0].pod_affinity_term.topology_key,
+        "kubernetes.io/hostname"
+    );
+    let container = &pod_spec.containers[0];
     assert_eq!(container.ports.as_ref().unwrap()[0].container_port, 9090);
+    for (probe, path) in [
+        (&container.liveness_probe, "/healthz"),
+        (&container.readiness_probe, "/readyz"),
+    ] {
+        let get = probe.as_ref().and_then(|p| p.http_get.clone()).expect(path);
+        assert_eq!(get.path.as_deref(), Some(path));
+    }
+    let budgets: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(cluster.client(), &ns);
+    let budget = budgets.get(OPERATOR_SA).await.unwrap().spec.unwrap();
+    assert_eq!(
+        budget.max_unavailable,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+    );
     let command = container.command.clone().unwrap();
     assert_eq!(command[0], "migrate-operator");
     // The chart's command, under the chart's ServiceAccount, metrics on a free local port.
@@ -975,7 +1017,17 @@ async fn the_chart_runs_the_operator_binary_with_bounded_jobs_metrics_plain_logs
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let spec = job.unwrap_or_else(|| panic!("no Job {name}")).spec.unwrap();
+    let job = job.unwrap_or_else(|| panic!("no Job {name}"));
+    // The API server names a writer that gives no field manager by its User-Agent.
+    let managers: Vec<_> = job
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert_eq!(managers, ["migrate-operator"], "the binary's User-Agent");
+    let spec = job.spec.unwrap();
     assert_eq!(spec.active_deadline_seconds, Some(1200));
     assert_eq!(spec.ttl_seconds_after_finished, Some(600));
     let template = spec.template;
@@ -1012,6 +1064,13 @@ async fn the_chart_runs_the_operator_binary_with_bounded_jobs_metrics_plain_logs
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(metrics.contains("migrate_operator_leader 1\n"), "{metrics}");
+    for probe in ["/healthz", "/readyz"] {
+        let answer = get(port, probe);
+        assert!(
+            answer.starts_with("HTTP/1.1 200 OK\r\n"),
+            "{probe}: {answer}"
+        );
+    }
     assert!(
         metrics.contains("migrate_operator_migrations_running 1\n"),
         "{metrics}"
@@ -1061,4 +1120,587 @@ async fn the_chart_runs_the_operator_binary_with_bounded_jobs_metrics_plain_logs
         "colour codes in a log file: {log:?}"
     );
     eprintln!("handover after SIGTERM: {handover:?}");
+}
+
+// Issue 37: serial means serial, say what is wrong, decided once, what cluster admins expect.
+
+impl Env {
+    async fn patch_index(&self, data: serde_json::Value) {
+        let cms: Api<ConfigMap> = Api::namespaced(self.cluster.client(), &self.ns);
+        cms.patch(
+            INDEX,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": data })),
+        )
+        .await
+        .unwrap();
+    }
+
+    /// Jobs without a Complete or Failed condition.
+    async fn active_jobs(&self) -> Vec<String> {
+        let mut active: Vec<String> = self
+            .jobs_api()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|j| {
+                !j.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| {
+                        c.iter().any(|c| {
+                            (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True"
+                        })
+                    })
+            })
+            .map(|j| j.metadata.name.unwrap_or_default())
+            .collect();
+        active.sort();
+        active
+    }
+
+    async fn status_until(&self, reason: &str) -> serde_json::Value {
+        for _ in 0..100 {
+            let cms: Api<ConfigMap> = Api::namespaced(self.cluster.client(), &self.ns);
+            if let Some(cm) = cms.get_opt(migrate_operator::STATUS_NAME).await.unwrap()
+                && let Some(raw) = cm.data.unwrap_or_default().get("status")
+            {
+                let status: serde_json::Value = serde_json::from_str(raw).unwrap();
+                if status["reason"] == reason {
+                    return status;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        self.status().await
+    }
+}
+
+/// Notes of the Events with `reason`, sorted.
+fn notes(events: &[serde_json::Value], reason: &str) -> Vec<String> {
+    let mut v: Vec<String> = events
+        .iter()
+        .filter(|e| e["reason"] == reason)
+        .map(|e| e["note"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn changing_the_index_while_a_job_runs_never_starts_a_second_job() {
+    let t = or_skip!(
+        Env::new(
+            "operator: index changed while a Job runs",
+            &["first", "second", "third"],
+            &[]
+        )
+        .await
+    );
+    let ctx = t.context(t.cluster.client(), Retries::default());
+    t.reconcile(&ctx).await.unwrap();
+    assert_eq!(t.active_jobs().await, ["migrate-first-1"]);
+    // The running slug revoked: its Job is left to finish, nothing raced beside it.
+    t.patch_index(json!({"revoked": "first\n"})).await;
+    t.reconcile(&ctx).await.unwrap();
+    assert_eq!(t.active_jobs().await, ["migrate-first-1"], "revoked");
+    // Reordered: still the one Job.
+    t.patch_index(json!({"slugs": "third\nsecond\nfirst\n"}))
+        .await;
+    t.reconcile(&ctx).await.unwrap();
+    assert_eq!(t.active_jobs().await, ["migrate-first-1"], "reordered");
+    let metrics = ctx.metrics.render();
+    assert!(
+        metrics.contains("migrate_operator_migrations_running 1\n"),
+        "{metrics}"
+    );
+    // Once it has finished, the next in the index's new order.
+    t.finish("migrate-first-1", true).await;
+    t.reconcile(&ctx).await.unwrap();
+    assert_eq!(t.active_jobs().await, ["migrate-third-1"]);
+}
+
+#[tokio::test]
+async fn the_next_job_starts_when_the_previous_job_has_finished_not_on_its_record() {
+    let t = or_skip!(Env::new("operator: hand-off on finish", &["first", "second"], &[]).await);
+    let ctx = t.context(t.cluster.client(), Retries::default());
+    t.reconcile(&ctx).await.unwrap();
+    // The runner records its entry before its pod ends.
+    t.record_ok("first").await;
+    t.reconcile(&ctx).await.unwrap();
+    assert_eq!(
+        t.jobs().await,
+        pairs(&[("first", "1")]),
+        "recorded, not finished"
+    );
+    assert_eq!(t.status().await["reason"], "MigrationRunning");
+    t.finish("migrate-first-1", true).await;
+    t.reconcile(&ctx).await.unwrap();
+    assert_eq!(t.jobs().await, pairs(&[("first", "1"), ("second", "1")]));
+    assert_eq!(t.active_jobs().await, ["migrate-second-1"]);
+}
+
+#[tokio::test]
+async fn a_deleted_ledger_is_ledger_missing_with_no_job_and_true_figures() {
+    let t = or_skip!(Env::new("operator: a deleted ledger", &["first", "second"], &[]).await);
+    let ctx = t.context(t.cluster.client(), Retries::default());
+    t.reconcile(&ctx).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(t.cluster.client(), &t.ns);
+    cms.delete(LEDGER, &Default::default()).await.unwrap();
+    // The Job ends as the runner ends it without a ledger: refused, failed.
+    t.finish("migrate-first-1", false).await;
+    for _ in 0..2 {
+        t.reconcile(&ctx).await.unwrap();
+        t.clock.advance(Duration::from_secs(600));
+    }
+    assert_eq!(
+        t.jobs().await,
+        pairs(&[("first", "1")]),
+        "no Job without a ledger"
+    );
+    let status = t.status().await;
+    assert_eq!(status["reason"], "LedgerMissing", "{status:#}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("configmap:{}/{LEDGER}", t.ns)),
+        "{status:#}"
+    );
+    assert_eq!(status["queue"]["running"], 0, "{status:#}");
+    let metrics = ctx.metrics.render();
+    assert!(
+        metrics.contains("migrate_operator_migrations_running 0\n"),
+        "{metrics}"
+    );
+    let events = t
+        .events_until(|e| e.iter().any(|e| e["reason"] == "LedgerMissing"))
+        .await;
+    assert_eq!(notes(&events, "LedgerMissing").len(), 1, "{events:#?}");
+}
+
+#[tokio::test]
+async fn an_index_image_migrate_index_refuses_is_index_invalid_in_its_words_each_cause_its_own_event()
+ {
+    let t = or_skip!(Env::new("operator: the index image", &["first"], &[]).await);
+    let ctx = t.context(t.cluster.client(), Retries::default());
+    let bad = ["ghcr.io/x/m@sha256:zz", "ghcr.io/x/m@md5:00"];
+    for image in bad {
+        t.set_index_image(image).await;
+        let err = t.reconcile(&ctx).await.unwrap_err().to_string();
+        let why = migrate_spec::index::check_image(image, true).unwrap_err();
+        assert!(err.contains(&why), "{err} lacks {why}");
+        let status = t.status().await;
+        assert_eq!(status["reason"], "IndexInvalid", "{status:#}");
+        assert!(
+            status["message"].as_str().unwrap().contains(&why),
+            "{status:#}"
+        );
+    }
+    assert!(t.jobs().await.is_empty(), "no Job from an unpinned image");
+    let events = t
+        .events_until(|e| notes(e, "IndexInvalid").len() >= 2)
+        .await;
+    let said = notes(&events, "IndexInvalid");
+    assert_eq!(said.len(), 2, "one Event per cause: {events:#?}");
+    for image in bad {
+        assert!(said.iter().any(|n| n.contains(image)), "{said:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_job_recreated_under_its_name_gets_an_event_with_its_own_image() {
+    let t = or_skip!(Env::new("operator: a re-created Job's Event", &["first"], &[]).await);
+    let ctx = t.context(t.cluster.client(), Retries::default());
+    t.reconcile(&ctx).await.unwrap();
+    // Deleted before it ran (by a person); a new release meanwhile.
+    t.jobs_api()
+        .delete("migrate-first-1", &kube::api::DeleteParams::background())
+        .await
+        .unwrap();
+    t.set_index_image(common::NEXT_IMAGE).await;
+    t.reconcile(&ctx).await.unwrap();
+    assert_eq!(t.jobs().await, pairs(&[("first", "1")]));
+    let events = t.events_until(|e| notes(e, "JobCreated").len() >= 2).await;
+    let said = notes(&events, "JobCreated");
+    assert_eq!(said.len(), 2, "{events:#?}");
+    assert!(said.iter().any(|n| n.contains(common::IMAGE)), "{said:?}");
+    assert!(
+        said.iter().any(|n| n.contains(common::NEXT_IMAGE)),
+        "{said:?}"
+    );
+    for e in &events {
+        assert!(e["series"].is_null(), "folded: {e:#}");
+    }
+}
+
+#[tokio::test]
+async fn backing_off_names_the_cause_of_the_failure() {
+    let t = or_skip!(Env::new("operator: BackingOff's cause", &["quiet", "loud"], &[]).await);
+    let ctx = t.context(t.cluster.client(), Retries::default());
+    t.reconcile(&ctx).await.unwrap();
+    // Succeeded without recording anything.
+    t.finish("migrate-quiet-1", true).await;
+    t.reconcile(&ctx).await.unwrap();
+    let status = t.status().await;
+    assert_eq!(status["reason"], "BackingOff", "{status:#}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("succeeded but recorded nothing"),
+        "{status:#}"
+    );
+    t.clock.advance(Duration::from_secs(31));
+    t.reconcile(&ctx).await.unwrap();
+    t.finish("migrate-quiet-2", false).await;
+    t.reconcile(&ctx).await.unwrap();
+    let status = t.status().await;
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("BackoffLimitExceeded: Job has reached the specified backoff limit"),
+        "{status:#}"
+    );
+    let events = t.events_until(|e| notes(e, "BackingOff").len() >= 2).await;
+    let said = notes(&events, "BackingOff");
+    assert!(
+        said.iter()
+            .any(|n| n.contains("succeeded but recorded nothing")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter().any(|n| n.contains("BackoffLimitExceeded")),
+        "{said:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_deleted_failed_entry_is_given_up_again_from_the_history_whether_or_not_its_jobs_remain()
+{
+    for jobs_deleted in [false, true] {
+        let t = or_skip!(Env::new("operator: a failed entry decided once", &["bg"], &[]).await);
+        let retries = Retries {
+            limit: 1,
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(1),
+        };
+        let ctx = t.context(t.cluster.client(), retries);
+        t.reconcile(&ctx).await.unwrap();
+        t.finish("migrate-bg-1", false).await;
+        t.reconcile(&ctx).await.unwrap();
+        let failed = |snapshot: Option<migration_core::LedgerSnapshot>| {
+            snapshot
+                .and_then(|snap| snap.entry(&s("bg")).cloned())
+                .map(|e| e.state)
+        };
+        let ledger = t.ledger(t.cluster.client());
+        assert_eq!(
+            failed(ledger.read().await.unwrap()),
+            Some(EntryState::Failed)
+        );
+        // The operator moves on past the recorded failure.
+        t.reconcile(&ctx).await.unwrap();
+        if jobs_deleted {
+            // Its TTL ran out.
+            t.jobs_api()
+                .delete("migrate-bg-1", &kube::api::DeleteParams::background())
+                .await
+                .unwrap();
+        }
+        // Someone deletes the failed entry.
+        let cms: Api<ConfigMap> = Api::namespaced(t.cluster.client(), &t.ns);
+        cms.patch(
+            LEDGER,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"m.bg": null}})),
+        )
+        .await
+        .unwrap();
+        t.clock.advance(Duration::from_secs(60));
+        t.reconcile(&ctx).await.unwrap();
+        assert_eq!(
+            failed(ledger.read().await.unwrap()),
+            Some(EntryState::Failed),
+            "jobs deleted: {jobs_deleted}"
+        );
+        t.reconcile(&ctx).await.unwrap();
+        let expected = if jobs_deleted {
+            vec![]
+        } else {
+            pairs(&[("bg", "1")])
+        };
+        assert_eq!(t.jobs().await, expected, "jobs deleted: {jobs_deleted}");
+    }
+}
+
+#[tokio::test]
+async fn the_roles_scope_configmaps_and_leases_to_the_objects_by_name() {
+    let t = or_skip!(Env::new("RBAC: rights by name", &["first"], &[]).await);
+    t.apply_rbac(|m| m);
+    let operator = t.cluster.service_account_client(&t.ns, OPERATOR_SA).await;
+    let cms: Api<ConfigMap> = Api::namespaced(operator.clone(), &t.ns);
+    let all = cms.list(&ListParams::default()).await.unwrap_err();
+    assert!(
+        matches!(&all, kube::Error::Api(s) if s.code == 403),
+        "the operator lists every ConfigMap: {all:?}"
+    );
+    let one = cms
+        .list(&ListParams::default().fields(&format!("metadata.name={INDEX}")))
+        .await
+        .unwrap();
+    assert_eq!(one.items.len(), 1);
+    // The rights the operator checks at start are all granted.
+    let config = OperatorConfig::new(&t.ns);
+    let needed = migrate_operator::rights::needed(&config, OPERATOR_SA);
+    let missing = migrate_operator::rights::missing(&operator, &needed)
+        .await
+        .unwrap();
+    assert!(missing.is_empty(), "{missing:?}");
+    // The Jobs' runner reads the one Lease, and writes none.
+    let runner = t.cluster.service_account_client(&t.ns, RUNNER_SA).await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(runner, &t.ns);
+    let lock = format!("{LEDGER}-lock");
+    assert!(leases.get_opt(&lock).await.unwrap().is_none());
+    for name in ["other-lease", lock.as_str()] {
+        let lease: k8s_openapi::api::coordination::v1::Lease =
+            serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        let err = leases
+            .create(&Default::default(), &lease)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, kube::Error::Api(s) if s.code == 403),
+            "{name}: {err:?}"
+        );
+    }
+    let err = leases.get("other-lease").await.unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 403),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn every_request_names_the_program_and_its_version() {
+    let t = or_skip!(Env::new("operator: User-Agent", &["first"], &[]).await);
+    let client = migrate_operator::client::from_config(t.cluster.config()).unwrap();
+    let ctx = t.context(client, Retries::default());
+    t.reconcile(&ctx).await.unwrap();
+    // The API server names a writer that gives no field manager by its User-Agent.
+    let job = t.jobs_api().get("migrate-first-1").await.unwrap();
+    let managers: Vec<_> = job
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert_eq!(managers, ["migrate-operator"], "{managers:?}");
+    assert!(
+        migrate_operator::client::AGENT
+            .starts_with(concat!("migrate-operator/", env!("CARGO_PKG_VERSION")))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_lease_renewal_keeps_leadership_while_the_lease_is_valid() {
+    let t = or_skip!(Env::new("operator: a renewal blip", &[], &[]).await);
+    t.apply_rbac(|m| m);
+    let operator = t.cluster.service_account_client(&t.ns, OPERATOR_SA).await;
+    let leadership = migrate_operator::Leadership::new(
+        operator,
+        &t.ns,
+        OPERATOR_SA,
+        "replica-a",
+        Arc::new(migration_core::SystemClock),
+        Duration::from_secs(20),
+    );
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stopped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    struct Stopped(Arc<std::sync::atomic::AtomicUsize>);
+    impl Drop for Stopped {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let (s1, s2) = (started.clone(), stopped.clone());
+    let leader = tokio::spawn(async move {
+        leadership
+            .run(|| {
+                let (s1, s2) = (s1.clone(), s2.clone());
+                async move {
+                    s1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let _guard = Stopped(s2);
+                    std::future::pending::<()>().await;
+                }
+            })
+            .await;
+    });
+    for _ in 0..50 {
+        if started.load(std::sync::atomic::Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(started.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // A blip: renewals are refused for 6 s (plus two `kubectl apply`s) of a 20 s Lease (a
+    // renewal every 6.7 s): leading stops only 18 s after the last renewal.
+    let no_patch = |m: String| {
+        m.replace(
+            r#"resourceNames: ["cozystack-migrations-operator"]
+    verbs: ["get", "patch", "delete"]"#,
+            r#"resourceNames: ["cozystack-migrations-operator"]
+    verbs: ["get", "delete"]"#,
+        )
+    };
+    t.apply_rbac(no_patch);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    t.apply_rbac(|m| m);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        (
+            started.load(std::sync::atomic::Ordering::SeqCst),
+            stopped.load(std::sync::atomic::Ordering::SeqCst)
+        ),
+        (1, 0),
+        "leadership kept through the blip"
+    );
+    // Refused for longer than the Lease: the leader stops before it could lapse.
+    t.apply_rbac(no_patch);
+    let refused = std::time::Instant::now();
+    while stopped.load(std::sync::atomic::Ordering::SeqCst) == 0
+        && refused.elapsed() < Duration::from_secs(30)
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let after = refused.elapsed();
+    leader.abort();
+    assert_eq!(stopped.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(after < Duration::from_secs(20), "stopped after {after:?}");
+}
+
+/// The operator binary under the operator's ServiceAccount in `t`'s namespace, logging to
+/// `log`, with metrics on `port`.
+async fn operator_binary(
+    t: &Env,
+    name: &str,
+    port: u16,
+) -> (std::process::Child, std::path::PathBuf) {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(&t.ns);
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("operator.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        t.cluster
+            .service_account_kubeconfig(&t.ns, OPERATOR_SA)
+            .await,
+    )
+    .unwrap();
+    let log = dir.join(format!("{name}.log"));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_migrate-operator"))
+        .args([
+            &format!("--namespace={}", t.ns),
+            &format!("--ledger=configmap:{}/{LEDGER}", t.ns),
+            &format!("--metrics-address=127.0.0.1:{port}"),
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("POD_NAME", name)
+        .env("MIGRATE_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    (child, log)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_lease_rights_are_a_warning_naming_the_verb_and_a_condition() {
+    let t = or_skip!(Env::new("operator: Leases get-only", &["first"], &[]).await);
+    t.apply_rbac(|m| {
+        m.replace(
+            r#"resourceNames: ["cozystack-migrations-operator"]
+    verbs: ["get", "patch", "delete"]"#,
+            r#"resourceNames: ["cozystack-migrations-operator"]
+    verbs: ["get"]"#,
+        )
+        .replace(
+            r#"resources: ["leases"]
+    verbs: ["create"]"#,
+            r#"resources: ["leases"]
+    verbs: ["get"]"#,
+        )
+    });
+    let port = free_port();
+    let (mut child, log) = operator_binary(&t, "replica-a", port).await;
+    let status = t.status_until("MissingRights").await;
+    let mut text = String::new();
+    for _ in 0..100 {
+        text = std::fs::read_to_string(&log).unwrap();
+        if text.contains("cannot create resource \"leases\"") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let metrics = scrape(port);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(status["reason"], "MissingRights", "{status:#}");
+    // At start the access review's words, on the refused create the API server's.
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.contains("create leases.coordination.k8s.io")
+            || message.contains("cannot create resource \"leases\""),
+        "{message}"
+    );
+    for line in [
+        "missing right: create leases.coordination.k8s.io",
+        "missing right: patch leases.coordination.k8s.io cozystack-migrations-operator",
+        "cannot create resource \"leases\"",
+    ] {
+        assert!(text.contains(line), "{line:?} not in the log:\n{text}");
+    }
+    assert!(text.contains(" WARN "), "{text}");
+    assert!(metrics.contains("migrate_operator_leader 0\n"), "{metrics}");
+    assert!(t.jobs().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_job_just_created_counts_as_running_while_the_job_cache_lags() {
+    let t = or_skip!(Env::new("operator: the Job cache lags", &["first", "second"], &[]).await);
+    let ctx = Arc::new(Context::new(
+        t.cluster.client(),
+        t.ledger(t.cluster.client()),
+        OperatorConfig::new(&t.ns),
+        t.clock.clone(),
+        "test-replica",
+    ));
+    // The cache filled once (no Jobs), then frozen: every later change lags for ever.
+    let watch = ctx.jobs.watch(t.cluster.client(), &t.ns);
+    let filling = tokio::spawn(watch.for_each(|_| std::future::ready(())));
+    ctx.jobs.jobs(Duration::from_secs(10)).await.unwrap();
+    filling.abort();
+    let _ = filling.await;
+    let cms: Api<ConfigMap> = Api::namespaced(t.cluster.client(), &t.ns);
+    let index = || async { Arc::new(cms.get(INDEX).await.unwrap()) };
+    reconcile(index().await, ctx.clone()).await.unwrap();
+    assert_eq!(t.active_jobs().await, ["migrate-first-1"]);
+    t.patch_index(json!({"revoked": "first\n"})).await;
+    reconcile(index().await, ctx.clone()).await.unwrap();
+    assert_eq!(
+        t.active_jobs().await,
+        ["migrate-first-1"],
+        "the cache has not seen the Job yet; it runs all the same"
+    );
 }

@@ -9,6 +9,11 @@ use std::time::Duration;
 use migrate_operator::Leadership;
 use migration_core::{EntryState, LedgerEntry};
 
+/// The image of the test indexes: digest-pinned, as `migrate index` renders it.
+pub const IMAGE: &str = "ghcr.io/example/migrations@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+/// The image of the next release.
+pub const NEXT_IMAGE: &str = "ghcr.io/example/migrations@sha256:4567456745674567456745674567456745674567456745674567456745674567";
+
 /// Owned copies of `(a, b)` pairs, to compare with what a test read back.
 pub fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter()
