@@ -12,7 +12,7 @@
 //! JSON where it parses (a whole object, a string holding escaped JSON such
 //! as kubectl's `unable to parse "{\"password\":...}"`): secret keys'
 //! values, a Secret's data and a map of base64 values go. Key names are
-//! secret by one rule ([`is_secret_key`]: a secret word at the end or as a
+//! secret by one rule (`is_secret_key`: a secret word at the end or as a
 //! segment, so `SECRET_KEY_BASE`, `STRIPE_KEY`, `auth.password` in a
 //! `--set` list). Also `curl -u user:pw`, SQL `PASSWORD '...'` and secret
 //! keys in a URL's query. It errs towards redacting: the tail is there to
