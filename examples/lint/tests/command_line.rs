@@ -221,7 +221,12 @@ fn flags_from_help(help: &str) -> Vec<(String, Arity)> {
         if !t.starts_with('-') {
             continue;
         }
-        let t = t.split_once(", ").map_or(t, |(_, rest)| rest);
+        // `-n, --namespace`: the shorthand first (a description may hold
+        // ", " too).
+        let t = match t.as_bytes() {
+            [b'-', c, b',', b' ', ..] if c.is_ascii_alphabetic() => &t[4..],
+            _ => t,
+        };
         let Some(t) = t.strip_prefix("--") else {
             continue;
         };
