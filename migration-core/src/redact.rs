@@ -8,8 +8,18 @@
 //! takes: the values under a Secret's `data:`/`stringData:` (YAML and JSON),
 //! `Bearer` tokens, PEM private-key blocks, JSON Web Tokens, and
 //! `password=`-style assignments (also `key: value` with a secret-sounding
-//! key such as kubeconfig's `client-key-data` or `token`). It errs towards
-//! redacting: the tail is there to explain a failure, not to carry values.
+//! key such as kubeconfig's `client-key-data` or `token`). JSON is read as
+//! JSON where it parses (a whole object, a string holding escaped JSON such
+//! as kubectl's `unable to parse "{\"password\":...}"`): secret keys'
+//! values, a Secret's data and a map of base64 values go. Key names are
+//! secret by one rule (`is_secret_key`: a secret word at the end or as a
+//! segment, so `SECRET_KEY_BASE`, `STRIPE_KEY`, `auth.password` in a
+//! `--set` list). Also `curl -u user:pw`, SQL `PASSWORD '...'` and secret
+//! keys in a URL's query. It errs towards redacting: the tail is there to
+//! explain a failure, not to carry values.
+//!
+//! Redaction is the second line: the file ledger is created private
+//! (0600), so a tail is not kept where others can read it.
 
 /// What replaces a redacted value.
 pub const REDACTED: &str = "[redacted]";
@@ -207,7 +217,8 @@ fn redact_value(line: &str) -> String {
 /// value`, `key = value` and `--key value` with a secret-sounding key, and
 /// a line that is one base64 value (`jsonpath={.data.password}`).
 fn redact_inline(line: &str) -> String {
-    let line = redact_json_strings(line);
+    let line = redact_json(line);
+    let line = redact_json_strings(&line);
     let line = redact_flow_map(&line);
     let mut words: Vec<String> = Vec::new();
     // What the next word is, after a secret key with nothing after it.
@@ -218,9 +229,57 @@ fn redact_inline(line: &str) -> String {
         SeparatorThenValue,
     }
     let mut next = Next::Plain;
+    // Inside a quoted SQL password literal (`PASSWORD 'two words'`).
+    let mut quoted: Option<char> = None;
+    // The previous word, for `-u user:pw` and `IDENTIFIED BY 'pw'`.
+    let mut previous = String::new();
+    let mut previous_two = String::new();
     for word in line.split(' ') {
+        let before = std::mem::replace(&mut previous, word.to_owned());
+        let before_two = std::mem::replace(&mut previous_two, before.clone());
+        if let Some(q) = quoted {
+            if word.trim_end_matches([';', ',', ')']).ends_with(q) {
+                quoted = None;
+                let end = word.rfind(q).map_or(word.len(), |i| i + 1);
+                words.push(format!("{q}{REDACTED}{q}{}", &word[end..]));
+            }
+            continue;
+        }
         if word.is_empty() {
             words.push(String::new());
+            continue;
+        }
+        // SQL: `PASSWORD 'x'`, `IDENTIFIED BY 'x'`: the quoted literal goes,
+        // however many words it spans.
+        let sql_key = before.eq_ignore_ascii_case("password")
+            || (before.eq_ignore_ascii_case("by") && before_two.eq_ignore_ascii_case("identified"));
+        if sql_key && let Some(q) = word.chars().next().filter(|c| matches!(c, '\'' | '"')) {
+            let closes = word.len() > 1 && word[1..].trim_end_matches([';', ',', ')']).ends_with(q);
+            if closes {
+                let end = word.rfind(q).map_or(word.len(), |i| i + 1);
+                words.push(format!("{q}{REDACTED}{q}{}", &word[end..]));
+            } else {
+                // The literal's words are dropped; its closing word says
+                // `'[redacted]'`.
+                quoted = Some(q);
+            }
+            next = Next::Plain;
+            continue;
+        }
+        // `curl -u user:password`, `--user user:password`: the user stays.
+        let user_flag = matches!(before.as_str(), "-u" | "--user");
+        let user_pair = if user_flag {
+            Some(word)
+        } else {
+            word.strip_prefix("--user=")
+        };
+        if let Some((user, pw)) = user_pair.and_then(|p| p.split_once(':'))
+            && !pw.is_empty()
+            && !pw.starts_with("//")
+        {
+            let prefix = &word[..word.len() - user.len() - pw.len() - 1];
+            words.push(format!("{prefix}{user}:{REDACTED}"));
+            next = Next::Plain;
             continue;
         }
         let scheme = word.eq_ignore_ascii_case("bearer") || word.eq_ignore_ascii_case("basic");
@@ -248,6 +307,10 @@ fn redact_inline(line: &str) -> String {
             continue;
         }
         if let Some(w) = redact_url_credentials(word) {
+            words.push(redact_url_query(&w).unwrap_or(w));
+            continue;
+        }
+        if let Some(w) = redact_url_query(word) {
             words.push(w);
             continue;
         }
@@ -282,12 +345,144 @@ fn redact_inline(line: &str) -> String {
         }
         words.push(word.to_owned());
     }
+    if let Some(q) = quoted {
+        words.push(format!("{q}{REDACTED}"));
+    }
     let out = words.join(" ");
     let trimmed = out.trim();
     if !trimmed.contains(' ') && looks_like_bare_secret(trimmed) {
         return out.replacen(trimmed, REDACTED, 1);
     }
     out
+}
+
+/// A URL's query (`?access_token=x&page=2`, `&sig=...`): the values of
+/// secret keys go, the others and the path stay. `None` when `word` has no
+/// URL query or nothing in it is secret.
+fn redact_url_query(word: &str) -> Option<String> {
+    let scheme = word.find("://")?;
+    let q = scheme + word[scheme..].find('?')?;
+    let mut out = word[..=q].to_owned();
+    let mut changed = false;
+    for (n, pair) in word[q + 1..].split('&').enumerate() {
+        if n > 0 {
+            out.push('&');
+        }
+        match pair.split_once('=') {
+            Some((k, v)) if is_secret_key(k) && !v.is_empty() && v != REDACTED => {
+                out.push_str(k);
+                out.push('=');
+                out.push_str(REDACTED);
+                changed = true;
+            }
+            _ => out.push_str(pair),
+        }
+    }
+    changed.then_some(out)
+}
+
+/// JSON in a line, read as JSON: every `{...}` or `[...]` that parses, and
+/// every string literal that holds JSON of its own (kubectl's `unable to
+/// parse "{\"password\":...}"`, a log line's escaped body). Secret keys'
+/// values go, a Secret's `data`/`stringData` and a map whose values are all
+/// base64 (`jsonpath={.data}`) go whole, and every other string is redacted
+/// as text of its own, so JSON escaped inside JSON is read too.
+fn redact_json(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut copied = 0;
+    let mut i = 0;
+    while i < line.len() {
+        let c = line.as_bytes()[i];
+        if !matches!(c, b'{' | b'[' | b'"') {
+            i += 1;
+            continue;
+        }
+        let mut stream =
+            serde_json::Deserializer::from_str(&line[i..]).into_iter::<serde_json::Value>();
+        let parsed = match stream.next() {
+            Some(Ok(v)) if c != b'"' || v.as_str().is_some_and(holds_json) => Some(v),
+            _ => None,
+        };
+        let Some(mut value) = parsed else {
+            i += 1;
+            continue;
+        };
+        let end = i + stream.byte_offset();
+        if redact_tree(&mut value, false) {
+            out.push_str(&line[copied..i]);
+            out.push_str(&value.to_string());
+            copied = end;
+        }
+        i = end;
+    }
+    out.push_str(&line[copied..]);
+    out
+}
+
+/// A string whose text is (or holds) JSON.
+fn holds_json(text: &str) -> bool {
+    text.contains("\":") || text.contains("\": ")
+}
+
+/// Redacts a parsed JSON value in place; true when anything changed.
+fn redact_tree(value: &mut serde_json::Value, all: bool) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let all = all || is_data_map(map);
+            let mut changed = false;
+            for (k, v) in map.iter_mut() {
+                let whole = all || is_secret_key(k) || matches!(k.as_str(), "data" | "stringData");
+                changed |= redact_tree(v, whole);
+            }
+            changed
+        }
+        Value::Array(items) => {
+            // Every item, not only up to the first that changed.
+            let mut changed = false;
+            for v in items {
+                changed |= redact_tree(v, all);
+            }
+            changed
+        }
+        Value::String(s) if all => {
+            let changed = s != REDACTED;
+            *s = REDACTED.to_owned();
+            changed
+        }
+        Value::Number(_) | Value::Bool(_) if all => {
+            *value = Value::String(REDACTED.to_owned());
+            true
+        }
+        Value::String(s) => {
+            let r = redact(s).text;
+            let changed = r != *s;
+            *s = r;
+            changed
+        }
+        _ => false,
+    }
+}
+
+/// A map whose values are all base64 strings, one at least with the marks
+/// of encoded bytes: a Secret's data printed on its own
+/// (`-o jsonpath={.data}`), whatever its keys are called.
+fn is_data_map(map: &serde_json::Map<String, serde_json::Value>) -> bool {
+    let shaped = |v: &str| {
+        v.len() >= 4
+            && v.len().is_multiple_of(4)
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '='))
+            && !v.trim_end_matches('=').contains('=')
+    };
+    let marked = |v: &str| {
+        v.contains(|c: char| c.is_ascii_digit() || matches!(c, '+' | '/' | '='))
+            || (v.contains(|c: char| c.is_ascii_uppercase())
+                && v.contains(|c: char| c.is_ascii_lowercase()))
+    };
+    !map.is_empty()
+        && map.values().all(|v| v.as_str().is_some_and(shaped))
+        && map.values().any(|v| v.as_str().is_some_and(marked))
 }
 
 /// `scheme://user:password@host` keeps the user; a user part with no
@@ -457,10 +652,17 @@ fn looks_like_bare_secret(word: &str) -> bool {
 fn secret_assignment(word: &str) -> Option<(usize, &str)> {
     let mut from = 0;
     for (at, c) in word.char_indices() {
+        if c == ',' {
+            // `--set a=1,auth.password=x`: a list's next key.
+            from = at + 1;
+            continue;
+        }
         if !matches!(c, '=' | ':') {
             continue;
         }
-        let key = word[from..at].trim_matches(|c| c == '"' || c == '\'' || c == '-' || c == '{');
+        // `\"key\":` too: JSON escaped inside a log line.
+        let key = word[from..at]
+            .trim_matches(|c| c == '"' || c == '\'' || c == '-' || c == '{' || c == '\\');
         if !key.contains('/') && is_secret_key(key) {
             return Some((at + 1, &word[at + 1..]));
         }
@@ -473,7 +675,58 @@ fn secret_assignment(word: &str) -> Option<(usize, &str)> {
     None
 }
 
+/// Words that make a key secret wherever they stand in it, as one of its
+/// segments (`SECRET_KEY_BASE`, `AWS_ACCESS_KEY_ID`, `tls.key`, `sig`).
+const SECRET_SEGMENTS: [&str; 9] = [
+    "password",
+    "passwd",
+    "pwd",
+    "secret",
+    "token",
+    "key",
+    "sig",
+    "signature",
+    "credential",
+];
+
+/// A key's segments: split at `_`, `-`, `.` and lower-to-upper case
+/// changes (`secretKeyBase` is `secret`, `key`, `base`), lower case.
+fn segments(key: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower = false;
+    for c in key.chars() {
+        if matches!(c, '_' | '-' | '.') {
+            out.push(std::mem::take(&mut cur));
+            prev_lower = false;
+            continue;
+        }
+        if c.is_ascii_uppercase() && prev_lower {
+            out.push(std::mem::take(&mut cur));
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        cur.extend(c.to_lowercase());
+    }
+    out.push(cur);
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+/// Whether `key` names a secret: it ends in one of [`SECRET_KEYS`]
+/// (`DB_PASS`, `GITHUB_TOKEN`), or one of its segments is one of
+/// [`SECRET_SEGMENTS`] (`STRIPE_KEY`, `SECRET_KEY_BASE`).
 fn is_secret_key(key: &str) -> bool {
+    let plain = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if plain
+        && segments(key)
+            .iter()
+            .any(|s| SECRET_SEGMENTS.contains(&s.as_str()))
+    {
+        return true;
+    }
     let folded: String = key
         .chars()
         .filter(|c| *c != '_' && *c != '-' && *c != '.')

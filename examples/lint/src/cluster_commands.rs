@@ -13,49 +13,6 @@ use crate::finding::{Finding, Level};
 
 /// The commands that are always cluster commands.
 pub const DEFAULT_COMMANDS: [&str; 3] = ["kubectl", "helm", "flux"];
-/// The flags of the cluster commands (kubectl's global and common ones,
-/// helm's `--kube-*` and registry ones) that take a value in the next word,
-/// so that word is not taken for the verb: lint finding a call's verb and the
-/// tripwire recording and classifying one read arguments the same way.
-pub const VALUE_FLAGS: &[&str] = &[
-    "-n",
-    "--namespace",
-    "--context",
-    "--kubeconfig",
-    "--cluster",
-    "--user",
-    "-s",
-    "--server",
-    "--token",
-    "--as",
-    "--as-group",
-    "--as-uid",
-    "--request-timeout",
-    "--cache-dir",
-    "-v",
-    "--v",
-    "--certificate-authority",
-    "--client-certificate",
-    "--client-key",
-    "--tls-server-name",
-    "-l",
-    "--selector",
-    "-o",
-    "--output",
-    "-f",
-    "--filename",
-    "-c",
-    "--container",
-    "--kube-context",
-    "--kube-apiserver",
-    "--kube-token",
-    "--kube-as-user",
-    "--kube-as-group",
-    "--kube-ca-file",
-    "--registry-config",
-    "--repository-config",
-    "--repository-cache",
-];
 
 /// The per-tree list file, at the tree root.
 pub const TREE_FILE: &str = "cluster-commands";

@@ -17,6 +17,7 @@
 
 pub mod answers;
 pub mod cluster_commands;
+pub mod command_line;
 pub mod finding;
 mod lint;
 pub mod shell;

@@ -14,6 +14,7 @@ mod migrator;
 mod not_yet;
 mod planning;
 mod properties;
+mod redaction;
 mod release_lines;
 mod requirement_tiers;
 mod retention_floor;

@@ -702,23 +702,10 @@ fn said(line: &str) -> String {
     }
 }
 
-/// The verb of a cluster call: its first word after the command that is
-/// neither a flag nor a flag's value.
+/// The verb of a cluster call, read as the command reads it
+/// ([`migrate_lint::command_line`]).
 fn verb(argv: &[String]) -> Option<&str> {
-    let mut skip = false;
-    for a in argv.iter().skip(1) {
-        if skip {
-            skip = false;
-            continue;
-        }
-        if a.starts_with('-') {
-            skip = !a.contains('=')
-                && migrate_lint::cluster_commands::VALUE_FLAGS.contains(&a.as_str());
-            continue;
-        }
-        return Some(a);
-    }
-    None
+    migrate_lint::command_line::verb_of(argv)
 }
 
 /// A call for a message: its words, quoted where they hold spaces, cut at

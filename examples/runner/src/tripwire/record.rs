@@ -173,10 +173,6 @@ fn is_name_word(word: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.' | '/'))
 }
 
-/// The flags of the cluster commands that take a value in the next word, so
-/// that word is not taken for the verb: the list lint uses too.
-pub(crate) use migrate_lint::cluster_commands::VALUE_FLAGS as KUBECTL_VALUE_FLAGS;
-
 /// What is recorded of a cluster call: the command's name, its verb and,
 /// for kubectl, helm and flux, the resource type (or release), then `…`
 /// when arguments were left out.
@@ -197,35 +193,18 @@ pub fn call_words(argv: &[String]) -> Vec<String> {
     } else {
         1
     };
+    // The words as the command itself reads them: a global flag's value
+    // (`--password p`) is never the verb.
+    let reading = migrate_lint::command_line::read(first, &argv[1..]);
     let mut words = vec![name];
-    let mut left_out = false;
-    let mut skip_value = false;
-    for arg in &argv[1..] {
-        if words.len() > wanted {
-            left_out = true;
-            break;
-        }
-        if skip_value {
-            skip_value = false;
-            left_out = true;
-            continue;
-        }
-        if arg == "--" {
-            left_out = true;
-            break;
-        }
-        if arg.starts_with('-') {
-            left_out = true;
-            skip_value = !arg.contains('=') && KUBECTL_VALUE_FLAGS.contains(&arg.as_str());
-            continue;
-        }
+    for &i in reading.positionals.iter().take(wanted) {
+        let arg = &argv[1 + i];
         if !is_name_word(arg) {
-            left_out = true;
             break;
         }
         words.push(arg.clone());
     }
-    if left_out || words.len() < argv.len() {
+    if words.len() < argv.len() {
         words.push("…".to_owned());
     }
     words
@@ -279,6 +258,28 @@ mod tests {
         );
         assert_eq!(words("mycli login Hunter2"), ["mycli", "login", "…"]);
         assert_eq!(words("mycli Hunter2"), ["mycli", "…"]);
+    }
+
+    #[test]
+    fn a_value_before_the_verb_is_never_recorded_as_the_verb() {
+        for line in [
+            "kubectl --password hunter2 get pods",
+            "kubectl --username admin get pods",
+            "kubectl --kuberc hunter2 get pods",
+            "kubectl --made-up-flag hunter2 get pods",
+        ] {
+            assert_eq!(words(line), ["kubectl", "get", "pods", "…"], "{line}");
+        }
+        assert_eq!(
+            words("helm --kube-token hunter2 --qps 5 upgrade --password pw rel ./c"),
+            ["helm", "upgrade", "rel", "…"]
+        );
+        // A flag past the verb the reader does not know: what follows may be
+        // its value, so nothing more is recorded.
+        assert_eq!(
+            words("kubectl create --from-hunter hunter2 secret"),
+            ["kubectl", "create", "…"]
+        );
     }
 
     #[test]

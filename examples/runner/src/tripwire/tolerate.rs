@@ -244,25 +244,10 @@ const HELM_SUBCOMMANDS: &[&str] = &[
     "version",
 ];
 
-/// The subcommand of a kubectl or helm command line: its first word that is
-/// neither a flag nor a global flag's value.
+/// The subcommand of a kubectl or helm command line, read as the command
+/// reads it ([`migrate_lint::command_line`]).
 fn subcommand(command: &[String]) -> Option<&str> {
-    let mut skip = false;
-    for arg in command.iter().skip(1) {
-        if skip {
-            skip = false;
-            continue;
-        }
-        if arg == "--" {
-            return None;
-        }
-        if arg.starts_with('-') {
-            skip = !arg.contains('=') && record::KUBECTL_VALUE_FLAGS.contains(&arg.as_str());
-            continue;
-        }
-        return Some(arg);
-    }
-    None
+    migrate_lint::command_line::verb_of(command)
 }
 
 /// Why tolerance is refused for this command line, if it is: a kubectl or
@@ -568,6 +553,11 @@ mod tests {
             "kubectl --context=prod create namespace x",
             "helm --kube-context prod uninstall db",
             "flux get kustomization x",
+            // Value flags the first list missed: the value was the subcommand.
+            "kubectl --username admin --password hunter2 delete cm x",
+            "kubectl --kuberc /x --vmodule a=2 get cm x",
+            "helm --kube-token t0k --kube-apiserver https://x uninstall db",
+            "helm --burst-limit 100 --qps 5 uninstall db",
         ] {
             let c = w(fine);
             assert_eq!(untolerable(&c[0], &c), None, "{fine}");

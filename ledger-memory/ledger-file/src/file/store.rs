@@ -3,6 +3,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -42,6 +43,8 @@ impl FileLedger {
                 let open = || {
                     OpenOptions::new()
                         .create(true)
+                        // Private, as the ledger itself (see below).
+                        .mode(0o600)
                         .truncate(false)
                         .read(true)
                         .write(true)
@@ -491,10 +494,14 @@ impl FileLedger {
         bytes.resize(len as usize, 0);
         let permissions = fs::metadata(target).ok().map(|m| m.permissions());
         let written = (|| {
+            // Created private: a failure's output tail is kept in the
+            // ledger, redacted, and redaction is the second line (#35). An
+            // existing ledger's own permissions are kept (below).
             let file = OpenOptions::new()
                 .read(true)
                 .write(true)
                 .create_new(true)
+                .mode(0o600)
                 .open(&tmp)?;
             if let Some(permissions) = permissions {
                 file.set_permissions(permissions)?;

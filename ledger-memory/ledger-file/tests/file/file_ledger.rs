@@ -170,3 +170,22 @@ async fn a_symlinked_ledger_is_written_through_and_the_link_is_kept() {
         direct
     );
 }
+
+#[tokio::test]
+async fn a_new_ledger_and_its_lock_file_are_private_to_their_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, path) = scratch_ledger_path();
+    // The usual umask (022) must not make a failure's output tail readable
+    // by every local user.
+    let ledger = FileLedger::new(&path);
+    ledger
+        .create(&[(slug(1), sample_entry(EntryState::Failed, 1))])
+        .await
+        .unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600, "ledger.json");
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let p = e.unwrap().path();
+        assert_eq!(mode(&p) & 0o077, 0, "{} is readable by others", p.display());
+    }
+}

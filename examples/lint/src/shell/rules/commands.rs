@@ -6,7 +6,7 @@ use brush_parser::ast;
 use crate::shell::parse;
 use crate::shell::rules::{
     ClusterCall, Cmd, Ctx, FROM_ENVIRONMENT, Kind, LEDGER_WRITE_VERBS, Sink, TRANSPARENT, Walker,
-    Why, mentions, simple_line, simple_words, verb_at, visit_simple, yaml_names_configmap,
+    Why, mentions, simple_line, simple_words, visit_simple, yaml_names_configmap,
 };
 
 impl<'a> Walker<'a> {
@@ -125,7 +125,7 @@ impl<'a> Walker<'a> {
                     );
                 }
                 self.cluster_site(ctx, line, &name, sink);
-                let call = self.cluster_call(&args, &redirects, line);
+                let call = self.cluster_call(&name, &args, &redirects, line);
                 if call.writes && call.mentions_ledger {
                     self.ledger_write_or_annotate(&site, call.annotates_only);
                 }
@@ -135,7 +135,9 @@ impl<'a> Walker<'a> {
                 let wrapper = self.wraps_cluster_command(&f);
                 let mut call = None;
                 if wrapper {
-                    let c = self.cluster_call(&args, &redirects, line);
+                    // A wrapper passes its words to a cluster command,
+                    // read as kubectl's (the default one).
+                    let c = self.cluster_call("kubectl", &args, &redirects, line);
                     if c.writes && c.mentions_ledger {
                         self.ledger_write_or_annotate(&site, c.annotates_only);
                     }
@@ -334,6 +336,7 @@ impl<'a> Walker<'a> {
 
     pub(super) fn cluster_call(
         &self,
+        command: &str,
         args: &[String],
         redirects: &[&ast::IoRedirect],
         line: usize,
@@ -342,7 +345,8 @@ impl<'a> Walker<'a> {
             .iter()
             .map(|a| parse::literal(a).unwrap_or_else(|| a.clone()))
             .collect();
-        let at = verb_at(&literal);
+        let reading = crate::command_line::read(command, &literal);
+        let at = reading.verb();
         let verb = at.map(|i| literal[i].as_str());
         let writes = verb.is_some_and(|v| LEDGER_WRITE_VERBS.contains(&v));
         let ledger = &self.config.ledger_name;
@@ -358,8 +362,8 @@ impl<'a> Walker<'a> {
                 mentions_ledger = true;
             }
         }
-        let annotates_only = matches!(verb, Some("annotate" | "label"))
-            && at.is_some_and(|i| annotates_only(&literal[i + 1..]));
+        let annotates_only =
+            matches!(verb, Some("annotate" | "label")) && annotates_only(&literal, &reading);
         ClusterCall {
             line,
             writes,
@@ -489,28 +493,26 @@ impl<'a> Walker<'a> {
 /// `key-`), on objects named, not chosen by a file or a selector: the
 /// script then only adds, changes or removes its own note on the object,
 /// never its data, the run lock or the engine's marks.
-fn annotates_only(args: &[String]) -> bool {
-    let mut keys = 0;
-    let mut i = 0;
-    while let Some(a) = args.get(i) {
-        i += 1;
+fn annotates_only(literal: &[String], reading: &crate::command_line::Reading) -> bool {
+    // A flag the reader does not know: its value may be a key or the
+    // object, so the call is not known to touch only notes.
+    let Some(verb) = reading.verb().filter(|_| reading.complete) else {
+        return false;
+    };
+    let chooses_by_file_or_selector = literal[verb + 1..].iter().any(|a| {
         let short = |flag: &str| a.starts_with(flag) && !a.starts_with("--");
-        if short("-f")
+        short("-f")
             || short("-l")
             || a.starts_with("--filename")
             || a.starts_with("--selector")
             || a == "--all"
-        {
-            return false;
-        }
-        if crate::cluster_commands::VALUE_FLAGS.contains(&a.as_str()) {
-            i += 1;
-            continue;
-        }
-        if a.starts_with('-') {
-            continue;
-        }
-        let word = a.trim_matches(|c| c == '"' || c == '\'');
+    });
+    if chooses_by_file_or_selector {
+        return false;
+    }
+    let mut keys = 0;
+    for &i in &reading.positionals[1..] {
+        let word = literal[i].trim_matches(|c| c == '"' || c == '\'');
         let key = match word.split_once('=') {
             Some((key, _)) => key,
             None => match word.strip_suffix('-') {

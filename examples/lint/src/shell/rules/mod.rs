@@ -571,6 +571,9 @@ mod tests {
             verb("--as-group admins apply -f ledger.yaml").as_deref(),
             Some("apply")
         );
+        // kubectl's own table, complete: these were read as the verb.
+        assert_eq!(verb("--password pw apply -f x").as_deref(), Some("apply"));
+        assert_eq!(verb("--username u patch cm x").as_deref(), Some("patch"));
     }
 
     #[test]

@@ -27,21 +27,11 @@ pub(super) struct ClusterCall {
     pub(super) annotates_only: bool,
 }
 
-/// Where the kubectl verb is in `args`: the first word that is not an
-/// option or an option's value ([`crate::cluster_commands::VALUE_FLAGS`],
-/// as the tripwire reads it).
+/// Where the kubectl verb is in `args`: read by
+/// [`crate::command_line`], the reader the tripwire uses too.
+#[cfg(test)]
 pub(super) fn verb_at(args: &[String]) -> Option<usize> {
-    let mut i = 0;
-    while let Some(a) = args.get(i) {
-        if crate::cluster_commands::VALUE_FLAGS.contains(&a.as_str()) {
-            i += 2;
-        } else if a.starts_with('-') {
-            i += 1;
-        } else {
-            return Some(i);
-        }
-    }
-    None
+    crate::command_line::verb_at("kubectl", args)
 }
 
 /// `name` as a whole word of `text` (`cozystack-version`, not

@@ -1,0 +1,116 @@
+//! Redaction of the shapes issue 35 found recorded as they were.
+
+use migration_core::redact::redact;
+
+/// Asserts that `text`, redacted, holds none of `secrets` and all of `kept`.
+#[track_caller]
+fn redacts(text: &str, secrets: &[&str], kept: &[&str]) {
+    let out = redact(text).text;
+    for secret in secrets {
+        assert!(!out.contains(secret), "{secret:?} left in {out:?}");
+    }
+    for part in kept {
+        assert!(out.contains(part), "{part:?} lost from {out:?}");
+    }
+}
+
+#[test]
+fn kubectls_unable_to_parse_error_loses_the_values_it_quotes() {
+    redacts(
+        r#"error: unable to parse "{\"stringData\":{\"password\":\"hunter2\"}}": yaml: did not find expected ',' or '}'"#,
+        &["hunter2"],
+        &["error: unable to parse", "yaml: did not find expected"],
+    );
+    redacts(
+        r#"error: unable to parse "{\"data\":{\"db\":\"aHVudGVyMg==\"},\"x\":": unexpected end of JSON input"#,
+        &["aHVudGVyMg=="],
+        &["unexpected end of JSON input"],
+    );
+}
+
+#[test]
+fn escaped_json_inside_a_log_line_is_redacted() {
+    redacts(
+        r#"{"level":"error","msg":"request failed","body":"{\"user\":\"app\",\"password\":\"hunter2\"}"}"#,
+        &["hunter2"],
+        &[r#""level":"error""#, "request failed", "app"],
+    );
+    redacts(
+        r#"2026-12-07T10:00:00Z ERROR sent {\"apiKey\":\"k-123456\",\"name\":\"x\"} upstream"#,
+        &["k-123456"],
+        &["ERROR sent", "upstream"],
+    );
+}
+
+#[test]
+fn a_helm_set_list_loses_each_secret_value_and_keeps_the_others() {
+    redacts(
+        "helm upgrade db ./c --set replicas=1,auth.password=hunter2 --set-string a=b,auth.rootPassword=s3cr3t",
+        &["hunter2", "s3cr3t"],
+        &["replicas=1", "a=b"],
+    );
+}
+
+#[test]
+fn curls_user_password_is_redacted_and_the_user_kept() {
+    redacts(
+        "curl -u admin:hunter2 https://x.example.com/api && curl --user=bob:s3cr3t x && kubectl --user ops get pods",
+        &["hunter2", "s3cr3t"],
+        &["admin:", "bob:", "--user ops"],
+    );
+}
+
+#[test]
+fn an_sql_password_literal_is_redacted() {
+    redacts(
+        "psql: ERROR: ALTER ROLE app WITH LOGIN PASSWORD 'hunter2 two';\nCREATE USER x IDENTIFIED BY 's3cr3t'; create user y password 'lower1'",
+        &["hunter2", "two'", "s3cr3t", "lower1"],
+        &[
+            "ALTER ROLE app WITH LOGIN PASSWORD",
+            "CREATE USER x IDENTIFIED BY",
+        ],
+    );
+}
+
+#[test]
+fn key_and_secret_key_base_assignments_are_redacted() {
+    redacts(
+        "STRIPE_KEY=sk_live_abc SECRET_KEY_BASE=0123abcd AWS_ACCESS_KEY_ID=AKIAXYZ KEY=plainkey MONKEY=banana",
+        &["sk_live_abc", "0123abcd", "AKIAXYZ", "plainkey"],
+        &["MONKEY=banana", "STRIPE_KEY=", "SECRET_KEY_BASE="],
+    );
+    redacts("tls.key: LS0tLS1CRUdJTi", &["LS0tLS1CRUdJTi"], &["tls.key"]);
+}
+
+#[test]
+fn a_jsonpath_data_map_is_redacted_whatever_its_keys_are_called() {
+    redacts(
+        r#"{"a":"YQ==","conn":"cG9zdGdyZXM6Ly9kYg==","user":"YWRtaW4="}"#,
+        &["YQ==", "cG9zdGdyZXM6Ly9kYg==", "YWRtaW4="],
+        &[r#""conn""#, r#""a""#],
+    );
+    // A map of plain words is not a Secret's data.
+    let labels = r#"{"app":"web","tier":"backend"}"#;
+    assert_eq!(redact(labels).text, labels);
+}
+
+#[test]
+fn tokens_in_url_query_strings_are_redacted() {
+    redacts(
+        "GET https://api.example.com/v1/x?user=bob&access_token=abc123&page=2 failed; https://b.blob.core.windows.net/c?sv=2020&sig=ZmFrZQ%3D%3D",
+        &["abc123", "ZmFrZQ%3D%3D"],
+        &["user=bob", "page=2", "api.example.com/v1/x", "sv=2020"],
+    );
+}
+
+#[test]
+fn plain_failure_output_still_passes_unchanged() {
+    for text in [
+        r#"Error from server (NotFound): secrets "db" not found"#,
+        r#"The Deployment "web" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{"app":"web"}"#,
+        "error: unable to recognize \"x.yaml\": no matches for kind \"Widget\"",
+        r#"{"kind":"Status","status":"Failure","message":"configmaps \"x\" not found","code":404}"#,
+    ] {
+        assert_eq!(redact(text).text, text, "{text}");
+    }
+}
