@@ -20,6 +20,7 @@ pub mod cluster_commands;
 pub mod finding;
 mod lint;
 pub mod shell;
+mod supplied;
 
 pub use finding::{Finding, Level};
 pub use lint::{
