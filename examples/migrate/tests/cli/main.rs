@@ -38,6 +38,7 @@ mod lint;
 mod manifest;
 mod manifest_paths;
 mod not_yet;
+mod one_reader;
 mod plan_read;
 mod real_cluster;
 mod release_lines;
