@@ -42,8 +42,8 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
     let plan = migrator.plan_snapshot(snapshot.as_ref(), &request)?;
     // Refused as `run` would be: no room for the first script's largest
     // record (the runner's failure tail is the message limit).
-    let tail_bytes = migrate_runner::RunConfig::new(migration_core::Tier::PreApply, String::new())
-        .tail_bytes;
+    let tail_bytes =
+        migrate_runner::RunConfig::new(migration_core::Tier::PreApply, String::new()).tail_bytes;
     migrator
         .check_room_before_first(&plan, snapshot.as_ref(), tail_bytes)
         .map_err(|e| {

@@ -211,7 +211,13 @@ fn plan_and_the_dry_run_refuse_a_ledger_without_room_as_run_does_with_the_same_c
     let mut answers = Vec::new();
     for args in [
         vec!["plan", root.to_str().unwrap(), "--ledger", &ledger],
-        vec!["run", root.to_str().unwrap(), "--ledger", &ledger, "--dry-run"],
+        vec![
+            "run",
+            root.to_str().unwrap(),
+            "--ledger",
+            &ledger,
+            "--dry-run",
+        ],
         vec!["run", root.to_str().unwrap(), "--ledger", &ledger],
     ] {
         let out = migrate()
@@ -224,7 +230,10 @@ fn plan_and_the_dry_run_refuse_a_ledger_without_room_as_run_does_with_the_same_c
         let (code, doc, err) = parse(out);
         assert_eq!(code, 3, "{args:?}: {doc}\n{err}");
         let problems = doc["problems"].to_string();
-        assert!(problems.contains("no room to record 'first'"), "{args:?}: {problems}");
+        assert!(
+            problems.contains("no room to record 'first'"),
+            "{args:?}: {problems}"
+        );
         answers.push((code, doc["error"].clone()));
     }
     assert!(answers.windows(2).all(|w| w[0] == w[1]), "{answers:?}");
