@@ -304,7 +304,9 @@ fn run_marker(
 
 #[test]
 fn an_empty_or_invalid_run_flag_is_refused_as_bad_input_before_anything_runs() {
-    let cases: [(&[&str], &[(&str, &str)], &str); 5] = [
+    // (flags, environment, the flag the refusal names)
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case<'_>; 5] = [
         (&["--namespace", ""], &[], "--namespace"),
         (&["--namespace", "Cozy System"], &[], "--namespace"),
         (
