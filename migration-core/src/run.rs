@@ -207,6 +207,43 @@ impl<'a> Migrator<'a> {
         }
     }
 
+    /// The room check a run makes before its first script executes
+    /// ([`Run::next_step`]'s, the same code), made for `plan` on `snapshot`
+    /// without running anything: `migrate plan` and `run --dry-run` refuse
+    /// where `run` would ([`MigrateError::NoRoom`]) before anything ran.
+    /// What the plan's seeding would write is counted as `prepare` counts
+    /// it; `message_limit` is the run's ([`Run::with_message_limit`]).
+    pub fn check_room_before_first(
+        &self,
+        plan: &Plan,
+        snapshot: Option<&LedgerSnapshot>,
+        message_limit: usize,
+    ) -> Result<(), MigrateError> {
+        let usage = snapshot.and_then(|s| s.usage).map(|mut u| {
+            let mut sizes = StoredSize::default();
+            for seeded in &plan.seed {
+                u.used_bytes += sizes.count(&seeded.slug, &seeded.entry, u.record_overhead_bytes);
+            }
+            u
+        });
+        if usage.is_none() {
+            return Ok(());
+        }
+        let prepared = Prepared {
+            plan: plan.clone(),
+            written: plan.seed.iter().map(|s| s.slug.clone()).collect(),
+            usage,
+            revision: None,
+        };
+        let mut run = self.begin(prepared).with_message_limit(message_limit);
+        while let Some(step) = run.next_step()? {
+            if matches!(step, Step::Execute(_)) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// The plan on `snapshot` (`None`: no ledger object), read without the
     /// run lock, when a run on it has nothing to do: nothing pending,
     /// nothing to seed, not a fresh install, not refused. Such a run may end

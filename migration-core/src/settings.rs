@@ -80,6 +80,10 @@ pub enum SettingsError {
         /// The error.
         source: std::io::Error,
     },
+    /// The file is refused by the one reader: not a regular file, too
+    /// large, a dangling symlink or one out of the tree.
+    #[error(transparent)]
+    File(crate::tree::supplied::FileError),
     /// The file is not UTF-8 (TOML is).
     #[error("{}: not UTF-8 text", file.display())]
     NotUtf8 {
@@ -140,6 +144,7 @@ impl SettingsError {
     /// The file this error is about.
     pub fn file(&self) -> &Path {
         match self {
+            SettingsError::File(e) => e.path(),
             SettingsError::Io { file, .. }
             | SettingsError::NotUtf8 { file }
             | SettingsError::Syntax { file, .. }
@@ -152,7 +157,9 @@ impl SettingsError {
     /// The one-based line, where the error is about one.
     pub fn line(&self) -> Option<usize> {
         match self {
-            SettingsError::Io { .. } | SettingsError::NotUtf8 { .. } => None,
+            SettingsError::Io { .. } | SettingsError::NotUtf8 { .. } | SettingsError::File(_) => {
+                None
+            }
             SettingsError::Syntax { line, .. }
             | SettingsError::UnknownKey { line, .. }
             | SettingsError::WrongType { line, .. }
@@ -165,11 +172,16 @@ impl Settings {
     /// The settings of the tree at `root`: its `migrate.toml`, or the
     /// defaults when there is none. Every problem in the file is returned.
     pub fn read(root: &Path) -> Result<Settings, Vec<SettingsError>> {
+        use crate::tree::supplied::{self, Within};
         let file = root.join(SETTINGS_FILE);
-        match std::fs::read(&file) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Settings::default()),
-            Err(source) => Err(vec![SettingsError::Io { file, source }]),
-            Ok(bytes) => Settings::parse(&file, &bytes),
+        // Through the one reader (a FIFO or a device is refused, not read;
+        // a dangling symlink is an error), symlinks only within the tree.
+        let canonical = std::fs::canonicalize(root).ok();
+        let within = canonical.as_deref().map_or(Within::Anywhere, Within::Tree);
+        match supplied::read_file(&file, within, supplied::MAX_FILE_BYTES) {
+            Ok(None) => Ok(Settings::default()),
+            Ok(Some(bytes)) => Settings::parse(&file, &bytes),
+            Err(e) => Err(vec![SettingsError::File(e)]),
         }
     }
 
@@ -423,8 +435,12 @@ fn check_ledger_name(value: &str) -> Result<(), String> {
     }
 }
 
-/// A cluster command: a plain file name a shim can stand in for (the same
-/// rule as the tree's `cluster-commands` file).
+/// The engine's own programs: never a cluster command.
+pub const ENGINE_PROGRAMS: [&str; 2] = ["migrate", "migrate-tolerate"];
+
+/// A cluster command: a plain file name a shim can stand in for, and not
+/// one of the [`ENGINE_PROGRAMS`] (the same rule as the tree's
+/// `cluster-commands` file).
 fn check_command(value: &str) -> Result<(), String> {
     let ok_chars = value
         .chars()
@@ -432,6 +448,12 @@ fn check_command(value: &str) -> Result<(), String> {
     if value.is_empty() || !ok_chars || value.starts_with(['.', '-']) {
         Err(format!(
             "{value:?} is not a command name (letters, digits, '.', '_', '+', '-'; no path)"
+        ))
+    } else if ENGINE_PROGRAMS.contains(&value) {
+        // A shim in its place would stand in for the engine itself: `plan`
+        // and `run` would then fail blaming a flag nobody gave.
+        Err(format!(
+            "{value:?} is the engine's own program, not a cluster command"
         ))
     } else {
         Ok(())
@@ -512,6 +534,19 @@ mod tests {
         assert!(e.contains("not a command name"), "{e}");
         let e = first_error("tag-pattern = \"v*\"\nledger-name = \n");
         assert!(e.starts_with("migrate.toml:2: not valid TOML"), "{e}");
+    }
+
+    #[test]
+    fn a_cluster_command_naming_the_engines_own_program_is_refused_with_the_line_and_the_key() {
+        for own in ENGINE_PROGRAMS {
+            let e = first_error(&format!(
+                "ledger-name = \"x\"\ncluster-commands = [\n  \"oc\",\n  \"{own}\",\n]\n"
+            ));
+            assert!(
+                e.starts_with("migrate.toml:4: key 'cluster-commands': ") && e.contains(own),
+                "{e}"
+            );
+        }
     }
 
     #[test]

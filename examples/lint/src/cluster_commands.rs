@@ -31,7 +31,7 @@ pub fn validate_name(name: &str) -> Result<(), String> {
             "{name:?} is not a command name (letters, digits, '.', '_', '+', '-'; no path)"
         ));
     }
-    if name == TOLERATE || name == "migrate" {
+    if migration_core::settings::ENGINE_PROGRAMS.contains(&name) {
         return Err(format!("{name:?} is the migrate binary itself"));
     }
     Ok(())
@@ -75,11 +75,12 @@ pub fn parse_list(text: &str) -> Result<Vec<String>, Vec<(usize, String)>> {
 /// The tree's own cluster commands (none when the file is absent). Errors
 /// name the file and line.
 pub fn read_tree(root: &Path) -> Result<Vec<String>, Vec<String>> {
-    let path = root.join(TREE_FILE);
-    match std::fs::read(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(vec![format!("{TREE_FILE}: cannot be read: {e}")]),
-        Ok(bytes) => {
+    match crate::supplied::tree_file(root, TREE_FILE) {
+        Ok(None) => Ok(Vec::new()),
+        // A dangling symlink is an error, not "no file": the commands it
+        // names would be neither scanned nor shimmed.
+        Err(e) => Err(vec![e.to_string()]),
+        Ok(Some(bytes)) => {
             let text =
                 String::from_utf8(bytes).map_err(|_| vec![format!("{TREE_FILE}: not UTF-8")])?;
             parse_list(&text).map_err(|problems| {

@@ -21,6 +21,7 @@ pub mod command_line;
 pub mod finding;
 mod lint;
 pub mod shell;
+mod supplied;
 
 pub use finding::{Finding, Level};
 pub use lint::{

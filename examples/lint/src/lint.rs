@@ -166,10 +166,10 @@ pub fn lint_tree(root: &Path, config: &LintConfig) -> Result<LintReport, TreeErr
     let mut raw = Vec::new();
     let mut shell_files: Vec<(String, Dialect)> = Vec::new();
     for tier in Tier::ALL {
-        for (name, path) in files_in(&root.join(tier.as_str())) {
+        for (name, _) in files_in(&root.join(tier.as_str())) {
             let relative = format!("{}/{name}", tier.as_str());
             // Oversized files are already reported by the loader.
-            let Ok(bytes) = std::fs::read(&path) else {
+            let Some(bytes) = read(root, &relative) else {
                 continue;
             };
             findings.extend(dialect_finding(&relative, &bytes, config));
@@ -202,7 +202,7 @@ pub fn lint_tree(root: &Path, config: &LintConfig) -> Result<LintReport, TreeErr
         }
     }
     for rel in lib_shell_files(root) {
-        let Ok(bytes) = std::fs::read(root.join(&rel)) else {
+        let Some(bytes) = read(root, &rel) else {
             continue;
         };
         let dialect = script_dialect(&bytes, tree_dialect).unwrap_or(tree_dialect);
@@ -217,9 +217,7 @@ pub fn lint_tree(root: &Path, config: &LintConfig) -> Result<LintReport, TreeErr
     let applied = waiver::apply(findings, &shell::waivers(&cache), is_rule, true);
     let (entries, mut problems) = baseline::read(root);
     let accepted = baseline::apply(applied.findings, &entries, |f| {
-        std::fs::read(root.join(f))
-            .ok()
-            .map(|b| baseline::digest(&b))
+        read(root, f).map(|b| baseline::digest(&b))
     });
     problems.extend(accepted.problems);
     let mut findings = accepted.findings;
@@ -319,6 +317,12 @@ fn sort(findings: &mut Vec<Finding>) {
     findings.dedup();
 }
 
+/// The tree's file `rel` through the one reader (`None`: absent or
+/// refused; the loader reports a refused tree file).
+fn read(root: &Path, rel: &str) -> Option<Vec<u8>> {
+    crate::supplied::tree_file(root, rel).ok().flatten()
+}
+
 /// Regular files of a directory (not hidden), sorted by name.
 fn files_in(dir: &Path) -> Vec<(String, PathBuf)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -355,8 +359,7 @@ fn lib_shell_files(root: &Path) -> Vec<String> {
                 dirs.push((child, e.path()));
             } else if kind.is_file() && !name.starts_with('.') {
                 let by_name = name.ends_with(".sh") || name.ends_with(".bash");
-                let by_shebang = std::fs::read(e.path())
-                    .ok()
+                let by_shebang = read(root, &child)
                     .and_then(|b| shebang(&b))
                     .is_some_and(|s| is_shell(&s));
                 if by_name || by_shebang {
@@ -455,7 +458,7 @@ pub fn baselined_pending<'a>(
     let mut out = Vec::new();
     for path in files {
         let file = path.display().to_string();
-        let Ok(bytes) = std::fs::read(root.join(path)) else {
+        let Some(bytes) = read(root, &file) else {
             continue;
         };
         let mut cache = SourceCache::new(Some(root));
@@ -467,9 +470,7 @@ pub fn baselined_pending<'a>(
         let findings = waiver::apply(findings, &shell::waivers(&cache), is_rule, false).findings;
         out.extend(
             baseline::apply(findings, &entries, |f| {
-                std::fs::read(root.join(f))
-                    .ok()
-                    .map(|b| baseline::digest(&b))
+                read(root, f).map(|b| baseline::digest(&b))
             })
             .baselined,
         );
@@ -498,9 +499,7 @@ pub fn lint_pending(root: &Path, file: &str, bytes: &[u8], config: &LintConfig) 
         if f == file {
             Some(baseline::digest(bytes))
         } else {
-            std::fs::read(root.join(f))
-                .ok()
-                .map(|b| baseline::digest(&b))
+            read(root, f).map(|b| baseline::digest(&b))
         }
     })
     .findings;

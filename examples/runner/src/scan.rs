@@ -44,7 +44,15 @@ fn scan_keeping(
             message,
         }]
     };
-    let bytes = match std::fs::read(tree.root().join(&pending.relative_path)) {
+    use migration_core::tree::supplied::{self, Within};
+    let path = tree.root().join(&pending.relative_path);
+    let read = supplied::read_file(&path, Within::Tree(tree.root()), supplied::MAX_FILE_BYTES);
+    let bytes = match read.and_then(|b| {
+        b.ok_or_else(|| supplied::FileError::Io {
+            path: path.clone(),
+            source: std::io::ErrorKind::NotFound.into(),
+        })
+    }) {
         Err(e) => return (refuse(format!("cannot be read before running: {e}")), None),
         Ok(bytes) if migration_core::Sha256Digest::of(&bytes) != pending.sha256 => {
             return (

@@ -127,7 +127,9 @@ impl<'a> Driver<'a> {
     /// The run without the lock and the executor (`migrate run --dry-run`):
     /// the plan this run would make on `read` (what the caller read without
     /// the lock), and what the pre-run scan finds in its pending scripts
-    /// (any finding refuses the run: [`RunError::Unsafe`]). Takes no lock,
+    /// (any finding refuses the run: [`RunError::Unsafe`]); refused as the
+    /// run would be when the ledger has no room for the first script's
+    /// largest record ([`RunError::NoRoom`]). Takes no lock,
     /// writes nothing (seeding included), executes nothing. Errors are the
     /// run's: a failed read, a refused plan, a required ledger absent.
     pub async fn dry_run(
@@ -135,10 +137,14 @@ impl<'a> Driver<'a> {
         read: &Result<Option<LedgerSnapshot>, LedgerError>,
     ) -> Result<DryRun, RunError> {
         let snapshot = read.as_ref().map_err(|e| RunError::Ledger(e.clone()))?;
-        let plan = self
-            .migrator()
+        let migrator = self.migrator();
+        let plan = migrator
             .plan_snapshot(snapshot.as_ref(), &self.request())
             .map_err(prepare_error)?;
+        // The run's room check before its first script (issue 35).
+        migrator
+            .check_room_before_first(&plan, snapshot.as_ref(), self.settings.message_limit)
+            .map_err(RunError::NoRoom)?;
         let scanned = self.scan.scan(self.tree, &plan.pending);
         Ok(DryRun {
             plan,

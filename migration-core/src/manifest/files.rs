@@ -143,15 +143,25 @@ impl Manifest {
                     },
                 }]);
             };
-            let meta = std::fs::metadata(&path).map_err(|e| io(&path, e))?;
-            if meta.len() > MAX_BATCH_FILE_BYTES {
-                return Err(vec![ManifestError::TooLarge {
-                    file: path,
-                    size: meta.len(),
-                    limit: MAX_BATCH_FILE_BYTES,
-                }]);
-            }
-            let bytes = std::fs::read(&path).map_err(|e| io(&path, e))?;
+            // Through the one reader: a FIFO or a device is refused, not read.
+            use crate::tree::supplied::{FileError, Within, read_file};
+            let bytes = match read_file(&path, Within::Anywhere, MAX_BATCH_FILE_BYTES) {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => continue,
+                Err(FileError::TooLarge { size, .. }) => {
+                    return Err(vec![ManifestError::TooLarge {
+                        file: path,
+                        size,
+                        limit: MAX_BATCH_FILE_BYTES,
+                    }]);
+                }
+                Err(e) => {
+                    return Err(vec![ManifestError::Io {
+                        path,
+                        source: std::io::Error::other(e.to_string()),
+                    }]);
+                }
+            };
             files.push((name, bytes));
         }
         Manifest::parse_files(files)

@@ -180,13 +180,18 @@ impl LegacyReleases {
 
     /// Reads `legacy-releases` at the root of the tree at `root`: `None`
     /// when there is none (a tree converted before the file existed, or
-    /// without a diverged slot). A symlink or a file above
-    /// [`MAX_INPUT_BYTES`] is refused.
+    /// without a diverged slot). Read through the one reader
+    /// ([`crate::tree::supplied`]): a regular file of at most
+    /// [`MAX_INPUT_BYTES`], a symlink followed only inside the tree, a
+    /// dangling one an error.
     pub fn read(root: &Path) -> Result<Option<Self>, HistoryError> {
+        use crate::tree::supplied::{self, Within};
         let path = root.join(RELEASES_FILE);
-        let meta = match std::fs::symlink_metadata(&path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        let canonical = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+        let read = supplied::read_file(&path, Within::Tree(&canonical), MAX_INPUT_BYTES);
+        let bytes = match read {
+            Ok(None) => return Ok(None),
+            Ok(Some(bytes)) => bytes,
             Err(e) => {
                 return Err(HistoryError::Read {
                     path,
@@ -194,22 +199,6 @@ impl LegacyReleases {
                 });
             }
         };
-        if !meta.is_file() {
-            return Err(HistoryError::Read {
-                path,
-                why: "not a regular file (a symlink is not followed)".into(),
-            });
-        }
-        if meta.len() > MAX_INPUT_BYTES {
-            return Err(HistoryError::Read {
-                path,
-                why: format!("{} bytes, above the limit of {MAX_INPUT_BYTES}", meta.len()),
-            });
-        }
-        let bytes = std::fs::read(&path).map_err(|e| HistoryError::Read {
-            path: path.clone(),
-            why: e.to_string(),
-        })?;
         Self::parse(&path, &bytes).map(Some)
     }
 

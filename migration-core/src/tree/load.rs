@@ -236,24 +236,17 @@ impl Loader<'_> {
         Ok(Some(files))
     }
 
+    /// One of the tree's own files at its root (`migrate.toml`, `revoked`,
+    /// `legacy-map`), through the one reader: `None` when nothing is there.
     fn read_optional(&mut self, name: &str) -> Result<Option<Vec<u8>>, TreeError> {
         let reader = self.reader;
         let path = reader.root.join(name);
-        if fs::symlink_metadata(&path).is_err() {
-            return Ok(None);
-        }
-        let found = match reader.resolve(&path)? {
-            Resolved::File(target, len) => reader.read_capped(&path, &target, len)?,
-            Resolved::Dir(_) => Err(TreeProblem::UnexpectedEntry {
-                path: PathBuf::from(name),
-                reason: "expected a file",
-            }),
-            Resolved::Rejected(problem) => Err(problem),
-        };
-        match found {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(problem) => {
-                self.problems.push(problem);
+        let within = super::supplied::Within::Tree(reader.root);
+        match super::supplied::read_file(&path, within, reader.options.max_file_bytes) {
+            Ok(bytes) => Ok(bytes),
+            Err(e) => {
+                self.problems
+                    .push(TreeProblem::from(e.named(PathBuf::from(name))));
                 Ok(None)
             }
         }

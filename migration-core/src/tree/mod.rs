@@ -14,13 +14,16 @@
 //! - `tier`: reading and checking a tier directory's scripts, on a few
 //!   threads when there are many;
 //! - `lists`: the `revoked` and `legacy-map` list files;
-//! - `problems`: what can be wrong ([`TreeProblem`], [`TreeError`]).
+//! - `problems`: what can be wrong ([`TreeProblem`], [`TreeError`]);
+//! - [`supplied`]: the one way every file a tree or a flag supplies is read
+//!   (regular files only, a size bound, one rule for symlinks).
 
 mod files;
 mod lists;
 mod load;
 mod problems;
 mod reader;
+pub mod supplied;
 mod tier;
 
 pub use files::TreeFiles;

@@ -97,6 +97,12 @@ pub enum TreeProblem {
         /// The background slug.
         target: Slug,
     },
+    /// A tree file refused by the one reader ([`super::supplied`]): not a
+    /// regular file, too large, a dangling symlink or one out of the tree.
+    /// (A symlink out of the tree and a file above the limit are
+    /// [`Self::SymlinkEscapes`] and [`Self::TooLarge`].)
+    #[error(transparent)]
+    File(super::supplied::FileError),
     /// A symlink that resolves outside the tree.
     #[error("{}: symlink points outside the migrations tree (to {})", path.display(), target.display())]
     SymlinkEscapes {
@@ -161,6 +167,7 @@ impl TreeProblem {
             | TreeProblem::BadListLine { file, line, .. } => (Some(file.clone()), Some(*line)),
             TreeProblem::DuplicateSlug { second, .. } => (Some(second.clone()), None),
             TreeProblem::Manifest { .. } => (Some(PathBuf::from(ORDER_DIR)), None),
+            TreeProblem::File(e) => (Some(e.path().to_path_buf()), None),
         }
     }
 
@@ -172,7 +179,8 @@ impl TreeProblem {
             TreeProblem::BadScriptName { .. } => "slug",
             TreeProblem::UnexpectedEntry { .. }
             | TreeProblem::NonUtf8Name { .. }
-            | TreeProblem::TooManyFiles { .. } => "layout",
+            | TreeProblem::TooManyFiles { .. }
+            | TreeProblem::File(_) => "layout",
             TreeProblem::TierMismatch { .. } => "tier",
             TreeProblem::DuplicateSlug { .. } => "duplicate-slug",
             TreeProblem::SelfRequirement { .. }
@@ -182,6 +190,21 @@ impl TreeProblem {
             TreeProblem::TooLarge { .. } => "size",
             TreeProblem::BadListLine { .. } => "list-file",
             TreeProblem::Manifest { .. } => "manifest",
+        }
+    }
+}
+
+impl From<super::supplied::FileError> for TreeProblem {
+    /// A refusal of the one reader as the tree's problem, under the rule
+    /// lint has always given it.
+    fn from(e: super::supplied::FileError) -> Self {
+        use super::supplied::FileError;
+        match e {
+            FileError::Escapes { path, target } => TreeProblem::SymlinkEscapes { path, target },
+            FileError::TooLarge { path, size, limit } => {
+                TreeProblem::TooLarge { path, size, limit }
+            }
+            other => TreeProblem::File(other),
         }
     }
 }

@@ -3,10 +3,9 @@
 //! reader both use it, and neither imports the other for it.
 
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::{TreeError, TreeProblem};
+use super::{TreeError, TreeProblem, supplied};
 use crate::header::HeaderMarker;
 
 /// Limits applied while loading, so hostile input cannot exhaust memory,
@@ -31,7 +30,7 @@ pub struct LoadOptions {
 impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
-            max_file_bytes: 1024 * 1024,
+            max_file_bytes: supplied::MAX_FILE_BYTES,
             max_lib_files: 10_000,
             read_manifest: true,
             header_marker: None,
@@ -107,7 +106,9 @@ impl Reader<'_> {
         }
     }
 
-    /// Reads a file no larger than the cap, or the problem if it is larger.
+    /// Reads a file no larger than the cap, or the problem if it is larger
+    /// or no longer a regular file ([`supplied::open_regular`]: the check
+    /// is made on the opened file, whatever `resolve` saw before).
     pub(super) fn read_capped(
         &self,
         shown: &Path,
@@ -122,49 +123,40 @@ impl Reader<'_> {
                 limit,
             }));
         }
-        let file = fs::File::open(target).map_err(self.io(shown))?;
-        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-        // Read one byte past the cap: the file may have grown since stat.
-        file.take(limit + 1)
-            .read_to_end(&mut bytes)
-            .map_err(self.io(shown))?;
-        if bytes.len() as u64 > limit {
-            return Ok(Err(TreeProblem::TooLarge {
-                path: self.relative(shown),
-                size: bytes.len() as u64,
-                limit,
-            }));
-        }
-        Ok(Ok(bytes))
+        let mut bytes = Vec::new();
+        Ok(self.read_into(shown, target, &mut bytes).map(|()| bytes))
     }
 
     /// Reads a file the listing says is regular into `buffer` (replacing
-    /// what it held): open, read, close; no stat (the cap is enforced by
-    /// reading at most one byte past it). The buffer is reused between
-    /// files, so a script costs no allocation and its read is one system
-    /// call plus the one that finds the end.
+    /// what it held). The buffer is reused between files, so a script
+    /// costs no allocation.
     pub(super) fn read_listed_file(
         &self,
         path: &Path,
         buffer: &mut Vec<u8>,
     ) -> Result<Result<(), TreeProblem>, TreeError> {
+        Ok(self.read_into(path, path, buffer))
+    }
+
+    /// Reads `target` (shown as `shown`) into `buffer` through the one
+    /// reader; a refusal is the tree's problem, named relative to its root.
+    fn read_into(
+        &self,
+        shown: &Path,
+        target: &Path,
+        buffer: &mut Vec<u8>,
+    ) -> Result<(), TreeProblem> {
         let limit = self.options.max_file_bytes;
-        // The error's path is only built when there is an error.
-        let file = fs::File::open(path).map_err(|e| self.io(path)(e))?;
-        buffer.clear();
-        file.take(limit + 1)
-            .read_to_end(buffer)
-            .map_err(|e| self.io(path)(e))?;
-        if buffer.len() as u64 > limit {
-            // Rare: look up the real size for the message.
-            let size = fs::metadata(path).map_or(buffer.len() as u64, |m| m.len());
-            return Ok(Err(TreeProblem::TooLarge {
-                path: self.relative(path),
-                size,
-                limit,
-            }));
-        }
-        Ok(Ok(()))
+        let read = match supplied::open_regular(target, supplied::Within::Anywhere) {
+            Ok(Some((file, len))) => supplied::read_opened(target, file, len, limit, buffer),
+            // Listed a moment ago, gone now.
+            Ok(None) => Err(supplied::FileError::Io {
+                path: target.to_path_buf(),
+                source: std::io::ErrorKind::NotFound.into(),
+            }),
+            Err(e) => Err(e),
+        };
+        read.map_err(|e| TreeProblem::from(e.named(self.relative(shown))))
     }
 
     /// The entries of `dir` in name order, each with whether the directory

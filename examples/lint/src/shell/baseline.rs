@@ -141,8 +141,8 @@ pub fn parse(text: &str) -> (Vec<Entry>, Vec<Problem>) {
 /// The tree's baseline: its entries and problems (none when there is no
 /// file). A file that exists but cannot be read is a problem at line 1.
 pub fn read(root: &Path) -> (Vec<Entry>, Vec<Problem>) {
-    match std::fs::read(root.join(FILE)) {
-        Ok(bytes) => match std::str::from_utf8(&bytes) {
+    match crate::supplied::tree_file(root, FILE) {
+        Ok(Some(bytes)) => match std::str::from_utf8(&bytes) {
             Ok(text) => parse(text),
             Err(_) => (
                 Vec::new(),
@@ -153,13 +153,13 @@ pub fn read(root: &Path) -> (Vec<Entry>, Vec<Problem>) {
                 }],
             ),
         },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), Vec::new()),
+        Ok(None) => (Vec::new(), Vec::new()),
         Err(e) => (
             Vec::new(),
             vec![Problem {
                 line: 1,
                 rule: "baseline-entry",
-                message: format!("cannot be read: {e}"),
+                message: e.to_string(),
             }],
         ),
     }

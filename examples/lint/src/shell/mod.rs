@@ -105,6 +105,7 @@ pub const BLOCKING: &[&str] = &[
     "ledger-write",
     "ledger-annotate",
     "analysis-limit",
+    "source-unresolved",
 ];
 
 #[cfg(test)]

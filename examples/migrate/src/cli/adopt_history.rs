@@ -28,7 +28,15 @@ pub(crate) fn from_file(file: &Path) -> Result<HelmHistory, Failure> {
             .take(MAX_INPUT_BYTES + 1)
             .read_to_end(&mut bytes)
     } else {
-        std::fs::File::open(file).and_then(|f| f.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes))
+        // Through the one reader: a FIFO or a device is refused, not read.
+        use migration_core::tree::supplied::{self, Within};
+        let refused = |why: String| Failure::bad_input(vec![format!("--helm-history {why}")]);
+        let (opened, len) = supplied::open_regular(file, Within::Anywhere)
+            .map_err(|e| refused(e.to_string()))?
+            .ok_or_else(|| refused(format!("{name}: no such file")))?;
+        supplied::read_opened(file, opened, len, MAX_INPUT_BYTES, &mut bytes)
+            .map_err(|e| refused(e.to_string()))?;
+        Ok(bytes.len())
     };
     read.map_err(|e| Failure::bad_input(vec![format!("--helm-history {name}: {e}")]))?;
     if bytes.len() as u64 > MAX_INPUT_BYTES {

@@ -21,13 +21,61 @@ use migrate_spec::LedgerSpec;
 pub fn try_parse() -> Result<Cli, clap::Error> {
     use clap::{CommandFactory, FromArgMatches};
     let mut command = Cli::command();
-    if std::env::var_os("ONLY").is_some_and(|v| v.is_empty()) {
-        for sub in ["run", "plan"] {
-            command = command.mut_subcommand(sub, |c| c.mut_arg("only", |a| a.env(None)));
+    for (variable, arg, subcommands) in EMPTY_MEANS_UNSET {
+        if std::env::var_os(variable).is_some_and(|v| v.is_empty()) {
+            for sub in subcommands {
+                command = command.mut_subcommand(sub, |c| c.mut_arg(arg, |a| a.env(None)));
+            }
         }
     }
     let matches = command.try_get_matches()?;
     Cli::from_arg_matches(&matches)
+}
+
+/// Environment variables a templated Job may set empty, each with the
+/// argument it feeds and the subcommands that read it: empty means unset
+/// (the default applies), while the same empty value given as a flag is
+/// refused by the flag's own check.
+const EMPTY_MEANS_UNSET: [(&str, &str, &[&str]); 3] = [
+    ("ONLY", "only", &["run", "plan"]),
+    ("MIGRATION_NAMESPACE", "namespace", &["run"]),
+    ("MIGRATION_IMAGE", "image", &["run"]),
+];
+
+/// `--namespace` of `run`: a namespace name, as `migrate index` takes it
+/// (the scripts receive it as `MIGRATION_NAMESPACE`).
+fn namespace_name(value: &str) -> Result<String, String> {
+    if migrate_spec::is_dns_label(value) {
+        Ok(value.to_owned())
+    } else {
+        Err(format!(
+            "{value:?} is not a namespace name (1 to 63 of a-z, 0-9 and '-', alphanumeric at both ends)"
+        ))
+    }
+}
+
+/// `--image` of `run`: what every entry records as the image its script
+/// ran from, so not empty and without blanks or control characters (its
+/// form is not checked here: `migrate index` is where a digest-pinned
+/// reference is required).
+fn image_reference(value: &str) -> Result<String, String> {
+    if value.is_empty() || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "{value:?} is not an image reference (not empty, no blanks or control characters)"
+        ));
+    }
+    Ok(value.to_owned())
+}
+
+/// `--allow-interpreter`: a shebang line without `#!`, an absolute path
+/// (with its arguments, `/usr/bin/busybox ash`).
+fn interpreter(value: &str) -> Result<String, String> {
+    if !value.starts_with('/') || value.chars().any(char::is_control) || value.trim() != value {
+        return Err(format!(
+            "{value:?} is not an interpreter (an absolute path, as a shebang names it after '#!')"
+        ));
+    }
+    Ok(value.to_owned())
 }
 
 /// The whole command line.
@@ -497,11 +545,13 @@ pub struct RunArgs {
     /// Re-run exactly this slug, even if recorded.
     #[arg(long, env = "ONLY")]
     pub only: Option<Slug>,
-    /// The image reference the scripts run from (recorded in entries).
-    #[arg(long, env = "MIGRATION_IMAGE")]
+    /// The image reference the scripts run from (recorded in entries; an
+    /// empty MIGRATION_IMAGE is no image).
+    #[arg(long, env = "MIGRATION_IMAGE", value_parser = image_reference)]
     pub image: Option<String>,
-    /// Namespace passed to scripts as MIGRATION_NAMESPACE.
-    #[arg(long, env = "MIGRATION_NAMESPACE", default_value = defaults::NAMESPACE)]
+    /// Namespace passed to scripts as MIGRATION_NAMESPACE (an empty
+    /// MIGRATION_NAMESPACE is the default).
+    #[arg(long, env = "MIGRATION_NAMESPACE", default_value = defaults::NAMESPACE, value_parser = namespace_name)]
     pub namespace: String,
     /// Per-script timeout in seconds (1 to 604800, a week).
     #[arg(long, default_value_t = 900, value_parser = seconds(1))]
@@ -521,7 +571,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub holder: Option<String>,
     /// Allowed shebang (repeatable; default /bin/sh and /bin/bash).
-    #[arg(long = "allow-interpreter")]
+    #[arg(long = "allow-interpreter", value_parser = interpreter)]
     pub allow_interpreters: Vec<String>,
     /// A cluster command to run through the tripwire's shim, besides
     /// kubectl, helm, flux, the tree's cluster-commands file and

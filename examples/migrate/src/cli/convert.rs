@@ -98,9 +98,12 @@ fn list_file<T: Default>(
     let Some(file) = file else {
         return Ok(T::default());
     };
-    let text = std::fs::read_to_string(file).map_err(|e| {
-        Failure::bad_input(vec![format!("{}: cannot be read: {e}", file.display())])
-    })?;
+    use migration_core::tree::supplied::{self, Within};
+    let bad = |why: String| Failure::bad_input(vec![format!("{}: {why}", file.display())]);
+    let bytes = supplied::read_file(file, Within::Anywhere, supplied::MAX_FILE_BYTES)
+        .map_err(|e| Failure::bad_input(vec![e.to_string()]))?
+        .ok_or_else(|| bad("no such file".into()))?;
+    let text = String::from_utf8(bytes).map_err(|_| bad("not UTF-8 text".into()))?;
     parse(&file.display().to_string(), &text).map_err(|e| Failure::bad_input(vec![e.to_string()]))
 }
 

@@ -40,6 +40,17 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
         only: args.only,
     };
     let plan = migrator.plan_snapshot(snapshot.as_ref(), &request)?;
+    // Refused as `run` would be: no room for the first script's largest
+    // record (the runner's failure tail is the message limit).
+    let tail_bytes =
+        migrate_runner::RunConfig::new(migration_core::Tier::PreApply, String::new()).tail_bytes;
+    migrator
+        .check_room_before_first(&plan, snapshot.as_ref(), tail_bytes)
+        .map_err(|e| {
+            let refusal = RunError::NoRoom(e);
+            let (code, kind) = exit::of_run(&refusal);
+            Failure::new(code, kind, vec![refusal.to_string()])
+        })?;
     // What `run` would refuse: the same pre-run scan of the pending
     // scripts (and the helpers they source), with the tree's settings.
     // Plain `plan` resolves the cluster commands as a `run` without flags

@@ -8,16 +8,16 @@
 
 use crate::common;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{file_spec, migrate, parse};
+use common::{file_spec, json_within, migrate};
 
-const HEADER: &str =
+pub(crate) const HEADER: &str =
     "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n";
 
 /// A tree with one pre-apply script `touch-marker`, which creates
 /// `<dir>/marker` when it runs, and its manifest.
-fn tree_with_marker(dir: &Path) -> PathBuf {
+pub(crate) fn tree_with_marker(dir: &Path) -> PathBuf {
     let tree = dir.join("tree");
     std::fs::create_dir_all(tree.join("pre-apply")).unwrap();
     std::fs::create_dir_all(tree.join("order.d")).unwrap();
@@ -28,28 +28,6 @@ fn tree_with_marker(dir: &Path) -> PathBuf {
     .unwrap();
     std::fs::write(tree.join("order.d/00001-v1"), "touch-marker\n").unwrap();
     tree
-}
-
-/// Runs `migrate ARGS --output json`, killing it after `limit`: a command
-/// that hangs fails the test instead of hanging it.
-fn json_within(limit: Duration, args: &[&str]) -> (i32, serde_json::Value, String) {
-    let mut child = migrate()
-        .args(args)
-        .args(["--output", "json"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > limit {
-            child.kill().unwrap();
-            let _ = child.wait();
-            panic!("migrate {args:?} still running after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    parse(child.wait_with_output().unwrap())
 }
 
 #[test]
@@ -301,4 +279,94 @@ fn a_missing_order_d_gets_one_code_and_one_message_from_plan_and_run() {
     }
     assert!(answers.windows(2).all(|w| w[0] == w[1]), "{answers:?}");
     assert!(!dir.path().join("marker").exists());
+}
+
+/// `migrate run` of the marker tree in `dir` with `extra` flags and `env`
+/// (name, value) set, killed after a minute: (exit code, document, stderr).
+fn run_marker(
+    dir: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, serde_json::Value, String) {
+    let tree = tree_with_marker(dir);
+    let ledger = common::empty_file_ledger(&dir.join("ledger.json"));
+    let mut cmd = migrate();
+    cmd.args(["run", tree.to_str().unwrap(), "--ledger", &ledger])
+        .args(extra)
+        .args(["--output", "json"])
+        .env_remove("MIGRATION_NAMESPACE")
+        .env_remove("MIGRATION_IMAGE");
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    common::output_within(&mut cmd, Duration::from_secs(60))
+}
+
+#[test]
+fn an_empty_or_invalid_run_flag_is_refused_as_bad_input_before_anything_runs() {
+    // (flags, environment, the flag the refusal names)
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case<'_>; 5] = [
+        (&["--namespace", ""], &[], "--namespace"),
+        (&["--namespace", "Cozy System"], &[], "--namespace"),
+        (
+            &[],
+            &[("MIGRATION_NAMESPACE", "Cozy System")],
+            "--namespace",
+        ),
+        (&["--image", ""], &[], "--image"),
+        (&["--allow-interpreter", ""], &[], "--allow-interpreter"),
+    ];
+    for (extra, env, flag) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let (code, doc, stderr) = run_marker(dir.path(), extra, env);
+        assert_eq!(code, 2, "{extra:?} {env:?}: {doc}\n{stderr}");
+        assert!(
+            format!("{doc}{stderr}").contains(flag),
+            "{extra:?} {env:?}: names {flag}: {doc}\n{stderr}"
+        );
+        assert!(
+            !dir.path().join("marker").exists(),
+            "{extra:?} {env:?}: the script ran"
+        );
+        assert!(
+            !dir.path().join("ledger.json.lock").exists(),
+            "{extra:?} {env:?}: the run lock was taken"
+        );
+    }
+}
+
+#[test]
+fn an_empty_migration_namespace_or_image_from_a_templated_job_means_unset() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = tree_with_marker(dir.path());
+    // The marker script, rewritten to say which namespace it was given.
+    std::fs::write(
+        tree.join("pre-apply/touch-marker"),
+        format!(
+            "{HEADER}printf '%s' \"$MIGRATION_NAMESPACE\" > \"{}\"\n",
+            dir.path().join("marker").display()
+        ),
+    )
+    .unwrap();
+    let ledger = common::empty_file_ledger(&dir.path().join("ledger.json"));
+    let mut cmd = migrate();
+    cmd.args(["run", tree.to_str().unwrap(), "--ledger", &ledger])
+        .args(["--output", "json"])
+        .env("MIGRATION_NAMESPACE", "")
+        .env("MIGRATION_IMAGE", "");
+    let (code, doc, stderr) = common::output_within(&mut cmd, Duration::from_secs(60));
+    assert_eq!(code, 0, "{doc}\n{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("marker")).unwrap(),
+        "cozy-system",
+        "an empty MIGRATION_NAMESPACE is the default"
+    );
+    let (code, status, stderr) =
+        json_within(Duration::from_secs(20), &["status", "--ledger", &ledger]);
+    assert_eq!(code, 0, "{status}\n{stderr}");
+    assert!(
+        !status.to_string().contains("\"image\":\"\""),
+        "no empty image recorded: {status}"
+    );
 }

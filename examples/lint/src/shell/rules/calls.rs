@@ -120,7 +120,7 @@ impl<'a> Walker<'a> {
                         site,
                         "source-unresolved",
                         format!(
-                            "'{name} {}' reads {rel}, which is not in the tree (scripts run from the tree root); name the file from the root: . \"$MIGRATION_TREE/lib/NAME.sh\"",
+                            "'{name} {}' reads {rel}, which is not in the tree (scripts run from the tree root), so its helpers are not checked and run refuses the script; name the file from the root: . \"$MIGRATION_TREE/lib/NAME.sh\" (or waive it with a reason: # migrate: allow source-unresolved: WHY)",
                             word.value
                         ),
                     ),
@@ -128,7 +128,7 @@ impl<'a> Walker<'a> {
                         site,
                         "source-unresolved",
                         format!(
-                            "cannot tell which file '{} {}' reads, so its helpers are not checked; name the file from the tree root: . \"$MIGRATION_TREE/lib/NAME.sh\"",
+                            "cannot tell which file '{} {}' reads, so its helpers are not checked and run refuses the script; name the file from the tree root: . \"$MIGRATION_TREE/lib/NAME.sh\" (or waive it with a reason: # migrate: allow source-unresolved: WHY)",
                             name, word.value
                         ),
                     ),

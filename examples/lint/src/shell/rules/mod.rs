@@ -64,8 +64,12 @@ pub const RULES: &[Rule] = &[
     rule("ledger-write", Level::Error, true),
     rule("ledger-annotate", Level::Error, true),
     rule("analysis-limit", Level::Error, true),
+    // What the scan cannot read it cannot vouch for: a helper it cannot
+    // resolve may reset PATH (the cluster commands in it would bypass the
+    // tripwire's shim), so run refuses it unless a waiver with a reason
+    // names it.
+    rule("source-unresolved", Level::Error, true),
     rule("kubectl-in-pipeline", Level::Warning, false),
-    rule("source-unresolved", Level::Warning, false),
 ];
 
 /// A script that names the tripwire's own variables (the report, the

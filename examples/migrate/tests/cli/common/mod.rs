@@ -41,6 +41,35 @@ pub fn json_on_cluster(
     }
 }
 
+/// Runs `migrate ARGS --output json`, killing it after `limit`: a command
+/// that hangs fails the test instead of hanging it.
+pub fn json_within(limit: std::time::Duration, args: &[&str]) -> (i32, serde_json::Value, String) {
+    output_within(migrate().args(args).args(["--output", "json"]), limit)
+}
+
+/// Runs `cmd` (a `migrate ... --output json`), killing it after `limit`: a
+/// command that hangs fails the test instead of hanging it.
+pub fn output_within(
+    cmd: &mut Command,
+    limit: std::time::Duration,
+) -> (i32, serde_json::Value, String) {
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            let _ = child.wait();
+            panic!("{cmd:?} still running after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    parse(child.wait_with_output().unwrap())
+}
+
 /// Runs `migrate ARGS --output json` and returns (exit code, parsed stdout).
 pub fn json(args: &[&str]) -> (i32, serde_json::Value, String) {
     let out = migrate()

@@ -192,6 +192,56 @@ fn a_ledger_without_room_for_the_next_record_refuses_before_the_script_runs() {
 }
 
 #[test]
+fn plan_and_the_dry_run_refuse_a_ledger_without_room_as_run_does_with_the_same_code() {
+    // The ledger of the test above: room for an ok record, not for the
+    // largest record the first script can produce (issue 35).
+    let tree = Tree::new(&[pre("first", r#"echo ran >> "$SCRATCH/first""#)]);
+    let budget = 1024 * 1024;
+    let padding = "p".repeat(budget - "padding".len() - 20 * 1024);
+    std::fs::write(
+        tree.file("ledger.json"),
+        format!(
+            r#"{{"format":"migration-ledger/v1","ledger":{{"revision":1,"data":{{"padding":"{padding}"}}}},"lock":null,"lock_generation":0}}"#
+        ),
+    )
+    .unwrap();
+    let before = std::fs::read(tree.file("ledger.json")).unwrap();
+    let root = tree.root();
+    let ledger = tree.ledger();
+    let mut answers = Vec::new();
+    for args in [
+        vec!["plan", root.to_str().unwrap(), "--ledger", &ledger],
+        vec![
+            "run",
+            root.to_str().unwrap(),
+            "--ledger",
+            &ledger,
+            "--dry-run",
+        ],
+        vec!["run", root.to_str().unwrap(), "--ledger", &ledger],
+    ] {
+        let out = migrate()
+            .args(&args)
+            .args(["--output", "json"])
+            .env("SCRATCH", tree.scratch.dir())
+            .env("MIGRATE_FILE_LEDGER_BUDGET", budget.to_string())
+            .output()
+            .unwrap();
+        let (code, doc, err) = parse(out);
+        assert_eq!(code, 3, "{args:?}: {doc}\n{err}");
+        let problems = doc["problems"].to_string();
+        assert!(
+            problems.contains("no room to record 'first'"),
+            "{args:?}: {problems}"
+        );
+        answers.push((code, doc["error"].clone()));
+    }
+    assert!(answers.windows(2).all(|w| w[0] == w[1]), "{answers:?}");
+    assert!(!tree.file("first").exists(), "the script ran");
+    assert_eq!(std::fs::read(tree.file("ledger.json")).unwrap(), before);
+}
+
+#[test]
 fn a_failure_tail_is_recorded_with_secret_shaped_values_redacted() {
     let tree = Tree::new(&[pre_warn(
         "leaky",

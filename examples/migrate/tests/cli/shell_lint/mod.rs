@@ -416,14 +416,17 @@ fn lint_checks_every_lib_helper_even_one_no_script_sources() {
 }
 
 #[test]
-fn a_source_path_that_cannot_be_resolved_is_a_warning() {
+fn a_source_path_that_cannot_be_resolved_is_an_error() {
+    // What the scan cannot read it cannot vouch for (issue 35): run refuses
+    // it too (tests/cli/same_refusals.rs).
     let body = ". \"$HOME/helpers.sh\"\necho ok";
     let dir = tree(&[("a", &script_text("pre-apply", "abort", &[], body))]);
     let (code, doc) = lint(dir.path(), &["--shellcheck-level", "off"], None);
     assert_eq!(
         (code, rules(&doc)),
-        (0, vec!["source-unresolved".to_owned()])
+        (2, vec!["source-unresolved".to_owned()])
     );
+    assert_eq!(doc["findings"][0]["level"], "error");
 }
 
 mod handled;
