@@ -51,12 +51,14 @@ pub struct Cli {
 /// them: on any other command they would be silently ignored.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ClusterArgs {
-    /// The kubeconfig file for the configmap: and crd: ledgers (as kubectl
-    /// spells it; default $KUBECONFIG, ~/.kube/config, then in-cluster).
+    /// The kubeconfig file for the configmap: and crd: ledgers and, on
+    /// `run`, the scripts' kubectl, helm and flux (as kubectl spells it;
+    /// default $KUBECONFIG, ~/.kube/config, then in-cluster).
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context for the configmap: and crd: ledgers (default:
-    /// its current context).
+    /// The kubeconfig context for the configmap: and crd: ledgers and, on
+    /// `run`, the scripts' kubectl, helm and flux (default: its current
+    /// context; a context the kubeconfig lacks is refused).
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
 }

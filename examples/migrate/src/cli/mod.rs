@@ -13,6 +13,7 @@ mod crd;
 mod failure;
 mod index;
 mod init;
+mod kube_context;
 mod lint;
 mod manifest;
 mod new;

@@ -37,9 +37,11 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         require_existing_ledger,
         fresh_install,
         dry_run,
-        cluster: _,
+        cluster,
     } = args;
     super::plan::check_ledger_flags(require_existing_ledger, fresh_install)?;
+    // The scripts' cluster is the ledger's: refused before anything opens.
+    let script_cluster = super::kube_context::for_scripts(&cluster)?;
     // The tree's migrate.toml, refused before the ledger is opened.
     let settings = super::settings::read(&tree)?;
     // The ledger is read while the tree loads, without the lock: a run
@@ -76,6 +78,9 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         }
     }
     config.tripwire.commands = cluster_commands;
+    if let Some(chosen) = &script_cluster {
+        config.tripwire.env = chosen.env();
+    }
     let console = StdConsole {
         stderr_only: out.format == Format::Json,
     };

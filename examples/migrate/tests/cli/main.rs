@@ -14,6 +14,7 @@ mod cli_habits;
 mod cli_interrupt;
 mod cli_lint;
 mod cli_output;
+mod cluster_choice;
 mod commands;
 mod common;
 mod configmap_lock;
