@@ -25,6 +25,7 @@ async fn dispatch(command: Command, out: &Out) -> Result<(), Failure> {
             Ok(())
         }
         Command::Status(args) => cli::status(args, out).await,
+        Command::Repair(args) => cli::repair(args, out).await,
         Command::Init(args) => cli::init(args, out),
         Command::Test(args) => cli::test(args, out).await,
         Command::Completions(args) => {

@@ -40,6 +40,11 @@ kube() {
 }
 ";
 
+/// `.gitignore`: the manifest is generated when a release is built and
+/// never committed (AUTHORING.md), so the first `git add` after the quick
+/// start must not pick it up.
+const GITIGNORE: &str = "# order.d/ is generated when a release is built (migrate manifest); never committed.\n/order.d/\n";
+
 /// `tests/lib.sh`: the helpers a test sources (the fake cluster in front
 /// on `PATH`, `answer`, `run_migration`, `expect_safe_to_run_twice`, ...).
 pub const TESTS_LIB_SH: &str = r##"# Helpers for migration tests (migrate init wrote them; edit freely),
@@ -329,6 +334,7 @@ pub fn init(args: InitArgs, out: &Out) -> Result<(), Failure> {
         ("lib/kube.sh".to_owned(), KUBE_SH, 0o644),
         ("tests/lib.sh".to_owned(), TESTS_LIB_SH, 0o644),
         ("tests/fake-cluster".to_owned(), FAKE_CLUSTER, 0o755),
+        (".gitignore".to_owned(), GITIGNORE, 0o644),
     ]);
     for (rel, text, mode) in &files {
         write_new(&root.join(rel), text, *mode).map_err(|e| {

@@ -31,6 +31,7 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
     let (tree, opened) = load_and_read(&args.tree, &args.ledger).await?;
     // As `run` does: before the ledger's own failures.
     super::manifest_of(&tree)?;
+    super::suggest::check_only(&tree, args.only.as_ref())?;
     let (ledger, read) = opened?;
     let snapshot = read?;
     let migrator = Migrator::new(&tree, ledger.as_ref(), &SystemClock)

@@ -52,6 +52,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     // written: taking the run lock would leave a lock file (or a ledger
     // object) behind for a run that never started.
     super::manifest_of(&tree)?;
+    super::suggest::check_only(&tree, only.as_ref())?;
     let (ledger, read) = opened?;
     let mut config = RunConfig::new(tier.into(), holder.unwrap_or_else(default_holder));
     config.only = only;

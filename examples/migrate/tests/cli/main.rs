@@ -44,6 +44,7 @@ mod real_cluster;
 mod release_lines;
 mod release_tags;
 mod reliability;
+mod repair;
 mod run_after_read;
 mod runner;
 mod settings_file;

@@ -417,3 +417,17 @@ fn safe_to_run_twice_finds_the_verb_after_global_flags_with_values_as_kubectl_do
         );
     }
 }
+
+#[test]
+fn the_manifest_the_quick_start_generates_is_not_picked_up_by_git_add() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("migrations");
+    assert_eq!(json(&["init", tree.to_str().unwrap()]).0, 0);
+    common::git(dir.path(), &["init", "-q"]);
+    std::fs::create_dir_all(tree.join("order.d")).unwrap();
+    std::fs::write(tree.join("order.d/00001-v1"), "a\n").unwrap();
+    common::git(dir.path(), &["add", "-A"]);
+    let staged = common::git(dir.path(), &["diff", "--cached", "--name-only"]);
+    assert!(!staged.contains("order.d"), "{staged}");
+    assert!(staged.contains("migrations/tests/lib.sh"), "{staged}");
+}
