@@ -42,7 +42,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return cli::usage_error(&e),
     };
-    cli::init_logging();
+    cli::init_logging(cli.verbosity);
     let cluster = cli.command.cluster();
     migrate_spec::set_kube_options(migrate_spec::KubeOptions {
         kubeconfig: cluster.kubeconfig,

@@ -41,6 +41,10 @@ pub struct Cli {
     /// Output format: aligned text for people, or one stable JSON document.
     #[arg(long, short = 'o', global = true, value_enum, default_value = "text")]
     pub output: Format,
+    /// Log verbosity, as kubectl's -v: 0 warnings (the default), 1-3
+    /// info, 4-5 debug, 6 and above trace (MIGRATE_LOG overrides it).
+    #[arg(short = 'v', long = "v", global = true, value_name = "LEVEL")]
+    pub verbosity: Option<u8>,
     /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
@@ -329,8 +333,9 @@ pub struct PlanArgs {
     /// Plan a manual re-run of exactly this slug.
     #[arg(long, env = "ONLY")]
     pub only: Option<Slug>,
-    /// Name every seeded and skipped slug, not only their counts.
-    #[arg(long, short = 'v', visible_alias = "verbose")]
+    /// Name every seeded and skipped slug, not only their counts (as
+    /// `-o wide`).
+    #[arg(long, visible_alias = "verbose")]
     pub wide: bool,
     /// Refuse (exit 3) when the ledger does not exist, instead of showing
     /// the fresh install `run --fresh-install` would do. For upgrade hooks

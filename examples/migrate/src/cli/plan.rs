@@ -62,7 +62,7 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
         snapshot: snapshot.as_ref(),
         lint: &lint,
         fresh_install: args.fresh_install,
-        wide: args.wide,
+        wide: args.wide || out.format == crate::report::Format::Wide,
     };
     let result = show(&shown, &plan, findings, out);
     leave_to_exit((tree, snapshot, ledger));

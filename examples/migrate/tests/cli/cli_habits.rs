@@ -242,7 +242,7 @@ fn readme_synopsis() -> Vec<(String, BTreeSet<String>)> {
 #[test]
 fn the_readme_synopsis_and_every_subcommands_help_name_the_same_flags() {
     let synopsis = readme_synopsis();
-    let global: BTreeSet<String> = ["--output"].map(String::from).into();
+    let global: BTreeSet<String> = ["--output", "--v"].map(String::from).into();
     let (_, top, _) = text(&["--help"]);
     let subcommands: BTreeSet<String> = common::subcommands();
     let documented: BTreeSet<String> = synopsis
