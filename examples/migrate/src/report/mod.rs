@@ -87,8 +87,8 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 pub enum Format {
     /// Aligned text for people; coloured only on a terminal.
     Text,
-    /// The text, naming every slug a count stands for (`plan --wide`), as
-    /// kubectl's `-o wide` adds columns.
+    /// The text, naming every slug a count stands for (as plan's wide
+    /// option), as kubectl's wide output adds columns.
     Wide,
     /// One stable JSON document on stdout.
     Json,

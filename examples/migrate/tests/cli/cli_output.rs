@@ -293,14 +293,11 @@ fn output_wide_and_yaml_and_v_mean_what_they_mean_to_kubectl() {
             "{key} missing: {yaml}"
         );
     }
-    // A failure is the error document in YAML too.
-    let (code, yaml, _) = text(&[
-        "status",
-        "--ledger",
-        "file:/nonexistent-dir/l.json",
-        "-o",
-        "yaml",
-    ]);
+    // A failure is the error document in YAML too (a directory is no
+    // file ledger).
+    let not_a_file = tempfile::tempdir().unwrap();
+    let spec = common::file_spec(not_a_file.path());
+    let (code, yaml, _) = text(&["status", "--ledger", &spec, "-o", "yaml"]);
     assert_ne!(code, 0);
     assert!(
         yaml.contains("error:") && yaml.contains("problems:"),
