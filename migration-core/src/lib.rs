@@ -45,6 +45,7 @@ pub mod object;
 pub mod order;
 pub mod plan;
 pub mod redact;
+pub mod repair;
 pub mod retry;
 pub mod run;
 pub mod seeding;

@@ -65,7 +65,7 @@ impl LintConfig {
 
 /// The rule ids of the tree loader and of lint itself; the shell rules are
 /// in [`shell::rules::RULES`], shellcheck's are `shellcheck:SCnnnn`.
-pub const RULES: [&str; 20] = [
+pub const RULES: [&str; 21] = [
     "layout",
     "slug",
     "header",
@@ -80,6 +80,7 @@ pub const RULES: [&str; 20] = [
     "stale-manifest",
     "shell-dialect",
     "missing-test",
+    "orphan-test",
     "waiver-rule",
     "waiver-reason",
     "waiver-unused",
@@ -165,8 +166,10 @@ pub fn lint_tree(root: &Path, config: &LintConfig) -> Result<LintReport, TreeErr
     let mut cache = SourceCache::new(Some(root));
     let mut raw = Vec::new();
     let mut shell_files: Vec<(String, Dialect)> = Vec::new();
+    let mut script_names: Vec<String> = Vec::new();
     for tier in Tier::ALL {
         for (name, _) in files_in(&root.join(tier.as_str())) {
+            script_names.push(name.clone());
             let relative = format!("{}/{name}", tier.as_str());
             // Oversized files are already reported by the loader.
             let Some(bytes) = read(root, &relative) else {
@@ -201,6 +204,7 @@ pub fn lint_tree(root: &Path, config: &LintConfig) -> Result<LintReport, TreeErr
             }
         }
     }
+    findings.extend(orphan_tests(root, &config.tests_dir, &script_names));
     for rel in lib_shell_files(root) {
         let Some(bytes) = read(root, &rel) else {
             continue;
@@ -504,6 +508,38 @@ pub fn lint_pending(root: &Path, file: &str, bytes: &[u8], config: &LintConfig) 
     })
     .findings;
     sort(&mut findings);
+    findings
+}
+
+/// A test file (`NAME.sh` or `NAME.bats` in the tests directory, other than
+/// the helpers `lib.sh` sources) whose name is no script of any tier:
+/// `migrate test` runs the test of each script, so this one never runs (a
+/// misspelled or renamed migration), and it would pass unnoticed.
+fn orphan_tests(root: &Path, tests_dir: &Path, script_names: &[String]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for (file, _) in files_in(&root.join(tests_dir)) {
+        let Some(name) = file
+            .strip_suffix(".sh")
+            .or_else(|| file.strip_suffix(".bats"))
+        else {
+            continue;
+        };
+        if name == "lib" || script_names.iter().any(|s| s == name) {
+            continue;
+        }
+        let hint = migration_core::repair::nearest(name, script_names.iter().map(String::as_str))
+            .map(|s| format!("; did you mean {s}.sh?"))
+            .unwrap_or_default();
+        findings.push(Finding {
+            file: format!("{}/{file}", tests_dir.display()),
+            line: None,
+            rule: "orphan-test",
+            level: Level::Warning,
+            message: format!(
+                "no migration '{name}' in any tier, so migrate test never runs this test{hint}"
+            ),
+        });
+    }
     findings
 }
 

@@ -25,6 +25,7 @@ async fn dispatch(command: Command, out: &Out) -> Result<(), Failure> {
             Ok(())
         }
         Command::Status(args) => cli::status(args, out).await,
+        Command::Repair(args) => cli::repair(args, out).await,
         Command::Init(args) => cli::init(args, out),
         Command::Test(args) => cli::test(args, out).await,
         Command::Completions(args) => {
@@ -41,7 +42,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return cli::usage_error(&e),
     };
-    cli::init_logging();
+    cli::init_logging(cli.verbosity);
     let cluster = cli.command.cluster();
     migrate_spec::set_kube_options(migrate_spec::KubeOptions {
         kubeconfig: cluster.kubeconfig,

@@ -89,6 +89,10 @@ pub struct Cli {
     /// Output format: aligned text for people, or one stable JSON document.
     #[arg(long, short = 'o', global = true, value_enum, default_value = "text")]
     pub output: Format,
+    /// Log verbosity, as kubectl's -v: 0 warnings (the default), 1-3
+    /// info, 4-5 debug, 6 and above trace (MIGRATE_LOG overrides it).
+    #[arg(short = 'v', long = "v", global = true, value_name = "LEVEL")]
+    pub verbosity: Option<u8>,
     /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
@@ -99,12 +103,14 @@ pub struct Cli {
 /// them: on any other command they would be silently ignored.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ClusterArgs {
-    /// The kubeconfig file for the configmap: and crd: ledgers (as kubectl
-    /// spells it; default $KUBECONFIG, ~/.kube/config, then in-cluster).
+    /// The kubeconfig file for the configmap: and crd: ledgers and, on
+    /// `run`, the scripts' kubectl, helm and flux (as kubectl spells it;
+    /// default $KUBECONFIG, ~/.kube/config, then in-cluster).
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context for the configmap: and crd: ledgers (default:
-    /// its current context).
+    /// The kubeconfig context for the configmap: and crd: ledgers and, on
+    /// `run`, the scripts' kubectl, helm and flux (default: its current
+    /// context; a context the kubeconfig lacks is refused).
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
 }
@@ -120,6 +126,7 @@ impl Command {
             Command::SeedFresh(a) => a.cluster.clone(),
             Command::Adopt(a) => a.cluster.clone(),
             Command::Verify(a) => a.cluster.clone(),
+            Command::Repair(a) => a.cluster.clone(),
             _ => ClusterArgs::default(),
         }
     }
@@ -246,6 +253,7 @@ mod examples {
     pub const INDEX: &str =
         "Examples:\n  migrate index migrations --image ghcr.io/you/migrations@sha256:<digest>\n";
     pub const CRD: &str = "Examples:\n  migrate crd | kubectl apply -f -\n";
+    pub const REPAIR: &str = "Examples:\n  migrate repair migrations redis-fix --rerun --reason 'fixed the quota; INC-42' --ledger configmap:cozy-system/cozystack-version\n  migrate repair migrations redis-fix --done --by alice --reason 'applied by hand during INC-42' --ledger file:/tmp/ledger.json\n";
     pub const STATUS: &str = "Examples:\n  migrate status --ledger configmap:cozy-system/cozystack-version\n  migrate status --ledger file:/tmp/ledger.json my-slug\n";
     pub const INIT: &str = "Examples:\n  migrate init migrations\n";
     pub const TEST: &str = "Examples:\n  migrate test migrations\n  migrate test migrations --real-cluster ./test-cluster.kubeconfig\n";
@@ -289,6 +297,10 @@ pub enum Command {
     /// Print the ledger: failures first, then every entry; or one entry whole.
     #[command(after_help = examples::STATUS)]
     Status(StatusArgs),
+    /// Mark one slug to run again, or as done by hand, with who and why
+    /// (the entry it replaces is kept in the new one's history).
+    #[command(after_help = examples::REPAIR)]
+    Repair(RepairArgs),
     /// Create an empty migrations tree that new, lint and manifest accept.
     #[command(after_help = examples::INIT)]
     Init(InitArgs),
@@ -369,8 +381,9 @@ pub struct PlanArgs {
     /// Plan a manual re-run of exactly this slug.
     #[arg(long, env = "ONLY")]
     pub only: Option<Slug>,
-    /// Name every seeded and skipped slug, not only their counts.
-    #[arg(long, short = 'v', visible_alias = "verbose")]
+    /// Name every seeded and skipped slug, not only their counts (as
+    /// `-o wide`).
+    #[arg(long, visible_alias = "verbose")]
     pub wide: bool,
     /// Refuse (exit 3) when the ledger does not exist, instead of showing
     /// the fresh install `run --fresh-install` would do. For upgrade hooks
@@ -630,6 +643,36 @@ pub struct StatusArgs {
     pub ledger: LedgerSpec,
     /// Show this slug's entry whole (its failure output too).
     pub slug: Option<Slug>,
+}
+
+/// `migrate repair`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("mark").required(true).args(["rerun", "done"])))]
+pub struct RepairArgs {
+    /// The cluster of a configmap: or crd: ledger.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The migrations tree (the slug must be one of its migrations).
+    pub tree: PathBuf,
+    /// The slug to mark.
+    pub slug: Slug,
+    /// The ledger (its help line names every backend kind).
+    #[arg(long, env = "MIGRATE_LEDGER", help = LEDGER_HELP)]
+    pub ledger: LedgerSpec,
+    /// Run it again: the entry becomes not-yet, which the next run executes
+    /// (a failed or given-up entry, an ok one whose effect was lost, a
+    /// corrupt value).
+    #[arg(long)]
+    pub rerun: bool,
+    /// Record it as done by hand: the entry becomes ok.
+    #[arg(long)]
+    pub done: bool,
+    /// Why (recorded in the entry and its history).
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
+    /// Who (default: $USER).
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
 }
 
 /// `migrate init`.

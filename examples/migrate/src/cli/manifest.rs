@@ -58,6 +58,7 @@ pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
         tree_since: tree_since.as_deref(),
         marker: &marker,
     };
+    refuse_no_commits(&repo)?;
     let migrate_release::git::LineHistory {
         mut history,
         off_line,
@@ -84,6 +85,32 @@ pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
     let mut view = ManifestView::new(&manifest, dir.map(|d| d.display().to_string()));
     view.off_line = off_line;
     out.emit(&view, |_| view.text(&manifest));
+    Ok(())
+}
+
+/// A repository without a commit has no HEAD and no tags: git's own words
+/// for it (`fatal: malformed object name HEAD`) say nothing of what to do,
+/// so it is refused first, saying it. A directory that is no repository, or
+/// a git that cannot run, is left to the history reader's own messages.
+fn refuse_no_commits(repo: &Path) -> Result<(), Failure> {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if git(&["rev-parse", "--git-dir"])
+        && !git(&["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+    {
+        return Err(Failure::bad_input(vec![format!(
+            "{}: the repository has no commit yet: the manifest is built from release tags; commit the tree and tag a release (git tag v1.0.0) first",
+            repo.display()
+        )]));
+    }
     Ok(())
 }
 

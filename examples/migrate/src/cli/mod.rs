@@ -13,16 +13,19 @@ mod crd;
 mod failure;
 mod index;
 mod init;
+mod kube_context;
 mod lint;
 mod manifest;
 mod new;
 mod output;
 mod plan;
+mod repair;
 mod run;
 mod script_tests;
 mod seed;
 mod settings;
 mod status;
+mod suggest;
 mod usage;
 mod verify;
 
@@ -37,6 +40,7 @@ pub use manifest::manifest;
 pub use new::new;
 pub use output::Out;
 pub use plan::plan;
+pub use repair::repair;
 pub use run::run;
 pub use script_tests::test;
 pub use seed::seed_fresh;
@@ -51,13 +55,20 @@ use migration_core::{Manifest, MigrationsTree};
 
 use migrate_spec::exit;
 
-/// Logs to stderr, at the level `MIGRATE_LOG` names (`warn` by default) and
+/// Logs to stderr, at the level `MIGRATE_LOG` names (else `-v`'s, `warn` by default) and
 /// coloured only on a terminal: stdout carries the command's document.
-pub fn init_logging() {
+pub fn init_logging(verbosity: Option<u8>) {
+    // `-v N` as kubectl spells it; MIGRATE_LOG, when set, decides.
+    let level = match verbosity.unwrap_or(0) {
+        0 => "warn",
+        1..=3 => "info",
+        4..=5 => "debug",
+        _ => "trace",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MIGRATE_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+                .unwrap_or_else(|_| level.into()),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())

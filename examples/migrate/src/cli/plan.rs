@@ -31,6 +31,7 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
     let (tree, opened) = load_and_read(&args.tree, &args.ledger).await?;
     // As `run` does: before the ledger's own failures.
     super::manifest_of(&tree)?;
+    super::suggest::check_only(&tree, args.only.as_ref())?;
     let (ledger, read) = opened?;
     let snapshot = read?;
     let migrator = Migrator::new(&tree, ledger.as_ref(), &SystemClock)
@@ -72,7 +73,7 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
         snapshot: snapshot.as_ref(),
         lint: &lint,
         fresh_install: args.fresh_install,
-        wide: args.wide,
+        wide: args.wide || out.format == crate::report::Format::Wide,
     };
     let result = show(&shown, &plan, findings, out);
     leave_to_exit((tree, snapshot, ledger));

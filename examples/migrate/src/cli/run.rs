@@ -11,7 +11,6 @@ use migration_core::SystemClock;
 
 use super::args::RunArgs;
 use super::{Failure, Out};
-use crate::report::Format;
 use migrate_runner::{RunConfig, RunError};
 use migrate_spec::exit;
 
@@ -37,9 +36,12 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         require_existing_ledger,
         fresh_install,
         dry_run,
-        cluster: _,
+        cluster,
     } = args;
     super::plan::check_ledger_flags(require_existing_ledger, fresh_install)?;
+    refuse_missing_ledger_dir(&ledger, fresh_install)?;
+    // The scripts' cluster is the ledger's: refused before anything opens.
+    let script_cluster = super::kube_context::for_scripts(&cluster)?;
     // The tree's migrate.toml, refused before the ledger is opened.
     let settings = super::settings::read(&tree)?;
     // The ledger is read while the tree loads, without the lock: a run
@@ -50,6 +52,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     // written: taking the run lock would leave a lock file (or a ledger
     // object) behind for a run that never started.
     super::manifest_of(&tree)?;
+    super::suggest::check_only(&tree, only.as_ref())?;
     let (ledger, read) = opened?;
     let mut config = RunConfig::new(tier.into(), holder.unwrap_or_else(default_holder));
     config.only = only;
@@ -76,8 +79,11 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         }
     }
     config.tripwire.commands = cluster_commands;
+    if let Some(chosen) = &script_cluster {
+        config.tripwire.env = chosen.env();
+    }
     let console = StdConsole {
-        stderr_only: out.format == Format::Json,
+        stderr_only: out.format.is_document(),
     };
     let runner =
         migrate_runner::Runner::new(&tree, ledger.as_ref(), &config, &console).with_clock(&clock);
@@ -121,6 +127,26 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     }
     super::plan::leave_to_exit((tree, read, ledger));
     Ok(())
+}
+
+/// A fresh install into a `file:` ledger whose directory does not exist:
+/// refused before anything opens, so no directory is made for a mistyped
+/// path (the ledger's directory is the operator's to make; the ledger file
+/// is the run's).
+fn refuse_missing_ledger_dir(
+    ledger: &migrate_spec::LedgerSpec,
+    fresh_install: bool,
+) -> Result<(), Failure> {
+    let migrate_spec::LedgerSpec::File(path) = ledger else {
+        return Ok(());
+    };
+    match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(dir) if fresh_install && !dir.is_dir() => Err(Failure::bad_input(vec![format!(
+            "--ledger {ledger}: the directory {} does not exist; create it first (a fresh install creates the ledger file, not its directory)",
+            dir.display()
+        )])),
+        _ => Ok(()),
+    }
 }
 
 /// `$POD_NAME` (set by the Job's downward API) or the host name, plus the pid.
@@ -176,10 +202,8 @@ fn run_failure(e: RunError, out: &Out) -> Failure {
         RunError::Refused(plan) => plan.problems.iter().map(ToString::to_string).collect(),
         other => vec![other.to_string()],
     };
-    if let (
-        RunError::MigrationFailed { report, .. } | RunError::Interrupted { report, .. },
-        Format::Json,
-    ) = (&e, out.format)
+    if let RunError::MigrationFailed { report, .. } | RunError::Interrupted { report, .. } = &e
+        && out.format.is_document()
     {
         let doc = serde_json::json!({"error": kind, "exit_code": code, "problems": problems, "report": report});
         out.emit(&doc, |_| String::new());

@@ -26,8 +26,13 @@ pub async fn status(args: StatusArgs, out: &Out) -> Result<(), Failure> {
             view.ledger, c.key, c.reason
         )]));
     }
+    let known = snapshot
+        .iter()
+        .flat_map(|s| s.records.keys())
+        .map(|s| s.as_str());
+    let hint = super::suggest::did_you_mean(slug.as_str(), known);
     Err(Failure::bad_input(vec![format!(
-        "{}: no entry for '{slug}'",
+        "{}: no entry for '{slug}'{hint}",
         view.ledger
     )]))
 }

@@ -87,8 +87,21 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 pub enum Format {
     /// Aligned text for people; coloured only on a terminal.
     Text,
+    /// The text, naming every slug a count stands for (as plan's wide
+    /// option), as kubectl's wide output adds columns.
+    Wide,
     /// One stable JSON document on stdout.
     Json,
+    /// The same document as YAML, as kubectl's `-o yaml`.
+    Yaml,
+}
+
+impl Format {
+    /// True for the formats that print one document (JSON or YAML): the
+    /// run's progress then goes to stderr only.
+    pub fn is_document(self) -> bool {
+        matches!(self, Format::Json | Format::Yaml)
+    }
 }
 
 /// Wraps `text` in an ANSI colour when `enabled`.

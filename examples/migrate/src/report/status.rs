@@ -37,6 +37,10 @@ pub struct EntryView {
     /// outcome is recorded (absent when there is none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<LastFailureView>,
+    /// The repairs of the slug (`migrate repair`), oldest first: who, why,
+    /// when, which mark and the entry each replaced (absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repairs: Option<serde_json::Value>,
 }
 
 /// The last failure of an `on-error=abort` migration, as the ledger keeps it
@@ -153,6 +157,7 @@ impl StatusView {
                         reason: e.reason.clone(),
                         message: e.message.clone(),
                         last_failure: snapshot.failures.get(slug).map(Into::into),
+                        repairs: e.extra.get(migration_core::repair::REPAIRS_FIELD).cloned(),
                     });
                 }
                 Record::Corrupt(c) => view.corrupt.push(CorruptView {
@@ -195,6 +200,7 @@ impl StatusView {
                 reason: Some("attempted, no outcome recorded".to_owned()),
                 message: None,
                 last_failure: failure.map(Into::into),
+                repairs: None,
             });
         }
         if !view.corrupt.is_empty() {
@@ -358,6 +364,30 @@ impl EntryView {
             for line in f.message.lines() {
                 let _ = writeln!(out, "    {}", printable(line));
             }
+        }
+        for repair in self
+            .repairs
+            .iter()
+            .flat_map(|r| r.as_array().into_iter().flatten())
+        {
+            let word = |key: &str| repair[key].as_str().unwrap_or_default().to_owned();
+            let was = repair["was"]["state"]
+                .as_str()
+                .map(str::to_owned)
+                .or_else(|| {
+                    repair["was"]["corrupt"]
+                        .is_object()
+                        .then(|| "corrupt".to_owned())
+                })
+                .unwrap_or_else(|| "no entry".to_owned());
+            let _ = writeln!(
+                out,
+                "repaired: {} {} by {} (was {was}): {}",
+                word("at"),
+                word("mark"),
+                printable(&word("by")),
+                printable(&word("why"))
+            );
         }
         out
     }

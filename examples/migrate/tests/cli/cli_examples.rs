@@ -55,7 +55,15 @@ fn dash_o_json_is_output_json_for_results_and_for_usage_errors() {
 
 #[test]
 fn kubeconfig_and_context_are_taken_only_by_the_commands_that_talk_to_a_cluster() {
-    let cluster = ["plan", "run", "status", "seed-fresh", "adopt", "verify"];
+    let cluster = [
+        "plan",
+        "run",
+        "status",
+        "seed-fresh",
+        "adopt",
+        "verify",
+        "repair",
+    ];
     for name in subcommands::<Vec<String>>() {
         let (_, help, _) = text(&[&name, "--help"]);
         let flags: Vec<String> = help_flags(&help);

@@ -123,3 +123,52 @@ fn lint_finds_a_stale_order_d_before_plan_does() {
         "{stale:?}"
     );
 }
+
+#[test]
+fn a_test_file_no_migration_is_named_after_is_flagged_with_the_name_meant() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("m");
+    assert_eq!(json(&["init", tree.to_str().unwrap()]).0, 0);
+    std::fs::write(
+        tree.join("pre-apply/drop-token"),
+        script("pre-apply", "abort"),
+    )
+    .unwrap();
+    std::fs::write(tree.join("tests/drop-token.sh"), "exit 0\n").unwrap();
+    std::fs::write(tree.join("tests/drop-tokens.sh"), "exit 0\n").unwrap();
+    let (_, doc, _) = json(&["lint", tree.to_str().unwrap()]);
+    let orphan = finding(&doc, "orphan-test");
+    assert_eq!(orphan["file"], "tests/drop-tokens.sh", "{doc}");
+    let message = orphan["message"].as_str().unwrap();
+    assert!(message.contains("never runs"), "{message}");
+    assert!(message.contains("did you mean drop-token.sh?"), "{message}");
+    assert_eq!(
+        findings(&doc)
+            .iter()
+            .filter(|f| f["rule"] == "orphan-test")
+            .count(),
+        1,
+        "{doc}"
+    );
+}
+
+#[test]
+fn a_masked_failure_of_oc_is_told_with_an_not_a() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("m");
+    assert_eq!(json(&["init", tree.to_str().unwrap()]).0, 0);
+    let body = migration_core::testing::fixtures::script_text(
+        "pre-apply",
+        "abort",
+        &[],
+        "oc get namespace x || true",
+    );
+    std::fs::write(tree.join("pre-apply/ask-oc"), body).unwrap();
+    std::fs::write(tree.join("tests/ask-oc.sh"), "exit 0\n").unwrap();
+    let (_, doc, _) = json(&["lint", tree.to_str().unwrap(), "--kubectl-command", "oc"]);
+    let message = finding(&doc, "kubectl-error-ignored")["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("after an oc call"), "{message}");
+}

@@ -160,7 +160,7 @@ fn plan_text_has_a_header_row_and_earlier_attempts_and_wide_names_seeded_and_ski
     );
     let fresh = tempfile::tempdir().unwrap();
     let fresh = common::ledger_in(&fresh);
-    let (_, seeded, _) = text(&["plan", tree, "--ledger", &fresh, "-v"]);
+    let (_, seeded, _) = text(&["plan", tree, "--ledger", &fresh, "--wide"]);
     for slug in ["a", "b", "c"] {
         assert!(
             seeded
@@ -262,4 +262,45 @@ fn the_refusal_for_a_retired_legacy_slug_names_a_release_and_says_it_once() {
         .unwrap_or_else(|| panic!("{doc}"));
     assert!(problem.contains("upgrade through v1.0.0"), "{problem}");
     assert_eq!(problem.matches("still ships").count(), 1, "{problem}");
+}
+
+#[test]
+fn output_wide_and_yaml_and_v_mean_what_they_mean_to_kubectl() {
+    let (repo, _state, _ledger) = released_on_an_empty_ledger();
+    let tree = repo.tree();
+    let tree = tree.to_str().unwrap();
+    let fresh = tempfile::tempdir().unwrap();
+    let fresh = common::ledger_in(&fresh);
+    // -o wide names each seeded slug, as --wide does.
+    let (code, wide, stderr) = text(&["plan", tree, "--ledger", &fresh, "-o", "wide"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (_, flag, _) = text(&["plan", tree, "--ledger", &fresh, "--wide"]);
+    assert_eq!(wide, flag);
+    // -v is log verbosity: the plain text, not the wide one.
+    let (code, verbose, stderr) = text(&["plan", tree, "--ledger", &fresh, "-v", "4"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (_, plain, _) = text(&["plan", tree, "--ledger", &fresh]);
+    assert_eq!(verbose, plain);
+    assert_ne!(plain, wide);
+    // -o yaml is the JSON document, spelt as YAML.
+    let (code, yaml, stderr) = text(&["plan", tree, "--ledger", &fresh, "-o", "yaml"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (_, doc, _) = common::json(&["plan", tree, "--ledger", &fresh]);
+    assert!(yaml.starts_with("---\n"), "{yaml}");
+    for key in doc.as_object().unwrap().keys() {
+        assert!(
+            yaml.lines().any(|l| l.starts_with(&format!("{key}:"))),
+            "{key} missing: {yaml}"
+        );
+    }
+    // A failure is the error document in YAML too (a directory is no
+    // file ledger).
+    let not_a_file = tempfile::tempdir().unwrap();
+    let spec = common::file_spec(not_a_file.path());
+    let (code, yaml, _) = text(&["status", "--ledger", &spec, "-o", "yaml"]);
+    assert_ne!(code, 0);
+    assert!(
+        yaml.contains("error:") && yaml.contains("problems:"),
+        "{yaml}"
+    );
 }

@@ -385,3 +385,16 @@ async fn a_missing_ledger_configmap_is_refused_by_default_on_a_real_server() {
     let leases = Api::namespaced(cluster.client(), &ns);
     test_apiserver::real::delete_with_lock(&configmaps, &leases, &name).await;
 }
+
+#[test]
+fn a_fresh_install_into_a_directory_that_does_not_exist_is_refused_and_creates_nothing() {
+    let scratch = scratch_tree();
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nonexistent-dir");
+    let spec = file_spec(&missing.join("l.json"));
+    let (code, doc, _) = on_ledger(&scratch, "run", &spec, &["--fresh-install"], &[]);
+    assert_eq!(code, 2, "{doc:#}");
+    assert_first_problem(&doc, "does not exist");
+    assert!(!missing.exists(), "the directory was created");
+    assert!(!scratch.root().join("../ran").exists(), "a script ran");
+}

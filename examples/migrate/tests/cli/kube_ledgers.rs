@@ -138,3 +138,102 @@ async fn run_and_status_on_the_custom_resource_ledger() {
     assert_eq!(code, 0);
     assert_eq!(crd["spec"]["names"]["kind"], "MigrationLedger");
 }
+
+/// `migrate repair` through the `Ledger` trait of a Kubernetes backend: a
+/// `failed` entry marked to run again becomes `not-yet` with its history,
+/// the lock is released, and a refused repair changes nothing.
+async fn repair_on(server: &TestApiServer, kc: &Path, root: &str, spec: &str) {
+    let (code, doc, err) = migrate(kc, &["run", root, "--ledger", spec]).await;
+    assert_eq!(code, 0, "{spec}: {doc} {err}");
+    let (code, doc, err) = migrate(
+        kc,
+        &[
+            "repair", root, "b", "--ledger", spec, "--rerun", "--by", "alice", "--reason", "fixed",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{spec}: {doc} {err}");
+    let (code, entry, _) = migrate(kc, &["status", "--ledger", spec, "b"]).await;
+    assert_eq!(code, 0, "{spec}");
+    assert_eq!(entry["state"], "not-yet", "{spec}: {entry}");
+    assert_eq!(
+        entry["repairs"][0]["was"]["state"], "failed",
+        "{spec}: {entry}"
+    );
+    assert_eq!(entry["repairs"][0]["by"], "alice", "{spec}: {entry}");
+    let (code, doc, _) = migrate(
+        kc,
+        &[
+            "repair", root, "a", "--ledger", spec, "--done", "--by", "a", "--reason", "r",
+        ],
+    )
+    .await;
+    assert_eq!(code, 2, "{spec}: {doc}");
+    assert!(
+        server.objects("leases").is_empty(),
+        "{spec}: a Lease was left"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repair_works_on_the_configmap_and_the_custom_resource_ledgers() {
+    let server = TestApiServer::start().await;
+    server.register_custom_resource(GROUP, VERSION, PLURAL, KIND, false, true);
+    let scratch = scratch_tree();
+    let kc = kubeconfig_for(scratch.dir(), &server.url());
+    let root = scratch.root();
+    let root = root.to_str().unwrap();
+    server
+        .put_object(
+            "configmaps",
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "cozystack-version", "namespace": "cozy-system"},
+                "data": {}}),
+        )
+        .unwrap();
+    repair_on(
+        &server,
+        &kc,
+        root,
+        "configmap:cozy-system/cozystack-version",
+    )
+    .await;
+    let cm = server
+        .object("configmaps", "cozy-system", "cozystack-version")
+        .unwrap();
+    assert!(
+        cm["metadata"]["annotations"][ledger_configmap::LOCK_ANNOTATION].is_null(),
+        "the lock, kept in the ConfigMap, was released"
+    );
+    // The custom resource ledger, made by a fresh install (every slug
+    // skipped-fresh-install): a slug marked to run again keeps that.
+    let (code, _, err) = migrate(
+        &kc,
+        &["run", root, "--ledger", "crd:platform", "--fresh-install"],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let (code, doc, _) = migrate(
+        &kc,
+        &[
+            "repair",
+            root,
+            "b",
+            "--ledger",
+            "crd:platform",
+            "--rerun",
+            "--by",
+            "alice",
+            "--reason",
+            "lost its effect",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{doc}");
+    let (_, entry, _) = migrate(&kc, &["status", "--ledger", "crd:platform", "b"]).await;
+    assert_eq!(entry["state"], "not-yet", "{entry}");
+    assert_eq!(
+        entry["repairs"][0]["was"]["state"], "skipped-fresh-install",
+        "{entry}"
+    );
+}

@@ -225,3 +225,26 @@ fn a_shipped_script_above_the_size_limit_is_refused_naming_its_object() {
         "{text}"
     );
 }
+
+#[test]
+fn a_repository_without_a_commit_is_told_to_commit_and_tag_not_given_gits_raw_words() {
+    let dir = tempfile::tempdir().unwrap();
+    common::git(dir.path(), &["init", "-q"]);
+    assert_eq!(
+        common::json(&["init", dir.path().join("m").to_str().unwrap()]).0,
+        0
+    );
+    let (code, doc, _) = common::json(&[
+        "manifest",
+        "--repo",
+        dir.path().to_str().unwrap(),
+        "--path",
+        "m",
+    ]);
+    assert_eq!(code, 2, "{doc:#}");
+    assert_first_problem(&doc, "has no commit yet");
+    assert!(
+        !doc.to_string().contains("malformed object name"),
+        "{doc:#}"
+    );
+}

@@ -373,3 +373,61 @@ fn init_and_the_demo_ship_the_same_fake_cluster_and_test_helpers() {
         "the demo's tests/lib.sh is init's plus the demo's answers"
     );
 }
+
+#[test]
+fn safe_to_run_twice_finds_the_verb_after_global_flags_with_values_as_kubectl_does() {
+    let dir = tempfile::tempdir().unwrap();
+    for shell in shells::all() {
+        // AUTHORING's own form: the namespace before the verb. Each call is
+        // safe to repeat, whichever global flags come before its verb.
+        let body = "kubectl -n acme delete secret old-token --ignore-not-found\n\
+                    kubectl --context staging --namespace=acme get secret new-token\n\
+                    kubectl --kubeconfig /k -n acme label namespace acme a=b --overwrite\n\
+                    helm --kube-context staging -n acme status acme\n\
+                    flux --namespace flux-system get kustomizations";
+        let tree = tree_with(
+            dir.path(),
+            &shell,
+            "drop-token",
+            body,
+            ". \"$(dirname \"$0\")/lib.sh\"\nexpect_safe_to_run_twice pre-apply/drop-token",
+        );
+        let (code, doc) = run_tests(&tree, &[]);
+        assert_eq!(code, 0, "{}: {doc:#}", shell.name);
+        // A namespace named like a safe verb is the flag's value, not the
+        // verb: the create after it still changes the cluster again.
+        std::fs::write(
+            tree.join("pre-apply/drop-token"),
+            format!(
+                "#!{}\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n\
+                 kubectl -n get create secret generic t --from-literal=a=b\n",
+                shell.shebang
+            ),
+        )
+        .unwrap();
+        let (code, doc) = run_tests(&tree, &[]);
+        assert_eq!(code, 2, "{}: {doc:#}", shell.name);
+        let output = only_result(&doc)["output"].as_str().unwrap().to_owned();
+        common::assert_contains_all(
+            &output,
+            &[
+                "changed the cluster again when run a second time",
+                "kubectl -n get create secret generic t",
+            ],
+        );
+    }
+}
+
+#[test]
+fn the_manifest_the_quick_start_generates_is_not_picked_up_by_git_add() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("migrations");
+    assert_eq!(json(&["init", tree.to_str().unwrap()]).0, 0);
+    common::git(dir.path(), &["init", "-q"]);
+    std::fs::create_dir_all(tree.join("order.d")).unwrap();
+    std::fs::write(tree.join("order.d/00001-v1"), "a\n").unwrap();
+    common::git(dir.path(), &["add", "-A"]);
+    let staged = common::git(dir.path(), &["diff", "--cached", "--name-only"]);
+    assert!(!staged.contains("order.d"), "{staged}");
+    assert!(staged.contains("migrations/tests/lib.sh"), "{staged}");
+}

@@ -213,6 +213,7 @@ impl Tripwire {
             env.push((key, bin.join(name).into_os_string()));
         }
         env.extend(redirected_variables(&commands, &reals, &bin, &env));
+        env.extend(config.env.iter().cloned());
         env.push(("PATH".into(), format!("{}:{path}", bin.display()).into()));
         env.push((ENV_COMMANDS.into(), commands.join(",").into()));
         let real = serde_json::to_string(&real).map_err(std::io::Error::other)?;

@@ -83,6 +83,10 @@ pub struct TripwireConfig {
     /// [`dispatch`] first in `main`). `None`, or a path that is not an
     /// executable file: no script can run.
     pub shim: Option<PathBuf>,
+    /// More environment for every script (after the runner's own): the
+    /// `KUBECONFIG` of the cluster the run was given, so the scripts'
+    /// cluster commands talk to the ledger's cluster.
+    pub env: Vec<(String, std::ffi::OsString)>,
 }
 
 impl Default for TripwireConfig {
@@ -94,6 +98,7 @@ impl Default for TripwireConfig {
             shim: std::env::current_exe()
                 .ok()
                 .and_then(|exe| Some(exe.parent()?.join(SHIM_BINARY))),
+            env: Vec::new(),
         }
     }
 }

@@ -387,7 +387,8 @@ impl<'a> Walker<'a> {
             Kind::Neutralized(h) => (
                 "kubectl-error-ignored",
                 format!(
-                    "'{h}' after a {name} call turns its failure into success; let it fail, or accept only the answer you expect with migrate-tolerate (for example migrate-tolerate --not-found -- {name} ...){via}"
+                    "'{h}' after {} {name} call turns its failure into success; let it fail, or accept only the answer you expect with migrate-tolerate (for example migrate-tolerate --not-found -- {name} ...){via}",
+                    article(name)
                 ),
             ),
             Kind::Condition(what) => (
@@ -531,4 +532,13 @@ fn annotates_only(literal: &[String], reading: &crate::command_line::Reading) ->
         keys += 1;
     }
     keys > 0
+}
+
+/// `an` before a command name read with a vowel first (`an oc call`), `a`
+/// otherwise (`a kubectl call`).
+fn article(name: &str) -> &'static str {
+    match name.bytes().next().map(|b| b.to_ascii_lowercase()) {
+        Some(b'a' | b'e' | b'i' | b'o' | b'u') => "an",
+        _ => "a",
+    }
 }
