@@ -476,11 +476,12 @@ impl Run<'_, '_> {
                 .as_ref()
                 .map(|(slug, failure)| FailureNote { slug, failure }),
         };
+        let asked = std::time::Instant::now();
         let report = self.migrator.write_step(&step).await?;
         self.failure = None;
         match (lock, report.lease) {
             (LockStep::Separate | LockStep::Beside { .. } | LockStep::Check { .. }, _) => {}
-            (_, Some(lease)) => keeper.took(lease),
+            (_, Some(lease)) => keeper.took(lease, asked),
             (_, None) => keeper.released(),
         }
         self.staged.clear();

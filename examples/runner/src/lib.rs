@@ -36,7 +36,7 @@ pub use migration_core::drive::{
     fresh_install_reason,
 };
 use process::Scripts;
-pub use process::{command_for, escalate};
+pub use process::escalate;
 pub use scan::{PreRunScan, scan, scan_all, unsafe_finding};
 
 /// Rules whose findings make the runner refuse a script: patterns that let a

@@ -136,7 +136,6 @@ pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
             &ledger_name,
             defaults::NAMESPACE,
             commands,
-            migrate_runner::command_for,
         );
         settings.bin_sh = args.behaviour_sh.clone();
         settings

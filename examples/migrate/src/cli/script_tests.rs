@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use migration_core::drive::ScriptCommand;
 use migration_core::{LoadOptions, MigrationsTree, Script};
 use migration_kube::defaults;
 use serde::Serialize;
@@ -29,7 +30,6 @@ use serde::Serialize;
 use super::args::TestArgs;
 use super::{Failure, Out};
 use migrate_lint::cluster_commands;
-use migrate_runner::command_for;
 use migrate_runner::tripwire::record::{ENV_COMMANDS, ENV_REAL_PREFIX, ENV_REPORT};
 use migrate_runner::tripwire::{TripwireConfig, exec};
 use migrate_spec::exit;
@@ -158,10 +158,6 @@ impl RunEnv {
             set: vec![
                 ("PATH".into(), joined),
                 (ENV_COMMANDS.into(), commands.join(",").into()),
-                ("MIGRATION_TREE".into(), root.as_os_str().to_owned()),
-                ("MIGRATION_NAMESPACE".into(), defaults::NAMESPACE.into()),
-                ("MIGRATION_BATCH".into(), "test".into()),
-                ("MIGRATION_ATTEMPT".into(), "1".into()),
             ],
             remove,
         }
@@ -296,6 +292,22 @@ async fn finish(what: &str, mut cmd: tokio::process::Command, limit: Duration) -
     }
 }
 
+/// How `migrate test` starts `script` (at `path` in the tree at `root`), as
+/// the runner does: its first attempt, batch `test`, the default namespace.
+fn script_command<'c>(root: &'c Path, script: &'c Script, path: &'c Path) -> ScriptCommand<'c> {
+    ScriptCommand {
+        shebang: &script.header.shebang,
+        copy: path,
+        path,
+        tree: root,
+        slug: script.slug.as_str(),
+        tier: script.tier.as_str(),
+        namespace: defaults::NAMESPACE,
+        batch: "test",
+        attempt: 1,
+    }
+}
+
 /// Runs one test file from `root` in its sandbox.
 async fn run_one(
     root: &Path,
@@ -308,8 +320,16 @@ async fn run_one(
     let mut cmd = tokio::process::Command::new(&words[0]);
     cmd.args(&words[1..]).arg(file).current_dir(root);
     sandbox.env.apply(&mut cmd);
-    cmd.env("MIGRATION_SLUG", script.slug.as_str())
-        .env("MIGRATION_TIER", script.tier.as_str());
+    // The variables the script itself gets when it runs (below, and in
+    // `migrate run`), from the one place that sets them.
+    let path = root.join(script.relative_path());
+    let start = script_command(root, script, &path).build();
+    for (k, v) in start.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
     let (reason, output) = finish(&words[0], cmd, limit).await;
     let refused = sandbox.refused();
     if refused.is_empty() {
@@ -543,12 +563,10 @@ impl RealCluster {
     /// Runs `script` as the runner does, against the test cluster.
     async fn run(&self, script: &Script) -> Ended {
         let path = self.root.join(script.relative_path());
-        let mut cmd: tokio::process::Command =
-            command_for(&script.header.shebang, &path, &path).into();
-        cmd.current_dir(&self.root);
+        let mut cmd: tokio::process::Command = script_command(&self.root, script, &path)
+            .build()
+            .into();
         self.env.apply(&mut cmd);
-        cmd.env("MIGRATION_SLUG", script.slug.as_str())
-            .env("MIGRATION_TIER", script.tier.as_str());
         finish(script.slug.as_str(), cmd, self.limit).await
     }
 
