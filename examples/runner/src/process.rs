@@ -74,10 +74,7 @@ enum Status {
     /// Exit status [`NOT_YET_EXIT_STATUS`]: preconditions not met.
     NotYet,
     /// Any other end; `extra` explains it beyond the output.
-    Failed {
-        reason: String,
-        extra: String,
-    },
+    Failed { reason: String, extra: String },
     /// Stopped: the run was interrupted, or its lock lost.
     Interrupted,
 }

@@ -3,8 +3,8 @@
 //! for the lock and stops (CONTRACT.md §5.5, §6, §7).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -12,16 +12,13 @@ use ledger_memory::MemoryLedger;
 use ledger_memory::{Fault, FaultyLedger, Operation};
 use migration_core::drive::{
     Console, Driver, Ended, Exec, Executor, Job, LockLostAt, RunError, RunSettings, Running, Scan,
-    Scanned,
-    UnsafeFinding,
+    Scanned, UnsafeFinding,
 };
 use migration_core::header::Tier;
 use migration_core::plan::PendingMigration;
 use migration_core::run::{NOT_YET, NOT_YET_EXIT_STATUS};
 use migration_core::testing::fixtures::{TreeBuilder, clock, s};
-use migration_core::{
-    EntryState, Ledger, Lock, MigrationsTree, OnError, Outcome, Slug,
-};
+use migration_core::{EntryState, Ledger, Lock, MigrationsTree, OnError, Outcome, Slug};
 
 /// Runs scripts by looking up what each slug "does"; counts executions.
 #[derive(Default)]
@@ -520,7 +517,10 @@ async fn a_lock_lost_while_a_script_runs_stops_the_run_and_names_the_migration()
         ),
         "{err}"
     );
-    assert!(executor.stopped, "the script was stopped when the renewal failed");
+    assert!(
+        executor.stopped,
+        "the script was stopped when the renewal failed"
+    );
     let ran: Vec<_> = executor.executed.iter().map(|e| e.0.as_str()).collect();
     assert_eq!(ran, ["first", "waits"], "nothing ran after the loss");
 }

@@ -136,7 +136,7 @@ struct RunEnv {
 
 impl RunEnv {
     /// `bin` (holding `migrate-tolerate`) goes first on `PATH`.
-    fn new(root: &Path, bin: &Path, commands: &[String]) -> RunEnv {
+    fn new(bin: &Path, commands: &[String]) -> RunEnv {
         let path =
             std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
         let mut joined = bin.as_os_str().to_owned();
@@ -206,7 +206,7 @@ fn link_tolerate(bin: &Path) -> std::io::Result<()> {
 }
 
 impl Sandbox {
-    fn new(root: &Path, commands: &[String]) -> std::io::Result<Sandbox> {
+    fn new(commands: &[String]) -> std::io::Result<Sandbox> {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::Builder::new().prefix("migrate-test-").tempdir()?;
         let bin = dir.path().join("bin");
@@ -214,7 +214,7 @@ impl Sandbox {
         std::fs::create_dir_all(&bin)?;
         std::fs::create_dir_all(&home)?;
         let refused = dir.path().join(REFUSED_FILE);
-        let mut env = RunEnv::new(root, &bin, commands);
+        let mut env = RunEnv::new(&bin, commands);
         for name in commands {
             let guard = bin.join(name);
             std::fs::write(&guard, guard_text(name, &refused))?;
@@ -380,7 +380,7 @@ pub async fn test(args: TestArgs, out: &Out) -> Result<(), Failure> {
         let (reason, output) = match &file {
             None => (Some("no test".to_owned()), None),
             Some(file) => {
-                let sandbox = Sandbox::new(&root, &commands).map_err(|e| {
+                let sandbox = Sandbox::new(&commands).map_err(|e| {
                     Failure::environment(vec![format!("migrate test: the sandbox: {e}")])
                 })?;
                 run_one(&root, script, file, limit, &sandbox).await
@@ -475,7 +475,7 @@ impl RealCluster {
             .tempdir()
             .map_err(|e| format!("migrate test: a scratch directory: {e}"))?;
         link_tolerate(bin.path()).map_err(|e| format!("migrate test: {e}"))?;
-        let mut env = RunEnv::new(root, bin.path(), commands);
+        let mut env = RunEnv::new(bin.path(), commands);
         env.set
             .push(("KUBECONFIG".into(), kubeconfig.clone().into_os_string()));
         env.set
@@ -563,9 +563,8 @@ impl RealCluster {
     /// Runs `script` as the runner does, against the test cluster.
     async fn run(&self, script: &Script) -> Ended {
         let path = self.root.join(script.relative_path());
-        let mut cmd: tokio::process::Command = script_command(&self.root, script, &path)
-            .build()
-            .into();
+        let mut cmd: tokio::process::Command =
+            script_command(&self.root, script, &path).build().into();
         self.env.apply(&mut cmd);
         finish(script.slug.as_str(), cmd, self.limit).await
     }

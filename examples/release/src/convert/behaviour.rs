@@ -67,11 +67,7 @@ pub struct Settings {
 
 impl Settings {
     /// The defaults: 30 s and 500 calls a run.
-    pub fn new(
-        ledger_name: &str,
-        namespace: &str,
-        commands: Vec<String>,
-    ) -> Settings {
+    pub fn new(ledger_name: &str, namespace: &str, commands: Vec<String>) -> Settings {
         Settings {
             ledger_name: ledger_name.to_owned(),
             namespace: namespace.to_owned(),

@@ -81,7 +81,10 @@ pub fn main(name: &str, argv: Vec<String>) -> i32 {
         );
         return 126;
     }
-    let ran = match (super::lease::in_run(&report), real_command(name, Some(&report))) {
+    let ran = match (
+        super::lease::in_run(&report),
+        real_command(name, Some(&report)),
+    ) {
         (Err(lapsed), _) => exec::Ran::refused(126, format!("{name}: refused: {}", lapsed.0)),
         (Ok(()), Real::Missing) => {
             let message = format!(

@@ -274,7 +274,9 @@ mod tests {
         assert_eq!(line("+123\n"), Some(Line::Watch(123)));
         assert_eq!(line("-123"), Some(Line::Release(123)));
         assert_eq!(line("=5000000000\n"), Some(Line::Lease(5_000_000_000)));
-        for bad in ["", "123", "+", "+1", "+-5", "*5", "+12x", "=", "=-1", "=1x", "=+1"] {
+        for bad in [
+            "", "123", "+", "+1", "+-5", "*5", "+12x", "=", "=-1", "=1x", "=+1",
+        ] {
             assert_eq!(line(bad), None, "{bad:?}");
         }
     }

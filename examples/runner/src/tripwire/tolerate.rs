@@ -416,7 +416,11 @@ pub fn main(args: Vec<String>) -> i32 {
         // never tolerated nor retried.
         if let Some(Err(lapsed)) = report.as_deref().map(super::lease::in_run) {
             let message = format!("{TOLERATE}: {name}: refused: {}", lapsed.0);
-            break (exec::Ran::refused(126, message), Outcome::Failed, Vec::new());
+            break (
+                exec::Ran::refused(126, message),
+                Outcome::Failed,
+                Vec::new(),
+            );
         }
         let ran = match &real {
             None => {
