@@ -379,8 +379,11 @@ macro_rules! on_every_ledger {
     };
 }
 
+/// One case, given where each of its worlds keeps its ledger.
+type Case = fn(&dyn Fn(&Scratch) -> At);
+
 /// Runs `case` with a fresh `kind` ledger of the real API server per shell.
-async fn on_a_real_server(what: &str, kind: &str, case: fn(&dyn Fn(&Scratch) -> At)) {
+async fn on_a_real_server(what: &str, kind: &str, case: Case) {
     let Some(cluster) = test_apiserver::real::RealCluster::from_env(what).await else {
         return;
     };
