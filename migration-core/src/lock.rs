@@ -113,13 +113,14 @@ impl<'l> LockKeeper<'l> {
         holder: &str,
         ttl: Duration,
     ) -> Result<Self, LedgerError> {
+        let asked = Instant::now();
         let lease = lock.acquire(holder, ttl).await?;
         Ok(LockKeeper {
             lock,
             holder: holder.to_owned(),
             lease: Some(lease),
             ttl,
-            renewed: Instant::now(),
+            renewed: asked,
         })
     }
 
@@ -156,11 +157,18 @@ impl<'l> LockKeeper<'l> {
         self.lease.as_ref()
     }
 
-    /// Keeps `lease`, just taken or renewed by a write of the run, and
-    /// restarts the renewal period from now.
-    pub fn took(&mut self, lease: Lease) {
+    /// Keeps `lease`, taken or renewed by a write of the run asked for at
+    /// `asked`, and restarts the renewal period from then.
+    pub fn took(&mut self, lease: Lease, asked: Instant) {
         self.lease = Some(lease);
-        self.renewed = Instant::now();
+        self.renewed = asked;
+    }
+
+    /// Until when the lease is known to be live: the instant its last
+    /// taking or renewal was asked for (the holder's lease starts no
+    /// earlier), plus its lifetime. `None` while nothing is held.
+    pub fn live_until(&self) -> Option<Instant> {
+        self.lease.as_ref().map(|_| self.renewed + self.ttl)
     }
 
     /// Forgets the lease: a write of the run released it.
@@ -174,6 +182,11 @@ impl<'l> LockKeeper<'l> {
         (self.ttl / 3).max(Duration::from_millis(100))
     }
 
+    /// How long until the next renewal is due (zero: now).
+    pub fn renewal_due(&self) -> Duration {
+        self.period().saturating_sub(self.renewed.elapsed())
+    }
+
     /// Renews now. An error means the lock is lost (someone else holds it,
     /// or the backend gave up retrying): the holder must stop mutating. A
     /// keeper holding nothing yet renews nothing.
@@ -181,8 +194,9 @@ impl<'l> LockKeeper<'l> {
         let Some(lease) = &self.lease else {
             return Ok(());
         };
+        let asked = Instant::now();
         self.lease = Some(self.lock.renew(lease, self.ttl).await?);
-        self.renewed = Instant::now();
+        self.renewed = asked;
         Ok(())
     }
 
@@ -190,7 +204,7 @@ impl<'l> LockKeeper<'l> {
     /// quick steps the lease is still fresh, and renewing anyway costs a
     /// round trip each time.
     pub async fn renew_if_due(&mut self) -> Result<(), LedgerError> {
-        if self.renewed.elapsed() >= self.period() {
+        if self.renewal_due().is_zero() {
             self.renew().await
         } else {
             Ok(())

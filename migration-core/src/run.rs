@@ -2,11 +2,10 @@
 //! execute, and what its outcome records.
 //!
 //! A [`Run`] walks a prepared plan's pending list in manifest order. The
-//! program that executes scripts (the hook runner, or a Job the operator
-//! started) asks for the [`Run::next_step`], notes the attempt right before
-//! it spawns the script ([`Run::note_attempt`]), hands the outcome back
-//! ([`Run::finish`]), and closes the run on every exit path
-//! ([`Run::close`]). Everything that decides lives here: requirements
+//! run's step loop ([`crate::drive`]) asks for the [`Run::next_step`], notes
+//! the attempt right before the executor starts the script
+//! ([`Run::note_attempt`]), hands the outcome back ([`Run::finish`]), and
+//! closes the run on every exit path ([`Run::close`]). Everything that decides lives here: requirements
 //! re-checked against the states reached earlier in the same run, the entry
 //! an outcome becomes, whether `on-error` records a failure or stops the
 //! run with nothing recorded, and which writes carry what.
@@ -513,11 +512,12 @@ impl Run<'_, '_> {
                 .as_ref()
                 .map(|(slug, failure)| FailureNote { slug, failure }),
         };
+        let asked = std::time::Instant::now();
         let report = self.migrator.write_step(&step).await?;
         self.failure = None;
         match (lock, report.lease) {
             (LockStep::Separate | LockStep::Beside { .. } | LockStep::Check { .. }, _) => {}
-            (_, Some(lease)) => keeper.took(lease),
+            (_, Some(lease)) => keeper.took(lease, asked),
             (_, None) => keeper.released(),
         }
         self.staged.clear();

@@ -1,19 +1,20 @@
-//! The hook runner: executes pending migrations safely (CONTRACT.md §6, §7).
-//!
-//! One run: take the run lock (waiting a bounded time), plan and seed,
-//! refuse before anything runs if the plan or a pending script is unsafe,
-//! then run each pending script in manifest order under errexit, in its own
-//! process group, streaming its output prefixed with the slug, with a
-//! timeout, and record each outcome itself. The lock is released on every
-//! exit path.
+//! The hook runner's process side: the [`Executor`](migration_core::drive::Executor)
+//! and [`Scan`](migration_core::drive::Scan) core's run drives
+//! (CONTRACT.md §6, §7). Core decides everything about a run (the lock, its
+//! one renewal, the plan, the records); this crate starts each script under
+//! errexit in its own process group, streams its output prefixed with the
+//! slug, enforces its time limit, stops it on an interrupt or when core
+//! says the lock is lost, and fences its cluster calls with the run-time
+//! tripwire ([`tripwire`]: the shims, `migrate-tolerate`, the supervisor
+//! and the lease deadline).
 //!
 //! How fail-fast is guaranteed: scripts run with errexit (`-e`, plus
 //! `-o pipefail` under bash). errexit cannot see everything: a command
 //! substitution used as a `for` word list that fails yields zero iterations
 //! and status 0, and `kubectl ... || true` turns a failure into success. So
 //! before anything runs, every pending script is scanned for those patterns
-//! (and for writes to the ledger), and the run is refused if one is found.
-//! A runner that cannot tell whether a script did its work does not run it.
+//! (and for writes to the ledger), and the run is refused if one is found;
+//! what the scan cannot see, the tripwire catches while the script runs.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
@@ -36,7 +37,7 @@ pub use migration_core::drive::{
     fresh_install_reason,
 };
 use process::Scripts;
-pub use process::{command_for, escalate};
+pub use process::escalate;
 pub use scan::{PreRunScan, scan, scan_all, unsafe_finding};
 
 /// Rules whose findings make the runner refuse a script: patterns that let a

@@ -439,8 +439,6 @@ impl LeaseLock {
 /// The run lock's three operations on the Lease, each one
 /// [`conditional_update`]: decided on the Lease as last seen, written on the
 /// condition that it is still so, decided again on a fresh read when not.
-/// The ledger backends that keep their lock here reach them through
-/// [`lock_by_lease!`](crate::lock_by_lease).
 #[async_trait::async_trait]
 impl migration_core::Lock for LeaseLock {
     async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
@@ -506,36 +504,4 @@ impl migration_core::Lock for LeaseLock {
         })
         .await
     }
-}
-
-/// Implements [`migration_core::Lock`] for a ledger type that keeps its run lock in a
-/// [`LeaseLock`] field: every call goes to the Lease, so each Kubernetes backend states once
-/// where its lock lives instead of repeating the three forwarding methods.
-///
-/// ```ignore
-/// migration_kube::lock_by_lease!(ConfigMapLedger, lock);
-/// ```
-#[macro_export]
-macro_rules! lock_by_lease {
-    ($ledger:ty, $field:ident) => {
-        $crate::lock_by_lease!(@forward $ledger, $field;
-            acquire(holder: &str, ttl: ::std::time::Duration) -> ::migration_core::Lease;
-            renew(lease: &::migration_core::Lease, ttl: ::std::time::Duration) -> ::migration_core::Lease;
-            release(lease: &::migration_core::Lease) -> ();
-        );
-    };
-    // Each method of the trait, forwarded once: the list above is the trait's signatures.
-    (@forward $ledger:ty, $field:ident; $($method:ident($($arg:ident: $type:ty),*) -> $answer:ty;)*) => {
-        #[::async_trait::async_trait]
-        impl ::migration_core::Lock for $ledger {
-            $(
-                async fn $method(
-                    &self,
-                    $($arg: $type),*
-                ) -> ::std::result::Result<$answer, ::migration_core::LedgerError> {
-                    ::migration_core::Lock::$method(&self.$field, $($arg),*).await
-                }
-            )*
-        }
-    };
 }

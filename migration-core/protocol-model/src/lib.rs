@@ -18,8 +18,16 @@
 //! proved ([`migration_core::fence`]) and how an attempt is counted
 //! ([`AttemptMark::next`]) are the code's own functions, called here.
 //!
+//! A running script makes cluster calls, each a step of its own, through
+//! the tripwire's shim, which lets one through only while the run can prove
+//! its lease live ([`Protocol::shim_check`]).
+//!
 //! Properties, every one "always", outside the window CONTRACT.md states (a
-//! runner whose lease lapsed since its last proof):
+//! runner whose lease lapsed since its last proof), except the two about
+//! cluster calls, which hold inside it too:
+//! - no cluster call of a script lands once its run lost the lock;
+//! - no cluster call of a second copy interleaves with the first copy's
+//!   calls (a copy's call after another copy's call after its own);
 //! - a migration recorded is never executed again;
 //! - no second copy of a migration starts while the first copy's runner
 //!   still holds a live lease;
@@ -90,6 +98,11 @@ pub struct Protocol {
     pub fenced: bool,
     /// Every runner given the same `--holder`.
     pub same_holder: bool,
+    /// The tripwire's lease check: a script's cluster call goes through
+    /// only while its run can prove its lease is live (the deadline the
+    /// runner advances with each renewal has not passed). `false`: the
+    /// shim without that check.
+    pub shim_check: bool,
     /// The faults allowed.
     pub faults: Faults,
 }
@@ -140,6 +153,8 @@ pub struct Runner {
     pub marked: bool,
     /// Whether its lease lapsed since its last proof: the stated window.
     pub window: bool,
+    /// Whether its running script made a cluster call that landed.
+    pub called: bool,
 }
 
 /// What went wrong, once it did (the properties read these).
@@ -155,6 +170,13 @@ pub struct Violations {
     /// (possible only where the write cannot check the lock: the custom
     /// resource). What it recorded may make another runner's plan stale.
     pub window_write: bool,
+    /// A script's cluster call landed after another copy's call of the same
+    /// migration, which came after this copy's earlier call: two copies'
+    /// effects interleaved.
+    pub interleaved_calls: bool,
+    /// A script's cluster call landed once its run could no longer prove
+    /// its lease live.
+    pub call_after_loss: bool,
 }
 
 /// The whole system.
@@ -174,6 +196,9 @@ pub struct State {
     pub marks: Vec<Option<(u32, String)>>,
     /// Executions started of each migration (its effects).
     pub executions: Vec<u8>,
+    /// The runner whose script made the last cluster call that landed, for
+    /// each migration.
+    pub last_caller: Vec<Option<u8>>,
     /// Attempts noted by a runner that crashed or stopped before spawning.
     pub noted_unspawned: Vec<u8>,
     /// The runners.
@@ -202,6 +227,8 @@ pub enum Action {
     Spawn(u8),
     /// Runner's keeper renews the lock while the script runs.
     RenewWhileRunning(u8),
+    /// Runner's script makes a cluster call (through the tripwire's shim).
+    Call(u8),
     /// Runner's script finishes; its outcome is staged.
     Finish(u8),
     /// Runner crashes.
@@ -336,6 +363,7 @@ impl Model for Protocol {
                 attempts: 0,
                 marked: false,
                 window: false,
+                called: false,
             })
             .collect();
         vec![State {
@@ -346,6 +374,7 @@ impl Model for Protocol {
             recorded: vec![false; self.migrations],
             marks: vec![None; self.migrations],
             executions: vec![0; self.migrations],
+            last_caller: vec![None; self.migrations],
             noted_unspawned: vec![0; self.migrations],
             runners,
             faults: self.faults,
@@ -376,6 +405,7 @@ impl Model for Protocol {
                 }
                 Phase::Marked(_) => actions.push(Action::Spawn(r8)),
                 Phase::Running(_) => {
+                    actions.push(Action::Call(r8));
                     actions.push(Action::Finish(r8));
                     actions.push(Action::RenewWhileRunning(r8));
                 }
@@ -498,7 +528,36 @@ impl Model for Protocol {
                 state.executions[m as usize] += 1;
                 let runner = &mut state.runners[r];
                 runner.marked = false;
+                runner.called = false;
                 runner.phase = Phase::Running(m);
+            }
+            Action::Call(r) => {
+                let r = r as usize;
+                let Phase::Running(m) = state.runners[r].phase else {
+                    return None;
+                };
+                // The shim's check: the deadline passed once the lease
+                // lapsed since the runner's last renewal (it is earlier than
+                // the lapse), and a lock lost was lapsed first.
+                let live = Self::holds(&state, &state.runners[r]) && !state.runners[r].window;
+                if self.shim_check && !live {
+                    // Refused: nothing lands; the script fails (its outcome
+                    // is the runner's, whose record is fenced).
+                    return None;
+                }
+                let last = state.last_caller[m as usize];
+                if state.runners[r].called && last.is_some_and(|o| o as usize != r) {
+                    state.violations.interleaved_calls = true;
+                }
+                if !live {
+                    state.violations.call_after_loss = true;
+                }
+                if state.runners[r].called && last == Some(r as u8) && live {
+                    // Nothing changes: not worth a state of its own.
+                    return None;
+                }
+                state.last_caller[m as usize] = Some(r as u8);
+                state.runners[r].called = true;
             }
             Action::RenewWhileRunning(r) => {
                 let r = r as usize;
@@ -570,6 +629,13 @@ impl Model for Protocol {
                     !(model.backend.checks_in_write() && s.violations.window_write)
                 },
             ),
+            Property::always(
+                "no cluster call of a script lands once its run lost the lock",
+                |_, s: &State| !s.violations.call_after_loss,
+            ),
+            Property::always("no two copies' cluster calls interleave", |_, s: &State| {
+                !s.violations.interleaved_calls
+            }),
             Property::always("attempts never under-count executions", |_, s: &State| {
                 (0..s.executions.len()).all(|m| {
                     s.marks[m].as_ref().map_or(0, |(c, _)| *c) >= u32::from(s.executions[m])

@@ -70,6 +70,7 @@ fn protocol(runners: usize, migrations: usize, backend: Backend) -> Protocol {
         backend,
         fenced: true,
         same_holder: true,
+        shim_check: true,
         faults: FAULTS,
     }
 }
@@ -137,4 +138,27 @@ fn without_a_holder_unique_per_run_two_runners_given_one_holder_run_one_script_t
         &[],
     );
     assert!(broken.is_empty(), "{broken:?}");
+}
+
+#[test]
+fn without_the_shims_lease_check_a_frozen_runners_script_reaches_the_cluster_between_another_copys_calls()
+ {
+    const AFTER_LOSS: &str = "no cluster call of a script lands once its run lost the lock";
+    const INTERLEAVED: &str = "no two copies' cluster calls interleave";
+    for backend in [Backend::File, Backend::ConfigMap] {
+        let (_, broken) = check(
+            Protocol {
+                shim_check: false,
+                faults: Faults {
+                    crashes: 0,
+                    lapses: 1,
+                    lost_replies: 0,
+                },
+                ..protocol(2, 1, backend)
+            },
+            &[AFTER_LOSS, INTERLEAVED],
+        );
+        assert!(broken.contains(&AFTER_LOSS), "{backend:?}: {broken:?}");
+        assert!(broken.contains(&INTERLEAVED), "{backend:?}: {broken:?}");
+    }
 }

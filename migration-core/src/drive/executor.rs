@@ -1,18 +1,17 @@
 //! What the run asks of the program that executes scripts: the
-//! [`Executor`] (spawn one script and say how it ended, tell whether the
-//! run was interrupted, pause), and the pre-run [`Scan`].
+//! [`Executor`] (start one script, tell whether the run was interrupted,
+//! pause), the [`Running`] script it hands back (wait a while for its end,
+//! learn the lease was renewed, stop it), and the pre-run [`Scan`].
 //!
 //! Why traits: core decides everything about a run (CONTRACT.md §5-§7) but
 //! links neither a runtime nor the shell parser; the hook runner supplies
 //! processes, signals, timers and the scan, and a test can supply fakes.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use crate::ledger::LedgerError;
-use crate::lock::LockKeeper;
 use crate::plan::PendingMigration;
 use crate::run::Outcome;
 use crate::slug::Slug;
@@ -33,6 +32,10 @@ pub struct Job<'j> {
     /// The bytes the pre-run scan read and hashed: what runs, never the file
     /// again (it may have changed since).
     pub script: &'j [u8],
+    /// Until when the run's lease is known to be live (the instant the
+    /// last renewal was asked for, plus its lifetime): past it, nothing the
+    /// script does may reach the cluster (CONTRACT.md §5.5).
+    pub lease_live_until: Instant,
 }
 
 /// How one execution ended, as the executor saw it.
@@ -52,24 +55,19 @@ pub enum Exec {
     },
     /// The run was interrupted and the script stopped: nothing is recorded.
     Interrupted,
-    /// Renewing the lock while the script ran failed: the script was
-    /// stopped and nothing is recorded (CONTRACT.md §5.5).
-    LockLost(LedgerError),
-    /// The script could not be started; `message` says why.
-    Unstarted {
-        /// Why.
-        message: String,
-    },
 }
 
 /// The program side of a run: processes, signals and time.
+///
+/// The run renews its lock itself ([`Running::wait`] gives it the turns):
+/// an executor never sees the lock, only how long the lease is known to be
+/// live ([`Job::lease_live_until`], [`Running::lease_renewed`]), which it
+/// passes to whatever fences the script's own effects.
 #[async_trait]
 pub trait Executor: Send {
-    /// Runs `job` to its end, renewing `keeper`'s lock every
-    /// [`LockKeeper::period`] while it runs and stopping the script if a
-    /// renewal fails ([`Exec::LockLost`]) or the run is interrupted
-    /// ([`Exec::Interrupted`]).
-    async fn execute(&mut self, job: Job<'_>, keeper: &mut LockKeeper<'_>) -> Exec;
+    /// Starts `job`. An error is a script that could not be started, saying
+    /// why.
+    async fn start<'e>(&'e mut self, job: Job<'_>) -> Result<Box<dyn Running + 'e>, String>;
 
     /// Whether the run was asked to stop (SIGTERM, SIGINT).
     fn interrupted(&self) -> bool;
@@ -85,6 +83,25 @@ pub trait Executor: Send {
     fn checkpoint(&self, point: &str) {
         let _ = point;
     }
+}
+
+/// A script [`Executor::start`] started, until it ends.
+#[async_trait]
+pub trait Running: Send {
+    /// Waits up to `at_most` for the script to end: `Some` once it ended
+    /// (on its own, at its time limit, or stopped because the run was
+    /// interrupted), `None` while it still runs. The run calls it again
+    /// after renewing its lock, so a stop in progress (the grace between
+    /// SIGTERM and SIGKILL) keeps the lock renewed through it.
+    async fn wait(&mut self, at_most: Duration) -> Option<Exec>;
+
+    /// The lock was just renewed: the lease is live until `until`, and the
+    /// script's cluster calls may go on until then (CONTRACT.md §5.5).
+    fn lease_renewed(&mut self, until: Instant);
+
+    /// Stops the script, its lock lost: SIGTERM, and SIGKILL before the
+    /// lease can lapse at the latest; returns once it is gone.
+    async fn stop(&mut self);
 }
 
 /// What the pre-run scan found, and the bytes of each script it read (by

@@ -20,14 +20,16 @@ use crate::slug::Slug;
 use crate::time::Clock;
 use crate::tree::MigrationsTree;
 
+mod command;
 mod console;
 mod executor;
 mod report;
 mod steps;
 mod waiting;
 
+pub use command::ScriptCommand;
 pub use console::Console;
-pub use executor::{Exec, Executor, Job, Scan, Scanned};
+pub use executor::{Exec, Executor, Job, Running, Scan, Scanned};
 pub use report::{
     CallSummary, Ended, LockLostAt, MigrationResult, RunError, RunReport, UnsafeFinding,
     fresh_install_reason,

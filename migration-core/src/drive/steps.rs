@@ -108,8 +108,10 @@ pub(super) async fn steps(
                     attempt: attempts,
                     shebang,
                     script,
+                    // Taken or renewed by the attempt's write: held here.
+                    lease_live_until: keeper.live_until().unwrap_or_else(Instant::now),
                 };
-                let outcome = match executor.execute(job, keeper).await {
+                let outcome = match run_to_end(executor, job, keeper).await? {
                     Exec::Ended {
                         outcome,
                         cluster_commands: calls,
@@ -132,20 +134,6 @@ pub(super) async fn steps(
                         return Err(RunError::Interrupted {
                             slug: Some(pending.slug.clone()),
                             report: Box::new(report),
-                        });
-                    }
-                    Exec::LockLost(cause) => {
-                        return Err(RunError::LockLost {
-                            slug: pending.slug.clone(),
-                            at: LockLostAt::Running,
-                            cause,
-                            unrecorded: Vec::new(),
-                        });
-                    }
-                    Exec::Unstarted { message } => {
-                        return Err(RunError::Spawn {
-                            slug: pending.slug.clone(),
-                            message,
                         });
                     }
                 };
@@ -213,6 +201,50 @@ pub(super) async fn steps(
             })?;
     }
     Ok(finished(report, started, console))
+}
+
+/// Starts `job` and waits for its end, renewing the lock whenever it is
+/// due meanwhile (the run's one renewal: between steps it is
+/// [`LockKeeper::renew_if_due`], the same keeper), and telling the script
+/// each time how long its lease is live. A renewal that fails stops the
+/// script: the lock is lost, and nothing is recorded (CONTRACT.md §5.5).
+async fn run_to_end(
+    executor: &mut dyn Executor,
+    job: Job<'_>,
+    keeper: &mut LockKeeper<'_>,
+) -> Result<Exec, RunError> {
+    let slug = job.pending.slug.clone();
+    let mut running = executor
+        .start(job)
+        .await
+        .map_err(|message| RunError::Spawn {
+            slug: slug.clone(),
+            message,
+        })?;
+    loop {
+        if let Some(exec) = running.wait(keeper.renewal_due()).await {
+            return Ok(exec);
+        }
+        if !keeper.renewal_due().is_zero() {
+            continue;
+        }
+        match keeper.renew().await {
+            Ok(()) => {
+                if let Some(until) = keeper.live_until() {
+                    running.lease_renewed(until);
+                }
+            }
+            Err(cause) => {
+                running.stop().await;
+                return Err(RunError::LockLost {
+                    slug,
+                    at: LockLostAt::Running,
+                    cause,
+                    unrecorded: Vec::new(),
+                });
+            }
+        }
+    }
 }
 
 /// Ends the run for an `on-error=abort` failure: nothing is recorded.

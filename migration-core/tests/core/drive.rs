@@ -3,22 +3,22 @@
 //! for the lock and stops (CONTRACT.md §5.5, §6, §7).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use ledger_memory::MemoryLedger;
+use ledger_memory::{Fault, FaultyLedger, Operation};
 use migration_core::drive::{
-    Console, Driver, Ended, Exec, Executor, Job, LockLostAt, RunError, RunSettings, Scan, Scanned,
-    UnsafeFinding,
+    Console, Driver, Ended, Exec, Executor, Job, LockLostAt, RunError, RunSettings, Running, Scan,
+    Scanned, UnsafeFinding,
 };
 use migration_core::header::Tier;
 use migration_core::plan::PendingMigration;
 use migration_core::run::{NOT_YET, NOT_YET_EXIT_STATUS};
 use migration_core::testing::fixtures::{TreeBuilder, clock, s};
-use migration_core::{
-    EntryState, Ledger, LedgerError, Lock, LockKeeper, MigrationsTree, OnError, Outcome, Slug,
-};
+use migration_core::{EntryState, Ledger, Lock, MigrationsTree, OnError, Outcome, Slug};
 
 /// Runs scripts by looking up what each slug "does"; counts executions.
 #[derive(Default)]
@@ -30,18 +30,71 @@ struct FakeExecutor {
     interrupt_on_pause: bool,
     pauses: Vec<Duration>,
     checkpoints: Mutex<Vec<String>>,
+    /// The slug during whose execution the lock is lost, and the ledger
+    /// that fails the renewal then.
+    loses_lock: Option<(String, FaultyLedger)>,
+    /// Every "live until" the scripts were told: at the start, then at
+    /// each renewal.
+    leases: Vec<Instant>,
+    /// Whether a script was stopped.
+    stopped: bool,
+}
+
+/// A started fake script: ends at once with its `end`, unless it is the
+/// one during which the lock is lost: then it runs until stopped, failing
+/// the next renewal.
+struct FakeRunning<'e> {
+    end: Exec,
+    loses_lock: Option<&'e FaultyLedger>,
+    renewals: &'e mut Vec<Instant>,
+    stopped: &'e mut bool,
+}
+
+#[async_trait]
+impl Running for FakeRunning<'_> {
+    async fn wait(&mut self, at_most: Duration) -> Option<Exec> {
+        match self.loses_lock.take() {
+            Some(faulty) => {
+                faulty.fail_next(Operation::RenewLock, Fault::Permanent);
+                std::thread::sleep(at_most);
+                None
+            }
+            None if *self.stopped => None,
+            None => Some(self.end.clone()),
+        }
+    }
+
+    fn lease_renewed(&mut self, until: Instant) {
+        self.renewals.push(until);
+    }
+
+    async fn stop(&mut self) {
+        *self.stopped = true;
+    }
 }
 
 #[async_trait]
 impl Executor for FakeExecutor {
-    async fn execute(&mut self, job: Job<'_>, _keeper: &mut LockKeeper<'_>) -> Exec {
+    async fn start<'e>(&'e mut self, job: Job<'_>) -> Result<Box<dyn Running + 'e>, String> {
         let slug = job.pending.slug.to_string();
         self.executed
             .push((slug.clone(), job.attempt, job.script.to_vec()));
-        self.ends.get(&slug).cloned().unwrap_or(Exec::Ended {
+        self.leases.push(job.lease_live_until);
+        let end = self.ends.get(&slug).cloned().unwrap_or(Exec::Ended {
             outcome: Outcome::Succeeded,
             cluster_commands: None,
-        })
+        });
+        let loses_lock = self
+            .loses_lock
+            .as_ref()
+            .filter(|(during, _)| *during == slug)
+            .map(|(_, faulty)| faulty);
+        Ok(Box::new(FakeRunning {
+            end,
+            loses_lock,
+            renewals: &mut self.leases,
+            stopped: &mut self.stopped,
+        }))
     }
 
     fn interrupted(&self) -> bool {
@@ -432,28 +485,29 @@ async fn an_interrupt_while_waiting_for_the_lock_ends_the_run_before_anything_ra
 
 #[tokio::test]
 async fn a_lock_lost_while_a_script_runs_stops_the_run_and_names_the_migration() {
-    let (tree, ledger) = (tree(), existing_ledger().await);
-    let mut ends = ends();
-    ends.insert(
-        "waits".into(),
-        Exec::LockLost(LedgerError::LockLost {
-            ledger: "memory".into(),
-            holder: "test-runner".into(),
-            reason: "another runner took it".into(),
-        }),
-    );
+    let tree = tree();
+    let memory = Arc::new(existing_ledger().await);
+    let faulty = FaultyLedger::new(memory);
     let mut executor = FakeExecutor {
-        ends,
+        ends: ends(),
+        loses_lock: Some(("waits".into(), faulty.clone())),
         ..FakeExecutor::default()
     };
-    let err = drive(
-        &tree,
-        &ledger,
-        &settings(),
-        &FakeScan::default(),
-        &mut executor,
-        &Lines::default(),
-    )
+    // Renewed every 100 ms: the script runs past one renewal, which fails.
+    let settings = RunSettings {
+        lock_ttl: Duration::from_millis(300),
+        ..settings()
+    };
+    let clock = clock();
+    let err = Driver {
+        tree: &tree,
+        ledger: &faulty,
+        clock: &clock,
+        settings: &settings,
+        console: &Lines::default(),
+        scan: &FakeScan::default(),
+    }
+    .run(&mut executor)
     .await
     .unwrap_err();
     assert!(
@@ -463,8 +517,46 @@ async fn a_lock_lost_while_a_script_runs_stops_the_run_and_names_the_migration()
         ),
         "{err}"
     );
+    assert!(
+        executor.stopped,
+        "the script was stopped when the renewal failed"
+    );
     let ran: Vec<_> = executor.executed.iter().map(|e| e.0.as_str()).collect();
     assert_eq!(ran, ["first", "waits"], "nothing ran after the loss");
+}
+
+#[tokio::test]
+async fn a_script_running_across_renewals_is_told_each_time_how_long_its_lease_is_live() {
+    let tree = tree();
+    let memory = Arc::new(existing_ledger().await);
+    let faulty = FaultyLedger::new(memory);
+    let mut executor = FakeExecutor {
+        ends: ends(),
+        loses_lock: Some(("waits".into(), faulty.clone())),
+        ..FakeExecutor::default()
+    };
+    let settings = RunSettings {
+        lock_ttl: Duration::from_millis(300),
+        ..settings()
+    };
+    let clock = clock();
+    let before = Instant::now();
+    let _ = Driver {
+        tree: &tree,
+        ledger: &faulty,
+        clock: &clock,
+        settings: &settings,
+        console: &Lines::default(),
+        scan: &FakeScan::default(),
+    }
+    .run(&mut executor)
+    .await;
+    // "first" and "waits" started (two leases); the failed renewal told
+    // nothing. Each lease is at most one lifetime past its start.
+    assert_eq!(executor.leases.len(), 2, "{:?}", executor.leases);
+    for until in &executor.leases {
+        assert!(*until > before && *until <= Instant::now() + settings.lock_ttl);
+    }
 }
 
 #[tokio::test]

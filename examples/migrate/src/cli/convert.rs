@@ -135,12 +135,8 @@ pub fn convert(args: ConvertArgs, out: &Out) -> Result<(), Failure> {
     // The engine's own command line, so the conversion runs as `migrate
     // run` would run it.
     let behaviour = (!args.no_behaviour_check).then(|| {
-        let mut settings = convert::behaviour::Settings::new(
-            &ledger_name,
-            defaults::NAMESPACE,
-            commands,
-            migrate_runner::command_for,
-        );
+        let mut settings =
+            convert::behaviour::Settings::new(&ledger_name, defaults::NAMESPACE, commands);
         settings.bin_sh = args.behaviour_sh.clone();
         settings
     });

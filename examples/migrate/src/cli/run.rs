@@ -1,9 +1,6 @@
 //! `migrate run`: the hook runner's entry point. Loads the tree while it opens
 //! and reads the ledger, forwards SIGTERM and SIGINT, and hands over to
 //! [`migrate_runner`].
-//!
-//! Moved here from the binary as it was; the runner's rework (issue 12)
-//! changes what is inside.
 
 use std::time::Duration;
 

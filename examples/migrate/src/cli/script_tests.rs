@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use migration_core::drive::ScriptCommand;
 use migration_core::{LoadOptions, MigrationsTree, Script};
 use migration_kube::defaults;
 use serde::Serialize;
@@ -29,7 +30,6 @@ use serde::Serialize;
 use super::args::TestArgs;
 use super::{Failure, Out};
 use migrate_lint::cluster_commands;
-use migrate_runner::command_for;
 use migrate_runner::tripwire::record::{ENV_COMMANDS, ENV_REAL_PREFIX, ENV_REPORT};
 use migrate_runner::tripwire::{TripwireConfig, exec};
 use migrate_spec::exit;
@@ -136,7 +136,7 @@ struct RunEnv {
 
 impl RunEnv {
     /// `bin` (holding `migrate-tolerate`) goes first on `PATH`.
-    fn new(root: &Path, bin: &Path, commands: &[String]) -> RunEnv {
+    fn new(bin: &Path, commands: &[String]) -> RunEnv {
         let path =
             std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
         let mut joined = bin.as_os_str().to_owned();
@@ -158,10 +158,6 @@ impl RunEnv {
             set: vec![
                 ("PATH".into(), joined),
                 (ENV_COMMANDS.into(), commands.join(",").into()),
-                ("MIGRATION_TREE".into(), root.as_os_str().to_owned()),
-                ("MIGRATION_NAMESPACE".into(), defaults::NAMESPACE.into()),
-                ("MIGRATION_BATCH".into(), "test".into()),
-                ("MIGRATION_ATTEMPT".into(), "1".into()),
             ],
             remove,
         }
@@ -210,7 +206,7 @@ fn link_tolerate(bin: &Path) -> std::io::Result<()> {
 }
 
 impl Sandbox {
-    fn new(root: &Path, commands: &[String]) -> std::io::Result<Sandbox> {
+    fn new(commands: &[String]) -> std::io::Result<Sandbox> {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::Builder::new().prefix("migrate-test-").tempdir()?;
         let bin = dir.path().join("bin");
@@ -218,7 +214,7 @@ impl Sandbox {
         std::fs::create_dir_all(&bin)?;
         std::fs::create_dir_all(&home)?;
         let refused = dir.path().join(REFUSED_FILE);
-        let mut env = RunEnv::new(root, &bin, commands);
+        let mut env = RunEnv::new(&bin, commands);
         for name in commands {
             let guard = bin.join(name);
             std::fs::write(&guard, guard_text(name, &refused))?;
@@ -299,6 +295,22 @@ async fn finish(what: &str, mut cmd: tokio::process::Command, limit: Duration) -
     }
 }
 
+/// How `migrate test` starts `script` (at `path` in the tree at `root`), as
+/// the runner does: its first attempt, batch `test`, the default namespace.
+fn script_command<'c>(root: &'c Path, script: &'c Script, path: &'c Path) -> ScriptCommand<'c> {
+    ScriptCommand {
+        shebang: &script.header.shebang,
+        copy: path,
+        path,
+        tree: root,
+        slug: script.slug.as_str(),
+        tier: script.tier.as_str(),
+        namespace: defaults::NAMESPACE,
+        batch: "test",
+        attempt: 1,
+    }
+}
+
 /// Runs one test file from `root` in its sandbox.
 async fn run_one(
     root: &Path,
@@ -311,8 +323,16 @@ async fn run_one(
     let mut cmd = tokio::process::Command::new(&words[0]);
     cmd.args(&words[1..]).arg(file).current_dir(root);
     sandbox.env.apply(&mut cmd);
-    cmd.env("MIGRATION_SLUG", script.slug.as_str())
-        .env("MIGRATION_TIER", script.tier.as_str());
+    // The variables the script itself gets when it runs (below, and in
+    // `migrate run`), from the one place that sets them.
+    let path = root.join(script.relative_path());
+    let start = script_command(root, script, &path).build();
+    for (k, v) in start.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
     let (reason, output) = finish(&words[0], cmd, limit).await;
     let refused = sandbox.refused();
     if refused.is_empty() {
@@ -363,7 +383,7 @@ pub async fn test(args: TestArgs, out: &Out) -> Result<(), Failure> {
         let (reason, output) = match &file {
             None => (Some("no test".to_owned()), None),
             Some(file) => {
-                let sandbox = Sandbox::new(&root, &commands).map_err(|e| {
+                let sandbox = Sandbox::new(&commands).map_err(|e| {
                     Failure::environment(vec![format!("migrate test: the sandbox: {e}")])
                 })?;
                 run_one(&root, script, file, limit, &sandbox).await
@@ -458,7 +478,7 @@ impl RealCluster {
             .tempdir()
             .map_err(|e| format!("migrate test: a scratch directory: {e}"))?;
         link_tolerate(bin.path()).map_err(|e| format!("migrate test: {e}"))?;
-        let mut env = RunEnv::new(root, bin.path(), commands);
+        let mut env = RunEnv::new(bin.path(), commands);
         env.set
             .push(("KUBECONFIG".into(), kubeconfig.clone().into_os_string()));
         env.set
@@ -547,11 +567,8 @@ impl RealCluster {
     async fn run(&self, script: &Script) -> Ended {
         let path = self.root.join(script.relative_path());
         let mut cmd: tokio::process::Command =
-            command_for(&script.header.shebang, &path, &path).into();
-        cmd.current_dir(&self.root);
+            script_command(&self.root, script, &path).build().into();
         self.env.apply(&mut cmd);
-        cmd.env("MIGRATION_SLUG", script.slug.as_str())
-            .env("MIGRATION_TIER", script.tier.as_str());
         finish(script.slug.as_str(), cmd, self.limit).await
     }
 

@@ -4,8 +4,8 @@
 //!
 //! The original runs as the numbered runner ran it (its shebang's
 //! interpreter on the file, beside its `lib/`), the conversion as the
-//! engine runs it (the runner's own command line, given as
-//! [`Settings::engine`]: errexit, pipefail under bash, `$MIGRATION_TREE`),
+//! engine runs it (the runner's own command line, core's
+//! `ScriptCommand`: errexit, pipefail under bash, `$MIGRATION_TREE`),
 //! each in a scratch directory with a private `PATH` whose first directory
 //! holds the fakes. Paths compared:
 //!
@@ -41,10 +41,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-/// The engine's command line for a script: `(shebang without "#!", the
-/// file to run, the path it runs as)`, as the runner builds it.
-pub type EngineCommand = fn(&str, &Path, &Path) -> Command;
-
 /// The exit status the fakes fail a call with.
 const FAIL_STATUS: i32 = 1;
 
@@ -63,8 +59,6 @@ pub struct Settings {
     /// Most cluster calls one run may make: more is a loop waiting for a
     /// state the fakes never reach.
     pub max_calls: usize,
-    /// How the engine starts a script.
-    pub engine: EngineCommand,
     /// The interpreter a `#!/bin/sh` script runs under on both sides (the
     /// image's `/bin/sh` when it is not this host's: `busybox ash` for an
     /// alpine image); `None`: `/bin/sh`.
@@ -73,19 +67,13 @@ pub struct Settings {
 
 impl Settings {
     /// The defaults: 30 s and 500 calls a run.
-    pub fn new(
-        ledger_name: &str,
-        namespace: &str,
-        commands: Vec<String>,
-        engine: EngineCommand,
-    ) -> Settings {
+    pub fn new(ledger_name: &str, namespace: &str, commands: Vec<String>) -> Settings {
         Settings {
             ledger_name: ledger_name.to_owned(),
             namespace: namespace.to_owned(),
             commands,
             timeout: Duration::from_secs(30),
             max_calls: 500,
-            engine,
             bin_sh: None,
         }
     }
@@ -390,14 +378,19 @@ impl Harness {
             }
             Side::Converted => {
                 let shebang = self.interpreter(script.converted.as_bytes());
-                let mut cmd = (self.settings.engine)(&shebang, &path, &path);
                 let root = self.converted_root();
-                cmd.env("MIGRATION_SLUG", script.slug)
-                    .env("MIGRATION_TIER", "pre-apply")
-                    .env("MIGRATION_TREE", &root)
-                    .env("MIGRATION_NAMESPACE", &self.settings.namespace)
-                    .env("MIGRATION_BATCH", "convert-behaviour-check")
-                    .env("MIGRATION_ATTEMPT", "1");
+                let cmd = migration_core::drive::ScriptCommand {
+                    shebang: &shebang,
+                    copy: &path,
+                    path: &path,
+                    tree: &root,
+                    slug: script.slug,
+                    tier: "pre-apply",
+                    namespace: &self.settings.namespace,
+                    batch: "convert-behaviour-check",
+                    attempt: 1,
+                }
+                .build();
                 (root, cmd)
             }
         };
@@ -886,25 +879,11 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
-    /// The engine's command line, as the runner builds it (errexit, then
-    /// the file): what the check needs of it here.
-    fn engine(shebang: &str, copy: &Path, path: &Path) -> Command {
-        let mut words = shebang.split_whitespace();
-        let mut cmd = Command::new(words.next().unwrap_or("/bin/sh"));
-        cmd.args(words)
-            .arg("-e")
-            .arg("-c")
-            .arg(format!(". '{}'", copy.display()))
-            .arg(path);
-        cmd
-    }
-
     fn harness() -> Harness {
         Harness::new(Settings::new(
             "cozystack-version",
             "cozy-system",
             vec!["kubectl".into(), "helm".into()],
-            engine,
         ))
         .unwrap()
     }

@@ -53,6 +53,8 @@ pub struct Tripwire {
     /// What `REAL_FILE` holds: each command's real path ("" when missing).
     real: String,
     supervisor: Option<(Child, ChildStdin)>,
+    /// The lease deadline last given ([`super::lease`]); 0 before any.
+    lease: u64,
 }
 
 impl Drop for Tripwire {
@@ -231,6 +233,7 @@ impl Tripwire {
             env,
             real,
             supervisor: None,
+            lease: 0,
         };
         wire.restore_shims()?;
         wire.write_real()?;
@@ -275,6 +278,21 @@ impl Tripwire {
     /// supervisor is gone, and the script must not be left running.
     pub fn watch(&mut self, pgid: i32) -> std::io::Result<()> {
         self.tell(&format!("+{pgid}\n"))
+    }
+
+    /// Sets the run's lease deadline (`CLOCK_BOOTTIME` nanoseconds, see
+    /// [`super::lease`]): where the shims check it, and on the supervisor's
+    /// pipe, which kills every script group still running when it passes.
+    pub fn lease(&mut self, deadline: u64) -> std::io::Result<()> {
+        self.lease = deadline;
+        match super::lease::write(self.report_dir(), deadline) {
+            // A script removed the directory: the next guard makes it again
+            // and writes the deadline there; until then the shims, finding
+            // none, refuse.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            other => other?,
+        }
+        self.tell(&format!("={deadline}\n"))
     }
 
     /// Tells the supervisor that group `pgid` is over (killed and waited
@@ -359,6 +377,7 @@ impl Tripwire {
                     .mode(0o700)
                     .create(self.report_dir())?;
                 self.write_real()?;
+                super::lease::write(self.report_dir(), self.lease)?;
                 create(self.report_dir())
             }
             other => other,

@@ -81,14 +81,18 @@ pub fn main(name: &str, argv: Vec<String>) -> i32 {
         );
         return 126;
     }
-    let ran = match real_command(name, Some(&report)) {
-        Real::Missing => {
+    let ran = match (
+        super::lease::in_run(&report),
+        real_command(name, Some(&report)),
+    ) {
+        (Err(lapsed), _) => exec::Ran::refused(126, format!("{name}: refused: {}", lapsed.0)),
+        (Ok(()), Real::Missing) => {
             let message = format!(
                 "{name}: not found (the runner found no real {name} on its PATH; it is a cluster command, so this call fails)"
             );
             exec::Ran::refused(127, message)
         }
-        Real::At(path) => exec::run(&path, &argv, Input::Inherit).unwrap_or_else(|e| {
+        (Ok(()), Real::At(path)) => exec::run(&path, &argv, Input::Inherit).unwrap_or_else(|e| {
             exec::Ran::refused(126, format!("{name}: cannot run {}: {e}", path.display()))
         }),
     };

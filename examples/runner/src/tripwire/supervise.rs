@@ -97,30 +97,57 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
     })
 }
 
-/// One line of the runner's pipe: `+PGID` (watch) or `-PGID` (release).
-pub fn line(text: &str) -> Option<(bool, i32)> {
-    let (watch, pgid) = match text.trim_end().split_at_checked(1)? {
-        ("+", rest) => (true, rest),
-        ("-", rest) => (false, rest),
-        _ => return None,
-    };
-    pgid.parse::<i32>()
-        .ok()
-        .filter(|p| *p > 1)
-        .map(|p| (watch, p))
+/// One line of the runner's pipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Line {
+    /// `+PGID`: the group runs a script.
+    Watch(i32),
+    /// `-PGID`: the group is over.
+    Release(i32),
+    /// `=NANOS`: the run's lease deadline on `CLOCK_BOOTTIME`
+    /// (super::lease).
+    Lease(u64),
+}
+
+/// Parses one line of the runner's pipe.
+pub fn line(text: &str) -> Option<Line> {
+    let (kind, rest) = text.trim_end().split_at_checked(1)?;
+    if kind == "=" {
+        return rest
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| rest.parse().ok())
+            .flatten()
+            .map(Line::Lease);
+    }
+    let pgid = rest
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| rest.parse::<i32>().ok())
+        .flatten()
+        .filter(|p| *p > 1)?;
+    match kind {
+        "+" => Some(Line::Watch(pgid)),
+        "-" => Some(Line::Release(pgid)),
+        _ => None,
+    }
 }
 
 fn alive(pgid: i32) -> bool {
     killpg(Pid::from_raw(pgid), None).is_ok()
 }
 
-/// SIGTERM to every group, then SIGKILL to what is left after `grace`.
-fn stop(groups: &BTreeSet<i32>, grace: Duration) {
+/// SIGTERM to every group, then SIGKILL to what is left after `grace`, or
+/// at the lease deadline `lease` if that comes first.
+fn stop(groups: &BTreeSet<i32>, grace: Duration, lease: u64) {
     for g in groups {
         let _ = killpg(Pid::from_raw(*g), Signal::SIGTERM);
     }
     let deadline = Instant::now() + grace;
-    while Instant::now() < deadline && groups.iter().any(|g| alive(*g)) {
+    while Instant::now() < deadline
+        && super::lease::now() < lease
+        && groups.iter().any(|g| alive(*g))
+    {
         std::thread::sleep(POLL);
     }
     for g in groups {
@@ -146,21 +173,50 @@ pub fn main(raw: Vec<String>) -> i32 {
         );
         return USAGE_ERROR;
     }
+    // The pipe is read on a thread of its own, so that the lease deadline
+    // is kept while no line comes (the runner frozen, or killed).
+    let (lines, pipe) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for text in std::io::stdin().lock().lines() {
+            let Ok(text) = text else { break };
+            if lines.send(text).is_err() {
+                break;
+            }
+        }
+    });
     let mut groups = BTreeSet::new();
-    for text in std::io::stdin().lock().lines() {
-        let Ok(text) = text else { break };
+    // No deadline until the runner gives one (it does before any group).
+    let mut lease = u64::MAX;
+    loop {
+        let left = Duration::from_nanos(lease.saturating_sub(super::lease::now()));
+        let text = match pipe.recv_timeout(left.min(Duration::from_secs(3600))) {
+            Ok(text) => text,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if super::lease::now() >= lease {
+                    // The lease can no longer be proved live: nothing the
+                    // run started may go on (CONTRACT.md §5.5).
+                    for g in std::mem::take(&mut groups) {
+                        let _ = killpg(Pid::from_raw(g), Signal::SIGKILL);
+                    }
+                    lease = u64::MAX;
+                }
+                continue;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         match line(&text) {
-            Some((true, g)) => {
+            Some(Line::Watch(g)) => {
                 groups.insert(g);
             }
-            Some((false, g)) => {
+            Some(Line::Release(g)) => {
                 groups.remove(&g);
             }
+            Some(Line::Lease(until)) => lease = until,
             None => eprintln!("{NAME}: ignoring {text:?} on the runner's pipe"),
         }
     }
     if !groups.is_empty() {
-        stop(&groups, args.grace);
+        stop(&groups, args.grace, lease);
     }
     for dir in &args.dirs {
         // Gone already when the runner removed it; anything else is worth
@@ -214,10 +270,13 @@ mod tests {
     }
 
     #[test]
-    fn pipe_lines_watch_and_release_groups() {
-        assert_eq!(line("+123\n"), Some((true, 123)));
-        assert_eq!(line("-123"), Some((false, 123)));
-        for bad in ["", "123", "+", "+1", "+-5", "*5", "+12x"] {
+    fn pipe_lines_watch_and_release_groups_and_set_the_lease() {
+        assert_eq!(line("+123\n"), Some(Line::Watch(123)));
+        assert_eq!(line("-123"), Some(Line::Release(123)));
+        assert_eq!(line("=5000000000\n"), Some(Line::Lease(5_000_000_000)));
+        for bad in [
+            "", "123", "+", "+1", "+-5", "*5", "+12x", "=", "=-1", "=1x", "=+1",
+        ] {
             assert_eq!(line(bad), None, "{bad:?}");
         }
     }

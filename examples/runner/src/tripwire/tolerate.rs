@@ -397,6 +397,16 @@ pub fn main(args: Vec<String>) -> i32 {
     let mut attempts = 0;
     let (ran, outcome, classes) = loop {
         attempts += 1;
+        // Each attempt, retries included, needs a live lease; a refusal is
+        // never tolerated nor retried.
+        if let Some(Err(lapsed)) = report.as_deref().map(super::lease::in_run) {
+            let message = format!("{TOLERATE}: {name}: refused: {}", lapsed.0);
+            break (
+                exec::Ran::refused(126, message),
+                Outcome::Failed,
+                Vec::new(),
+            );
+        }
         let ran = match &real {
             None => {
                 let message =

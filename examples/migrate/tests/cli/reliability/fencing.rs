@@ -381,20 +381,17 @@ fn a_second_runner_does_not_start_a_script_whose_first_copy_may_still_run_before
     }
 }
 
-/// The stalled-runner case against a real API server
-/// (`MIGRATE_TEST_KUBECONFIG`, see `test_apiserver::real`): the ledger
-/// `kind` (`configmap` or `crd`), existing and empty, compared by its
-/// `resourceVersion` (any write changes it).
-#[cfg(feature = "failpoints")]
-async fn stalled_runner_on_a_real_server(kind: &str) {
-    use test_apiserver::real::{RealCluster, unique_name};
-    let Some(cluster) = RealCluster::from_env("fencing a stalled runner").await else {
-        return;
-    };
-    let scenario = Scenario::new(false);
+/// A ledger of `kind` (`configmap` or `crd`) on the real API server of
+/// `cluster`, existing and empty, under a name of its own: its `--ledger`
+/// spec and the `kubectl get` words naming its object.
+pub(crate) async fn real_ledger(
+    cluster: &test_apiserver::real::RealCluster,
+    kind: &str,
+) -> (String, Vec<String>) {
+    use test_apiserver::real::unique_name;
     let name = unique_name("fence");
     let ns = cluster.namespace().to_owned();
-    let (spec, object) = match kind {
+    match kind {
         "configmap" => {
             cluster.ensure_namespace(&ns).await;
             cluster.kubectl_ok(
@@ -432,7 +429,21 @@ async fn stalled_runner_on_a_real_server(kind: &str) {
                 vec!["migrationledger".to_owned(), name.clone()],
             )
         }
+    }
+}
+
+/// The stalled-runner case against a real API server
+/// (`MIGRATE_TEST_KUBECONFIG`, see `test_apiserver::real`): the ledger
+/// `kind` (`configmap` or `crd`), existing and empty, compared by its
+/// `resourceVersion` (any write changes it).
+#[cfg(feature = "failpoints")]
+async fn stalled_runner_on_a_real_server(kind: &str) {
+    use test_apiserver::real::RealCluster;
+    let Some(cluster) = RealCluster::from_env("fencing a stalled runner").await else {
+        return;
     };
+    let scenario = Scenario::new(false);
+    let (spec, object) = real_ledger(&cluster, kind).await;
     let kubeconfig = cluster.kubeconfig().to_path_buf();
     let stored = || {
         let mut args: Vec<&str> = vec!["--kubeconfig", kubeconfig.to_str().unwrap(), "get"];
@@ -455,7 +466,7 @@ async fn stalled_runner_on_a_real_server(kind: &str) {
         spec,
         env: vec![
             ("KUBECONFIG", kubeconfig.clone().into_os_string()),
-            ("MIGRATION_NAMESPACE", ns.clone().into()),
+            ("MIGRATION_NAMESPACE", cluster.namespace().to_owned().into()),
         ],
         stored: &stored,
     };

@@ -437,3 +437,4 @@ mod concurrency;
 mod crash_points;
 mod fault_schedules;
 mod fencing;
+mod script_fencing;
