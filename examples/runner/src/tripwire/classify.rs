@@ -309,7 +309,9 @@ fn is_not_served_type(line: &str) -> bool {
     };
     let rest = match rest.strip_prefix(" in group ") {
         Some(group) => match quoted(group) {
-            Some(after) => after.strip_prefix(" and version ").map_or(Some(after), quoted),
+            Some(after) => after
+                .strip_prefix(" and version ")
+                .map_or(Some(after), quoted),
             None => None,
         },
         None => rest.strip_prefix(" in version ").map_or(Some(rest), quoted),
