@@ -268,11 +268,13 @@ impl Scripts<'_> {
         // (PATH, KUBECTL/HELM/FLUX and a fresh report file; see crate::tripwire).
         let armed = match wire.take() {
             Some(w) => wire.insert(w),
-            None => wire.insert(crate::tripwire::Tripwire::arm(
-                &config.tripwire,
-                root,
-                config.grace,
-            )?),
+            None => {
+                let mut w = crate::tripwire::Tripwire::arm(&config.tripwire, root, config.grace)?;
+                // The shims refuse any write of the ledger ConfigMap lint
+                // guards, whatever feeds it (a variable, a file).
+                w.guard_ledger(&config.lint.ledger_name)?;
+                wire.insert(w)
+            }
         };
         use std::os::unix::process::CommandExt;
         let path: PathBuf = root.join(&pending.relative_path);
