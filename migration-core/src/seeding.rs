@@ -150,6 +150,15 @@ pub fn adoption_with(
     let mut chosen: BTreeMap<u64, &Slug> = BTreeMap::new();
     let mut ran_entries = Vec::new();
     for slug in &knowledge.ran {
+        // The only content of a slot below the version ran: the tree says
+        // so already, and the slot's legacy entry records it.
+        if tree
+            .legacy_map()
+            .iter()
+            .any(|p| p.number < legacy_version && p.others.is_empty() && &p.slug == slug)
+        {
+            continue;
+        }
         let pair = tree
             .legacy_map()
             .iter()
@@ -158,6 +167,7 @@ pub fn adoption_with(
             .ok_or_else(|| AdoptError::NotDiverged {
                 slug: slug.clone(),
                 version: legacy_version,
+                hint: not_ran_hint(tree, slug, legacy_version),
             })?;
         if let Some(first) = chosen.insert(pair.number, slug) {
             return Err(AdoptError::TwoForOneSlot {
@@ -492,6 +502,35 @@ pub enum AdoptRefusal {
     },
 }
 
+/// What the tree says of a `--ran` slug it does not list below `version`:
+/// a slot at or above the version (it did not run), or a slug named like a
+/// diverged slot's content (`N-<tag>`) that `legacy-map` does not list,
+/// which is what a content only pre-releases held looks like when the tree
+/// was converted without `--count-prereleases`.
+fn not_ran_hint(tree: &MigrationsTree, slug: &Slug, version: u64) -> String {
+    let map = tree.legacy_map();
+    if let Some(p) = map
+        .iter()
+        .find(|p| &p.slug == slug || p.others.contains(slug))
+    {
+        return format!(
+            "; it is slot {}'s, which a cluster at version {version} has not run yet",
+            p.number
+        );
+    }
+    let number = slug
+        .as_str()
+        .split_once('-')
+        .and_then(|(n, _)| n.parse::<u64>().ok());
+    match number.and_then(|n| map.iter().find(|p| p.number == n)) {
+        Some(p) => format!(
+            "; if it is a content of slot {} that only a pre-release held and this cluster ran, legacy-map lists it once the tree is converted with --count-prereleases (convert again with it, then adopt)",
+            p.number
+        ),
+        None => String::new(),
+    }
+}
+
 /// Why [`adoption`] cannot say what an adopted cluster ran.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -500,15 +539,19 @@ pub enum AdoptError {
     /// `--ran` settles, among others).
     #[error(transparent)]
     Plan(#[from] PlanError),
-    /// A `--ran` slug that is no content of a diverged slot below `version`.
+    /// A `--ran` slug the tree contradicts: no content of a slot below
+    /// `version` in its `legacy-map`.
     #[error(
-        "--ran {slug}: not a content of a diverged legacy-map slot (a line with others=) below version {version}"
+        "--ran {slug}: the tree contradicts it: no slot below version {version} holds it in legacy-map (this tree's content or one of its others=){hint}"
     )]
     NotDiverged {
         /// The slug given.
         slug: Slug,
         /// The legacy version adopted.
         version: u64,
+        /// What the tree says of that slug instead, and what would express
+        /// it (`; ...`, or empty).
+        hint: String,
     },
     /// The tree has no `legacy-map`.
     #[error(

@@ -73,6 +73,13 @@ impl Answer {
             ],
             Answer::NotServed => &[
                 "error: the server doesn't have a resource type \"clusters\"",
+                // kubectl's checkErr for a type asked by group, version or
+                // both (`clusters.postgresql.cnpg.io`); `kubectl explain`
+                // prints the line without the `error: ` prefix.
+                "error: the server doesn't have a resource type \"cluster\" in group \"postgresql.cnpg.io\"",
+                "error: the server doesn't have a resource type \"clusters\" in version \"v1\"",
+                "error: the server doesn't have a resource type \"clusters\" in group \"postgresql.cnpg.io\" and version \"v1\"",
+                "the server doesn't have a resource type \"clusters\"",
                 "error: resource mapping not found for name: \"w\" namespace: \"\" from \"STDIN\": no matches for kind \"Widget\" in version \"example.com/v1\"",
             ],
             Answer::AlreadyExists => &[
@@ -264,6 +271,22 @@ mod tests {
         assert_eq!(
             named_by("NotFound", Syntax::Glob, false).answers,
             Vec::<Answer>::new()
+        );
+    }
+
+    #[test]
+    fn a_script_grepping_for_a_type_asked_by_group_or_version_names_the_not_served_answer() {
+        let f = |p: &str| named_by(p, Syntax::Fixed, false).answers;
+        assert_eq!(
+            f("resource type \"cluster\" in group \"postgresql.cnpg.io\""),
+            [Answer::NotServed]
+        );
+        assert_eq!(f("\" and version \"v1\""), [Answer::NotServed]);
+        assert_eq!(f("\" in version \"v1\""), [Answer::NotServed]);
+        // `kubectl explain` prints it without kubectl's `error: ` prefix.
+        assert_eq!(
+            named_by("^the server doesn't have", Syntax::Basic, false).answers,
+            [Answer::NotServed]
         );
     }
 

@@ -223,11 +223,13 @@ impl<'a> Scripts<'a> {
         // (PATH, KUBECTL/HELM/FLUX and a fresh report file; see crate::tripwire).
         let armed = match wire.take() {
             Some(w) => wire.insert(w),
-            None => wire.insert(crate::tripwire::Tripwire::arm(
-                &config.tripwire,
-                root,
-                config.grace,
-            )?),
+            None => {
+                let mut w = crate::tripwire::Tripwire::arm(&config.tripwire, root, config.grace)?;
+                // The shims refuse any write of the ledger ConfigMap lint
+                // guards, whatever feeds it (a variable, a file).
+                w.guard_ledger(&config.lint.ledger_name)?;
+                wire.insert(w)
+            }
         };
         // The shims refuse every cluster call, and the supervisor kills the
         // group, once this deadline passes unrenewed (tripwire::lease).

@@ -248,9 +248,9 @@ fn adopting_past_a_diverged_slot_nobody_answered_runs_this_trees_content_and_its
 #[test]
 fn adopting_with_a_wrong_ran_is_bad_input_and_the_other_content_ran_runs_this_trees_once() {
     let scratch = diverged_tree();
-    // A slug that is no content of a diverged slot is bad input, and so
-    // are two contents of one slot.
-    assert_eq!(adopt_then_run(&scratch, &["one"]).0, 2);
+    // A slug the tree says did not run (at or above the version) is bad
+    // input, and so are two contents of one slot.
+    assert_eq!(adopt_then_run(&scratch, &["three"]).0, 2);
     assert_eq!(adopt_then_run(&scratch, &["two-main", "two-backport"]).0, 2);
     assert!(
         !scratch.file("ledger.json").exists(),
@@ -273,4 +273,28 @@ fn adopting_with_this_trees_content_of_a_diverged_slot_records_it_and_runs_only_
     assert_eq!(code, 0, "{doc}");
     assert_eq!(strings(&doc["legacy"]), ["one", "two-main"]);
     assert_eq!(ran, ["three"]);
+}
+
+#[test]
+fn a_ran_naming_the_only_content_of_a_slot_below_the_version_is_consistent_and_accepted() {
+    let scratch = diverged_tree();
+    let (code, doc, ran) = adopt_then_run(&scratch, &["one"]);
+    assert_eq!(code, 0, "slot 1 only ever held 'one', which ran: {doc}");
+    assert_eq!(strings(&doc["legacy"]), ["one"]);
+    assert_eq!(fields(&doc["reruns"], "slug"), ["two-main"]);
+    assert_eq!(ran, ["two-main", "three"]);
+}
+
+#[test]
+fn a_ran_the_tree_does_not_list_says_what_would_express_a_pre_release_content() {
+    let scratch = diverged_tree();
+    let spec = file_spec(&scratch.file("ledger.json"));
+    let (code, doc, err) = adopt(&scratch.root(), "3", &spec, &["--ran", "2-v1-6-0-rc-1"]);
+    assert_eq!(code, 2, "{doc}");
+    let text = format!("{doc}{err}");
+    assert!(
+        text.contains("2-v1-6-0-rc-1") && text.contains("--count-prereleases"),
+        "{text}"
+    );
+    assert!(!scratch.file("ledger.json").exists());
 }

@@ -134,10 +134,40 @@ fn an_exit_behind_a_dry_run_test_is_the_dry_run_not_a_retry() {
     let out = rewritten(
         text,
         &[
-            ("dry-run-switch", 2, false),
-            ("dry-run-switch", 3, false),
+            ("dry-run-switch", 2, true),
+            ("dry-run-switch", 3, true),
             ("version-stamp", 4, true),
         ],
     );
     assert!(out.contains("exit 0; }"), "{out}");
+}
+
+#[test]
+fn a_dry_run_switch_reading_only_the_variable_the_runner_withholds_needs_no_review() {
+    // The runner never passes MIGRATION_DRY_RUN to a script (set in its own
+    // environment, the run executes nothing), so DRY_RUN is always its
+    // default under the engine: the branch is the original's real-run path.
+    let text = "#!/bin/sh\nset -eu\nDRY_RUN=\"${MIGRATION_DRY_RUN:-0}\"\nfor ns in a b; do\n  if [ \"$DRY_RUN\" = \"1\" ]; then\n    echo would patch \"$ns\"\n  else\n    kubectl patch ns \"$ns\" -p '{}'\n  fi\ndone\nif [ \"$DRY_RUN\" = 1 ]; then\n  echo done\n  exit 0\nfi\nstamp_version 5\n";
+    let (_, changes) = rewrite(text);
+    let dry: Vec<_> = changes.iter().filter(|c| c.0 == "dry-run-switch").collect();
+    assert!(!dry.is_empty(), "{changes:?}");
+    assert!(dry.iter().all(|c| c.2), "{changes:?}");
+}
+
+#[test]
+fn a_dry_run_switch_the_environment_can_still_set_is_left_for_review() {
+    for text in [
+        // Read before it is assigned: the Job's own DRY_RUN would count.
+        "#!/bin/sh\n[ \"${DRY_RUN:-0}\" = 1 ] && exit 0\nDRY_RUN=\"${MIGRATION_DRY_RUN:-0}\"\n[ \"$DRY_RUN\" = 1 ] && { echo would; exit 0; }\nstamp_version 5\n",
+        // Assigned from another variable besides the runner's.
+        "#!/bin/sh\nDRY_RUN=\"${DRY_RUN:-${MIGRATION_DRY_RUN:-0}}\"\n[ \"$DRY_RUN\" = 1 ] && { echo would; exit 0; }\nstamp_version 5\n",
+        // Assigned from a command's output.
+        "#!/bin/sh\nDRY_RUN=\"$(cat /etc/dry)${MIGRATION_DRY_RUN:-0}\"\n[ \"$DRY_RUN\" = 1 ] && { echo would; exit 0; }\nstamp_version 5\n",
+    ] {
+        let (_, changes) = rewrite(text);
+        assert!(
+            changes.iter().any(|c| c.0 == "dry-run-switch" && !c.2),
+            "{text}: {changes:?}"
+        );
+    }
 }

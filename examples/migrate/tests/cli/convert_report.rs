@@ -71,17 +71,17 @@ fn every_convention_is_reported_at_its_line_and_only_the_safe_ones_are_rewritabl
         [
             change("lib-path", 5, true),
             change("version-stamp", 6, true),
-            change("dry-run-switch", 8, false),
-            change("dry-run-switch", 9, false),
-            change("dry-run-switch", 11, false),
+            change("dry-run-switch", 8, true),
+            change("dry-run-switch", 9, true),
+            change("dry-run-switch", 11, true),
             change("retry-later-exit", 15, true),
             change("version-stamp", 18, true),
         ]
     );
     let two = &report["scripts"][1];
     assert_eq!(
-        two["status"], "review",
-        "a dry-run switch is left to a person"
+        two["status"], "rewritable",
+        "a dry-run switch read from MIGRATION_DRY_RUN alone is always off under the engine"
     );
     assert_eq!(report["scripts"][0]["status"], "rewritable");
     assert_eq!(report["stamp_helpers"], serde_json::json!(["lib/stamp.sh"]));

@@ -15,6 +15,26 @@ const ACCEPTED: &[(&str, &str, &str)] = &[
     ("not-found", "not-found", "--not-found"),
     ("delete-not-found", "not-found", "--not-found"),
     ("resource-type-not-served", "not-served", "--not-served"),
+    (
+        "resource-type-not-served-in-group",
+        "not-served",
+        "--not-served",
+    ),
+    (
+        "resource-type-not-served-in-version",
+        "not-served",
+        "--not-served",
+    ),
+    (
+        "resource-type-not-served-in-group-and-version",
+        "not-served",
+        "--not-served",
+    ),
+    (
+        "explain-resource-type-not-served",
+        "not-served",
+        "--not-served",
+    ),
     ("no-matches-for-kind", "not-served", "--not-served"),
     ("already-exists", "already-exists", "--already-exists"),
     (

@@ -343,3 +343,113 @@ fn a_signal_sent_to_a_background_call_reaches_the_real_command_and_the_call_coun
     );
     s.assert_masked("port-forward", "kubectl port-forward svc/x …: exit 143");
 }
+
+/// The ledger ConfigMap as a numbered script renders it (the default
+/// ledger name lint and the runner guard).
+const LEDGER_MANIFEST: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cozystack-version\n  namespace: cozy-system\ndata:\n  version: \"43\"\n";
+
+#[test]
+fn a_write_of_the_ledger_configmap_is_refused_whatever_feeds_the_manifest_naming_the_script_and_the_call()
+ {
+    let (shell, s) = Scratch::dash(
+        "warn",
+        &[
+            (
+                "from-a-variable",
+                &format!(
+                    "MANIFEST='{LEDGER_MANIFEST}'\nprintf '%s\\n' \"$MANIFEST\" | kubectl apply -f -"
+                ),
+            ),
+            (
+                "from-a-heredoc",
+                &format!("kubectl apply -f - <<EOF\n{LEDGER_MANIFEST}EOF"),
+            ),
+            (
+                "from-a-file",
+                &format!(
+                    "f=$(mktemp)\nprintf '%s' '{LEDGER_MANIFEST}' > \"$f\"\nkubectl apply --filename \"$f\""
+                ),
+            ),
+            (
+                "masked",
+                &format!(
+                    "printf '%s' '{LEDGER_MANIFEST}' | kubectl replace -f - || true\necho went-on"
+                ),
+            ),
+            (
+                "by-name",
+                "kubectl -n cozy-system patch configmap cozystack-version --type merge -p '{}'",
+            ),
+        ],
+    );
+    let (_, _, err) = s.run(&shell, "ok");
+    for slug in [
+        "from-a-variable",
+        "from-a-heredoc",
+        "from-a-file",
+        "by-name",
+    ] {
+        let entry = s.entry(slug);
+        assert_eq!(entry["state"], "failed", "{slug}: {entry}");
+        let message = entry["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("refused in script {slug}: kubectl "))
+                && message.contains("ledger ConfigMap cozystack-version"),
+            "{slug}: {message}\n{err}"
+        );
+    }
+    s.assert_masked("masked", "kubectl replace");
+    // The real command never saw any of them.
+    assert!(
+        s.calls()
+            .iter()
+            .all(|c| !c.contains("apply") && !c.contains("replace") && !c.contains("patch")),
+        "{:?}",
+        s.calls()
+    );
+}
+
+#[test]
+fn a_manifest_of_another_object_reaches_the_real_command_whole() {
+    let other = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n";
+    let (shell, s) = Scratch::dash(
+        "abort",
+        &[(
+            "other",
+            &format!(
+                "printf '%s' '{other}' | kubectl apply -f -\nprintf '%s' '{other}' | migrate-tolerate --already-exists -- kubectl apply -f -"
+            ),
+        )],
+    );
+    let (code, _, err) = s.run(&shell, "ok");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(s.entry("other")["state"], "ok");
+    assert_eq!(
+        std::fs::read_to_string(s.path().join("stdin-seen")).unwrap(),
+        other
+    );
+}
+
+#[test]
+fn migrate_tolerate_refuses_a_ledger_write_too_and_never_tolerates_it() {
+    let (shell, s) = Scratch::dash(
+        "warn",
+        &[(
+            "tolerated",
+            &format!(
+                "printf '%s' '{LEDGER_MANIFEST}' | migrate-tolerate --already-exists --conflict -- kubectl apply -f -"
+            ),
+        )],
+    );
+    s.run(&shell, "ok");
+    let entry = s.entry("tolerated");
+    assert_eq!(entry["state"], "failed", "{entry}");
+    assert!(
+        entry["message"]
+            .as_str()
+            .unwrap()
+            .contains("refused in script tolerated"),
+        "{entry}"
+    );
+    assert!(s.calls().is_empty(), "{:?}", s.calls());
+}

@@ -241,6 +241,7 @@ impl Harness {
             &bin.join(migrate_lint::cluster_commands::TOLERATE),
             &tolerate_fake(&state),
         )?;
+        write_exec(&bin.join("mktemp"), &mktemp_fake(&state))?;
         // Waits cost time and wait for nothing here: the fakes answer at once.
         write_exec(&bin.join("sleep"), "#!/bin/sh\nexit 0\n")?;
         // The same clock for both sides: a timestamp in an annotation is
@@ -746,6 +747,39 @@ exec {real} -d @{FIXED_TIME} "$@"
     )
 }
 
+/// `mktemp` naming its files by a count from the run's start, in
+/// `$TMPDIR` (the template's own directory too: a fixed name in a shared
+/// `/tmp` would collide between checks run at once), so a temporary file's
+/// name is the same on both sides and never reads as a difference.
+fn mktemp_fake(state: &Path) -> String {
+    format!(
+        r#"#!/bin/sh
+s={state}
+dir=0
+template=tmp.XXXXXXXXXX
+while [ $# -gt 0 ]; do
+  case $1 in
+  -d|--directory) dir=1 ;;
+  -p|--tmpdir) shift ;;
+  -q|--quiet|-u|--dry-run|-t) ;;
+  --tmpdir=*|--suffix=*) ;;
+  -*) ;;
+  *) template=${{1##*/}} ;;
+  esac
+  shift
+done
+n=$(( $(cat "$s/mktemp-count" 2>/dev/null || echo 0) + 1 ))
+echo "$n" > "$s/mktemp-count"
+x=${{template##*[!X]}}
+name=${{template%"$x"}}$(printf '%0*d' "${{#x}}" "$n")
+path=${{TMPDIR:-/tmp}}/$name
+if [ "$dir" = 1 ]; then mkdir -m 700 "$path"; else (umask 077; : > "$path"); fi || exit 1
+printf '%s\n' "$path"
+"#,
+        state = quote(state)
+    )
+}
+
 /// The instant the fake `date` reports.
 const FIXED_TIME: u64 = 1_767_225_600;
 
@@ -1021,5 +1055,27 @@ mod tests {
             difference.contains("call 2 of the original (kubectl label namespace tenant-root a=b) is made differently by the conversion (kubectl label namespace tenant-root a=c, its call 2)"),
             "{difference}"
         );
+    }
+
+    #[test]
+    fn temporary_file_names_are_the_same_on_both_sides() {
+        // Random `mktemp` names would read as a difference in every call
+        // that names the file.
+        let text = "#!/bin/sh\nset -eu\nf=$(mktemp)\nd=$(mktemp -d)\nt=$(mktemp /tmp/cm.XXXXXX)\nkubectl apply -f \"$f\" -f \"$d\" -f \"$t\"\n";
+        let lib = BTreeMap::new();
+        let result = harness().check(
+            &Script {
+                number: 1,
+                slug: "1",
+                original: text.as_bytes(),
+                converted: text,
+                stamps: false,
+            },
+            Libs {
+                numbered: &lib,
+                converted: &lib,
+            },
+        );
+        assert!(matches!(result, Behaviour::Passed { .. }), "{result:?}");
     }
 }

@@ -36,6 +36,7 @@ use migrate_lint::shell::handled::{self as shell_handled, var_of, words};
 use migrate_lint::shell::{ast, parse};
 
 use super::patterns::{Analysis, Change};
+use super::report::{HelperReport, Status};
 
 /// The kind of change this module reports.
 pub const KIND: &str = "handled-failure";
@@ -1099,19 +1100,6 @@ fn quoted(texts: &[String]) -> String {
         .join(", ")
 }
 
-/// A `lib/` helper with handled failures: what convert found and did.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct HelperReport {
-    /// The helper, relative to the converted tree (`lib/x.sh`).
-    pub file: String,
-    /// `rewritten` (or `rewritable` without `--rewrite`), or `review`.
-    pub status: super::report::Status,
-    /// Every handled failure found, by line of the helper.
-    pub changes: Vec<Change>,
-    /// The unified diff of the safe rewrites (empty: none).
-    pub diff: String,
-}
-
 /// Carries the handled failures of one `lib/` helper: its report (`None`
 /// when it has none) and its bytes as written to the converted tree.
 pub fn helper(rel: &str, bytes: &[u8], rewrite: bool) -> (Option<HelperReport>, Vec<u8>) {
@@ -1131,31 +1119,11 @@ pub fn helper(rel: &str, bytes: &[u8], rewrite: bool) -> (Option<HelperReport>, 
     };
     let report = HelperReport {
         file,
-        status: super::report::Status::of(&found.changes, rewrite),
+        status: Status::of(&found.changes, rewrite),
         changes: found.changes,
         diff,
     };
     (Some(report), output)
-}
-
-/// The text report's lines for the helpers.
-pub fn helpers_text(helpers: &[HelperReport]) -> String {
-    let mut out = String::new();
-    for h in helpers {
-        out.push_str(&format!("{}: {}\n", h.file, h.status.as_str()));
-        for c in &h.changes {
-            out.push_str(&format!(
-                "  {}:{}: {} [{}]: {}\n",
-                h.file,
-                c.line,
-                c.kind,
-                if c.rewritable { "rewritable" } else { "review" },
-                c.message
-            ));
-        }
-        out.push_str(&h.diff);
-    }
-    out
 }
 
 #[cfg(test)]

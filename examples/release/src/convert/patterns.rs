@@ -253,6 +253,9 @@ pub fn analyse(text: &str, config: &PatternConfig) -> Analysis {
         stamps: 0,
         exits: Vec::new(),
         dry_lines: BTreeSet::new(),
+        dry_assigned: BTreeMap::new(),
+        dry_read: BTreeMap::new(),
+        dry_unplaced: false,
         tokens: text
             .lines()
             .filter(|l| !l.trim_start().starts_with('#'))
@@ -306,6 +309,14 @@ struct Walk<'a> {
     /// `exit 0` candidates: line, in a function, stamped before.
     exits: Vec<(usize, bool, bool)>,
     dry_lines: BTreeSet<usize>,
+    /// Per variable derived from the dry-run switch: the line of its first
+    /// assignment, and whether every assignment read nothing but the
+    /// switch's own variables (no command, no other variable).
+    dry_assigned: BTreeMap<String, (usize, bool)>,
+    /// Per variable: the first line reading it, its assignments aside.
+    dry_read: BTreeMap<String, usize>,
+    /// A read the walk cannot place (`[[ ... ]]`): the switch is unproven.
+    dry_unplaced: bool,
     /// Names written outside full-line comments: a function named here may
     /// be called (conservatively: a helper kept for nothing is harmless).
     tokens: BTreeSet<&'a str>,
@@ -347,7 +358,11 @@ impl<'a> Walk<'a> {
         // an `if` would.
         let guard = ao.first.seq.iter().any(|c| match c {
             ast::Command::Simple(s) => simple(s).words.iter().any(|w| self.reads_dry(&w.value)),
-            ast::Command::ExtendedTest(t, _) => self.reads_dry(&format!("{t:?}")),
+            ast::Command::ExtendedTest(t, _) => {
+                let reads = self.reads_dry(&format!("{t:?}"));
+                self.dry_unplaced |= reads;
+                reads
+            }
             _ => false,
         });
         let mut simples = Vec::new();
@@ -494,17 +509,56 @@ impl<'a> Walk<'a> {
 
     fn dry_run_words(&mut self, s: &Simple) {
         for w in &s.words {
+            // Every variable's first read, before it is known to be a
+            // dry-run variable too (`[ "${DRY_RUN:-0}" = 1 ]` above the
+            // assignment from MIGRATION_DRY_RUN).
+            let value = w.value.split_once('=').map_or(w.value.as_str(), |(n, v)| {
+                if !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                    v
+                } else {
+                    w.value.as_str()
+                }
+            });
+            let line = parse::word_line(w).unwrap_or(s.first);
+            for v in expansions(value) {
+                self.dry_read.entry(v.to_owned()).or_insert(line);
+            }
             if self.reads_dry(&w.value) {
-                if let Some((name, _)) = w.value.split_once('=')
-                    && !name.is_empty()
-                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-                {
+                let assigned = w.value.split_once('=').filter(|(name, _)| {
+                    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                });
+                if let Some((name, value)) = assigned {
+                    // Only the switch's variables assigned so far: what the
+                    // variable becomes is then fixed by MIGRATION_DRY_RUN.
+                    let pure = !value.contains("$(")
+                        && !value.contains('`')
+                        && expansions(value).iter().all(|v| self.dry_vars.contains(*v));
+                    let entry = self
+                        .dry_assigned
+                        .entry(name.to_owned())
+                        .or_insert((line, true));
+                    entry.1 &= pure;
                     self.dry_vars.insert(name.to_owned());
                 }
-                self.dry_lines
-                    .insert(parse::word_line(w).unwrap_or(s.first));
+                self.dry_lines.insert(line);
             }
         }
+    }
+
+    /// Whether the dry-run switch can only ever be off under the engine:
+    /// its root is `MIGRATION_DRY_RUN`, which the runner never passes to a
+    /// script (set in the runner's own environment, the run is the engine's
+    /// dry run and executes nothing), and every variable derived from it is
+    /// assigned from nothing else before anything reads it. The script then
+    /// sees what it saw on every real run of the numbered runner.
+    fn dry_switch_proven(&self) -> bool {
+        !self.dry_unplaced
+            && self.dry_vars.iter().all(|v| {
+                v == "MIGRATION_DRY_RUN"
+                    || self.dry_assigned.get(v).is_some_and(|(first, pure)| {
+                        *pure && self.dry_read.get(v).is_none_or(|read| read > first)
+                    })
+            })
     }
 
     /// `$(dirname "$0")/lib/` in any word of the command.
@@ -737,17 +791,37 @@ impl<'a> Walk<'a> {
                 }
             }
         }
+        let proven = self.dry_switch_proven();
         for line in std::mem::take(&mut self.dry_lines) {
-            self.change(
-                "dry-run-switch",
-                line,
-                "the script's own dry-run switch: under the engine its exit 0 records ok; use 'migrate plan' (or the engine's dry run) instead and drop the switch".into(),
-                false,
-            );
+            let message = if proven {
+                "the script's own dry-run switch, read from MIGRATION_DRY_RUN alone: the runner never passes that variable to a script (set in the runner's environment, the whole run is the engine's dry run and executes nothing), so under the engine the switch is always off and the script takes its real path; left as it is".into()
+            } else {
+                "the script's own dry-run switch, which the environment can set past the runner (a variable read before it is assigned, or assigned from something other than MIGRATION_DRY_RUN): under the engine its exit 0 would record ok; use 'migrate plan' (or the engine's dry run) instead and drop the switch".into()
+            };
+            self.change("dry-run-switch", line, message, proven);
         }
         self.out.changes.sort_by_key(|c| c.line);
         self.out
     }
+}
+
+/// The variable names a word expands (`$NAME`, `${NAME...}`).
+fn expansions(word: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = word;
+    while let Some(at) = rest.find('$') {
+        let after = &rest[at + 1..];
+        let name = after.strip_prefix('{').unwrap_or(after);
+        let len = name
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+            .count();
+        if len > 0 {
+            out.push(&name[..len]);
+        }
+        rest = after;
+    }
+    out
 }
 
 fn is_kubectl(s: &Simple) -> bool {

@@ -146,7 +146,7 @@ pub struct Report {
     pub baseline_entries: usize,
     /// `lib/` helpers whose handled failures were carried to
     /// `migrate-tolerate` (or are left for review).
-    pub helpers: Vec<super::handled::HelperReport>,
+    pub helpers: Vec<HelperReport>,
 }
 
 impl Report {
@@ -316,7 +316,7 @@ impl Report {
                 ));
             }
         }
-        out.push_str(&super::handled::helpers_text(&self.helpers));
+        out.push_str(&helpers_text(&self.helpers));
         if !self.stamp_helpers.is_empty() {
             out.push_str(&format!(
                 "\nstamp helpers: {}\n",
@@ -359,4 +359,37 @@ impl Report {
         }
         out
     }
+}
+
+/// A `lib/` helper with handled failures: what convert found and did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HelperReport {
+    /// The helper, relative to the converted tree (`lib/x.sh`).
+    pub file: String,
+    /// `rewritten` (or `rewritable` without `--rewrite`), or `review`.
+    pub status: Status,
+    /// Every handled failure found, by line of the helper.
+    pub changes: Vec<Change>,
+    /// The unified diff of the safe rewrites (empty: none).
+    pub diff: String,
+}
+
+/// The text report's lines for the helpers.
+pub fn helpers_text(helpers: &[HelperReport]) -> String {
+    let mut out = String::new();
+    for h in helpers {
+        out.push_str(&format!("{}: {}\n", h.file, h.status.as_str()));
+        for c in &h.changes {
+            out.push_str(&format!(
+                "  {}:{}: {} [{}]: {}\n",
+                h.file,
+                c.line,
+                c.kind,
+                if c.rewritable { "rewritable" } else { "review" },
+                c.message
+            ));
+        }
+        out.push_str(&h.diff);
+    }
+    out
 }

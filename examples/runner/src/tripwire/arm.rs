@@ -52,6 +52,9 @@ pub struct Tripwire {
     env: Vec<(String, OsString)>,
     /// What `REAL_FILE` holds: each command's real path ("" when missing).
     real: String,
+    /// The ledger ConfigMap the shims refuse writes to
+    /// ([`super::ledger_guard::LEDGER_FILE`]).
+    ledger: Option<String>,
     supervisor: Option<(Child, ChildStdin)>,
     /// The lease deadline last given ([`super::lease`]); 0 before any.
     lease: u64,
@@ -232,6 +235,7 @@ impl Tripwire {
             links,
             env,
             real,
+            ledger: None,
             supervisor: None,
             lease: 0,
         };
@@ -351,7 +355,25 @@ impl Tripwire {
             .create_new(true)
             .mode(0o600)
             .open(&path)?;
-        file.write_all(self.real.as_bytes())
+        file.write_all(self.real.as_bytes())?;
+        if let Some(ledger) = &self.ledger {
+            let path = self.report_dir().join(super::ledger_guard::LEDGER_FILE);
+            let _ = std::fs::remove_file(&path);
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)?
+                .write_all(ledger.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Has every shim of this run refuse a script's write of the ledger
+    /// ConfigMap `name` (see [`super::ledger_guard`]).
+    pub fn guard_ledger(&mut self, name: &str) -> std::io::Result<()> {
+        self.ledger = Some(name.to_owned());
+        self.write_real()
     }
 
     /// Readies one script execution: restores the shims, creates the

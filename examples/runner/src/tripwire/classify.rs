@@ -287,6 +287,38 @@ fn is_admission_denial(line: &str) -> bool {
         || line.contains("ValidatingAdmissionPolicy")
 }
 
+/// kubectl's line for a resource type discovery does not know, in each
+/// form its source prints (`cmd/util` `checkErr` and cli-runtime's
+/// builder, kubectl 1.2x to 1.3x): `the server doesn't have a resource type
+/// "R"`, then nothing, ` in group "G"`, ` in version "V"` or ` in group "G"
+/// and version "V"`; with kubectl's `error: ` prefix, or without it as
+/// `kubectl explain` prints it. Nothing else may follow the last quote.
+fn is_not_served_type(line: &str) -> bool {
+    let line = line.strip_prefix("error: ").unwrap_or(line);
+    let Some(rest) = line.strip_prefix("the server doesn't have a resource type ") else {
+        return false;
+    };
+    /// One `"word"` at the start of `s`, and what follows it.
+    fn quoted(s: &str) -> Option<&str> {
+        let inner = s.strip_prefix('"')?;
+        let end = inner.find('"')?;
+        (end > 0).then(|| &inner[end + 1..])
+    }
+    let Some(rest) = quoted(rest) else {
+        return false;
+    };
+    let rest = match rest.strip_prefix(" in group ") {
+        Some(group) => match quoted(group) {
+            Some(after) => after
+                .strip_prefix(" and version ")
+                .map_or(Some(after), quoted),
+            None => None,
+        },
+        None => rest.strip_prefix(" in version ").map_or(Some(rest), quoted),
+    };
+    rest == Some("")
+}
+
 /// The class of one stderr line that carries a verdict. The accepted
 /// classes come from kubectl's reason token for the request (or, where
 /// kubectl prints none, the exact shape of the API server's message) and
@@ -335,10 +367,7 @@ pub fn classify_line(line: &str) -> Class {
     {
         return Class::AlreadyExists;
     }
-    if let Some(kind) = line.strip_prefix("error: the server doesn't have a resource type \"")
-        && kind.ends_with('"')
-        && !kind[..kind.len() - 1].contains('"')
-    {
+    if is_not_served_type(line) {
         return Class::NotServed;
     }
     if (line.starts_with("error: resource mapping not found for name: ")
@@ -375,6 +404,30 @@ mod tests {
 
     fn one(text: &str) -> Vec<Class> {
         classify(text).classes.into_iter().collect()
+    }
+
+    #[test]
+    fn every_form_kubectl_prints_for_a_type_not_served_is_not_served() {
+        // kubectl's checkErr names the group and the version the type was
+        // asked in; `explain` prints without the `error: ` prefix.
+        for text in [
+            "error: the server doesn't have a resource type \"cluster\" in group \"postgresql.cnpg.io\"",
+            "error: the server doesn't have a resource type \"clusters\" in version \"v1\"",
+            "error: the server doesn't have a resource type \"clusters\" in group \"postgresql.cnpg.io\" and version \"v1\"",
+            "the server doesn't have a resource type \"clusters\"",
+            "the server doesn't have a resource type \"clusters\" in group \"postgresql.cnpg.io\"",
+        ] {
+            assert_eq!(one(text), [Class::NotServed], "{text}");
+        }
+        // Anything after the last quoted word is not kubectl's line.
+        for text in [
+            "error: the server doesn't have a resource type \"clusters\" in group \"g\" and more",
+            "error: the server doesn't have a resource type \"clusters\" in group g",
+            "error: the server doesn't have a resource type \"a\" \"b\"",
+            "error: the server doesn't have a resource type \"clusters\" in namespace \"x\"",
+        ] {
+            assert_ne!(one(text), [Class::NotServed], "{text}");
+        }
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod arm;
 pub mod classify;
 pub mod exec;
 pub mod lease;
+pub mod ledger_guard;
 pub mod record;
 pub mod shim;
 pub mod supervise;

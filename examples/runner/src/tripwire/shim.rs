@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::arm::REAL_FILE;
 use super::exec::{self, Input};
+use super::ledger_guard;
 use super::record::{self, ENV_REAL_PREFIX, ENV_REPORT, Outcome, Record};
 use migrate_lint::cluster_commands::env_key;
 
@@ -81,6 +82,18 @@ pub fn main(name: &str, argv: Vec<String>) -> i32 {
         );
         return 126;
     }
+    let guarded = match guard(name, &argv, &report) {
+        Ok(input) => input,
+        Err(ran) => {
+            let end = end_record(id, &ran, Outcome::Failed, 0, &[LEDGER_WRITE.to_owned()]);
+            if let Err(e) = record::append(&report, &end) {
+                eprintln!(
+                    "{name}: migrate tripwire: cannot record how this call ended ({e}); the runner counts it as failed"
+                );
+            }
+            return ran.shell_status();
+        }
+    };
     let ran = match (
         super::lease::in_run(&report),
         real_command(name, Some(&report)),
@@ -92,7 +105,12 @@ pub fn main(name: &str, argv: Vec<String>) -> i32 {
             );
             exec::Ran::refused(127, message)
         }
-        (Ok(()), Real::At(path)) => exec::run(&path, &argv, Input::Inherit).unwrap_or_else(|e| {
+        (Ok(()), Real::At(path)) => exec::run(
+            &path,
+            &argv,
+            guarded.as_deref().map_or(Input::Inherit, Input::Bytes),
+        )
+        .unwrap_or_else(|e| {
             exec::Ran::refused(126, format!("{name}: cannot run {}: {e}", path.display()))
         }),
     };
@@ -113,6 +131,38 @@ pub fn main(name: &str, argv: Vec<String>) -> i32 {
         );
     }
     ran.shell_status()
+}
+
+/// The class recorded for a call the ledger guard refused.
+pub const LEDGER_WRITE: &str = "ledger-write";
+
+/// The ledger guard for one call of `name` (kubectl only): `Ok` with the
+/// stdin it read for the real command, or the refused call, its message
+/// naming the script (`MIGRATION_SLUG`) and the call.
+pub(crate) fn guard(
+    name: &str,
+    argv: &[String],
+    report: &Path,
+) -> Result<Option<Vec<u8>>, exec::Ran> {
+    let Some(ledger) = ledger_guard::ledger_of(report) else {
+        return Ok(None);
+    };
+    if name != "kubectl" {
+        return Ok(None);
+    }
+    match ledger_guard::check(&ledger, argv, &mut std::io::stdin()) {
+        ledger_guard::Verdict::Pass { stdin } => Ok(stdin),
+        ledger_guard::Verdict::Refuse(why) => {
+            let script = std::env::var("MIGRATION_SLUG").unwrap_or_else(|_| "?".into());
+            Err(exec::Ran::refused(
+                1,
+                format!(
+                    "{name}: migrate tripwire: refused in script {script}: {}: {why}; only the engine writes the ledger (move the write to the chart)",
+                    record::call_words(argv).join(" ")
+                ),
+            ))
+        }
+    }
 }
 
 /// The `end` line for a finished call.

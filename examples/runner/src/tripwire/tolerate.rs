@@ -385,7 +385,32 @@ pub fn main(args: Vec<String>) -> i32 {
             return 126;
         }
     }
-    let stdin = if parsed.retries > 0 && reads_stdin(&command) {
+    // The ledger guard reads the manifest first: a refused write never
+    // runs, and is never tolerated.
+    let guarded = match &report {
+        Some(r) => match super::shim::guard(&name, &command, r) {
+            Ok(input) => input,
+            Err(ran) => {
+                let end = end_record(
+                    id,
+                    &ran,
+                    Outcome::Failed,
+                    0,
+                    &[super::shim::LEDGER_WRITE.to_owned()],
+                );
+                if let Err(e) = record::append(r, &end) {
+                    eprintln!(
+                        "{TOLERATE}: cannot record how this call ended ({e}); the runner counts it as failed"
+                    );
+                }
+                return ran.shell_status();
+            }
+        },
+        None => None,
+    };
+    let stdin = if guarded.is_some() {
+        guarded
+    } else if parsed.retries > 0 && reads_stdin(&command) {
         let mut buf = Vec::new();
         if let Err(e) = std::io::stdin().take(MAX_STDIN).read_to_end(&mut buf) {
             eprintln!("{TOLERATE}: cannot read stdin to replay it: {e}");
