@@ -122,7 +122,7 @@ layer() {
 	tar -C "$1" --sort=name --mtime="@$EPOCH" --owner=0 --group=0 --numeric-owner \
 		--format=gnu -cf "$WORK/$2.tar" .
 	DIFF_ID=$(digest "$WORK/$2.tar")
-	gzip -n -9 <"$WORK/$2.tar" >"$WORK/$2.tar.gz"
+	gzip -n <"$WORK/$2.tar" >"$WORK/$2.tar.gz"
 	rm "$WORK/$2.tar"
 	LAYER_SIZE=$(size "$WORK/$2.tar.gz")
 	LAYER=$(blob "$WORK/$2.tar.gz")

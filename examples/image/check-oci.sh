@@ -2,7 +2,8 @@
 # What is inside the image build-oci.sh wrote, checked by running it: every blob of the OCI
 # layout has the digest and size its parent names; the `platform` image's layers, unpacked in
 # order, are a root file system in which, as the image's user (65532) with the image's
-# environment, `migrate --version`, `migrate-shim`, `kubectl version --client`,
+# environment, `migrate --version`, `migrate-shim` (started by name it refuses, as it
+# should), `kubectl version --client`,
 # `helm version`, `jq` and busybox's `sh` run, and the demo tree at MIGRATION_TREE runs as
 # examples/run-demo.sh runs it (plan, the pre-apply tier, the background tier, status, a
 # second run with nothing pending, verify) against a file ledger stamped with legacy version 44.
@@ -96,7 +97,17 @@ in_image() {
 run id
 [ "$(in_image id -u)" = 65532 ] || fail "the image's commands do not run as 65532"
 run migrate --version
-run migrate-shim --version
+# The shim runs only as the runner starts it (as kubectl, helm, migrate-supervise...); started
+# by name it says so and exits 127. The demo below runs it for real.
+echo "== migrate-shim"
+if shim=$(in_image migrate-shim 2>&1); then
+	fail "migrate-shim started by its own name succeeded: $shim"
+fi
+echo "$shim"
+case $shim in
+*"the runner starts this binary itself"*) ;;
+*) fail "migrate-shim did not run: $shim" ;;
+esac
 run kubectl version --client
 run helm version
 run sh -c 'echo "{\"a\":[1,2]}" | jq -c ".a | length"'
