@@ -152,7 +152,8 @@ fn the_files_the_engine_image_copies_from_the_context_exist_and_it_carries_no_tr
     }
     // A platform's tree is its own layer (platform.Dockerfile): the engine has none to replace.
     assert!(
-        !all.iter().any(|i| i.contains("TREE") || i.contains("/migrations")),
+        !all.iter()
+            .any(|i| i.contains("TREE") || i.contains("/migrations")),
         "the engine image names a tree: {all:#?}"
     );
 }
@@ -186,19 +187,26 @@ fn a_platform_extends_the_engine_image_with_three_lines_that_put_its_tree_where_
         .find_map(|l| l.strip_prefix("tree: "))
         .unwrap()
         .trim();
-    assert_eq!(chart_tree, tree, "values.yaml's tree differs from the image's");
+    assert_eq!(
+        chart_tree, tree,
+        "values.yaml's tree differs from the image's"
+    );
     // The engine image the recipe starts from is pinned by digest, as the chart's image is.
     let engine = lines[0].trim_start_matches("FROM ").trim();
     let default = engine
         .strip_prefix("${")
         .and_then(|v| v.strip_suffix('}'))
         .map(|name| {
-            let text = std::fs::read_to_string(workspace().join("examples/image/platform.Dockerfile"))
-                .unwrap();
+            let text =
+                std::fs::read_to_string(workspace().join("examples/image/platform.Dockerfile"))
+                    .unwrap();
             arg_default(&instructions(&text), name)
         })
         .unwrap_or_else(|| engine.to_owned());
-    assert!(default.contains("@sha256:"), "FROM {default}: not pinned by digest");
+    assert!(
+        default.contains("@sha256:"),
+        "FROM {default}: not pinned by digest"
+    );
     // The default tree (the demo, which the recipe's example copies) passes its tests.
     let demo = workspace().join("examples/demo");
     let (code, doc, err) = common::json(&["test", demo.to_str().unwrap()]);
