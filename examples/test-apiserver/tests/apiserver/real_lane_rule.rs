@@ -17,7 +17,10 @@ fn message(result: std::thread::Result<()>) -> String {
 fn a_real_server_test_asked_to_run_without_the_server_fails_instead_of_passing() {
     let said = message(catch_unwind(|| check_real_lane("some lane", true, false)));
     assert!(said.contains("some lane"), "{said}");
-    assert!(said.contains("MIGRATE_TEST_KUBECONFIG is not set"), "{said}");
+    assert!(
+        said.contains("MIGRATE_TEST_KUBECONFIG is not set"),
+        "{said}"
+    );
     assert!(said.contains("testenv.sh"), "{said}");
 }
 
@@ -77,7 +80,10 @@ fn every_ignored_test_gives_the_real_server_reason_and_every_real_server_file_ma
         // A helper module (a fixture) reaches the server for the tests of other files.
         let has_tests = text.contains("#[test]") || text.contains("#[tokio::test");
         if reaches && has_tests && !text.contains(&marked) {
-            wrong.push(format!("{}: reaches the real server, marks no test {marked}", file.display()));
+            wrong.push(format!(
+                "{}: reaches the real server, marks no test {marked}",
+                file.display()
+            ));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));

@@ -355,7 +355,8 @@ fn differences(got: &BTreeMap<String, Value>, want: &BTreeMap<String, Value>) ->
 #[tokio::test]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_real_kube_apiserver_still_answers_as_recorded() {
-    let cluster = test_apiserver::or_skip!(RealCluster::from_env("differential test (real side)").await);
+    let cluster =
+        test_apiserver::or_skip!(RealCluster::from_env("differential test (real side)").await);
     let target = Target::real(&cluster).await;
     let mut real = observe(&target).await;
     if std::env::var_os("UPDATE_DIFFERENTIAL").is_some() {
