@@ -7,13 +7,33 @@
 //!
 //! | variable | meaning |
 //! | --- | --- |
-//! | `MIGRATE_TEST_KUBECONFIG` | kubeconfig of the cluster; unset, real-server tests print that they skipped |
+//! | `MIGRATE_TEST_KUBECONFIG` | kubeconfig of the cluster; real-server tests are `#[ignore]`d and fail when run without it |
 //! | `MIGRATE_TEST_NAMESPACE` | namespace for namespaced test objects (default `default`) |
 //! | `MIGRATE_TEST_KUBECTL` | the `kubectl` to run (default `kubectl` on `PATH`) |
 //! | `MIGRATE_TEST_HELM` | the `helm` to run (default `helm` on `PATH`) |
 //!
 //! A set but unusable kubeconfig fails the test instead of skipping it: a lane that was asked
 //! to run must never pass by not running.
+//!
+//! # The rule for a real-server test
+//!
+//! Every test that reaches [`RealCluster::from_env`] or [`RealCluster::private`] (directly or
+//! through a helper), or that needs `MIGRATE_TEST_HELM`/`MIGRATE_TEST_KUBECTL`, carries
+//!
+//! ```text
+//! #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
+//! ```
+//!
+//! ([`NEEDS_REAL_SERVER`] is the reason, word for word). Plain `cargo test` then reports it
+//! `ignored`, so its summary counts what did not run, instead of a pass that only printed
+//! "skipped". With the server up (`eval "$(sh examples/kube-testenv/testenv.sh env)"`) they run
+//! with `cargo test ... -- --ignored` (only them) or `-- --include-ignored` (everything), as
+//! `.ci/run` does. Both ways of not running are failures, not skips:
+//! - run (with `--ignored`) without `MIGRATE_TEST_KUBECONFIG`, [`RealCluster::from_env`]
+//!   panics: a lane that was asked to run must not pass by not running;
+//! - run without `--ignored`/`--include-ignored` while `MIGRATE_TEST_KUBECONFIG` is set, the
+//!   test cannot have been marked (a marked one would not run), and it panics naming the
+//!   attribute to add, so an unmarked real-server test fails in CI's plain pass.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -34,6 +54,43 @@ pub const NAMESPACE_VAR: &str = "MIGRATE_TEST_NAMESPACE";
 pub const KUBECTL_VAR: &str = "MIGRATE_TEST_KUBECTL";
 /// The variable naming the `helm` binary (default `helm` on `PATH`).
 pub const HELM_VAR: &str = "MIGRATE_TEST_HELM";
+
+/// The reason every real-server test is ignored with, `#[ignore = "..."]` (see the
+/// [module documentation](self)).
+pub const NEEDS_REAL_SERVER: &str = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)";
+
+/// Panics unless this test binary was asked to run ignored tests while `MIGRATE_TEST_KUBECONFIG`
+/// is set, and unless it is set when it was: the two checks of the [rule](self#the-rule-for-a-real-server-test)
+/// for a test that needs the real server or its tools. `what` names the test in the message.
+///
+/// # Panics
+/// As above, with the step that fixes it.
+pub fn require_real_lane(what: &str) {
+    let asked = std::env::args().any(|a| a == "--ignored" || a == "--include-ignored");
+    let set = std::env::var_os(KUBECONFIG_VAR).is_some();
+    check_real_lane(what, asked, set);
+}
+
+/// [`require_real_lane`] on given facts: whether ignored tests were asked for, and whether
+/// `MIGRATE_TEST_KUBECONFIG` is set.
+///
+/// # Panics
+/// When the test must not run on these terms.
+pub fn check_real_lane(what: &str, asked_for_ignored: bool, kubeconfig_set: bool) {
+    assert!(
+        kubeconfig_set,
+        "{what}: needs a real API server, and {KUBECONFIG_VAR} is not set: start one \
+         (sh examples/kube-testenv/testenv.sh build && sh examples/kube-testenv/testenv.sh start; \
+         eval \"$(sh examples/kube-testenv/testenv.sh env)\"), or run without --ignored/--include-ignored \
+         to leave the real-server tests out"
+    );
+    assert!(
+        asked_for_ignored,
+        "{what}: a real-server test that is not marked #[ignore = \"{NEEDS_REAL_SERVER}\"]: \
+         add the attribute, so that plain cargo test reports it ignored when no server is set \
+         (with one set, run the real-server tests with cargo test -- --ignored)"
+    );
+}
 
 /// The variable naming kube-testenv's built tools (set by `testenv.sh env`).
 pub const TESTENV_BIN_VAR: &str = "MIGRATE_TESTENV_BIN";
@@ -99,19 +156,18 @@ impl std::fmt::Debug for RealCluster {
 }
 
 impl RealCluster {
-    /// The cluster named by `MIGRATE_TEST_KUBECONFIG`, or `None` after printing
-    /// `skipped: <what>: set MIGRATE_TEST_KUBECONFIG ...` when it is unset.
+    /// The cluster named by `MIGRATE_TEST_KUBECONFIG`, for a test marked
+    /// `#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]` (the
+    /// [rule](self#the-rule-for-a-real-server-test)). Always `Some`: a test that cannot run
+    /// fails instead of returning early; the `Option` stays so that tests written as
+    /// `let Some(cluster) = ... else { return }` keep compiling.
     ///
     /// # Panics
-    /// If the variable is set but the kubeconfig cannot be read or yields no client.
+    /// If the variable is unset, if the test was not run as an ignored test (so it is not
+    /// marked), or if the kubeconfig cannot be read or yields no client.
     pub async fn from_env(what: &str) -> Option<Self> {
-        let Some(path) = std::env::var_os(KUBECONFIG_VAR) else {
-            eprintln!(
-                "skipped: {what}: set {KUBECONFIG_VAR} to a kubeconfig to run against a real API server \
-                 (examples/kube-testenv/testenv.sh start provides one)"
-            );
-            return None;
-        };
+        require_real_lane(what);
+        let path = std::env::var_os(KUBECONFIG_VAR).unwrap_or_default();
         Some(Self::from_kubeconfig(PathBuf::from(path)).await)
     }
 
@@ -120,11 +176,11 @@ impl RealCluster {
     /// kube-testenv's tools built (`MIGRATE_TESTENV_BIN`, which `testenv.sh
     /// env` exports), a new etcd and kube-apiserver started for it (about
     /// five seconds) and stopped when the returned value is dropped; a
-    /// kubeconfig of some other cluster is used as given, shared. `None`
-    /// (after the skip line) when `MIGRATE_TEST_KUBECONFIG` is unset.
+    /// kubeconfig of some other cluster is used as given, shared. Always `Some`, as
+    /// [`RealCluster::from_env`].
     ///
     /// # Panics
-    /// If the private server cannot be started.
+    /// As [`RealCluster::from_env`], or if the private server cannot be started.
     pub async fn private(what: &str) -> Option<PrivateCluster> {
         let shared = Self::from_env(what).await?;
         let Some(bin) = std::env::var_os(TESTENV_BIN_VAR) else {

@@ -49,6 +49,7 @@ fn one<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_hook_and_operator_pods_carry_the_pod_settings_of_the_values_and_the_server_accepts_them()
  {
     let Some(cluster) = real_cluster("the chart's pod settings").await else {
@@ -141,6 +142,7 @@ fn kubeconfig_as(cluster: &RealCluster, user: &str, dir: &Path) -> PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_hook_role_suffices_for_a_configmap_ledger_run_and_grants_no_lease_writes() {
     let Some(cluster) = real_cluster("the hook's Role").await else {
         return;
@@ -235,6 +237,7 @@ async fn the_hook_role_suffices_for_a_configmap_ledger_run_and_grants_no_lease_w
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn files_rendered_for_another_ledger_name_are_refused_naming_the_file_and_the_fix() {
     let Some(cluster) = real_cluster("the chart's files and values").await else {
         return;
@@ -335,6 +338,7 @@ fn umbrella(dir: &Path, version: &str, templates_version: bool, with_migrations:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_chart_on_upgrade() {
     let Some(cluster) = real_cluster("the umbrella chart's version ConfigMap").await else {
         return;

@@ -330,6 +330,7 @@ async fn a_missing_ledger_configmap_is_refused_by_default_and_seeded_with_fresh_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_missing_ledger_configmap_is_refused_by_default_on_a_real_server() {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::Api;

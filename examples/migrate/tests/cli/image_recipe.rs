@@ -1,8 +1,9 @@
-//! The image recipe (`examples/image/Dockerfile`), checked as far as a
-//! machine without a container engine can: every binary it copies is a
-//! binary the workspace builds, every file it copies from the build context
-//! exists, its default tree loads and passes its tests, and its Rust is at
-//! least the workspace's `rust-version`.
+//! The image recipes, checked as far as a machine without a container engine can: the engine
+//! image (`examples/image/Dockerfile`) copies only binaries the workspace builds and files that
+//! exist, carries no tree, and builds with at least the workspace's `rust-version`; a
+//! platform's image (`examples/image/platform.Dockerfile`) is three lines on top of a pinned
+//! engine image that put the tree where the chart looks for it. The image itself is built and
+//! run in CI (`examples/image/build-oci.sh`, `check-oci.sh`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -134,25 +135,81 @@ fn every_binary_the_image_copies_is_built_by_the_workspace() {
 }
 
 #[test]
-fn the_files_the_image_copies_from_the_context_exist_and_the_default_tree_passes_its_tests() {
+fn the_files_the_engine_image_copies_from_the_context_exist_and_it_carries_no_tree() {
     let all = instructions(&dockerfile());
     let root = workspace();
-    let tree = arg_default(&all, "TREE");
     for copy in all
         .iter()
         .filter(|i| i.starts_with("COPY ") && !i.contains("--from="))
     {
         let words: Vec<&str> = copy.split_whitespace().skip(1).collect();
         for source in &words[..words.len() - 1] {
-            let source = source.replace("${TREE}", &tree);
             assert!(
-                source == "." || root.join(&source).exists(),
+                *source == "." || root.join(source).exists(),
                 "COPY {source}: not in the repository"
             );
         }
     }
-    let tree = root.join(tree);
-    let (code, doc, err) = common::json(&["test", tree.to_str().unwrap()]);
+    // A platform's tree is its own layer (platform.Dockerfile): the engine has none to replace.
+    assert!(
+        !all.iter()
+            .any(|i| i.contains("TREE") || i.contains("/migrations")),
+        "the engine image names a tree: {all:#?}"
+    );
+}
+
+/// The platform's recipe: its instructions, comments and `ARG`s dropped.
+fn platform_recipe() -> Vec<String> {
+    let text =
+        std::fs::read_to_string(workspace().join("examples/image/platform.Dockerfile")).unwrap();
+    instructions(&text)
+        .into_iter()
+        .filter(|i| !i.starts_with("ARG "))
+        .collect()
+}
+
+#[test]
+fn a_platform_extends_the_engine_image_with_three_lines_that_put_its_tree_where_the_chart_looks() {
+    let lines = platform_recipe();
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert!(lines[0].starts_with("FROM "), "{}", lines[0]);
+    let copy: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(copy.len(), 3, "COPY SOURCE DEST: {}", lines[1]);
+    assert_eq!(copy[0], "COPY");
+    let tree = lines[2]
+        .strip_prefix("ENV MIGRATION_TREE=")
+        .unwrap_or_else(|| panic!("ENV MIGRATION_TREE=...: {}", lines[2]));
+    assert_eq!(copy[2], tree, "the tree goes where MIGRATION_TREE says");
+    // The chart runs `migrate run <tree>` with its `tree` value: the default must be this path.
+    let values = std::fs::read_to_string(workspace().join("examples/chart/values.yaml")).unwrap();
+    let chart_tree = values
+        .lines()
+        .find_map(|l| l.strip_prefix("tree: "))
+        .unwrap()
+        .trim();
+    assert_eq!(
+        chart_tree, tree,
+        "values.yaml's tree differs from the image's"
+    );
+    // The engine image the recipe starts from is pinned by digest, as the chart's image is.
+    let engine = lines[0].trim_start_matches("FROM ").trim();
+    let default = engine
+        .strip_prefix("${")
+        .and_then(|v| v.strip_suffix('}'))
+        .map(|name| {
+            let text =
+                std::fs::read_to_string(workspace().join("examples/image/platform.Dockerfile"))
+                    .unwrap();
+            arg_default(&instructions(&text), name)
+        })
+        .unwrap_or_else(|| engine.to_owned());
+    assert!(
+        default.contains("@sha256:"),
+        "FROM {default}: not pinned by digest"
+    );
+    // The default tree (the demo, which the recipe's example copies) passes its tests.
+    let demo = workspace().join("examples/demo");
+    let (code, doc, err) = common::json(&["test", demo.to_str().unwrap()]);
     assert_eq!(code, 0, "{doc:#}\n{err}");
 }
 

@@ -7,6 +7,7 @@ mod adopt_history;
 mod bad_input;
 mod bytes_executed;
 mod chart;
+mod chart_schema;
 mod chart_settings;
 mod cli_examples;
 mod cli_fail_closed;

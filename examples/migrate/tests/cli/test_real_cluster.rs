@@ -51,6 +51,7 @@ fn twice<'a>(doc: &'a Value, slug: &str) -> &'a Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_demo_tree_runs_twice_on_a_real_server_and_the_second_run_moves_no_resource_version() {
     let Some(cluster) = RealCluster::private("migrate test --real-cluster on the demo tree").await
     else {
@@ -88,6 +89,7 @@ async fn the_demo_tree_runs_twice_on_a_real_server_and_the_second_run_moves_no_r
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_migration_whose_second_run_changes_an_object_fails_naming_the_object() {
     let Some(cluster) =
         RealCluster::private("migrate test --real-cluster, a changing migration").await
@@ -161,6 +163,7 @@ fn fake(tree: &Path, kind_and_detail: &str, args: &str, user: &str) -> (Option<i
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_fake_cluster_prints_what_the_real_kubectl_prints_against_a_real_server() {
     let Some(cluster) = RealCluster::from_env("the fake cluster's texts against kubectl").await
     else {

@@ -124,6 +124,7 @@ spec:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn only_kubectls_own_answers_are_tolerated_on_a_real_api_server() {
     let Some(cluster) = RealCluster::from_env("migrate-tolerate against the real kubectl").await
     else {

@@ -293,6 +293,7 @@ fn regarding(events: &[serde_json::Value]) -> Vec<(String, String)> {
 }
 
 #[tokio::test]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_job_for_the_first_pending_slug_passes_real_validation_and_is_announced_by_an_event() {
     let t = or_skip!(Env::new("operator: Job creation", &["first", "second"], &[]).await);
     let ctx = t.context(t.cluster.client(), Retries::default());
@@ -327,6 +328,7 @@ async fn the_job_for_the_first_pending_slug_passes_real_validation_and_is_announ
 }
 
 #[tokio::test]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn job_status_set_through_the_status_subresource_drives_success_retries_and_give_up() {
     let t = or_skip!(Env::new("operator: Job outcomes", &["first", "flaky", "last"], &[]).await);
     let retries = Retries {
@@ -373,6 +375,7 @@ async fn job_status_set_through_the_status_subresource_drives_success_retries_an
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_controller_under_its_own_serviceaccount_reacts_to_real_watches() {
     let t = or_skip!(Env::new("operator: controller and RBAC", &["first", "second"], &[]).await);
     t.apply_rbac(|m| m);
@@ -398,6 +401,7 @@ async fn the_controller_under_its_own_serviceaccount_reacts_to_real_watches() {
 }
 
 #[tokio::test]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_roles_grant_what_the_operator_and_the_runner_do() {
     let t = or_skip!(Env::new("operator and runner RBAC", &["flaky"], &[]).await);
     t.apply_rbac(|m| m);
@@ -452,6 +456,7 @@ async fn the_roles_grant_what_the_operator_and_the_runner_do() {
 }
 
 #[tokio::test]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_verb_missing_from_a_role_fails_with_a_forbidden_error_naming_it() {
     let t = or_skip!(Env::new("RBAC: a missing verb", &["first"], &[]).await);
     // The operator's Role without `create` on Jobs, the runner's without `patch` on the ledger.
@@ -503,6 +508,7 @@ async fn a_verb_missing_from_a_role_fails_with_a_forbidden_error_naming_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn with_two_replicas_only_the_leader_acts_on_a_real_server() {
     let t = or_skip!(Env::new("operator leader election", &[], &[]).await);
     common::only_the_leader_acts(t.cluster.client(), &t.ns).await;
@@ -553,6 +559,7 @@ impl Env {
 }
 
 #[tokio::test]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn each_job_and_each_outcome_is_its_own_event_regarding_its_job() {
     let t = or_skip!(
         Env::new(
@@ -632,6 +639,7 @@ async fn each_job_and_each_outcome_is_its_own_event_regarding_its_job() {
 }
 
 #[tokio::test]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_give_up_records_the_image_and_output_of_the_last_job_and_deleted_jobs_still_count() {
     let t = or_skip!(Env::new("operator: the give-up record", &["bg"], &[]).await);
     t.apply_rbac(|m| m);
@@ -696,6 +704,7 @@ async fn a_give_up_records_the_image_and_output_of_the_last_job_and_deleted_jobs
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_repaired_configmap_ledger_entry_wakes_the_operator_without_touching_the_index() {
     let t = or_skip!(Env::new("operator: the ledger's watch", &["first"], &[]).await);
     let cms: Api<ConfigMap> = Api::namespaced(t.cluster.client(), &t.ns);
@@ -733,6 +742,7 @@ async fn a_repaired_configmap_ledger_entry_wakes_the_operator_without_touching_t
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_repaired_crd_ledger_entry_wakes_the_operator_and_the_condition_says_so() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let t = or_skip!(Env::new("operator: the CRD ledger's watch", &["first"], &[]).await);
@@ -813,6 +823,7 @@ async fn a_repaired_crd_ledger_entry_wakes_the_operator_and_the_condition_says_s
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_deleted_index_is_announced_and_its_running_job_is_kept_and_adopted_again() {
     let t = or_skip!(Env::new("operator: a missing index", &["first"], &[]).await);
     let ctx = t.context(t.cluster.client(), Retries::default());
@@ -880,6 +891,7 @@ fn scrape(port: u16) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_chart_runs_the_operator_binary_with_bounded_jobs_metrics_plain_logs_and_a_lease_released_on_sigterm()
  {
     let Some(cluster) = RealCluster::from_env("operator binary from the helm chart").await else {

@@ -4,3 +4,4 @@
 
 mod api;
 mod differential;
+mod real_lane_rule;
