@@ -1202,6 +1202,7 @@ fn notes(events: &[serde_json::Value], reason: &str) -> Vec<String> {
 }
 
 #[tokio::test]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn changing_the_index_while_a_job_runs_never_starts_a_second_job() {
     let t = or_skip!(
         Env::new(
@@ -1235,6 +1236,7 @@ async fn changing_the_index_while_a_job_runs_never_starts_a_second_job() {
 }
 
 #[tokio::test]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_next_job_starts_when_the_previous_job_has_finished_not_on_its_record() {
     let t = or_skip!(Env::new("operator: hand-off on finish", &["first", "second"], &[]).await);
     let ctx = t.context(t.cluster.client(), Retries::default());
@@ -1255,6 +1257,7 @@ async fn the_next_job_starts_when_the_previous_job_has_finished_not_on_its_recor
 }
 
 #[tokio::test]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_deleted_ledger_is_ledger_missing_with_no_job_and_true_figures() {
     let t = or_skip!(Env::new("operator: a deleted ledger", &["first", "second"], &[]).await);
     let ctx = t.context(t.cluster.client(), Retries::default());
@@ -1294,6 +1297,7 @@ async fn a_deleted_ledger_is_ledger_missing_with_no_job_and_true_figures() {
 }
 
 #[tokio::test]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn an_index_image_migrate_index_refuses_is_index_invalid_in_its_words_each_cause_its_own_event()
  {
     let t = or_skip!(Env::new("operator: the index image", &["first"], &[]).await);
@@ -1323,6 +1327,7 @@ async fn an_index_image_migrate_index_refuses_is_index_invalid_in_its_words_each
 }
 
 #[tokio::test]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_job_recreated_under_its_name_gets_an_event_with_its_own_image() {
     let t = or_skip!(Env::new("operator: a re-created Job's Event", &["first"], &[]).await);
     let ctx = t.context(t.cluster.client(), Retries::default());
@@ -1349,6 +1354,7 @@ async fn a_job_recreated_under_its_name_gets_an_event_with_its_own_image() {
 }
 
 #[tokio::test]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn backing_off_names_the_cause_of_the_failure() {
     let t = or_skip!(Env::new("operator: BackingOff's cause", &["quiet", "loud"], &[]).await);
     let ctx = t.context(t.cluster.client(), Retries::default());
@@ -1391,6 +1397,7 @@ async fn backing_off_names_the_cause_of_the_failure() {
 }
 
 #[tokio::test]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_deleted_failed_entry_is_given_up_again_from_the_history_whether_or_not_its_jobs_remain()
 {
     for jobs_deleted in [false, true] {
@@ -1450,6 +1457,7 @@ async fn a_deleted_failed_entry_is_given_up_again_from_the_history_whether_or_no
 }
 
 #[tokio::test]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_roles_scope_configmaps_and_leases_to_the_objects_by_name() {
     let t = or_skip!(Env::new("RBAC: rights by name", &["first"], &[]).await);
     t.apply_rbac(|m| m);
@@ -1497,6 +1505,7 @@ async fn the_roles_scope_configmaps_and_leases_to_the_objects_by_name() {
 }
 
 #[tokio::test]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn every_request_names_the_program_and_its_version() {
     let t = or_skip!(Env::new("operator: User-Agent", &["first"], &[]).await);
     let client = migrate_operator::client::from_config(t.cluster.config()).unwrap();
@@ -1519,6 +1528,7 @@ async fn every_request_names_the_program_and_its_version() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_failed_lease_renewal_keeps_leadership_while_the_lease_is_valid() {
     let t = or_skip!(Env::new("operator: a renewal blip", &[], &[]).await);
     t.apply_rbac(|m| m);
@@ -1638,6 +1648,7 @@ fn free_port() -> u16 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn missing_lease_rights_are_a_warning_naming_the_verb_and_a_condition() {
     let t = or_skip!(Env::new("operator: Leases get-only", &["first"], &[]).await);
     t.apply_rbac(|m| {
@@ -1689,6 +1700,7 @@ async fn missing_lease_rights_are_a_warning_naming_the_verb_and_a_condition() {
 }
 
 #[tokio::test]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_job_just_created_counts_as_running_while_the_job_cache_lags() {
     let t = or_skip!(Env::new("operator: the Job cache lags", &["first", "second"], &[]).await);
     let ctx = Arc::new(Context::new(
