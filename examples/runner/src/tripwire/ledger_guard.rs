@@ -106,10 +106,7 @@ pub fn check(ledger: &str, argv: &[String], stdin: &mut dyn std::io::Read) -> Ve
         if let Some(f) = w
             .strip_prefix("--filename=")
             .or_else(|| w.strip_prefix("-f="))
-            .or_else(|| {
-                w.strip_prefix("-f")
-                    .filter(|f| !f.is_empty() && !f.starts_with('-'))
-            })
+            .or_else(|| w.strip_prefix("-f").filter(|f| !f.is_empty()))
         {
             files.push(f);
         }
