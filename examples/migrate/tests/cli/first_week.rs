@@ -79,3 +79,18 @@ fn a_pre_apply_run_says_a_background_migration_is_pending_and_what_runs_it() {
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("background migration(s) pending"), "{err}");
 }
+
+#[test]
+fn a_lint_warning_about_the_repository_names_the_tree_it_is_about() {
+    let repo = Repo::new();
+    repo.add("pre-apply", "first", "echo first");
+    repo.commit("not tagged yet");
+    let tree = repo.tree();
+    let (_, out, err) = common::text(&["lint", tree.to_str().unwrap()]);
+    let line = out
+        .lines()
+        .chain(err.lines())
+        .find(|l| l.contains("[shipped-script-edited]"))
+        .unwrap_or_else(|| panic!("no warning about the release tags: {out}{err}"));
+    assert!(line.starts_with(tree.to_str().unwrap()), "{line}");
+}
