@@ -114,8 +114,8 @@ async fn a_step_whose_records_did_not_land_is_unconfirmed_naming_the_slug() {
 #[tokio::test]
 async fn a_lock_step_on_a_ledger_that_keeps_no_lock_is_refused_as_permanent() {
     // A backend that implements storage only and keeps the trait's default
-    // `write_step`: every backend shipped keeps a lock now, so this one is
-    // made here, over the memory ledger.
+    // `write_step`, made here over the memory ledger (whose own
+    // `write_step` is not the default).
     let memory = MemoryLedger::new();
     memory.create(&[]).await.unwrap();
     let faulty = StorageOnly(memory);

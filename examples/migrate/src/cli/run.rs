@@ -209,13 +209,21 @@ fn background_waiting(
     clock: &dyn migration_core::Clock,
 ) -> Option<String> {
     let plan = migration_core::Migrator::new(tree, ledger, clock)
-        .plan_snapshot(snapshot, &migration_core::PlanRequest::tier(Tier::Background))
+        .plan_snapshot(
+            snapshot,
+            &migration_core::PlanRequest::tier(Tier::Background),
+        )
         .ok()?;
     let n = plan.pending.len();
     if n == 0 || plan.fresh_install {
         return None;
     }
-    let first: Vec<&str> = plan.pending.iter().take(3).map(|p| p.slug.as_str()).collect();
+    let first: Vec<&str> = plan
+        .pending
+        .iter()
+        .take(3)
+        .map(|p| p.slug.as_str())
+        .collect();
     Some(format!(
         "{n} background migration(s) pending ({}{}): the background tier runs them, through the operator or `migrate run --tier background`",
         first.join(", "),

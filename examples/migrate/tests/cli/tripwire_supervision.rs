@@ -82,15 +82,20 @@ fn a_runner_killed_with_sigkill_leaves_no_script_group_and_no_tripwire_directory
         &[(
             "long",
             &format!(
-                "{TAKE_REPORT}trap '' TERM\necho \"$r\" > \"$SCRATCH/report\"\necho \"$KUBECTL\" > \"$SCRATCH/kubectl\"\necho \"$0\" > \"$SCRATCH/copy\"\necho $$ > \"$SCRATCH/pid.tmp\"\nmv \"$SCRATCH/pid.tmp\" \"$SCRATCH/pid\"\nsleep 600\necho survived"
+                "{TAKE_REPORT}trap '' TERM\necho \"$r\" > \"$SCRATCH/report\"\necho \"$KUBECTL\" > \"$SCRATCH/kubectl\"\necho $$ > \"$SCRATCH/pid.tmp\"\nmv \"$SCRATCH/pid.tmp\" \"$SCRATCH/pid\"\nsleep 600\necho survived"
             ),
         )],
     );
     // The script ignores SIGTERM, so only the run supervisor's SIGKILL
     // after the grace period can end it (and the `sleep` it started).
     let mut runner = s.command(&shell, "ok", "not-found");
+    // A temporary directory of its own: whatever the run makes there (the
+    // shims, the private copies of the scripts) must be gone after it.
+    let tmp = s.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
     runner
         .args(["--grace", "1"])
+        .env("TMPDIR", &tmp)
         .stdout(std::process::Stdio::null());
     let mut runner = runner.spawn().unwrap();
     let pid_file = s.path().join("pid");
@@ -145,19 +150,26 @@ fn a_runner_killed_with_sigkill_leaves_no_script_group_and_no_tripwire_directory
         .parent()
         .unwrap()
         .to_path_buf();
-    // And the private copy of the script it ran: kept nowhere a killed
-    // runner leaves it (it was under /tmp/migrate-scripts-*).
-    let copies = Path::new(read("copy").trim())
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    for dir in [&reports, &shims, &copies] {
+    for dir in [&reports, &shims] {
         assert!(
             poll_until(std::time::Duration::from_secs(15), || !dir.exists()),
             "left behind by a runner killed with SIGKILL: {}",
             dir.display()
         );
     }
+    // Nothing else of the run stays in its temporary directory either (the
+    // private copies of the scripts were left as migrate-scripts-*).
+    let left = || {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        poll_until(std::time::Duration::from_secs(15), || left().is_empty()),
+        "left in the run's TMPDIR by a runner killed with SIGKILL: {:?}",
+        left()
+    );
 }
 
 #[test]
