@@ -6,8 +6,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
-#[path = "../oracle/crc32c.rs"]
-mod oracle;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
