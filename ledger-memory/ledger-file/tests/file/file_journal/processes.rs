@@ -135,7 +135,8 @@ fn the_run_lock_excludes_another_process_until_it_releases() {
     }
     // Ledger writes are not blocked by somebody else's lease (the lease
     // is advisory for runners; the flock is held only per call).
-    rt.block_on(FileLedger::new(&path).create(&[])).unwrap();
+    rt.block_on(FileLedger::new(&path).write(&entries(0..1, EntryState::Ok), WriteMode::Replace))
+        .unwrap();
     holder.stdin.take().unwrap().write_all(b"done\n").unwrap();
     assert!(holder.wait().unwrap().success());
     let lease = rt
