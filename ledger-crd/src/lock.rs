@@ -219,10 +219,7 @@ impl CrdLedger {
             let (lock, lease) = if step.mode == StepMode::Overwrite {
                 (None, None)
             } else {
-                match self
-                    .object_lock(view, OP)?
-                    .step(&step.mode, &take_token)
-                {
+                match self.object_lock(view, OP)?.step(&step.mode, &take_token) {
                     // A release whose reply was lost: the lock is gone and
                     // every record is in place, so this very write landed.
                     Err(LedgerError::LockLost { .. })

@@ -11,8 +11,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::ledger::LedgerError;
 use crate::lease::Lease;
+use crate::ledger::LedgerError;
 use crate::step::StepMode;
 use crate::time::Timestamp;
 
@@ -159,13 +159,7 @@ impl ObjectLock<'_> {
     /// Refuses when someone other than `holder` holds an unexpired lock.
     pub fn refuse_if_held(&self, holder: &str) -> Result<(), LedgerError> {
         match &self.stored {
-            Some(l)
-                if take(
-                    Some(&l.holder),
-                    self.now >= l.expires(),
-                    holder,
-                ) == Take::Held =>
-            {
+            Some(l) if take(Some(&l.holder), self.now >= l.expires(), holder) == Take::Held => {
                 Err(LedgerError::LockHeld {
                     ledger: self.ledger.to_owned(),
                     holder: l.holder.clone(),
@@ -287,7 +281,6 @@ impl ObjectLock<'_> {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,7 +295,6 @@ mod tests {
         assert!(!holds(Some(("a", "2")), "a", "1"));
         assert!(!holds(None, "a", "1"));
     }
-
 
     fn at(s: i64) -> Timestamp {
         Timestamp::from_unix(s)

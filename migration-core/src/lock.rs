@@ -48,7 +48,6 @@ pub trait Lock: Send + Sync + fmt::Debug {
     /// Releases a held lock. Idempotent: releasing a lock that this holder
     /// no longer holds succeeds and leaves the current holder alone.
     async fn release(&self, lease: &Lease) -> Result<(), LedgerError>;
-
 }
 
 /// The holder a run takes the lock as: `holder` (what `--holder` says, a

@@ -491,7 +491,12 @@ fn stored_lock(name: &str, object: &Object) -> Result<Option<StoredLock>, Ledger
 /// The put that stores a lock change (`None`: no change; an empty value
 /// removes the lock).
 fn lock_put(lock: crate::fence::LockWrite) -> Option<(String, String)> {
-    lock.map(|l| (LOCK_KEY.to_owned(), l.map(|l| l.encode()).unwrap_or_default()))
+    lock.map(|l| {
+        (
+            LOCK_KEY.to_owned(),
+            l.map(|l| l.encode()).unwrap_or_default(),
+        )
+    })
 }
 
 /// A change storing only `put` (a lock change) in `object`.
@@ -524,7 +529,10 @@ pub fn plan_lock_take(
     };
     let taken = lock.take(holder, ttl, fresh_token)?;
     let lease = taken.lease();
-    Ok((lease, lock_change(object, Some((LOCK_KEY.to_owned(), taken.encode())))))
+    Ok((
+        lease,
+        lock_change(object, Some((LOCK_KEY.to_owned(), taken.encode()))),
+    ))
 }
 
 /// Plans [`crate::Lock::renew`]: the same tenure renewed for `ttl` from
@@ -549,7 +557,10 @@ pub fn plan_lock_renew(
     };
     let renewed = lock.require(lease)?.renewed(now, ttl);
     let lease = renewed.lease();
-    Ok((lease, lock_change(object, Some((LOCK_KEY.to_owned(), renewed.encode())))))
+    Ok((
+        lease,
+        lock_change(object, Some((LOCK_KEY.to_owned(), renewed.encode()))),
+    ))
 }
 
 /// Plans [`crate::Lock::release`]: removes the lock if it is `lease`'s
@@ -564,7 +575,10 @@ pub fn plan_lock_release(
         return Ok(((), None));
     };
     let ours = stored_lock(name, object)?.is_some_and(|l| l.is(lease));
-    Ok(((), lock_change(object, ours.then(|| (LOCK_KEY.to_owned(), String::new())))))
+    Ok((
+        (),
+        lock_change(object, ours.then(|| (LOCK_KEY.to_owned(), String::new()))),
+    ))
 }
 
 /// The records, the attempt mark, the last failure and `lock` (a put of

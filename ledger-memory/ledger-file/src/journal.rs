@@ -607,6 +607,5 @@ fn numbered_runner_version(bytes: &[u8]) -> Option<String> {
     }
 }
 
-
 #[cfg(test)]
 mod tests;

@@ -157,7 +157,13 @@ pub async fn every_change_of_the_lock_alone_raises_the_revision(h: &impl Harness
     seen.push(revision(ledger.as_ref()).await);
     h.advance_clock(Duration::from_secs(1));
     let lease = ledger
-        .write_step(&step(&[], StepMode::Hold { lease: &lease, ttl: TTL }))
+        .write_step(&step(
+            &[],
+            StepMode::Hold {
+                lease: &lease,
+                ttl: TTL,
+            },
+        ))
         .await
         .unwrap()
         .lease
@@ -205,8 +211,9 @@ pub async fn a_budgeted_ledger_reports_its_usage_and_it_grows_with_each_write(h:
     let ledger = h.ledger().await;
     ledger.create(&entries(0..2, EntryState::Ok)).await.unwrap();
     let usage = |s: &crate::ledger::LedgerSnapshot| {
-        s.usage
-            .expect("a ledger with a size budget must report its usage (the runner reserves room from it)")
+        s.usage.expect(
+            "a ledger with a size budget must report its usage (the runner reserves room from it)",
+        )
     };
     let before = usage(&ledger.read().await.unwrap().unwrap());
     assert_eq!(before.budget_bytes, budget, "the usage names the budget");
@@ -278,7 +285,10 @@ pub async fn takers_on_real_threads_never_both_win(h: &impl Harness) {
         for r in &results {
             if let Err(e) = r {
                 assert!(
-                    matches!(e, LedgerError::LockHeld { .. } | LedgerError::Changed { .. }),
+                    matches!(
+                        e,
+                        LedgerError::LockHeld { .. } | LedgerError::Changed { .. }
+                    ),
                     "round {round}: a losing taker is refused as held or changed, got {e:?}"
                 );
             }
@@ -300,5 +310,8 @@ pub async fn takers_on_real_threads_never_both_win(h: &impl Harness) {
                 .unwrap();
         }
     }
-    assert!(rounds_won > 0, "some round must have a winner: the case is not vacuous");
+    assert!(
+        rounds_won > 0,
+        "some round must have a winner: the case is not vacuous"
+    );
 }

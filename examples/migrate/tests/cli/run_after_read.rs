@@ -107,9 +107,7 @@ async fn a_run_whose_read_has_nothing_to_do_ends_without_waiting_for_or_touching
     let lease = migration_core::Lock::acquire(&other, "other-runner", Duration::from_secs(60))
         .await
         .unwrap();
-    let held = || {
-        other.raw_data().unwrap().unwrap()[migration_core::fence::LOCK_KEY].clone()
-    };
+    let held = || other.raw_data().unwrap().unwrap()[migration_core::fence::LOCK_KEY].clone();
     let before = held();
     // A run that needs the lock (ONLY re-runs `one`) waits for the holder...
     let (_tx, rx) = tokio::sync::watch::channel(false);
