@@ -237,10 +237,12 @@ impl<'a> Scripts<'a> {
         let path: PathBuf = root.join(&pending.relative_path);
         let dir = match copies.take() {
             Some(d) => copies.insert(d),
+            // Inside the run's tripwire directory, so the run supervisor
+            // removes the copies with it should the runner die (SIGKILL).
             None => copies.insert(
                 tempfile::Builder::new()
-                    .prefix("migrate-scripts-")
-                    .tempdir()?,
+                    .prefix("scripts-")
+                    .tempdir_in(armed.scratch_dir())?,
             ),
         };
         let copy = private_copy(dir.path(), &pending.slug, bytes)?;

@@ -218,7 +218,7 @@ pub enum RunError {
     /// An `on-error=abort` migration failed; nothing terminal was recorded for
     /// it (its last failure is kept, CONTRACT.md §5.3).
     #[error(
-        "migration {slug} failed ({reason}); nothing terminal recorded, upgrade stopped (the ledger keeps this failure: migrate status {slug})\n{tail}"
+        "migration {slug} failed ({reason}); nothing terminal recorded, upgrade stopped (the ledger keeps this failure and the end of its output)\n{tail}"
     )]
     MigrationFailed {
         /// The slug.

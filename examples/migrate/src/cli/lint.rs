@@ -87,8 +87,10 @@ fn shipped_edit_findings(
                 message: edit.to_string(),
             })
             .collect(),
+        // About the tree as a whole: named by its directory, so the line
+        // never starts with an empty file name.
         Err(e) => vec![Finding {
-            file: String::new(),
+            file: root.display().to_string(),
             line: None,
             rule: SHIPPED_RULE,
             level: Level::Warning,

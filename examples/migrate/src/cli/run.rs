@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use migration_core::SystemClock;
+use migration_core::{Slug, SystemClock, Tier};
 
-use super::args::RunArgs;
+use super::args::{ClusterArgs, RunArgs};
 use super::{Failure, Out};
 use migrate_runner::{RunConfig, RunError};
-use migrate_spec::exit;
+use migrate_spec::{LedgerSpec, exit};
 
 use crate::report::StdConsole;
 
@@ -37,6 +37,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     } = args;
     super::plan::check_ledger_flags(require_existing_ledger, fresh_install)?;
     refuse_missing_ledger_dir(&ledger, fresh_install)?;
+    let status_of = |slug: &Slug| status_command(&ledger, &cluster, slug);
     // The scripts' cluster is the ledger's: refused before anything opens.
     let script_cluster = super::kube_context::for_scripts(&cluster)?;
     // The tree's migrate.toml, refused before the ledger is opened.
@@ -94,7 +95,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         let dry = runner
             .dry_run(&read)
             .await
-            .map_err(|e| run_failure(e, out))?;
+            .map_err(|e| run_failure(e, out, &status_of))?;
         let shown = super::plan::Shown {
             tree: &tree,
             ledger: ledger.as_ref(),
@@ -119,8 +120,14 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
                 );
             }
             out.emit(&report, |_| String::new());
+            if !report.fresh_install && config.only.is_none() && config.tier == Tier::PreApply {
+                let snapshot = read.as_ref().ok().and_then(Option::as_ref);
+                if let Some(line) = background_waiting(&tree, ledger.as_ref(), snapshot, &clock) {
+                    eprintln!("migrate: {line}");
+                }
+            }
         }
-        Err(e) => return Err(run_failure(e, out)),
+        Err(e) => return Err(run_failure(e, out, &status_of)),
     }
     super::plan::leave_to_exit((tree, read, ledger));
     Ok(())
@@ -192,11 +199,73 @@ fn spawn_signal_forwarder(tx: tokio::sync::watch::Sender<bool>) -> Result<(), Fa
     Ok(())
 }
 
-/// Maps a run error to its exit code, printing the partial report in JSON mode.
-fn run_failure(e: RunError, out: &Out) -> Failure {
+/// What a pre-apply run leaves to the background tier, said after the run
+/// so that its "0 pending in tier pre-apply" is not read as "nothing left to
+/// do": the count, the first slugs, and what runs them.
+fn background_waiting(
+    tree: &migration_core::MigrationsTree,
+    ledger: &dyn migration_core::Ledger,
+    snapshot: Option<&migration_core::LedgerSnapshot>,
+    clock: &dyn migration_core::Clock,
+) -> Option<String> {
+    let plan = migration_core::Migrator::new(tree, ledger, clock)
+        .plan_snapshot(snapshot, &migration_core::PlanRequest::tier(Tier::Background))
+        .ok()?;
+    let n = plan.pending.len();
+    if n == 0 || plan.fresh_install {
+        return None;
+    }
+    let first: Vec<&str> = plan.pending.iter().take(3).map(|p| p.slug.as_str()).collect();
+    Some(format!(
+        "{n} background migration(s) pending ({}{}): the background tier runs them, through the operator or `migrate run --tier background`",
+        first.join(", "),
+        if n > first.len() { ", ..." } else { "" }
+    ))
+}
+
+/// The `migrate status` command that shows `slug`'s entry, runnable as
+/// printed: the run's own ledger and cluster flags, each word quoted for a
+/// POSIX shell where it needs it.
+fn status_command(ledger: &LedgerSpec, cluster: &ClusterArgs, slug: &Slug) -> String {
+    let mut words = vec![
+        "migrate".to_owned(),
+        "status".to_owned(),
+        "--ledger".to_owned(),
+        ledger.to_string(),
+    ];
+    if let Some(kubeconfig) = &cluster.kubeconfig {
+        words.extend(["--kubeconfig".to_owned(), kubeconfig.display().to_string()]);
+    }
+    if let Some(context) = &cluster.context {
+        words.extend(["--context".to_owned(), context.clone()]);
+    }
+    words.push(slug.to_string());
+    let quoted: Vec<String> = words.iter().map(|w| shell_word(w)).collect();
+    quoted.join(" ")
+}
+
+/// `word` as a POSIX shell reads it back: as it is when every character is
+/// plain, else single-quoted with each `'` closed, escaped and reopened.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/:._-@%+=,".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// Maps a run error to its exit code, printing the partial report in JSON
+/// mode; a failed migration's problems end with the command that shows its
+/// entry (`status_of`).
+fn run_failure(e: RunError, out: &Out, status_of: &dyn Fn(&Slug) -> String) -> Failure {
     let (code, kind) = exit::of_run(&e);
     let problems = match &e {
         RunError::Refused(plan) => plan.problems.iter().map(ToString::to_string).collect(),
+        RunError::MigrationFailed { slug, .. } => vec![
+            e.to_string(),
+            format!("its entry and output: {}", status_of(slug)),
+        ],
         other => vec![other.to_string()],
     };
     if let RunError::MigrationFailed { report, .. } | RunError::Interrupted { report, .. } = &e

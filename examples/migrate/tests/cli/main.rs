@@ -31,6 +31,7 @@ mod convert_report;
 mod convert_slug_map;
 mod convert_stamps;
 mod convert_upgrade;
+mod first_week;
 mod fresh_install_guard;
 mod image_recipe;
 mod kube_ledgers;

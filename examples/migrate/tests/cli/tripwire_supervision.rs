@@ -82,7 +82,7 @@ fn a_runner_killed_with_sigkill_leaves_no_script_group_and_no_tripwire_directory
         &[(
             "long",
             &format!(
-                "{TAKE_REPORT}trap '' TERM\necho \"$r\" > \"$SCRATCH/report\"\necho \"$KUBECTL\" > \"$SCRATCH/kubectl\"\necho $$ > \"$SCRATCH/pid.tmp\"\nmv \"$SCRATCH/pid.tmp\" \"$SCRATCH/pid\"\nsleep 600\necho survived"
+                "{TAKE_REPORT}trap '' TERM\necho \"$r\" > \"$SCRATCH/report\"\necho \"$KUBECTL\" > \"$SCRATCH/kubectl\"\necho \"$0\" > \"$SCRATCH/copy\"\necho $$ > \"$SCRATCH/pid.tmp\"\nmv \"$SCRATCH/pid.tmp\" \"$SCRATCH/pid\"\nsleep 600\necho survived"
             ),
         )],
     );
@@ -145,7 +145,13 @@ fn a_runner_killed_with_sigkill_leaves_no_script_group_and_no_tripwire_directory
         .parent()
         .unwrap()
         .to_path_buf();
-    for dir in [&reports, &shims] {
+    // And the private copy of the script it ran: kept nowhere a killed
+    // runner leaves it (it was under /tmp/migrate-scripts-*).
+    let copies = Path::new(read("copy").trim())
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    for dir in [&reports, &shims, &copies] {
         assert!(
             poll_until(std::time::Duration::from_secs(15), || !dir.exists()),
             "left behind by a runner killed with SIGKILL: {}",

@@ -1,0 +1,96 @@
+//! What a platform team meets in its first week (issue 38): the hints a
+//! run prints are commands that run as printed, and a pre-apply run says
+//! what it leaves to the background tier.
+
+use crate::common::{self, Repo};
+
+/// A repository whose v1 is installed fresh on a file ledger and whose v2
+/// adds `scripts` (tier, slug, body): the tree, the ledger's spec and the
+/// scratch directory holding the ledger.
+fn upgraded_to(scripts: &[(&str, &str, &str)]) -> (Repo, String) {
+    let repo = Repo::new();
+    repo.release_with("v1", &[("pre-apply", "first")]);
+    let (code, _, err) = repo.manifest();
+    assert_eq!(code, 0, "{err}");
+    let ledger = common::file_spec(&repo.path().join("ledger.json"));
+    repo.succeeds("run", &ledger, &["--fresh-install"]);
+    for (tier, slug, body) in scripts {
+        repo.add(tier, slug, body);
+    }
+    repo.release("v2");
+    let (code, _, err) = repo.manifest();
+    assert_eq!(code, 0, "{err}");
+    (repo, ledger)
+}
+
+#[test]
+fn a_failed_migrations_hint_is_a_status_command_that_runs_as_printed() {
+    let (repo, ledger) = upgraded_to(&[("pre-apply", "remove-old-webhook", "echo gone; exit 3")]);
+    let tree = repo.tree();
+    let (code, _, err) = common::text(&["run", tree.to_str().unwrap(), "--ledger", &ledger]);
+    assert_ne!(code, 0, "the failing migration failed the run: {err}");
+    let hint = err
+        .lines()
+        .find_map(|l| l.split_once("its entry and output: ").map(|(_, c)| c.trim()))
+        .unwrap_or_else(|| panic!("no status command in: {err}"));
+    assert!(
+        hint.contains("--ledger") && hint.ends_with("remove-old-webhook"),
+        "{hint}"
+    );
+    // Run the printed words through a shell, as a person pasting them would.
+    let migrate = env!("CARGO_BIN_EXE_migrate");
+    let line = hint.replacen("migrate", migrate, 1);
+    let out = std::process::Command::new("sh")
+        .args(["-c", &line])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{line}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(shown.contains("remove-old-webhook"), "{shown}");
+}
+
+#[test]
+fn a_pre_apply_run_says_a_background_migration_is_pending_and_what_runs_it() {
+    let (repo, ledger) = upgraded_to(&[("background", "reindex-dashboards", "echo reindexed")]);
+    let tree = repo.tree();
+    let (code, _, err) = common::text(&["run", tree.to_str().unwrap(), "--ledger", &ledger]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("1 background migration(s) pending (reindex-dashboards)")
+            && err.contains("--tier background")
+            && err.contains("operator"),
+        "{err}"
+    );
+    // Once it ran, nothing is said.
+    let (code, _, err) = common::text(&[
+        "run",
+        tree.to_str().unwrap(),
+        "--ledger",
+        &ledger,
+        "--tier",
+        "background",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = common::text(&["run", tree.to_str().unwrap(), "--ledger", &ledger]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("background migration(s) pending"), "{err}");
+}
+
+#[test]
+fn a_lint_warning_about_the_repository_names_the_tree_it_is_about() {
+    let repo = Repo::new();
+    repo.add("pre-apply", "first", "echo first");
+    repo.commit("not tagged yet");
+    let tree = repo.tree();
+    let (_, out, err) = common::text(&["lint", tree.to_str().unwrap()]);
+    let line = out
+        .lines()
+        .chain(err.lines())
+        .find(|l| l.contains("[shipped-script-edited]"))
+        .unwrap_or_else(|| panic!("no warning about the release tags: {out}{err}"));
+    assert!(line.starts_with(tree.to_str().unwrap()), "{line}");
+}
