@@ -113,7 +113,12 @@ async fn a_step_whose_records_did_not_land_is_unconfirmed_naming_the_slug() {
 
 #[tokio::test]
 async fn a_lock_step_on_a_ledger_that_keeps_no_lock_is_refused_as_permanent() {
-    let (_memory, faulty) = faulty().await;
+    // A backend that implements storage only and keeps the trait's default
+    // `write_step`: every backend shipped keeps a lock now, so this one is
+    // made here, over the memory ledger.
+    let memory = MemoryLedger::new();
+    memory.create(&[]).await.unwrap();
+    let faulty = StorageOnly(memory);
     let step = StepWrite {
         records: &[],
         attempt: None,
@@ -125,4 +130,39 @@ async fn a_lock_step_on_a_ledger_that_keeps_no_lock_is_refused_as_permanent() {
     };
     let err = faulty.write_step(&step).await.unwrap_err();
     assert!(matches!(err, LedgerError::Permanent { .. }), "{err:?}");
+}
+
+/// A ledger of storage only: the memory ledger's read and writes, and the
+/// trait's default `write_step`, which keeps no lock.
+#[derive(Debug)]
+struct StorageOnly(MemoryLedger);
+
+#[async_trait::async_trait]
+impl Ledger for StorageOnly {
+    fn describe(&self) -> String {
+        "storage-only".into()
+    }
+    async fn read(&self) -> Result<Option<migration_core::LedgerSnapshot>, LedgerError> {
+        self.0.read().await
+    }
+    async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
+        self.0.create(entries).await
+    }
+    async fn write(
+        &self,
+        entries: &[(Slug, LedgerEntry)],
+        mode: migration_core::WriteMode,
+    ) -> Result<migration_core::WriteReport, LedgerError> {
+        self.0.write(entries, mode).await
+    }
+    async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
+        self.0.note_attempt(slug, token, floor).await
+    }
+    async fn note_failure(
+        &self,
+        slug: &Slug,
+        failure: &migration_core::last_failure::LastFailure,
+    ) -> Result<(), LedgerError> {
+        self.0.note_failure(slug, failure).await
+    }
 }

@@ -94,3 +94,27 @@ fn a_lint_warning_about_the_repository_names_the_tree_it_is_about() {
         .unwrap_or_else(|| panic!("no warning about the release tags: {out}{err}"));
     assert!(line.starts_with(tree.to_str().unwrap()), "{line}");
 }
+
+#[test]
+fn a_refused_run_on_a_missing_ledger_leaves_no_file_behind() {
+    let repo = Repo::new();
+    repo.release_with("v1", &[("pre-apply", "first")]);
+    let (code, _, err) = repo.manifest();
+    assert_eq!(code, 0, "{err}");
+    let scratch = tempfile::tempdir().unwrap();
+    let ledger = common::file_spec(&scratch.path().join("ledger.json"));
+    let tree = repo.tree();
+    let tree = tree.to_str().unwrap();
+    // No ledger and no --fresh-install; ONLY before the ledger exists.
+    for extra in [&[][..], &["--fresh-install", "--only", "first"][..]] {
+        let mut args = vec!["run", tree, "--ledger", &ledger];
+        args.extend_from_slice(extra);
+        let (code, _, err) = common::text(&args);
+        assert_eq!(code, 3, "{args:?}: {err}");
+        let left: Vec<_> = std::fs::read_dir(scratch.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "{args:?} left {left:?} behind");
+    }
+}

@@ -398,13 +398,20 @@ impl FileLedger {
         }
     }
 
+    /// The file's damage, and the next step a person takes: nothing is
+    /// changed by the engine (it never guesses), so they restore the file,
+    /// or keep the records before the damage, which the journal's order
+    /// makes a consistent earlier ledger (the migrations recorded after it
+    /// run again, each safe to run twice), then verify.
     fn unreadable(&self, target: &Path, corrupt: &Corrupt) -> LedgerError {
+        let file = target.display();
+        let offset = corrupt.offset;
         LedgerError::Unreadable {
             ledger: self.name(),
             reason: format!(
-                "{} at byte offset {}: {}",
-                target.display(),
-                corrupt.offset,
+                "{file} at byte offset {offset}: {}; the file is left as it is: restore it from a backup, \
+                 or keep the records before the damage (`head -c {offset} '{file}' > '{file}.cut'`, \
+                 then move it in place; what was recorded after it runs again), then `migrate verify`",
                 corrupt.reason
             ),
         }

@@ -140,6 +140,14 @@ fn assert_unreadable_at(path: &Path, offset: usize, what: &str) {
         text.contains(&format!("byte offset {offset}")),
         "{what}: {text}"
     );
+    // And says what to do next: restore it, or keep the records before the
+    // damage (a command that does exactly that), then verify.
+    assert!(
+        text.contains("restore")
+            && text.contains(&format!("head -c {offset} "))
+            && text.contains("migrate verify"),
+        "{what}: no next step in: {text}"
+    );
     // A writer refuses too, and leaves the damage for a human.
     let before = bytes(path);
     let err = rt
