@@ -78,7 +78,7 @@ pub enum Refusal {
     },
     /// An unreadable record on the path of this run.
     #[error(
-        "ledger key '{key}' is corrupt ({reason}); refusing to act on '{slug}' (repair or remove the key by hand)"
+        "ledger key '{key}' is corrupt ({reason}); refusing to act on '{slug}'; next step: `migrate repair TREE {slug} --rerun --reason WHY --ledger SPEC` replaces it (or `--done` if it ran), keeping the value in the entry's history"
     )]
     CorruptEntry {
         /// The slug.

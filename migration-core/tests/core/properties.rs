@@ -180,6 +180,9 @@ proptest! {
             _ => None,
         }).collect();
         prop_assert!(named.contains(&format!("m.l{victim}")), "{:?}", named);
+        // Each refusal names the command that repairs its slug.
+        let text = err.to_string();
+        prop_assert!(text.contains(&format!("migrate repair TREE l{victim} --rerun")), "{}", text);
         prop_assert_eq!(named.len(), err.problems.len(), "only corrupt entries should refuse: {}", err);
     }
 
