@@ -65,7 +65,7 @@ impl LintConfig {
 
 /// The rule ids of the tree loader and of lint itself; the shell rules are
 /// in [`shell::rules::RULES`], shellcheck's are `shellcheck:SCnnnn`.
-pub const RULES: [&str; 21] = [
+pub const RULES: [&str; 22] = [
     "layout",
     "slug",
     "header",
@@ -78,6 +78,7 @@ pub const RULES: [&str; 21] = [
     "settings",
     "manifest",
     "stale-manifest",
+    "revoked-unknown",
     "shell-dialect",
     "missing-test",
     "orphan-test",
@@ -311,6 +312,25 @@ fn stale_manifest(tree: &MigrationsTree) -> Vec<Finding> {
                 format!("order.d/{}", batch.name),
                 format!("'{}' is listed but its script is not on disk", line.slug),
             ));
+        }
+    }
+    // A `revoked` line naming a slug no batch lists revokes nothing (`plan`
+    // refuses it): most often a typo, so the slug meant is named.
+    for revoked in tree.revoked() {
+        if manifest.position(&revoked.slug).is_none() {
+            let meant = migration_core::repair::nearest(
+                revoked.slug.as_str(),
+                manifest.iter().map(|(_, line)| line.slug.as_str()),
+            )
+            .map(|m| format!("; did you mean '{m}'?"))
+            .unwrap_or_default();
+            findings.push(Finding {
+                file: "revoked".into(),
+                line: Some(revoked.line),
+                rule: "revoked-unknown",
+                level: Level::Error,
+                message: format!("'{}' is in no manifest batch{meant}", revoked.slug),
+            });
         }
     }
     findings

@@ -118,3 +118,28 @@ fn a_refused_run_on_a_missing_ledger_leaves_no_file_behind() {
         assert!(left.is_empty(), "{args:?} left {left:?} behind");
     }
 }
+
+#[test]
+fn a_typo_in_revoked_is_a_lint_error_naming_the_line_and_the_slug_meant() {
+    let repo = Repo::new();
+    repo.release_with("v1", &[("pre-apply", "remove-old-webhook")]);
+    repo.write("revoked", "# never run these\nremove-old-webhok\n");
+    let (code, _, err) = repo.manifest();
+    assert_eq!(code, 0, "{err}");
+    let tree = repo.tree();
+    let (code, doc, err) = common::json(&["lint", tree.to_str().unwrap()]);
+    assert_eq!(code, 2, "{doc}\n{err}");
+    let found = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "revoked-unknown")
+        .unwrap_or_else(|| panic!("no revoked-unknown finding: {doc}"));
+    assert_eq!(found["file"], "revoked", "{found}");
+    assert_eq!(found["line"], 2, "{found}");
+    let message = found["message"].as_str().unwrap();
+    assert!(
+        message.contains("remove-old-webhok") && message.contains("did you mean 'remove-old-webhook'"),
+        "{message}"
+    );
+}
