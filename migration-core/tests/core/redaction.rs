@@ -1,6 +1,6 @@
 //! Redaction of the shapes issue 35 found recorded as they were.
 
-use migration_core::redact::redact;
+use migration_core::redact::{Redactor, redact};
 
 /// Asserts that `text`, redacted, holds none of `secrets` and all of `kept`.
 #[track_caller]
@@ -113,4 +113,130 @@ fn plain_failure_output_still_passes_unchanged() {
     ] {
         assert_eq!(redact(text).text, text, "{text}");
     }
+}
+
+// The shapes issue 27 found recorded as they were, each redacted now (moved here from
+// redact.rs, which kept its own copy of the helper above).
+
+#[test]
+fn a_secret_flag_followed_by_its_value_is_redacted() {
+    redacts(
+        "psql --password hunter2 --host db --token=t0ken",
+        &["hunter2", "t0ken"],
+        &["--host db", "--password"],
+    );
+}
+
+#[test]
+fn credentials_in_urls_are_redacted_and_the_host_kept() {
+    redacts(
+        "cloning https://admin:s3cr3t@git.example.com/x.git and https://ghp_abcdefghijklmnop1234@github.com/y failed",
+        &["s3cr3t", "ghp_abcdefghijklmnop1234"],
+        &["git.example.com/x.git", "github.com/y", "admin"],
+    );
+}
+
+#[test]
+fn a_jsonpath_data_map_and_a_bare_base64_value_are_redacted() {
+    redacts(
+        r#"{"password":"c2VjcmV0MTIz","user":"YWRtaW4="}"#,
+        &["c2VjcmV0MTIz", "YWRtaW4="],
+        &["\"user\""],
+    );
+    redacts(
+        "c2VjcmV0UGFzc3dvcmQxMjM=\nexit 1",
+        &["c2VjcmV0UGFzc3dvcmQxMjM="],
+        &["exit 1"],
+    );
+}
+
+#[test]
+fn a_dockerconfigjson_is_redacted_in_both_of_its_forms() {
+    redacts(
+        r#"{"auths":{"registry.example.com":{"username":"robot","password":"pa55w0rd","auth":"cm9ib3Q6cGE1NXcwcmQ="}}}"#,
+        &["pa55w0rd", "cm9ib3Q6cGE1NXcwcmQ="],
+        &["registry.example.com"],
+    );
+    redacts(
+        "  .dockerconfigjson: eyJhdXRocyI6eyJyZWdpc3RyeSI6e319fQ==",
+        &["eyJhdXRocyI6eyJyZWdpc3RyeSI6e319fQ=="],
+        &[".dockerconfigjson"],
+    );
+}
+
+#[test]
+fn a_service_account_key_file_loses_its_private_key() {
+    redacts(
+        "{\n  \"type\": \"service_account\",\n  \"private_key_id\": \"0123456789abcdef\",\n  \"private_key\": \"-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\\n-----END PRIVATE KEY-----\\n\",\n  \"client_email\": \"sa@p.iam.gserviceaccount.com\"\n}",
+        &["MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", "0123456789abcdef"],
+        &["\"type\": \"service_account\""],
+    );
+}
+
+#[test]
+fn ini_assignments_with_spaces_are_redacted() {
+    redacts(
+        "[client]\nuser = app\npassword = hunter2\naws_secret_access_key=AbC/123+xyz",
+        &["hunter2", "AbC/123+xyz"],
+        &["user = app", "[client]"],
+    );
+}
+
+#[test]
+fn a_secret_key_inside_a_flag_value_is_redacted() {
+    redacts(
+        "error: failed: --from-literal=password=hunter2 --from-literal=user=app",
+        &["hunter2"],
+        &["user=app", "--from-literal=password="],
+    );
+}
+
+#[test]
+fn pass_token_and_auth_variables_are_redacted() {
+    redacts(
+        "DB_PASS=hunter2 GITHUB_TOKEN=ghp_x1 NPM_AUTH=bnBt MY_VAR=plain",
+        &["hunter2", "ghp_x1", "bnBt"],
+        &["MY_VAR=plain"],
+    );
+}
+
+#[test]
+fn yaml_block_and_flow_styles_are_redacted() {
+    redacts(
+        "stringData:\n  config.yaml: |\n    user: app\n    hunter2-on-its-own-line\n  other: x\nkind: Secret",
+        &["hunter2-on-its-own-line", "user: app"],
+        &["kind: Secret", "config.yaml"],
+    );
+    redacts(
+        "password: |\n  hunter2\nnext: value",
+        &["hunter2"],
+        &["next: value"],
+    );
+    redacts(
+        "data: {password: c2VjcmV0, user: YWRtaW4=}\nkind: Secret",
+        &["c2VjcmV0", "YWRtaW4="],
+        &["kind: Secret"],
+    );
+}
+
+#[test]
+fn a_secrets_values_are_redacted_line_by_line_when_its_data_line_came_earlier() {
+    // The runner keeps a tail of the output; the `data:` line may have
+    // scrolled out of it while the values have not. Redacting the stream
+    // line by line, before the tail is cut, still knows they are values.
+    let mut r = Redactor::default();
+    let mut kept = Vec::new();
+    for line in "kind: Secret\ndata:\n  password: c2VjcmV0\n  user: YWRtaW4=\nmetadata:\n  name: db"
+        .split('\n')
+    {
+        kept.extend(r.line(line));
+    }
+    let tail = kept[2..].join("\n");
+    assert!(
+        !tail.contains("c2VjcmV0") && !tail.contains("YWRtaW4="),
+        "{tail}"
+    );
+    assert!(tail.contains("name: db"), "{tail}");
+    // And text redacted once is recorded with its count when read again.
+    assert_eq!(redact(&tail).count, 2, "{tail}");
 }
