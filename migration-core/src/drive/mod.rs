@@ -119,6 +119,16 @@ impl<'a> Driver<'a> {
                 let report = self.announce(&plan, 0, self.console);
                 return Ok(finished(report, started, self.console));
             }
+            // No ledger, and a plan that refuses to treat that as a fresh
+            // install (or an ONLY before the ledger exists): refused on this
+            // read, before the lock, so a refused run leaves nothing behind
+            // (a lock beside the ledger would leave its file). A ledger
+            // created since by another run is seen by the next run.
+            if snapshot.is_none()
+                && let Err(e) = migrator.plan_snapshot(None, &self.request())
+            {
+                return Err(prepare_error(e));
+            }
         }
         if !self.ledger.kept_in_ledger() {
             read = None;

@@ -125,3 +125,27 @@ fn a_typo_in_revoked_is_a_lint_error_naming_the_line_and_the_slug_meant() {
         "{message}"
     );
 }
+
+#[test]
+fn a_refused_run_on_a_missing_ledger_leaves_no_file_behind() {
+    let repo = Repo::new();
+    repo.release_with("v1.0.0", &[("pre-apply", "first")]);
+    let (code, _, err) = repo.manifest();
+    assert_eq!(code, 0, "{err}");
+    let scratch = tempfile::tempdir().unwrap();
+    let ledger = common::file_spec(&scratch.path().join("ledger.json"));
+    let tree = repo.tree();
+    let tree = tree.to_str().unwrap();
+    // No ledger and no --fresh-install; ONLY before the ledger exists.
+    for extra in [&[][..], &["--fresh-install", "--only", "first"][..]] {
+        let mut args = vec!["run", tree, "--ledger", &ledger];
+        args.extend_from_slice(extra);
+        let (code, _, err) = common::text(&args);
+        assert_eq!(code, 3, "{args:?}: {err}");
+        let left: Vec<_> = std::fs::read_dir(scratch.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "{args:?} left {left:?} behind");
+    }
+}
