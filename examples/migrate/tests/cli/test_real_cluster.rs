@@ -188,9 +188,9 @@ async fn the_fake_cluster_prints_what_the_real_kubectl_prints_against_a_real_ser
             ],
         ),
         (
-            "not-served widgets".into(),
-            "get widgets".into(),
-            vec!["get".into(), "widgets".into()],
+            "not-served sprockets".into(),
+            "get sprockets".into(),
+            vec!["get".into(), "sprockets".into()],
         ),
         (
             format!("forbidden configmaps settings get {ns}"),
