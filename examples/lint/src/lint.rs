@@ -316,22 +316,20 @@ fn stale_manifest(tree: &MigrationsTree) -> Vec<Finding> {
     }
     // A `revoked` line naming a slug no batch lists revokes nothing (`plan`
     // refuses it): most often a typo, so the slug meant is named.
-    for revoked in tree.revoked() {
-        if manifest.position(&revoked.slug).is_none() {
-            let meant = migration_core::repair::nearest(
-                revoked.slug.as_str(),
-                manifest.iter().map(|(_, line)| line.slug.as_str()),
-            )
-            .map(|m| format!("; did you mean '{m}'?"))
-            .unwrap_or_default();
-            findings.push(Finding {
-                file: "revoked".into(),
-                line: Some(revoked.line),
-                rule: "revoked-unknown",
-                level: Level::Error,
-                message: format!("'{}' is in no manifest batch{meant}", revoked.slug),
-            });
-        }
+    for revoked in tree.revoked_outside(manifest) {
+        let meant = migration_core::repair::nearest(
+            revoked.slug.as_str(),
+            manifest.iter().map(|(_, line)| line.slug.as_str()),
+        )
+        .map(|m| format!("; did you mean '{m}'?"))
+        .unwrap_or_default();
+        findings.push(Finding {
+            file: "revoked".into(),
+            line: Some(revoked.line),
+            rule: "revoked-unknown",
+            level: Level::Error,
+            message: format!("'{}' is in no manifest batch{meant}", revoked.slug),
+        });
     }
     findings
 }

@@ -41,13 +41,11 @@ pub(super) fn consistency_problems(
             });
         }
     }
-    for revoked in tree.revoked() {
-        if manifest.position(&revoked.slug).is_none() {
-            problems.push(Refusal::RevokedNotInManifest {
-                slug: revoked.slug.clone(),
-                line: revoked.line,
-            });
-        }
+    for revoked in tree.revoked_outside(manifest) {
+        problems.push(Refusal::RevokedNotInManifest {
+            slug: revoked.slug.clone(),
+            line: revoked.line,
+        });
     }
     problems
 }

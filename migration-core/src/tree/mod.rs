@@ -128,6 +128,18 @@ impl MigrationsTree {
         &self.revoked
     }
 
+    /// The `revoked` lines naming a slug no batch of `manifest` lists: they
+    /// revoke nothing, most often a typo (`plan` refuses them, `lint`
+    /// reports them first; both ask here).
+    pub fn revoked_outside<'a>(
+        &'a self,
+        manifest: &'a Manifest,
+    ) -> impl Iterator<Item = &'a RevokedSlug> + 'a {
+        self.revoked
+            .iter()
+            .filter(|r| manifest.position(&r.slug).is_none())
+    }
+
     /// True when `slug` is revoked.
     pub fn is_revoked(&self, slug: &Slug) -> bool {
         self.revoked_set.contains(slug)
