@@ -431,3 +431,21 @@ fn the_manifest_the_quick_start_generates_is_not_picked_up_by_git_add() {
     assert!(!staged.contains("order.d"), "{staged}");
     assert!(staged.contains("migrations/tests/lib.sh"), "{staged}");
 }
+
+#[test]
+fn the_demos_test_helpers_are_what_init_writes_plus_its_cluster() {
+    // The demo's tests/lib.sh is init's, kept by hand with the demo's
+    // fixtures after it: a change to one that misses the other fails here.
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("migrations");
+    let (code, _, err) = common::text(&["init", tree.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let written = std::fs::read_to_string(tree.join("tests/lib.sh")).unwrap();
+    let demo =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../demo/tests/lib.sh"))
+            .unwrap();
+    assert!(
+        demo.starts_with(&written),
+        "examples/demo/tests/lib.sh no longer begins with what migrate init writes (examples/migrate/src/cli/init.rs, TESTS_LIB_SH)"
+    );
+}
