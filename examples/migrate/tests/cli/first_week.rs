@@ -8,10 +8,7 @@ use crate::common::{self, Repo};
 /// adds `scripts` (tier, slug, body): the tree, the ledger's spec and the
 /// scratch directory holding the ledger.
 fn upgraded_to(scripts: &[(&str, &str, &str)]) -> (Repo, String) {
-    let repo = Repo::new();
-    repo.release_with("v1.0.0", &[("pre-apply", "first")]);
-    let (code, _, err) = repo.manifest();
-    assert_eq!(code, 0, "{err}");
+    let repo = Repo::released(&[("v1.0.0", &[("pre-apply", "first")])]);
     let ledger = common::file_spec(&repo.path().join("ledger.json"));
     repo.succeeds("run", &ledger, &["--fresh-install"]);
     for (tier, slug, body) in scripts {
@@ -128,10 +125,7 @@ fn a_typo_in_revoked_is_a_lint_error_naming_the_line_and_the_slug_meant() {
 
 #[test]
 fn a_refused_run_on_a_missing_ledger_leaves_no_file_behind() {
-    let repo = Repo::new();
-    repo.release_with("v1.0.0", &[("pre-apply", "first")]);
-    let (code, _, err) = repo.manifest();
-    assert_eq!(code, 0, "{err}");
+    let repo = Repo::released(&[("v1.0.0", &[("pre-apply", "first")])]);
     let scratch = tempfile::tempdir().unwrap();
     let ledger = common::file_spec(&scratch.path().join("ledger.json"));
     let tree = repo.tree();
