@@ -44,6 +44,214 @@ use serde::Serialize;
 /// The exit status the fakes fail a call with.
 const FAIL_STATUS: i32 = 1;
 
+/// A failure the fakes answer one call with, in the text the command
+/// prints for it (kubectl's and helm's own; every one exits 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum FailureClass {
+    /// The object is not there (a call naming one; every helm call).
+    NotFound,
+    /// The call is not allowed.
+    Forbidden,
+    /// The API server cannot be reached.
+    Unreachable,
+    /// No answer in time.
+    Timeout,
+    /// The object is already there (`create`, `helm install`).
+    AlreadyExists,
+    /// A write lost a race (`apply`, `replace`, `patch`).
+    Conflict,
+}
+
+/// kubectl's verbs that name one object and answer NotFound when it is
+/// not there.
+const NAMED_VERBS: &[&str] = &[
+    "get",
+    "delete",
+    "patch",
+    "annotate",
+    "label",
+    "replace",
+    "edit",
+    "scale",
+    "describe",
+    "wait",
+    "rollout",
+    "set",
+    "exec",
+    "logs",
+    "cp",
+    "autoscale",
+    "expose",
+];
+
+impl FailureClass {
+    /// Every class, in the order the check tries them.
+    pub const ALL: [FailureClass; 6] = [
+        FailureClass::NotFound,
+        FailureClass::Forbidden,
+        FailureClass::Unreachable,
+        FailureClass::Timeout,
+        FailureClass::AlreadyExists,
+        FailureClass::Conflict,
+    ];
+
+    /// The stable name (`not-found`), as reports give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureClass::NotFound => "not-found",
+            FailureClass::Forbidden => "forbidden",
+            FailureClass::Unreachable => "unreachable",
+            FailureClass::Timeout => "timeout",
+            FailureClass::AlreadyExists => "already-exists",
+            FailureClass::Conflict => "conflict",
+        }
+    }
+
+    /// Whether a conversion may stop where the original carried on past
+    /// this failure: a denial, an unreachable server, a timeout or a lost
+    /// race end a run the engine retries once the cause is gone. NotFound
+    /// and AlreadyExists may not: a run interrupted half way meets them on
+    /// its next attempt, so a script that stops on them never completes;
+    /// the conversion must take the original's path there.
+    pub fn may_fail_closed(self) -> bool {
+        !matches!(self, FailureClass::NotFound | FailureClass::AlreadyExists)
+    }
+
+    /// The answer `migrate-tolerate` accepts this failure as, if any:
+    /// the others always stay failures.
+    pub fn answer(self) -> Option<migrate_lint::answers::Answer> {
+        use migrate_lint::answers::Answer;
+        match self {
+            FailureClass::NotFound => Some(Answer::NotFound),
+            FailureClass::AlreadyExists => Some(Answer::AlreadyExists),
+            FailureClass::Conflict => Some(Answer::Conflict),
+            FailureClass::Forbidden | FailureClass::Unreachable | FailureClass::Timeout => None,
+        }
+    }
+
+    /// The line `command` prints for it: the recorded texts of the answer
+    /// classes ([`migrate_lint::answers::Answer::texts`]), and kubectl's
+    /// and helm's own for the others.
+    pub fn text(self, command: &str) -> &'static str {
+        let helm = Path::new(command).file_name().is_some_and(|n| n == "helm");
+        match (self, helm) {
+            (FailureClass::NotFound, true) => "Error: release: not found",
+            (FailureClass::AlreadyExists, true) => {
+                "Error: INSTALLATION FAILED: cannot re-use a name that is still in use"
+            }
+            (FailureClass::Forbidden, true) => {
+                "Error: query: failed to query with labels: secrets is forbidden: User \"system:serviceaccount:cozy-system:migrate\" cannot list resource \"secrets\" in API group \"\" in the namespace \"cozy-system\""
+            }
+            (FailureClass::Unreachable, true) => {
+                "Error: Kubernetes cluster unreachable: Get \"https://10.96.0.1:443/version\": dial tcp 10.96.0.1:443: connect: connection refused"
+            }
+            (FailureClass::Timeout, true) => {
+                "Error: Kubernetes cluster unreachable: Get \"https://10.96.0.1:443/version\": net/http: TLS handshake timeout"
+            }
+            (FailureClass::NotFound, false) => {
+                "Error from server (NotFound): configmaps \"x\" not found"
+            }
+            (FailureClass::Forbidden, false) => {
+                "Error from server (Forbidden): configmaps \"x\" is forbidden: User \"system:serviceaccount:cozy-system:migrate\" cannot get resource \"configmaps\" in API group \"\" in the namespace \"cozy-system\""
+            }
+            (FailureClass::Unreachable, false) => {
+                "The connection to the server 10.96.0.1:443 was refused - did you specify the right host or port?"
+            }
+            (FailureClass::Timeout, false) => {
+                "Unable to connect to the server: net/http: request canceled (Client.Timeout exceeded while awaiting headers)"
+            }
+            (FailureClass::AlreadyExists, false) => {
+                "Error from server (AlreadyExists): configmaps \"x\" already exists"
+            }
+            (FailureClass::Conflict, _) => {
+                "Error from server (Conflict): Operation cannot be fulfilled on configmaps \"x\": the object has been modified; please apply your changes to the latest version and try again"
+            }
+        }
+    }
+
+    /// The classes a call can get. A client-side dry run reaches no
+    /// server and gets none; every other call can be forbidden, find the
+    /// server unreachable or time out; kubectl answers NotFound to a verb
+    /// naming one object (not a list, a selector or `--all`), helm to
+    /// every call (its `release: not found`), and another command's
+    /// NotFound text is not known; AlreadyExists answers a `create` (helm:
+    /// `install`), Conflict an `apply`, `replace` or `patch`.
+    pub fn of_call(argv: &[String]) -> Vec<FailureClass> {
+        let Some((command, args)) = argv.split_first() else {
+            return Vec::new();
+        };
+        let dry = args
+            .iter()
+            .any(|a| a == "--dry-run" || a == "--dry-run=client" || a == "--dry-run=true");
+        if dry {
+            return Vec::new();
+        }
+        let name = Path::new(command)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(command);
+        let reading = migrate_lint::command_line::read(command, args);
+        let verb = reading.verb().map(|i| args[i].as_str());
+        let mut out = Vec::new();
+        let not_found = match name {
+            "helm" => true,
+            "kubectl" | "oc" => {
+                verb.is_some_and(|v| NAMED_VERBS.contains(&v)) && names_one(&reading, args)
+            }
+            _ => false,
+        };
+        if not_found {
+            out.push(FailureClass::NotFound);
+        }
+        out.extend([
+            FailureClass::Forbidden,
+            FailureClass::Unreachable,
+            FailureClass::Timeout,
+        ]);
+        let server_side = args.iter().any(|a| a.starts_with("--dry-run=server"));
+        if !server_side {
+            match (name, verb) {
+                ("kubectl" | "oc", Some("create")) | ("helm", Some("install")) => {
+                    out.push(FailureClass::AlreadyExists)
+                }
+                ("kubectl" | "oc", Some("apply" | "replace" | "patch")) => {
+                    out.push(FailureClass::Conflict)
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+/// Whether a kubectl call names its objects (`TYPE NAME`, `TYPE/NAME`,
+/// `-f FILE`) rather than listing them (`TYPE` alone, a selector,
+/// `--all`). A line the reader could not finish counts as naming one.
+fn names_one(reading: &migrate_lint::command_line::Reading, args: &[String]) -> bool {
+    let lists = args.iter().any(|a| {
+        matches!(
+            a.as_str(),
+            "-l" | "--selector" | "-A" | "--all-namespaces" | "--all" | "--field-selector"
+        ) || a.starts_with("--selector=")
+            || a.starts_with("-l=")
+            || a.starts_with("--field-selector=")
+            || (a.starts_with("-l") && a.len() > 2 && !a.starts_with("--"))
+    });
+    if lists {
+        return false;
+    }
+    let files = args.iter().any(|a| {
+        a == "-f" || a == "--filename" || a.starts_with("--filename=") || a.starts_with("-f")
+    });
+    let rest = &reading.positionals[1.min(reading.positionals.len())..];
+    files
+        || !reading.complete
+        || rest.len() >= 2
+        || rest.first().is_some_and(|&i| args[i].contains('/'))
+}
+
 /// What the check needs besides the scripts.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -90,6 +298,14 @@ pub enum Behaviour {
         paths: usize,
         /// Cluster calls the original made on the success path.
         calls: usize,
+        /// Failure paths compared, by the class the failing call got
+        /// ([`FailureClass::name`]).
+        classes: BTreeMap<&'static str, usize>,
+        /// Of the failure paths, those where the original carried on past
+        /// a failure it did not mean (Forbidden, unreachable, ...) and the
+        /// conversion stops at that call instead, failing: the engine's
+        /// fail-closed, accepted (ADOPTING.md, "The behaviour check").
+        fail_closed: usize,
     },
     /// A path differs.
     Differed {
@@ -112,6 +328,11 @@ impl Behaviour {
     /// One line for the text report.
     pub fn summary(&self) -> String {
         match self {
+            Behaviour::Passed {
+                paths, fail_closed, ..
+            } if *fail_closed > 0 => {
+                format!("passed ({paths} paths, {fail_closed} failing closed)")
+            }
             Behaviour::Passed { paths, .. } => format!("passed ({paths} paths)"),
             Behaviour::Differed { path, .. } => format!("differed ({path})"),
             Behaviour::CouldNotRun { reason } => format!("could not run ({reason})"),
@@ -216,6 +437,9 @@ struct Trace {
     status: Option<i32>,
     /// The last line the script wrote (for messages).
     last_line: String,
+    /// The failing call's stderr was the log or `/dev/null`: the script
+    /// could not read its text.
+    blind: bool,
 }
 
 /// Which side runs.
@@ -292,28 +516,79 @@ impl Harness {
             return Ok(differed("on the success path".into(), d));
         }
         let mut paths = 1;
+        let mut classes = BTreeMap::new();
+        let mut fail_closed = 0;
         for (i, j) in map.iter().enumerate() {
             let Some(j) = j else { continue };
-            let failing = self.run(script, Side::Original, Some(i + 1))?;
-            let branches = failing.calls.len() > i + 1 || failing.status != Some(FAIL_STATUS);
-            if !branches {
-                continue;
+            // A failing call whose stderr the script cannot read (the log,
+            // /dev/null) takes the same path on every class: each side
+            // runs once for all of them then.
+            let (mut original_blind, mut converted_blind) = (None, None);
+            for class in FailureClass::of_call(&original.calls[i].argv) {
+                let failing = match &original_blind {
+                    Some(t) => Trace::clone(t),
+                    None => {
+                        let t = self.run(script, Side::Original, Some((i + 1, class)))?;
+                        if t.blind {
+                            original_blind = Some(t.clone());
+                        }
+                        t
+                    }
+                };
+                let branches = failing.calls.len() > i + 1 || failing.status != Some(FAIL_STATUS);
+                if !branches {
+                    continue;
+                }
+                let path = format!(
+                    "when call {} ({}) fails ({})",
+                    i + 1,
+                    display(&original.calls[i].argv),
+                    class.name()
+                );
+                let converted = match &converted_blind {
+                    Some(t) => Trace::clone(t),
+                    None => {
+                        let t = self.run(script, Side::Converted, Some((*j + 1, class)))?;
+                        if t.blind {
+                            converted_blind = Some(t.clone());
+                        }
+                        t
+                    }
+                };
+                if let (_, Some(d)) = self.align(&failing, &converted, script.stamps) {
+                    if !class.may_fail_closed() || !self.fails_closed(&failing, &converted, i, *j) {
+                        return Ok(differed(path, d));
+                    }
+                    fail_closed += 1;
+                }
+                paths += 1;
+                *classes.entry(class.name()).or_insert(0) += 1;
             }
-            let path = format!(
-                "when call {} ({}) fails",
-                i + 1,
-                display(&original.calls[i].argv)
-            );
-            let converted = self.run(script, Side::Converted, Some(j + 1))?;
-            if let (_, Some(d)) = self.align(&failing, &converted, script.stamps) {
-                return Ok(differed(path, d));
-            }
-            paths += 1;
         }
         Ok(Behaviour::Passed {
             paths,
             calls: original.calls.len(),
+            classes,
+            fail_closed,
         })
+    }
+
+    /// Whether the conversion, where the original carried on past call
+    /// `i` failing with a class it did not mean, stops at that call (its
+    /// `j`) instead: every call before it the same, none after it, and a
+    /// failing status. Under the engine that is a failed run, retried
+    /// once the cause is fixed, never a wrong state.
+    fn fails_closed(&self, failing: &Trace, converted: &Trace, i: usize, j: usize) -> bool {
+        if converted.calls.len() != j + 1 || matches!(converted.status, Some(0) | Some(75) | None) {
+            return false;
+        }
+        let prefix = Trace {
+            calls: failing.calls[..=i.min(failing.calls.len().saturating_sub(1))].to_vec(),
+            status: converted.status,
+            last_line: String::new(),
+            blind: false,
+        };
+        self.align(&prefix, converted, false).1.is_none()
     }
 
     fn original_root(&self) -> PathBuf {
@@ -350,13 +625,15 @@ impl Harness {
         )
     }
 
-    /// Runs one side, failing call `fail_at` (one-based) if given.
+    /// Runs one side, failing call `fail_at` (one-based) with its class
+    /// if given.
     fn run(
         &self,
         script: &Script<'_>,
         side: Side,
-        fail_at: Option<usize>,
+        failure: Option<(usize, FailureClass)>,
     ) -> Result<Trace, String> {
+        let fail_at = failure.map(|(n, _)| n);
         let state = self.dir.path().join("state");
         let home = self.dir.path().join("home");
         let scratch = |e: std::io::Error| format!("cannot prepare the scratch directory: {e}");
@@ -368,6 +645,10 @@ impl Harness {
         std::fs::write(state.join("next"), "1\n").map_err(scratch)?;
         std::fs::write(state.join("fail-at"), format!("{}\n", fail_at.unwrap_or(0)))
             .map_err(scratch)?;
+        if let Some((_, class)) = failure {
+            std::fs::write(state.join("fail-class"), format!("{}\n", class.name()))
+                .map_err(scratch)?;
+        }
         let path = self.script_path(script, side);
         let (root, mut cmd) = match side {
             Side::Original => {
@@ -478,10 +759,13 @@ impl Harness {
             .read_calls(&state, &names)
             .map_err(|e| format!("cannot read the recorded calls: {e}"))?;
         use std::os::unix::process::ExitStatusExt;
+        let blind =
+            fail_at.is_some_and(|n| state.join("calls").join(format!("{n}.blind")).exists());
         Ok(Trace {
             calls,
             status: status.code().or(status.signal().map(|s| 128 + s)),
             last_line,
+            blind,
         })
     }
 
@@ -796,11 +1080,16 @@ fn quote(path: &Path) -> String {
 /// `kubectl create ... --dry-run -o yaml | kubectl apply -f -` the writer
 /// then always comes first.
 fn fake(name: &str, state: &Path, max_calls: usize) -> String {
-    let error = if name == "helm" {
-        "Error: release: not found"
-    } else {
-        "Error from server (NotFound): the server could not find the requested resource"
-    };
+    let texts: String = FailureClass::ALL
+        .iter()
+        .map(|c| {
+            format!(
+                "  {}) printf '%s\\n' {} >&2 ;;\n",
+                c.name(),
+                quote(Path::new(c.text(name)))
+            )
+        })
+        .collect();
     format!(
         r#"#!/bin/sh
 # A fake {name} written by 'migrate convert' for its behaviour check: it
@@ -833,7 +1122,14 @@ done
 if [ -n "$i" ]; then printf '%s' "$$" >"$s/calls/$n.in"; fi
 read f <"$s/fail-at" || f=0
 if [ "$n" = "$f" ]; then
-  echo '{error}' >&2
+  # Its text cannot reach the script when stderr is the log or nowhere:
+  # then every class takes the same path.
+  if [ /proc/$$/fd/2 -ef "$s/output" ] || [ /proc/$$/fd/2 -ef /dev/null ]; then
+    : >"$s/calls/$n.blind"
+  fi
+  read c <"$s/fail-class" || c=not-found
+  case $c in
+{texts}  esac
   exit {FAIL_STATUS}
 fi
 for a in "$@"; do
@@ -847,34 +1143,39 @@ exit 0
 }
 
 /// `migrate-tolerate` for the fakes: runs the command, and accepts its
-/// failure when the class asked for is the one the fakes fail with
-/// (`--not-found`), printing the tolerated line the real one prints;
-/// every other flag is read and has no failure to accept.
+/// failure when the class the fakes failed it with is one of the answers
+/// asked for (`--not-found`, `--already-exists`, `--conflict`), printing
+/// the tolerated line the real one prints; Forbidden, unreachable and a
+/// timeout stay failures, as they do under the real one.
 fn tolerate_fake(state: &Path) -> String {
     format!(
         r#"#!/bin/sh
 # migrate-tolerate for the fakes of 'migrate convert's behaviour check.
 s={state}
-nf=
+accept=
 while [ $# -gt 0 ]; do
   case $1 in
     --) shift; break ;;
-    --not-found) nf=1 ;;
+    --not-found|--not-served|--already-exists|--conflict) accept="$accept ${{1#--}}" ;;
     --retry-delay) shift ;;
     --retry) case ${{2:-}} in [0-9]*) shift ;; esac ;;
   esac
   shift
 done
 e="$s/tolerate.$$"
-if "$@" 2>"$e"; then cat "$e" >&2; rm -f "$e"; exit 0; fi
+"$@" 2>"$e"
 st=$?
 cat "$e" >&2
-if [ -n "$nf" ] && grep -q -e '(NotFound)' -e 'not found' "$e"; then
-  rm -f "$e"
-  printf '%s\n' {tolerated}"not-found: $*" >&2
-  exit 0
-fi
 rm -f "$e"
+if [ "$st" = 0 ]; then exit 0; fi
+read c <"$s/fail-class" 2>/dev/null || c=
+case " $accept " in
+  *" $c "*)
+    if [ -n "$c" ]; then
+      printf '%s\n' {tolerated}"$c: $*" >&2
+      exit 0
+    fi ;;
+esac
 exit "$st"
 "#,
         state = quote(state),
@@ -924,6 +1225,20 @@ mod tests {
 
     const ORIGINAL: &str = "#!/bin/sh\nset -eu\nif ! kubectl get namespace tenant-root; then\n  echo absent\n  exit 0\nfi\nkubectl label namespace tenant-root a=b\nhelm uninstall old -n tenant-root\nkubectl create configmap -n cozy-system cozystack-version --from-literal=version=2 --dry-run=client -o yaml | kubectl apply -f-\n";
 
+    fn passed(
+        paths: usize,
+        calls: usize,
+        classes: &[(&'static str, usize)],
+        fail_closed: usize,
+    ) -> Behaviour {
+        Behaviour::Passed {
+            paths,
+            calls,
+            classes: classes.iter().copied().collect(),
+            fail_closed,
+        }
+    }
+
     fn check(converted: &str) -> Behaviour {
         let lib = BTreeMap::new();
         harness().check(
@@ -949,7 +1264,21 @@ mod tests {
                 "kubectl create configmap -n cozy-system cozystack-version --from-literal=version=2 --dry-run=client -o yaml | kubectl apply -f-\n",
                 "",
             );
-        assert_eq!(check(&converted), Behaviour::Passed { paths: 2, calls: 5 });
+        // The probe failing on each class takes the early exit on both sides.
+        assert_eq!(
+            check(&converted),
+            passed(
+                5,
+                5,
+                &[
+                    ("not-found", 1),
+                    ("forbidden", 1),
+                    ("unreachable", 1),
+                    ("timeout", 1)
+                ],
+                0
+            )
+        );
     }
 
     #[test]
@@ -980,7 +1309,7 @@ mod tests {
         };
         assert_eq!(
             path,
-            "when call 1 (kubectl get namespace tenant-root) fails"
+            "when call 1 (kubectl get namespace tenant-root) fails (not-found)"
         );
         assert!(
             difference.contains("exits 0 without stamping"),
@@ -1040,7 +1369,8 @@ mod tests {
             },
         );
         // The success path and the delete failing (the apply failing ends both).
-        assert_eq!(result, Behaviour::Passed { paths: 2, calls: 2 });
+        // On the other classes the original's grep fails it at once.
+        assert_eq!(result, passed(2, 2, &[("not-found", 1)], 0));
     }
 
     #[test]
@@ -1077,5 +1407,164 @@ mod tests {
             },
         );
         assert!(matches!(result, Behaviour::Passed { .. }), "{result:?}");
+    }
+
+    fn check_pair(original: &str, converted: &str) -> Behaviour {
+        let lib = BTreeMap::new();
+        harness().check(
+            &Script {
+                number: 1,
+                slug: "1",
+                original: original.as_bytes(),
+                converted,
+                stamps: false,
+            },
+            Libs {
+                numbered: &lib,
+                converted: &lib,
+            },
+        )
+    }
+
+    /// A numbered script without `set -e`: it carries on past every failure.
+    const CARRIES_ON: &str = "#!/bin/sh\nkubectl delete configmap old -n x\nkubectl create namespace y\nkubectl apply -f new.yaml\n";
+
+    #[test]
+    fn a_conversion_stopping_on_a_denial_the_original_carried_past_fails_closed_and_passes() {
+        let converted = "#!/bin/sh\nmigrate-tolerate --not-found -- kubectl delete configmap old -n x\nmigrate-tolerate --already-exists -- kubectl create namespace y\nkubectl apply -f new.yaml\n";
+        // delete: not-found agrees, forbidden/unreachable/timeout stop;
+        // create: already-exists agrees, the three stop; the last call's
+        // failure ends both.
+        assert_eq!(
+            check_pair(CARRIES_ON, converted),
+            passed(
+                9,
+                3,
+                &[
+                    ("not-found", 1),
+                    ("forbidden", 2),
+                    ("unreachable", 2),
+                    ("timeout", 2),
+                    ("already-exists", 1)
+                ],
+                6
+            )
+        );
+    }
+
+    #[test]
+    fn a_not_found_the_original_carried_past_must_be_carried_past_by_the_conversion() {
+        let converted = "#!/bin/sh\nkubectl delete configmap old -n x\nmigrate-tolerate --already-exists -- kubectl create namespace y\nkubectl apply -f new.yaml\n";
+        let Behaviour::Differed { path, .. } = check_pair(CARRIES_ON, converted) else {
+            panic!("not differed")
+        };
+        assert_eq!(
+            path,
+            "when call 1 (kubectl delete configmap old -n x) fails (not-found)"
+        );
+    }
+
+    #[test]
+    fn an_already_exists_the_original_carried_past_must_be_carried_past_by_the_conversion() {
+        let converted = "#!/bin/sh\nmigrate-tolerate --not-found -- kubectl delete configmap old -n x\nkubectl create namespace y\nkubectl apply -f new.yaml\n";
+        let Behaviour::Differed { path, .. } = check_pair(CARRIES_ON, converted) else {
+            panic!("not differed")
+        };
+        assert_eq!(
+            path,
+            "when call 2 (kubectl create namespace y) fails (already-exists)"
+        );
+    }
+
+    #[test]
+    fn a_conversion_that_goes_on_to_other_calls_after_a_denial_does_not_fail_closed() {
+        // It stops the original's course, but not at the failing call.
+        let converted = "#!/bin/sh\nmigrate-tolerate --not-found -- kubectl delete configmap old -n x || { kubectl annotate namespace x failed=yes; exit 1; }\nmigrate-tolerate --already-exists -- kubectl create namespace y\nkubectl apply -f new.yaml\n";
+        let Behaviour::Differed { path, difference } = check_pair(CARRIES_ON, converted) else {
+            panic!("not differed")
+        };
+        assert_eq!(
+            path, "when call 1 (kubectl delete configmap old -n x) fails (forbidden)",
+            "{difference}"
+        );
+    }
+
+    #[test]
+    fn each_call_gets_the_failures_it_can_meet() {
+        let classes = |line: &str| {
+            FailureClass::of_call(&line.split(' ').map(String::from).collect::<Vec<_>>())
+                .into_iter()
+                .map(FailureClass::name)
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let denied = "forbidden,unreachable,timeout";
+        assert_eq!(classes("kubectl get crd -o name"), denied, "a list");
+        assert_eq!(
+            classes("kubectl delete pods -l app=x -n y"),
+            denied,
+            "a selector"
+        );
+        assert_eq!(classes("kubectl get -A kamajicontrolplane"), denied);
+        assert_eq!(
+            classes("kubectl get hr -n a b"),
+            format!("not-found,{denied}")
+        );
+        assert_eq!(
+            classes("kubectl delete secret/x"),
+            format!("not-found,{denied}")
+        );
+        assert_eq!(
+            classes("kubectl delete -f old.yaml"),
+            format!("not-found,{denied}")
+        );
+        assert_eq!(
+            classes("kubectl patch cm -n a b --type merge -p {}"),
+            format!("not-found,{denied},conflict")
+        );
+        assert_eq!(
+            classes("kubectl create namespace y"),
+            format!("{denied},already-exists")
+        );
+        assert_eq!(classes("kubectl apply -f -"), format!("{denied},conflict"));
+        assert_eq!(
+            classes("kubectl create cm v --dry-run=client -o yaml"),
+            "",
+            "no server"
+        );
+        assert_eq!(
+            classes("helm uninstall x -n y"),
+            format!("not-found,{denied}")
+        );
+        assert_eq!(
+            classes("cozyhr reconcile kamaji -n k"),
+            denied,
+            "its NotFound text is unknown"
+        );
+    }
+
+    #[test]
+    fn the_failure_texts_are_the_ones_the_answers_name() {
+        use migrate_lint::answers::Answer;
+        for command in ["kubectl", "helm"] {
+            for class in FailureClass::ALL {
+                let text = class.text(command);
+                if let Some(answer) = class.answer() {
+                    assert!(
+                        answer.texts().contains(&text),
+                        "{command} {class:?}: {text}"
+                    );
+                }
+                for other in Answer::ALL
+                    .into_iter()
+                    .filter(|a| Some(*a) != class.answer())
+                {
+                    assert!(
+                        !other.texts().contains(&text),
+                        "{command} {class:?} reads as {other}"
+                    );
+                }
+            }
+        }
     }
 }
