@@ -652,20 +652,40 @@ impl Harness {
                 .map_err(scratch)?;
         }
         let path = self.script_path(script, side);
+        let prelude = self.applet_prelude();
         let (root, mut cmd) = match side {
             Side::Original => {
                 let shebang = self.interpreter(script.original);
                 let mut words = shebang.split_whitespace();
-                let mut cmd = Command::new(words.next().unwrap_or("/bin/sh"));
-                cmd.args(words).arg(&path);
+                let program = words.next().unwrap_or("/bin/sh");
+                let mut cmd = Command::new(program);
+                cmd.args(words);
+                match prelude.filter(|_| is_busybox(program)) {
+                    // The file read as the shell reads it, `$0` its path.
+                    Some(p) => cmd.arg("-c").arg(format!("{p}. \"$0\"")).arg(&path),
+                    None => cmd.arg(&path),
+                };
                 (self.original_root(), cmd)
             }
             Side::Converted => {
                 let shebang = self.interpreter(script.converted.as_bytes());
                 let root = self.converted_root();
+                // The engine sources its copy of the script: here a file
+                // defining the applets' fakes first, when they need it.
+                let copy = match prelude
+                    .filter(|_| shebang.split_whitespace().next().is_some_and(is_busybox))
+                {
+                    Some(p) => {
+                        let copy = state.join("converted-copy");
+                        std::fs::write(&copy, format!("{p}. {}\n", quote(&path)))
+                            .map_err(scratch)?;
+                        copy
+                    }
+                    None => path.clone(),
+                };
                 let cmd = migration_core::drive::ScriptCommand {
                     shebang: &shebang,
-                    copy: &path,
+                    copy: &copy,
                     path: &path,
                     tree: &root,
                     slug: script.slug,
@@ -773,6 +793,25 @@ impl Harness {
             last_line,
             blind,
         })
+    }
+
+    /// Shell functions standing for the fakes of commands a busybox shell
+    /// may run as its own applets before looking at `PATH` (Debian's
+    /// busybox does; the alpine image's does not): a function comes
+    /// before an applet. `None` without a busybox interpreter.
+    fn applet_prelude(&self) -> Option<String> {
+        let sh = self.settings.bin_sh.as_deref()?;
+        if !sh.split_whitespace().next().is_some_and(is_busybox) {
+            return None;
+        }
+        let bin = self.dir.path().join("bin");
+        Some(
+            ["date", "mktemp", "sleep"]
+                .iter()
+                .filter(|name| bin.join(name).is_file())
+                .map(|name| format!("{name}() {{ {} \"$@\"; }}\n", quote(&bin.join(name))))
+                .collect(),
+        )
     }
 
     /// The shebang a script runs under: its own, `#!/bin/sh` mapped to
@@ -1011,6 +1050,13 @@ fn display(argv: &[String]) -> String {
     } else {
         text
     }
+}
+
+/// Whether an interpreter is busybox (`busybox`, `/bin/busybox`).
+fn is_busybox(program: &str) -> bool {
+    Path::new(program)
+        .file_name()
+        .is_some_and(|n| n == "busybox")
 }
 
 /// The interpreter line of a script without `#!` (`/bin/sh` without one,
@@ -1580,5 +1626,38 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn under_a_busybox_preferring_its_applets_the_fake_clock_and_temporary_files_still_answer() {
+        // Debian's busybox runs its own `date` and `mktemp` before any on
+        // PATH; the image's alpine one does not. Both sides must still see
+        // the fakes, or every timestamp and temporary name differs.
+        if std::process::Command::new("busybox")
+            .arg("true")
+            .status()
+            .is_err()
+        {
+            return;
+        }
+        let text = "#!/bin/sh\nt=$(date +%s%N)\nf=$(mktemp)\nsleep 5\nkubectl annotate namespace a t=$t f=$f\n";
+        let mut settings = Settings::new("v", "ns", vec!["kubectl".into()]);
+        settings.bin_sh = Some("busybox ash".into());
+        settings.timeout = Duration::from_secs(4);
+        let lib = BTreeMap::new();
+        let result = Harness::new(settings).unwrap().check(
+            &Script {
+                number: 1,
+                slug: "1",
+                original: text.as_bytes(),
+                converted: text,
+                stamps: false,
+            },
+            Libs {
+                numbered: &lib,
+                converted: &lib,
+            },
+        );
+        assert!(matches!(result, Behaviour::Passed { .. }), "{result:?}");
     }
 }
