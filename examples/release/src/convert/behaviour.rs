@@ -1660,4 +1660,44 @@ mod tests {
         );
         assert!(matches!(result, Behaviour::Passed { .. }), "{result:?}");
     }
+
+    #[test]
+    fn a_probe_whose_case_spreads_over_lines_is_carried_to_migrate_tolerate_and_passes() {
+        // The reference platform's lister: the call continued over lines,
+        // each pattern, command and `;;` of the case on a line of its own.
+        let original = "#!/bin/sh\nset -eu\nlist() {\n  local out\n  if ! out=$(kubectl get \"$1\" --all-namespaces \\\n       --output name \\\n       2>&1); then\n    case \"$out\" in\n      *\"the server doesn't have a resource type\"*|*\"NotFound\"*)\n        return 0\n        ;;\n    esac\n    echo \"ERROR: $out\" >&2\n    return 1\n  fi\n  printf '%s' \"$out\"\n}\nitems=$(list gadgets.example.com) || exit 1\nfor i in $items; do kubectl label \"$i\" done=yes; done\n";
+        let found = super::super::handled::analyse(original);
+        assert!(
+            found.changes.iter().all(|c| c.rewritable),
+            "{:?}",
+            found.changes
+        );
+        let converted = super::super::diff::apply(original, &found.edits);
+        assert!(
+            converted.contains("$(migrate-tolerate --not-found --not-served -- kubectl get"),
+            "{converted}"
+        );
+        let lib = BTreeMap::new();
+        for sh in ["/bin/sh", "bash", "busybox ash"] {
+            let mut settings = Settings::new("v", "ns", vec!["kubectl".into()]);
+            settings.bin_sh = Some(sh.into());
+            let result = Harness::new(settings).unwrap().check(
+                &Script {
+                    number: 1,
+                    slug: "1",
+                    original: original.as_bytes(),
+                    converted: &converted,
+                    stamps: false,
+                },
+                Libs {
+                    numbered: &lib,
+                    converted: &lib,
+                },
+            );
+            assert!(
+                matches!(result, Behaviour::Passed { .. }),
+                "{sh}: {result:?}\n{converted}"
+            );
+        }
+    }
 }
