@@ -53,12 +53,44 @@ pub fn analyse(text: &str) -> Analysis {
         pipefail: shebang.is_some_and(|l| l.contains("bash")),
         inserts: BTreeMap::new(),
         replaced: BTreeMap::new(),
+        and_lines: Vec::new(),
         out: Analysis::default(),
     };
     for list in &program.complete_commands {
         walk.list(list, false);
     }
+    walk.and_lists(&program);
     walk.finish()
+}
+
+/// The one line of a plain `A && B` item of two simple commands.
+fn and_list_line(item: &ast::CompoundListItem) -> Option<usize> {
+    let ao = &item.0;
+    if matches!(item.1, ast::SeparatorOperator::Async) || ao.first.bang {
+        return None;
+    }
+    let [ast::AndOr::And(second)] = ao.additional.as_slice() else {
+        return None;
+    };
+    if second.bang {
+        return None;
+    }
+    let ([ast::Command::Simple(a)], [ast::Command::Simple(b)]) =
+        (ao.first.seq.as_slice(), second.seq.as_slice())
+    else {
+        return None;
+    };
+    let lines: Vec<usize> = words(a)
+        .into_iter()
+        .chain(words(b))
+        .flat_map(|w| {
+            let start = parse::word_line(w);
+            let end = w.loc.as_ref().map(|l| l.end.line);
+            [start, end]
+        })
+        .collect::<Option<_>>()?;
+    let first = *lines.iter().min()?;
+    (lines.iter().all(|l| *l == first)).then_some(first)
 }
 
 /// Whether the script turns errexit on itself (its shebang's `-e`, or a
@@ -90,6 +122,8 @@ struct Walk<'a> {
     inserts: BTreeMap<usize, Vec<(usize, String)>>,
     /// Per one-based line: its whole new text.
     replaced: BTreeMap<usize, String>,
+    /// Lines of `A && B` items written as `if A; then B; fi`.
+    and_lines: Vec<usize>,
     out: Analysis,
 }
 
@@ -275,15 +309,66 @@ impl Walk<'_> {
         found
     }
 
+    /// A top-level `A && B` that is not the script's last command, whose
+    /// status nothing reads: when A fails the list fails, which the
+    /// original carried past to its later commands (its stamp, often).
+    /// Once they are gone (the stamp removed) the list's status would be
+    /// the script's; `if A; then B; fi` ends as the original did.
+    fn and_lists(&mut self, program: &ast::Program) {
+        let items: Vec<&ast::CompoundListItem> = program
+            .complete_commands
+            .iter()
+            .flat_map(|l| l.0.iter())
+            .collect();
+        for (k, item) in items.iter().enumerate() {
+            let Some(line) = and_list_line(item) else {
+                continue;
+            };
+            let Some(next) = items.get(k + 1) else {
+                continue;
+            };
+            let next_reads_status = std::iter::once(&next.0.first)
+                .chain(next.0.additional.iter().map(|a| match a {
+                    ast::AndOr::And(p) | ast::AndOr::Or(p) => p,
+                }))
+                .flat_map(|p| p.seq.iter())
+                .any(|c| format!("{c}").contains("$?"));
+            let text = self.lines[line - 1];
+            if next_reads_status || text.contains('#') || top_level_and(text).is_none() {
+                continue;
+            }
+            self.and_lines.push(line);
+            self.out.changes.push(Change {
+                kind: KIND,
+                line,
+                message: "'A && B' failed as a list when A failed, which the original carried past to its later commands: now 'if A; then B; fi', so it ends as the original did once the stamp after it is removed".into(),
+                rewritable: true,
+            });
+        }
+    }
+
     fn finish(mut self) -> Analysis {
-        for (line, mut inserts) in std::mem::take(&mut self.inserts) {
+        let mut lines: std::collections::BTreeSet<usize> = self.inserts.keys().copied().collect();
+        lines.extend(self.and_lines.iter().copied());
+        for line in lines {
             if self.replaced.contains_key(&line) {
                 continue;
             }
+            let mut inserts = self.inserts.remove(&line).unwrap_or_default();
             inserts.sort_by(|a, b| b.0.cmp(&a.0));
             let mut text = self.lines[line - 1].to_owned();
             for (column, what) in inserts {
                 text.insert_str(column, &what);
+            }
+            if self.and_lines.contains(&line) {
+                if let Some(at) = top_level_and(&text) {
+                    let indent = &text[..text.len() - text.trim_start().len()];
+                    text = format!(
+                        "{indent}if {}; then {}; fi",
+                        text[..at].trim(),
+                        text[at + 2..].trim()
+                    );
+                }
             }
             self.out.edits.insert(line, Some(text));
         }
@@ -358,6 +443,27 @@ fn one_pipeline(text: &str) -> Option<Vec<Vec<String>>> {
             _ => None,
         })
         .collect()
+}
+
+/// The byte index of the one `&&` outside quotes on a line.
+fn top_level_and(text: &str) -> Option<usize> {
+    let (mut single, mut double, mut escaped) = (false, false, false);
+    let mut ands = Vec::new();
+    let bytes = text.as_bytes();
+    for (i, c) in text.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if !single => escaped = true,
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '&' if !single && !double && bytes.get(i + 1) == Some(&b'&') => ands.push(i),
+            _ => {}
+        }
+    }
+    match ands.as_slice() {
+        [one] => Some(*one),
+        _ => None,
+    }
 }
 
 /// The byte index of the one `|` outside quotes in a two-command
@@ -455,7 +561,7 @@ mod tests {
         let original = "#!/bin/sh\nif kubectl get clusterrolebinding old; then\n  kubectl delete clusterrolebinding old\nfi\nkubectl get hr -n a b && kubectl delete hr -n a b --wait=0\nkubectl patch configmap -n a c --type merge -p '{\"data\":{}}'\nkubectl delete pods -l app=x -n a\necho done\n";
         assert_eq!(
             rewritten(original),
-            "#!/bin/sh\nif kubectl get clusterrolebinding old; then\n  migrate-tolerate --not-found -- kubectl delete clusterrolebinding old\nfi\nkubectl get hr -n a b && migrate-tolerate --not-found -- kubectl delete hr -n a b --wait=0\nmigrate-tolerate --not-found -- kubectl patch configmap -n a c --type merge -p '{\"data\":{}}'\nkubectl delete pods -l app=x -n a\necho done\n"
+            "#!/bin/sh\nif kubectl get clusterrolebinding old; then\n  migrate-tolerate --not-found -- kubectl delete clusterrolebinding old\nfi\nif kubectl get hr -n a b; then migrate-tolerate --not-found -- kubectl delete hr -n a b --wait=0; fi\nmigrate-tolerate --not-found -- kubectl patch configmap -n a c --type merge -p '{\"data\":{}}'\nkubectl delete pods -l app=x -n a\necho done\n"
         );
         passes_everywhere(original);
         // Without the rewrite the check names the absent object's path.
@@ -572,5 +678,58 @@ mod tests {
         let text = "#!/bin/sh\nif kubectl delete cm a -n b; then :; fi\nkubectl delete cm c -n b || true\n! kubectl delete cm d -n b\nwhile kubectl get cm e -n b; do :; done\n";
         assert!(analyse(text).edits.is_empty());
         let _ = behaviour::FailureClass::ALL;
+    }
+
+    #[test]
+    fn a_probe_and_its_call_joined_by_and_keep_the_status_the_removed_stamp_gave() {
+        // `A && B` fails the list when A fails; the original went on to its
+        // stamp and ended 0. With the stamp removed the list is last, and
+        // its status would be the script's: an `if` keeps the original's.
+        let original = "#!/bin/sh\nkubectl get hr -n a b && kubectl delete hr -n a b --wait=0\n\nkubectl create configmap -n cozy-system cozystack-version --from-literal=version=7 --dry-run=client -o yaml | kubectl apply -f-\n";
+        let config = super::super::patterns::PatternConfig {
+            ledger_name: "cozystack-version".into(),
+            ..Default::default()
+        };
+        let mut analysis = super::super::patterns::analyse(original, &config);
+        super::super::handled::merge(&mut analysis, analyse(original));
+        let converted = super::super::diff::apply(original, &analysis.edits);
+        assert_eq!(
+            converted,
+            "#!/bin/sh\nif kubectl get hr -n a b; then migrate-tolerate --not-found -- kubectl delete hr -n a b --wait=0; fi\n\n"
+        );
+        let lib = BTreeMap::new();
+        for sh in shells() {
+            let mut settings =
+                Settings::new("cozystack-version", "cozy-system", vec!["kubectl".into()]);
+            settings.bin_sh = Some(sh.clone());
+            let result = Harness::new(settings).unwrap().check(
+                &Script {
+                    number: 1,
+                    slug: "1",
+                    original: original.as_bytes(),
+                    converted: &converted,
+                    stamps: true,
+                },
+                Libs {
+                    numbered: &lib,
+                    converted: &lib,
+                },
+            );
+            assert!(
+                matches!(result, Behaviour::Passed { .. }),
+                "{sh}: {result:?}\n{converted}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_and_list_that_ends_the_script_or_whose_status_is_read_stays_a_list() {
+        for text in [
+            "#!/bin/sh\nkubectl get hr -n a b && kubectl delete hr -n a b\n",
+            "#!/bin/sh\nkubectl get hr -n a b && kubectl delete hr -n a b\necho $?\n",
+        ] {
+            let out = rewritten(text);
+            assert!(!out.contains("if "), "{out}");
+        }
     }
 }
