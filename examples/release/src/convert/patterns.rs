@@ -209,7 +209,9 @@ fn item_simples<'p>(list: &'p ast::CompoundList, out: &mut Vec<Vec<Simple<'p>>>)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Change {
     /// `version-stamp`, `lib-path`, `retry-later-exit`, `dry-run-switch`,
-    /// `ledger-write`, `shell-parse`.
+    /// `ledger-write`, `ledger-annotate`, `shell-parse`, `no-command-left`;
+    /// [`super::handled::KIND`], [`super::carried::KIND`] and `behaviour`
+    /// from the other analyses.
     pub kind: &'static str,
     /// One-based line in the numbered script.
     pub line: usize,
@@ -449,7 +451,14 @@ impl<'a> Walk<'a> {
             return;
         }
         self.note_render_vars(&simples);
-        if let Some(what) = self.ledger_write(&simples) {
+        if let Some(what) = self.ledger_note(&simples) {
+            self.change(
+                "ledger-annotate",
+                first,
+                format!("{what}: a note on the ledger object under keys of the script's own, each spelled out, outside the engine's; it cannot touch the entries or the run lock, the runner's ledger guard lets it through, and lint's ledger-annotate for it is accepted in the lint-baseline: kept as it is"),
+                true,
+            );
+        } else if let Some(what) = self.ledger_write(&simples) {
             self.change(
                 "ledger-write",
                 first,
@@ -734,6 +743,31 @@ impl<'a> Walk<'a> {
         None
     }
 
+    /// Every kubectl call of the item naming the ledger is an `annotate`
+    /// or `label` of keys outside the engine's ([`migrate_lint::shell::rules::notes_only`]).
+    fn ledger_note(&self, simples: &[Simple]) -> Option<String> {
+        let mut found = None;
+        for s in simples.iter().filter(|s| is_kubectl(s)) {
+            let words: Vec<String> = s.words.iter().map(|w| w.value.clone()).collect();
+            let names = words
+                .iter()
+                .chain(s.heredocs.iter().map(|w| &w.value))
+                .any(|w| w.contains(&self.config.ledger_name));
+            if !names {
+                continue;
+            }
+            if !migrate_lint::shell::rules::notes_only(&words) {
+                return None;
+            }
+            let verb = words
+                .iter()
+                .skip(1)
+                .find(|w| *w == "annotate" || *w == "label");
+            found = verb.map(|v| format!("kubectl {v} on {}", self.config.ledger_name));
+        }
+        found
+    }
+
     fn text_of(&self, simples: &[Simple]) -> Vec<String> {
         simples
             .iter()
@@ -897,6 +931,43 @@ fn collect_words(list: &ast::CompoundList, out: &mut Vec<String>) {
                     ast::Command::Function(_) => {}
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(text: &str) -> Vec<(&'static str, bool)> {
+        let config = PatternConfig {
+            ledger_name: "cozystack-version".into(),
+            ..PatternConfig::default()
+        };
+        analyse(text, &config)
+            .changes
+            .into_iter()
+            .map(|c| (c.kind, c.rewritable))
+            .collect()
+    }
+
+    #[test]
+    fn a_note_on_the_ledger_object_under_a_key_of_its_own_is_kept_not_left_to_review() {
+        let text = "#!/bin/sh\nset -eu\nkubectl annotate configmap --namespace cozy-system cozystack-version \\\n  \"cozystack.io/migration-46-failed-tenants=$FAILED\" \\\n  --overwrite >/dev/null 2>&1 || true\nkubectl annotate configmap --namespace cozy-system cozystack-version \\\n  \"cozystack.io/migration-46-failed-tenants-\" >/dev/null 2>&1 || true\n";
+        assert_eq!(
+            kinds(text),
+            [("ledger-annotate", true), ("ledger-annotate", true)]
+        );
+    }
+
+    #[test]
+    fn an_annotation_under_the_engines_keys_or_a_key_not_spelled_out_is_still_a_ledger_write() {
+        for text in [
+            "#!/bin/sh\nkubectl annotate configmap -n cozy-system cozystack-version migrations.cozystack.io/run-lock- --overwrite\n",
+            "#!/bin/sh\nkubectl annotate configmap -n cozy-system cozystack-version \"$KEY=1\"\n",
+            "#!/bin/sh\nkubectl patch configmap -n cozy-system cozystack-version -p '{}'\n",
+        ] {
+            assert_eq!(kinds(text), [("ledger-write", false)], "{text}");
         }
     }
 }
