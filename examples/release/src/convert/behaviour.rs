@@ -889,6 +889,14 @@ impl Harness {
                     stamped = true;
                     map.push(None);
                     i += 1;
+                    // What the stamp set besides the version, kept as
+                    // notes on the ledger object in its place.
+                    while let Some(b) = c.get(j) {
+                        if o.get(i) == Some(b) || !self.is_ledger_note(b) {
+                            break;
+                        }
+                        j += 1;
+                    }
                 }
                 (Some(a), b) if self.names_ledger(a) && b.is_none_or(|b| !self.names_ledger(b)) => {
                     map.push(None);
@@ -968,6 +976,12 @@ impl Harness {
             "apply", "create", "patch", "replace", "edit", "label", "annotate", "set",
         ];
         verb(&call.argv).is_some_and(|v| WRITES.contains(&v)) && self.names_ledger(call)
+    }
+
+    /// A call of the conversion labelling or annotating the ledger under
+    /// keys outside the engine's ([`migrate_lint::shell::rules::notes_only`]).
+    fn is_ledger_note(&self, call: &Call) -> bool {
+        self.names_ledger(call) && migrate_lint::shell::rules::notes_only(&call.argv)
     }
 
     fn names_ledger(&self, call: &Call) -> bool {
