@@ -355,20 +355,20 @@ impl Walk<'_> {
                 continue;
             }
             let mut inserts = self.inserts.remove(&line).unwrap_or_default();
-            inserts.sort_by(|a, b| b.0.cmp(&a.0));
+            inserts.sort_by_key(|b| std::cmp::Reverse(b.0));
             let mut text = self.lines[line - 1].to_owned();
             for (column, what) in inserts {
                 text.insert_str(column, &what);
             }
-            if self.and_lines.contains(&line) {
-                if let Some(at) = top_level_and(&text) {
-                    let indent = &text[..text.len() - text.trim_start().len()];
-                    text = format!(
-                        "{indent}if {}; then {}; fi",
-                        text[..at].trim(),
-                        text[at + 2..].trim()
-                    );
-                }
+            if self.and_lines.contains(&line)
+                && let Some(at) = top_level_and(&text)
+            {
+                let indent = &text[..text.len() - text.trim_start().len()];
+                text = format!(
+                    "{indent}if {}; then {}; fi",
+                    text[..at].trim(),
+                    text[at + 2..].trim()
+                );
             }
             self.out.edits.insert(line, Some(text));
         }
