@@ -113,6 +113,7 @@ fn the_text_report_says_per_script_that_the_behaviour_check_passed_and_counts_it
         &text,
         &[
             "behaviour check: 1 passed, 0 differed, 0 could not run",
+            "failure paths passed by class: forbidden 1, not-found 1, timeout 1, unreachable 1 (0 of them failing closed)",
             "platform/migrations/1 -> pre-apply/1: rewritable; behaviour: passed (5 paths)",
         ],
     );
@@ -226,6 +227,9 @@ fn a_script_without_errexit_is_rewritten_into_what_it_meant_and_passes_on_every_
         assert_eq!(b["classes"]["not-found"], 1, "{}: {b}", shell.name);
         assert_eq!(b["classes"]["forbidden"], 2, "{}: {b}", shell.name);
         assert_eq!(b["fail_closed"], 7, "{}: {b}", shell.name);
+        let totals = &report["summary"]["behaviour"];
+        assert_eq!(totals["classes"]["forbidden"], 2, "{totals}");
+        assert_eq!(totals["fail_closed"], 7, "{totals}");
         let diff = script(&report, "1")["diff"].as_str().unwrap().to_owned();
         assert!(
             diff.contains(
