@@ -79,8 +79,9 @@ fn a_conversion_that_removes_only_the_stamp_passes_under_every_shell() {
             let report = convert(&repo, extra);
             let b = behaviour(&report, "1");
             assert_eq!(b["result"], "passed", "{}: {report}", shell.name);
-            // The success path and the path where the probe fails.
-            assert_eq!(b["paths"], 2, "{}: {b}", shell.name);
+            // The success path and the probe failing on each class it can
+            // meet (not-found, forbidden, unreachable, timeout).
+            assert_eq!(b["paths"], 5, "{}: {b}", shell.name);
             let status = if extra.is_empty() {
                 "rewritable"
             } else {
@@ -112,7 +113,8 @@ fn the_text_report_says_per_script_that_the_behaviour_check_passed_and_counts_it
         &text,
         &[
             "behaviour check: 1 passed, 0 differed, 0 could not run",
-            "platform/migrations/1 -> pre-apply/1: rewritable; behaviour: passed (2 paths)",
+            "failure paths passed by class: forbidden 1, not-found 1, timeout 1, unreachable 1 (0 of them failing closed)",
+            "platform/migrations/1 -> pre-apply/1: rewritable; behaviour: passed (5 paths)",
         ],
     );
 }
@@ -163,13 +165,24 @@ fn a_conversion_that_drops_a_call_beside_the_stamp_is_review_naming_the_call() {
 fn a_script_whose_failure_path_differs_is_caught() {
     // No errexit: the numbered runner went on past a failed delete; the
     // engine runs every script with `-e`, so the conversion stops there.
+    // The delete is in a helper, which convert's rewrite of the calls a
+    // script carried past does not reach.
     for shell in common::shells::all() {
         let text = format!(
-            "#!{}\nkubectl delete job old-hook -n cozy-system\nkubectl apply -f \"$(dirname \"$0\")/lib/new-hook.yaml\"\n{}",
+            "#!{}\n. \"$(dirname \"$0\")/lib/cleanup.sh\"\ncleanup\nkubectl apply -f \"$(dirname \"$0\")/lib/new-hook.yaml\"\n{}",
             shell.shebang,
             inline_stamp(2)
         );
-        let repo = history(&[("new-hook.yaml", "kind: Job\n")], &[text]);
+        let repo = history(
+            &[
+                ("new-hook.yaml", "kind: Job\n"),
+                (
+                    "cleanup.sh",
+                    "cleanup() {\n  kubectl delete job old-hook -n cozy-system\n}\n",
+                ),
+            ],
+            &[text],
+        );
         let report = convert(&repo, &["--rewrite"]);
         assert_eq!(
             script(&report, "1")["status"],
@@ -182,10 +195,47 @@ fn a_script_whose_failure_path_differs_is_caught() {
         common::assert_contains_all(
             &message,
             &[
-                "when call 1 (kubectl delete job old-hook -n cozy-system) fails",
+                "when call 1 (kubectl delete job old-hook -n cozy-system) fails (not-found)",
                 "call 2",
                 "kubectl apply -f",
             ],
+        );
+    }
+}
+
+#[test]
+fn a_script_without_errexit_is_rewritten_into_what_it_meant_and_passes_on_every_failure_class() {
+    // The delete the numbered runner went on past: NotFound is accepted
+    // through migrate-tolerate, a denial, an unreachable server or a
+    // timeout now stops the script at that call (failing closed).
+    for shell in common::shells::all() {
+        let text = format!(
+            "#!{}\nkubectl delete job old-hook -n cozy-system\nkubectl apply -f \"$(dirname \"$0\")/lib/new-hook.yaml\"\n{}",
+            shell.shebang,
+            inline_stamp(2)
+        );
+        let repo = history(&[("new-hook.yaml", "kind: Job\n")], &[text]);
+        let report = convert(&repo, &["--rewrite"]);
+        assert_eq!(
+            script(&report, "1")["status"],
+            "rewritten",
+            "{}: {report}",
+            shell.name
+        );
+        let b = behaviour(&report, "1");
+        assert_eq!(b["result"], "passed", "{}: {b}", shell.name);
+        assert_eq!(b["classes"]["not-found"], 1, "{}: {b}", shell.name);
+        assert_eq!(b["classes"]["forbidden"], 2, "{}: {b}", shell.name);
+        assert_eq!(b["fail_closed"], 7, "{}: {b}", shell.name);
+        let totals = &report["summary"]["behaviour"];
+        assert_eq!(totals["classes"]["forbidden"], 2, "{totals}");
+        assert_eq!(totals["fail_closed"], 7, "{totals}");
+        let diff = script(&report, "1")["diff"].as_str().unwrap().to_owned();
+        assert!(
+            diff.contains(
+                "\n+migrate-tolerate --not-found -- kubectl delete job old-hook -n cozy-system\n"
+            ),
+            "{diff}"
         );
     }
 }

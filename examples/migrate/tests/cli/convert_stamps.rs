@@ -88,7 +88,9 @@ fn a_helper_beside_the_stamp_in_the_same_lib_file_stays_called_and_the_lib_stays
 }
 
 #[test]
-fn a_script_applying_the_ledger_its_helper_renders_is_reviewed_and_keeps_the_helper() {
+fn a_script_applying_the_ledger_its_helper_renders_keeps_its_label_and_the_helper() {
+    // The manifest sets `version` (the stamp, removed) and a label, which
+    // stays as a label of the ledger object under its own key.
     let repo = history(&[LABELS_THEN_STAMPS, APPLIES_RENDERED, &only_stamps(4)]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t");
@@ -97,7 +99,7 @@ fn a_script_applying_the_ledger_its_helper_renders_is_reviewed_and_keeps_the_hel
         changes(&report, "2"),
         [
             change("lib-path", 3, true),
-            change("ledger-write", 5, false)
+            change("version-stamp", 5, true)
         ]
     );
     let message = &script(&report, "2")["changes"][1]["message"];
@@ -108,7 +110,12 @@ fn a_script_applying_the_ledger_its_helper_renders_is_reviewed_and_keeps_the_hel
             .contains("render_version_manifest"),
         "{message}"
     );
-    assert_eq!(script(&report, "2")["status"], "review");
+    assert_eq!(script(&report, "2")["status"], "rewritten");
+    assert_eq!(
+        script(&report, "2")["behaviour"]["result"],
+        "passed",
+        "{report}"
+    );
     // Slot 2 still calls the render function: the helper file stays.
     assert!(out.join("lib/version.sh").is_file());
     assert_eq!(report["dropped_lib"], serde_json::json!([]), "{report}");
@@ -117,6 +124,11 @@ fn a_script_applying_the_ledger_its_helper_renders_is_reviewed_and_keeps_the_hel
         converted.contains(". \"$MIGRATION_TREE/lib/version.sh\""),
         "{converted}"
     );
+    assert!(
+        converted.contains("\nkubectl label configmap --namespace \"cozy-system\" cozystack-version platform.cozystack.io/no-delete=true --overwrite\n"),
+        "{converted}"
+    );
+    assert!(!converted.contains("kubectl apply"), "{converted}");
 }
 
 #[test]

@@ -44,6 +44,216 @@ use serde::Serialize;
 /// The exit status the fakes fail a call with.
 const FAIL_STATUS: i32 = 1;
 
+/// A failure the fakes answer one call with, in the text the command
+/// prints for it (kubectl's and helm's own; every one exits 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum FailureClass {
+    /// The object is not there (a call naming one; every helm call).
+    NotFound,
+    /// The call is not allowed.
+    Forbidden,
+    /// The API server cannot be reached.
+    Unreachable,
+    /// No answer in time.
+    Timeout,
+    /// The object is already there (`create`, `helm install`).
+    AlreadyExists,
+    /// A write lost a race (`apply`, `replace`, `patch`).
+    Conflict,
+}
+
+/// kubectl's verbs that name one object and answer NotFound when it is
+/// not there.
+const NAMED_VERBS: &[&str] = &[
+    "get",
+    "delete",
+    "patch",
+    "annotate",
+    "label",
+    "replace",
+    "edit",
+    "scale",
+    "describe",
+    "wait",
+    "rollout",
+    "set",
+    "exec",
+    "logs",
+    "cp",
+    "autoscale",
+    "expose",
+];
+
+impl FailureClass {
+    /// Every class, in the order the check tries them.
+    pub const ALL: [FailureClass; 6] = [
+        FailureClass::NotFound,
+        FailureClass::Forbidden,
+        FailureClass::Unreachable,
+        FailureClass::Timeout,
+        FailureClass::AlreadyExists,
+        FailureClass::Conflict,
+    ];
+
+    /// The stable name (`not-found`), as reports give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureClass::NotFound => "not-found",
+            FailureClass::Forbidden => "forbidden",
+            FailureClass::Unreachable => "unreachable",
+            FailureClass::Timeout => "timeout",
+            FailureClass::AlreadyExists => "already-exists",
+            FailureClass::Conflict => "conflict",
+        }
+    }
+
+    /// Whether a conversion may stop where the original carried on past
+    /// this failure: a denial, an unreachable server, a timeout or a lost
+    /// race end a run the engine retries once the cause is gone. NotFound
+    /// and AlreadyExists may not: a run interrupted half way meets them on
+    /// its next attempt, so a script that stops on them never completes;
+    /// the conversion must take the original's path there.
+    pub fn may_fail_closed(self) -> bool {
+        !matches!(self, FailureClass::NotFound | FailureClass::AlreadyExists)
+    }
+
+    /// The answer `migrate-tolerate` accepts this failure as, if any:
+    /// the others always stay failures.
+    pub fn answer(self) -> Option<migrate_lint::answers::Answer> {
+        use migrate_lint::answers::Answer;
+        match self {
+            FailureClass::NotFound => Some(Answer::NotFound),
+            FailureClass::AlreadyExists => Some(Answer::AlreadyExists),
+            FailureClass::Conflict => Some(Answer::Conflict),
+            FailureClass::Forbidden | FailureClass::Unreachable | FailureClass::Timeout => None,
+        }
+    }
+
+    /// The line `command` prints for it: the recorded texts of the answer
+    /// classes ([`migrate_lint::answers::Answer::texts`]), and kubectl's
+    /// and helm's own for the others.
+    pub fn text(self, command: &str) -> &'static str {
+        let helm = Path::new(command).file_name().is_some_and(|n| n == "helm");
+        match (self, helm) {
+            (FailureClass::NotFound, true) => "Error: release: not found",
+            (FailureClass::AlreadyExists, true) => {
+                "Error: INSTALLATION FAILED: cannot re-use a name that is still in use"
+            }
+            (FailureClass::Forbidden, true) => {
+                "Error: query: failed to query with labels: secrets is forbidden: User \"system:serviceaccount:cozy-system:migrate\" cannot list resource \"secrets\" in API group \"\" in the namespace \"cozy-system\""
+            }
+            (FailureClass::Unreachable, true) => {
+                "Error: Kubernetes cluster unreachable: Get \"https://10.96.0.1:443/version\": dial tcp 10.96.0.1:443: connect: connection refused"
+            }
+            (FailureClass::Timeout, true) => {
+                "Error: Kubernetes cluster unreachable: Get \"https://10.96.0.1:443/version\": net/http: TLS handshake timeout"
+            }
+            (FailureClass::NotFound, false) => {
+                "Error from server (NotFound): configmaps \"x\" not found"
+            }
+            (FailureClass::Forbidden, false) => {
+                "Error from server (Forbidden): configmaps \"x\" is forbidden: User \"system:serviceaccount:cozy-system:migrate\" cannot get resource \"configmaps\" in API group \"\" in the namespace \"cozy-system\""
+            }
+            (FailureClass::Unreachable, false) => {
+                "The connection to the server 10.96.0.1:443 was refused - did you specify the right host or port?"
+            }
+            (FailureClass::Timeout, false) => {
+                "Unable to connect to the server: net/http: request canceled (Client.Timeout exceeded while awaiting headers)"
+            }
+            (FailureClass::AlreadyExists, false) => {
+                "Error from server (AlreadyExists): configmaps \"x\" already exists"
+            }
+            (FailureClass::Conflict, _) => {
+                "Error from server (Conflict): Operation cannot be fulfilled on configmaps \"x\": the object has been modified; please apply your changes to the latest version and try again"
+            }
+        }
+    }
+
+    /// The classes a call can get. A client-side dry run reaches no
+    /// server and gets none; every other call can be forbidden, find the
+    /// server unreachable or time out; kubectl answers NotFound to a verb
+    /// naming one object (not a list, a selector or `--all`), helm to
+    /// every call (its `release: not found`), and another command's
+    /// NotFound text is not known; AlreadyExists answers a `create` (helm:
+    /// `install`), Conflict an `apply`, `replace` or `patch`.
+    pub fn of_call(argv: &[String]) -> Vec<FailureClass> {
+        let Some((command, args)) = argv.split_first() else {
+            return Vec::new();
+        };
+        let dry = args
+            .iter()
+            .any(|a| a == "--dry-run" || a == "--dry-run=client" || a == "--dry-run=true");
+        if dry {
+            return Vec::new();
+        }
+        let name = Path::new(command)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(command);
+        let reading = migrate_lint::command_line::read(command, args);
+        let verb = reading.verb().map(|i| args[i].as_str());
+        let mut out = Vec::new();
+        let not_found = match name {
+            "helm" => true,
+            "kubectl" | "oc" => {
+                verb.is_some_and(|v| NAMED_VERBS.contains(&v)) && names_one(&reading, args)
+            }
+            _ => false,
+        };
+        if not_found {
+            out.push(FailureClass::NotFound);
+        }
+        let server_side = args.iter().any(|a| a.starts_with("--dry-run=server"));
+        if !server_side {
+            match (name, verb) {
+                ("kubectl" | "oc", Some("create")) | ("helm", Some("install")) => {
+                    out.push(FailureClass::AlreadyExists)
+                }
+                ("kubectl" | "oc", Some("apply" | "replace" | "patch")) => {
+                    out.push(FailureClass::Conflict)
+                }
+                _ => {}
+            }
+        }
+        // The classes migrate-tolerate never accepts come last: a run of
+        // one whose text the script cannot read stands for the rest.
+        out.extend([
+            FailureClass::Forbidden,
+            FailureClass::Unreachable,
+            FailureClass::Timeout,
+        ]);
+        out
+    }
+}
+
+/// Whether a kubectl call names its objects (`TYPE NAME`, `TYPE/NAME`,
+/// `-f FILE`) rather than listing them (`TYPE` alone, a selector,
+/// `--all`). A line the reader could not finish counts as naming one.
+fn names_one(reading: &migrate_lint::command_line::Reading, args: &[String]) -> bool {
+    let lists = args.iter().any(|a| {
+        matches!(
+            a.as_str(),
+            "-l" | "--selector" | "-A" | "--all-namespaces" | "--all" | "--field-selector"
+        ) || a.starts_with("--selector=")
+            || a.starts_with("-l=")
+            || a.starts_with("--field-selector=")
+            || (a.starts_with("-l") && a.len() > 2 && !a.starts_with("--"))
+    });
+    if lists {
+        return false;
+    }
+    let files = args.iter().any(|a| {
+        a == "-f" || a == "--filename" || a.starts_with("--filename=") || a.starts_with("-f")
+    });
+    let rest = &reading.positionals[1.min(reading.positionals.len())..];
+    files
+        || !reading.complete
+        || rest.len() >= 2
+        || rest.first().is_some_and(|&i| args[i].contains('/'))
+}
+
 /// What the check needs besides the scripts.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -90,6 +300,14 @@ pub enum Behaviour {
         paths: usize,
         /// Cluster calls the original made on the success path.
         calls: usize,
+        /// Failure paths compared, by the class the failing call got
+        /// ([`FailureClass::name`]).
+        classes: BTreeMap<&'static str, usize>,
+        /// Of the failure paths, those where the original carried on past
+        /// a failure it did not mean (Forbidden, unreachable, ...) and the
+        /// conversion stops at that call instead, failing: the engine's
+        /// fail-closed, accepted (ADOPTING.md, "The behaviour check").
+        fail_closed: usize,
     },
     /// A path differs.
     Differed {
@@ -112,6 +330,11 @@ impl Behaviour {
     /// One line for the text report.
     pub fn summary(&self) -> String {
         match self {
+            Behaviour::Passed {
+                paths, fail_closed, ..
+            } if *fail_closed > 0 => {
+                format!("passed ({paths} paths, {fail_closed} failing closed)")
+            }
             Behaviour::Passed { paths, .. } => format!("passed ({paths} paths)"),
             Behaviour::Differed { path, .. } => format!("differed ({path})"),
             Behaviour::CouldNotRun { reason } => format!("could not run ({reason})"),
@@ -216,6 +439,9 @@ struct Trace {
     status: Option<i32>,
     /// The last line the script wrote (for messages).
     last_line: String,
+    /// The failing call's stderr was the log or `/dev/null`: the script
+    /// could not read its text.
+    blind: bool,
 }
 
 /// Which side runs.
@@ -252,6 +478,21 @@ impl Harness {
                 .find(|d| d.is_file())
         }) {
             write_exec(&bin.join("date"), &date_fake(&date))?;
+        }
+        // jq is the costliest command the scripts run (its start alone
+        // takes tens of milliseconds) and the same filter of the same input
+        // runs on every path of both sides: memoized, it answers once.
+        let find = |name: &str| {
+            std::env::var_os("PATH").and_then(|p| {
+                std::env::split_paths(&p)
+                    .map(|d| d.join(name))
+                    .find(|d| d.is_file())
+            })
+        };
+        if let (Some(jq), Some(sum)) = (find("jq"), find("md5sum").or_else(|| find("cksum"))) {
+            let cache = dir.path().join("jq-cache");
+            std::fs::create_dir_all(&cache)?;
+            write_exec(&bin.join("jq"), &jq_memo(&jq, &sum, &cache))?;
         }
         let mut path = bin.clone().into_os_string();
         if let Some(rest) = std::env::var_os("PATH") {
@@ -292,28 +533,79 @@ impl Harness {
             return Ok(differed("on the success path".into(), d));
         }
         let mut paths = 1;
+        let mut classes = BTreeMap::new();
+        let mut fail_closed = 0;
         for (i, j) in map.iter().enumerate() {
             let Some(j) = j else { continue };
-            let failing = self.run(script, Side::Original, Some(i + 1))?;
-            let branches = failing.calls.len() > i + 1 || failing.status != Some(FAIL_STATUS);
-            if !branches {
-                continue;
+            // A failing call whose stderr the script cannot read (the log,
+            // /dev/null) takes the same path on every class: each side
+            // runs once for all of them then.
+            let (mut original_blind, mut converted_blind) = (None, None);
+            for class in FailureClass::of_call(&original.calls[i].argv) {
+                let failing = match &original_blind {
+                    Some(t) => Trace::clone(t),
+                    None => {
+                        let t = self.run(script, Side::Original, Some((i + 1, class)))?;
+                        if t.blind {
+                            original_blind = Some(t.clone());
+                        }
+                        t
+                    }
+                };
+                let branches = failing.calls.len() > i + 1 || failing.status != Some(FAIL_STATUS);
+                if !branches {
+                    continue;
+                }
+                let path = format!(
+                    "when call {} ({}) fails ({})",
+                    i + 1,
+                    display(&original.calls[i].argv),
+                    class.name()
+                );
+                let converted = match &converted_blind {
+                    Some(t) => Trace::clone(t),
+                    None => {
+                        let t = self.run(script, Side::Converted, Some((*j + 1, class)))?;
+                        if t.blind {
+                            converted_blind = Some(t.clone());
+                        }
+                        t
+                    }
+                };
+                if let (_, Some(d)) = self.align(&failing, &converted, script.stamps) {
+                    if !class.may_fail_closed() || !self.fails_closed(&failing, &converted, i, *j) {
+                        return Ok(differed(path, d));
+                    }
+                    fail_closed += 1;
+                }
+                paths += 1;
+                *classes.entry(class.name()).or_insert(0) += 1;
             }
-            let path = format!(
-                "when call {} ({}) fails",
-                i + 1,
-                display(&original.calls[i].argv)
-            );
-            let converted = self.run(script, Side::Converted, Some(j + 1))?;
-            if let (_, Some(d)) = self.align(&failing, &converted, script.stamps) {
-                return Ok(differed(path, d));
-            }
-            paths += 1;
         }
         Ok(Behaviour::Passed {
             paths,
             calls: original.calls.len(),
+            classes,
+            fail_closed,
         })
+    }
+
+    /// Whether the conversion, where the original carried on past call
+    /// `i` failing with a class it did not mean, stops at that call (its
+    /// `j`) instead: every call before it the same, none after it, and a
+    /// failing status. Under the engine that is a failed run, retried
+    /// once the cause is fixed, never a wrong state.
+    fn fails_closed(&self, failing: &Trace, converted: &Trace, i: usize, j: usize) -> bool {
+        if converted.calls.len() != j + 1 || matches!(converted.status, Some(0) | Some(75) | None) {
+            return false;
+        }
+        let prefix = Trace {
+            calls: failing.calls[..=i.min(failing.calls.len().saturating_sub(1))].to_vec(),
+            status: converted.status,
+            last_line: String::new(),
+            blind: false,
+        };
+        self.align(&prefix, converted, false).1.is_none()
     }
 
     fn original_root(&self) -> PathBuf {
@@ -350,13 +642,15 @@ impl Harness {
         )
     }
 
-    /// Runs one side, failing call `fail_at` (one-based) if given.
+    /// Runs one side, failing call `fail_at` (one-based) with its class
+    /// if given.
     fn run(
         &self,
         script: &Script<'_>,
         side: Side,
-        fail_at: Option<usize>,
+        failure: Option<(usize, FailureClass)>,
     ) -> Result<Trace, String> {
+        let fail_at = failure.map(|(n, _)| n);
         let state = self.dir.path().join("state");
         let home = self.dir.path().join("home");
         let scratch = |e: std::io::Error| format!("cannot prepare the scratch directory: {e}");
@@ -368,21 +662,45 @@ impl Harness {
         std::fs::write(state.join("next"), "1\n").map_err(scratch)?;
         std::fs::write(state.join("fail-at"), format!("{}\n", fail_at.unwrap_or(0)))
             .map_err(scratch)?;
+        if let Some((_, class)) = failure {
+            std::fs::write(state.join("fail-class"), format!("{}\n", class.name()))
+                .map_err(scratch)?;
+        }
         let path = self.script_path(script, side);
+        let prelude = self.applet_prelude();
         let (root, mut cmd) = match side {
             Side::Original => {
                 let shebang = self.interpreter(script.original);
                 let mut words = shebang.split_whitespace();
-                let mut cmd = Command::new(words.next().unwrap_or("/bin/sh"));
-                cmd.args(words).arg(&path);
+                let program = words.next().unwrap_or("/bin/sh");
+                let mut cmd = Command::new(program);
+                cmd.args(words);
+                match prelude.filter(|_| is_busybox(program)) {
+                    // The file read as the shell reads it, `$0` its path.
+                    Some(p) => cmd.arg("-c").arg(format!("{p}. \"$0\"")).arg(&path),
+                    None => cmd.arg(&path),
+                };
                 (self.original_root(), cmd)
             }
             Side::Converted => {
                 let shebang = self.interpreter(script.converted.as_bytes());
                 let root = self.converted_root();
+                // The engine sources its copy of the script: here a file
+                // defining the applets' fakes first, when they need it.
+                let copy = match prelude
+                    .filter(|_| shebang.split_whitespace().next().is_some_and(is_busybox))
+                {
+                    Some(p) => {
+                        let copy = state.join("converted-copy");
+                        std::fs::write(&copy, format!("{p}. {}\n", quote(&path)))
+                            .map_err(scratch)?;
+                        copy
+                    }
+                    None => path.clone(),
+                };
                 let cmd = migration_core::drive::ScriptCommand {
                     shebang: &shebang,
-                    copy: &path,
+                    copy: &copy,
                     path: &path,
                     tree: &root,
                     slug: script.slug,
@@ -478,11 +796,38 @@ impl Harness {
             .read_calls(&state, &names)
             .map_err(|e| format!("cannot read the recorded calls: {e}"))?;
         use std::os::unix::process::ExitStatusExt;
+        // Under migrate-tolerate only a class it did not accept is blind
+        // (its fake marks it so), and only after not-found: the classes
+        // it may accept run first.
+        let blind = fail_at.is_some_and(|n| {
+            state.join("calls").join(format!("{n}.blind")).exists()
+                || state.join("tolerate-blind").exists()
+        });
         Ok(Trace {
             calls,
             status: status.code().or(status.signal().map(|s| 128 + s)),
             last_line,
+            blind,
         })
+    }
+
+    /// Shell functions standing for the fakes of commands a busybox shell
+    /// may run as its own applets before looking at `PATH` (Debian's
+    /// busybox does; the alpine image's does not): a function comes
+    /// before an applet. `None` without a busybox interpreter.
+    fn applet_prelude(&self) -> Option<String> {
+        let sh = self.settings.bin_sh.as_deref()?;
+        if !sh.split_whitespace().next().is_some_and(is_busybox) {
+            return None;
+        }
+        let bin = self.dir.path().join("bin");
+        Some(
+            ["date", "mktemp", "sleep"]
+                .iter()
+                .filter(|name| bin.join(name).is_file())
+                .map(|name| format!("{name}() {{ {} \"$@\"; }}\n", quote(&bin.join(name))))
+                .collect(),
+        )
     }
 
     /// The shebang a script runs under: its own, `#!/bin/sh` mapped to
@@ -560,6 +905,14 @@ impl Harness {
                     stamped = true;
                     map.push(None);
                     i += 1;
+                    // What the stamp set besides the version, kept as
+                    // notes on the ledger object in its place.
+                    while let Some(b) = c.get(j) {
+                        if o.get(i) == Some(b) || !self.is_ledger_note(b) {
+                            break;
+                        }
+                        j += 1;
+                    }
                 }
                 (Some(a), b) if self.names_ledger(a) && b.is_none_or(|b| !self.names_ledger(b)) => {
                     map.push(None);
@@ -639,6 +992,12 @@ impl Harness {
             "apply", "create", "patch", "replace", "edit", "label", "annotate", "set",
         ];
         verb(&call.argv).is_some_and(|v| WRITES.contains(&v)) && self.names_ledger(call)
+    }
+
+    /// A call of the conversion labelling or annotating the ledger under
+    /// keys outside the engine's ([`migrate_lint::shell::rules::notes_only`]).
+    fn is_ledger_note(&self, call: &Call) -> bool {
+        self.names_ledger(call) && migrate_lint::shell::rules::notes_only(&call.argv)
     }
 
     fn names_ledger(&self, call: &Call) -> bool {
@@ -723,6 +1082,13 @@ fn display(argv: &[String]) -> String {
     }
 }
 
+/// Whether an interpreter is busybox (`busybox`, `/bin/busybox`).
+fn is_busybox(program: &str) -> bool {
+    Path::new(program)
+        .file_name()
+        .is_some_and(|n| n == "busybox")
+}
+
 /// The interpreter line of a script without `#!` (`/bin/sh` without one,
 /// as a shell runs a file that has none).
 fn shebang(bytes: &[u8]) -> String {
@@ -780,6 +1146,60 @@ printf '%s\n' "$path"
     )
 }
 
+/// `jq` memoized: a filter of stdin alone (no file, no `$ENV`, `env`,
+/// `now` or `input*`; only flags that change nothing but the output's
+/// form, `--arg` and `--argjson`) is answered from the cache when the
+/// same arguments met the same input before, its output, errors and
+/// status as the real one gave them; any other call goes to the real one.
+fn jq_memo(real: &Path, sum: &Path, cache: &Path) -> String {
+    format!(
+        r#"#!/bin/sh
+real={real}
+c={cache}
+pure=1
+null=
+n=0
+filter=
+skip=0
+for a in "$@"; do
+  if [ "$skip" -gt 0 ]; then skip=$((skip - 1)); continue; fi
+  case $a in
+    --arg|--argjson) skip=2 ;;
+    --indent) skip=1 ;;
+    -n|--null-input) null=1 ;;
+    --raw-output|--compact-output|--exit-status|--slurp|--join-output|--ascii-output|--sort-keys|--tab|--monochrome-output) ;;
+    --*) pure= ;;
+    -*)
+      case ${{a#-}} in *[!rcesjaSM]*) pure= ;; esac ;;
+    *) n=$((n + 1)); filter=$a ;;
+  esac
+done
+case $filter in *env*|*now*|*input*|*'$__loc__'*) pure= ;; esac
+if [ -z "$pure" ] || [ "$n" != 1 ]; then exec "$real" "$@"; fi
+# The files of this call are overwritten by the next of the same pid:
+# the scratch directory goes with the check.
+in="$c/in.$$"
+printf '%s\0' "$@" >"$c/args.$$"
+if [ -n "$null" ]; then : >"$in"; else cat >"$in"; fi
+k=$({sum} "$c/args.$$" "$in" | {{ read -r a _; read -r b _; echo "$a-$b"; }})
+if [ ! -f "$c/$k.status" ]; then
+  "$real" "$@" <"$in" >"$c/$k.out.$$" 2>"$c/$k.err.$$"
+  echo $? >"$c/$k.status.$$"
+  mv "$c/$k.out.$$" "$c/$k.out"
+  mv "$c/$k.err.$$" "$c/$k.err"
+  mv "$c/$k.status.$$" "$c/$k.status"
+fi
+if [ -s "$c/$k.out" ]; then cat "$c/$k.out"; fi
+if [ -s "$c/$k.err" ]; then cat "$c/$k.err" >&2; fi
+read st <"$c/$k.status"
+exit "$st"
+"#,
+        real = quote(real),
+        cache = quote(cache),
+        sum = quote(sum),
+    )
+}
+
 /// The instant the fake `date` reports.
 const FIXED_TIME: u64 = 1_767_225_600;
 
@@ -796,11 +1216,16 @@ fn quote(path: &Path) -> String {
 /// `kubectl create ... --dry-run -o yaml | kubectl apply -f -` the writer
 /// then always comes first.
 fn fake(name: &str, state: &Path, max_calls: usize) -> String {
-    let error = if name == "helm" {
-        "Error: release: not found"
-    } else {
-        "Error from server (NotFound): the server could not find the requested resource"
-    };
+    let texts: String = FailureClass::ALL
+        .iter()
+        .map(|c| {
+            format!(
+                "  {}) printf '%s\\n' {} >&2 ;;\n",
+                c.name(),
+                quote(Path::new(c.text(name)))
+            )
+        })
+        .collect();
     format!(
         r#"#!/bin/sh
 # A fake {name} written by 'migrate convert' for its behaviour check: it
@@ -833,7 +1258,14 @@ done
 if [ -n "$i" ]; then printf '%s' "$$" >"$s/calls/$n.in"; fi
 read f <"$s/fail-at" || f=0
 if [ "$n" = "$f" ]; then
-  echo '{error}' >&2
+  # Its text cannot reach the script when stderr is the log or nowhere:
+  # then every class takes the same path.
+  if [ /proc/$$/fd/2 -ef "$s/output" ] || [ /proc/$$/fd/2 -ef /dev/null ]; then
+    : >"$s/calls/$n.blind"
+  fi
+  read c <"$s/fail-class" || c=not-found
+  case $c in
+{texts}  esac
   exit {FAIL_STATUS}
 fi
 for a in "$@"; do
@@ -847,34 +1279,49 @@ exit 0
 }
 
 /// `migrate-tolerate` for the fakes: runs the command, and accepts its
-/// failure when the class asked for is the one the fakes fail with
-/// (`--not-found`), printing the tolerated line the real one prints;
-/// every other flag is read and has no failure to accept.
+/// failure when the class the fakes failed it with is one of the answers
+/// asked for (`--not-found`, `--already-exists`, `--conflict`), printing
+/// the tolerated line the real one prints; Forbidden, unreachable and a
+/// timeout stay failures, as they do under the real one.
 fn tolerate_fake(state: &Path) -> String {
     format!(
         r#"#!/bin/sh
 # migrate-tolerate for the fakes of 'migrate convert's behaviour check.
 s={state}
-nf=
+accept=
 while [ $# -gt 0 ]; do
   case $1 in
     --) shift; break ;;
-    --not-found) nf=1 ;;
+    --not-found|--not-served|--already-exists|--conflict) accept="$accept ${{1#--}}" ;;
     --retry-delay) shift ;;
     --retry) case ${{2:-}} in [0-9]*) shift ;; esac ;;
   esac
   shift
 done
 e="$s/tolerate.$$"
-if "$@" 2>"$e"; then cat "$e" >&2; rm -f "$e"; exit 0; fi
+"$@" 2>"$e"
 st=$?
-cat "$e" >&2
-if [ -n "$nf" ] && grep -q -e '(NotFound)' -e 'not found' "$e"; then
-  rm -f "$e"
-  printf '%s\n' {tolerated}"not-found: $*" >&2
-  exit 0
-fi
-rm -f "$e"
+# (the state directory, and this file with it, goes after the run)
+if [ -s "$e" ]; then cat "$e" >&2; fi
+if [ "$st" = 0 ]; then exit 0; fi
+read c <"$s/fail-class" 2>/dev/null || c=
+case " $accept " in
+  *" $c "*)
+    if [ -n "$c" ]; then
+      printf '%s\n' {tolerated}"$c: $*" >&2
+      exit 0
+    fi ;;
+esac
+# A class not accepted, printed where the script cannot read it: the same
+# path for each later class (they come after not-found and the one of
+# already-exists or conflict, and no flag accepts them).
+case $c in
+  not-found|'') ;;
+  *)
+    if [ /proc/$$/fd/2 -ef "$s/output" ] || [ /proc/$$/fd/2 -ef /dev/null ]; then
+      : >"$s/tolerate-blind"
+    fi ;;
+esac
 exit "$st"
 "#,
         state = quote(state),
@@ -924,6 +1371,20 @@ mod tests {
 
     const ORIGINAL: &str = "#!/bin/sh\nset -eu\nif ! kubectl get namespace tenant-root; then\n  echo absent\n  exit 0\nfi\nkubectl label namespace tenant-root a=b\nhelm uninstall old -n tenant-root\nkubectl create configmap -n cozy-system cozystack-version --from-literal=version=2 --dry-run=client -o yaml | kubectl apply -f-\n";
 
+    fn passed(
+        paths: usize,
+        calls: usize,
+        classes: &[(&'static str, usize)],
+        fail_closed: usize,
+    ) -> Behaviour {
+        Behaviour::Passed {
+            paths,
+            calls,
+            classes: classes.iter().copied().collect(),
+            fail_closed,
+        }
+    }
+
     fn check(converted: &str) -> Behaviour {
         let lib = BTreeMap::new();
         harness().check(
@@ -949,7 +1410,21 @@ mod tests {
                 "kubectl create configmap -n cozy-system cozystack-version --from-literal=version=2 --dry-run=client -o yaml | kubectl apply -f-\n",
                 "",
             );
-        assert_eq!(check(&converted), Behaviour::Passed { paths: 2, calls: 5 });
+        // The probe failing on each class takes the early exit on both sides.
+        assert_eq!(
+            check(&converted),
+            passed(
+                5,
+                5,
+                &[
+                    ("not-found", 1),
+                    ("forbidden", 1),
+                    ("unreachable", 1),
+                    ("timeout", 1)
+                ],
+                0
+            )
+        );
     }
 
     #[test]
@@ -980,7 +1455,7 @@ mod tests {
         };
         assert_eq!(
             path,
-            "when call 1 (kubectl get namespace tenant-root) fails"
+            "when call 1 (kubectl get namespace tenant-root) fails (not-found)"
         );
         assert!(
             difference.contains("exits 0 without stamping"),
@@ -1040,7 +1515,8 @@ mod tests {
             },
         );
         // The success path and the delete failing (the apply failing ends both).
-        assert_eq!(result, Behaviour::Passed { paths: 2, calls: 2 });
+        // On the other classes the original's grep fails it at once.
+        assert_eq!(result, passed(2, 2, &[("not-found", 1)], 0));
     }
 
     #[test]
@@ -1077,5 +1553,303 @@ mod tests {
             },
         );
         assert!(matches!(result, Behaviour::Passed { .. }), "{result:?}");
+    }
+
+    fn check_pair(original: &str, converted: &str) -> Behaviour {
+        let lib = BTreeMap::new();
+        harness().check(
+            &Script {
+                number: 1,
+                slug: "1",
+                original: original.as_bytes(),
+                converted,
+                stamps: false,
+            },
+            Libs {
+                numbered: &lib,
+                converted: &lib,
+            },
+        )
+    }
+
+    /// A numbered script without `set -e`: it carries on past every failure.
+    const CARRIES_ON: &str = "#!/bin/sh\nkubectl delete configmap old -n x\nkubectl create namespace y\nkubectl apply -f new.yaml\n";
+
+    #[test]
+    fn a_conversion_stopping_on_a_denial_the_original_carried_past_fails_closed_and_passes() {
+        let converted = "#!/bin/sh\nmigrate-tolerate --not-found -- kubectl delete configmap old -n x\nmigrate-tolerate --already-exists -- kubectl create namespace y\nkubectl apply -f new.yaml\n";
+        // delete: not-found agrees, forbidden/unreachable/timeout stop;
+        // create: already-exists agrees, the three stop; the last call's
+        // failure ends both.
+        assert_eq!(
+            check_pair(CARRIES_ON, converted),
+            passed(
+                9,
+                3,
+                &[
+                    ("not-found", 1),
+                    ("forbidden", 2),
+                    ("unreachable", 2),
+                    ("timeout", 2),
+                    ("already-exists", 1)
+                ],
+                6
+            )
+        );
+    }
+
+    #[test]
+    fn a_not_found_the_original_carried_past_must_be_carried_past_by_the_conversion() {
+        let converted = "#!/bin/sh\nkubectl delete configmap old -n x\nmigrate-tolerate --already-exists -- kubectl create namespace y\nkubectl apply -f new.yaml\n";
+        let Behaviour::Differed { path, .. } = check_pair(CARRIES_ON, converted) else {
+            panic!("not differed")
+        };
+        assert_eq!(
+            path,
+            "when call 1 (kubectl delete configmap old -n x) fails (not-found)"
+        );
+    }
+
+    #[test]
+    fn an_already_exists_the_original_carried_past_must_be_carried_past_by_the_conversion() {
+        let converted = "#!/bin/sh\nmigrate-tolerate --not-found -- kubectl delete configmap old -n x\nkubectl create namespace y\nkubectl apply -f new.yaml\n";
+        let Behaviour::Differed { path, .. } = check_pair(CARRIES_ON, converted) else {
+            panic!("not differed")
+        };
+        assert_eq!(
+            path,
+            "when call 2 (kubectl create namespace y) fails (already-exists)"
+        );
+    }
+
+    #[test]
+    fn a_conversion_that_goes_on_to_other_calls_after_a_denial_does_not_fail_closed() {
+        // It stops the original's course, but not at the failing call.
+        let converted = "#!/bin/sh\nmigrate-tolerate --not-found -- kubectl delete configmap old -n x || { kubectl annotate namespace x failed=yes; exit 1; }\nmigrate-tolerate --already-exists -- kubectl create namespace y\nkubectl apply -f new.yaml\n";
+        let Behaviour::Differed { path, difference } = check_pair(CARRIES_ON, converted) else {
+            panic!("not differed")
+        };
+        assert_eq!(
+            path, "when call 1 (kubectl delete configmap old -n x) fails (forbidden)",
+            "{difference}"
+        );
+    }
+
+    #[test]
+    fn each_call_gets_the_failures_it_can_meet() {
+        let classes = |line: &str| {
+            FailureClass::of_call(&line.split(' ').map(String::from).collect::<Vec<_>>())
+                .into_iter()
+                .map(FailureClass::name)
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let denied = "forbidden,unreachable,timeout";
+        assert_eq!(classes("kubectl get crd -o name"), denied, "a list");
+        assert_eq!(
+            classes("kubectl delete pods -l app=x -n y"),
+            denied,
+            "a selector"
+        );
+        assert_eq!(classes("kubectl get -A kamajicontrolplane"), denied);
+        assert_eq!(
+            classes("kubectl get hr -n a b"),
+            format!("not-found,{denied}")
+        );
+        assert_eq!(
+            classes("kubectl delete secret/x"),
+            format!("not-found,{denied}")
+        );
+        assert_eq!(
+            classes("kubectl delete -f old.yaml"),
+            format!("not-found,{denied}")
+        );
+        assert_eq!(
+            classes("kubectl patch cm -n a b --type merge -p {}"),
+            format!("not-found,conflict,{denied}")
+        );
+        assert_eq!(
+            classes("kubectl create namespace y"),
+            format!("already-exists,{denied}")
+        );
+        assert_eq!(classes("kubectl apply -f -"), format!("conflict,{denied}"));
+        assert_eq!(
+            classes("kubectl create cm v --dry-run=client -o yaml"),
+            "",
+            "no server"
+        );
+        assert_eq!(
+            classes("helm uninstall x -n y"),
+            format!("not-found,{denied}")
+        );
+        assert_eq!(
+            classes("cozyhr reconcile kamaji -n k"),
+            denied,
+            "its NotFound text is unknown"
+        );
+    }
+
+    #[test]
+    fn the_failure_texts_are_the_ones_the_answers_name() {
+        use migrate_lint::answers::Answer;
+        for command in ["kubectl", "helm"] {
+            for class in FailureClass::ALL {
+                let text = class.text(command);
+                if let Some(answer) = class.answer() {
+                    assert!(
+                        answer.texts().contains(&text),
+                        "{command} {class:?}: {text}"
+                    );
+                }
+                for other in Answer::ALL
+                    .into_iter()
+                    .filter(|a| Some(*a) != class.answer())
+                {
+                    assert!(
+                        !other.texts().contains(&text),
+                        "{command} {class:?} reads as {other}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn under_a_busybox_preferring_its_applets_the_fake_clock_and_temporary_files_still_answer() {
+        // Debian's busybox runs its own `date` and `mktemp` before any on
+        // PATH; the image's alpine one does not. Both sides must still see
+        // the fakes, or every timestamp and temporary name differs.
+        if std::process::Command::new("busybox")
+            .arg("true")
+            .status()
+            .is_err()
+        {
+            return;
+        }
+        let text = "#!/bin/sh\nt=$(date +%s%N)\nf=$(mktemp)\nsleep 5\nkubectl annotate namespace a t=$t f=$f\n";
+        let mut settings = Settings::new("v", "ns", vec!["kubectl".into()]);
+        settings.bin_sh = Some("busybox ash".into());
+        settings.timeout = Duration::from_secs(4);
+        let lib = BTreeMap::new();
+        let result = Harness::new(settings).unwrap().check(
+            &Script {
+                number: 1,
+                slug: "1",
+                original: text.as_bytes(),
+                converted: text,
+                stamps: false,
+            },
+            Libs {
+                numbered: &lib,
+                converted: &lib,
+            },
+        );
+        assert!(matches!(result, Behaviour::Passed { .. }), "{result:?}");
+    }
+
+    #[test]
+    fn a_probe_whose_case_spreads_over_lines_is_carried_to_migrate_tolerate_and_passes() {
+        // The reference platform's lister: the call continued over lines,
+        // each pattern, command and `;;` of the case on a line of its own.
+        let original = "#!/bin/sh\nset -eu\nlist() {\n  local out\n  if ! out=$(kubectl get \"$1\" --all-namespaces \\\n       --output name \\\n       2>&1); then\n    case \"$out\" in\n      *\"the server doesn't have a resource type\"*|*\"NotFound\"*)\n        return 0\n        ;;\n    esac\n    echo \"ERROR: $out\" >&2\n    return 1\n  fi\n  printf '%s' \"$out\"\n}\nitems=$(list gadgets.example.com) || exit 1\nfor i in $items; do kubectl label \"$i\" done=yes; done\n";
+        let found = super::super::handled::analyse(original);
+        assert!(
+            found.changes.iter().all(|c| c.rewritable),
+            "{:?}",
+            found.changes
+        );
+        let converted = super::super::diff::apply(original, &found.edits);
+        assert!(
+            converted.contains("$(migrate-tolerate --not-found --not-served -- kubectl get"),
+            "{converted}"
+        );
+        let lib = BTreeMap::new();
+        for sh in ["/bin/sh", "bash", "busybox ash"] {
+            let mut settings = Settings::new("v", "ns", vec!["kubectl".into()]);
+            settings.bin_sh = Some(sh.into());
+            let result = Harness::new(settings).unwrap().check(
+                &Script {
+                    number: 1,
+                    slug: "1",
+                    original: original.as_bytes(),
+                    converted: &converted,
+                    stamps: false,
+                },
+                Libs {
+                    numbered: &lib,
+                    converted: &lib,
+                },
+            );
+            assert!(
+                matches!(result, Behaviour::Passed { .. }),
+                "{sh}: {result:?}\n{converted}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_memoized_jq_answers_as_the_real_one_twice() {
+        let Some(real) = ["/usr/bin/jq", "/bin/jq"]
+            .iter()
+            .map(Path::new)
+            .find(|p| p.is_file())
+        else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        let memo = dir.path().join("jq");
+        let sum = ["/usr/bin/md5sum", "/usr/bin/cksum", "/bin/cksum"]
+            .iter()
+            .map(Path::new)
+            .find(|p| p.is_file())
+            .unwrap();
+        write_exec(&memo, &jq_memo(real, sum, &cache)).unwrap();
+        let cases: [(&[&str], &str); 6] = [
+            (&["-r", ".a"], "{\"a\":\"x\"}"),
+            (&["-e", ".b"], "{}"),
+            (
+                &["-c", "--arg", "k", "v", "{k: $k, a: .a}"],
+                "{\"a\":[1,2]}",
+            ),
+            (&[".["], "{}"),
+            (&["-n", "1 + 1"], ""),
+            (
+                &["-r", ".items[] | .name"],
+                "{\"items\":[{\"name\":\"a\"},{\"name\":\"b\"}]}",
+            ),
+        ];
+        let run = |program: &Path, args: &[&str], input: &str| {
+            use std::io::Write;
+            let mut child = Command::new(program)
+                .args(args)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            (out.status.code(), out.stdout, out.stderr.is_empty())
+        };
+        for (args, input) in cases {
+            let expected = run(real, args, input);
+            for _ in 0..2 {
+                assert_eq!(run(&memo, args, input), expected, "{args:?} {input}");
+            }
+        }
+        // A call reading a file goes to the real one every time.
+        let file = dir.path().join("f.json");
+        std::fs::write(&file, "{\"a\":1}").unwrap();
+        let f = file.to_str().unwrap();
+        assert_eq!(run(&memo, &[".a", f], ""), run(real, &[".a", f], ""));
+        std::fs::write(&file, "{\"a\":2}").unwrap();
+        assert_eq!(run(&memo, &[".a", f], "").1, b"2\n");
     }
 }

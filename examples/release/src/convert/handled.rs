@@ -325,10 +325,11 @@ enum Layout {
     If,
     /// `<test> && <success>` on one line.
     AndAnd,
-    /// `case "$out" in` / `PATTERNS) <success> ;;` / `esac`, on the output
-    /// the call's stderr is merged into: the subject as written, and where
-    /// the success commands start on the pattern line (a byte index).
-    Case { subject: String, commands_at: usize },
+    /// `case "$out" in` / `PATTERNS) <success> ;;` / `esac` (or the one
+    /// success command and its `;;` on lines of their own), on the output
+    /// the call's stderr is merged into: the subject as written, and the
+    /// success commands with their `;;`.
+    Case { subject: String, commands: String },
 }
 
 /// The constructs whose failure branch is found.
@@ -782,18 +783,31 @@ impl<'a> Finder<'a> {
                 let first = parse::word_line(&c.value)?;
                 let commands = first_line(cmd)?;
                 let last = self.closed_by(last_line(cmd)?, "esac")?;
-                // One line each: `case`, the pattern and its commands, `esac`.
-                if first <= opener || commands != first + 1 || last != first + 2 {
+                if first <= opener {
                     return None;
                 }
-                let column = match cmd.0.first()?.0.first.seq.first()? {
-                    ast::Command::Simple(s) => words(s).first()?.loc.as_ref()?.start.column,
-                    _ => return None,
+                // One line each: `case`, the pattern and its commands, `esac`;
+                // or `case`, the pattern, its one command, `;;`, `esac`.
+                let commands_text = if commands == first + 1 && last == first + 2 {
+                    let column = match cmd.0.first()?.0.first.seq.first()? {
+                        ast::Command::Simple(s) => words(s).first()?.loc.as_ref()?.start.column,
+                        _ => return None,
+                    };
+                    let line = self.lines.get(commands - 1)?;
+                    if !line.is_ascii() || column == 0 || column > line.len() {
+                        return None;
+                    }
+                    line[column - 1..].to_owned()
+                } else if commands == first + 2
+                    && last_line(cmd)? == commands
+                    && last == first + 4
+                    && self.lines.get(first)?.trim_end().ends_with(')')
+                    && self.lines.get(first + 2)?.trim() == ";;"
+                {
+                    format!("{} ;;", self.lines.get(commands - 1)?.trim())
+                } else {
+                    return None;
                 };
-                let line = self.lines.get(commands - 1)?;
-                if !line.is_ascii() || column == 0 || column > line.len() {
-                    return None;
-                }
                 Some(Test {
                     grep: Grep {
                         pattern: patterns.join("|"),
@@ -805,7 +819,7 @@ impl<'a> Finder<'a> {
                     last,
                     layout: Layout::Case {
                         subject: c.value.value.clone(),
-                        commands_at: column - 1,
+                        commands: commands_text,
                     },
                 })
             }
@@ -869,12 +883,7 @@ impl<'a> Finder<'a> {
         let inner = &first_line[..indent(first_line)];
         let condition = format!("grep -q '^{TOLERATED_PREFIX}' {err}");
         let mut moved = Vec::new();
-        if let Layout::Case {
-            subject,
-            commands_at,
-        } = &test.layout
-        {
-            let commands = line(test.first + 1)?.get(*commands_at..)?;
+        if let Layout::Case { subject, commands } = &test.layout {
             moved.push(format!("{outer}case {subject} in"));
             moved.push(format!("{outer}  *\"{TOLERATED_PREFIX}\"*) {commands}"));
             moved.push(format!("{outer}esac"));

@@ -12,6 +12,7 @@
 //! converting twice gives the same bytes.
 
 pub mod behaviour;
+pub mod carried;
 pub mod diff;
 pub mod handled;
 pub mod history;
@@ -203,6 +204,7 @@ pub fn convert(options: &Options) -> Result<Report, ConvertError> {
             with_header(text, &header(previous.as_deref(), &options.header_marker));
         let mut analysis = patterns::analyse(text, &config);
         handled::merge(&mut analysis, handled::analyse(text));
+        handled::merge(&mut analysis, carried::analyse(text));
         // The rewrite removes stamps only; if nothing else is left to run,
         // the stamp was not all the script did, or the slot only stamped:
         // either way a person decides, it is not "rewritten".

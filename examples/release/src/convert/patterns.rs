@@ -31,6 +31,107 @@ pub struct PatternConfig {
     /// Every function each `lib/` helper defines (by `lib/`-relative path):
     /// a script calling one that is not a stamp still needs the helper.
     pub helper_functions: BTreeMap<String, BTreeSet<String>>,
+    /// Per render function, what its manifest sets besides `version`,
+    /// when that is only labels and annotations ([`LedgerNotes`]).
+    pub render_notes: BTreeMap<String, LedgerNotes>,
+}
+
+/// The labels and annotations a render function's ledger manifest sets,
+/// its one data key being `version`: applying it is the stamp plus these
+/// notes, which `kubectl label`/`annotate` can set without the stamp.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LedgerNotes {
+    /// `metadata.namespace` as written (it may expand a variable).
+    pub namespace: String,
+    /// `metadata.labels`, in order.
+    pub labels: Vec<(String, String)>,
+    /// `metadata.annotations`, in order.
+    pub annotations: Vec<(String, String)>,
+}
+
+impl LedgerNotes {
+    /// Reads a manifest of the shape `apiVersion`, `kind: ConfigMap`,
+    /// `metadata` (`name` the ledger, `namespace`, `labels`,
+    /// `annotations`) and `data` holding `version` alone, two spaces an
+    /// indent; `None` for anything else, or a key under the engine's own
+    /// prefix, or a label or annotation whose key or value expands a
+    /// variable.
+    pub fn read(manifest: &str, ledger_name: &str) -> Option<LedgerNotes> {
+        let mut notes = LedgerNotes::default();
+        let (mut section, mut sub) = ("", "");
+        let mut named = false;
+        for line in manifest.lines() {
+            if line.trim().is_empty() || line.trim_start().starts_with('#') {
+                continue;
+            }
+            let indent = line.len() - line.trim_start().len();
+            let (key, value) = line.trim().split_once(':')?;
+            let value = value.trim().trim_matches('"').trim_matches('\'');
+            match indent {
+                0 => {
+                    section = key;
+                    sub = "";
+                    match key {
+                        "apiVersion" if value == "v1" => {}
+                        "kind" if value == "ConfigMap" => {}
+                        "metadata" | "data" if value.is_empty() => {}
+                        _ => return None,
+                    }
+                }
+                2 => {
+                    sub = key;
+                    match (section, key) {
+                        ("metadata", "name") if value == ledger_name => named = true,
+                        ("metadata", "namespace") => notes.namespace = value.to_owned(),
+                        ("metadata", "labels" | "annotations") if value.is_empty() => {}
+                        ("data", "version") => {}
+                        _ => return None,
+                    }
+                }
+                4 => {
+                    let spelled = |t: &str| {
+                        !t.is_empty()
+                            && t.chars().all(|c| {
+                                c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '_' | '-')
+                            })
+                    };
+                    if !spelled(key)
+                        || key.starts_with(migration_core::keys::ENGINE_KEY_PREFIX)
+                        || !value
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "._-/:".contains(c))
+                    {
+                        return None;
+                    }
+                    let pair = (key.to_owned(), value.to_owned());
+                    match (section, sub) {
+                        ("metadata", "labels") => notes.labels.push(pair),
+                        ("metadata", "annotations") => notes.annotations.push(pair),
+                        _ => return None,
+                    }
+                }
+                _ => return None,
+            }
+        }
+        (named && !notes.namespace.is_empty()).then_some(notes)
+    }
+
+    /// The calls setting the notes on the ledger, one a line.
+    fn commands(&self, ledger_name: &str, indent: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for (verb, pairs) in [("label", &self.labels), ("annotate", &self.annotations)] {
+            if pairs.is_empty() {
+                continue;
+            }
+            let set: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            out.push(format!(
+                "{indent}kubectl {verb} configmap --namespace \"{}\" {ledger_name} {} --overwrite",
+                self.namespace,
+                set.join(" ")
+            ));
+        }
+        out
+    }
 }
 
 /// Reads the `lib/` helpers (by `lib/`-relative path) for stamps: a
@@ -86,6 +187,16 @@ pub fn stamp_config(lib: &BTreeMap<String, Vec<u8>>, ledger_name: &str) -> Patte
         if !cluster && names_ledger_version(&all, ledger_name) {
             config.render_functions.insert(name.clone());
             config.stamp_helpers.insert(rel.clone());
+            let docs: Vec<&str> = items
+                .iter()
+                .flatten()
+                .flat_map(|s| s.heredocs.iter().map(|d| d.value.as_str()))
+                .collect();
+            if let [doc] = docs.as_slice()
+                && let Some(notes) = LedgerNotes::read(doc, ledger_name)
+            {
+                config.render_notes.insert(name.clone(), notes);
+            }
         }
     }
     // A stamp may call another stamp: repeat until nothing changes.
@@ -209,7 +320,9 @@ fn item_simples<'p>(list: &'p ast::CompoundList, out: &mut Vec<Vec<Simple<'p>>>)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Change {
     /// `version-stamp`, `lib-path`, `retry-later-exit`, `dry-run-switch`,
-    /// `ledger-write`, `shell-parse`.
+    /// `ledger-write`, `ledger-annotate`, `shell-parse`, `no-command-left`;
+    /// [`super::handled::KIND`], [`super::carried::KIND`] and `behaviour`
+    /// from the other analyses.
     pub kind: &'static str,
     /// One-based line in the numbered script.
     pub line: usize,
@@ -439,7 +552,36 @@ impl<'a> Walk<'a> {
             }
             return;
         }
-        if let Some(what) = self.rendered_ledger_write(&simples) {
+        if let Some((what, function)) = self.rendered_ledger_write(&simples) {
+            let notes = self.config.render_notes.get(&function);
+            if let (Some(notes), true) = (
+                notes,
+                plain && all_simple && self.owns_lines(first, last, &simples[0]),
+            ) {
+                self.stamps += 1;
+                if let Some(top) = self.stamped.last_mut() {
+                    *top = true;
+                }
+                let indent: String = self.lines[first - 1]
+                    .chars()
+                    .take_while(|c| c.is_whitespace())
+                    .collect();
+                let mut commands = notes.commands(&self.config.ledger_name, &indent);
+                if commands.is_empty() {
+                    commands.push(format!("{indent}:"));
+                }
+                for line in first..=last {
+                    self.out.edits.insert(line, None);
+                }
+                self.out.edits.insert(first, Some(commands.join("\n")));
+                self.change(
+                    "version-stamp",
+                    first,
+                    format!("{what}: the 'version' it sets is the stamp, removed (the runner records the outcome itself); the labels and annotations it sets besides are kept as 'kubectl label'/'annotate' of the ledger object under those keys, outside the engine's (ledger-annotate, in the lint-baseline)"),
+                    true,
+                );
+                return;
+            }
             self.change(
                 "ledger-write",
                 first,
@@ -449,7 +591,14 @@ impl<'a> Walk<'a> {
             return;
         }
         self.note_render_vars(&simples);
-        if let Some(what) = self.ledger_write(&simples) {
+        if let Some(what) = self.ledger_note(&simples) {
+            self.change(
+                "ledger-annotate",
+                first,
+                format!("{what}: a note on the ledger object under keys of the script's own, each spelled out, outside the engine's; it cannot touch the entries or the run lock, the runner's ledger guard lets it through, and lint's ledger-annotate for it is accepted in the lint-baseline: kept as it is"),
+                true,
+            );
+        } else if let Some(what) = self.ledger_write(&simples) {
             self.change(
                 "ledger-write",
                 first,
@@ -681,7 +830,7 @@ impl<'a> Walk<'a> {
 
     /// A cluster command writing from stdin or a file in a list that calls
     /// a render function or reads a variable holding its output.
-    fn rendered_ledger_write(&self, simples: &[Simple]) -> Option<String> {
+    fn rendered_ledger_write(&self, simples: &[Simple]) -> Option<(String, String)> {
         const WRITES: &[&str] = &["apply", "create", "replace"];
         let verb = simples.iter().filter(|s| is_kubectl(s)).find_map(|s| {
             s.words
@@ -691,7 +840,7 @@ impl<'a> Walk<'a> {
                 .find(|w| WRITES.contains(&w.as_str()))
         })?;
         let words = self.text_of(simples);
-        let via = self
+        let (function, via) = self
             .config
             .render_functions
             .iter()
@@ -700,18 +849,21 @@ impl<'a> Walk<'a> {
                     .iter()
                     .any(|w| w == *f || w.contains(&format!("$({f}")))
             })
-            .cloned()
+            .map(|f| (f.clone(), f.clone()))
             .or_else(|| {
                 self.render_vars.iter().find_map(|(v, f)| {
                     words
                         .iter()
                         .any(|w| w.contains(&format!("${v}")) || w.contains(&format!("${{{v}")))
-                        .then(|| format!("{f} (through ${v})"))
+                        .then(|| (f.clone(), format!("{f} (through ${v})")))
                 })
             })?;
-        Some(format!(
-            "kubectl {verb} of the ledger ConfigMap {} rendered by {via}",
-            self.config.ledger_name
+        Some((
+            format!(
+                "kubectl {verb} of the ledger ConfigMap {} rendered by {via}",
+                self.config.ledger_name
+            ),
+            function,
         ))
     }
 
@@ -732,6 +884,31 @@ impl<'a> Walk<'a> {
             }
         }
         None
+    }
+
+    /// Every kubectl call of the item naming the ledger is an `annotate`
+    /// or `label` of keys outside the engine's ([`migrate_lint::shell::rules::notes_only`]).
+    fn ledger_note(&self, simples: &[Simple]) -> Option<String> {
+        let mut found = None;
+        for s in simples.iter().filter(|s| is_kubectl(s)) {
+            let words: Vec<String> = s.words.iter().map(|w| w.value.clone()).collect();
+            let names = words
+                .iter()
+                .chain(s.heredocs.iter().map(|w| &w.value))
+                .any(|w| w.contains(&self.config.ledger_name));
+            if !names {
+                continue;
+            }
+            if !migrate_lint::shell::rules::notes_only(&words) {
+                return None;
+            }
+            let verb = words
+                .iter()
+                .skip(1)
+                .find(|w| *w == "annotate" || *w == "label");
+            found = verb.map(|v| format!("kubectl {v} on {}", self.config.ledger_name));
+        }
+        found
     }
 
     fn text_of(&self, simples: &[Simple]) -> Vec<String> {
@@ -897,6 +1074,102 @@ fn collect_words(list: &ast::CompoundList, out: &mut Vec<String>) {
                     ast::Command::Function(_) => {}
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(text: &str) -> Vec<(&'static str, bool)> {
+        let config = PatternConfig {
+            ledger_name: "cozystack-version".into(),
+            ..PatternConfig::default()
+        };
+        analyse(text, &config)
+            .changes
+            .into_iter()
+            .map(|c| (c.kind, c.rewritable))
+            .collect()
+    }
+
+    #[test]
+    fn a_note_on_the_ledger_object_under_a_key_of_its_own_is_kept_not_left_to_review() {
+        let text = "#!/bin/sh\nset -eu\nkubectl annotate configmap --namespace cozy-system cozystack-version \\\n  \"cozystack.io/migration-46-failed-tenants=$FAILED\" \\\n  --overwrite >/dev/null 2>&1 || true\nkubectl annotate configmap --namespace cozy-system cozystack-version \\\n  \"cozystack.io/migration-46-failed-tenants-\" >/dev/null 2>&1 || true\n";
+        assert_eq!(
+            kinds(text),
+            [("ledger-annotate", true), ("ledger-annotate", true)]
+        );
+    }
+
+    #[test]
+    fn an_annotation_under_the_engines_keys_or_a_key_not_spelled_out_is_still_a_ledger_write() {
+        for text in [
+            "#!/bin/sh\nkubectl annotate configmap -n cozy-system cozystack-version migrations.cozystack.io/run-lock- --overwrite\n",
+            "#!/bin/sh\nkubectl annotate configmap -n cozy-system cozystack-version \"$KEY=1\"\n",
+            "#!/bin/sh\nkubectl patch configmap -n cozy-system cozystack-version -p '{}'\n",
+        ] {
+            assert_eq!(kinds(text), [("ledger-write", false)], "{text}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod rendered {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const HELPER: &str = "render_version() {\n  cat <<EOF\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cozystack-version\n  namespace: ${NAMESPACE:-cozy-system}\n  labels:\n    platform.cozystack.io/no-delete: \"true\"\ndata:\n  version: \"$1\"\nEOF\n}\n";
+
+    const SCRIPT: &str = "#!/bin/sh\nset -eu\n. \"$(dirname \"$0\")/lib/version.sh\"\nMANIFEST=$(render_version 43)\nprintf '%s\\n' \"$MANIFEST\" | kubectl apply --filename -\necho applied\n";
+
+    fn config(helper: &str) -> PatternConfig {
+        let lib = BTreeMap::from([("version.sh".to_owned(), helper.as_bytes().to_vec())]);
+        stamp_config(&lib, "cozystack-version")
+    }
+
+    #[test]
+    fn a_rendered_ledger_apply_setting_a_label_becomes_the_label_alone() {
+        let found = analyse(SCRIPT, &config(HELPER));
+        assert!(
+            found.changes.iter().all(|c| c.rewritable),
+            "{:?}",
+            found.changes
+        );
+        assert_eq!(
+            found.edits.get(&5),
+            Some(&Some(
+                "kubectl label configmap --namespace \"${NAMESPACE:-cozy-system}\" cozystack-version platform.cozystack.io/no-delete=true --overwrite".to_owned()
+            ))
+        );
+        // What it writes is a note lint calls ledger-annotate, never a ledger write.
+        let argv: Vec<String> = "kubectl label configmap --namespace ${NAMESPACE:-cozy-system} cozystack-version platform.cozystack.io/no-delete=true --overwrite"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        assert!(migrate_lint::shell::rules::notes_only(&argv));
+    }
+
+    #[test]
+    fn a_rendered_manifest_setting_more_than_notes_or_an_engine_key_is_left_to_review() {
+        for helper in [
+            HELPER.replace("  version: \"$1\"\n", "  version: \"$1\"\n  other: x\n"),
+            HELPER.replace(
+                "platform.cozystack.io/no-delete",
+                "migrations.cozystack.io/lock",
+            ),
+            HELPER.replace("\"true\"", "\"$2\""),
+        ] {
+            let found = analyse(SCRIPT, &config(&helper));
+            assert!(
+                found
+                    .changes
+                    .iter()
+                    .any(|c| c.kind == "ledger-write" && !c.rewritable),
+                "{helper}: {:?}",
+                found.changes
+            );
         }
     }
 }

@@ -85,6 +85,11 @@ pub struct BehaviourTotals {
     pub could_not_run: usize,
     /// Scripts not checked (`--no-behaviour-check`; not passed).
     pub skipped: usize,
+    /// Failure paths compared in the passing scripts, by class
+    /// ([`super::behaviour::FailureClass::name`]).
+    pub classes: std::collections::BTreeMap<String, usize>,
+    /// Of them, the paths where the conversion fails closed.
+    pub fail_closed: usize,
 }
 
 /// Counts over the scripts.
@@ -172,8 +177,18 @@ impl Report {
                 Status::Review => summary.review += 1,
             }
             let b = &mut summary.behaviour;
-            match s.behaviour {
-                Behaviour::Passed { .. } => b.passed += 1,
+            match &s.behaviour {
+                Behaviour::Passed {
+                    classes,
+                    fail_closed,
+                    ..
+                } => {
+                    b.passed += 1;
+                    b.fail_closed += *fail_closed;
+                    for (class, n) in classes {
+                        *b.classes.entry((*class).to_owned()).or_default() += n;
+                    }
+                }
                 Behaviour::Differed { .. } => b.differed += 1,
                 Behaviour::CouldNotRun { .. } => b.could_not_run += 1,
                 Behaviour::Skipped => b.skipped += 1,
@@ -262,6 +277,14 @@ impl Report {
                 "  behaviour check: {} passed, {} differed, {} could not run (each script and its conversion under the same fake cluster commands)\n",
                 b.passed, b.differed, b.could_not_run
             ));
+            if !b.classes.is_empty() {
+                let per: Vec<String> = b.classes.iter().map(|(c, n)| format!("{c} {n}")).collect();
+                out.push_str(&format!(
+                    "  failure paths passed by class: {} ({} of them failing closed)\n",
+                    per.join(", "),
+                    b.fail_closed
+                ));
+            }
         }
         for (kind, safe, review) in &s.changes {
             out.push_str(&format!(

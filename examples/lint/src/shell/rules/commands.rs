@@ -489,6 +489,25 @@ impl<'a> Walker<'a> {
     }
 }
 
+/// Whether a kubectl call (`argv[0]` the command, words as written) is an
+/// `annotate` or `label` naming only keys outside the engine's own, each
+/// spelled out, on objects it names: on the ledger ConfigMap that is
+/// `ledger-annotate`, not `ledger-write` (what `migrate convert` keeps).
+pub fn notes_only(argv: &[String]) -> bool {
+    let Some((command, args)) = argv.split_first() else {
+        return false;
+    };
+    let literal: Vec<String> = args
+        .iter()
+        .map(|a| parse::literal(a).unwrap_or_else(|| a.clone()))
+        .collect();
+    let reading = crate::command_line::read(command, &literal);
+    matches!(
+        reading.verb().map(|i| literal[i].as_str()),
+        Some("annotate" | "label")
+    ) && annotates_only(&literal, &reading)
+}
+
 /// Whether the words after `kubectl annotate|label` (`args`) name only
 /// keys outside the engine's own, each one literal (`key=value` or
 /// `key-`), on objects named, not chosen by a file or a selector: the

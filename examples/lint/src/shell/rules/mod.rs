@@ -554,6 +554,8 @@ impl<'a> Walker<'a> {
 mod calls;
 mod commands;
 mod flow;
+
+pub use commands::notes_only;
 mod syntax;
 
 use syntax::*;
