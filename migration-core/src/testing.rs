@@ -35,6 +35,14 @@ pub use locking::{
     same_holder_reacquires_and_renew_extends,
 };
 
+mod rules;
+pub use rules::{
+    a_budgeted_ledger_reports_its_usage_and_it_grows_with_each_write,
+    a_stale_lease_releases_nothing_and_writes_nothing,
+    a_write_under_a_lapsed_lease_is_refused_even_if_nobody_took_the_lock,
+    every_change_of_the_lock_alone_raises_the_revision, takers_on_real_threads_never_both_win,
+};
+
 mod format;
 pub mod previous_engine;
 pub mod realistic;
@@ -508,6 +516,11 @@ macro_rules! ledger_conformance_tests {
             lock_can_be_taken_before_the_ledger_exists,
             same_holder_reacquires_and_renew_extends,
             an_expired_lock_can_be_taken_over_and_the_old_holder_loses_it,
+            a_write_under_a_lapsed_lease_is_refused_even_if_nobody_took_the_lock,
+            a_stale_lease_releases_nothing_and_writes_nothing,
+            every_change_of_the_lock_alone_raises_the_revision,
+            a_budgeted_ledger_reports_its_usage_and_it_grows_with_each_write,
+            takers_on_real_threads_never_both_win,
         );
     };
     (@run $make:ident; $($case:ident),* $(,)?) => {

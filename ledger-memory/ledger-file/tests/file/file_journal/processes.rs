@@ -114,6 +114,8 @@ fn writers_in_separate_processes_lose_no_update_and_readers_never_see_damage() {
 fn the_run_lock_excludes_another_process_until_it_releases() {
     use std::io::{BufRead, Write};
     let (_dir, path) = scratch();
+    // The lock lives in the ledger object, which must exist.
+    rt().block_on(FileLedger::new(&path).create(&[])).unwrap();
     let mut holder = child("holder", &path, 0)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -133,7 +135,8 @@ fn the_run_lock_excludes_another_process_until_it_releases() {
     }
     // Ledger writes are not blocked by somebody else's lease (the lease
     // is advisory for runners; the flock is held only per call).
-    rt.block_on(FileLedger::new(&path).create(&[])).unwrap();
+    rt.block_on(FileLedger::new(&path).write(&entries(0..1, EntryState::Ok), WriteMode::Replace))
+        .unwrap();
     holder.stdin.take().unwrap().write_all(b"done\n").unwrap();
     assert!(holder.wait().unwrap().success());
     let lease = rt
