@@ -257,6 +257,21 @@ impl ObjectLock<'_> {
                 {
                     return Ok((None, Some(l.lease())));
                 }
+                // The holder's own live tenure: this take already landed and
+                // is being retried (its reply was lost, and the retry may be
+                // outside the backend, with another token). A run's holder is
+                // unique to it ([`crate::lock::run_holder`]), so this is never
+                // another run: its tenure is renewed, whatever the revision
+                // now (its own write raised it).
+                if let Some(l) = self
+                    .stored
+                    .as_ref()
+                    .filter(|l| l.holder == holder && self.now < l.expires())
+                {
+                    let renewed = l.clone().renewed(self.now, ttl);
+                    let lease = renewed.lease();
+                    return Ok((Some(Some(renewed)), Some(lease)));
+                }
                 self.refuse_if_held(holder)?;
                 self.refuse_if_changed(revision)?;
                 let taken = StoredLock::new_tenure(holder, take_token, self.now, ttl);
@@ -339,6 +354,24 @@ mod tests {
         let (write, lease) = object(Some(landed), 1).step(&take, "t1").unwrap();
         assert_eq!(write, None);
         assert_eq!(lease.unwrap().token, "t1");
+    }
+
+    #[test]
+    fn a_take_retried_with_another_token_renews_the_holders_live_tenure_only() {
+        let ttl = Duration::from_secs(30);
+        let take = StepMode::Take {
+            holder: "a",
+            ttl,
+            revision: Some("6"),
+        };
+        let landed = StoredLock::new_tenure("a", "t1", at(0), ttl);
+        // The revision moved (its own write): still its take, renewed.
+        let (write, lease) = object(Some(landed.clone()), 5).step(&take, "t2").unwrap();
+        assert_eq!(lease.unwrap().token, "t1");
+        assert_eq!(write, Some(Some(landed.clone().renewed(at(5), ttl))));
+        // Lapsed: a new tenure, on the revision it planned on only.
+        let err = object(Some(landed), 31).step(&take, "t2").unwrap_err();
+        assert!(matches!(err, LedgerError::Changed { .. }), "{err}");
     }
 
     #[test]

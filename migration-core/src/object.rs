@@ -456,7 +456,17 @@ pub fn plan_step(
                 revision: Some(&revision),
                 now,
             };
-            lock.step(&mode, take_token)?
+            match lock.step(&mode, take_token) {
+                // A release whose reply was lost, retried: the lock is gone
+                // and every record is in place, so this very write landed.
+                Err(LedgerError::LockLost { .. })
+                    if matches!(mode, StepMode::Release { .. })
+                        && landed_already(name, object, step)? =>
+                {
+                    return Ok((StepReport::default(), None));
+                }
+                other => other?,
+            }
         }
     };
     let (attempts, change) = plan_records(
@@ -469,6 +479,31 @@ pub fn plan_step(
         lock_put(lock),
     )?;
     Ok((StepReport { attempts, lease }, change))
+}
+
+/// Whether `step` would change nothing of `object`'s data: what a retried
+/// write finds when its first try landed.
+fn landed_already(name: &str, object: &Object, step: &StepWrite<'_>) -> Result<bool, LedgerError> {
+    let planned = plan_records(
+        name,
+        None,
+        Some(object),
+        step.records,
+        step.attempt,
+        step.failure,
+        None,
+    )?;
+    Ok(match planned.1 {
+        None => true,
+        Some(Change::Put { puts, .. }) => puts.iter().all(|(key, value)| {
+            // An empty value removes the key (a last failure cleared).
+            match object.data.get(key) {
+                Some(stored) => stored == value,
+                None => value.is_empty(),
+            }
+        }),
+        Some(_) => false,
+    })
 }
 
 /// The lock stored in `object`; a value that does not parse fails closed

@@ -58,8 +58,9 @@ pub enum StepMode<'a> {
     /// other holder holds a live lock. Refused, writing nothing, with
     /// [`crate::LedgerError::LockHeld`] or [`crate::LedgerError::Changed`].
     /// A new tenure begins (a new token), even when `holder` held a lapsed
-    /// lease. A retry that finds this very take already stored (a lost
-    /// reply) succeeds and changes nothing.
+    /// lease. A retry that finds this take already stored (a lost reply:
+    /// `holder`'s live lease, whatever the revision now, since a run's
+    /// holder is unique to it) succeeds and renews that tenure.
     Take {
         /// Who takes it.
         holder: &'a str,

@@ -315,3 +315,55 @@ pub async fn takers_on_real_threads_never_both_win(h: &impl Harness) {
         "some round must have a winner: the case is not vacuous"
     );
 }
+
+pub async fn a_take_or_a_release_retried_after_a_lost_reply_lands_once(h: &impl Harness) {
+    let ledger = h.ledger().await;
+    ledger.create(&[]).await.unwrap();
+    let rev = revision(ledger.as_ref()).await;
+    let first = slug(1);
+    let records = entries(0..1, EntryState::Ok);
+    let take = StepWrite {
+        records: &records,
+        attempt: Some(crate::step::AttemptNote {
+            slug: &first,
+            token: "execution-1",
+            floor: 0,
+        }),
+        mode: StepMode::Take {
+            holder: "runner-a",
+            ttl: TTL,
+            revision: Some(&rev),
+        },
+        failure: None,
+    };
+    let taken = ledger.write_step(&take).await.unwrap();
+    // The reply was lost: the caller (a retry wrapper outside the backend)
+    // sends the same step again, on a revision its own write has passed.
+    let retried = ledger.write_step(&take).await.unwrap_or_else(|e| {
+        panic!("a take retried after a lost reply must be recognised as the holder's own, got {e}")
+    });
+    let (taken, retried) = (taken.lease.unwrap(), retried.lease.unwrap());
+    assert_eq!(
+        (&retried.holder, &retried.token),
+        (&taken.holder, &taken.token),
+        "the retried take goes on with the tenure it began"
+    );
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert_eq!(
+        snapshot.attempts_started.get(&first).copied(),
+        Some(1),
+        "one execution noted once, however often its take was sent"
+    );
+    let last = vec![(slug(2), sample_entry(EntryState::Ok, 2))];
+    let release = step(&last, StepMode::Release { lease: &retried });
+    ledger.write_step(&release).await.unwrap();
+    ledger.write_step(&release).await.unwrap_or_else(|e| {
+        panic!("a release retried after a lost reply (its records in place) must succeed, got {e}")
+    });
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert!(snapshot.entry(&slug(2)).is_some(), "the release's record is stored");
+    let other = ledger.acquire("runner-b", TTL).await.unwrap_or_else(|e| {
+        panic!("the lock released by the landed write is free, got {e}")
+    });
+    ledger.release(&other).await.unwrap();
+}
