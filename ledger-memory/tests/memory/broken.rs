@@ -33,6 +33,10 @@ enum Rule {
     LockRevision,
     /// Reports no usage although it has a budget.
     Usage,
+    /// Leaves a change a crash interrupted half-applied: the first of its
+    /// entries stored, the rest never, and no read finishes or discards it
+    /// (the write-ahead record a crash-safe backend keeps is ignored).
+    HalfApplied,
 }
 
 #[derive(Debug, Clone)]
@@ -230,6 +234,16 @@ impl Harness for Broken {
     fn budget_bytes(&self) -> Option<u64> {
         Some(DEFAULT_BUDGET_BYTES)
     }
+    async fn plant_half_applied(&self, entries: &[(Slug, LedgerEntry)]) -> bool {
+        if self.rule != Rule::HalfApplied {
+            return false;
+        }
+        self.inner
+            .write(&entries[..1], WriteMode::Replace)
+            .await
+            .unwrap();
+        true
+    }
 }
 
 /// Runs `case` on a fresh ledger broken by `rule`; whether the case failed.
@@ -277,6 +291,13 @@ async fn the_conformance_suite_rejects_every_deliberately_broken_backend() {
             rejects!(
                 Rule::Usage,
                 a_budgeted_ledger_reports_its_usage_and_it_grows_with_each_write
+            ),
+        ),
+        (
+            Rule::HalfApplied,
+            rejects!(
+                Rule::HalfApplied,
+                a_change_half_applied_by_a_crash_reads_whole_or_not_at_all
             ),
         ),
     ];

@@ -1,15 +1,16 @@
 //! Conformance cases of the rules a backend author must not guess
 //! (the trait's documentation states them): a lapsed lease refuses, a stale
 //! lease releases nothing, a lock-only change raises the revision, a
-//! budgeted ledger reports its usage, and concurrent takers on real threads
-//! never both win.
+//! budgeted ledger reports its usage, concurrent takers on real threads
+//! never both win, a take or release retried after a lost reply lands once,
+//! and a change a crash left half-applied reads whole or not at all.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Harness, entries, sample_entry, slug};
 use crate::entry::EntryState;
-use crate::ledger::LedgerError;
+use crate::ledger::{LedgerError, WriteMode};
 use crate::lock::LockedLedger;
 use crate::step::{StepMode, StepWrite};
 
@@ -370,4 +371,41 @@ pub async fn a_take_or_a_release_retried_after_a_lost_reply_lands_once(h: &impl 
         panic!("the lock released by the landed write is free, got {e}")
     });
     ledger.release(&other).await.unwrap();
+}
+
+pub async fn a_change_half_applied_by_a_crash_reads_whole_or_not_at_all(h: &impl Harness) {
+    let ledger = h.ledger().await;
+    ledger.create(&entries(0..1, EntryState::Ok)).await.unwrap();
+    let torn = entries(1..4, EntryState::Ok);
+    if !h.plant_half_applied(&torn).await {
+        return;
+    }
+    let landed = |s: &crate::ledger::LedgerSnapshot| {
+        (1..4)
+            .filter(|n| s.entry(&slug(*n)).is_some())
+            .collect::<Vec<_>>()
+    };
+    let first = ledger.read().await.unwrap().unwrap();
+    let seen = landed(&first);
+    assert!(
+        seen.is_empty() || seen.len() == 3,
+        "a change a crash interrupted must read whole or not at all, never part of it: \
+         entries {seen:?} of 1..4"
+    );
+    assert!(
+        first.entry(&slug(0)).is_some(),
+        "what was stored before the crash stays"
+    );
+    // The next write finishes or discards it for good.
+    ledger
+        .write(&entries(9..10, EntryState::Ok), WriteMode::Replace)
+        .await
+        .unwrap();
+    let after = h.ledger().await.read().await.unwrap().unwrap();
+    assert_eq!(
+        landed(&after),
+        seen,
+        "the next write keeps what the first read showed of the interrupted change"
+    );
+    assert!(after.entry(&slug(9)).is_some(), "the next write is stored");
 }
