@@ -518,10 +518,17 @@ impl LedgerError {
 ///   stored in one atomic operation with the data (a mutex, a `flock`, a
 ///   conditional update).
 /// - A take ([`crate::step::StepMode::Take`]) starts a new tenure (a new
-///   token), even for the holder of a lapsed lease;
-///   [`crate::Lock::acquire`] by the current holder of a live lease renews
-///   the same tenure, and a retried take that finds its own token stored
-///   succeeds without a change (a lost reply).
+///   token), even for the holder of a lapsed lease. A take (or
+///   [`crate::Lock::acquire`]) by the current holder of a live lease renews
+///   that tenure whatever the revision now: it is the same take retried
+///   after a lost reply (a run's holder is unique to the run,
+///   [`crate::lock::run_holder`]), and the retry may come from outside the
+///   backend, with another token ([`crate::fence::ObjectLock::step`]
+///   decides this).
+/// - A release ([`crate::step::StepMode::Release`]) retried after a lost
+///   reply finds the lock gone and its records in place: that is its own
+///   write landed, answered as success ([`crate::object::plan_step`] does
+///   this; a backend of its own shape checks the same).
 /// - Any change of the lock alone (a take, a renewal, a release) raises
 ///   the revision [`LedgerSnapshot::revision`] reports, as any data change
 ///   does: a run planned on the old revision must not take the lock as if
@@ -543,6 +550,10 @@ impl LedgerError {
 ///   attempt token and the take token make a landed write recognisable, so
 ///   the retry answers as the lost reply would have; a write it cannot
 ///   confirm is an error, never success.
+/// - A change a crash interrupts reads whole or not at all, and the next
+///   write keeps it so: a backend with an in-between state (a torn journal
+///   record, files written beside a write-ahead record) finishes or
+///   discards it on the next read.
 ///
 /// **Testing.** The conformance suite proves a backend: add
 /// `migration-core = { version = "…", features = ["testing"] }`,
@@ -550,7 +561,13 @@ impl LedgerError {
 /// `async-trait = "0.1"` to `[dev-dependencies]`, implement
 /// `migration_core::testing::Harness` (a module of that feature) and
 /// expand `migration_core::ledger_conformance_tests!(harness)` in a test
-/// file. `ledger-memory` is a whole backend written this way.
+/// file (`Harness::plant_half_applied` for a backend that has a state
+/// between starting a change and finishing it). `ledger-memory` is a whole
+/// backend written this way; its `tests/memory/broken.rs` keeps six
+/// deliberately broken wrappers (no mutual exclusion, a lapsed lease
+/// honoured, a stale release accepted, a lock-only change hidden from the
+/// revision, no usage, a half-applied change left so) and shows the suite
+/// rejects each one.
 #[async_trait]
 pub trait Ledger: Send + Sync + fmt::Debug {
     /// A human-readable name for messages: `configmap cozy-system/cozystack-version`.

@@ -38,10 +38,10 @@ pub use locking::{
 mod rules;
 pub use rules::{
     a_budgeted_ledger_reports_its_usage_and_it_grows_with_each_write,
-    a_stale_lease_releases_nothing_and_writes_nothing,
-    a_write_under_a_lapsed_lease_is_refused_even_if_nobody_took_the_lock,
     a_change_half_applied_by_a_crash_reads_whole_or_not_at_all,
+    a_stale_lease_releases_nothing_and_writes_nothing,
     a_take_or_a_release_retried_after_a_lost_reply_lands_once,
+    a_write_under_a_lapsed_lease_is_refused_even_if_nobody_took_the_lock,
     every_change_of_the_lock_alone_raises_the_revision, takers_on_real_threads_never_both_win,
 };
 

@@ -366,10 +366,14 @@ pub async fn a_take_or_a_release_retried_after_a_lost_reply_lands_once(h: &impl 
         panic!("a release retried after a lost reply (its records in place) must succeed, got {e}")
     });
     let snapshot = ledger.read().await.unwrap().unwrap();
-    assert!(snapshot.entry(&slug(2)).is_some(), "the release's record is stored");
-    let other = ledger.acquire("runner-b", TTL).await.unwrap_or_else(|e| {
-        panic!("the lock released by the landed write is free, got {e}")
-    });
+    assert!(
+        snapshot.entry(&slug(2)).is_some(),
+        "the release's record is stored"
+    );
+    let other = ledger
+        .acquire("runner-b", TTL)
+        .await
+        .unwrap_or_else(|e| panic!("the lock released by the landed write is free, got {e}"));
     ledger.release(&other).await.unwrap();
 }
 

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ledger_file::{DEFAULT_FILE_BUDGET_BYTES, FileLedger};
+use migration_core::ledger::WriteMode;
 use migration_core::testing::Harness;
 use migration_core::testing::fixtures::shared_clock;
-use migration_core::ledger::WriteMode;
 use migration_core::{Ledger, LedgerEntry, LockedLedger, ManualClock, Slug};
 
 /// A file ledger at `<temp dir>/state/ledger.json` (the directory made by the first write),

@@ -212,10 +212,7 @@ fn takers_in_separate_processes_never_both_win() {
         (1, TAKERS - 1),
         "one taker on one revision wins, every other is refused: {said:?}"
     );
-    let snapshot = rt
-        .block_on(FileLedger::new(&path).read())
-        .unwrap()
-        .unwrap();
+    let snapshot = rt.block_on(FileLedger::new(&path).read()).unwrap().unwrap();
     assert_eq!(
         snapshot.records.len(),
         1,
