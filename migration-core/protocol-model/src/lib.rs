@@ -435,7 +435,8 @@ impl Model for Protocol {
                 // holder has the lock, and when it lapsed (a stall since the
                 // last write), since another runner may take it at any
                 // moment. A write that lands renews it.
-                if self.fenced && !(Self::holds(&state, &state.runners[r]) && !state.lapsed) {
+                let live = Self::holds(&state, &state.runners[r]) && !state.lapsed;
+                if self.fenced && !live {
                     Self::stop(&mut state, r);
                     return Some(state);
                 }

@@ -12,7 +12,7 @@ use ledger_file::{DEFAULT_FILE_BUDGET_BYTES, FileLedger};
 use migration_core::ledger::WriteMode;
 use migration_core::testing::Harness;
 use migration_core::testing::fixtures::shared_clock;
-use migration_core::{Ledger, LedgerEntry, LockedLedger, ManualClock, Slug};
+use migration_core::{LedgerEntry, LockedLedger, ManualClock, Slug};
 
 /// A file ledger at `<temp dir>/state/ledger.json` (the directory made by the first write),
 /// its lock expiry following a manual clock, with the size budget `budget` (the file ledger's
