@@ -59,7 +59,7 @@ use migration_core::entry::ContextIndex;
 use migration_core::keys;
 use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
-use migration_core::step::{LockStep, StepReport, StepWrite};
+use migration_core::step::{StepMode, StepReport, StepWrite};
 use migration_core::{
     Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
@@ -526,7 +526,7 @@ impl Ledger for ConfigMapLedger {
     async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
         const OP: &str = "write step";
         migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, step.records)?;
-        if let LockStep::Take { holder, .. } = step.lock {
+        if let StepMode::Take { holder, .. } = step.mode {
             self.older_runners.refuse_if_held_by_another(holder).await?;
         }
         // Chosen once, so a retry after a lost reply recognises its own take.
@@ -566,11 +566,11 @@ impl Ledger for ConfigMapLedger {
                     writes.insert(key, next.encode());
                 }
             }
-            let (lock, lease) = match self.lock_step(current, &step.lock, &take_token, OP) {
+            let (lock, lease) = match self.lock_step(current, &step.mode, &take_token, OP) {
                 // A release whose reply was lost: the lock is gone and every
                 // record is in place, so this very write landed.
                 Err(LedgerError::LockLost { .. })
-                    if matches!(step.lock, LockStep::Release { .. }) && writes.is_empty() =>
+                    if matches!(step.mode, StepMode::Release { .. }) && writes.is_empty() =>
                 {
                     (None, None)
                 }

@@ -26,7 +26,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use migration_core::step::LockStep;
+use migration_core::step::StepMode;
 use migration_core::{Lease, LedgerError};
 use migration_kube::object_lock::{ObjectLock, StoredLock};
 use migration_kube::{Step, conditional_update};
@@ -89,16 +89,14 @@ impl ConfigMapLedger {
     pub(crate) fn lock_step(
         &self,
         cm: &ConfigMap,
-        step: &LockStep<'_>,
+        step: &StepMode<'_>,
         take_token: &str,
         operation: &'static str,
     ) -> Result<LockChange, LedgerError> {
-        if *step == LockStep::Separate {
+        if *step == StepMode::Overwrite {
             return Ok((None, None));
         }
-        let (write, lease) = self
-            .object_lock(cm, operation)?
-            .step(step, take_token, operation)?;
+        let (write, lease) = self.object_lock(cm, operation)?.step(step, take_token)?;
         Ok((write.map(|lock| lock.map(|l| l.encode())), lease))
     }
 
@@ -167,9 +165,5 @@ impl migration_core::Lock for ConfigMapLedger {
 
     async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
         self.free(lease).await
-    }
-
-    fn kept_in_ledger(&self) -> bool {
-        true
     }
 }

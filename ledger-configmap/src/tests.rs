@@ -255,7 +255,7 @@ fn take<'a>(
             token,
             floor: 0,
         }),
-        lock: migration_core::step::LockStep::Take {
+        mode: migration_core::step::StepMode::Take {
             holder: "runner-a",
             ttl: Duration::from_secs(60),
             revision,
@@ -283,7 +283,7 @@ fn release<'a>(
     migration_core::step::StepWrite {
         records,
         attempt: None,
-        lock: migration_core::step::LockStep::Release { lease },
+        mode: migration_core::step::StepMode::Release { lease },
         failure: None,
     }
 }
@@ -340,7 +340,7 @@ async fn a_409_on_a_step_under_the_lock_reads_again_and_writes_if_the_lock_is_st
     let revision = b.read().await.unwrap().unwrap().revision;
     let lease_b = b
         .write_step(&migration_core::step::StepWrite {
-            lock: migration_core::step::LockStep::Take {
+            mode: migration_core::step::StepMode::Take {
                 holder: "runner-b",
                 ttl: Duration::from_secs(60),
                 revision: revision.as_deref(),
@@ -356,7 +356,7 @@ async fn a_409_on_a_step_under_the_lock_reads_again_and_writes_if_the_lock_is_st
         .write_step(&migration_core::step::StepWrite {
             records: &late,
             attempt: None,
-            lock: migration_core::step::LockStep::Hold {
+            mode: migration_core::step::StepMode::Hold {
                 lease: &lease,
                 ttl: Duration::from_secs(60),
             },

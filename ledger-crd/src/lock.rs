@@ -28,7 +28,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use migration_core::keys;
 use migration_core::ledger::AttemptMark;
-use migration_core::step::{LockStep, StepReport, StepWrite};
+use migration_core::step::{StepMode, StepReport, StepWrite};
 use migration_core::{Lease, LedgerError};
 use migration_kube::Step;
 use migration_kube::object_lock::{LockWrite, ObjectLock, StoredLock, new_token};
@@ -170,7 +170,7 @@ impl CrdLedger {
     pub(crate) async fn step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
         const OP: &str = "write step";
         migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, step.records)?;
-        if let LockStep::Take { holder, .. } = step.lock {
+        if let StepMode::Take { holder, .. } = step.mode {
             self.older_runners.refuse_if_held_by_another(holder).await?;
         }
         // Chosen once, so a retry after a lost reply recognises its own take.
@@ -216,17 +216,14 @@ impl CrdLedger {
                     write.attempts.insert(note.slug.as_str().to_owned(), value);
                 }
             }
-            let (lock, lease) = if step.lock == LockStep::Separate {
+            let (lock, lease) = if step.mode == StepMode::Overwrite {
                 (None, None)
             } else {
-                match self
-                    .object_lock(view, OP)?
-                    .step(&step.lock, &take_token, OP)
-                {
+                match self.object_lock(view, OP)?.step(&step.mode, &take_token) {
                     // A release whose reply was lost: the lock is gone and
                     // every record is in place, so this very write landed.
                     Err(LedgerError::LockLost { .. })
-                        if matches!(step.lock, LockStep::Release { .. })
+                        if matches!(step.mode, StepMode::Release { .. })
                             && nothing_but_cleared(&write) =>
                     {
                         (None, None)
@@ -266,9 +263,5 @@ impl migration_core::Lock for CrdLedger {
 
     async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
         self.free(lease).await
-    }
-
-    fn kept_in_ledger(&self) -> bool {
-        true
     }
 }

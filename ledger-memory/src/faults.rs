@@ -10,6 +10,7 @@ use migration_core::last_failure::LastFailure;
 use migration_core::ledger::{Ledger, LedgerError, LedgerSnapshot, WriteMode, WriteReport};
 use migration_core::lock::{Lease, Lock, LockedLedger};
 use migration_core::retry::{NoSleep, RetryPolicy};
+use migration_core::step::{StepMode, StepReport, StepWrite};
 use migration_core::{LedgerEntry, Slug};
 
 /// A ledger operation, as counted and matched by [`FaultyLedger`].
@@ -25,6 +26,10 @@ pub enum Operation {
     NoteAttempt,
     /// [`Ledger::note_failure`].
     NoteFailure,
+    /// [`Ledger::write_step`] under a lock (a step written
+    /// [`StepMode::Overwrite`] is counted as its parts: [`Operation::Write`],
+    /// [`Operation::NoteAttempt`], [`Operation::NoteFailure`]).
+    WriteStep,
     /// [`Lock::acquire`].
     AcquireLock,
     /// [`Lock::renew`].
@@ -42,6 +47,7 @@ impl Operation {
             Operation::Write => "write",
             Operation::NoteAttempt => "note attempt",
             Operation::NoteFailure => "note failure",
+            Operation::WriteStep => "write step",
             Operation::AcquireLock => "acquire lock",
             Operation::RenewLock => "renew lock",
             Operation::ReleaseLock => "release lock",
@@ -264,6 +270,28 @@ impl Ledger for FaultyLedger {
             self.inner.note_failure(slug, failure)
         })
         .await
+    }
+
+    async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
+        if step.mode == StepMode::Overwrite {
+            // Its parts, each a call that can fail on its own.
+            let mut attempts = None;
+            if !step.records.is_empty() {
+                self.write(step.records, WriteMode::Replace).await?;
+            }
+            if let Some(a) = step.attempt {
+                attempts = Some(self.note_attempt(a.slug, a.token, a.floor).await?);
+            }
+            if let Some(f) = step.failure {
+                self.note_failure(f.slug, f.failure).await?;
+            }
+            return Ok(StepReport {
+                attempts,
+                lease: None,
+            });
+        }
+        self.call(Operation::WriteStep, || self.inner.write_step(step))
+            .await
     }
 }
 

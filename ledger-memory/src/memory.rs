@@ -10,7 +10,8 @@ use migration_core::{Clock, LedgerEntry, Slug, SystemClock};
 
 use crate::DEFAULT_BUDGET_BYTES;
 use migration_core::last_failure::LastFailure;
-use migration_core::object::{self, Change, LockState, Object};
+use migration_core::object::{self, Change, Object};
+use migration_core::step::{StepReport, StepWrite};
 
 /// A ledger held in memory. Clones share the same storage, like two clients
 /// of one API server, so tests can race handles against each other.
@@ -25,11 +26,11 @@ pub struct MemoryLedger {
     shared: Arc<Shared>,
 }
 
-/// The object (absent before a fresh install) and the lock beside it.
+/// The object (absent before a fresh install), the run lock included
+/// ([`migration_core::fence::LOCK_KEY`]).
 #[derive(Debug, Default)]
 struct State {
     ledger: Option<Object>,
-    lock: LockState,
 }
 
 #[derive(Debug)]
@@ -161,24 +162,34 @@ impl Ledger for MemoryLedger {
             object::plan_note_failure(name, budget, current, slug, failure).map(|c| ((), c))
         })
     }
+
+    /// The step, its condition and its lock change decided and applied
+    /// under the one mutex ([`object::plan_step`]).
+    async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
+        let now = self.shared.clock.now();
+        let token = migration_core::fence::new_token(now);
+        self.change(|name, budget, current| {
+            object::plan_step(name, budget, current, step, now, &token)
+        })
+    }
 }
 
 #[async_trait]
 impl Lock for MemoryLedger {
     async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         let now = self.shared.clock.now();
-        self.doc()
-            .lock
-            .acquire(&self.shared.name, holder, ttl, now, |g| g.to_string())
+        let token = migration_core::fence::new_token(now);
+        self.change(|name, _, current| {
+            object::plan_lock_take(name, current, holder, ttl, now, &token)
+        })
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
         let now = self.shared.clock.now();
-        self.doc().lock.renew(&self.shared.name, lease, ttl, now)
+        self.change(|name, _, current| object::plan_lock_renew(name, current, lease, ttl, now))
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
-        self.doc().lock.release(lease);
-        Ok(())
+        self.change(|name, _, current| object::plan_lock_release(name, current, lease))
     }
 }

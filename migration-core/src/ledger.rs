@@ -1,7 +1,8 @@
 //! The storage trait every ledger backend implements, and what it returns.
 //!
-//! The trait is storage only: read and conditional write. The run lock is
-//! its own trait, [`crate::lock::Lock`]. Planning,
+//! The trait is storage only: read and conditional write; the run lock
+//! lives in the stored object and rides on a run's writes
+//! ([`Ledger::write_step`]). Planning,
 //! seeding, reconciliation and verification live in [`mod@crate::plan`] and
 //! [`crate::migrator`], written once over this trait.
 
@@ -497,6 +498,76 @@ impl LedgerError {
 ///   exception is the informational last failure (`f.<slug>`): every write
 ///   that stores a slug's entry removes the slug's last failure in the same
 ///   atomic write ([`Ledger::note_failure`]).
+///
+/// # Writing a backend
+///
+/// **Helpers.** A backend that keeps the ledger as one object (a file, a
+/// row, a blob) stores [`crate::object::Object`] and plans every operation
+/// with [`crate::object`]: `plan_create`, `plan_write`, `plan_note_attempt`,
+/// `plan_note_failure`, `plan_step` and the lock's `plan_lock_take`,
+/// `plan_lock_renew`, `plan_lock_release`. Each returns a
+/// [`crate::object::Change`] to store and then apply; every rule below
+/// (the compact entry format, the budget, the lock) is then already kept.
+/// A backend with its own shape decides the lock with
+/// [`crate::fence::ObjectLock`] and [`crate::fence::StoredLock`] (the
+/// Kubernetes backends do); no Kubernetes crate is needed for either.
+///
+/// **Rules left to no guess.**
+/// - The run lock lives in the stored object and changes only inside
+///   [`Ledger::write_step`] and the [`crate::Lock`] calls, decided and
+///   stored in one atomic operation with the data (a mutex, a `flock`, a
+///   conditional update).
+/// - A take ([`crate::step::StepMode::Take`]) starts a new tenure (a new
+///   token), even for the holder of a lapsed lease. A take (or
+///   [`crate::Lock::acquire`]) by the current holder of a live lease renews
+///   that tenure whatever the revision now: it is the same take retried
+///   after a lost reply (a run's holder is unique to the run,
+///   [`crate::lock::run_holder`]), and the retry may come from outside the
+///   backend, with another token ([`crate::fence::ObjectLock::step`]
+///   decides this).
+/// - A release ([`crate::step::StepMode::Release`]) retried after a lost
+///   reply finds the lock gone and its records in place: that is its own
+///   write landed, answered as success ([`crate::object::plan_step`] does
+///   this; a backend of its own shape checks the same).
+/// - Any change of the lock alone (a take, a renewal, a release) raises
+///   the revision [`LedgerSnapshot::revision`] reports, as any data change
+///   does: a run planned on the old revision must not take the lock as if
+///   nothing happened.
+/// - A write under a lease ([`crate::step::StepMode::Hold`],
+///   [`crate::step::StepMode::Release`]) is refused with
+///   [`LedgerError::LockLost`] when the lease lapsed, even if nobody took
+///   the lock over since, and when it is not the lock's tenure (a stale or
+///   forged release frees nothing and writes nothing).
+/// - A backend with a size budget reports [`LedgerSnapshot::usage`] on
+///   every read: the runner reserves room from it before a script runs.
+/// - IO errors: what may succeed if tried again (a timeout, a reset, a
+///   409, a 429 or 5xx, `EINTR`, `EAGAIN`) is retried by the backend a
+///   bounded number of times and then [`LedgerError::Transient`]; what will
+///   not (permissions, `ENOSPC`, validation, a bad path) is
+///   [`LedgerError::Permanent`]; a stored object that does not parse is
+///   [`LedgerError::Unreadable`], never absent.
+/// - A remote store whose reply may be lost retries the same request: the
+///   attempt token and the take token make a landed write recognisable, so
+///   the retry answers as the lost reply would have; a write it cannot
+///   confirm is an error, never success.
+/// - A change a crash interrupts reads whole or not at all, and the next
+///   write keeps it so: a backend with an in-between state (a torn journal
+///   record, files written beside a write-ahead record) finishes or
+///   discards it on the next read.
+///
+/// **Testing.** The conformance suite proves a backend: add
+/// `migration-core = { version = "…", features = ["testing"] }`,
+/// `tokio = { version = "1", features = ["rt-multi-thread", "macros"] }` and
+/// `async-trait = "0.1"` to `[dev-dependencies]`, implement
+/// `migration_core::testing::Harness` (a module of that feature) and
+/// expand `migration_core::ledger_conformance_tests!(harness)` in a test
+/// file (`Harness::plant_half_applied` for a backend that has a state
+/// between starting a change and finishing it). `ledger-memory` is a whole
+/// backend written this way; its `tests/memory/broken.rs` keeps six
+/// deliberately broken wrappers (no mutual exclusion, a lapsed lease
+/// honoured, a stale release accepted, a lock-only change hidden from the
+/// revision, no usage, a half-applied change left so) and shows the suite
+/// rejects each one.
 #[async_trait]
 pub trait Ledger: Send + Sync + fmt::Debug {
     /// A human-readable name for messages: `configmap cozy-system/cozystack-version`.
@@ -554,28 +625,24 @@ pub trait Ledger: Send + Sync + fmt::Debug {
 
     /// Writes one step of a run ([`StepWrite`]): its records, replacing, the
     /// attempt mark of the execution about to start and the last failure of
-    /// an `on-error=abort` migration, under its lock.
+    /// an `on-error=abort` migration, under its [`crate::step::StepMode`]
+    /// (the condition, and the change of the run lock kept in the object),
+    /// as one atomic conditional write.
     ///
-    /// The default sends [`Self::write`] (records, [`WriteMode::Replace`]),
-    /// then [`Self::note_attempt`] and [`Self::note_failure`]: correct for
-    /// every backend, up to three operations. A backend that can store them
-    /// in one conditional write overrides it, and one whose run lock lives in the ledger object
-    /// ([`crate::Lock::kept_in_ledger`]) must, to honour
-    /// [`crate::step::LockStep`]; the default refuses any lock step but
-    /// [`crate::step::LockStep::Separate`] and
-    /// [`crate::step::LockStep::Beside`] as a permanent error. It cannot
-    /// check a lock beside the ledger itself: the run's renewal right before
-    /// the step is its proof (a backend that can check in the write
-    /// overrides this to do so).
+    /// Every backend that a run uses overrides it: the condition and the
+    /// lock change must be decided in the same atomic operation as the
+    /// write, which only the backend can do ([`crate::object::plan_step`]
+    /// plans it for an object kept whole; [`crate::fence::ObjectLock::step`]
+    /// decides the lock for any other). The default serves
+    /// [`crate::step::StepMode::Overwrite`] only, as up to three operations
+    /// ([`Self::write`], [`Self::note_attempt`], [`Self::note_failure`]), and
+    /// refuses any other mode as a permanent error.
     async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
-        if !matches!(
-            step.lock,
-            crate::step::LockStep::Separate | crate::step::LockStep::Beside { .. }
-        ) {
+        if step.mode != crate::step::StepMode::Overwrite {
             return Err(LedgerError::Permanent {
                 ledger: self.describe(),
                 operation: "write step",
-                message: "this ledger keeps no run lock in its object".into(),
+                message: "this ledger cannot hold a run lock in its writes".into(),
             });
         }
         if !step.records.is_empty() {

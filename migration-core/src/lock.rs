@@ -1,15 +1,16 @@
-//! The run lock: its own trait beside the storage trait, and the one keeper
+//! The run lock: a lease kept in the ledger object, and the one keeper
 //! that renews it.
 //!
 //! A run holds the lock while it writes, so two runners never interleave.
-//! Where it lives decides when it is taken: a lock beside the ledger object
-//! (a Lease, a lock file) is taken before the run reads the ledger; one kept
-//! in the ledger object itself ([`Lock::kept_in_ledger`]) is taken by the
-//! run's first write, conditional on the revision the run planned on, and
-//! released by its last (CONTRACT.md §5.5). The lock is a lease: it lapses
-//! unless renewed, so a crashed holder frees it by itself. The [`LockKeeper`] decides when to renew (every third of the
-//! lease, so two renewals can fail before it lapses) and is shared by the
-//! hook runner and the operator's leader election.
+//! Every backend keeps it in the ledger object itself: the run's first
+//! write takes it, conditional on the revision the run planned on, its
+//! writes hold it and its last releases it
+//! ([`crate::step::StepMode`], CONTRACT.md §5.5). The lock is a lease: it
+//! lapses unless renewed, so a crashed holder frees it by itself. The
+//! [`LockKeeper`] decides when to renew (every third of the lease, so two
+//! renewals can fail before it lapses); the [`Lock`] trait is what it
+//! renews through, and what the operator's leader election (a Lease
+//! object) implements.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -19,27 +20,23 @@ use async_trait::async_trait;
 pub use crate::lease::Lease;
 use crate::ledger::{Ledger, LedgerError};
 
-/// A lease-based lock. Backends implement it beside [`Ledger`] (the
-/// Kubernetes ones with a `Lease` object next to the ledger object).
+/// A lease-based lock: every ledger backend implements it on the lock in
+/// its object (a lock-only conditional write, which raises the revision);
+/// the operator's leader election on a `Lease`.
 ///
 /// Guarantees every implementation gives: at most one holder at a time
 /// while leases are renewed before they lapse; an expired lease can be taken
 /// over; every call is one operation that never waits for another holder.
-/// Transient errors are retried by the backend.
-///
-/// A lock kept in the ledger object answers `true` to
-/// [`Self::kept_in_ledger`]; it can only be taken once the ledger exists
-/// ([`LedgerError::NotFound`] before), and its ledger's
-/// [`Ledger::write_step`] takes, renews and releases it with the writes of a
-/// run.
+/// Transient errors are retried by the backend. A lock kept in a ledger
+/// object can only be taken once the ledger exists
+/// ([`LedgerError::NotFound`] before: a fresh install needs no lock).
 #[async_trait]
 pub trait Lock: Send + Sync + fmt::Debug {
     /// Takes the run lock for `holder` for `ttl`.
     ///
     /// Succeeds if the lock is free, expired, or already held by `holder`
-    /// (which renews it). Otherwise returns [`LedgerError::LockHeld`] naming
-    /// the holder; it never waits. A lock beside the ledger object can be
-    /// taken before a fresh install creates it; one kept in it cannot.
+    /// (which renews the same tenure while it is live). Otherwise returns
+    /// [`LedgerError::LockHeld`] naming the holder; it never waits.
     async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError>;
 
     /// Extends a held lock by `ttl` from now.
@@ -51,14 +48,6 @@ pub trait Lock: Send + Sync + fmt::Debug {
     /// Releases a held lock. Idempotent: releasing a lock that this holder
     /// no longer holds succeeds and leaves the current holder alone.
     async fn release(&self, lease: &Lease) -> Result<(), LedgerError>;
-
-    /// Whether the lock lives in the ledger object itself, so that a run
-    /// takes it with its first [`Ledger::write_step`] instead of before
-    /// reading ([`crate::step::LockStep`]). `false` unless the backend says
-    /// otherwise.
-    fn kept_in_ledger(&self) -> bool {
-        false
-    }
 }
 
 /// The holder a run takes the lock as: `holder` (what `--holder` says, a
@@ -90,24 +79,46 @@ pub trait LockedLedger: Ledger + Lock {}
 
 impl<T: Ledger + Lock + ?Sized> LockedLedger for T {}
 
+/// Where a keeper's tenure stands.
+#[derive(Debug, Clone)]
+enum Tenure {
+    /// Not taken yet: the run's first write takes it.
+    NotTaken,
+    /// Held under this lease.
+    Held(Lease),
+    /// Released (or given up).
+    Released,
+}
+
 /// Holds a lease and renews it when due.
 ///
-/// A keeper made by [`LockKeeper::deferred`] holds nothing yet: the run's
-/// first write takes the lock ([`LockKeeper::took`]); until then renewing
-/// does nothing (no script runs before that write) and releasing sends
-/// nothing.
+/// A run's keeper starts with nothing taken ([`LockKeeper::new`]): the
+/// run's first write takes the lock in the ledger object
+/// ([`LockKeeper::took`]); until then renewing does nothing (no script runs
+/// before that write) and releasing sends nothing.
 #[derive(Debug)]
 pub struct LockKeeper<'l> {
     lock: &'l dyn Lock,
     holder: String,
-    lease: Option<Lease>,
+    tenure: Tenure,
     ttl: Duration,
     renewed: Instant,
 }
 
 impl<'l> LockKeeper<'l> {
-    /// Takes the lock for `holder` for `ttl`, once (no waiting: a held lock
-    /// is [`LedgerError::LockHeld`]).
+    /// A keeper of `lock` for `holder` for `ttl`, holding nothing yet.
+    pub fn new(lock: &'l dyn Lock, holder: &str, ttl: Duration) -> Self {
+        LockKeeper {
+            lock,
+            holder: holder.to_owned(),
+            tenure: Tenure::NotTaken,
+            ttl,
+            renewed: Instant::now(),
+        }
+    }
+
+    /// Takes `lock` for `holder` for `ttl` now, once (no waiting: a held
+    /// lock is [`LedgerError::LockHeld`]): the operator's leader election.
     pub async fn acquire(
         lock: &'l dyn Lock,
         holder: &str,
@@ -115,25 +126,9 @@ impl<'l> LockKeeper<'l> {
     ) -> Result<Self, LedgerError> {
         let asked = Instant::now();
         let lease = lock.acquire(holder, ttl).await?;
-        Ok(LockKeeper {
-            lock,
-            holder: holder.to_owned(),
-            lease: Some(lease),
-            ttl,
-            renewed: asked,
-        })
-    }
-
-    /// A keeper for a lock kept in the ledger object, not taken yet: the
-    /// run's first write takes it for `holder` for `ttl`.
-    pub fn deferred(lock: &'l dyn Lock, holder: &str, ttl: Duration) -> Self {
-        LockKeeper {
-            lock,
-            holder: holder.to_owned(),
-            lease: None,
-            ttl,
-            renewed: Instant::now(),
-        }
+        let mut keeper = Self::new(lock, holder, ttl);
+        keeper.took(lease, asked);
+        Ok(keeper)
     }
 
     /// Who holds (or will hold) the lock.
@@ -146,21 +141,26 @@ impl<'l> LockKeeper<'l> {
         self.ttl
     }
 
-    /// Whether the lock lives in the ledger object ([`Lock::kept_in_ledger`]).
-    pub fn kept_in_ledger(&self) -> bool {
-        self.lock.kept_in_ledger()
+    /// The lease as last taken or renewed; `None` before the lock is taken
+    /// and after it is released.
+    pub fn lease(&self) -> Option<&Lease> {
+        match &self.tenure {
+            Tenure::Held(lease) => Some(lease),
+            Tenure::NotTaken | Tenure::Released => None,
+        }
     }
 
-    /// The lease as last taken or renewed; `None` before a deferred keeper's
-    /// lock is taken and after it is released.
-    pub fn lease(&self) -> Option<&Lease> {
-        self.lease.as_ref()
+    /// Whether the lock has not been taken yet: a refusal now (the lock
+    /// held by another runner, the ledger changed since it was read) wrote
+    /// nothing and ran nothing, so the run may plan again.
+    pub fn not_taken_yet(&self) -> bool {
+        matches!(self.tenure, Tenure::NotTaken)
     }
 
     /// Keeps `lease`, taken or renewed by a write of the run asked for at
     /// `asked`, and restarts the renewal period from then.
     pub fn took(&mut self, lease: Lease, asked: Instant) {
-        self.lease = Some(lease);
+        self.tenure = Tenure::Held(lease);
         self.renewed = asked;
     }
 
@@ -168,12 +168,12 @@ impl<'l> LockKeeper<'l> {
     /// taking or renewal was asked for (the holder's lease starts no
     /// earlier), plus its lifetime. `None` while nothing is held.
     pub fn live_until(&self) -> Option<Instant> {
-        self.lease.as_ref().map(|_| self.renewed + self.ttl)
+        self.lease().map(|_| self.renewed + self.ttl)
     }
 
     /// Forgets the lease: a write of the run released it.
     pub fn released(&mut self) {
-        self.lease = None;
+        self.tenure = Tenure::Released;
     }
 
     /// How often the lease is renewed: a third of its lifetime, so two
@@ -189,14 +189,14 @@ impl<'l> LockKeeper<'l> {
 
     /// Renews now. An error means the lock is lost (someone else holds it,
     /// or the backend gave up retrying): the holder must stop mutating. A
-    /// keeper holding nothing yet renews nothing.
+    /// keeper holding nothing renews nothing.
     pub async fn renew(&mut self) -> Result<(), LedgerError> {
-        let Some(lease) = &self.lease else {
+        let Tenure::Held(lease) = &self.tenure else {
             return Ok(());
         };
         let asked = Instant::now();
-        self.lease = Some(self.lock.renew(lease, self.ttl).await?);
-        self.renewed = asked;
+        let renewed = self.lock.renew(lease, self.ttl).await?;
+        self.took(renewed, asked);
         Ok(())
     }
 
@@ -213,9 +213,9 @@ impl<'l> LockKeeper<'l> {
 
     /// Releases the lock, if this keeper still holds it.
     pub async fn release(self) -> Result<(), LedgerError> {
-        match &self.lease {
-            Some(lease) => self.lock.release(lease).await,
-            None => Ok(()),
+        match &self.tenure {
+            Tenure::Held(lease) => self.lock.release(lease).await,
+            Tenure::NotTaken | Tenure::Released => Ok(()),
         }
     }
 }

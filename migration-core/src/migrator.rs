@@ -7,7 +7,7 @@ use crate::entry::LedgerEntry;
 use crate::ledger::{Ledger, LedgerError, LedgerSnapshot, Usage, WriteMode};
 use crate::plan::{Plan, PlanContext, PlanError, PlanRequest, SeedMode, plan};
 use crate::slug::Slug;
-use crate::step::{LockStep, StepReport, StepWrite};
+use crate::step::{StepMode, StepReport, StepWrite};
 use crate::time::Clock;
 use crate::tree::MigrationsTree;
 
@@ -93,7 +93,7 @@ pub struct Prepared {
     /// (`None` when the backend has no budget, or on a fresh install).
     pub usage: Option<Usage>,
     /// The ledger's revision the plan holds for, seeding included (`None`
-    /// when unknown): a run lock kept in the ledger object is taken on it.
+    /// when unknown): the run lock in the ledger object is taken on it.
     pub revision: Option<String>,
 }
 
@@ -221,11 +221,9 @@ impl<'a> Migrator<'a> {
 
     /// [`Self::prepare`] whose first round plans on `read`, the ledger as
     /// the caller read it itself (`Some(None)`: no ledger object), instead
-    /// of reading again; later rounds read. Only for a ledger whose run lock
-    /// is kept in the ledger object: that lock is taken on the revision the
-    /// plan holds for, so an earlier read is as good as one made now. A lock
-    /// beside the ledger is taken before reading, and a read made before it
-    /// must not be planned on.
+    /// of reading again; later rounds read. The run lock is taken on the
+    /// revision the plan holds for, so an earlier read is as good as one
+    /// made now.
     pub async fn prepare_after(
         &self,
         mut read: Option<Option<&LedgerSnapshot>>,
@@ -343,7 +341,7 @@ impl<'a> Migrator<'a> {
     }
 
     /// Writes one step of a run ([`Ledger::write_step`]: records, the next
-    /// attempt mark, the run lock when it lives in the ledger) and confirms
+    /// attempt mark, the run lock in the ledger object) and confirms
     /// its records, as [`Self::record`] does for one.
     ///
     /// The backend retries transient errors itself, and a retry that finds
@@ -389,12 +387,9 @@ impl<'a> Migrator<'a> {
             return Err(error.into());
         }
         tracing::warn!(error = %error, "step write reply lost, but its records are in place");
-        let lease = match step.lock {
-            LockStep::Hold { lease, .. } | LockStep::Release { lease } => Some(lease.clone()),
-            LockStep::Separate
-            | LockStep::Beside { .. }
-            | LockStep::Take { .. }
-            | LockStep::Check { .. } => None,
+        let lease = match step.mode {
+            StepMode::Hold { lease, .. } | StepMode::Release { lease } => Some(lease.clone()),
+            StepMode::Overwrite | StepMode::Take { .. } | StepMode::Check { .. } => None,
         };
         Ok(StepReport {
             attempts: None,

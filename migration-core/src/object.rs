@@ -17,7 +17,7 @@
 //! an operation costs in proportion to the keys it writes, not to the
 //! ledger.
 
-use crate::fence::{self, Take};
+use crate::fence::{LOCK_KEY, ObjectLock, StoredLock};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -27,7 +27,7 @@ use crate::last_failure::LastFailure;
 use crate::ledger::{
     AttemptMark, Lease, LedgerError, LedgerSnapshot, Usage, WriteMode, WriteReport,
 };
-use crate::step::{AttemptNote, FailureNote};
+use crate::step::{AttemptNote, FailureNote, StepMode, StepReport, StepWrite};
 use crate::{LedgerEntry, Slug, Timestamp};
 use serde::{Deserialize, Serialize};
 
@@ -46,7 +46,20 @@ pub struct Object {
     contexts: ContextIndex,
 }
 
+/// Whether storing `value` under `key` removes the key: a cleared last
+/// failure ([`keys::is_clearing`]) or a released run lock (an empty
+/// [`LOCK_KEY`]).
+fn clears(key: &str, value: &str) -> bool {
+    keys::is_clearing(key, value) || (key == LOCK_KEY && value.is_empty())
+}
+
 fn key_size(key: &str, value: &str) -> u64 {
+    // The run lock is not data: it counts towards no budget (a run must
+    // always be able to take and release it), as a ConfigMap's annotation
+    // is outside its `data`.
+    if key == LOCK_KEY {
+        return 0;
+    }
     (key.len() + value.len()) as u64
 }
 
@@ -91,7 +104,7 @@ impl Object {
     fn bytes_after(&self, puts: &[(String, String)]) -> u64 {
         puts.iter().fold(self.bytes, |acc, (k, v)| {
             let old = self.data.get(k).map_or(0, |old| key_size(k, old));
-            if keys::is_clearing(k, v) {
+            if clears(k, v) {
                 acc - old
             } else {
                 acc - old + key_size(k, v)
@@ -132,11 +145,16 @@ impl Object {
     }
 
     fn insert(&mut self, key: String, value: String) {
-        // A cleared last failure removes its key: the object never holds one.
-        if keys::is_clearing(&key, &value) {
+        // A cleared last failure removes its key: the object never holds
+        // one; nor an empty lock (a release).
+        if clears(&key, &value) {
             if let Some(old) = self.data.remove(&key) {
                 self.bytes -= key_size(&key, &old);
             }
+            return;
+        }
+        if key == LOCK_KEY {
+            self.data.insert(key, value);
             return;
         }
         let added = key_size(&key, &value);
@@ -370,7 +388,7 @@ pub fn plan_note_attempt(
     floor: u32,
 ) -> Result<(u32, Option<Change>), LedgerError> {
     let note = AttemptNote { slug, token, floor };
-    let (count, change) = plan_step(name, budget, current, &[], Some(note), None)?;
+    let (count, change) = plan_records(name, budget, current, &[], Some(note), None, None)?;
     Ok((count.unwrap_or_default(), change))
 }
 
@@ -384,7 +402,7 @@ pub fn plan_note_failure(
     failure: &LastFailure,
 ) -> Result<Option<Change>, LedgerError> {
     let note = FailureNote { slug, failure };
-    plan_step(name, budget, current, &[], None, Some(note)).map(|(_, change)| change)
+    plan_records(name, budget, current, &[], None, Some(note), None).map(|(_, change)| change)
 }
 
 /// The count `note` makes, and the mark to store unless it is stored already.
@@ -411,19 +429,203 @@ fn next_mark(
     Ok((next.count, Some((key, next.encode()))))
 }
 
-/// Plans [`Ledger::write_step`](crate::Ledger::write_step) for a
-/// ledger whose run lock is not in the object: the records (replacing, each
-/// removing its slug's last failure), the attempt mark and the last failure
-/// as one change, so that one append (and one `fdatasync`) stores all or
-/// none, and the budget is checked on all together. The count is the one
-/// noted, when the step notes an attempt.
+/// Plans [`Ledger::write_step`](crate::Ledger::write_step): the lock
+/// change the step's [`StepMode`] asks for (decided by [`ObjectLock::step`]
+/// on the lock stored under [`LOCK_KEY`], at `now`; `take_token` is the
+/// tenure a take creates), the records (replacing, each removing its slug's
+/// last failure), the attempt mark and the last failure as one change, so
+/// that one append (and one `fdatasync`) stores all or none, and the budget
+/// is checked on all together. Any change, a lock-only one included, raises
+/// the revision.
 pub fn plan_step(
+    name: &str,
+    budget: Option<u64>,
+    current: Option<&Object>,
+    step: &StepWrite<'_>,
+    now: Timestamp,
+    take_token: &str,
+) -> Result<(StepReport, Option<Change>), LedgerError> {
+    let (lock, lease) = match (step.mode, current) {
+        (StepMode::Overwrite, _) => (None, None),
+        (_, None) => return Err(not_found(name, "write step")),
+        (mode, Some(object)) => {
+            let revision = object.revision.to_string();
+            let lock = ObjectLock {
+                ledger: name,
+                stored: stored_lock(name, object)?,
+                revision: Some(&revision),
+                now,
+            };
+            match lock.step(&mode, take_token) {
+                // A release whose reply was lost, retried: the lock is gone
+                // and every record is in place, so this very write landed.
+                Err(LedgerError::LockLost { .. })
+                    if matches!(mode, StepMode::Release { .. })
+                        && landed_already(name, object, step)? =>
+                {
+                    return Ok((StepReport::default(), None));
+                }
+                other => other?,
+            }
+        }
+    };
+    let (attempts, change) = plan_records(
+        name,
+        budget,
+        current,
+        step.records,
+        step.attempt,
+        step.failure,
+        lock_put(lock),
+    )?;
+    Ok((StepReport { attempts, lease }, change))
+}
+
+/// Whether `step` would change nothing of `object`'s data: what a retried
+/// write finds when its first try landed.
+fn landed_already(name: &str, object: &Object, step: &StepWrite<'_>) -> Result<bool, LedgerError> {
+    let planned = plan_records(
+        name,
+        None,
+        Some(object),
+        step.records,
+        step.attempt,
+        step.failure,
+        None,
+    )?;
+    Ok(match planned.1 {
+        None => true,
+        Some(Change::Put { puts, .. }) => puts.iter().all(|(key, value)| {
+            // An empty value removes the key (a last failure cleared).
+            match object.data.get(key) {
+                Some(stored) => stored == value,
+                None => value.is_empty(),
+            }
+        }),
+        Some(_) => false,
+    })
+}
+
+/// The lock stored in `object`; a value that does not parse fails closed
+/// (nobody can tell who holds it).
+fn stored_lock(name: &str, object: &Object) -> Result<Option<StoredLock>, LedgerError> {
+    object
+        .data
+        .get(LOCK_KEY)
+        .map(|raw| {
+            serde_json::from_str::<StoredLock>(raw).map_err(|e| LedgerError::Unreadable {
+                ledger: name.to_owned(),
+                reason: format!(
+                    "key {LOCK_KEY} is not a run lock this engine reads (unknown lock format, written by a newer version?): {e}"
+                ),
+            })
+        })
+        .transpose()
+}
+
+/// The put that stores a lock change (`None`: no change; an empty value
+/// removes the lock).
+fn lock_put(lock: crate::fence::LockWrite) -> Option<(String, String)> {
+    lock.map(|l| {
+        (
+            LOCK_KEY.to_owned(),
+            l.map(|l| l.encode()).unwrap_or_default(),
+        )
+    })
+}
+
+/// A change storing only `put` (a lock change) in `object`.
+fn lock_change(object: &Object, put: Option<(String, String)>) -> Option<Change> {
+    put.map(|put| Change::Put {
+        revision: object.revision + 1,
+        puts: vec![put],
+    })
+}
+
+/// Plans [`crate::Lock::acquire`] on the lock kept in the object: free,
+/// lapsed or already `holder`'s is taken (the same tenure renewed when it
+/// is `holder`'s and live, a new one with `fresh_token` otherwise); held by
+/// another is [`LedgerError::LockHeld`]; no object is
+/// [`LedgerError::NotFound`] (a fresh install needs no lock).
+pub fn plan_lock_take(
+    name: &str,
+    current: Option<&Object>,
+    holder: &str,
+    ttl: Duration,
+    now: Timestamp,
+    fresh_token: &str,
+) -> Result<(Lease, Option<Change>), LedgerError> {
+    let object = current.ok_or_else(|| not_found(name, "acquire lock"))?;
+    let lock = ObjectLock {
+        ledger: name,
+        stored: stored_lock(name, object)?,
+        revision: None,
+        now,
+    };
+    let taken = lock.take(holder, ttl, fresh_token)?;
+    let lease = taken.lease();
+    Ok((
+        lease,
+        lock_change(object, Some((LOCK_KEY.to_owned(), taken.encode()))),
+    ))
+}
+
+/// Plans [`crate::Lock::renew`]: the same tenure renewed for `ttl` from
+/// `now`, or [`LedgerError::LockLost`] when it is no longer `lease`'s.
+pub fn plan_lock_renew(
+    name: &str,
+    current: Option<&Object>,
+    lease: &Lease,
+    ttl: Duration,
+    now: Timestamp,
+) -> Result<(Lease, Option<Change>), LedgerError> {
+    let object = current.ok_or_else(|| LedgerError::LockLost {
+        ledger: name.to_owned(),
+        holder: lease.holder.clone(),
+        reason: "the ledger object does not exist".into(),
+    })?;
+    let lock = ObjectLock {
+        ledger: name,
+        stored: stored_lock(name, object)?,
+        revision: None,
+        now,
+    };
+    let renewed = lock.require(lease)?.renewed(now, ttl);
+    let lease = renewed.lease();
+    Ok((
+        lease,
+        lock_change(object, Some((LOCK_KEY.to_owned(), renewed.encode()))),
+    ))
+}
+
+/// Plans [`crate::Lock::release`]: removes the lock if it is `lease`'s
+/// tenure, and changes nothing otherwise (idempotent; a stale lease never
+/// frees another holder's lock).
+pub fn plan_lock_release(
+    name: &str,
+    current: Option<&Object>,
+    lease: &Lease,
+) -> Result<((), Option<Change>), LedgerError> {
+    let Some(object) = current else {
+        return Ok(((), None));
+    };
+    let ours = stored_lock(name, object)?.is_some_and(|l| l.is(lease));
+    Ok((
+        (),
+        lock_change(object, ours.then(|| (LOCK_KEY.to_owned(), String::new()))),
+    ))
+}
+
+/// The records, the attempt mark, the last failure and `lock` (a put of
+/// the lock key) of one step, as one change.
+fn plan_records(
     name: &str,
     budget: Option<u64>,
     current: Option<&Object>,
     records: &[(Slug, LedgerEntry)],
     attempt: Option<AttemptNote<'_>>,
     failure: Option<FailureNote<'_>>,
+    lock: Option<(String, String)>,
 ) -> Result<(Option<u32>, Option<Change>), LedgerError> {
     let mut puts = Vec::new();
     if !records.is_empty() {
@@ -457,10 +659,15 @@ pub fn plan_step(
             }
         }
     }
-    let Some(object) = current.filter(|_| !puts.is_empty()) else {
+    let Some(object) = current.filter(|_| !puts.is_empty() || lock.is_some()) else {
         return Ok((count, None));
     };
-    object.check_room_for(name, budget, &puts)?;
+    // The budget is the data's: a lock change alone is never refused for
+    // room (a run must be able to release what it took).
+    if !puts.is_empty() {
+        object.check_room_for(name, budget, &puts)?;
+    }
+    puts.extend(lock);
     Ok((
         count,
         Some(Change::Put {
@@ -479,7 +686,7 @@ pub fn put_raw(current: Option<&Object>, key: &str, value: &str) -> Change {
     }
 }
 
-/// The run lock record.
+/// The run lock record of a v1 file ([`LockState`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LockRecord {
@@ -493,9 +700,9 @@ pub struct LockRecord {
     pub expires_at: Timestamp,
 }
 
-/// The run lock: the holder, if any, and how many times it changed hands
-/// (the source of tokens). It lives beside the ledger object, like a Lease
-/// beside a ConfigMap, and never inside it.
+/// The run lock as a whole-document (v1) file ledger kept it beside its
+/// object: read from such files only (the lock now lives in the object,
+/// under [`LOCK_KEY`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LockState {
@@ -503,129 +710,6 @@ pub struct LockState {
     pub lock: Option<LockRecord>,
     /// How many tenures there have been (tokens are made from it).
     pub generation: u64,
-}
-
-impl LockState {
-    /// Takes the lock; `token` makes the token of a new tenure from its
-    /// generation number.
-    pub fn acquire(
-        &mut self,
-        name: &str,
-        holder: &str,
-        ttl: Duration,
-        now: Timestamp,
-        token: impl FnOnce(u64) -> String,
-    ) -> Result<Lease, LedgerError> {
-        let current = self.lock.as_ref().map(|l| l.holder.as_str());
-        let lapsed = self.lock.as_ref().is_some_and(|l| l.expires_at <= now);
-        match (fence::take(current, lapsed, holder), &mut self.lock) {
-            (Take::Renew, Some(lock)) => {
-                lock.expires_at = now.plus(ttl);
-                return Ok(lease_of(lock));
-            }
-            (Take::Held, Some(lock)) => {
-                return Err(LedgerError::LockHeld {
-                    ledger: name.to_owned(),
-                    holder: lock.holder.clone(),
-                    expires_at: lock.expires_at,
-                });
-            }
-            _ => {}
-        }
-        self.generation += 1;
-        let lock = LockRecord {
-            holder: holder.to_owned(),
-            token: token(self.generation),
-            acquired_at: now,
-            expires_at: now.plus(ttl),
-        };
-        let lease = lease_of(&lock);
-        self.lock = Some(lock);
-        Ok(lease)
-    }
-
-    /// Extends the tenure `lease` names, or says why it is no longer ours.
-    pub fn renew(
-        &mut self,
-        name: &str,
-        lease: &Lease,
-        ttl: Duration,
-        now: Timestamp,
-    ) -> Result<Lease, LedgerError> {
-        self.check(name, lease)?;
-        match &mut self.lock {
-            Some(lock) => {
-                lock.expires_at = now.plus(ttl);
-                Ok(lease_of(lock))
-            }
-            None => Err(LedgerError::LockLost {
-                ledger: name.to_owned(),
-                holder: lease.holder.clone(),
-                reason: "the lock was released".to_owned(),
-            }),
-        }
-    }
-
-    /// Whether `lease` still holds the lock and has not expired at `now`: what
-    /// a run's write checks ([`LedgerError::LockLost`] otherwise). A lease
-    /// that lapsed, even if nobody took it over yet, no longer fences: its
-    /// holder stalled past its lifetime, and another runner may take it
-    /// between this write and the next.
-    pub fn check_live(&self, name: &str, lease: &Lease, now: Timestamp) -> Result<(), LedgerError> {
-        self.check(name, lease)?;
-        match &self.lock {
-            Some(lock) if lock.expires_at <= now => Err(LedgerError::LockLost {
-                ledger: name.to_owned(),
-                holder: lease.holder.clone(),
-                reason: format!("the lease expired at {}", lock.expires_at),
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    /// Whether `lease` still holds the lock: the same holder in the same
-    /// tenure ([`LedgerError::LockLost`] otherwise). An expired lease nobody
-    /// took over still holds it: only a take ends a tenure.
-    pub(crate) fn check(&self, name: &str, lease: &Lease) -> Result<(), LedgerError> {
-        let current = self
-            .lock
-            .as_ref()
-            .map(|l| (l.holder.as_str(), l.token.as_str()));
-        match &self.lock {
-            _ if fence::holds(current, &lease.holder, &lease.token) => Ok(()),
-            Some(lock) => Err(LedgerError::LockLost {
-                ledger: name.to_owned(),
-                holder: lease.holder.clone(),
-                reason: format!("now held by {}", lock.holder),
-            }),
-            None => Err(LedgerError::LockLost {
-                ledger: name.to_owned(),
-                holder: lease.holder.clone(),
-                reason: "the lock was released".to_owned(),
-            }),
-        }
-    }
-
-    /// Returns whether anything changed.
-    pub fn release(&mut self, lease: &Lease) -> bool {
-        let ours = self
-            .lock
-            .as_ref()
-            .is_some_and(|l| l.holder == lease.holder && l.token == lease.token);
-        if ours {
-            self.lock = None;
-        }
-        ours
-    }
-}
-
-fn lease_of(lock: &LockRecord) -> Lease {
-    Lease {
-        holder: lock.holder.clone(),
-        token: lock.token.clone(),
-        acquired_at: lock.acquired_at,
-        expires_at: lock.expires_at,
-    }
 }
 
 #[cfg(test)]

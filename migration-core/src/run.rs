@@ -17,9 +17,9 @@
 //! between a record and the next attempt mark: a crash after a script's
 //! effect and before its record leaves the script's attempt counted, so it
 //! runs again and the count includes the lost execution (CONTRACT.md §5.3,
-//! §7.6). With the run lock kept in the ledger object the first of these
-//! writes takes the lock, on the revision the run planned on, and the
-//! closing one releases it: K pending migrations cost K + 1 writes.
+//! §7.6). The run lock lives in the ledger object: the first of these
+//! writes takes it, on the revision the run planned on, and the closing one
+//! releases it: K pending migrations cost K + 1 writes.
 
 use std::collections::HashMap;
 
@@ -31,7 +31,7 @@ use crate::lock::LockKeeper;
 use crate::migrator::{MigrateError, Migrator, Prepared, record_bytes};
 use crate::plan::{PendingMigration, Plan, PlanRequest, Unmet};
 use crate::slug::Slug;
-use crate::step::{AttemptNote, FailureNote, LockStep, StepWrite};
+use crate::step::{AttemptNote, FailureNote, StepMode, StepWrite};
 
 /// The reason recorded for a migration that did not execute because a
 /// requirement is unmet.
@@ -396,9 +396,9 @@ impl Run<'_, '_> {
     /// execution: noting twice with one token counts once, so a lost reply
     /// retried by the backend is not counted twice.
     ///
-    /// The same write records the outcomes decided since the last one and,
-    /// with the lock kept in the ledger object, takes the lock (the first
-    /// time, on the revision the run planned on) or renews it. Errors that
+    /// The same write records the outcomes decided since the last one and
+    /// takes the lock (the first time, on the revision the run planned on)
+    /// or renews it. Errors that
     /// must send the caller back to planning, having written and executed
     /// nothing: [`LedgerError::LockHeld`] (wait, then prepare again) and
     /// [`LedgerError::Changed`] (prepare again), only ever from the write
@@ -441,9 +441,9 @@ impl Run<'_, '_> {
         Ok(count)
     }
 
-    /// Ends the run on any path: writes the outcomes not written yet and,
-    /// with the lock kept in the ledger object, releases it in the same
-    /// write (a run that never took it checks it is free instead). A run
+    /// Ends the run on any path: writes the outcomes not written yet and
+    /// releases the lock in the same write (a run that never took it checks
+    /// it is free instead). A run
     /// with nothing left to write sends nothing here; a lock still held is
     /// then the caller's to release ([`LockKeeper::release`]).
     ///
@@ -462,18 +462,12 @@ impl Run<'_, '_> {
     }
 
     /// One write of the staged outcomes and `attempt`, under the lock as the
-    /// keeper holds it; `last` releases a lock kept in the ledger.
+    /// keeper holds it; `last` releases it.
     ///
     /// The fence: no write of a run lands once its lock is lost, and no
     /// script starts unless the write noting its attempt proved the lock
-    /// (CONTRACT.md §5.5). A lock kept in the ledger object is checked by the
-    /// write itself (it is conditional on the lock being this run's). A lock
-    /// beside the ledger is proved by renewing it right before the write,
-    /// which fails as [`LedgerError::LockLost`] once another holder took it,
-    /// and the write carries the lease ([`LockStep::Beside`]) for a backend
-    /// that can check it again in the same atomic operation. What remains is
-    /// a run stalled between that proof and the spawn for longer than the
-    /// lease's lifetime, which the renewal just made a whole TTL.
+    /// (CONTRACT.md §5.5): the write itself is conditional on the lock in
+    /// the ledger object being this run's, live.
     async fn commit(
         &mut self,
         attempt: Option<AttemptNote<'_>>,
@@ -481,24 +475,19 @@ impl Run<'_, '_> {
         keeper: &mut LockKeeper<'_>,
     ) -> Result<Option<u32>, MigrateError> {
         let revision = self.prepared.revision.clone();
-        if crate::fence::proof(keeper.kept_in_ledger()) == crate::fence::Proof::RenewFirst {
-            keeper.renew().await?;
-        }
         let held = keeper.lease().cloned();
-        let lock = match (&held, keeper.kept_in_ledger()) {
-            (Some(lease), false) => LockStep::Beside { lease },
-            (None, false) => LockStep::Separate,
-            (None, _) if attempt.is_some() => LockStep::Take {
+        let mode = match &held {
+            None if attempt.is_some() => StepMode::Take {
                 holder: keeper.holder(),
                 ttl: keeper.ttl(),
                 revision: revision.as_deref(),
             },
-            (None, _) => LockStep::Check {
+            None => StepMode::Check {
                 holder: keeper.holder(),
                 revision: revision.as_deref(),
             },
-            (Some(lease), _) if last => LockStep::Release { lease },
-            (Some(lease), _) => LockStep::Hold {
+            Some(lease) if last => StepMode::Release { lease },
+            Some(lease) => StepMode::Hold {
                 lease,
                 ttl: keeper.ttl(),
             },
@@ -506,7 +495,7 @@ impl Run<'_, '_> {
         let step = StepWrite {
             records: &self.staged,
             attempt,
-            lock,
+            mode,
             failure: self
                 .failure
                 .as_ref()
@@ -515,8 +504,8 @@ impl Run<'_, '_> {
         let asked = std::time::Instant::now();
         let report = self.migrator.write_step(&step).await?;
         self.failure = None;
-        match (lock, report.lease) {
-            (LockStep::Separate | LockStep::Beside { .. } | LockStep::Check { .. }, _) => {}
+        match (mode, report.lease) {
+            (StepMode::Overwrite | StepMode::Check { .. }, _) => {}
             (_, Some(lease)) => keeper.took(lease, asked),
             (_, None) => keeper.released(),
         }

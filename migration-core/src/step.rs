@@ -1,12 +1,12 @@
 //! One combined write of a run: the outcomes recorded since the last write,
-//! the attempt mark of the execution about to start, and (on a backend that
-//! keeps its run lock in the ledger object) what happens to that lock, all
-//! sent as one conditional write ([`crate::Ledger::write_step`]).
+//! the attempt mark of the execution about to start, and what happens to
+//! the run lock kept in the ledger object, all sent as one conditional
+//! write ([`crate::Ledger::write_step`]).
 //!
 //! Why: a run of K migrations used to write twice per migration (the
 //! attempt mark before the script, the record after it). The record of one
 //! migration and the attempt mark of the next need no durable point between
-//! them, so they travel together; the run lock, when it lives in the same
+//! them, so they travel together; the run lock, which lives in the same
 //! object, rides on the first and the last of those writes (CONTRACT.md
 //! §5.5, §7.2).
 
@@ -37,32 +37,30 @@ pub struct FailureNote<'a> {
     pub failure: &'a LastFailure,
 }
 
-/// What a step does with the run lock: for a lock kept in the ledger
-/// object ([`crate::Lock::kept_in_ledger`]) every variant but
-/// [`LockStep::Separate`] and [`LockStep::Beside`]; for a lock beside the
-/// ledger, [`LockStep::Beside`] while a run holds it.
+/// The condition a step is written under, and what it does to the run lock
+/// kept in the ledger object: the one concurrency primitive every backend
+/// honours, shaped like object_store's `PutMode` (`Overwrite`, and
+/// `Update` on a version) with the lock change riding on the write.
+///
+/// Every backend keeps its run lock in the ledger object (an annotation, a
+/// status field, a key of the memory and file ledgers' object), so checking
+/// the condition, changing the lock and storing the records are one atomic
+/// operation (CONTRACT.md §5.5). The decisions are
+/// [`crate::fence::ObjectLock::step`]'s, written once for every backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LockStep<'a> {
-    /// No run lock is involved: the step does not look at one.
-    Separate,
-    /// The run lock lives beside the ledger and `lease` holds it: the write
-    /// is the run's, and must not land once the lease is lost. The run
-    /// proves the lease right before sending the step (it renews it,
-    /// [`crate::LockKeeper::renew`]); a backend that can check its lock in
-    /// the same atomic operation as the write (the file ledger, under its
-    /// `flock`) also does so, and refuses with
-    /// [`crate::LedgerError::LockLost`], writing nothing, when another
-    /// holder has taken the lock since. The step never changes the lock.
-    Beside {
-        /// The lease the run holds.
-        lease: &'a Lease,
-    },
-    /// Take the lock for `holder` for `ttl` with this write, on the
-    /// condition that the object is still at `revision` (the one the run
-    /// planned on) and no other holder holds the lock. Refused, writing
-    /// nothing, with [`crate::LedgerError::LockHeld`] or
-    /// [`crate::LedgerError::Changed`]. A retry that finds this very take
-    /// already stored (a lost reply) succeeds.
+pub enum StepMode<'a> {
+    /// Unconditional (`PutMode::Overwrite`): the step does not look at the
+    /// lock. For writes outside a run (tests, tools).
+    Overwrite,
+    /// The run's first write when it executes something (`PutMode::Update`
+    /// on the revision the run planned on): take the lock for `holder` for
+    /// `ttl`, on the condition that the object is still at `revision` and no
+    /// other holder holds a live lock. Refused, writing nothing, with
+    /// [`crate::LedgerError::LockHeld`] or [`crate::LedgerError::Changed`].
+    /// A new tenure begins (a new token), even when `holder` held a lapsed
+    /// lease. A retry that finds this take already stored (a lost reply:
+    /// `holder`'s live lease, whatever the revision now, since a run's
+    /// holder is unique to it) succeeds and renews that tenure.
     Take {
         /// Who takes it.
         holder: &'a str,
@@ -71,25 +69,27 @@ pub enum LockStep<'a> {
         /// The revision the run planned on.
         revision: Option<&'a str>,
     },
-    /// Write under the lock only if it is free for `holder` (as for
-    /// [`LockStep::Take`]), leaving it as it was: for a run that records
-    /// without executing anything (every pending migration blocked).
+    /// The condition of [`StepMode::Take`] without taking: for a run that
+    /// records without executing anything (every pending migration
+    /// blocked). The lock is left as it was.
     Check {
         /// Who would hold it.
         holder: &'a str,
         /// The revision the run planned on.
         revision: Option<&'a str>,
     },
-    /// Write under `lease`, renewing it for `ttl`; refused with
-    /// [`crate::LedgerError::LockLost`] when another holder has it.
+    /// Write under `lease` (`PutMode::Update` on its tenure), renewing it
+    /// for `ttl` from now. Refused with [`crate::LedgerError::LockLost`]
+    /// when the lease no longer holds the lock: another holder took it, it
+    /// was released, or it lapsed (even if nobody took it over since).
     Hold {
         /// The lease held.
         lease: &'a Lease,
         /// The new lifetime from now.
         ttl: Duration,
     },
-    /// Write under `lease` and release it in the same write; refused with
-    /// [`crate::LedgerError::LockLost`] when another holder has it.
+    /// Write under `lease` (as [`StepMode::Hold`]) and release the lock in
+    /// the same write.
     Release {
         /// The lease held.
         lease: &'a Lease,
@@ -97,18 +97,16 @@ pub enum LockStep<'a> {
 }
 
 /// One combined write: `records` replaced (as [`crate::WriteMode::Replace`]),
-/// then `attempt` noted and `failure` stored, under `lock`. Atomic on backends that override
-/// [`crate::Ledger::write_step`]; the default sends the records, then the
-/// attempt, so a failure between them leaves the records written and no
-/// attempt noted (the script has not started).
+/// then `attempt` noted and `failure` stored, under `mode`, as one atomic
+/// conditional write ([`crate::Ledger::write_step`]).
 #[derive(Debug, Clone, Copy)]
 pub struct StepWrite<'a> {
     /// Outcomes to record, overwriting.
     pub records: &'a [(Slug, LedgerEntry)],
     /// The execution about to start, if any.
     pub attempt: Option<AttemptNote<'a>>,
-    /// The run lock, when it lives in the ledger object.
-    pub lock: LockStep<'a>,
+    /// The condition and the lock change the write carries.
+    pub mode: StepMode<'a>,
     /// The last failure of an `on-error=abort` migration, stored with the
     /// run's closing write (the run stops on it).
     pub failure: Option<FailureNote<'a>>,
@@ -119,9 +117,8 @@ pub struct StepWrite<'a> {
 pub struct StepReport {
     /// The attempt count noted, when the step noted one.
     pub attempts: Option<u32>,
-    /// The lease as the step left it: taken or renewed ([`LockStep::Take`],
-    /// [`LockStep::Hold`]); `None` after [`LockStep::Release`] and for
-    /// [`LockStep::Separate`], [`LockStep::Beside`] (left as it was) and
-    /// [`LockStep::Check`].
+    /// The lease as the step left it: taken or renewed ([`StepMode::Take`],
+    /// [`StepMode::Hold`]); `None` after [`StepMode::Release`] and for
+    /// [`StepMode::Overwrite`] and [`StepMode::Check`].
     pub lease: Option<Lease>,
 }

@@ -35,6 +35,16 @@ pub use locking::{
     same_holder_reacquires_and_renew_extends,
 };
 
+mod rules;
+pub use rules::{
+    a_budgeted_ledger_reports_its_usage_and_it_grows_with_each_write,
+    a_change_half_applied_by_a_crash_reads_whole_or_not_at_all,
+    a_stale_lease_releases_nothing_and_writes_nothing,
+    a_take_or_a_release_retried_after_a_lost_reply_lands_once,
+    a_write_under_a_lapsed_lease_is_refused_even_if_nobody_took_the_lock,
+    every_change_of_the_lock_alone_raises_the_revision, takers_on_real_threads_never_both_win,
+};
+
 mod format;
 pub mod previous_engine;
 pub mod realistic;
@@ -71,6 +81,18 @@ pub trait Harness: Send + Sync {
 
     /// The backend's size budget in bytes, if it has one.
     fn budget_bytes(&self) -> Option<u64>;
+
+    /// Leaves a write of `entries` (replacing) half-applied in the existing
+    /// ledger, as a crash in the middle of it would: whatever state the
+    /// backend can be left in between starting a change and finishing it
+    /// (a torn journal record, some files written and a write-ahead record
+    /// naming the rest). Returns `false` when the backend has no such state
+    /// (every change is one atomic operation: a mutex, one request to a
+    /// server), and the case that uses it checks nothing more.
+    async fn plant_half_applied(&self, entries: &[(Slug, LedgerEntry)]) -> bool {
+        let _ = entries;
+        false
+    }
 }
 
 /// A deterministic valid entry.
@@ -508,6 +530,13 @@ macro_rules! ledger_conformance_tests {
             lock_can_be_taken_before_the_ledger_exists,
             same_holder_reacquires_and_renew_extends,
             an_expired_lock_can_be_taken_over_and_the_old_holder_loses_it,
+            a_write_under_a_lapsed_lease_is_refused_even_if_nobody_took_the_lock,
+            a_stale_lease_releases_nothing_and_writes_nothing,
+            every_change_of_the_lock_alone_raises_the_revision,
+            a_take_or_a_release_retried_after_a_lost_reply_lands_once,
+            a_change_half_applied_by_a_crash_reads_whole_or_not_at_all,
+            a_budgeted_ledger_reports_its_usage_and_it_grows_with_each_write,
+            takers_on_real_threads_never_both_win,
         );
     };
     (@run $make:ident; $($case:ident),* $(,)?) => {

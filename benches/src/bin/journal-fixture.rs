@@ -18,7 +18,7 @@
 
 use ledger_file::FileLedger;
 use migration_core::ledger::AttemptMark;
-use migration_core::step::{AttemptNote, LockStep, StepWrite};
+use migration_core::step::{AttemptNote, StepMode, StepWrite};
 use migration_core::{EntryState, Ledger, LedgerEntry, Sha256Digest, Slug, Timestamp, keys};
 
 /// The digest of the script `benches/peers.sh` writes.
@@ -71,7 +71,7 @@ fn main() {
                         token: &token,
                         floor: 0,
                     }),
-                    lock: LockStep::Separate,
+                    mode: StepMode::Overwrite,
                     failure: None,
                 };
                 ledger.write_step(&step).await.unwrap();

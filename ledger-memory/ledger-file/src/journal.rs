@@ -567,7 +567,20 @@ fn parse_into(
         ));
     }
     if let Some(object) = doc.ledger {
-        state.snapshot(object.revision, object.data);
+        let mut data = object.data;
+        // The lock a v1 document kept beside its object moves into it, so
+        // an older runner's live lease is still respected.
+        if let Some(lock) = &doc.lock {
+            let stored = migration_core::fence::StoredLock {
+                holder: lock.holder.clone(),
+                token: lock.token.clone(),
+                acquired: lock.acquired_at,
+                renewed: lock.acquired_at,
+                ttl_seconds: lock.expires_at.since(lock.acquired_at).as_secs(),
+            };
+            data.insert(migration_core::fence::LOCK_KEY.to_owned(), stored.encode());
+        }
+        state.snapshot(object.revision, data);
     }
     let legacy_lock = LockState {
         lock: doc.lock,
@@ -593,9 +606,6 @@ fn numbered_runner_version(bytes: &[u8]) -> Option<String> {
         _ => None,
     }
 }
-
-mod lock_record;
-pub(crate) use lock_record::{LockContents, encode_lock, parse_lock};
 
 #[cfg(test)]
 mod tests;

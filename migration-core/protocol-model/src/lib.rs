@@ -8,14 +8,14 @@
 //! moment: a runner crashes (its script dies with it), the holder's lease
 //! lapses (a runner paused past the TTL, or a frozen node: it does not
 //! know), a write's reply is lost (the write landed; the runner retries it
-//! with the same attempt token). Backends: the file ledger (the run renews
-//! its lock before each write, and the append checks the lock record under
-//! the same flock), the ConfigMap (the lock is in the object: every write is
-//! conditional on it and renews it) and the custom resource (a Lease beside
-//! it: the renewal before the write is the only proof).
+//! with the same attempt token). Every backend keeps the lock in the ledger
+//! object (the memory and file ledgers under their mutex or `flock`, the
+//! ConfigMap in an annotation, the custom resource in its status), so there
+//! is one shape: every write of a run is conditional on its lease being the
+//! lock's and live, and renews it.
 //!
-//! Who may take the lock, whether a lease still holds it, how a write is
-//! proved ([`migration_core::fence`]) and how an attempt is counted
+//! Who may take the lock and whether a lease still holds it
+//! ([`migration_core::fence`]) and how an attempt is counted
 //! ([`AttemptMark::next`]) are the code's own functions, called here.
 //!
 //! A running script makes cluster calls, each a step of its own, through
@@ -35,43 +35,13 @@
 //! - attempts equal executions, plus the attempts noted by a runner that
 //!   crashed or stopped before spawning, plus those about to spawn.
 //!
-//! [`Protocol::fenced`] false is the code before the fence: no proof before a
-//! write, no check in it, and holders as `--holder` gave them; the checker
-//! then finds counterexamples (the tests show which).
+//! [`Protocol::fenced`] false is the code before the fence: no check in a
+//! write, and holders as `--holder` gave them; the checker then finds
+//! counterexamples (the tests show which).
 
-use migration_core::fence::{self, Proof, Take};
+use migration_core::fence::{self, Take};
 use migration_core::ledger::AttemptMark;
 use stateright::{Model, Property};
-
-/// Where the run lock lives and what a write can check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Backend {
-    /// `file:`: lock beside the ledger; the run renews it before each write
-    /// and the append checks it under the same flock.
-    File,
-    /// `configmap:`: lock in the ledger object; every write of the run is
-    /// conditional on it and renews it.
-    ConfigMap,
-    /// A lock in a Lease beside the ledger whose write cannot check it:
-    /// the renewal before the write is the only proof. No shipped backend
-    /// locks so any more (`crd:` did until its lock moved into its status;
-    /// it is [`Backend::ConfigMap`]'s shape now); kept because it is the
-    /// weakest fence the contract states, and the model must show the
-    /// properties hold even there.
-    LeaseBeside,
-}
-
-impl Backend {
-    /// Whether the lock lives in the ledger object.
-    fn kept_in_ledger(self) -> bool {
-        self == Backend::ConfigMap
-    }
-
-    /// Whether a write checks the lock in the same atomic operation.
-    fn checks_in_write(self) -> bool {
-        self != Backend::LeaseBeside
-    }
-}
 
 /// How many faults of each kind a run of the model may suffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -91,9 +61,7 @@ pub struct Protocol {
     pub runners: usize,
     /// Pending migrations in the plan.
     pub migrations: usize,
-    /// The backend.
-    pub backend: Backend,
-    /// The fence: the proof before each write, the check in it, and a
+    /// The fence: each write conditional on the run's live lease, and a
     /// holder unique per run. `false`: the code before it.
     pub fenced: bool,
     /// Every runner given the same `--holder`.
@@ -167,8 +135,9 @@ pub struct Violations {
     /// A write landed after its run lost the lock.
     pub write_after_loss: bool,
     /// A write landed after its run lost the lock, its runner in the window
-    /// (possible only where the write cannot check the lock: the custom
-    /// resource). What it recorded may make another runner's plan stale.
+    /// (possible only where the write does not check the lock: the code
+    /// before the fence). What it recorded may make another runner's plan
+    /// stale.
     pub window_write: bool,
     /// A script's cluster call landed after another copy's call of the same
     /// migration, which came after this copy's earlier call: two copies'
@@ -304,7 +273,7 @@ impl Protocol {
         }
         state.revision += 1;
         let revision = state.revision;
-        let renews = self.backend.kept_in_ledger() && holds;
+        let renews = holds;
         if renews {
             state.lapsed = false;
         }
@@ -331,19 +300,12 @@ impl Protocol {
 }
 
 /// Whether a runner at `phase` whose lease lapses is in the window
-/// CONTRACT.md states: between its last proof and its spawn (on the custom
-/// resource, the proof is before the write; elsewhere the write is checked),
-/// or while its script runs (the script does not stop with a frozen
+/// CONTRACT.md states: between the write that proved its lock and its
+/// spawn, or while its script runs (the script does not stop with a frozen
 /// runner). A runner whose lease lapses anywhere else has its next proof
-/// still ahead of it.
-fn in_the_window(backend: Backend, phase: Phase) -> bool {
-    match phase {
-        // The write ahead checks the lock (and, on the file ledger, that the
-        // lease is live) unless the backend cannot.
-        Phase::Proved(_) => !backend.checks_in_write(),
-        Phase::Marked(_) | Phase::Running(_) => true,
-        _ => false,
-    }
+/// (its next write, which checks the lease is live) still ahead of it.
+fn in_the_window(phase: Phase) -> bool {
+    matches!(phase, Phase::Marked(_) | Phase::Running(_))
 }
 
 impl Model for Protocol {
@@ -449,15 +411,6 @@ impl Model for Protocol {
             Action::Prove(r) => {
                 let r = r as usize;
                 let m = self.next_pending(&state.runners[r]);
-                let proof = fence::proof(self.backend.kept_in_ledger());
-                if self.fenced && proof == Proof::RenewFirst {
-                    if !Self::holds(&state, &state.runners[r]) {
-                        Self::stop(&mut state, r);
-                        return Some(state);
-                    }
-                    state.lapsed = false;
-                    state.runners[r].window = false;
-                }
                 if m as usize == self.migrations && state.runners[r].staged.is_empty() {
                     // Nothing left to write: the run only releases its lock.
                     if Self::holds(&state, &state.runners[r]) {
@@ -478,14 +431,12 @@ impl Model for Protocol {
                 let Phase::Proved(m) = state.runners[r].phase else {
                     return None;
                 };
-                // The file ledger also refuses a lease that has lapsed (a
-                // stall since the proof): another runner may take it at any
-                // moment. The ConfigMap's write renews the lease it checks.
-                let live = !(self.backend == Backend::File && state.lapsed);
-                if self.fenced
-                    && self.backend.checks_in_write()
-                    && !(Self::holds(&state, &state.runners[r]) && live)
-                {
+                // The write is conditional on the lease: refused when another
+                // holder has the lock, and when it lapsed (a stall since the
+                // last write), since another runner may take it at any
+                // moment. A write that lands renews it.
+                let live = Self::holds(&state, &state.runners[r]) && !state.lapsed;
+                if self.fenced && !live {
                     Self::stop(&mut state, r);
                     return Some(state);
                 }
@@ -592,7 +543,6 @@ impl Model for Protocol {
                 state.faults.lapses -= 1;
                 state.lapsed = true;
                 let lock = state.lock.clone();
-                let backend = self.backend;
                 for runner in &mut state.runners {
                     let holds = match (&lock, runner.tenure) {
                         (Some((holder, tenure)), Some(mine)) => {
@@ -600,7 +550,7 @@ impl Model for Protocol {
                         }
                         _ => false,
                     };
-                    if holds && in_the_window(backend, runner.phase) {
+                    if holds && in_the_window(runner.phase) {
                         runner.window = true;
                     }
                 }
@@ -624,10 +574,8 @@ impl Model for Protocol {
                 |_, s: &State| !s.violations.write_after_loss,
             ),
             Property::always(
-                "on a backend that checks its lock in the write, no write lands without it",
-                |model: &Protocol, s: &State| {
-                    !(model.backend.checks_in_write() && s.violations.window_write)
-                },
+                "no write lands without its lock, even in the window",
+                |_, s: &State| !s.violations.window_write,
             ),
             Property::always(
                 "no cluster call of a script lands once its run lost the lock",

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use protocol_model::{Backend, Faults, Protocol};
+use protocol_model::{Faults, Protocol};
 use stateright::{Checker, Model};
 
 const FAULTS: Faults = Faults {
@@ -63,11 +63,10 @@ fn check(protocol: Protocol, expected: &[&'static str]) -> (usize, Vec<&'static 
     (states, broken)
 }
 
-fn protocol(runners: usize, migrations: usize, backend: Backend) -> Protocol {
+fn protocol(runners: usize, migrations: usize) -> Protocol {
     Protocol {
         runners,
         migrations,
-        backend,
         fenced: true,
         same_holder: true,
         shim_check: true,
@@ -78,19 +77,18 @@ fn protocol(runners: usize, migrations: usize, backend: Backend) -> Protocol {
 #[test]
 fn with_the_fence_every_property_holds_for_every_backend_and_size() {
     let mut total = 0;
-    for backend in [Backend::File, Backend::ConfigMap, Backend::LeaseBeside] {
-        for (runners, migrations) in [(2, 2), (2, 3), (3, 2)] {
-            let mut sized = protocol(runners, migrations, backend);
-            if runners == 3 {
-                sized.faults = FAULTS_OF_THREE;
-            }
-            let (states, broken) = check(sized, &[]);
-            assert!(
-                broken.is_empty(),
-                "{backend:?}, {runners} runners, {migrations} migrations: {broken:?}"
-            );
-            total += states;
+    // One lock protocol on every backend (the lock in the ledger object).
+    for (runners, migrations) in [(2, 2), (2, 3), (3, 2)] {
+        let mut sized = protocol(runners, migrations);
+        if runners == 3 {
+            sized.faults = FAULTS_OF_THREE;
         }
+        let (states, broken) = check(sized, &[]);
+        assert!(
+            broken.is_empty(),
+            "{runners} runners, {migrations} migrations: {broken:?}"
+        );
+        total += states;
     }
     println!("{total} states in all");
 }
@@ -100,18 +98,16 @@ fn without_the_fence_a_stalled_runner_executes_what_another_recorded_and_writes_
  {
     const RAN_AGAIN: &str = "a migration recorded is never executed again";
     const WROTE: &str = "no write lands after its run lost the lock";
-    for backend in [Backend::File, Backend::LeaseBeside] {
-        let (_, broken) = check(
-            Protocol {
-                fenced: false,
-                same_holder: false,
-                ..protocol(2, 2, backend)
-            },
-            &[RAN_AGAIN, WROTE],
-        );
-        assert!(broken.contains(&RAN_AGAIN), "{backend:?}: {broken:?}");
-        assert!(broken.contains(&WROTE), "{backend:?}: {broken:?}");
-    }
+    let (_, broken) = check(
+        Protocol {
+            fenced: false,
+            same_holder: false,
+            ..protocol(2, 2)
+        },
+        &[RAN_AGAIN, WROTE],
+    );
+    assert!(broken.contains(&RAN_AGAIN), "{broken:?}");
+    assert!(broken.contains(&WROTE), "{broken:?}");
 }
 
 #[test]
@@ -125,7 +121,7 @@ fn without_a_holder_unique_per_run_two_runners_given_one_holder_run_one_script_t
             lapses: 0,
             lost_replies: 0,
         },
-        ..protocol(2, 2, Backend::File)
+        ..protocol(2, 2)
     };
     let (_, broken) = check(unfenced.clone(), &[TWO_COPIES]);
     assert!(broken.contains(&TWO_COPIES), "{broken:?}");
@@ -145,20 +141,19 @@ fn without_the_shims_lease_check_a_frozen_runners_script_reaches_the_cluster_bet
  {
     const AFTER_LOSS: &str = "no cluster call of a script lands once its run lost the lock";
     const INTERLEAVED: &str = "no two copies' cluster calls interleave";
-    for backend in [Backend::File, Backend::ConfigMap] {
-        let (_, broken) = check(
-            Protocol {
-                shim_check: false,
-                faults: Faults {
-                    crashes: 0,
-                    lapses: 1,
-                    lost_replies: 0,
-                },
-                ..protocol(2, 1, backend)
+    // One lock shape remains (the lock in the ledger object, every backend).
+    let (_, broken) = check(
+        Protocol {
+            shim_check: false,
+            faults: Faults {
+                crashes: 0,
+                lapses: 1,
+                lost_replies: 0,
             },
-            &[AFTER_LOSS, INTERLEAVED],
-        );
-        assert!(broken.contains(&AFTER_LOSS), "{backend:?}: {broken:?}");
-        assert!(broken.contains(&INTERLEAVED), "{backend:?}: {broken:?}");
-    }
+            ..protocol(2, 1)
+        },
+        &[AFTER_LOSS, INTERLEAVED],
+    );
+    assert!(broken.contains(&AFTER_LOSS), "{broken:?}");
+    assert!(broken.contains(&INTERLEAVED), "{broken:?}");
 }

@@ -36,7 +36,7 @@ pub use report::{
 };
 
 use steps::{Stepping, steps};
-use waiting::{Replanning, acquire, unrecorded, wait_for_lock};
+use waiting::{Replanning, unrecorded, wait_for_lock};
 
 /// What a run decides by, besides the tree and the ledger.
 #[derive(Debug, Clone)]
@@ -84,12 +84,11 @@ pub struct Driver<'a> {
 impl<'a> Driver<'a> {
     /// Runs the tier, executing through `executor`.
     ///
-    /// Where the lock lives decides when it is taken (CONTRACT.md §5.5): a
-    /// lock beside the ledger (a Lease, a lock file) now, before reading;
-    /// one kept in the ledger object by the run's first write, on the
-    /// revision the run planned on. That write may find the lock held
-    /// (wait, then plan again) or the ledger changed since it was read
-    /// (plan again); nothing has been written or executed by then.
+    /// The lock, kept in the ledger object, is taken by the run's first
+    /// write, on the revision the run planned on (CONTRACT.md §5.5). That
+    /// write may find the lock held (wait, then plan again) or the ledger
+    /// changed since it was read (plan again); nothing has been written or
+    /// executed by then.
     pub async fn run(self, executor: &mut dyn Executor) -> Result<RunReport, RunError> {
         let started = Instant::now();
         self.run_locked(None, executor, started).await
@@ -102,9 +101,8 @@ impl<'a> Driver<'a> {
     /// fresh install), the run ends there, having written nothing and taken
     /// no lock (CONTRACT.md §5.5). Otherwise it is [`Driver::run`]: the lock
     /// is taken and the ledger read again, and only the plan on that read
-    /// runs anything. A ledger that keeps its lock in the ledger object
-    /// plans on `read` instead of reading again: its lock is taken on the
-    /// revision read. A failed read is not reported from here: the run
+    /// runs anything. The run plans on `read` instead of reading again: its
+    /// lock is taken on the revision read. A failed read is not reported from here: the run
     /// reads again and fails there, as [`Driver::run`] would.
     pub async fn run_after_read(
         self,
@@ -112,7 +110,7 @@ impl<'a> Driver<'a> {
         executor: &mut dyn Executor,
     ) -> Result<RunReport, RunError> {
         let started = Instant::now();
-        let mut read = read.as_ref().ok().map(Option::as_ref);
+        let read = read.as_ref().ok().map(Option::as_ref);
         if let Some(snapshot) = read {
             let migrator = self.migrator();
             if let Some(plan) = migrator.idle_plan(snapshot, &self.request()) {
@@ -129,9 +127,6 @@ impl<'a> Driver<'a> {
             {
                 return Err(prepare_error(e));
             }
-        }
-        if !self.ledger.kept_in_ledger() {
-            read = None;
         }
         self.run_locked(read, executor, started).await
     }
@@ -180,9 +175,8 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// [`Driver::run`], planning first on `read` when it is given (a lock
-    /// kept in the ledger object only, see [`Migrator::prepare_after`]):
-    /// takes the lock, runs (planning again while the first write finds the
+    /// [`Driver::run`], planning first on `read` when it is given (see
+    /// [`Migrator::prepare_after`]): takes the lock with its first write, runs (planning again while the first write finds the
     /// lock held or the ledger changed), and releases the lock on every path.
     async fn run_locked(
         self,
@@ -195,11 +189,7 @@ impl<'a> Driver<'a> {
         // Unique to this run, so that two runs told the same `--holder`
         // still exclude each other (CONTRACT.md §5.5).
         let holder = run_holder(&config.holder);
-        let mut keeper = if ledger.kept_in_ledger() {
-            LockKeeper::deferred(ledger, &holder, config.lock_ttl)
-        } else {
-            acquire(ledger, &holder, config, console, executor, started).await?
-        };
+        let mut keeper = LockKeeper::new(ledger, &holder, config.lock_ttl);
         executor.checkpoint("after-lock");
         let migrator = self.migrator();
         let mut announced = false;
@@ -218,7 +208,7 @@ impl<'a> Driver<'a> {
                 .await;
             match result {
                 Err(RunError::Ledger(cause @ LedgerError::LockHeld { .. }))
-                    if keeper.lease().is_none() =>
+                    if keeper.not_taken_yet() =>
                 {
                     if let Err(e) =
                         wait_for_lock(cause, config, console, executor, started, &mut announced)
@@ -231,7 +221,7 @@ impl<'a> Driver<'a> {
                 // plan again on what is there now (a few times at least, then
                 // for as long as the run would wait for the lock).
                 Err(RunError::Ledger(LedgerError::Changed { .. }))
-                    if keeper.lease().is_none()
+                    if keeper.not_taken_yet()
                         && (replans < PREPARE_ROUNDS || started.elapsed() < config.lock_wait) =>
                 {
                     replans += 1;
@@ -291,7 +281,7 @@ impl<'a> Driver<'a> {
         // A first write refused for the lock or a changed ledger wrote nothing:
         // the caller plans again, and the outcomes decided so far (migrations
         // that did not execute) are decided again then.
-        if keeper.lease().is_none()
+        if keeper.not_taken_yet()
             && matches!(
                 outcome,
                 Err(RunError::Ledger(
@@ -302,7 +292,7 @@ impl<'a> Driver<'a> {
             return outcome;
         }
         // On every path the outcomes decided and not written yet are written
-        // (and a lock kept in the ledger released with them), unless the lock is
+        // (and the lock released with them), unless the lock is
         // lost: then the closing write is refused too, and the error says what
         // it left unrecorded.
         let unwritten_all: Vec<Slug> = run.unwritten().cloned().collect();
@@ -327,7 +317,7 @@ impl<'a> Driver<'a> {
                 Err(MigrateError::Ledger(
                     e @ (LedgerError::LockHeld { .. } | LedgerError::Changed { .. }),
                 )),
-            ) if keeper.lease().is_none() => Err(RunError::Ledger(e)),
+            ) if keeper.not_taken_yet() => Err(RunError::Ledger(e)),
             (Ok(_), Err(cause)) => Err(unrecorded(cause, unwritten)),
             (Err(e), Err(cause)) => {
                 console.progress(&format!("warning: {}", unrecorded(cause, unwritten)));

@@ -1,41 +1,19 @@
 //! The run lock and the run's writes, as the run drives them:
 //! waiting for a lock another runner holds, noting an attempt (the write
-//! that also carries the outcomes decided before it, and on a ConfigMap
-//! ledger takes the lock), and naming the migration whose outcome a failed
+//! that also carries the outcomes decided before it, and the first time
+//! takes the lock), and naming the migration whose outcome a failed
 //! write leaves unconfirmed (CONTRACT.md §5.5, §7.2).
 
 use std::time::{Duration, Instant};
 
 use crate::ledger::LedgerError;
-use crate::lock::{Lock, LockKeeper};
+use crate::lock::LockKeeper;
 use crate::migrator::MigrateError;
 use crate::plan::PendingMigration;
 use crate::run::Run;
 use crate::slug::Slug;
 
 use super::{Console, Executor, LockLostAt, RunError, RunReport, RunSettings};
-
-/// Takes the lock beside the ledger for `holder` (this run's own), waiting
-/// while another runner holds it.
-pub(super) async fn acquire<'l>(
-    lock: &'l dyn Lock,
-    holder: &str,
-    config: &RunSettings,
-    console: &dyn Console,
-    executor: &mut dyn Executor,
-    started: Instant,
-) -> Result<LockKeeper<'l>, RunError> {
-    let mut announced = false;
-    loop {
-        match LockKeeper::acquire(lock, holder, config.lock_ttl).await {
-            Ok(keeper) => return Ok(keeper),
-            Err(cause @ LedgerError::LockHeld { .. }) => {
-                wait_for_lock(cause, config, console, executor, started, &mut announced).await?;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
 
 /// One pause while another runner holds the lock (`cause`): gives up once
 /// `--lock-wait` has passed since the run started, or on an interrupt.

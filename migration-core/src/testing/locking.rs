@@ -8,11 +8,9 @@ use super::{Harness, assert_absent};
 use crate::ledger::LedgerError;
 use crate::lock::LockedLedger;
 
-/// A lock kept in the ledger object needs the object: create it empty.
+/// The lock is kept in the ledger object, which must exist: create it empty.
 async fn ledger_for_locking(ledger: &dyn LockedLedger) {
-    if ledger.kept_in_ledger() {
-        ledger.create(&[]).await.unwrap();
-    }
+    ledger.create(&[]).await.unwrap();
 }
 
 /// Two handles on one ledger, ready for locking (see [`ledger_for_locking`]).
@@ -48,22 +46,13 @@ pub async fn lock_excludes_a_second_holder_until_released(h: &impl Harness) {
 
 pub async fn lock_can_be_taken_before_the_ledger_exists(h: &impl Harness) {
     let ledger = h.ledger().await;
-    if ledger.kept_in_ledger() {
-        // Nothing to lock yet, and a fresh install needs no lock.
-        let err = ledger
-            .acquire("runner-a", Duration::from_secs(30))
-            .await
-            .unwrap_err();
-        assert!(matches!(err, LedgerError::NotFound { .. }), "got {err:?}");
-        assert_absent(&*ledger, "trying the lock must not create the ledger").await;
-        return;
-    }
-    let lease = ledger
+    // Nothing to lock yet, and a fresh install needs no lock.
+    let err = ledger
         .acquire("runner-a", Duration::from_secs(30))
         .await
-        .unwrap();
-    assert_absent(&*ledger, "taking the lock must not create the ledger").await;
-    ledger.release(&lease).await.unwrap();
+        .unwrap_err();
+    assert!(matches!(err, LedgerError::NotFound { .. }), "got {err:?}");
+    assert_absent(&*ledger, "trying the lock must not create the ledger").await;
 }
 
 pub async fn same_holder_reacquires_and_renew_extends(h: &impl Harness) {

@@ -10,34 +10,30 @@ use crate::last_failure::LastFailure;
 use crate::ledger::{LedgerError, WriteMode};
 use crate::lock::LockedLedger;
 use crate::slug::Slug;
-use crate::step::{AttemptNote, FailureNote, LockStep, StepWrite};
+use crate::step::{AttemptNote, FailureNote, StepMode, StepWrite};
 
 /// The revision `ledger` reads at now.
 async fn revision(ledger: &dyn LockedLedger) -> Option<String> {
     ledger.read().await.unwrap().unwrap().revision
 }
 
-/// Two handles on one newly created, empty ledger, and the revision it was created at; `None`
-/// where the harness keeps its lock beside the ledger, so that no step can take it.
-async fn two_handles_on_a_lock_keeping_ledger(
+/// Two handles on one newly created, empty ledger, and the revision it was created at.
+async fn two_handles_on_a_new_ledger(
     h: &impl Harness,
-) -> Option<(Arc<dyn LockedLedger>, Arc<dyn LockedLedger>, Option<String>)> {
+) -> (Arc<dyn LockedLedger>, Arc<dyn LockedLedger>, Option<String>) {
     let a = h.ledger().await;
-    if !a.kept_in_ledger() {
-        return None;
-    }
     let b = h.ledger().await;
     a.create(&[]).await.unwrap();
     let rev = revision(a.as_ref()).await;
-    Some((a, b, rev))
+    (a, b, rev)
 }
 
 /// How long every lock these cases take lasts.
 const TTL: Duration = Duration::from_secs(60);
 
 /// `runner-a` taking the lock for [`TTL`] on a ledger planned at `revision`.
-fn runner_a_takes(revision: Option<&str>) -> LockStep<'_> {
-    LockStep::Take {
+fn runner_a_takes(revision: Option<&str>) -> StepMode<'_> {
+    StepMode::Take {
         holder: "runner-a",
         ttl: TTL,
         revision,
@@ -60,13 +56,6 @@ pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothi
     ledger.create(&entries(0..2, EntryState::Ok)).await.unwrap();
     let records = vec![(slug(0), sample_entry(EntryState::Failed, 5))];
     let rev = revision(ledger.as_ref()).await;
-    let take = |kept: bool| {
-        if kept {
-            runner_a_takes(rev.as_deref())
-        } else {
-            LockStep::Separate
-        }
-    };
     let step = StepWrite {
         records: &records,
         attempt: Some(AttemptNote {
@@ -74,14 +63,14 @@ pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothi
             token: "run-1",
             floor: 4,
         }),
-        lock: take(ledger.kept_in_ledger()),
+        mode: runner_a_takes(rev.as_deref()),
         failure: None,
     };
     let first = ledger.write_step(&step).await.unwrap();
     assert_eq!(first.attempts, Some(5), "the floor is respected");
     assert_eq!(
         first.lease.as_ref().map(|l| l.holder.as_str()),
-        ledger.kept_in_ledger().then_some("runner-a"),
+        Some("runner-a"),
         "a take leaves the lease"
     );
     let snapshot = ledger.read().await.unwrap().unwrap();
@@ -95,9 +84,9 @@ pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothi
     // The same step again (a retry after a lost reply): with the lease it
     // left, nothing is counted twice.
     let again = StepWrite {
-        lock: match &first.lease {
-            Some(lease) => LockStep::Hold { lease, ttl: TTL },
-            None => LockStep::Separate,
+        mode: match &first.lease {
+            Some(lease) => StepMode::Hold { lease, ttl: TTL },
+            None => StepMode::Overwrite,
         },
         ..step
     };
@@ -109,7 +98,7 @@ pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothi
     let only_records = StepWrite {
         records: &records[..],
         attempt: None,
-        lock: LockStep::Separate,
+        mode: StepMode::Overwrite,
         failure: None,
     };
     assert_eq!(
@@ -121,15 +110,13 @@ pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothi
 pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_releases(
     h: &impl Harness,
 ) {
-    let Some((a, b, rev)) = two_handles_on_a_lock_keeping_ledger(h).await else {
-        return;
-    };
+    let (a, b, rev) = two_handles_on_a_new_ledger(h).await;
     let record = vec![(slug(1), sample_entry(EntryState::Ok, 1))];
     let taken = a
         .write_step(&StepWrite {
             records: &[],
             attempt: first_attempt(&record[0].0),
-            lock: runner_a_takes(rev.as_deref()),
+            mode: runner_a_takes(rev.as_deref()),
             failure: None,
         })
         .await
@@ -138,12 +125,12 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
     // Another runner can neither take it nor write under a check.
     let rev_b = revision(b.as_ref()).await;
     for lock in [
-        LockStep::Take {
+        StepMode::Take {
             holder: "runner-b",
             ttl: TTL,
             revision: rev_b.as_deref(),
         },
-        LockStep::Check {
+        StepMode::Check {
             holder: "runner-b",
             revision: rev_b.as_deref(),
         },
@@ -151,7 +138,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
         let step = StepWrite {
             records: &record,
             attempt: None,
-            lock,
+            mode: lock,
             failure: None,
         };
         match b.write_step(&step).await {
@@ -171,7 +158,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
         .write_step(&StepWrite {
             records: &[],
             attempt: None,
-            lock: LockStep::Hold {
+            mode: StepMode::Hold {
                 lease: &lease,
                 ttl: TTL,
             },
@@ -189,7 +176,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
         .write_step(&StepWrite {
             records: &record,
             attempt: None,
-            lock: LockStep::Release { lease: &held },
+            mode: StepMode::Release { lease: &held },
             failure: None,
         })
         .await
@@ -203,7 +190,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
         .write_step(&StepWrite {
             records: &record,
             attempt: None,
-            lock: LockStep::Hold {
+            mode: StepMode::Hold {
                 lease: &held,
                 ttl: TTL,
             },
@@ -219,9 +206,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
 }
 
 pub async fn a_step_taking_the_lock_on_a_changed_ledger_writes_nothing(h: &impl Harness) {
-    let Some((a, b, planned_on)) = two_handles_on_a_lock_keeping_ledger(h).await else {
-        return;
-    };
+    let (a, b, planned_on) = two_handles_on_a_new_ledger(h).await;
     // Another writer between the read and the first write of the run.
     b.write(&entries(5..6, EntryState::Legacy), WriteMode::OnlyIfAbsent)
         .await
@@ -231,7 +216,7 @@ pub async fn a_step_taking_the_lock_on_a_changed_ledger_writes_nothing(h: &impl 
     let step = StepWrite {
         records: &record,
         attempt: first_attempt(&noted),
-        lock: runner_a_takes(planned_on.as_deref()),
+        mode: runner_a_takes(planned_on.as_deref()),
         failure: None,
     };
     match a.write_step(&step).await {
@@ -243,7 +228,7 @@ pub async fn a_step_taking_the_lock_on_a_changed_ledger_writes_nothing(h: &impl 
     assert!(snapshot.attempts_started.is_empty(), "no attempt noted");
     // Planned again on what is there, the take succeeds.
     let step = StepWrite {
-        lock: runner_a_takes(snapshot.revision.as_deref()),
+        mode: runner_a_takes(snapshot.revision.as_deref()),
         ..step
     };
     let lease = a.write_step(&step).await.unwrap().lease.unwrap();
@@ -279,11 +264,7 @@ pub async fn a_last_failure_is_kept_beside_the_attempt_mark_until_the_slugs_next
             token: "run-1",
             floor: 0,
         }),
-        lock: if ledger.kept_in_ledger() {
-            runner_a_takes(rev.as_deref())
-        } else {
-            LockStep::Separate
-        },
+        mode: runner_a_takes(rev.as_deref()),
         failure: Some(FailureNote {
             slug: &slug(1),
             failure: &first,
@@ -336,7 +317,7 @@ pub async fn a_last_failure_is_kept_beside_the_attempt_mark_until_the_slugs_next
     let step = StepWrite {
         records: &records,
         attempt: None,
-        lock: LockStep::Separate,
+        mode: StepMode::Overwrite,
         failure: None,
     };
     ledger.write_step(&step).await.unwrap();

@@ -44,7 +44,7 @@ async fn run_once(
         .unwrap();
     let mut run = migrator.begin(prepared).with_message_limit(256);
     let mut keeper =
-        migration_core::LockKeeper::deferred(ledger, "test", std::time::Duration::from_secs(60));
+        migration_core::LockKeeper::new(ledger, "test", std::time::Duration::from_secs(60));
     static TOKENS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let mut seen = Vec::new();
     while let Some(step) = run.next_step().unwrap() {

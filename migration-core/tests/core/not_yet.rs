@@ -80,7 +80,7 @@ async fn run_tier(
     // The memory ledger's lock lives beside it: this keeper holds nothing
     // and the run's writes carry no lock.
     let mut keeper =
-        migration_core::LockKeeper::deferred(ledger, "test", std::time::Duration::from_secs(60));
+        migration_core::LockKeeper::new(ledger, "test", std::time::Duration::from_secs(60));
     let mut seen = Vec::new();
     // Tokens must differ between executions, across runs too.
     static TOKENS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

@@ -14,7 +14,7 @@ use migration_core::{
 /// A keeper for a memory ledger, whose lock lives beside it: it holds
 /// nothing, and the run's writes carry no lock.
 fn no_lock(memory: &MemoryLedger) -> LockKeeper<'_> {
-    LockKeeper::deferred(memory, "test", std::time::Duration::from_secs(60))
+    LockKeeper::new(memory, "test", std::time::Duration::from_secs(60))
 }
 
 /// A memory ledger with `budget` bytes, existing and empty.

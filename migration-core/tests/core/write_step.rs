@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use ledger_memory::{Fault, FaultyLedger, MemoryLedger, Operation};
-use migration_core::step::{AttemptNote, LockStep, StepReport, StepWrite};
+use migration_core::step::{AttemptNote, StepMode, StepReport, StepWrite};
 use migration_core::testing::fixtures::{TreeBuilder, clock, shared_clock};
 use migration_core::testing::{sample_entry, slug};
 use migration_core::{EntryState, Ledger, LedgerEntry, LedgerError, MigrateError, Migrator, Slug};
@@ -29,7 +29,7 @@ fn separate<'a>(records: &'a [(Slug, LedgerEntry)], attempt: Option<&'a Slug>) -
             token: "t",
             floor: 0,
         }),
-        lock: LockStep::Separate,
+        mode: StepMode::Overwrite,
         failure: None,
     }
 }
@@ -122,7 +122,7 @@ async fn a_lock_step_on_a_ledger_that_keeps_no_lock_is_refused_as_permanent() {
     let step = StepWrite {
         records: &[],
         attempt: None,
-        lock: LockStep::Check {
+        mode: StepMode::Check {
             holder: "h",
             revision: None,
         },

@@ -107,15 +107,16 @@ async fn a_run_whose_read_has_nothing_to_do_ends_without_waiting_for_or_touching
     let lease = migration_core::Lock::acquire(&other, "other-runner", Duration::from_secs(60))
         .await
         .unwrap();
-    let sidecar = || std::fs::read(scratch.file("ledger.json.lock")).unwrap();
-    let before = sidecar();
-    // A run that takes the lock first waits for the holder...
+    let held = || other.raw_data().unwrap().unwrap()[migration_core::fence::LOCK_KEY].clone();
+    let before = held();
+    // A run that needs the lock (ONLY re-runs `one`) waits for the holder...
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let waited =
-        migrate_runner::Runner::new(&scratch.load(), &ledger, &config(Duration::ZERO), &Quiet)
-            .run(rx)
-            .await
-            .unwrap_err();
+    let mut only = config(Duration::ZERO);
+    only.only = Some(s("one"));
+    let waited = migrate_runner::Runner::new(&scratch.load(), &ledger, &only, &Quiet)
+        .run(rx)
+        .await
+        .unwrap_err();
     assert!(matches!(waited, RunError::LockBusy { .. }), "{waited}");
     // ...one that read first and found nothing to do does not.
     let read = ledger.read().await;
@@ -124,7 +125,7 @@ async fn a_run_whose_read_has_nothing_to_do_ends_without_waiting_for_or_touching
         .unwrap();
     assert_eq!((report.pending, report.seeded), (0, 0));
     assert!(report.results.is_empty());
-    assert_eq!(sidecar(), before, "the holder's lock is untouched");
+    assert_eq!(held(), before, "the holder's lock is untouched");
     migration_core::Lock::release(&other, &lease).await.unwrap();
 }
 

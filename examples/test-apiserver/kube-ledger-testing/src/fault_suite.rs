@@ -399,7 +399,7 @@ fn step_of<'a>(
             token,
             floor: 0,
         }),
-        lock: migration_core::step::LockStep::Separate,
+        mode: migration_core::step::StepMode::Overwrite,
         failure: None,
     }
 }

@@ -1,5 +1,6 @@
 //! The file-backed ledger: a snapshot plus an append-only journal in one
-//! file (format in [`crate::journal`]), and the run lock in a sidecar.
+//! file (format in [`crate::journal`]), the run lock kept in it, and a
+//! sidecar `<file>.lock` to `flock`.
 
 use std::fs::{self, File};
 use std::io;
@@ -12,13 +13,12 @@ use async_trait::async_trait;
 use migration_core::last_failure::LastFailure;
 use migration_core::ledger::{Lease, Ledger, LedgerError, LedgerSnapshot, WriteMode, WriteReport};
 use migration_core::lock::Lock;
-use migration_core::step::{LockStep, StepReport, StepWrite};
+use migration_core::step::{StepReport, StepWrite};
 use migration_core::{Clock, LedgerEntry, Slug, SystemClock};
 
 use crate::journal::Corrupt;
 use migration_core::object::{self, LockState, Object};
 
-mod sidecar;
 mod store;
 
 /// The file ledger's default size budget: 64 MiB of keys and values (about
@@ -63,11 +63,12 @@ pub const DEFAULT_COMPACT_MIN_BYTES: u64 = 1024 * 1024;
 /// replays it (each read replays the file). Reads take no lock unless they
 /// find damage, which they re-check under it.
 ///
-/// **The run lock** lives in the same sidecar, never in the ledger file:
-/// acquire, renew and release rewrite one short checksummed line under the
-/// flock, without fsync. A lease only keeps live processes apart; after a
-/// machine crash no holder is alive, and a lost or torn lease record is
-/// read as free (a torn one can only come from its own holder's write).
+/// **The run lock** lives in the ledger object, under the key
+/// [`migration_core::fence::LOCK_KEY`]: taking, renewing and releasing it
+/// are changes of the object like any other, decided under the flock and
+/// appended with the records of the same step (one `fdatasync`), and each
+/// raises the revision. The sidecar only carries the flock (an older
+/// engine's lock record in it is ignored).
 ///
 /// **Symlinks.** A symlinked path is followed: the ledger is written
 /// through the link into its target, whose directory also holds the
@@ -374,7 +375,7 @@ impl FileLedger {
         let target = self.resolve(operation)?;
         let mut handle = self.handle();
         let Handle { sidecar, view } = &mut *handle;
-        let flock = self.flock(sidecar, &target, operation)?;
+        let _flock = self.flock(sidecar, &target, operation)?;
         self.refresh(view, &target, true, operation)?;
         let Some(current) = view.as_mut() else {
             return Ok(());
@@ -382,7 +383,6 @@ impl FileLedger {
         let Some(object) = current.state.take() else {
             return Ok(());
         };
-        self.import_legacy_lock(flock.0, current, operation)?;
         self.replace_with_snapshot(view, object, operation)
     }
 
@@ -497,43 +497,26 @@ impl Ledger for FileLedger {
     /// the records before the next one does, and a step that fails stores
     /// neither (the default may leave the records written).
     ///
-    /// A run's step ([`LockStep::Beside`]) is stored only while its lease
-    /// still holds the run lock: the lock record is checked under the same
-    /// flock as the append, so a runner that lost its lock (stalled past
+    /// The step's condition and its change of the run lock, kept in the
+    /// object, are decided under the same flock as the append
+    /// ([`object::plan_step`]), so a runner that lost its lock (stalled past
     /// its lease while another took it) writes nothing
-    /// ([`LedgerError::LockLost`]).
+    /// ([`LedgerError::LockLost`]), and a lock change alone is one append
+    /// that raises the revision.
     async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
-        let lease = match step.lock {
-            LockStep::Separate => None,
-            LockStep::Beside { lease } => Some(lease),
-            LockStep::Take { .. }
-            | LockStep::Check { .. }
-            | LockStep::Hold { .. }
-            | LockStep::Release { .. } => {
-                return Err(LedgerError::Permanent {
-                    ledger: self.name(),
-                    operation: "write step",
-                    message: "the file ledger keeps its run lock in the sidecar, not in its file"
-                        .into(),
-                });
-            }
-        };
         let name = self.name();
-        let attempts = self.mutate_holding("write step", lease, |state| {
-            object::plan_step(
-                &name,
-                self.budget,
-                state,
-                step.records,
-                step.attempt,
-                step.failure,
-            )
-        })?;
-        Ok(StepReport {
-            attempts,
-            lease: None,
+        let now = self.clock.now();
+        let token = take_token(now);
+        self.mutate("write step", |state| {
+            object::plan_step(&name, self.budget, state, step, now, &token)
         })
     }
+}
+
+/// The token of a new tenure: core's, and a nonce, since several processes
+/// share one file.
+fn take_token(now: migration_core::Timestamp) -> String {
+    format!("{}.{:x}", migration_core::fence::new_token(now), nonce())
 }
 
 #[async_trait]
@@ -541,21 +524,24 @@ impl Lock for FileLedger {
     async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         let name = self.name();
         let now = self.clock.now();
-        self.with_lock("acquire lock", |lock| {
-            lock.acquire(&name, holder, ttl, now, |g| format!("{g}.{:x}", nonce()))
+        let token = take_token(now);
+        self.mutate("acquire lock", |state| {
+            object::plan_lock_take(&name, state, holder, ttl, now, &token)
         })
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
         let name = self.name();
         let now = self.clock.now();
-        self.with_lock("renew lock", |lock| lock.renew(&name, lease, ttl, now))
+        self.mutate("renew lock", |state| {
+            object::plan_lock_renew(&name, state, lease, ttl, now)
+        })
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), LedgerError> {
-        self.with_lock("release lock", |lock| {
-            lock.release(lease);
-            Ok(())
+        let name = self.name();
+        self.mutate("release lock", |state| {
+            object::plan_lock_release(&name, state, lease)
         })
     }
 }

@@ -8,7 +8,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use migration_core::ledger::{Lease, LedgerError, LedgerSnapshot, SharedRecordRewritten};
+use migration_core::ledger::{LedgerError, LedgerSnapshot, SharedRecordRewritten};
 use migration_core::object::{Change, LockState, Object};
 
 use crate::FileLedger;
@@ -340,37 +340,22 @@ impl FileLedger {
     }
 
     /// One mutation under the flock: `plan` decides against the current
-    /// state and returns the change, which is stored before it is applied.
+    /// state (the run lock, kept in the object, included) and returns the
+    /// change, which is stored before it is applied. Deciding and appending
+    /// under one flock is what makes a write conditional on the lock.
     pub(super) fn mutate<R>(
         &self,
         operation: &'static str,
         plan: impl FnOnce(Option<&Object>) -> Result<(R, Option<Change>), LedgerError>,
     ) -> Result<R, LedgerError> {
-        self.mutate_holding(operation, None, plan)
-    }
-
-    /// [`Self::mutate`], stored only while `lease` (when given) still holds
-    /// the run lock and has not expired, checked under the same flock as
-    /// the write, so no holder can take the lock between the check and the
-    /// write.
-    pub(super) fn mutate_holding<R>(
-        &self,
-        operation: &'static str,
-        lease: Option<&Lease>,
-        plan: impl FnOnce(Option<&Object>) -> Result<(R, Option<Change>), LedgerError>,
-    ) -> Result<R, LedgerError> {
         let target = self.resolve(operation)?;
         let mut handle = self.handle();
         let Handle { sidecar, view } = &mut *handle;
-        let flock = self.flock(sidecar, &target, operation)?;
+        let _flock = self.flock(sidecar, &target, operation)?;
         self.refresh(view, &target, true, operation)?;
-        if let Some(lease) = lease {
-            self.lock_state(flock.0, view.as_ref(), &target, operation)?
-                .check_live(&self.name(), lease, self.clock.now())?;
-        }
         let (result, change) = plan(view.as_ref().and_then(|v| v.state.as_ref()))?;
         if let Some(change) = change {
-            let stored = self.store(flock.0, view, change, operation);
+            let stored = self.store(view, change, operation);
             if stored.is_err() {
                 *view = None;
             }
@@ -381,7 +366,6 @@ impl FileLedger {
 
     pub(super) fn store(
         &self,
-        sidecar: &File,
         view: &mut Option<View>,
         change: Change,
         operation: &'static str,
@@ -396,7 +380,6 @@ impl FileLedger {
         let Some(opened) = journal_file else {
             // No file yet, or the older format: write a whole new file.
             let object = self.changed_object(current, change, operation)?;
-            self.import_legacy_lock(sidecar, current, operation)?;
             return self.replace_with_snapshot(view, object, operation);
         };
         let line = journal::encode_change(&change);

@@ -118,7 +118,8 @@ fn the_lock_of_a_runner_that_died_expires_and_the_next_one_proceeds() {
         &scenario.root(),
         &ledger,
         &["--lock-ttl", "2", "--holder", "dies"],
-        Some("before-script:good-one"),
+        // After its first write took the lock (good-one's attempt mark).
+        Some("before-script:fails-warn"),
     );
     assert_eq!(died.status.code(), None);
     let started = std::time::Instant::now();

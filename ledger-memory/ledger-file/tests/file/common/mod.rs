@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ledger_file::{DEFAULT_FILE_BUDGET_BYTES, FileLedger};
+use migration_core::ledger::WriteMode;
 use migration_core::testing::Harness;
 use migration_core::testing::fixtures::shared_clock;
-use migration_core::{LockedLedger, ManualClock};
+use migration_core::{LedgerEntry, LockedLedger, ManualClock, Slug};
 
 /// A file ledger at `<temp dir>/state/ledger.json` (the directory made by the first write),
 /// its lock expiry following a manual clock, with the size budget `budget` (the file ledger's
@@ -64,5 +65,32 @@ impl Harness for FileHarness {
     }
     fn budget_bytes(&self) -> Option<u64> {
         Some(self.budget())
+    }
+    /// The write appended, then torn as a crash tears an append: the second
+    /// half of its record, newline included, back to the NULs it was
+    /// written into.
+    async fn plant_half_applied(&self, entries: &[(Slug, LedgerEntry)]) -> bool {
+        self.ledger()
+            .await
+            .write(entries, WriteMode::Replace)
+            .await
+            .unwrap();
+        let mut file = std::fs::read(&self.path).unwrap();
+        let end = file.iter().position(|&b| b == 0).unwrap_or(file.len());
+        assert_eq!(file[end - 1], b'\n', "the append ends in its newline");
+        let start = file[..end - 1]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        let record = String::from_utf8_lossy(&file[start..end]);
+        assert!(
+            entries
+                .iter()
+                .all(|(slug, _)| record.contains(&format!("\"m.{slug}\""))),
+            "the last record is the write's: {record}"
+        );
+        file[(start + end) / 2..end].fill(0);
+        std::fs::write(&self.path, &file).unwrap();
+        true
     }
 }

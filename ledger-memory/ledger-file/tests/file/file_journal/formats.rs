@@ -1,4 +1,4 @@
-//! The older and newer formats, and the lock sidecar a crash tore.
+//! The older and newer formats, and a lock record a crash tore.
 
 use super::*;
 
@@ -38,7 +38,7 @@ async fn an_older_format_file_reads_keeps_its_lock_and_is_converted_by_the_first
     assert_eq!(again.records.len(), 2);
     assert_eq!(again.version, migration_core::LegacyVersion::Known(44));
     assert_eq!(again.revision.as_deref(), Some("5"));
-    // Still held by the old runner, now through the sidecar.
+    // Still held by the old runner, now in the converted file.
     assert!(matches!(
         FileLedger::new(&path)
             .acquire("new-runner", Duration::from_secs(60))
@@ -76,13 +76,12 @@ async fn a_newer_format_is_refused_and_left_alone() {
     // A newer lock record is refused too, not taken for a free lock.
     let (_dir2, other) = scratch();
     let body = r#"{"format":"migration-lock/v2","lock":null,"generation":0}"#;
-    let crc = oracle::crc32c(body.as_bytes());
-    std::fs::write(
-        other.with_file_name("ledger.json.lock"),
-        format!("{crc:08x} {body}\n"),
-    )
-    .unwrap();
-    let err = FileLedger::new(&other)
+    let ledger = FileLedger::new(&other);
+    ledger.create(&[]).await.unwrap();
+    ledger
+        .put_raw(migration_core::fence::LOCK_KEY, body)
+        .unwrap();
+    let err = ledger
         .acquire("r", Duration::from_secs(5))
         .await
         .unwrap_err();
@@ -94,17 +93,23 @@ async fn a_lock_record_torn_by_its_holders_crash_reads_as_free() {
     let (_dir, path) = scratch();
     let clock = Arc::new(ManualClock::new(Timestamp::from_unix(1_786_529_040)));
     let ledger = FileLedger::with_clock(&path, clock.clone());
+    ledger.create(&[]).await.unwrap();
     ledger.acquire("a", Duration::from_secs(60)).await.unwrap();
-    let sidecar = path.with_file_name("ledger.json.lock");
-    let whole = bytes(&sidecar);
-    for cut in 1..whole.len() - 1 {
-        std::fs::write(&sidecar, &whole[..cut]).unwrap();
+    // The take is the file's last record: tear it as a crash would (the
+    // rest of it, newline included, still the preallocated NULs).
+    let whole = bytes(&path);
+    let end = whole.iter().rposition(|&b| b == b'\n').unwrap();
+    let start = whole[..end].iter().rposition(|&b| b == b'\n').unwrap() + 1;
+    for cut in start + 1..end {
+        let mut torn = whole.clone();
+        torn[cut..=end].fill(0);
+        std::fs::write(&path, &torn).unwrap();
         let b = FileLedger::with_clock(&path, clock.clone());
         let lease = b.acquire("b", Duration::from_secs(60)).await.unwrap();
         assert_eq!(lease.holder, "b", "cut {cut}");
         b.release(&lease).await.unwrap();
     }
-    std::fs::write(&sidecar, &whole).unwrap();
+    std::fs::write(&path, &whole).unwrap();
     assert!(matches!(
         FileLedger::with_clock(&path, clock)
             .acquire("b", Duration::from_secs(60))

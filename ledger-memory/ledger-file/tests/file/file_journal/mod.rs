@@ -6,8 +6,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
-#[path = "../oracle/crc32c.rs"]
-mod oracle;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,7 +14,7 @@ use std::time::Duration;
 
 use ledger_file::{DEFAULT_FILE_BUDGET_BYTES, FileLedger};
 use ledger_memory::MemoryLedger;
-use migration_core::step::{AttemptNote, LockStep, StepWrite};
+use migration_core::step::{AttemptNote, StepMode, StepWrite};
 use migration_core::testing::{entries, sample_entry, slug};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, LedgerError, Lock, ManualClock, Timestamp, WriteMode,
@@ -197,7 +195,7 @@ fn step_of<'a>(
             token,
             floor: 0,
         }),
-        lock: LockStep::Separate,
+        mode: StepMode::Overwrite,
         failure: None,
     }
 }

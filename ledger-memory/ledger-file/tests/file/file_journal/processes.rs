@@ -81,6 +81,34 @@ fn child_process() {
             std::io::stdin().read_line(&mut line).unwrap();
             rt.block_on(ledger.release(&lease)).unwrap();
         }
+        "taker" => {
+            // Takes the lock with its record on the revision the parent
+            // read, once the parent says go, and says whether it won.
+            let revision = std::env::var("LEDGER_CHILD_REVISION").unwrap();
+            let go = path.with_extension("go");
+            while !go.exists() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let holder = format!("taker-{index}");
+            let record = [(slug(index), sample_entry(EntryState::Ok, 1))];
+            let taken = rt.block_on(ledger.write_step(&StepWrite {
+                records: &record,
+                attempt: None,
+                mode: StepMode::Take {
+                    holder: &holder,
+                    ttl: Duration::from_secs(600),
+                    revision: Some(&revision),
+                },
+                failure: None,
+            }));
+            match taken {
+                Ok(_) => eprintln!("TAKER WON"),
+                Err(LedgerError::LockHeld { .. } | LedgerError::Changed { .. }) => {
+                    eprintln!("TAKER REFUSED")
+                }
+                Err(e) => panic!("a losing taker is refused as held or changed, got {e}"),
+            }
+        }
         other => panic!("unknown role {other}"),
     }
 }
@@ -114,6 +142,8 @@ fn writers_in_separate_processes_lose_no_update_and_readers_never_see_damage() {
 fn the_run_lock_excludes_another_process_until_it_releases() {
     use std::io::{BufRead, Write};
     let (_dir, path) = scratch();
+    // The lock lives in the ledger object, which must exist.
+    rt().block_on(FileLedger::new(&path).create(&[])).unwrap();
     let mut holder = child("holder", &path, 0)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -133,11 +163,59 @@ fn the_run_lock_excludes_another_process_until_it_releases() {
     }
     // Ledger writes are not blocked by somebody else's lease (the lease
     // is advisory for runners; the flock is held only per call).
-    rt.block_on(FileLedger::new(&path).create(&[])).unwrap();
+    rt.block_on(FileLedger::new(&path).write(&entries(0..1, EntryState::Ok), WriteMode::Replace))
+        .unwrap();
     holder.stdin.take().unwrap().write_all(b"done\n").unwrap();
     assert!(holder.wait().unwrap().success());
     let lease = rt
         .block_on(FileLedger::new(&path).acquire("parent", Duration::from_secs(5)))
         .unwrap();
     assert_eq!(lease.holder, "parent");
+}
+
+#[test]
+fn takers_in_separate_processes_never_both_win() {
+    const TAKERS: usize = 4;
+    let (_dir, path) = scratch();
+    let rt = rt();
+    rt.block_on(FileLedger::new(&path).create(&[])).unwrap();
+    let revision = rt
+        .block_on(FileLedger::new(&path).read())
+        .unwrap()
+        .unwrap()
+        .revision
+        .unwrap();
+    let children: Vec<_> = (0..TAKERS)
+        .map(|i| {
+            child("taker", &path, i)
+                .env("LEDGER_CHILD_REVISION", &revision)
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // All of them wait for this file, then race for the flock.
+    std::fs::write(path.with_extension("go"), "").unwrap();
+    let said: Vec<String> = children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            let text = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(out.status.success(), "a taker failed: {text}");
+            text
+        })
+        .collect();
+    let won = said.iter().filter(|t| t.contains("TAKER WON")).count();
+    let refused = said.iter().filter(|t| t.contains("TAKER REFUSED")).count();
+    assert_eq!(
+        (won, refused),
+        (1, TAKERS - 1),
+        "one taker on one revision wins, every other is refused: {said:?}"
+    );
+    let snapshot = rt.block_on(FileLedger::new(&path).read()).unwrap().unwrap();
+    assert_eq!(
+        snapshot.records.len(),
+        1,
+        "only the winner's record lands: {said:?}"
+    );
 }

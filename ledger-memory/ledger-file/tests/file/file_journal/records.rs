@@ -142,29 +142,43 @@ fn a_step_the_budget_cannot_hold_stores_neither_its_records_nor_its_mark() {
 }
 
 #[test]
-fn the_run_lock_never_touches_the_ledger_file() {
+fn the_run_lock_is_appended_to_the_ledger_file_and_never_replaces_it() {
     let (_dir, path) = scratch();
     let ledger = journaled(&path);
     let before = bytes(&path);
     let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap());
     let rt = rt();
+    let revision = |l: &FileLedger| rt.block_on(l.read()).unwrap().unwrap().revision;
+    let first = revision(&ledger);
     let lease = rt
         .block_on(ledger.acquire("runner", Duration::from_secs(60)))
         .unwrap();
+    // Another process sees it: the lock is in the file.
+    assert!(matches!(
+        rt.block_on(FileLedger::new(&path).acquire("other", Duration::from_secs(60))),
+        Err(LedgerError::LockHeld { .. })
+    ));
     let lease = rt
         .block_on(ledger.renew(&lease, Duration::from_secs(60)))
         .unwrap();
     rt.block_on(ledger.release(&lease)).unwrap();
-    assert_eq!(bytes(&path), before);
+    let after = bytes(&path);
+    let end = |b: &[u8]| b.iter().rposition(|&c| c == b'\n').unwrap() + 1;
+    assert_eq!(
+        after[..end(&before)],
+        before[..end(&before)],
+        "the lock's records are appended after the ledger's"
+    );
     assert_eq!(
         std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap()),
         inode,
         "the lock must not replace the ledger file"
     );
-    let sidecar = std::fs::read_to_string(path.with_file_name("ledger.json.lock")).unwrap();
-    assert!(
-        sidecar.contains("\"format\":\"migration-lock/v1\""),
-        "{sidecar}"
+    let raised = |r: Option<String>| r.unwrap().parse::<u64>().unwrap();
+    assert_eq!(
+        raised(revision(&FileLedger::new(&path))),
+        raised(first) + 3,
+        "each lock change raises the revision"
     );
 }
 
