@@ -20,6 +20,7 @@ use migration_core::object::{self, LockState, Object};
 
 mod sidecar;
 mod store;
+mod witness;
 
 /// The file ledger's default size budget: 64 MiB of keys and values (about
 /// 120,000 migrations run by the runner), counted like a ConfigMap's data.
@@ -89,6 +90,9 @@ pub struct FileLedger {
 struct Handle {
     sidecar: Option<Sidecar>,
     view: Option<View>,
+    /// While this handle holds the run lock: the file it read and what it stored there, so a
+    /// file replaced under the run stops it (#35, [`witness`]).
+    witness: Option<witness::Witness>,
 }
 
 /// The open `<file>.lock`.
@@ -114,6 +118,29 @@ struct View {
     /// The file's length as last read or written: `end`, then a torn
     /// record or the preallocated NUL tail (see [`crate::journal`]).
     len: u64,
+    /// The last bytes before `end` (up to [`MARK_BYTES`]): a file rewritten in place (`cp` of
+    /// an older copy keeps the inode, and often the length) no longer holds them there, and is
+    /// loaded again instead of being read on from `end` (#35).
+    mark: Vec<u8>,
+}
+
+/// How many bytes before the end of the records a view checks are still in place.
+const MARK_BYTES: usize = 64;
+
+/// `mark` followed by `appended`, cut to its last [`MARK_BYTES`].
+fn extend_mark(mark: &mut Vec<u8>, appended: &[u8]) {
+    mark.extend_from_slice(appended);
+    let excess = mark.len().saturating_sub(MARK_BYTES);
+    mark.drain(..excess);
+}
+
+/// The last bytes of `file` before `end`, as [`View::mark`] keeps them.
+fn read_mark(file: &File, end: u64) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let start = end.saturating_sub(MARK_BYTES as u64);
+    let mut mark = vec![0; (end - start) as usize];
+    file.read_exact_at(&mut mark, start)?;
+    Ok(mark)
 }
 
 impl View {
@@ -127,6 +154,7 @@ impl View {
             end: 0,
             torn: 0,
             len: 0,
+            mark: Vec::new(),
         }
     }
 }
@@ -373,7 +401,7 @@ impl FileLedger {
         let operation = "compact";
         let target = self.resolve(operation)?;
         let mut handle = self.handle();
-        let Handle { sidecar, view } = &mut *handle;
+        let Handle { sidecar, view, .. } = &mut *handle;
         let flock = self.flock(sidecar, &target, operation)?;
         self.refresh(view, &target, true, operation)?;
         let Some(current) = view.as_mut() else {
@@ -541,9 +569,13 @@ impl Lock for FileLedger {
     async fn acquire(&self, holder: &str, ttl: Duration) -> Result<Lease, LedgerError> {
         let name = self.name();
         let now = self.clock.now();
-        self.with_lock("acquire lock", |lock| {
+        let lease = self.with_lock("acquire lock", |lock| {
             lock.acquire(&name, holder, ttl, now, |g| format!("{g}.{:x}", nonce()))
-        })
+        })?;
+        // From here the run reads the ledger it plans on and writes its records: the file must
+        // stay the one it read (#35).
+        self.handle().witness.get_or_insert_with(Default::default);
+        Ok(lease)
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
@@ -556,6 +588,8 @@ impl Lock for FileLedger {
         self.with_lock("release lock", |lock| {
             lock.release(lease);
             Ok(())
-        })
+        })?;
+        self.handle().witness = None;
+        Ok(())
     }
 }

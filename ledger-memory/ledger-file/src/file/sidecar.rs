@@ -47,7 +47,7 @@ impl FileLedger {
     ) -> Result<R, LedgerError> {
         let target = self.resolve(operation)?;
         let mut handle = self.handle();
-        let Handle { sidecar, view } = &mut *handle;
+        let Handle { sidecar, view, .. } = &mut *handle;
         let flock = self.flock(sidecar, &target, operation)?;
         let bytes = read_all_at(flock.0)
             .map_err(|e| self.io_error(operation, "reading the lock file", &e))?;
