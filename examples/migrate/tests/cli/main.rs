@@ -36,6 +36,7 @@ mod fresh_install_guard;
 mod image_recipe;
 mod kube_ledgers;
 mod last_failure;
+mod ledger_replaced;
 mod legacy_guard;
 mod lint;
 mod manifest;
