@@ -43,6 +43,7 @@ mod manifest;
 mod manifest_paths;
 mod not_yet;
 mod one_reader;
+mod output_tail_real;
 mod plan_read;
 mod real_cluster;
 mod release_lines;
