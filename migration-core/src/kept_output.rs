@@ -15,11 +15,12 @@ pub const OUTPUT_MARK: &str = "\n--- output ---\n";
 
 /// The reasons whose message, when it holds no [`OUTPUT_MARK`], is the engine's own text and no
 /// output (a blocked or waiting migration's `not run: …`, a not-yet's or a masked failure's
-/// list of calls, a repair's). Every other reason's message is output (an exit status, a
-/// signal, a time limit, the operator's give-up with a Job's log), so a reason this list does
+/// list of calls, a repair's, the operator's give-up without a Job's log). Every other reason's message is output (an exit status, a
+/// signal, a time limit), so a reason this list does
 /// not know keeps its message out of the ledger object: an omission errs towards the Secret.
-const ENGINE_TEXT_REASONS: [&str; 6] = [
+const ENGINE_TEXT_REASONS: [&str; 7] = [
     "masked-failure",
+    "retries-exhausted",
     "requirement-unmet",
     "requirement-not-yet",
     "exit-status-75",
@@ -174,6 +175,13 @@ mod tests {
                 "1 tolerated cluster-command failure"
             ),
             None
+        );
+        let give_up = "2 job(s) failed; last: job migrate-x-2: BackoffLimitExceeded";
+        assert_eq!(output_of(failed, Some("retries-exhausted"), give_up), None);
+        let with_log = format!("{give_up}{OUTPUT_MARK}the log");
+        assert_eq!(
+            output_of(failed, Some("retries-exhausted"), &with_log),
+            Some((give_up, "the log"))
         );
         let kept = stored_message("", Ok(&at()));
         assert_eq!(output_of(failed, Some("exit-status-3"), &kept), None);
