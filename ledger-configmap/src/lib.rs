@@ -169,7 +169,7 @@ impl ConfigMapLedger {
             namespace,
             name,
             &writer.ledger,
-            writer.retry.clone(),
+            writer.retry,
         );
         ConfigMapLedger {
             older_runners,

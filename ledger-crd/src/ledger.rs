@@ -90,7 +90,7 @@ impl CrdLedger {
             &options.lease_namespace,
             name,
             &writer.ledger,
-            writer.retry.clone(),
+            writer.retry,
         );
         CrdLedger {
             output,
