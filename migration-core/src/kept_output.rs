@@ -88,18 +88,19 @@ pub fn output_of<'m>(
     reason: Option<&str>,
     message: &'m str,
 ) -> Option<(&'m str, &'m str)> {
-    if state == Some(EntryState::Ok) || message.is_empty() || names_kept_tail(message) {
+    if state == Some(EntryState::Ok) || message.is_empty() {
         return None;
     }
-    if let Some((head, tail)) = message.split_once(OUTPUT_MARK) {
-        return (!tail.is_empty()).then_some((head, tail));
-    }
-    if message.starts_with(NOT_KEPT_PREFIX)
-        || reason.is_some_and(|r| ENGINE_TEXT_REASONS.contains(&r))
-    {
-        return None;
-    }
-    Some(("", message))
+    let (head, tail) = match message.split_once(OUTPUT_MARK) {
+        Some(parts) => parts,
+        None if reason.is_some_and(|r| ENGINE_TEXT_REASONS.contains(&r)) => return None,
+        None => ("", message),
+    };
+    // A tail that is exactly a reference is one already kept (a record written again): it
+    // holds nothing but the reference. Anything else that merely contains one, or a note
+    // that a tail was not kept, is output like any other (a script can print those words).
+    let is_reference = KeptAt::find(tail).is_some_and(|at| at.text() == tail);
+    (!tail.is_empty() && !is_reference).then_some((head, tail))
 }
 
 /// The message the ledger object stores: `head`, then the reference (or the note that the tail
@@ -185,7 +186,16 @@ mod tests {
         );
         let kept = stored_message("", Ok(&at()));
         assert_eq!(output_of(failed, Some("exit-status-3"), &kept), None);
-        let not_kept = stored_message("", Err("the Secret could not be written"));
-        assert_eq!(output_of(failed, Some("exit-status-3"), &not_kept), None);
+        // Output that only looks like a reference or a note is still output.
+        let printed = format!("{}\npassword is hunter2", at().text());
+        assert_eq!(
+            output_of(failed, Some("exit-status-3"), &printed),
+            Some(("", printed.as_str()))
+        );
+        let note = format!("{} hunter2", stored_message("", Err("x")));
+        assert_eq!(
+            output_of(failed, Some("exit-status-3"), &note),
+            Some(("", note.as_str()))
+        );
     }
 }
