@@ -53,16 +53,18 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Patch;
 use kube::{Api, Client};
 use migration_core::entry::ContextIndex;
 use migration_core::keys;
 use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
-use migration_core::step::{StepMode, StepReport, StepWrite};
+use migration_core::step::{FailureNote, StepMode, StepReport, StepWrite};
 use migration_core::{
     Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
+use migration_kube::output_secret::{Kept, OutputSecret};
 use migration_kube::{
     Attempts, Backoff, Base, Class, ConditionalObject, LeaseLock, Step, WriteTarget, Writer,
     classify, conditional_update, defaults, ledger_error, patch_params, post_params,
@@ -106,6 +108,9 @@ pub struct ConfigMapLedger {
     /// ledger through: taking the lock in the object first checks that no
     /// such runner holds it (CONTRACT.md §5.5).
     older_runners: LeaseLock,
+    /// The Secret `<name>-output` beside the ConfigMap that keeps its failures' output tails
+    /// (CONTRACT.md §5.2): the entries name it.
+    output: OutputSecret,
 }
 
 impl std::fmt::Debug for ConfigMapLedger {
@@ -159,8 +164,16 @@ impl ConfigMapLedger {
             writer.clone(),
             options.clock.clone(),
         );
+        let output = OutputSecret::new(
+            client.clone(),
+            namespace,
+            name,
+            &writer.ledger,
+            writer.retry,
+        );
         ConfigMapLedger {
             older_runners,
+            output,
             api: Api::namespaced(client, namespace),
             name: name.to_owned(),
             writer,
@@ -396,6 +409,98 @@ impl Ledger for ConfigMapLedger {
     }
 
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
+        let kept = self.keep(entries, None).await;
+        self.create_object(&kept.records).await
+    }
+
+    async fn write(
+        &self,
+        entries: &[(Slug, LedgerEntry)],
+        mode: WriteMode,
+    ) -> Result<WriteReport, LedgerError> {
+        let mut kept = self.keep(entries, None).await;
+        if mode == WriteMode::OnlyIfAbsent {
+            // An entry already present stays, and so does the tail it names.
+            kept.unnamed.clear();
+        }
+        let report = self.write_object(&kept.records, mode).await?;
+        self.output.forget(&kept.unnamed).await;
+        Ok(report)
+    }
+
+    async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
+        let note = FailureNote { slug, failure };
+        let kept = self.keep(&[], Some(note)).await;
+        let failure = kept.failure.as_ref().unwrap_or(failure);
+        self.note_failure_object(slug, failure).await
+    }
+
+    /// The step's output tails go to the Secret first (CONTRACT.md §5.2), then the one
+    /// conditional patch, then the removal of tails it leaves unnamed.
+    async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
+        let kept = self.keep(step.records, step.failure).await;
+        let report = self
+            .write_step_object(&StepWrite {
+                records: &kept.records,
+                failure: kept.failure_note(step.failure.map(|f| f.slug)),
+                ..*step
+            })
+            .await?;
+        self.output.forget(&kept.unnamed).await;
+        Ok(report)
+    }
+
+    async fn kept_output(&self, message: &str) -> Result<Option<String>, LedgerError> {
+        self.output.read(message).await
+    }
+
+    async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
+        const OP: &str = "note attempt";
+        let key = keys::attempt_key(slug);
+        conditional_update(&Conditional(self), OP, |current| {
+            let stored = self.stored_mark(current, &key, OP)?;
+            let next = AttemptMark::next(stored.as_ref(), token, floor);
+            if stored.as_ref() == Some(&next) {
+                return Ok(Step::Done(next.count));
+            }
+            let writes = BTreeMap::from([(key.clone(), next.encode())]);
+            let would_be = Self::size_after(current, &writes);
+            if would_be > self.budget {
+                return Err(self.full(current, would_be));
+            }
+            Ok(Step::Write(Change::data(writes), next.count))
+        })
+        .await
+    }
+}
+
+impl ConfigMapLedger {
+    /// Moves the output tails of `records` and `failure` into the Secret, owned by the
+    /// ConfigMap as last seen.
+    async fn keep(
+        &self,
+        records: &[(Slug, LedgerEntry)],
+        failure: Option<FailureNote<'_>>,
+    ) -> Kept {
+        let seen = self.last_seen();
+        let owner = seen.as_ref().and_then(|cm| {
+            Some(OwnerReference {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: self.name.clone(),
+                uid: cm.metadata.uid.clone()?,
+                ..OwnerReference::default()
+            })
+        });
+        let stored = |key: &str| {
+            seen.as_ref()
+                .and_then(|cm| cm.data.as_ref())
+                .and_then(|d| d.get(key).cloned())
+        };
+        self.output.keep(records, failure, owner, stored).await
+    }
+
+    async fn create_object(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
         const OP: &str = "create";
         migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, entries)?;
         let mut contexts = ContextIndex::default();
@@ -437,7 +542,7 @@ impl Ledger for ConfigMapLedger {
         }
     }
 
-    async fn write(
+    async fn write_object(
         &self,
         entries: &[(Slug, LedgerEntry)],
         mode: WriteMode,
@@ -481,26 +586,11 @@ impl Ledger for ConfigMapLedger {
         })
     }
 
-    async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
-        const OP: &str = "note attempt";
-        let key = keys::attempt_key(slug);
-        conditional_update(&Conditional(self), OP, |current| {
-            let stored = self.stored_mark(current, &key, OP)?;
-            let next = AttemptMark::next(stored.as_ref(), token, floor);
-            if stored.as_ref() == Some(&next) {
-                return Ok(Step::Done(next.count));
-            }
-            let writes = BTreeMap::from([(key.clone(), next.encode())]);
-            let would_be = Self::size_after(current, &writes);
-            if would_be > self.budget {
-                return Err(self.full(current, would_be));
-            }
-            Ok(Step::Write(Change::data(writes), next.count))
-        })
-        .await
-    }
-
-    async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
+    async fn note_failure_object(
+        &self,
+        slug: &Slug,
+        failure: &LastFailure,
+    ) -> Result<(), LedgerError> {
         const OP: &str = "note failure";
         let key = keys::failure_key(slug);
         let value = failure.encode();
@@ -523,7 +613,7 @@ impl Ledger for ConfigMapLedger {
     /// removing its slug's last failure), the attempt mark, the last failure
     /// and the lock annotation, decided together on one base (CONTRACT.md
     /// §5.5).
-    async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
+    async fn write_step_object(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
         const OP: &str = "write step";
         migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, step.records)?;
         if let StepMode::Take { holder, .. } = step.mode {

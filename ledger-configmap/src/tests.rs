@@ -151,9 +151,11 @@ async fn nothing_to_write_and_over_budget_are_decided_on_a_fresh_read() {
     put(&l, "a", entry(EntryState::Ok, 1), WriteMode::Replace).await;
     seed_a_over_a_stored_one(&server, &l).await;
     assert_eq!(gets_and_patches(&server), (1, 0));
+    // An `ok` entry's message (its tolerated calls) stays in the entry; a failure's output
+    // tail would go to the Secret (CONTRACT.md §5.2).
     let big = LedgerEntry {
         message: Some("x".repeat(CONFIGMAP_BUDGET_BYTES as usize)),
-        ..entry(EntryState::Failed, 1)
+        ..entry(EntryState::Ok, 1)
     };
     server.requests().reset();
     let err = l

@@ -4,16 +4,18 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::Request;
 use kube::{Client, Resource};
 use migration_core::entry::ContextIndex;
 use migration_core::keys;
 use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
-use migration_core::step::{StepReport, StepWrite};
+use migration_core::step::{FailureNote, StepReport, StepWrite};
 use migration_core::{
     Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
+use migration_kube::output_secret::{Kept, OutputSecret};
 use migration_kube::{
     Attempts, Base, ConditionalObject, LeaseLock, Step, WriteTarget, Writer, conditional_update,
     defaults,
@@ -49,6 +51,9 @@ pub struct CrdLedger {
     /// of the next conditional write, so that a write needs no read first.
     /// The resourceVersion precondition makes a stale copy harmless.
     last_seen: Arc<Mutex<Option<Arc<Value>>>>,
+    /// The Secret `<name>-output` in [`Options::lease_namespace`] that keeps the ledger's
+    /// failures' output tails (CONTRACT.md §5.2), owned by the object: the entries name it.
+    output: OutputSecret,
 }
 
 impl std::fmt::Debug for CrdLedger {
@@ -80,7 +85,15 @@ impl CrdLedger {
             writer.clone(),
             options.clock.clone(),
         );
+        let output = OutputSecret::new(
+            client.clone(),
+            &options.lease_namespace,
+            name,
+            &writer.ledger,
+            writer.retry,
+        );
         CrdLedger {
+            output,
             request: Request::new(MigrationLedger::url_path(&(), None)),
             client,
             name: name.to_owned(),
@@ -326,10 +339,118 @@ impl Ledger for CrdLedger {
     /// crate documentation). An object left uninitialized by an interrupted
     /// create is completed, not refused.
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
-        self.seed(entries).await
+        let kept = self.keep(entries, None).await;
+        self.seed(&kept.records).await
     }
 
     async fn write(
+        &self,
+        entries: &[(Slug, LedgerEntry)],
+        mode: WriteMode,
+    ) -> Result<WriteReport, LedgerError> {
+        let mut kept = self.keep(entries, None).await;
+        if mode == WriteMode::OnlyIfAbsent {
+            // An entry already present stays, and so does the tail it names.
+            kept.unnamed.clear();
+        }
+        let report = self.write_object(&kept.records, mode).await?;
+        self.output.forget(&kept.unnamed).await;
+        Ok(report)
+    }
+
+    async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
+        let note = FailureNote { slug, failure };
+        let kept = self.keep(&[], Some(note)).await;
+        let failure = kept.failure.as_ref().unwrap_or(failure);
+        self.note_failure_object(slug, failure).await
+    }
+
+    async fn kept_output(&self, message: &str) -> Result<Option<String>, LedgerError> {
+        self.output.read(message).await
+    }
+
+    async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
+        const OP: &str = "note attempt";
+        let key = keys::attempt_key(slug);
+        self.update_status(OP, |view| {
+            let stored =
+                match view.attempt(slug) {
+                    Some(value) => Some(state::decode_mark(&key, value).map_err(|c| {
+                        self.permanent(OP, format!("{}: {c}", self.status_object()))
+                    })?),
+                    None => None,
+                };
+            let next = AttemptMark::next(stored.as_ref(), token, floor);
+            if stored.as_ref() == Some(&next) {
+                return Ok(Step::Done(next.count));
+            }
+            let value = serde_json::to_value(&next)
+                .map_err(|e| self.permanent(OP, format!("key {key}: {e}")))?;
+            let mut write = StatusWrite::default();
+            write.attempts.insert(slug.as_str().to_owned(), value);
+            Ok(Step::Write(write, next.count))
+        })
+        .await
+    }
+
+    /// One conditional status write for the whole step, the run lock in
+    /// `status.lock` included.
+    /// The step's output tails go to the Secret first (CONTRACT.md §5.2), then the write, then
+    /// the removal of tails it leaves unnamed.
+    async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
+        let kept = self.keep(step.records, step.failure).await;
+        let report = self
+            .step(&StepWrite {
+                records: &kept.records,
+                failure: kept.failure_note(step.failure.map(|f| f.slug)),
+                ..*step
+            })
+            .await?;
+        self.output.forget(&kept.unnamed).await;
+        Ok(report)
+    }
+}
+
+impl CrdLedger {
+    /// Moves the output tails of `records` and `failure` into the Secret, owned by the object
+    /// as last seen.
+    async fn keep(
+        &self,
+        records: &[(Slug, LedgerEntry)],
+        failure: Option<FailureNote<'_>>,
+    ) -> Kept {
+        let seen = self.last_seen();
+        let owner = seen.as_ref().and_then(|object| {
+            Some(OwnerReference {
+                api_version: "migrations.cozystack.io/v1alpha1".into(),
+                kind: "MigrationLedger".into(),
+                name: self.name.clone(),
+                uid: object.pointer("/metadata/uid")?.as_str()?.to_owned(),
+                ..OwnerReference::default()
+            })
+        });
+        // The stored message of an entry (either form) or a last failure, by its ledger key.
+        let stored = |key: &str| {
+            let object = seen.as_ref()?;
+            let (map, slug, fields) = if let Some(slug) = key.strip_prefix(keys::FAILURE_PREFIX) {
+                ("failures", slug, ["message", "message"])
+            } else {
+                (
+                    "entries",
+                    key.strip_prefix(keys::ENTRY_PREFIX)?,
+                    ["m", "message"],
+                )
+            };
+            let value = object.get("status")?.get(map)?.get(slug)?;
+            fields
+                .iter()
+                .find_map(|f| value.get(*f)?.as_str())
+                .map(str::to_owned)
+        };
+        self.output.keep(records, failure, owner, stored).await
+    }
+
+    async fn write_object(
         &self,
         entries: &[(Slug, LedgerEntry)],
         mode: WriteMode,
@@ -365,37 +486,11 @@ impl Ledger for CrdLedger {
         .await
     }
 
-    async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
-        const OP: &str = "note attempt";
-        let key = keys::attempt_key(slug);
-        self.update_status(OP, |view| {
-            let stored =
-                match view.attempt(slug) {
-                    Some(value) => Some(state::decode_mark(&key, value).map_err(|c| {
-                        self.permanent(OP, format!("{}: {c}", self.status_object()))
-                    })?),
-                    None => None,
-                };
-            let next = AttemptMark::next(stored.as_ref(), token, floor);
-            if stored.as_ref() == Some(&next) {
-                return Ok(Step::Done(next.count));
-            }
-            let value = serde_json::to_value(&next)
-                .map_err(|e| self.permanent(OP, format!("key {key}: {e}")))?;
-            let mut write = StatusWrite::default();
-            write.attempts.insert(slug.as_str().to_owned(), value);
-            Ok(Step::Write(write, next.count))
-        })
-        .await
-    }
-
-    /// One conditional status write for the whole step, the run lock in
-    /// `status.lock` included.
-    async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
-        self.step(step).await
-    }
-
-    async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
+    async fn note_failure_object(
+        &self,
+        slug: &Slug,
+        failure: &LastFailure,
+    ) -> Result<(), LedgerError> {
         const OP: &str = "note failure";
         let value = failure.to_value();
         self.update_status(OP, |view| {

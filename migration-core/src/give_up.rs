@@ -48,7 +48,7 @@ pub struct GiveUp {
 /// The `failed` entry of a give-up at `now`: reason `retries-exhausted`, the
 /// last attempt's image and the batch, `attempts` from the attempt mark
 /// (else the failure count), and as message `<n> job(s) failed; last: job
-/// <name>: <reason>` followed by the last attempt's output tail, redacted and
+/// <name>: <reason>`, `--- output ---` and the last attempt's output tail, redacted and
 /// cut (from its start) to the same 4096 bytes as a runner's failure
 /// message.
 pub fn give_up_entry(give_up: &GiveUp, now: Timestamp) -> LedgerEntry {
@@ -61,8 +61,11 @@ pub fn give_up_entry(give_up: &GiveUp, now: Timestamp) -> LedgerEntry {
         Some(tail) if !tail.is_empty() => {
             // The head explains which attempt; the tail's end explains why.
             // Both fit: the tail gives up its start first.
-            let room = DEFAULT_MESSAGE_LIMIT_BYTES.saturating_sub(head.len() + 1);
-            format!("{head}\n{}", recorded_message(tail, room))
+            // The runner's separator: a Kubernetes ledger keeps the head in the entry and the
+            // output in its Secret (CONTRACT.md §5.2).
+            let mark = crate::kept_output::OUTPUT_MARK;
+            let room = DEFAULT_MESSAGE_LIMIT_BYTES.saturating_sub(head.len() + mark.len());
+            format!("{head}{mark}{}", recorded_message(tail, room))
         }
         _ => recorded_message(&head, DEFAULT_MESSAGE_LIMIT_BYTES),
     };
@@ -106,7 +109,7 @@ mod tests {
         assert_eq!(
             entry.message.as_deref(),
             Some(
-                "3 job(s) failed; last: job migrate-bg-3: Job has reached the specified backoff limit\nstep 1\nkubectl: boom"
+                "3 job(s) failed; last: job migrate-bg-3: Job has reached the specified backoff limit\n--- output ---\nstep 1\nkubectl: boom"
             )
         );
         assert_eq!(entry.at, at);

@@ -623,6 +623,16 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     /// towards the size budget ([`LedgerError::Full`]).
     async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError>;
 
+    /// The output tail a stored message names ([`crate::kept_output::KeptAt`]), for a backend
+    /// that keeps tails outside its object (the Kubernetes backends keep them in a Secret,
+    /// CONTRACT.md §5.2). `Ok(None)`: this backend keeps tails in its entries (the default),
+    /// the message names none of this ledger's, or the tail is no longer kept. A backend reads
+    /// only its own Secret, whatever a message names.
+    async fn kept_output(&self, message: &str) -> Result<Option<String>, LedgerError> {
+        let _ = message;
+        Ok(None)
+    }
+
     /// Writes one step of a run ([`StepWrite`]): its records, replacing, the
     /// attempt mark of the execution about to start and the last failure of
     /// an `on-error=abort` migration, under its [`crate::step::StepMode`]

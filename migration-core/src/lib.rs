@@ -33,6 +33,7 @@ pub mod fence;
 pub mod generate;
 pub mod give_up;
 pub mod header;
+pub mod kept_output;
 pub mod keys;
 pub mod last_failure;
 pub mod lease;

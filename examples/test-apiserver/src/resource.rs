@@ -116,6 +116,8 @@ pub(crate) fn builtins() -> Vec<ResourceDef> {
         ResourceDef::builtin("", "v1", "configmaps", "ConfigMap", true),
         ResourceDef::builtin("", "v1", "events", "Event", true),
         ResourceDef::builtin("", "v1", "namespaces", "Namespace", false),
+        // The Kubernetes ledgers keep their failures' output tails in a Secret (#35).
+        ResourceDef::builtin("", "v1", "secrets", "Secret", true),
         serviceaccounts,
         ResourceDef::builtin("coordination.k8s.io", "v1", "leases", "Lease", true),
         jobs,

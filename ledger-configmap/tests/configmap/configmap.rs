@@ -195,7 +195,8 @@ async fn the_budget_is_enforced_before_the_api_server_sees_the_write() {
     let server = TestApiServer::start().await;
     plant(&server, json!({"version": "45"}));
     server.requests().reset();
-    let mut big = sample_entry(EntryState::Failed, 1);
+    // An `ok` entry's message stays in the entry (a failure's output tail goes to the Secret).
+    let mut big = sample_entry(EntryState::Ok, 1);
     big.message = Some("x".repeat(CONFIGMAP_BUDGET_BYTES as usize));
     let err = ledger(&server)
         .write(&[(slug(1), big)], WriteMode::Replace)

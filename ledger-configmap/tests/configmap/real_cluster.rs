@@ -373,11 +373,12 @@ async fn ten_thousand_keys_with_one_corrupt_read_as_exactly_one_corrupt_on_a_rea
 
 /// An entry whose key and value take exactly `bytes` in the ConfigMap.
 fn entry_of_size(n: usize, bytes: usize) -> (migration_core::Slug, LedgerEntry) {
-    // No shared fields: the entry's key and value are all it stores.
+    // No shared fields: the entry's key and value are all it stores. `ok`: its message stays
+    // in the entry (a failure's output tail goes to the Secret, CONTRACT.md §5.2).
     let mut entry = LedgerEntry {
         batch: None,
         image: None,
-        ..sample_entry(EntryState::Failed, n as u32)
+        ..sample_entry(EntryState::Ok, n as u32)
     };
     entry.message = Some(String::new());
     let size = |e: &LedgerEntry| {
@@ -575,5 +576,43 @@ async fn a_helm_upgrade_of_the_chart_that_owns_the_configmap_leaves_every_ledger
         "resource-policy keep: the ledger outlives the release"
     );
     let _ = std::fs::remove_dir_all(&home);
+    f.cleanup().await;
+}
+
+/// A user who may read the ledger ConfigMap `name` in `namespace` and nothing else (no Secret):
+/// whoever may read the ledger.
+fn ledger_reader(cluster: &RealCluster, name: &str) -> Client {
+    let user = format!("{name}-reader");
+    let namespace = cluster.namespace();
+    let rbac = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": user, "namespace": namespace},
+         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name], "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": user, "namespace": namespace},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]},
+    ]});
+    cluster.kubectl_ok(&["apply", "-f", "-"], &rbac.to_string());
+    cluster.impersonating(&user, &[])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
+async fn a_failures_output_is_kept_in_a_secret_owned_by_the_configmap_not_in_it() {
+    let f = or_skip!(Fixture::new("output tails in a Secret", "safe35-tails").await);
+    let reader = ledger_reader(&f.cluster, &f.name);
+    let subject = kube_ledger_testing::output_tails::Subject {
+        ledger: Arc::new(f.ledger()),
+        reader: Arc::new(ConfigMapLedger::new(reader, f.cluster.namespace(), &f.name)),
+        secrets: Api::namespaced(f.cluster.client(), f.cluster.namespace()),
+        secret: migration_kube::output_secret::secret_name(&f.name),
+    };
+    kube_ledger_testing::output_tails::a_failures_output_is_kept_in_a_secret_owned_by_the_ledger(
+        &subject,
+        async || serde_json::to_string(&f.stored().await).unwrap(),
+        async || f.stored().await.metadata.uid.unwrap(),
+    )
+    .await;
     f.cleanup().await;
 }

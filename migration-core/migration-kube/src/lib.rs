@@ -40,6 +40,7 @@ mod error;
 mod lease;
 pub mod object_lock;
 mod options;
+pub mod output_secret;
 mod retry;
 mod write;
 

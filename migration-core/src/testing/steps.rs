@@ -73,7 +73,7 @@ pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothi
         Some("runner-a"),
         "a take leaves the lease"
     );
-    let snapshot = ledger.read().await.unwrap().unwrap();
+    let snapshot = super::read_resolved(&*ledger).await;
     assert_eq!(snapshot.entry(&slug(0)), Some(&records[0].1));
     assert_eq!(snapshot.attempts_started.get(&slug(1)), Some(&5));
     assert_eq!(
@@ -91,7 +91,7 @@ pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothi
         ..step
     };
     assert_eq!(ledger.write_step(&again).await.unwrap().attempts, Some(5));
-    let snapshot = ledger.read().await.unwrap().unwrap();
+    let snapshot = super::read_resolved(&*ledger).await;
     assert_eq!(snapshot.attempts_started.get(&slug(1)), Some(&5));
     assert_eq!(snapshot.entry(&slug(0)), Some(&records[0].1));
     // Records alone, no attempt and no lock.
@@ -223,7 +223,7 @@ pub async fn a_step_taking_the_lock_on_a_changed_ledger_writes_nothing(h: &impl 
         Err(e @ LedgerError::Changed { .. }) => assert!(e.to_string().contains("plan again")),
         other => panic!("a take on a changed ledger must be refused, got {other:?}"),
     }
-    let snapshot = a.read().await.unwrap().unwrap();
+    let snapshot = super::read_resolved(&*a).await;
     assert!(snapshot.entry(&slug(1)).is_none(), "nothing written");
     assert!(snapshot.attempts_started.is_empty(), "no attempt noted");
     // Planned again on what is there, the take succeeds.
@@ -274,7 +274,7 @@ pub async fn a_last_failure_is_kept_beside_the_attempt_mark_until_the_slugs_next
     if let Some(lease) = &report.lease {
         ledger.release(lease).await.unwrap();
     }
-    let snapshot = ledger.read().await.unwrap().unwrap();
+    let snapshot = super::read_resolved(&*ledger).await;
     assert_eq!(snapshot.failures.get(&slug(1)), Some(&first));
     assert_eq!(snapshot.attempts_started.get(&slug(1)), Some(&1));
     assert!(
@@ -290,7 +290,7 @@ pub async fn a_last_failure_is_kept_beside_the_attempt_mark_until_the_slugs_next
     let second = sample_failure(1, 2);
     ledger.note_failure(&slug(1), &second).await.unwrap();
     ledger.note_failure(&slug(1), &second).await.unwrap();
-    let snapshot = ledger.read().await.unwrap().unwrap();
+    let snapshot = super::read_resolved(&*ledger).await;
     assert_eq!(snapshot.failures.get(&slug(1)), Some(&second));
     assert_eq!(snapshot.failures.len(), 1);
 
@@ -321,7 +321,7 @@ pub async fn a_last_failure_is_kept_beside_the_attempt_mark_until_the_slugs_next
         failure: None,
     };
     ledger.write_step(&step).await.unwrap();
-    let snapshot = ledger.read().await.unwrap().unwrap();
+    let snapshot = super::read_resolved(&*ledger).await;
     assert!(
         !snapshot.failures.contains_key(&slug(1)),
         "the next outcome removes it"
@@ -332,7 +332,7 @@ pub async fn a_last_failure_is_kept_beside_the_attempt_mark_until_the_slugs_next
         .write(&entries(2..3, EntryState::Failed), WriteMode::Replace)
         .await
         .unwrap();
-    let snapshot = ledger.read().await.unwrap().unwrap();
+    let snapshot = super::read_resolved(&*ledger).await;
     assert!(
         snapshot.failures.is_empty(),
         "a failed entry replaces it too"
@@ -347,7 +347,7 @@ pub async fn a_corrupt_last_failure_is_unreadable_never_anything_else_and_the_ne
     ledger.create(&entries(0..1, EntryState::Ok)).await.unwrap();
     h.plant_raw("f.s-1", "{not json").await;
     h.plant_raw("f.Not_A_Slug", r#"{"reason":"r"}"#).await;
-    let snapshot = ledger.read().await.unwrap().unwrap();
+    let snapshot = super::read_resolved(&*ledger).await;
     assert!(snapshot.failures.is_empty());
     assert!(snapshot.records.len() == 1 && snapshot.attempts_started.is_empty());
     let mut unreadable: Vec<&str> = snapshot
@@ -361,7 +361,7 @@ pub async fn a_corrupt_last_failure_is_unreadable_never_anything_else_and_the_ne
         .write(&entries(1..2, EntryState::Ok), WriteMode::Replace)
         .await
         .unwrap();
-    let snapshot = ledger.read().await.unwrap().unwrap();
+    let snapshot = super::read_resolved(&*ledger).await;
     let unreadable: Vec<&str> = snapshot
         .unreadable_keys
         .iter()

@@ -3,6 +3,28 @@
 use super::args::StatusArgs;
 use super::{Failure, Out, open};
 use crate::report::StatusView;
+use migration_core::Ledger;
+use migration_core::kept_output::{KeptAt, with_tail};
+
+/// `message` with the output tail it names put back, read from where the ledger keeps it (the
+/// Kubernetes ledgers' Secret, CONTRACT.md §5.2); a reader who may not read it is told where
+/// it is and why it is not shown.
+async fn with_kept_output(ledger: &dyn Ledger, message: String) -> String {
+    let Some(at) = KeptAt::find(&message) else {
+        return message;
+    };
+    match ledger.kept_output(&message).await {
+        Ok(Some(tail)) => with_tail(&message, &tail),
+        Ok(None) => format!(
+            "{message}\n(the Secret {}/{} no longer holds key {})",
+            at.namespace, at.secret, at.key
+        ),
+        Err(e) => format!(
+            "{message}\n(not shown: {e}; whoever may read the Secret {}/{} sees it)",
+            at.namespace, at.secret
+        ),
+    }
+}
 
 /// Reads the ledger and prints every entry, or (given a slug) that one
 /// entry with its failure output; a slug the ledger does not know is an
@@ -16,7 +38,15 @@ pub async fn status(args: StatusArgs, out: &Out) -> Result<(), Failure> {
         return Ok(());
     };
     if let Some(entry) = view.entry(slug.as_str()) {
-        out.emit(entry, |_| entry.text());
+        let mut entry = entry.clone();
+        if let Some(message) = entry.message.take() {
+            entry.message = Some(with_kept_output(&*ledger, message).await);
+        }
+        if let Some(failure) = entry.last_failure.as_mut() {
+            let message = std::mem::take(&mut failure.message);
+            failure.message = with_kept_output(&*ledger, message).await;
+        }
+        out.emit(&entry, |_| entry.text());
         return Ok(());
     }
     let key = format!("m.{slug}");

@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::{Colour, paint, paint_line, printable, table};
 
 /// One entry in the `status` document.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct EntryView {
     /// The slug.
     pub slug: String,

@@ -679,7 +679,8 @@ async fn a_give_up_records_the_image_and_output_of_the_last_job_and_deleted_jobs
     )
     .await;
     t.reconcile(&ctx).await.unwrap();
-    let snapshot = t.ledger(t.cluster.client()).read().await.unwrap().unwrap();
+    let ledger = t.ledger(t.cluster.client());
+    let snapshot = ledger.read().await.unwrap().unwrap();
     let entry = snapshot.entry(&s("bg")).expect("a failed entry");
     common::assert_gave_up(entry, "job migrate-bg-3: BackoffLimitExceeded");
     assert_eq!(
@@ -692,12 +693,13 @@ async fn a_give_up_records_the_image_and_output_of_the_last_job_and_deleted_jobs
         Some("00002-v1.8.0"),
         "the batch the index names, as a runner's entry records it"
     );
-    assert!(
-        entry
-            .message
-            .as_deref()
-            .unwrap()
-            .ends_with("\nstep 1 done\nkubectl: error: the server is gone"),
+    // The Job's output is kept in the ledger's Secret, the entry naming it (CONTRACT.md §5.2).
+    let message = entry.message.as_deref().unwrap();
+    assert!(!message.contains("the server is gone"), "{entry:?}");
+    let tail = ledger.kept_output(message).await.unwrap();
+    assert_eq!(
+        tail.as_deref(),
+        Some("step 1 done\nkubectl: error: the server is gone"),
         "{entry:?}"
     );
     assert_eq!(entry.attempts, 3);

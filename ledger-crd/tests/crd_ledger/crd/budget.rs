@@ -2,13 +2,15 @@
 
 use super::*;
 
+/// An `ok` entry's message (its tolerated calls) stays in the entry; a failure's output tail
+/// would go to the ledger's Secret (CONTRACT.md §5.2).
 fn message_entry(bytes: usize) -> LedgerEntry {
-    let mut entry = sample_entry(EntryState::Failed, 1);
+    let mut entry = sample_entry(EntryState::Ok, 1);
     entry.message = Some("x".repeat(bytes));
     entry
 }
 
-/// Replaces entry `n` with a failed one whose message is `bytes` long; the write must fail.
+/// Replaces entry `n` with one whose message is `bytes` long; the write must fail.
 async fn refused_write(l: &CrdLedger, n: usize, bytes: usize) -> LedgerError {
     l.write(&[(slug(n), message_entry(bytes))], WriteMode::Replace)
         .await

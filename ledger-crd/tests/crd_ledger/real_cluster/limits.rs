@@ -8,8 +8,9 @@ async fn the_budget_stays_below_what_the_real_server_accepts() {
     let f = or_skip!(Fixture::new("the CRD size budget", "budget").await);
     use migration_core::testing::{sample_entry, slug};
     use migration_core::{EntryState, LedgerError, WriteMode};
+    // `ok`: its message stays in the entry (a failure's output tail goes to the Secret).
     let message_entry = |bytes: usize| {
-        let mut entry = sample_entry(EntryState::Failed, 1);
+        let mut entry = sample_entry(EntryState::Ok, 1);
         entry.message = Some("x".repeat(bytes));
         entry
     };

@@ -13,13 +13,14 @@ use async_trait::async_trait;
 use migration_core::last_failure::LastFailure;
 use migration_core::ledger::{Lease, Ledger, LedgerError, LedgerSnapshot, WriteMode, WriteReport};
 use migration_core::lock::Lock;
-use migration_core::step::{StepReport, StepWrite};
+use migration_core::step::{StepMode, StepReport, StepWrite};
 use migration_core::{Clock, LedgerEntry, Slug, SystemClock};
 
 use crate::journal::Corrupt;
 use migration_core::object::{self, LockState, Object};
 
 mod store;
+mod witness;
 
 /// The file ledger's default size budget: 64 MiB of keys and values (about
 /// 120,000 migrations run by the runner), counted like a ConfigMap's data.
@@ -90,6 +91,9 @@ pub struct FileLedger {
 struct Handle {
     sidecar: Option<Sidecar>,
     view: Option<View>,
+    /// While this handle holds the run lock: the file it read and what it stored there, so a
+    /// file replaced under the run stops it (#35, [`witness`]).
+    witness: Option<witness::Witness>,
 }
 
 /// The open `<file>.lock`.
@@ -115,6 +119,29 @@ struct View {
     /// The file's length as last read or written: `end`, then a torn
     /// record or the preallocated NUL tail (see [`crate::journal`]).
     len: u64,
+    /// The last bytes before `end` (up to [`MARK_BYTES`]): a file rewritten in place (`cp` of
+    /// an older copy keeps the inode, and often the length) no longer holds them there, and is
+    /// loaded again instead of being read on from `end` (#35).
+    mark: Vec<u8>,
+}
+
+/// How many bytes before the end of the records a view checks are still in place.
+const MARK_BYTES: usize = 64;
+
+/// `mark` followed by `appended`, cut to its last [`MARK_BYTES`].
+fn extend_mark(mark: &mut Vec<u8>, appended: &[u8]) {
+    mark.extend_from_slice(appended);
+    let excess = mark.len().saturating_sub(MARK_BYTES);
+    mark.drain(..excess);
+}
+
+/// The last bytes of `file` before `end`, as [`View::mark`] keeps them.
+fn read_mark(file: &File, end: u64) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let start = end.saturating_sub(MARK_BYTES as u64);
+    let mut mark = vec![0; (end - start) as usize];
+    file.read_exact_at(&mut mark, start)?;
+    Ok(mark)
 }
 
 impl View {
@@ -128,6 +155,7 @@ impl View {
             end: 0,
             torn: 0,
             len: 0,
+            mark: Vec::new(),
         }
     }
 }
@@ -374,7 +402,7 @@ impl FileLedger {
         let operation = "compact";
         let target = self.resolve(operation)?;
         let mut handle = self.handle();
-        let Handle { sidecar, view } = &mut *handle;
+        let Handle { sidecar, view, .. } = &mut *handle;
         let _flock = self.flock(sidecar, &target, operation)?;
         self.refresh(view, &target, true, operation)?;
         let Some(current) = view.as_mut() else {
@@ -507,9 +535,23 @@ impl Ledger for FileLedger {
         let name = self.name();
         let now = self.clock.now();
         let token = take_token(now);
-        self.mutate("write step", |state| {
+        // A step that takes or holds the run lock makes this handle the run's: from its write on,
+        // the file must stay the one the run read and wrote (#35), so the witness notes the
+        // step's own records too; a take refused leaves the handle as it was.
+        let holds = matches!(step.mode, StepMode::Take { .. } | StepMode::Hold { .. });
+        let watched_before = self.handle().witness.is_some();
+        if holds && !watched_before {
+            self.handle().witness = Some(Default::default());
+        }
+        let result = self.mutate("write step", |state| {
             object::plan_step(&name, self.budget, state, step, now, &token)
-        })
+        });
+        match (&result, &step.mode) {
+            (Err(_), _) if holds && !watched_before => self.handle().witness = None,
+            (Ok(_), StepMode::Release { .. }) => self.handle().witness = None,
+            _ => {}
+        }
+        result
     }
 }
 
@@ -525,9 +567,13 @@ impl Lock for FileLedger {
         let name = self.name();
         let now = self.clock.now();
         let token = take_token(now);
-        self.mutate("acquire lock", |state| {
+        let lease = self.mutate("acquire lock", |state| {
             object::plan_lock_take(&name, state, holder, ttl, now, &token)
-        })
+        })?;
+        // From here the run reads the ledger it plans on and writes its records: the file must
+        // stay the one it read (#35).
+        self.handle().witness.get_or_insert_with(Default::default);
+        Ok(lease)
     }
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<Lease, LedgerError> {
@@ -542,6 +588,8 @@ impl Lock for FileLedger {
         let name = self.name();
         self.mutate("release lock", |state| {
             object::plan_lock_release(&name, state, lease)
-        })
+        })?;
+        self.handle().witness = None;
+        Ok(())
     }
 }

@@ -13,7 +13,8 @@ use migration_core::object::{Change, LockState, Object};
 
 use crate::FileLedger;
 use crate::file::{
-    Flock, Handle, Opened, Probe, Sidecar, TMP_SEQUENCE, View, directory_of, with_suffix,
+    Flock, Handle, Opened, Probe, Sidecar, TMP_SEQUENCE, View, directory_of, extend_mark,
+    read_mark, with_suffix,
 };
 use crate::journal::{self};
 
@@ -118,6 +119,9 @@ impl FileLedger {
                         .is_some_and(|f| f.dev == meta.dev && f.ino == meta.ino)
                     && meta.len >= v.end
                     && (v.legacy_lock.is_none() || meta.len == v.end)
+                    && v.file
+                        .as_ref()
+                        .is_some_and(|f| read_mark(&f.file, v.end).is_ok_and(|m| m == v.mark))
             });
             let Some(current) = cached else {
                 *view = Some(self.load(target, write, operation)?);
@@ -146,6 +150,10 @@ impl FileLedger {
                     .map_err(|e| self.io_error(operation, "reading", &e))?;
                 let replayed = journal::replay(&tail, current.end, &mut current.state, false)
                     .map_err(|c| self.unreadable(target, &c))?;
+                extend_mark(
+                    &mut current.mark,
+                    &tail[..(replayed.end - current.end) as usize],
+                );
                 current.end = replayed.end;
                 current.torn = replayed.torn;
             } else if meta.len == current.end {
@@ -215,6 +223,8 @@ impl FileLedger {
         if let Some(object) = state.as_mut() {
             object.refill();
         }
+        let mark = read_mark(&replayed.opened.file, replayed.records.end)
+            .map_err(|e| self.io_error(operation, "reading", &e))?;
         Ok(View {
             target: target.to_path_buf(),
             file: Some(replayed.opened),
@@ -223,6 +233,7 @@ impl FileLedger {
             end: replayed.records.end,
             torn: replayed.records.torn,
             len: replayed.len,
+            mark,
         })
     }
 
@@ -264,7 +275,7 @@ impl FileLedger {
         target: &Path,
         operation: &'static str,
     ) -> Result<(), LedgerError> {
-        let Handle { sidecar, view } = handle;
+        let Handle { sidecar, view, .. } = handle;
         if self.refresh(view, target, false, operation).is_err() {
             // Damage, or a file that shrank under the read (a writer
             // truncating a torn record): decide under the flock.
@@ -309,6 +320,8 @@ impl FileLedger {
             }
         }
         self.refresh_to_read(&mut handle, &target, operation)?;
+        let Handle { view, witness, .. } = &mut *handle;
+        self.check_witness(witness, view.as_ref(), &target, operation)?;
         if handle.sidecar.is_none() {
             // No view is "not read yet": the next call loads the file anew.
             let state = handle.view.take().and_then(|v| v.state);
@@ -350,16 +363,26 @@ impl FileLedger {
     ) -> Result<R, LedgerError> {
         let target = self.resolve(operation)?;
         let mut handle = self.handle();
-        let Handle { sidecar, view } = &mut *handle;
+        let Handle {
+            sidecar,
+            view,
+            witness,
+        } = &mut *handle;
         let _flock = self.flock(sidecar, &target, operation)?;
         self.refresh(view, &target, true, operation)?;
+        self.check_witness(witness, view.as_ref(), &target, operation)?;
         let (result, change) = plan(view.as_ref().and_then(|v| v.state.as_ref()))?;
         if let Some(change) = change {
+            // Under the run lock, what is stored is remembered once it is acknowledged.
+            let noted = witness.is_some().then(|| change.clone());
             let stored = self.store(view, change, operation);
             if stored.is_err() {
                 *view = None;
             }
             stored?;
+            if let (Some(w), Some(change)) = (witness.as_mut(), noted) {
+                w.stored(&change, view.as_ref());
+            }
         }
         Ok(result)
     }
@@ -422,6 +445,7 @@ impl FileLedger {
         }
         current.end = size;
         current.len = grown.unwrap_or(current.len);
+        extend_mark(&mut current.mark, &line);
         change.apply(&mut current.state);
         Ok(())
     }
@@ -473,6 +497,8 @@ impl FileLedger {
         ));
         let mut bytes = journal::encode_file(&object);
         let end = bytes.len() as u64;
+        let mut mark = Vec::new();
+        extend_mark(&mut mark, &bytes);
         let len = journal::preallocated_len(end);
         bytes.resize(len as usize, 0);
         let permissions = fs::metadata(target).ok().map(|m| m.permissions());
@@ -514,6 +540,7 @@ impl FileLedger {
             end,
             torn: 0,
             len,
+            mark,
         });
         Ok(())
     }

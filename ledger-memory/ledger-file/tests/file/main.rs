@@ -6,3 +6,4 @@ mod common;
 mod conformance;
 mod file_journal;
 mod file_ledger;
+mod replaced;
