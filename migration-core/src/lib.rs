@@ -186,6 +186,7 @@ pub mod retry;
 pub mod run;
 pub mod seeding;
 pub mod settings;
+pub mod shell;
 pub mod slug;
 pub mod step;
 #[cfg(feature = "testing")]
