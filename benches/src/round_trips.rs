@@ -20,6 +20,7 @@ use migration_core::{
 use test_apiserver::{TestApiServer, Verb};
 
 use crate::inputs::{LEGACY, PlanInput, image};
+use ledger_crd::{GROUP, KIND, PLURAL, VERSION};
 
 // The ledger ConfigMap at its default place (its Lease is `<name>-lock`).
 pub use migration_kube::defaults::{LEDGER_NAME as NAME, NAMESPACE};
@@ -282,14 +283,7 @@ pub async fn runner_on(backend: Backend, recorded: usize, pending: usize) -> Sce
             Box::new(ledger(&server))
         }
         Backend::Crd => {
-            server.register_custom_resource(
-                ledger_crd::GROUP,
-                ledger_crd::VERSION,
-                ledger_crd::PLURAL,
-                ledger_crd::KIND,
-                false,
-                true,
-            );
+            server.register_custom_resource(GROUP, VERSION, PLURAL, KIND, false, true);
             let snapshot = input.snapshot();
             let entries: Vec<(Slug, LedgerEntry)> = snapshot
                 .records

@@ -71,6 +71,7 @@ use migration_kube::{
 };
 
 pub mod lock;
+pub mod manifest;
 
 pub use lock::LOCK_ANNOTATION;
 

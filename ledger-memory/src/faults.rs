@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use migration_core::last_failure::LastFailure;
 use migration_core::ledger::{Ledger, LedgerError, LedgerSnapshot, WriteMode, WriteReport};
 use migration_core::lock::{Lease, Lock, LockedLedger};
-use migration_core::retry::{NoSleep, RetryPolicy};
+use migration_core::retry::{Attempts, RetryPolicy};
 use migration_core::step::{StepMode, StepReport, StepWrite};
 use migration_core::{LedgerEntry, Slug};
 
@@ -52,11 +52,6 @@ impl Operation {
             Operation::RenewLock => "renew lock",
             Operation::ReleaseLock => "release lock",
         }
-    }
-
-    /// True for operations that change stored state.
-    pub const fn mutates(self) -> bool {
-        !matches!(self, Operation::Read)
     }
 }
 
@@ -214,8 +209,11 @@ impl FaultyLedger {
         F: FnMut() -> Fut + Send,
         Fut: std::future::Future<Output = Result<T, LedgerError>> + Send,
     {
+        // Immediate by policy in every test: no timer to wait on.
+        let pause = |_| std::future::ready(());
+        let transient = LedgerError::is_transient;
         self.retry
-            .run(&NoSleep, || {
+            .run(&mut Attempts::new(), transient, pause, || {
                 let fault = self.decide(operation);
                 let run = request();
                 async move {

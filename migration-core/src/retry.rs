@@ -1,18 +1,15 @@
 //! Transient-error retries, written once: the policy (how many tries, how
-//! long between them) and the loop every backend runs its requests through.
+//! long between them) and the one loop ([`RetryPolicy::run`]) every
+//! backend runs its requests through.
 //!
 //! The layer that retries is the backend: it knows which of its errors are
 //! transient and what a request costs. The [`Migrator`](crate::Migrator)
 //! does not retry on top; it only re-reads to reconcile a reply that may
-//! have been lost. Core has no async runtime, so waiting goes through
-//! [`Sleep`], which each backend provides.
+//! have been lost. Core has no async runtime, so the backend passes in how
+//! to wait.
 
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use async_trait::async_trait;
-
-use crate::ledger::LedgerError;
 
 /// How many times and how patiently to retry transient API errors and
 /// precondition conflicts.
@@ -61,46 +58,66 @@ impl RetryPolicy {
     }
 }
 
-/// Waits between tries. Backends on an async runtime implement it with the
-/// runtime's timer; [`NoSleep`] serves backends that never wait.
-#[async_trait]
-pub trait Sleep: Send + Sync {
-    /// Waits `duration` (never called with zero).
-    async fn sleep(&self, duration: Duration);
-}
+/// The tries one caller's whole operation has made so far (reads and
+/// writes alike), counted against one [`RetryPolicy::attempts`]: a read
+/// that needed three tries leaves the write after it fewer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Attempts(u32);
 
-/// Does not wait: for in-process backends and tests, whose retries are
-/// immediate by policy.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoSleep;
+impl Attempts {
+    /// No try made yet.
+    pub const fn new() -> Self {
+        Attempts(0)
+    }
 
-#[async_trait]
-impl Sleep for NoSleep {
-    async fn sleep(&self, _duration: Duration) {}
+    /// The tries made so far.
+    pub const fn made(self) -> u32 {
+        self.0
+    }
+
+    /// Counts one more try (a request, or a remembered copy standing in for
+    /// a read) and answers its number, counting from 1.
+    pub fn count_one(&mut self) -> u32 {
+        self.0 = self.0.saturating_add(1);
+        self.0
+    }
+
+    /// Whether `policy` allows another try after the ones made.
+    pub fn left(self, policy: &RetryPolicy) -> bool {
+        self.0 < policy.attempts
+    }
 }
 
 impl RetryPolicy {
-    /// Runs `request` until it succeeds, fails with an error that is not
-    /// transient, or the policy's tries are used up (the last error is
-    /// returned). Only safe for requests that are idempotent when repeated:
-    /// every `Ledger` operation is (writes carry their whole intended
-    /// state, attempt marks their token).
-    pub async fn run<T, F, Fut>(&self, sleep: &dyn Sleep, mut request: F) -> Result<T, LedgerError>
+    /// The one retry loop: sends the request `send` makes, again while it
+    /// fails with an error `transient` accepts and `attempts` has tries
+    /// left, after `pause(attempt)` (the caller's timer, waiting
+    /// [`RetryPolicy::delay`]: core has no runtime). Each try counts in
+    /// `attempts`. Any other error, and the last transient one, is the
+    /// caller's, at once. Only for requests that are idempotent when
+    /// repeated: every `Ledger` operation is (writes carry their whole
+    /// intended state, attempt marks their token).
+    pub async fn run<T, E, F, Fut, P, Paused>(
+        &self,
+        attempts: &mut Attempts,
+        transient: impl Fn(&E) -> bool + Send,
+        mut pause: P,
+        mut send: F,
+    ) -> Result<T, E>
     where
-        F: FnMut() -> Fut + Send,
-        Fut: Future<Output = Result<T, LedgerError>> + Send,
         T: Send,
+        E: std::fmt::Display + Send,
+        F: FnMut() -> Fut + Send,
+        Fut: Future<Output = Result<T, E>> + Send,
+        P: FnMut(u32) -> Paused + Send,
+        Paused: Future<Output = ()> + Send,
     {
-        let mut attempt = 1;
         loop {
-            match request().await {
-                Err(e) if e.is_transient() && attempt < self.attempts => {
-                    tracing::debug!(attempt, error = %e, "transient ledger error; retrying");
-                    let delay = self.delay(attempt);
-                    if !delay.is_zero() {
-                        sleep.sleep(delay).await;
-                    }
-                    attempt += 1;
+            let attempt = attempts.count_one();
+            match send().await {
+                Err(e) if transient(&e) && attempts.left(self) => {
+                    tracing::debug!(error = %e, attempt, "transient error; retrying");
+                    pause(attempt).await;
                 }
                 other => return other,
             }

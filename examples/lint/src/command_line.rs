@@ -52,40 +52,25 @@ pub struct Flag {
     pub arity: Arity,
 }
 
+// The flag tables below in one word each: `v` takes a value, `s` is a
+// switch, `o` takes an optional value; a second letter `s` adds the shorthand.
+const fn flag(long: &'static str, short: Option<char>, arity: Arity) -> Flag {
+    Flag { long, short, arity }
+}
 const fn v(long: &'static str) -> Flag {
-    Flag {
-        long,
-        short: None,
-        arity: Arity::Value,
-    }
+    flag(long, None, Arity::Value)
 }
 const fn vs(long: &'static str, short: char) -> Flag {
-    Flag {
-        long,
-        short: Some(short),
-        arity: Arity::Value,
-    }
+    flag(long, Some(short), Arity::Value)
 }
 const fn s(long: &'static str) -> Flag {
-    Flag {
-        long,
-        short: None,
-        arity: Arity::Switch,
-    }
+    flag(long, None, Arity::Switch)
 }
 const fn ss(long: &'static str, short: char) -> Flag {
-    Flag {
-        long,
-        short: Some(short),
-        arity: Arity::Switch,
-    }
+    flag(long, Some(short), Arity::Switch)
 }
 const fn o(long: &'static str) -> Flag {
-    Flag {
-        long,
-        short: None,
-        arity: Arity::Optional,
-    }
+    flag(long, None, Arity::Optional)
 }
 
 /// kubectl 1.34.12's global flags, all of them (`kubectl options`).

@@ -10,7 +10,6 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod cli;
-pub mod render;
 pub mod report;
 
 /// `migrate --version`: the package version and the commit the binary was

@@ -13,7 +13,7 @@ use migrate_operator::{
     Context, CrdConditions, JobBounds, JobPod, Leadership, LedgerObject, OPERATOR_NAME,
     OperatorConfig, Retries, STATUS_NAME, metrics, parse_job_pod, parse_resources, run_controller,
 };
-use migrate_spec::LedgerSpec;
+use migrate_spec::{KubeOptions, LedgerSpec, OpenOptions};
 use migration_core::SystemClock;
 use migration_kube::defaults;
 
@@ -200,7 +200,13 @@ fn main() -> ExitCode {
                 return ExitCode::from(migrate_spec::exit::ENVIRONMENT);
             }
         };
-        let ledger = match cli.ledger.open().await {
+        // The operator's ledger is on the cluster it runs in (no
+        // --kubeconfig or --context of its own).
+        let opened = match OpenOptions::for_spec(&cli.ledger, KubeOptions::default()) {
+            Ok(options) => cli.ledger.open(&options).await,
+            Err(e) => Err(e),
+        };
+        let ledger = match opened {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("migrate-operator: {e}");

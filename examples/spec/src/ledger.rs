@@ -122,20 +122,47 @@ pub struct KubeOptions {
     pub context: Option<String>,
 }
 
-/// Set once by the binary from the command line; one process opens one ledger.
-static KUBE_OPTIONS: std::sync::OnceLock<KubeOptions> = std::sync::OnceLock::new();
+/// What opening a ledger takes besides its spec, given by the program
+/// (from its flags and environment, [`OpenOptions::for_spec`]): opening
+/// reads no global and no environment variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Which cluster the `configmap:` and `crd:` ledgers are on.
+    pub kube: KubeOptions,
+    /// The `file:` ledger's size budget in bytes (`None`: unlimited).
+    pub file_budget: Option<u64>,
+}
 
-/// Records the process's [`KubeOptions`]; a second call changes nothing.
-pub fn set_kube_options(options: KubeOptions) {
-    let _ = KUBE_OPTIONS.set(options);
+impl Default for OpenOptions {
+    /// The discovered cluster, and the file ledger's default budget
+    /// ([`ledger_file::DEFAULT_FILE_BUDGET_BYTES`]).
+    fn default() -> Self {
+        OpenOptions {
+            kube: KubeOptions::default(),
+            file_budget: Some(ledger_file::DEFAULT_FILE_BUDGET_BYTES),
+        }
+    }
+}
+
+impl OpenOptions {
+    /// The options a program opens `spec` with: `kube` from its flags and,
+    /// for a `file:` ledger, the budget [`FILE_BUDGET_ENV`] sets (read for a
+    /// file ledger only: it is that ledger's setting). A budget that is
+    /// neither a byte count nor `none` is an error, never the default.
+    pub fn for_spec(spec: &LedgerSpec, kube: KubeOptions) -> Result<Self, String> {
+        let file_budget = match spec {
+            LedgerSpec::File(_) => file_budget_from_env()?,
+            _ => OpenOptions::default().file_budget,
+        };
+        Ok(OpenOptions { kube, file_budget })
+    }
 }
 
 impl LedgerSpec {
-    async fn client(&self) -> Result<kube::Client, String> {
+    async fn client(&self, options: &KubeOptions) -> Result<kube::Client, String> {
         let fail =
             |e: &dyn fmt::Display| format!("cannot reach a Kubernetes API server for {self}: {e}");
-        let options = KUBE_OPTIONS.get().cloned().unwrap_or_default();
-        if options == KubeOptions::default() {
+        if *options == KubeOptions::default() {
             return migration_kube::client::infer().await.map_err(|e| fail(&e));
         }
         let chosen = kube::config::KubeConfigOptions {
@@ -169,20 +196,25 @@ impl LedgerSpec {
         }
     }
 
-    /// Opens the ledger the spec names. Kubernetes backends discover their
-    /// cluster the usual way (`KUBECONFIG`, `~/.kube/config`, in-cluster).
-    pub async fn open(&self) -> Result<Arc<dyn LockedLedger>, String> {
+    /// Opens the ledger the spec names, with `options`. Kubernetes backends
+    /// without a chosen kubeconfig or context discover their cluster the
+    /// usual way (`KUBECONFIG`, `~/.kube/config`, in-cluster).
+    pub async fn open(&self, options: &OpenOptions) -> Result<Arc<dyn LockedLedger>, String> {
         Ok(match self {
             LedgerSpec::File(path) => {
-                Arc::new(FileLedger::new(path).with_budget(file_budget_from_env()?))
+                Arc::new(FileLedger::new(path).with_budget(options.file_budget))
             }
             LedgerSpec::Memory => Arc::new(MemoryLedger::new()),
-            LedgerSpec::ConfigMap { namespace, name } => Arc::new(
-                ledger_configmap::ConfigMapLedger::new(self.client().await?, namespace, name),
-            ),
-            LedgerSpec::Crd { name } => {
-                Arc::new(ledger_crd::CrdLedger::new(self.client().await?, name))
+            LedgerSpec::ConfigMap { namespace, name } => {
+                let client = self.client(&options.kube).await?;
+                Arc::new(ledger_configmap::ConfigMapLedger::new(
+                    client, namespace, name,
+                ))
             }
+            LedgerSpec::Crd { name } => Arc::new(ledger_crd::CrdLedger::new(
+                self.client(&options.kube).await?,
+                name,
+            )),
         })
     }
 }

@@ -13,6 +13,6 @@ pub mod index;
 mod ledger;
 
 pub use ledger::{
-    FILE_BUDGET_ENV, KubeOptions, LedgerSpec, SpecError, is_dns_label, is_dns_subdomain,
-    set_kube_options,
+    FILE_BUDGET_ENV, KubeOptions, LedgerSpec, OpenOptions, SpecError, is_dns_label,
+    is_dns_subdomain,
 };

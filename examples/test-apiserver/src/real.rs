@@ -103,14 +103,8 @@ const TESTENV_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../kube-teste
 #[derive(Debug)]
 pub struct PrivateCluster {
     cluster: RealCluster,
-    state: Option<StateGuard>,
-}
-
-impl PrivateCluster {
-    /// True when the cluster is this test's own (not a shared kubeconfig).
-    pub fn is_own(&self) -> bool {
-        self.state.is_some()
-    }
+    /// Held for its drop alone: stops the server this cluster started.
+    _state: Option<StateGuard>,
 }
 
 impl std::ops::Deref for PrivateCluster {
@@ -186,7 +180,7 @@ impl RealCluster {
         let Some(bin) = std::env::var_os(TESTENV_BIN_VAR) else {
             return Some(PrivateCluster {
                 cluster: shared,
-                state: None,
+                _state: None,
             });
         };
         let state = std::env::temp_dir().join(unique_name("kube-testenv"));
@@ -203,7 +197,7 @@ impl RealCluster {
         let cluster = Self::from_kubeconfig(state.join("kubeconfig")).await;
         Some(PrivateCluster {
             cluster,
-            state: Some(guard),
+            _state: Some(guard),
         })
     }
 
@@ -391,11 +385,6 @@ impl RealCluster {
             Ok(lease) => lease,
             Err(e) => panic!("cannot read Lease {name}-lock: {e}"),
         }
-    }
-
-    /// Who holds the run lock of ledger object `name` (`None` without a Lease or a holder).
-    pub async fn lock_holder(&self, name: &str) -> Option<String> {
-        self.lock_lease(name).await?.spec?.holder_identity
     }
 
     /// Deletes ledger object `name` from `objects` and its run-lock Lease from

@@ -1,42 +1,15 @@
-//! Retries on the Kubernetes API: core's [`RetryPolicy`] with tokio's timer,
-//! and the one loop ([`Backoff::retry`]) every read and write of the
+//! Retries on the Kubernetes API: core's [`RetryPolicy`] and its one loop
+//! ([`RetryPolicy::run`]) with tokio's timer and the API's transient
+//! errors ([`Backoff::retry`]), which every read and write of the
 //! Kubernetes backends and of the Lease goes through.
 
 use std::future::Future;
 
-pub use migration_core::retry::RetryPolicy;
+use tracing::Instrument;
+
+pub use migration_core::retry::{Attempts, RetryPolicy};
 
 use crate::error::{Class, classify};
-
-/// The tries one caller's whole operation has made so far (reads and
-/// writes alike), counted against one [`RetryPolicy::attempts`]: a read
-/// that needed three tries leaves the write after it fewer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Attempts(u32);
-
-impl Attempts {
-    /// No try made yet.
-    pub const fn new() -> Self {
-        Attempts(0)
-    }
-
-    /// The tries made so far.
-    pub const fn made(self) -> u32 {
-        self.0
-    }
-
-    /// Counts one more try (a request, or a remembered copy standing in for
-    /// a read) and answers its number, counting from 1.
-    pub fn count_one(&mut self) -> u32 {
-        self.0 = self.0.saturating_add(1);
-        self.0
-    }
-
-    /// Whether `policy` allows another try after the ones made.
-    pub fn left(self, policy: &RetryPolicy) -> bool {
-        self.0 < policy.attempts
-    }
-}
 
 /// What the Kubernetes backends add to [`RetryPolicy`]: waiting on tokio's
 /// timer, the one retry loop, and a retrying typed read.
@@ -88,23 +61,17 @@ impl Backoff for RetryPolicy {
         attempts: &mut Attempts,
         operation: &str,
         object: &str,
-        mut send: F,
+        send: F,
     ) -> Result<T, kube::Error>
     where
         T: Send,
         F: FnMut() -> Fut + Send,
         Fut: Future<Output = Result<T, kube::Error>> + Send,
     {
-        loop {
-            let attempt = attempts.count_one();
-            match send().await {
-                Err(e) if classify(&e) == Class::Transient && attempts.left(self) => {
-                    tracing::debug!(error = %e, attempt, operation, object, "transient API error; retrying");
-                    self.pause(attempt).await;
-                }
-                other => return other,
-            }
-        }
+        let transient = |e: &kube::Error| classify(e) == Class::Transient;
+        self.run(attempts, transient, |a| self.pause(a), send)
+            .instrument(tracing::debug_span!("api request", operation, object))
+            .await
     }
 
     async fn get_opt<K>(

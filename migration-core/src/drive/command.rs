@@ -54,17 +54,9 @@ impl ScriptCommand<'_> {
         if is_bash {
             cmd.args(["-o", "pipefail"]);
         }
-        // Single-quoted for the shell, byte for byte (a path need not be
-        // UTF-8).
-        let mut source = b". '".to_vec();
-        for &b in self.copy.as_os_str().as_bytes() {
-            if b == b'\'' {
-                source.extend_from_slice(b"'\\''");
-            } else {
-                source.push(b);
-            }
-        }
-        source.push(b'\'');
+        // Quoted byte for byte (a path need not be UTF-8).
+        let mut source = b". ".to_vec();
+        source.extend(crate::shell::quoted_bytes(self.copy.as_os_str().as_bytes()));
         cmd.arg("-c")
             .arg(std::ffi::OsString::from_vec(source))
             .arg(self.path)

@@ -154,10 +154,4 @@ impl MigrationsTree {
     pub fn manifest(&self) -> Option<&Manifest> {
         self.manifest.as_ref()
     }
-
-    /// Replaces the manifest (after generating it in memory).
-    pub fn with_manifest(mut self, manifest: Manifest) -> Self {
-        self.manifest = Some(manifest);
-        self
-    }
 }

@@ -20,6 +20,7 @@ mod requirement_tiers;
 mod retention_floor;
 mod retired_reuse;
 mod run_budget;
+mod shell_quoting;
 mod tree_loading;
 mod upgrade_paths;
 mod write_step;

@@ -43,11 +43,6 @@ fn main() -> ExitCode {
         Err(e) => return cli::usage_error(&e),
     };
     cli::init_logging(cli.verbosity);
-    let cluster = cli.command.cluster();
-    migrate_spec::set_kube_options(migrate_spec::KubeOptions {
-        kubeconfig: cluster.kubeconfig,
-        context: cluster.context,
-    });
     let out = Out::to_stdout(cli.output);
     cli::execute(&out, dispatch(cli.command, &out))
 }

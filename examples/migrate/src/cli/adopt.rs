@@ -65,7 +65,7 @@ pub async fn adopt(args: AdoptArgs, out: &Out) -> Result<(), Failure> {
         .into_iter()
         .chain(adoption.notes.iter().cloned())
         .collect();
-    let ledger = open(&args.ledger).await?;
+    let ledger = open(&args.ledger, &args.cluster).await?;
     let describe = ledger.describe();
     let snapshot = ledger.read().await?;
     let write = adopt_into(snapshot.as_ref(), &adoption, version).map_err(|why| {

@@ -115,23 +115,6 @@ pub struct ClusterArgs {
     pub context: Option<String>,
 }
 
-impl Command {
-    /// The cluster options of a command that talks to a cluster (default:
-    /// none given).
-    pub fn cluster(&self) -> ClusterArgs {
-        match self {
-            Command::Plan(a) => a.cluster.clone(),
-            Command::Run(a) => a.cluster.clone(),
-            Command::Status(a) => a.cluster.clone(),
-            Command::SeedFresh(a) => a.cluster.clone(),
-            Command::Adopt(a) => a.cluster.clone(),
-            Command::Verify(a) => a.cluster.clone(),
-            Command::Repair(a) => a.cluster.clone(),
-            _ => ClusterArgs::default(),
-        }
-    }
-}
-
 /// Which tier(s) to cover.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TierArg {

@@ -7,8 +7,10 @@ use std::sync::Arc;
 use migration_core::{LedgerError, LockedLedger, MigrateError, TreeError};
 
 use migrate_release::git::GitError;
-use migrate_spec::LedgerSpec;
+
+use super::args::ClusterArgs;
 use migrate_spec::exit;
+use migrate_spec::{KubeOptions, LedgerSpec, OpenOptions};
 
 /// A failed command.
 #[derive(Debug)]
@@ -92,10 +94,21 @@ impl From<LedgerError> for Failure {
     }
 }
 
-/// Opens the ledger `spec` names; failing to is an environment failure,
+/// Opens the ledger `spec` names, on the cluster `cluster` chooses (for the
+/// `configmap:` and `crd:` ledgers); failing to is an environment failure,
 /// but a spec that cannot name a ledger (a file ledger path that is a
 /// device or a FIFO) is bad input.
-pub async fn open(spec: &LedgerSpec) -> Result<Arc<dyn LockedLedger>, Failure> {
+pub async fn open(
+    spec: &LedgerSpec,
+    cluster: &ClusterArgs,
+) -> Result<Arc<dyn LockedLedger>, Failure> {
     spec.check().map_err(|e| Failure::bad_input(vec![e]))?;
-    spec.open().await.map_err(|e| Failure::environment(vec![e]))
+    let kube = KubeOptions {
+        kubeconfig: cluster.kubeconfig.clone(),
+        context: cluster.context.clone(),
+    };
+    let options = OpenOptions::for_spec(spec, kube).map_err(|e| Failure::environment(vec![e]))?;
+    spec.open(&options)
+        .await
+        .map_err(|e| Failure::environment(vec![e]))
 }

@@ -4,7 +4,7 @@ use migration_core::MigrationsTree;
 
 use super::args::IndexArgs;
 use super::{Failure, Out};
-use crate::render::configmap_yaml_data;
+use ledger_configmap::manifest::data_manifest;
 use migrate_spec::index::{Index, index_configmap};
 
 /// Builds the index of the tree's runnable background migrations and
@@ -35,8 +35,6 @@ pub fn index(args: IndexArgs, out: &Out) -> Result<(), Failure> {
     };
     let cm = index_configmap(&index, &args.namespace, &args.name);
     let data = index.to_data();
-    out.emit(&cm, |_| {
-        configmap_yaml_data(&args.namespace, &args.name, &data)
-    });
+    out.emit(&cm, |_| data_manifest(&args.namespace, &args.name, &data));
     Ok(())
 }

@@ -12,7 +12,7 @@ use migration_core::{
 };
 use tokio::task::JoinError;
 
-use super::args::PlanArgs;
+use super::args::{ClusterArgs, PlanArgs};
 use super::{Failure, Out, open};
 use crate::report::PlanView;
 use migrate_release::git::PlacedScript;
@@ -28,7 +28,7 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
     check_ledger_flags(args.require_existing_ledger, args.fresh_install)?;
     // The tree's migrate.toml, refused before the ledger is opened.
     let settings = super::settings::read(&args.tree)?;
-    let (tree, opened) = load_and_read(&args.tree, &args.ledger).await?;
+    let (tree, opened) = load_and_read(&args.tree, &args.ledger, &args.cluster).await?;
     // As `run` does: before the ledger's own failures.
     super::manifest_of(&tree)?;
     super::suggest::check_only(&tree, args.only.as_ref())?;
@@ -293,9 +293,10 @@ fn worth_overlapping(spec: &LedgerSpec) -> bool {
 pub(super) async fn load_and_read(
     tree: &Path,
     spec: &LedgerSpec,
+    cluster: &ClusterArgs,
 ) -> Result<(MigrationsTree, Opened), Failure> {
     let reading = async {
-        let ledger = open(spec).await?;
+        let ledger = open(spec, cluster).await?;
         let read = ledger.read().await;
         Ok((ledger, read))
     };

@@ -47,7 +47,7 @@ pub async fn repair(args: RepairArgs, out: &Out) -> Result<(), Failure> {
         at: Timestamp::now(),
         sha256: Some(script.sha256),
     };
-    let ledger = open(&args.ledger).await?;
+    let ledger = open(&args.ledger, &args.cluster).await?;
     // Decided once before the lock (a refusal takes no lock and leaves no
     // lock record behind) and again under it, on what is written over.
     let decide = |snapshot: Option<migration_core::LedgerSnapshot>| {

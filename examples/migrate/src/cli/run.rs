@@ -45,7 +45,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     // The ledger is read while the tree loads, without the lock: a run
     // that has nothing to do ends on that read, and any other run takes
     // the lock and plans on what it reads then (`Runner::run_after_read`).
-    let (tree, opened) = super::plan::load_and_read(&tree, &ledger).await?;
+    let (tree, opened) = super::plan::load_and_read(&tree, &ledger, &cluster).await?;
     // Refused before the ledger's own failures, and before anything is
     // written: taking the run lock would leave a lock file (or a ledger
     // object) behind for a run that never started.
@@ -248,19 +248,7 @@ fn status_command(ledger: &LedgerSpec, cluster: &ClusterArgs, slug: &Slug) -> St
         words.extend(["--context".to_owned(), context.clone()]);
     }
     words.push(slug.to_string());
-    let quoted: Vec<String> = words.iter().map(|w| shell_word(w)).collect();
-    quoted.join(" ")
-}
-
-/// `word` as a POSIX shell reads it back: as it is when every character is
-/// plain, else single-quoted with each `'` closed, escaped and reopened.
-fn shell_word(word: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "/:._-@%+=,".contains(c);
-    if !word.is_empty() && word.chars().all(plain) {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
+    migration_core::shell::line(&words)
 }
 
 /// Maps a run error to its exit code, printing the partial report in JSON

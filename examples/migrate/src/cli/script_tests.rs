@@ -181,11 +181,11 @@ struct Sandbox {
 /// The guard standing in for cluster command `name`: records the call and
 /// refuses it, so even a test that drops the exit status fails.
 fn guard_text(name: &str, refused: &Path) -> String {
-    let refused = refused.display().to_string().replace('\'', r"'\''");
+    let refused = migration_core::shell::quoted(&refused.display().to_string());
     format!(
         "#!/bin/sh\n\
          # migrate test: no real {name} may run under a test.\n\
-         printf '%s\\n' \"{name} $*\" >> '{refused}'\n\
+         printf '%s\\n' \"{name} $*\" >> {refused}\n\
          echo \"{name}: migrate test refuses to run the real {name}: a test talks to a fake cluster only. Put a fake {name} first on PATH (tests/lib.sh does it for every cluster command), or prove the migration on a test cluster with migrate test --real-cluster KUBECONFIG\" >&2\n\
          exit 127\n"
     )

@@ -13,7 +13,7 @@ use migration_core::{
 
 use super::args::{RenderKind, SeedFreshArgs};
 use super::{Failure, Out, open};
-use crate::render::{configmap_json, configmap_yaml};
+use ledger_configmap::manifest::{seeded_manifest, seeded_object};
 use migrate_spec::exit;
 
 /// Creates the seeded ledger, or prints it as a manifest.
@@ -28,7 +28,7 @@ pub async fn seed_fresh(args: SeedFreshArgs, out: &Out) -> Result<(), Failure> {
     let (namespace, name) = (args.namespace, args.name);
     match (args.ledger, args.render) {
         (Some(spec), None) => {
-            let ledger = open(&spec).await?;
+            let ledger = open(&spec, &args.cluster).await?;
             let migrator = Migrator::new(&tree, ledger.as_ref(), &clock);
             let seeded = migrator.seed_fresh().await.map_err(|e| match e {
                 exists @ MigrateError::Exists { .. } => {
@@ -53,8 +53,8 @@ pub async fn seed_fresh(args: SeedFreshArgs, out: &Out) -> Result<(), Failure> {
             };
             let entries = migration_core::seeding::fresh_install_entries(&tree, &context)
                 .map_err(MigrateError::from)?;
-            let json = configmap_json(&namespace, &name, &entries);
-            out.emit(&json, |_| configmap_yaml(&namespace, &name, &entries));
+            let json = seeded_object(&namespace, &name, &entries);
+            out.emit(&json, |_| seeded_manifest(&namespace, &name, &entries));
         }
         _ => {
             return Err(Failure::new(

@@ -30,7 +30,7 @@ async fn with_kept_output(ledger: &dyn Ledger, message: String) -> String {
 /// entry with its failure output; a slug the ledger does not know is an
 /// error naming it.
 pub async fn status(args: StatusArgs, out: &Out) -> Result<(), Failure> {
-    let ledger = open(&args.ledger).await?;
+    let ledger = open(&args.ledger, &args.cluster).await?;
     let snapshot = ledger.read().await?;
     let view = StatusView::new(snapshot.as_ref(), &ledger.describe());
     let Some(slug) = args.slug else {

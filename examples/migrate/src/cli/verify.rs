@@ -21,7 +21,7 @@ pub async fn verify(args: VerifyArgs, out: &Out) -> Result<(), Failure> {
         Some(tag) => Some(known_release(tag, manifest, tree.root())?),
         None => None,
     };
-    let ledger = open(&args.ledger).await?;
+    let ledger = open(&args.ledger, &args.cluster).await?;
     let snapshot = ledger.read().await?;
     let result = verify_ledger(&tree, manifest, snapshot.as_ref(), since.as_ref());
     // Flyway's validate: a script edited after it ran means the tree no

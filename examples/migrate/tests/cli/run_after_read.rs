@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use ledger_configmap::ConfigMapLedger;
+use ledger_crd::{GROUP, KIND, PLURAL, VERSION};
 use ledger_file::FileLedger;
 use migrate_runner::{Console, RunConfig, RunError, RunReport};
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder, s};
@@ -203,14 +204,7 @@ async fn on_the_configmap_ledger_a_write_after_the_read_makes_the_run_plan_again
 /// custom-resource ledger `NAME` on it.
 async fn crd_ledger() -> (TestApiServer, ledger_crd::CrdLedger) {
     let server = TestApiServer::start().await;
-    server.register_custom_resource(
-        ledger_crd::GROUP,
-        ledger_crd::VERSION,
-        ledger_crd::PLURAL,
-        ledger_crd::KIND,
-        false,
-        true,
-    );
+    server.register_custom_resource(GROUP, VERSION, PLURAL, KIND, false, true);
     let ledger = ledger_crd::CrdLedger::new(server.client(), NAME);
     ledger.create(&[]).await.unwrap();
     (server, ledger)

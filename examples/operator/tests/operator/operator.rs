@@ -14,6 +14,7 @@ use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use ledger_configmap::{ConfigMapLedger, Options};
+use ledger_crd::{GROUP, KIND, PLURAL, VERSION};
 use migrate_operator::{
     ATTEMPT_LABEL, Context, Index, OperatorConfig, OperatorError, Retries, SLUG_LABEL,
     index_configmap, reconcile, run_controller,
@@ -387,14 +388,7 @@ async fn with_two_replicas_only_the_leader_acts() {
 #[tokio::test]
 async fn with_the_crd_ledger_readiness_is_a_condition_with_a_distinct_reason() {
     let server = TestApiServer::start().await;
-    server.register_custom_resource(
-        ledger_crd::GROUP,
-        ledger_crd::VERSION,
-        ledger_crd::PLURAL,
-        ledger_crd::KIND,
-        false,
-        true,
-    );
+    server.register_custom_resource(GROUP, VERSION, PLURAL, KIND, false, true);
     let index = Index {
         image: common::IMAGE.into(),
         tree: "/m".into(),

@@ -256,6 +256,14 @@ impl Env {
         self.cluster.kubectl_ok(&["apply", "-f", "-"], &manifest);
     }
 
+    /// The operator's client, under its ServiceAccount with the chart's RBAC applied as it is.
+    async fn operator_under_rbac(&self) -> Client {
+        self.apply_rbac(|m| m);
+        self.cluster
+            .service_account_client(&self.ns, OPERATOR_SA)
+            .await
+    }
+
     /// The status ConfigMap's `status` value, parsed.
     async fn status(&self) -> serde_json::Value {
         let cms: Api<ConfigMap> = Api::namespaced(self.cluster.client(), &self.ns);
@@ -271,6 +279,16 @@ impl Env {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         panic!("expected {n} job(s), have {:?}", self.jobs().await);
+    }
+}
+
+/// Retries of `limit` Jobs a slug, waiting `base` seconds after the first failure, doubling up
+/// to `cap`.
+fn retries(limit: u32, base: u64, cap: u64) -> Retries {
+    Retries {
+        limit,
+        base: Duration::from_secs(base),
+        cap: Duration::from_secs(cap),
     }
 }
 
@@ -331,12 +349,7 @@ async fn the_job_for_the_first_pending_slug_passes_real_validation_and_is_announ
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn job_status_set_through_the_status_subresource_drives_success_retries_and_give_up() {
     let t = or_skip!(Env::new("operator: Job outcomes", &["first", "flaky", "last"], &[]).await);
-    let retries = Retries {
-        limit: 2,
-        base: Duration::from_secs(30),
-        cap: Duration::from_secs(300),
-    };
-    let ctx = t.context(t.cluster.client(), retries);
+    let ctx = t.context(t.cluster.client(), retries(2, 30, 300));
     t.reconcile(&ctx).await.unwrap();
     t.record_ok("first").await;
     t.finish("migrate-first-1", true).await;
@@ -378,8 +391,7 @@ async fn job_status_set_through_the_status_subresource_drives_success_retries_an
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_controller_under_its_own_serviceaccount_reacts_to_real_watches() {
     let t = or_skip!(Env::new("operator: controller and RBAC", &["first", "second"], &[]).await);
-    t.apply_rbac(|m| m);
-    let operator = t.cluster.service_account_client(&t.ns, OPERATOR_SA).await;
+    let operator = t.operator_under_rbac().await;
     let controller = tokio::spawn(run_controller(t.context(operator, Retries::default())));
     t.wait_for_jobs(1).await;
     t.record_ok("first").await;
@@ -404,16 +416,10 @@ async fn the_controller_under_its_own_serviceaccount_reacts_to_real_watches() {
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_roles_grant_what_the_operator_and_the_runner_do() {
     let t = or_skip!(Env::new("operator and runner RBAC", &["flaky"], &[]).await);
-    t.apply_rbac(|m| m);
     // The operator: reads the index and the ledger, creates Jobs, publishes Events, records a
     // failed entry, and holds its leader Lease.
-    let operator = t.cluster.service_account_client(&t.ns, OPERATOR_SA).await;
-    let retries = Retries {
-        limit: 1,
-        base: Duration::from_secs(1),
-        cap: Duration::from_secs(1),
-    };
-    let ctx = t.context(operator.clone(), retries);
+    let operator = t.operator_under_rbac().await;
+    let ctx = t.context(operator.clone(), retries(1, 1, 1));
     t.reconcile(&ctx).await.unwrap();
     t.finish("migrate-flaky-1", false).await;
     t.reconcile(&ctx).await.unwrap();
@@ -569,12 +575,7 @@ async fn each_job_and_each_outcome_is_its_own_event_regarding_its_job() {
         )
         .await
     );
-    let retries = Retries {
-        limit: 2,
-        base: Duration::from_secs(30),
-        cap: Duration::from_secs(300),
-    };
-    let ctx = t.context(t.cluster.client(), retries);
+    let ctx = t.context(t.cluster.client(), retries(2, 30, 300));
     t.reconcile(&ctx).await.unwrap();
     t.record_ok("alpha").await;
     t.finish("migrate-alpha-1", true).await;
@@ -642,14 +643,8 @@ async fn each_job_and_each_outcome_is_its_own_event_regarding_its_job() {
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_give_up_records_the_image_and_output_of_the_last_job_and_deleted_jobs_still_count() {
     let t = or_skip!(Env::new("operator: the give-up record", &["bg"], &[]).await);
-    t.apply_rbac(|m| m);
-    let operator = t.cluster.service_account_client(&t.ns, OPERATOR_SA).await;
-    let retries = Retries {
-        limit: 3,
-        base: Duration::from_secs(30),
-        cap: Duration::from_secs(300),
-    };
-    let ctx = t.context(operator, retries);
+    let operator = t.operator_under_rbac().await;
+    let ctx = t.context(operator, retries(3, 30, 300));
     t.reconcile(&ctx).await.unwrap();
     t.finish("migrate-bg-1", false).await;
     t.reconcile(&ctx).await.unwrap();
@@ -1404,12 +1399,7 @@ async fn a_deleted_failed_entry_is_given_up_again_from_the_history_whether_or_no
 {
     for jobs_deleted in [false, true] {
         let t = or_skip!(Env::new("operator: a failed entry decided once", &["bg"], &[]).await);
-        let retries = Retries {
-            limit: 1,
-            base: Duration::from_secs(1),
-            cap: Duration::from_secs(1),
-        };
-        let ctx = t.context(t.cluster.client(), retries);
+        let ctx = t.context(t.cluster.client(), retries(1, 1, 1));
         t.reconcile(&ctx).await.unwrap();
         t.finish("migrate-bg-1", false).await;
         t.reconcile(&ctx).await.unwrap();
@@ -1462,8 +1452,7 @@ async fn a_deleted_failed_entry_is_given_up_again_from_the_history_whether_or_no
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_roles_scope_configmaps_and_leases_to_the_objects_by_name() {
     let t = or_skip!(Env::new("RBAC: rights by name", &["first"], &[]).await);
-    t.apply_rbac(|m| m);
-    let operator = t.cluster.service_account_client(&t.ns, OPERATOR_SA).await;
+    let operator = t.operator_under_rbac().await;
     let cms: Api<ConfigMap> = Api::namespaced(operator.clone(), &t.ns);
     let all = cms.list(&ListParams::default()).await.unwrap_err();
     assert!(
@@ -1533,8 +1522,7 @@ async fn every_request_names_the_program_and_its_version() {
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_failed_lease_renewal_keeps_leadership_while_the_lease_is_valid() {
     let t = or_skip!(Env::new("operator: a renewal blip", &[], &[]).await);
-    t.apply_rbac(|m| m);
-    let operator = t.cluster.service_account_client(&t.ns, OPERATOR_SA).await;
+    let operator = t.operator_under_rbac().await;
     let leadership = migrate_operator::Leadership::new(
         operator,
         &t.ns,

@@ -1070,7 +1070,7 @@ fn display(argv: &[String]) -> String {
             if !w.is_empty() && !w.contains(|c: char| c.is_whitespace() || "'\"\\".contains(c)) {
                 w.clone()
             } else {
-                format!("'{}'", w.replace('\'', r"'\''"))
+                migration_core::shell::quoted(w)
             }
         })
         .collect::<Vec<_>>()
@@ -1205,7 +1205,7 @@ const FIXED_TIME: u64 = 1_767_225_600;
 
 /// Single-quoted for sh.
 fn quote(path: &Path) -> String {
-    format!("'{}'", path.to_string_lossy().replace('\'', r"'\''"))
+    migration_core::shell::quoted(&path.to_string_lossy())
 }
 
 /// The fake cluster command `name`: takes the next call number (a file

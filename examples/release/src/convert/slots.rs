@@ -60,6 +60,15 @@ impl SlotPlan {
     }
 }
 
+/// Each line of `text` with its number (from 1), as it is, and its words
+/// with a `#` comment cut off: the two files below are read alike.
+fn numbered_words(text: &str) -> impl Iterator<Item = (usize, &str, Vec<&str>)> {
+    text.lines().enumerate().map(|(i, raw)| {
+        let uncommented = raw.split('#').next().unwrap_or("");
+        (i + 1, raw, uncommented.split_whitespace().collect())
+    })
+}
+
 /// `--release-targets FILE`: `TAG TARGET` lines (`#` comments, blank
 /// lines), the numbered runner's target at each release tag. Convert
 /// cannot read it from the tags itself: where a platform keeps it (a chart
@@ -81,14 +90,7 @@ impl ReleaseTargets {
     pub fn parse(file: &str, text: &str) -> Result<Self, ConvertError> {
         let mut entries: BTreeMap<String, (u64, usize)> = BTreeMap::new();
         let mut problems = Vec::new();
-        for (i, raw) in text.lines().enumerate() {
-            let line = i + 1;
-            let words: Vec<&str> = raw
-                .split('#')
-                .next()
-                .unwrap_or("")
-                .split_whitespace()
-                .collect();
+        for (line, raw, words) in numbered_words(text) {
             match words.as_slice() {
                 [] => {}
                 [tag, n] => match n.parse::<u64>() {
@@ -214,14 +216,7 @@ impl SlugMap {
     pub fn parse(file: &str, text: &str) -> Result<SlugMap, ConvertError> {
         let mut entries: BTreeMap<u64, (Slug, usize)> = BTreeMap::new();
         let mut problems = Vec::new();
-        for (i, raw) in text.lines().enumerate() {
-            let line = i + 1;
-            let words: Vec<&str> = raw
-                .split('#')
-                .next()
-                .unwrap_or("")
-                .split_whitespace()
-                .collect();
+        for (line, raw, words) in numbered_words(text) {
             if words.is_empty() {
                 continue;
             }

@@ -47,17 +47,7 @@ impl BlobReader {
         if let Some(bytes) = self.cache.get(oid) {
             return Ok(bytes.clone());
         }
-        let protocol = |detail: String| GitError::Protocol {
-            args: "cat-file --batch".into(),
-            detail,
-        };
-        writeln!(self.stdin, "{oid}")
-            .and_then(|()| self.stdin.flush())
-            .map_err(|e| protocol(e.to_string()))?;
-        let mut header = String::new();
-        self.stdout
-            .read_line(&mut header)
-            .map_err(|e| protocol(e.to_string()))?;
+        let header = self.ask(oid)?;
         let mut fields = header.split_whitespace();
         let (_, kind, size) = (fields.next(), fields.next(), fields.next());
         if kind != Some("blob") {
@@ -69,6 +59,19 @@ impl BlobReader {
         let bytes = self.read_content(oid, size).map_err(protocol)?;
         self.cache.insert(oid.to_owned(), bytes.clone());
         Ok(bytes)
+    }
+
+    /// Asks `git cat-file --batch` for object `name`: the header line it
+    /// answers with (`<oid> <type> <size>`, or `<name> missing`).
+    fn ask(&mut self, name: &str) -> Result<String, GitError> {
+        writeln!(self.stdin, "{name}")
+            .and_then(|()| self.stdin.flush())
+            .map_err(|e| protocol(e.to_string()))?;
+        let mut header = String::new();
+        self.stdout
+            .read_line(&mut header)
+            .map_err(|e| protocol(e.to_string()))?;
+        Ok(header)
     }
 
     /// The `size` bytes of object `what` that follow its header, and the
@@ -95,20 +98,10 @@ impl BlobReader {
     /// (`TAG:PATH`), `None` when there is no such object (a tag without
     /// that file, or no such tag). Not cached: each name is asked once.
     pub(super) fn read_named(&mut self, name: &str) -> Result<Option<Vec<u8>>, GitError> {
-        let protocol = |detail: String| GitError::Protocol {
-            args: "cat-file --batch".into(),
-            detail,
-        };
         if name.contains('\n') {
             return Err(protocol(format!("object name {name:?} has a newline")));
         }
-        writeln!(self.stdin, "{name}")
-            .and_then(|()| self.stdin.flush())
-            .map_err(|e| protocol(e.to_string()))?;
-        let mut header = String::new();
-        self.stdout
-            .read_line(&mut header)
-            .map_err(|e| protocol(e.to_string()))?;
+        let header = self.ask(name)?;
         let header = header.trim_end();
         if header.ends_with(" missing") || header.ends_with(" ambiguous") {
             return Ok(None);
@@ -127,5 +120,13 @@ impl BlobReader {
         drop(self.stdin);
         let _ = self.child.wait();
         Ok(())
+    }
+}
+
+/// A `git cat-file --batch` answer that is not what the protocol says.
+fn protocol(detail: String) -> GitError {
+    GitError::Protocol {
+        args: "cat-file --batch".into(),
+        detail,
     }
 }

@@ -274,11 +274,6 @@ impl Tripwire {
         self.dir.path()
     }
 
-    /// The shim directory (first on every script's `PATH`).
-    pub fn bin_dir(&self) -> &Path {
-        &self.bin
-    }
-
     /// The directory the report files are created in (see [`REPORT_BASE`]).
     pub fn report_dir(&self) -> &Path {
         self.reports.as_ref().unwrap_or(&self.dir).path()

@@ -218,19 +218,7 @@ pub fn display_call(argv: &[String]) -> String {
 /// Shell-like rendering of an argv for messages: words with spaces or
 /// shell metacharacters in single quotes.
 pub fn display_argv(argv: &[String]) -> String {
-    argv.iter()
-        .map(|w| {
-            let plain = !w.is_empty()
-                && w.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+…".contains(c));
-            if plain {
-                w.clone()
-            } else {
-                format!("'{}'", w.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    migration_core::shell::line(argv)
 }
 
 #[cfg(test)]

@@ -1,5 +1,8 @@
-//! Rendering a seeded ledger as a Kubernetes manifest, so a Helm chart can
-//! create the ledger already seeded at install time.
+//! The ConfigMap as a manifest: a seeded ledger, so that a Helm chart can
+//! create the ledger already seeded at install time (`migrate seed-fresh
+//! --render`), and a ConfigMap of any string data (the background index).
+//! Beside [`crate::ConfigMapLedger`], as the CRD's manifest is beside its
+//! ledger.
 
 use std::fmt::Write as _;
 
@@ -24,8 +27,9 @@ fn head(namespace: &str, name: &str) -> String {
 }
 
 /// A ConfigMap manifest holding `entries` under `m.<slug>` keys, with the
-/// shared records they name under `c.<id>` (CONTRACT.md §5.2).
-pub fn configmap_yaml(namespace: &str, name: &str, entries: &[(Slug, LedgerEntry)]) -> String {
+/// shared records they name under `c.<id>` (CONTRACT.md §5.2), kept by Helm
+/// on uninstall.
+pub fn seeded_manifest(namespace: &str, name: &str, entries: &[(Slug, LedgerEntry)]) -> String {
     let mut out = head(namespace, name);
     let _ = writeln!(out, "  annotations:");
     let _ = writeln!(out, "    helm.sh/resource-policy: keep");
@@ -43,7 +47,7 @@ pub fn configmap_yaml(namespace: &str, name: &str, entries: &[(Slug, LedgerEntry
 
 /// A ConfigMap manifest with arbitrary string data (multi-line values as
 /// literal blocks), for the operator's index.
-pub fn configmap_yaml_data(
+pub fn data_manifest(
     namespace: &str,
     name: &str,
     data: &std::collections::BTreeMap<String, String>,
@@ -63,8 +67,8 @@ pub fn configmap_yaml_data(
     out
 }
 
-/// The same ConfigMap as a JSON object.
-pub fn configmap_json(
+/// The [`seeded_manifest`] ConfigMap as a JSON object.
+pub fn seeded_object(
     namespace: &str,
     name: &str,
     entries: &[(Slug, LedgerEntry)],
@@ -95,7 +99,7 @@ mod tests {
     fn yaml_quotes_values_so_any_json_survives() {
         let mut entry = LedgerEntry::new(EntryState::SkippedFreshInstall, Timestamp::from_unix(0));
         entry.image = Some("it's: {odd} #image".into());
-        let yaml = configmap_yaml(
+        let yaml = seeded_manifest(
             "cozy-system",
             "cozystack-version",
             &[(Slug::parse("a").unwrap(), entry.clone())],
