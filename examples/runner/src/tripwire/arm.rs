@@ -278,13 +278,6 @@ impl Tripwire {
             .collect()
     }
 
-    /// The run's private directory (mode 0700): what the runner keeps
-    /// beside the shims for the length of the run goes here, because the
-    /// run supervisor removes it whole even when the runner is killed.
-    pub fn scratch_dir(&self) -> &Path {
-        self.dir.path()
-    }
-
     /// The shim directory (first on every script's `PATH`).
     pub fn bin_dir(&self) -> &Path {
         &self.bin
