@@ -5,7 +5,7 @@
 //! commands on the runner's `PATH`, and the environment every script gets
 //! (`PATH`, `KUBECTL`/`HELM`/`FLUX`, `MIGRATE_TRIPWIRE_REAL_*`). Arming it
 //! per script was about 28 % of the CPU of applying 10³ trivial migrations
-//! (benches/README.md, "Where apply's time goes").
+//! (benches/README.md, "Apply beside its floor", in its history).
 //!
 //! [`Tripwire::guard`] is what each script execution gets: a report file of
 //! its own, created fresh (`O_EXCL`, mode 0600) and removed once read, so a
