@@ -26,5 +26,5 @@ mod supplied;
 pub use finding::{Finding, Level};
 pub use lint::{
     BLOCKING_RULES, DEFAULT_LEDGER_NAME, LintConfig, LintReport, RULES, baselined_pending, is_rule,
-    lint, lint_pending, lint_script, lint_tree,
+    lint, lint_pending, lint_pending_with, lint_script, lint_tree,
 };

@@ -507,6 +507,21 @@ pub fn baselined_pending<'a>(
 /// helpers it sources, waivers and the tree's reviewed baseline applied.
 /// Waiver and baseline problems are lint's business, not the runner's.
 pub fn lint_pending(root: &Path, file: &str, bytes: &[u8], config: &LintConfig) -> Vec<Finding> {
+    let (entries, _) = baseline::read(root);
+    lint_pending_with(root, file, bytes, config, &entries)
+}
+
+/// [`lint_pending`] with the tree's baseline already read
+/// ([`baseline::read`]): a scan of many scripts reads it once, not once per
+/// script (each read resolves the root again, a system call per path
+/// component, and looks for the file).
+pub fn lint_pending_with(
+    root: &Path,
+    file: &str,
+    bytes: &[u8],
+    config: &LintConfig,
+    entries: &[baseline::Entry],
+) -> Vec<Finding> {
     let mut cache = SourceCache::new(Some(root));
     cache.insert(file, bytes);
     let Some(dialect) = script_dialect(bytes, Dialect::of_shebang(&config.shebang)) else {
@@ -516,8 +531,7 @@ pub fn lint_pending(root: &Path, file: &str, bytes: &[u8], config: &LintConfig) 
     let findings = waiver::apply(findings, &shell::waivers(&cache), is_rule, false).findings;
     // The reviewed baseline accepts findings in these exact bytes only;
     // its own problems are lint's business.
-    let (entries, _) = baseline::read(root);
-    let mut findings = baseline::apply(findings, &entries, |f| {
+    let mut findings = baseline::apply(findings, entries, |f| {
         if f == file {
             Some(baseline::digest(bytes))
         } else {

@@ -80,12 +80,18 @@ enum Status {
 }
 
 /// Writes the bytes the scan read for `slug` to a file of their own in
-/// `dir` (private to the run, readable by its owner only), for
-/// [`ScriptCommand`].
+/// `dir` (the run's private report directory, readable by its owner only),
+/// for [`ScriptCommand`]. On `/dev/shm` when the reports are there
+/// (tripwire::arm::REPORT_BASE): a file created and removed per script on
+/// a disk file system cost an inode allocation that grows with the run
+/// (ext4 skips every recently freed inode), about 0.4 ms of CPU per
+/// script at 10^3 scripts, more than the rest of the runner's own work
+/// (benches/README.md). The name cannot be a report's (`report-*`), the
+/// real-commands, lease or ledger file's.
 fn private_copy(dir: &Path, slug: &Slug, bytes: &[u8]) -> std::io::Result<PathBuf> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt;
-    let copy = dir.join(slug.as_str());
+    let copy = dir.join(format!("script-{}", slug.as_str()));
     match std::fs::remove_file(&copy) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
@@ -139,8 +145,8 @@ pub(super) async fn pump<R: AsyncRead + Unpin>(
 }
 
 /// What every script execution of one run shares: the tree, the run's
-/// settings and console, the interrupt, the tripwire and the private
-/// copies of the scripts. The hook runner's [`Executor`].
+/// settings and console, the interrupt and the tripwire. The hook
+/// runner's [`Executor`].
 pub(super) struct Scripts<'a> {
     tree: &'a MigrationsTree,
     config: &'a RunConfig,
@@ -150,9 +156,6 @@ pub(super) struct Scripts<'a> {
     /// never pays for it); dropped with the run's scripts, which ends its
     /// supervisor.
     wire: Option<crate::tripwire::Tripwire>,
-    /// Where the private copies of the scripts are written (made at the
-    /// first script).
-    copies: Option<tempfile::TempDir>,
 }
 
 impl<'a> Scripts<'a> {
@@ -168,7 +171,6 @@ impl<'a> Scripts<'a> {
             console,
             interrupt,
             wire: None,
-            copies: None,
         }
     }
 }
@@ -216,7 +218,6 @@ impl<'a> Scripts<'a> {
             console,
             interrupt,
             wire,
-            copies,
         } = self;
         let (root, config, console) = (tree.root(), *config, *console);
         // Tripwire hook 1 of 3: cluster commands go through the runner's shim
@@ -235,17 +236,12 @@ impl<'a> Scripts<'a> {
         // group, once this deadline passes unrenewed (tripwire::lease).
         armed.lease(lease::deadline(lease_live_until, config.lock_ttl))?;
         let path: PathBuf = root.join(&pending.relative_path);
-        let dir = match copies.take() {
-            Some(d) => copies.insert(d),
-            // Inside the run's tripwire directory, so the run supervisor
-            // removes the copies with it should the runner die (SIGKILL).
-            None => copies.insert(
-                tempfile::Builder::new()
-                    .prefix("scripts-")
-                    .tempdir_in(armed.scratch_dir())?,
-            ),
-        };
-        let copy = private_copy(dir.path(), &pending.slug, bytes)?;
+        // In the run's private report directory, which the run supervisor
+        // removes should the runner die (SIGKILL), and which the guard
+        // below makes again should a previous script have removed it.
+        let copy = armed
+            .report_dir()
+            .join(format!("script-{}", pending.slug.as_str()));
         let mut cmd = ScriptCommand {
             shebang,
             copy: &copy,
@@ -267,6 +263,7 @@ impl<'a> Scripts<'a> {
         let (reader, writer) = std::io::pipe()?;
         cmd.stdout(writer.try_clone()?).stderr(writer);
         let report = armed.guard(&mut cmd)?;
+        let copy = private_copy(armed.report_dir(), &pending.slug, bytes)?;
         let child = ScriptChild::spawn(&mut cmd)?;
         // Our copies of the write end must go, or the pipe never reaches EOF.
         drop(cmd);
@@ -290,6 +287,7 @@ impl<'a> Scripts<'a> {
         let now = tokio::time::Instant::now();
         Ok(ScriptRun {
             slug: pending.slug.clone(),
+            copy,
             config,
             console,
             interrupt,
@@ -312,6 +310,8 @@ impl<'a> Scripts<'a> {
 /// between renewals ([`Running`]).
 struct ScriptRun<'s> {
     slug: Slug,
+    /// The private copy it runs, removed once it ended.
+    copy: PathBuf,
     config: &'s RunConfig,
     console: &'s dyn Console,
     interrupt: &'s mut watch::Receiver<bool>,
@@ -381,6 +381,9 @@ impl ScriptRun<'_> {
         // The group is gone; a supervisor that cannot be told so is caught
         // at the next script's `watch`.
         let _ = self.armed.release(pgid);
+        // Memory on /dev/shm: one script's copy at a time. One left behind
+        // goes with the run's directory.
+        let _ = std::fs::remove_file(&self.copy);
         let (tail, unstarted) = {
             let t = self.tail.lock().unwrap_or_else(PoisonError::into_inner);
             (t.text(), t.unstarted.clone())

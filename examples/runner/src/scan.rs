@@ -7,7 +7,8 @@ use migration_core::drive::{self, Scan, UnsafeFinding};
 use migration_core::plan::PendingMigration;
 use migration_core::{MigrationsTree, Slug};
 
-use migrate_lint::{Finding, Level, LintConfig, lint_pending};
+use migrate_lint::shell::baseline;
+use migrate_lint::{Finding, Level, LintConfig, lint_pending_with};
 
 use super::UNSAFE_AT_RUNTIME;
 
@@ -24,15 +25,18 @@ const MAX_THREADS: usize = 4;
 /// the bytes the plan checksummed: a script that cannot be read, or changed
 /// since the tree was loaded, is refused rather than run unscanned.
 pub fn scan(tree: &MigrationsTree, pending: &PendingMigration, lint: &LintConfig) -> Vec<Finding> {
-    scan_keeping(tree, pending, lint).0
+    let (baseline, _) = baseline::read(tree.root());
+    scan_keeping(tree, pending, lint, &baseline).0
 }
 
 /// [`scan`], and the bytes it read when they are the plan's (what the run
-/// then executes: never the file again, which may have changed since).
+/// then executes: never the file again, which may have changed since);
+/// `baseline` is the tree's, read once for the whole scan.
 fn scan_keeping(
     tree: &MigrationsTree,
     pending: &PendingMigration,
     lint: &LintConfig,
+    baseline: &[baseline::Entry],
 ) -> (Vec<Finding>, Option<Vec<u8>>) {
     let file = pending.relative_path.display().to_string();
     let refuse = |message: String| {
@@ -68,7 +72,7 @@ fn scan_keeping(
     if std::env::var_os("MIGRATE_TEST_SKIP_PRERUN_SCAN").is_some() {
         return (Vec::new(), Some(bytes));
     }
-    let findings = lint_pending(tree.root(), &file, &bytes, lint)
+    let findings = lint_pending_with(tree.root(), &file, &bytes, lint, baseline)
         .into_iter()
         .filter(|f| f.level == Level::Error && UNSAFE_AT_RUNTIME.contains(&f.rule))
         .collect();
@@ -147,13 +151,16 @@ fn scan_all_with(
 ) -> Scanned {
     let threads =
         migration_core::threads::for_items(pending.len(), MIN_SCRIPTS_PER_THREAD, MAX_THREADS);
+    // Once for every script, not once each.
+    let (baseline, _) = baseline::read(tree.root());
+    let baseline = &baseline;
     let scan_run = |run: &[PendingMigration]| -> Scanned {
         let mut scanned = Scanned {
             findings: Vec::new(),
             bytes: HashMap::new(),
         };
         for p in run {
-            let (findings, bytes) = scan_keeping(tree, p, lint);
+            let (findings, bytes) = scan_keeping(tree, p, lint, baseline);
             scanned.findings.extend(findings);
             if let (true, Some(bytes)) = (keep, bytes) {
                 scanned.bytes.insert(p.slug.clone(), bytes);

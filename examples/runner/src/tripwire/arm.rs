@@ -5,7 +5,7 @@
 //! commands on the runner's `PATH`, and the environment every script gets
 //! (`PATH`, `KUBECTL`/`HELM`/`FLUX`, `MIGRATE_TRIPWIRE_REAL_*`). Arming it
 //! per script was about 28 % of the CPU of applying 10³ trivial migrations
-//! (benches/README.md, "Where apply's time goes").
+//! (benches/README.md, "Apply beside its floor", in its history).
 //!
 //! [`Tripwire::guard`] is what each script execution gets: a report file of
 //! its own, created fresh (`O_EXCL`, mode 0600) and removed once read, so a
@@ -58,6 +58,10 @@ pub struct Tripwire {
     supervisor: Option<(Child, ChildStdin)>,
     /// The lease deadline last given ([`super::lease`]); 0 before any.
     lease: u64,
+    /// The deadline the supervisor was last told.
+    told: u64,
+    /// Script groups the supervisor watches now.
+    watched: usize,
 }
 
 impl Drop for Tripwire {
@@ -103,6 +107,11 @@ pub struct Armed {
     report: File,
     shim: Arc<Path>,
     links: Arc<[PathBuf]>,
+    /// The run's supervisor: a child of the runner that is no script's
+    /// survivor, so [`Armed::reap_survivors`] reads nothing of it. (It is
+    /// waited for only when the tripwire is dropped: until then its pid,
+    /// even once it exited, cannot be another process's.)
+    supervisor: Option<i32>,
     /// Processes of the script that outlived it ([`Armed::reap_survivors`]).
     outlived: Vec<String>,
 }
@@ -238,6 +247,8 @@ impl Tripwire {
             ledger: None,
             supervisor: None,
             lease: 0,
+            told: 0,
+            watched: 0,
         };
         wire.restore_shims()?;
         wire.write_real()?;
@@ -267,13 +278,6 @@ impl Tripwire {
             .collect()
     }
 
-    /// The run's private directory (mode 0700): what the runner keeps
-    /// beside the shims for the length of the run goes here, because the
-    /// run supervisor removes it whole even when the runner is killed.
-    pub fn scratch_dir(&self) -> &Path {
-        self.dir.path()
-    }
-
     /// The directory the report files are created in (see [`REPORT_BASE`]).
     pub fn report_dir(&self) -> &Path {
         self.reports.as_ref().unwrap_or(&self.dir).path()
@@ -282,13 +286,28 @@ impl Tripwire {
     /// Tells the supervisor that process group `pgid` runs a script:
     /// should the runner die, the supervisor stops it. An error means the
     /// supervisor is gone, and the script must not be left running.
+    ///
+    /// A deadline not told yet goes in the same write, first: the
+    /// supervisor knows it before it knows the group.
     pub fn watch(&mut self, pgid: i32) -> std::io::Result<()> {
-        self.tell(&format!("+{pgid}\n"))
+        let line = if self.told == self.lease {
+            format!("+{pgid}\n")
+        } else {
+            format!("={}\n+{pgid}\n", self.lease)
+        };
+        self.tell(&line)?;
+        self.told = self.lease;
+        self.watched += 1;
+        Ok(())
     }
 
     /// Sets the run's lease deadline (`CLOCK_BOOTTIME` nanoseconds, see
     /// [`super::lease`]): where the shims check it, and on the supervisor's
     /// pipe, which kills every script group still running when it passes.
+    /// The supervisor acts on the deadline only for the groups it watches,
+    /// so while it watches none the deadline waits for the next group's
+    /// line ([`Tripwire::watch`]): one write and one wake-up of the
+    /// supervisor fewer per script.
     pub fn lease(&mut self, deadline: u64) -> std::io::Result<()> {
         self.lease = deadline;
         match super::lease::write(self.report_dir(), deadline) {
@@ -298,12 +317,18 @@ impl Tripwire {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             other => other?,
         }
-        self.tell(&format!("={deadline}\n"))
+        if self.watched == 0 {
+            return Ok(());
+        }
+        self.tell(&format!("={deadline}\n"))?;
+        self.told = deadline;
+        Ok(())
     }
 
     /// Tells the supervisor that group `pgid` is over (killed and waited
     /// for), so its number may be reused.
     pub fn release(&mut self, pgid: i32) -> std::io::Result<()> {
+        self.watched = self.watched.saturating_sub(1);
         self.tell(&format!("-{pgid}\n"))
     }
 
@@ -414,6 +439,10 @@ impl Tripwire {
             report,
             shim: self.shim.clone(),
             links: self.links.clone(),
+            supervisor: self
+                .supervisor
+                .as_ref()
+                .and_then(|(child, _)| i32::try_from(child.id()).ok()),
             outlived: Vec::new(),
         })
     }
@@ -459,6 +488,9 @@ impl Armed {
         for _ in 0..50 {
             let mut seen = false;
             for pid in own_children(pgid) {
+                if Some(pid) == self.supervisor {
+                    continue;
+                }
                 let Some(group) = process_group(pid) else {
                     continue;
                 };
