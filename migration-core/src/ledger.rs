@@ -562,8 +562,10 @@ impl LedgerError {
 /// `migration_core::testing::Harness` (a module of that feature) and
 /// expand `migration_core::ledger_conformance_tests!(harness)` in a test
 /// file (`Harness::plant_half_applied` for a backend that has a state
-/// between starting a change and finishing it). `ledger-memory` is a whole
-/// backend written this way; its `tests/memory/broken.rs` keeps six
+/// between starting a change and finishing it). `examples/ledger-dir` in
+/// this repository is a whole backend written this way from these docs (a
+/// JSON file replaced by rename under a `flock`, under 200 lines), and
+/// `ledger-memory` another; its `tests/memory/broken.rs` keeps six
 /// deliberately broken wrappers (no mutual exclusion, a lapsed lease
 /// honoured, a stale release accepted, a lock-only change hidden from the
 /// revision, no usage, a half-applied change left so) and shows the suite

@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use migration_core::fence::LOCK_KEY;
 use migration_core::keys;
 use migration_core::ledger::LedgerError;
 use migration_core::object::{Change, Object};
@@ -20,8 +19,8 @@ use crate::file::View;
 pub(super) struct Witness {
     /// The file as last read or written under the lock.
     seen: Option<Seen>,
-    /// Every key this handle stored under the lock, with the value it stored last (a removed
-    /// last failure as [`keys::CLEARED`]).
+    /// Every record key (an entry, a shared part) this handle stored under the lock, with the
+    /// value it stored last.
     stored: BTreeMap<String, String>,
     /// Why the file is no longer the run's, once found: every later operation is refused the
     /// same way, so a retry cannot write on.
@@ -58,9 +57,12 @@ impl Witness {
             Change::Create(object) => object.data().iter().collect(),
             Change::Put { puts, .. } => puts.iter().map(|(k, v)| (k, v)).collect(),
         };
-        // The run lock is not a record: it is fenced by its own tenure, and a handle shared by
-        // several takers (threads of one process) sees it change hands rightly.
-        for (k, v) in puts.into_iter().filter(|(k, _)| k.as_str() != LOCK_KEY) {
+        // Only records (entries and the shared parts they name) are kept: the run lock is fenced
+        // by its own tenure and changes hands rightly between takers sharing a handle, and the
+        // attempt marks and last failures are rewritten by the next runner once this one lost
+        // its lock (that runner's refusal is the lock's, not a replaced file's).
+        let record = |k: &str| keys::is_entry_key(k) || k.starts_with(keys::CONTEXT_PREFIX);
+        for (k, v) in puts.into_iter().filter(|(k, _)| record(k)) {
             self.stored.insert(k.clone(), v.clone());
         }
     }
