@@ -370,10 +370,10 @@ impl FileLedger {
         } = &mut *handle;
         let _flock = self.flock(sidecar, &target, operation)?;
         self.refresh(view, &target, true, operation)?;
-        // The plan first: a runner that lost its lock is refused as such (the other runner's
-        // writes are rightly not its own), and only a write the lock allows meets the witness.
-        let (result, change) = plan(view.as_ref().and_then(|v| v.state.as_ref()))?;
+        // The witness first: a file replaced under the run (an older copy restored has lost the
+        // run lock too) is told as replaced, naming the records gone.
         self.check_witness(witness, view.as_ref(), &target, operation)?;
+        let (result, change) = plan(view.as_ref().and_then(|v| v.state.as_ref()))?;
         if let Some(change) = change {
             // Under the run lock, what is stored is remembered once it is acknowledged.
             let noted = witness.is_some().then(|| change.clone());
