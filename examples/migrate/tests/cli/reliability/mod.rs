@@ -236,13 +236,14 @@ fn schedule(
     let outcome = run(&tree, &faulty, &clock, only_for(kind));
     let succeeded = outcome.is_ok();
     // A failed run whose attempt mark got through with a lost reply noted an
-    // execution that never started: the documented over-count by one.
+    // execution that never started: the documented over-count by one. The
+    // mark travels in a step's write as well as alone.
     let noted_without_spawn = !succeeded
-        && faulty.calls().iter().any(|c| {
-            *c == (
-                ledger_memory::Operation::NoteAttempt,
-                Some(Fault::LostReply),
-            )
+        && faulty.calls().iter().any(|(operation, fault)| {
+            matches!(
+                operation,
+                ledger_memory::Operation::NoteAttempt | ledger_memory::Operation::WriteStep
+            ) && *fault == Some(Fault::LostReply)
         });
     if let Err(e) = &outcome {
         // A failure names what failed; then a plain re-run (the Job retry) completes.
