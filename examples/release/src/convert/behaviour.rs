@@ -514,6 +514,27 @@ impl Harness {
         }
     }
 
+    /// [`Harness::check`] of one script with no `lib/` on either side, the
+    /// shape of every unit test of a rewrite.
+    #[cfg(test)]
+    pub(crate) fn check_alone(&self, original: &[u8], converted: &str, stamps: bool) -> Behaviour {
+        let lib = BTreeMap::new();
+        let script = Script {
+            number: 1,
+            slug: "1",
+            original,
+            converted,
+            stamps,
+        };
+        self.check(
+            &script,
+            Libs {
+                numbered: &lib,
+                converted: &lib,
+            },
+        )
+    }
+
     fn compare(&self, script: &Script<'_>, libs: Libs<'_>) -> Result<Behaviour, String> {
         self.lay_out(script, libs)
             .map_err(|e| format!("cannot write the scratch trees: {e}"))?;
@@ -1386,20 +1407,7 @@ mod tests {
     }
 
     fn check(converted: &str) -> Behaviour {
-        let lib = BTreeMap::new();
-        harness().check(
-            &Script {
-                number: 1,
-                slug: "1",
-                original: ORIGINAL.as_bytes(),
-                converted,
-                stamps: true,
-            },
-            Libs {
-                numbered: &lib,
-                converted: &lib,
-            },
-        )
+        harness().check_alone(ORIGINAL.as_bytes(), converted, true)
     }
 
     #[test]
@@ -1476,20 +1484,7 @@ mod tests {
             converted.contains("migrate-tolerate --not-found"),
             "{converted}"
         );
-        let lib = BTreeMap::new();
-        let result = harness().check(
-            &Script {
-                number: 1,
-                slug: "1",
-                original: original.as_bytes(),
-                converted: &converted,
-                stamps: false,
-            },
-            Libs {
-                numbered: &lib,
-                converted: &lib,
-            },
-        );
+        let result = harness().check_alone(original.as_bytes(), &converted, false);
         assert!(
             matches!(result, Behaviour::Passed { .. }),
             "{result:?}\n{converted}"
@@ -1500,20 +1495,7 @@ mod tests {
     fn a_handled_not_found_carried_to_migrate_tolerate_passes() {
         let original = "#!/bin/sh\nset -eu\nerr=$(mktemp)\nif ! kubectl delete job old -n x 2>\"$err\"; then\n  grep -q NotFound \"$err\" || exit 1\nfi\nkubectl apply -f new.yaml\n";
         let converted = "#!/bin/sh\nset -eu\nmigrate-tolerate --not-found -- kubectl delete job old -n x\nkubectl apply -f new.yaml\n";
-        let lib = BTreeMap::new();
-        let result = harness().check(
-            &Script {
-                number: 1,
-                slug: "1",
-                original: original.as_bytes(),
-                converted,
-                stamps: false,
-            },
-            Libs {
-                numbered: &lib,
-                converted: &lib,
-            },
-        );
+        let result = harness().check_alone(original.as_bytes(), converted, false);
         // The success path and the delete failing (the apply failing ends both).
         // On the other classes the original's grep fails it at once.
         assert_eq!(result, passed(2, 2, &[("not-found", 1)], 0));
@@ -1538,38 +1520,12 @@ mod tests {
         // Random `mktemp` names would read as a difference in every call
         // that names the file.
         let text = "#!/bin/sh\nset -eu\nf=$(mktemp)\nd=$(mktemp -d)\nt=$(mktemp /tmp/cm.XXXXXX)\nkubectl apply -f \"$f\" -f \"$d\" -f \"$t\"\n";
-        let lib = BTreeMap::new();
-        let result = harness().check(
-            &Script {
-                number: 1,
-                slug: "1",
-                original: text.as_bytes(),
-                converted: text,
-                stamps: false,
-            },
-            Libs {
-                numbered: &lib,
-                converted: &lib,
-            },
-        );
+        let result = harness().check_alone(text.as_bytes(), text, false);
         assert!(matches!(result, Behaviour::Passed { .. }), "{result:?}");
     }
 
     fn check_pair(original: &str, converted: &str) -> Behaviour {
-        let lib = BTreeMap::new();
-        harness().check(
-            &Script {
-                number: 1,
-                slug: "1",
-                original: original.as_bytes(),
-                converted,
-                stamps: false,
-            },
-            Libs {
-                numbered: &lib,
-                converted: &lib,
-            },
-        )
+        harness().check_alone(original.as_bytes(), converted, false)
     }
 
     /// A numbered script without `set -e`: it carries on past every failure.
@@ -1730,20 +1686,9 @@ mod tests {
         let mut settings = Settings::new("v", "ns", vec!["kubectl".into()]);
         settings.bin_sh = Some("busybox ash".into());
         settings.timeout = Duration::from_secs(4);
-        let lib = BTreeMap::new();
-        let result = Harness::new(settings).unwrap().check(
-            &Script {
-                number: 1,
-                slug: "1",
-                original: text.as_bytes(),
-                converted: text,
-                stamps: false,
-            },
-            Libs {
-                numbered: &lib,
-                converted: &lib,
-            },
-        );
+        let result = Harness::new(settings)
+            .unwrap()
+            .check_alone(text.as_bytes(), text, false);
         assert!(matches!(result, Behaviour::Passed { .. }), "{result:?}");
     }
 
@@ -1763,23 +1708,13 @@ mod tests {
             converted.contains("$(migrate-tolerate --not-found --not-served -- kubectl get"),
             "{converted}"
         );
-        let lib = BTreeMap::new();
         for sh in ["/bin/sh", "bash", "busybox ash"] {
             let mut settings = Settings::new("v", "ns", vec!["kubectl".into()]);
             settings.bin_sh = Some(sh.into());
-            let result = Harness::new(settings).unwrap().check(
-                &Script {
-                    number: 1,
-                    slug: "1",
-                    original: original.as_bytes(),
-                    converted: &converted,
-                    stamps: false,
-                },
-                Libs {
-                    numbered: &lib,
-                    converted: &lib,
-                },
-            );
+            let result =
+                Harness::new(settings)
+                    .unwrap()
+                    .check_alone(original.as_bytes(), &converted, false);
             assert!(
                 matches!(result, Behaviour::Passed { .. }),
                 "{sh}: {result:?}\n{converted}"

@@ -500,7 +500,7 @@ fn shown(argv: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::super::behaviour::{self, Behaviour, Harness, Libs, Script, Settings};
+    use super::super::behaviour::{self, Behaviour, Harness, Settings};
     use super::*;
 
     fn rewritten(text: &str) -> String {
@@ -529,20 +529,9 @@ mod tests {
         );
         settings.bin_sh = Some(sh.to_owned());
         let converted = rewritten(original);
-        let lib = BTreeMap::new();
-        Harness::new(settings).unwrap().check(
-            &Script {
-                number: 1,
-                slug: "1",
-                original: original.as_bytes(),
-                converted: &converted,
-                stamps: false,
-            },
-            Libs {
-                numbered: &lib,
-                converted: &lib,
-            },
-        )
+        Harness::new(settings)
+            .unwrap()
+            .check_alone(original.as_bytes(), &converted, false)
     }
 
     fn passes_everywhere(original: &str) {
@@ -574,20 +563,9 @@ mod tests {
 
     fn check_pair_unrewritten(original: &str) -> Behaviour {
         let settings = Settings::new("v", "ns", vec!["kubectl".into(), "helm".into()]);
-        let lib = BTreeMap::new();
-        Harness::new(settings).unwrap().check(
-            &Script {
-                number: 1,
-                slug: "1",
-                original: original.as_bytes(),
-                converted: original,
-                stamps: false,
-            },
-            Libs {
-                numbered: &lib,
-                converted: &lib,
-            },
-        )
+        Harness::new(settings)
+            .unwrap()
+            .check_alone(original.as_bytes(), original, false)
     }
 
     #[test]
@@ -697,24 +675,14 @@ mod tests {
             converted,
             "#!/bin/sh\nif kubectl get hr -n a b; then migrate-tolerate --not-found -- kubectl delete hr -n a b --wait=0; fi\n\n"
         );
-        let lib = BTreeMap::new();
         for sh in shells() {
             let mut settings =
                 Settings::new("cozystack-version", "cozy-system", vec!["kubectl".into()]);
             settings.bin_sh = Some(sh.clone());
-            let result = Harness::new(settings).unwrap().check(
-                &Script {
-                    number: 1,
-                    slug: "1",
-                    original: original.as_bytes(),
-                    converted: &converted,
-                    stamps: true,
-                },
-                Libs {
-                    numbered: &lib,
-                    converted: &lib,
-                },
-            );
+            let result =
+                Harness::new(settings)
+                    .unwrap()
+                    .check_alone(original.as_bytes(), &converted, true);
             assert!(
                 matches!(result, Behaviour::Passed { .. }),
                 "{sh}: {result:?}\n{converted}"
