@@ -141,6 +141,20 @@ pub fn corrupt_keys(snapshot: &crate::ledger::LedgerSnapshot) -> Vec<(String, St
         .collect()
 }
 
+/// A step writing `records` (no attempt mark, no last failure) under
+/// `mode`; set the others with `StepWrite { attempt, ..step(records, mode) }`.
+pub fn step<'a>(
+    records: &'a [(Slug, LedgerEntry)],
+    mode: crate::step::StepMode<'a>,
+) -> crate::step::StepWrite<'a> {
+    crate::step::StepWrite {
+        records,
+        attempt: None,
+        mode,
+        failure: None,
+    }
+}
+
 /// `s-<n>` as a slug.
 pub fn slug(n: usize) -> Slug {
     Slug::parse(&format!("s-{n}")).unwrap()

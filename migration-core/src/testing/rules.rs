@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::step;
 use super::{Harness, entries, sample_entry, slug};
 use crate::entry::EntryState;
 use crate::ledger::{LedgerError, WriteMode};
@@ -15,19 +16,6 @@ use crate::lock::LockedLedger;
 use crate::step::{StepMode, StepWrite};
 
 const TTL: Duration = Duration::from_secs(60);
-
-/// A step of `records` (nothing else) under `mode`.
-fn step<'a>(
-    records: &'a [(crate::slug::Slug, crate::entry::LedgerEntry)],
-    mode: StepMode<'a>,
-) -> StepWrite<'a> {
-    StepWrite {
-        records,
-        attempt: None,
-        mode,
-        failure: None,
-    }
-}
 
 async fn revision(ledger: &dyn LockedLedger) -> String {
     ledger

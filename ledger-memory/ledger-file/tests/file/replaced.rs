@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use ledger_file::FileLedger;
 use migration_core::step::{AttemptNote, StepMode, StepWrite};
-use migration_core::testing::{sample_entry, slug};
-use migration_core::{EntryState, Ledger, LedgerError, Lock, WriteMode};
+use migration_core::testing::{sample_entry, slug, step};
+use migration_core::{EntryState, Lease, Ledger, LedgerError, Lock, WriteMode};
 
 /// A ledger holding `s-1` (history from before the run), with a copy of the file as it was
 /// then at `<file>.bak`.
@@ -25,6 +25,14 @@ async fn ledger_with_a_backup() -> (tempfile::TempDir, PathBuf, FileLedger) {
         .unwrap();
     std::fs::copy(&path, backup(&path)).unwrap();
     (dir, path, ledger)
+}
+
+/// Writing under the run's lease, renewed for a minute.
+fn held(lease: &Lease) -> StepMode<'_> {
+    StepMode::Hold {
+        lease,
+        ttl: Duration::from_secs(60),
+    }
 }
 
 fn backup(path: &Path) -> PathBuf {
@@ -46,47 +54,32 @@ async fn a_run_whose_file_is_replaced_between_two_migrations(
     let (two, three) = (slug(2), slug(3));
     ledger
         .write_step(&StepWrite {
-            records: &[],
             attempt: Some(AttemptNote {
                 slug: &two,
                 token: "t-2",
                 floor: 0,
             }),
-            mode: StepMode::Hold {
-                lease: &lease,
-                ttl: Duration::from_secs(60),
-            },
-            failure: None,
+            ..step(&[], held(&lease))
         })
         .await
         .unwrap();
     ledger
         .write_step(&StepWrite {
-            records: &[(two.clone(), sample_entry(EntryState::Ok, 2))],
             attempt: Some(AttemptNote {
                 slug: &three,
                 token: "t-3",
                 floor: 0,
             }),
-            mode: StepMode::Hold {
-                lease: &lease,
-                ttl: Duration::from_secs(60),
-            },
-            failure: None,
+            ..step(
+                &[(two.clone(), sample_entry(EntryState::Ok, 2))],
+                held(&lease),
+            )
         })
         .await
         .unwrap();
     replace(&path);
     let closing = [(three.clone(), sample_entry(EntryState::Ok, 3))];
-    let step = StepWrite {
-        records: &closing,
-        attempt: None,
-        mode: StepMode::Hold {
-            lease: &lease,
-            ttl: Duration::from_secs(60),
-        },
-        failure: None,
-    };
+    let step = step(&closing, held(&lease));
     let first = ledger
         .write_step(&step)
         .await
@@ -191,15 +184,10 @@ async fn a_ledger_compacted_by_another_process_under_a_run_is_not_a_replacement(
         .unwrap();
     let two = slug(2);
     ledger
-        .write_step(&StepWrite {
-            records: &[(two.clone(), sample_entry(EntryState::Ok, 2))],
-            attempt: None,
-            mode: StepMode::Hold {
-                lease: &lease,
-                ttl: Duration::from_secs(60),
-            },
-            failure: None,
-        })
+        .write_step(&step(
+            &[(two.clone(), sample_entry(EntryState::Ok, 2))],
+            held(&lease),
+        ))
         .await
         .unwrap();
     let before = std::fs::metadata(&path).unwrap();
