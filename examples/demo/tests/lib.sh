@@ -151,6 +151,3 @@ expect_safe_to_run_twice() {
         exit 1
     fi
 }
-
-# The demo's cluster: two tenants.
-answer 'kubectl get namespaces -l tenant=true -o name' ok 'namespace/tenant-a\nnamespace/tenant-b'
