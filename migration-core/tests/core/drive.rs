@@ -240,6 +240,21 @@ async fn drive(
     .await
 }
 
+/// Drives a run the scan `scan` refuses, checking that nothing executed and
+/// no attempt was noted; the refusal.
+async fn refused_by(scan: FakeScan) -> RunError {
+    let (tree, ledger) = (tree(), existing_ledger().await);
+    let mut executor = FakeExecutor::default();
+    let console = Lines::default();
+    let err = drive(&tree, &ledger, &settings(), &scan, &mut executor, &console)
+        .await
+        .unwrap_err();
+    assert!(executor.executed.is_empty());
+    let snapshot = ledger.read().await.unwrap().unwrap();
+    assert!(snapshot.attempts_started.is_empty(), "no attempt noted");
+    err
+}
+
 #[tokio::test]
 async fn a_run_driven_by_core_executes_each_pending_script_once_and_reports_how_each_ended() {
     let (tree, ledger) = (tree(), existing_ledger().await);
@@ -350,22 +365,11 @@ async fn the_run_reaches_its_checkpoints_in_order() {
 
 #[tokio::test]
 async fn a_scan_finding_refuses_the_run_before_anything_executes_or_is_noted() {
-    let (tree, ledger) = (tree(), existing_ledger().await);
-    let scan = FakeScan {
+    let err = refused_by(FakeScan {
         unsafe_slugs: vec!["breaks".into()],
         ..FakeScan::default()
-    };
-    let mut executor = FakeExecutor::default();
-    let err = drive(
-        &tree,
-        &ledger,
-        &settings(),
-        &scan,
-        &mut executor,
-        &Lines::default(),
-    )
-    .await
-    .unwrap_err();
+    })
+    .await;
     assert!(
         matches!(&err, RunError::Unsafe { findings } if findings.len() == 1),
         "{err}"
@@ -375,37 +379,20 @@ async fn a_scan_finding_refuses_the_run_before_anything_executes_or_is_noted() {
             .contains("pre-apply/breaks:2: [for-over-command-substitution] hides a failure"),
         "{err}"
     );
-    assert!(executor.executed.is_empty());
-    let snapshot = ledger.read().await.unwrap().unwrap();
-    assert!(snapshot.attempts_started.is_empty(), "no attempt noted");
 }
 
 #[tokio::test]
 async fn a_script_the_scan_did_not_read_is_not_run_nor_counted() {
-    let (tree, ledger) = (tree(), existing_ledger().await);
-    let scan = FakeScan {
+    let err = refused_by(FakeScan {
         unread: vec!["first".into()],
         ..FakeScan::default()
-    };
-    let mut executor = FakeExecutor::default();
-    let err = drive(
-        &tree,
-        &ledger,
-        &settings(),
-        &scan,
-        &mut executor,
-        &Lines::default(),
-    )
-    .await
-    .unwrap_err();
+    })
+    .await;
     assert!(
         matches!(&err, RunError::Spawn { slug, .. } if slug.as_str() == "first"),
         "{err}"
     );
     assert!(err.to_string().contains("not scanned"), "{err}");
-    assert!(executor.executed.is_empty());
-    let snapshot = ledger.read().await.unwrap().unwrap();
-    assert!(snapshot.attempts_started.is_empty(), "no attempt noted");
 }
 
 #[tokio::test]

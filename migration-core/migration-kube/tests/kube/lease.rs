@@ -4,34 +4,21 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use kube::Api;
-use migration_core::{LedgerError, Lock, SystemClock};
-use migration_kube::{LeaseLock, RetryPolicy, Writer};
+use migration_core::{LedgerError, Lock};
 use test_apiserver::{TestApiServer, Verb};
 
+use crate::{count, lock};
+
 const TTL: Duration = Duration::from_secs(60);
-
-fn lock(server: &TestApiServer) -> LeaseLock {
-    let client = migration_kube::client::from_config(server.config()).unwrap();
-    let writer = Writer {
-        ledger: "configmap:default/l".into(),
-        retry: RetryPolicy::immediate(4),
-    };
-    LeaseLock::new(client, "default", "l", writer, Arc::new(SystemClock))
-}
-
-fn count(server: &TestApiServer, verb: Verb) -> usize {
-    server.requests().count(verb, "leases")
-}
 
 #[tokio::test]
 async fn a_held_lease_is_taken_renewed_and_released_with_one_request_each() {
     let server = TestApiServer::start().await;
-    let l = lock(&server);
+    let l = lock(&server, 4);
     let lease = l.acquire("runner-a", TTL).await.unwrap();
     let renewed = l.renew(&lease, TTL).await.unwrap();
     assert_eq!(renewed.token, lease.token, "the same tenure");
@@ -53,7 +40,7 @@ async fn a_held_lease_is_taken_renewed_and_released_with_one_request_each() {
 #[tokio::test]
 async fn a_renewal_of_a_lease_deleted_since_reads_it_again_and_answers_lock_lost() {
     let server = TestApiServer::start().await;
-    let l = lock(&server);
+    let l = lock(&server, 4);
     let lease = l.acquire("runner-a", TTL).await.unwrap();
     let leases: Api<KubeLease> = Api::namespaced(server.client(), "default");
     leases.delete("l", &Default::default()).await.unwrap();
@@ -75,11 +62,11 @@ async fn a_renewal_of_a_lease_deleted_since_reads_it_again_and_answers_lock_lost
 #[tokio::test]
 async fn a_take_that_finds_the_lease_created_meanwhile_reads_it_and_names_its_holder() {
     let server = TestApiServer::start().await;
-    let first = lock(&server);
+    let first = lock(&server, 4);
     first.acquire("runner-a", TTL).await.unwrap();
     // A handle that never saw the Lease creates it directly: AlreadyExists
     // is a conflict that reads it, at once.
-    let second = lock(&server);
+    let second = lock(&server, 4);
     server.requests().reset();
     match second.acquire("runner-b", TTL).await {
         Err(LedgerError::LockHeld { holder, .. }) => assert_eq!(holder, "runner-a"),

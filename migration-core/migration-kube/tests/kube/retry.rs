@@ -4,37 +4,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use migration_core::{LedgerError, Lock, SystemClock};
-use migration_kube::{LeaseLock, RetryPolicy, Writer};
-use test_apiserver::{FaultRule, TestApiServer, Verb};
+use migration_core::{LedgerError, Lock};
+use test_apiserver::{FaultRule, Verb};
 
-/// A lock on Lease `l` in `default` that tries each operation `attempts`
-/// times, without waiting between tries.
-fn lock(server: &TestApiServer, attempts: u32) -> LeaseLock {
-    let client = migration_kube::client::from_config(server.config()).unwrap();
-    let writer = Writer {
-        ledger: "configmap:default/l".into(),
-        retry: RetryPolicy::immediate(attempts),
-    };
-    LeaseLock::new(client, "default", "l", writer, Arc::new(SystemClock))
-}
-
-/// The requests of `verb` on Leases the server counted.
-fn count(server: &TestApiServer, verb: Verb) -> usize {
-    server.requests().count(verb, "leases")
-}
+use crate::{count, lock, server_with};
 
 #[tokio::test]
 async fn a_forbidden_lease_read_is_answered_after_one_request_and_never_retried() {
-    let server = TestApiServer::start().await;
-    server.faults().inject(
-        FaultRule::on(Verb::Get, "leases")
-            .always()
-            .respond(403, "Forbidden"),
-    );
+    let server = server_with([FaultRule::on(Verb::Get, "leases")
+        .always()
+        .respond(403, "Forbidden")])
+    .await;
     let refused = lock(&server, 5)
         .refuse_if_held_by_another("me")
         .await
@@ -48,12 +30,10 @@ async fn a_forbidden_lease_read_is_answered_after_one_request_and_never_retried(
 
 #[tokio::test]
 async fn a_forbidden_lease_create_is_answered_after_one_request_and_never_retried() {
-    let server = TestApiServer::start().await;
-    server.faults().inject(
-        FaultRule::on(Verb::Create, "leases")
-            .always()
-            .respond(403, "Forbidden"),
-    );
+    let server = server_with([FaultRule::on(Verb::Create, "leases")
+        .always()
+        .respond(403, "Forbidden")])
+    .await;
     let refused = lock(&server, 5)
         .acquire("me", Duration::from_secs(60))
         .await
@@ -70,12 +50,10 @@ async fn a_forbidden_lease_create_is_answered_after_one_request_and_never_retrie
 
 #[tokio::test]
 async fn a_transient_lease_read_is_tried_exactly_as_often_as_the_policy_allows() {
-    let server = TestApiServer::start().await;
-    server.faults().inject(
-        FaultRule::on(Verb::Get, "leases")
-            .always()
-            .respond(503, "ServiceUnavailable"),
-    );
+    let server = server_with([FaultRule::on(Verb::Get, "leases")
+        .always()
+        .respond(503, "ServiceUnavailable")])
+    .await;
     let refused = lock(&server, 4)
         .refuse_if_held_by_another("me")
         .await
@@ -89,12 +67,10 @@ async fn a_transient_lease_read_is_tried_exactly_as_often_as_the_policy_allows()
 
 #[tokio::test]
 async fn a_transient_lease_read_that_then_succeeds_is_no_error() {
-    let server = TestApiServer::start().await;
-    server.faults().inject(
-        FaultRule::on(Verb::Get, "leases")
-            .times(2)
-            .respond(503, "ServiceUnavailable"),
-    );
+    let server = server_with([FaultRule::on(Verb::Get, "leases")
+        .times(2)
+        .respond(503, "ServiceUnavailable")])
+    .await;
     lock(&server, 3)
         .refuse_if_held_by_another("me")
         .await
@@ -104,17 +80,15 @@ async fn a_transient_lease_read_that_then_succeeds_is_no_error() {
 
 #[tokio::test]
 async fn the_lease_reads_and_writes_of_one_acquire_share_one_retry_budget() {
-    let server = TestApiServer::start().await;
-    server.faults().inject(
+    let server = server_with([
         FaultRule::on(Verb::Create, "leases")
             .times(2)
             .respond(503, "ServiceUnavailable"),
-    );
-    server.faults().inject(
         FaultRule::on(Verb::Get, "leases")
             .once()
             .respond(503, "ServiceUnavailable"),
-    );
+    ])
+    .await;
     // Try 1: the create (503). Try 2: a read (503). Try 3: a read (absent),
     // then the create (503) on the last try of the three: the acquire gives
     // up, though no single request failed three times.
