@@ -160,11 +160,14 @@ pub fn slug(n: usize) -> Slug {
     Slug::parse(&format!("s-{n}")).unwrap()
 }
 
+/// `s-<n>` with [`sample_entry`]`(state, n)`.
+pub fn sample_record(n: usize, state: EntryState) -> (Slug, LedgerEntry) {
+    (slug(n), sample_entry(state, n as u32))
+}
+
 /// `s-<n>` for each `n` in `range`, with [`sample_entry`]`(state, n)`.
 pub fn entries(range: std::ops::Range<usize>, state: EntryState) -> Vec<(Slug, LedgerEntry)> {
-    range
-        .map(|n| (slug(n), sample_entry(state, n as u32)))
-        .collect()
+    range.map(|n| sample_record(n, state)).collect()
 }
 
 /// Asserts that `ledger` reads as absent; `why` says what must not have
@@ -295,7 +298,7 @@ pub async fn a_write_naming_a_slug_twice_is_refused_naming_its_key_and_stores_no
 ) {
     let ledger = h.ledger().await;
     let mut twice = entries(0..3, EntryState::Ok);
-    twice.push((slug(1), sample_entry(EntryState::Failed, 1)));
+    twice.push(sample_record(1, EntryState::Failed));
     let refused = |err: LedgerError, what: &str| {
         assert!(
             matches!(&err, LedgerError::Permanent { message, .. }
@@ -446,10 +449,7 @@ pub async fn a_write_above_the_budget_is_refused_whole(h: &impl Harness) {
     // be kept outside it, CONTRACT.md §5.2).
     let mut huge = sample_entry(EntryState::Ok, 7);
     huge.message = Some("x".repeat(usize::try_from(budget).unwrap()));
-    let batch = vec![
-        (slug(10), sample_entry(EntryState::Ok, 10)),
-        (slug(11), huge),
-    ];
+    let batch = vec![sample_record(10, EntryState::Ok), (slug(11), huge)];
     let err = ledger.write(&batch, WriteMode::Replace).await.unwrap_err();
     match &err {
         LedgerError::Full {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger, Options};
 use migration_core::Lock;
-use migration_core::testing::{sample_entry, slug};
+use migration_core::testing::{sample_entry, sample_record, slug};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, LedgerError, Sha256Digest, Timestamp, WriteMode,
 };
@@ -84,10 +84,7 @@ async fn writes_are_merge_patches_carrying_the_resource_version_under_our_field_
     plant(&server, json!({}));
     server.requests().reset();
     ledger(&server)
-        .write(
-            &[(slug(1), sample_entry(EntryState::Ok, 1))],
-            WriteMode::Replace,
-        )
+        .write(&[sample_record(1, EntryState::Ok)], WriteMode::Replace)
         .await
         .unwrap();
     let log = server.requests().log();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ledger_memory::{Fault, FaultyLedger, MemoryLedger, Operation};
 use migration_core::testing::fixtures::assert_transient;
-use migration_core::testing::{sample_entry, slug};
+use migration_core::testing::sample_record;
 use migration_core::{EntryState, Ledger, LedgerError, WriteMode};
 
 fn wrapped() -> (MemoryLedger, FaultyLedger) {
@@ -20,7 +20,7 @@ async fn a_lost_reply_applies_the_effect_and_reports_a_transient_error() {
     let (memory, faulty) = wrapped();
     faulty.fail_next(Operation::Create, Fault::LostReply);
     let err = faulty
-        .create(&[(slug(1), sample_entry(EntryState::Ok, 1))])
+        .create(&[sample_record(1, EntryState::Ok)])
         .await
         .unwrap_err();
     assert_transient(&err, "create");

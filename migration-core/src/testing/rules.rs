@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::step;
-use super::{Harness, entries, sample_entry, slug};
+use super::{Harness, entries, sample_entry, sample_record, slug};
 use crate::entry::EntryState;
 use crate::ledger::{LedgerError, WriteMode};
 use crate::lock::LockedLedger;
@@ -47,7 +47,7 @@ pub async fn a_write_under_a_lapsed_lease_is_refused_even_if_nobody_took_the_loc
         .unwrap();
     let lease = taken.lease.expect("a take leaves the lease");
     h.advance_clock(TTL + Duration::from_secs(1));
-    let late = vec![(slug(1), sample_entry(EntryState::Ok, 1))];
+    let late = vec![sample_record(1, EntryState::Ok)];
     for mode in [
         StepMode::Hold {
             lease: &lease,
@@ -91,7 +91,7 @@ pub async fn a_stale_lease_releases_nothing_and_writes_nothing(h: &impl Harness)
         token: format!("{}-stale", first.token),
         ..first.clone()
     };
-    let late = vec![(slug(1), sample_entry(EntryState::Ok, 1))];
+    let late = vec![sample_record(1, EntryState::Ok)];
     match b
         .write_step(&step(&late, StepMode::Release { lease: &stale }))
         .await
@@ -347,7 +347,7 @@ pub async fn a_take_or_a_release_retried_after_a_lost_reply_lands_once(h: &impl 
         Some(1),
         "one execution noted once, however often its take was sent"
     );
-    let last = vec![(slug(2), sample_entry(EntryState::Ok, 2))];
+    let last = vec![sample_record(2, EntryState::Ok)];
     let release = step(&last, StepMode::Release { lease: &retried });
     ledger.write_step(&release).await.unwrap();
     ledger.write_step(&release).await.unwrap_or_else(|e| {

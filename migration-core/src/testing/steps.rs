@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Harness, entries, sample_entry, slug};
+use super::{Harness, entries, sample_entry, sample_record, slug};
 use crate::entry::EntryState;
 use crate::last_failure::LastFailure;
 use crate::ledger::{LedgerError, WriteMode};
@@ -111,7 +111,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
     h: &impl Harness,
 ) {
     let (a, b, rev) = two_handles_on_a_new_ledger(h).await;
-    let record = vec![(slug(1), sample_entry(EntryState::Ok, 1))];
+    let record = vec![sample_record(1, EntryState::Ok)];
     let taken = a
         .write_step(&StepWrite {
             records: &[],
@@ -211,7 +211,7 @@ pub async fn a_step_taking_the_lock_on_a_changed_ledger_writes_nothing(h: &impl 
     b.write(&entries(5..6, EntryState::Legacy), WriteMode::OnlyIfAbsent)
         .await
         .unwrap();
-    let record = vec![(slug(1), sample_entry(EntryState::Ok, 1))];
+    let record = vec![sample_record(1, EntryState::Ok)];
     let noted = slug(2);
     let step = StepWrite {
         records: &record,

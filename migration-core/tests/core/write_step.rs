@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ledger_memory::{Fault, FaultyLedger, MemoryLedger, Operation};
 use migration_core::step::{AttemptNote, StepMode, StepReport, StepWrite};
 use migration_core::testing::fixtures::{TreeBuilder, clock, shared_clock};
-use migration_core::testing::{sample_entry, slug};
+use migration_core::testing::{sample_entry, sample_record, slug};
 use migration_core::{EntryState, Ledger, LedgerEntry, LedgerError, MigrateError, Migrator, Slug};
 
 async fn faulty() -> (MemoryLedger, FaultyLedger) {
@@ -53,7 +53,7 @@ async fn write_step_through(
 
 #[tokio::test]
 async fn a_step_whose_reply_was_lost_with_its_records_in_place_stands() {
-    let records = [(slug(1), sample_entry(EntryState::Ok, 1))];
+    let records = [sample_record(1, EntryState::Ok)];
     let (memory, _, answer) = write_step_through(
         Operation::Write,
         Fault::LostReply,
@@ -71,7 +71,7 @@ async fn a_step_whose_reply_was_lost_with_its_records_in_place_stands() {
 #[tokio::test]
 async fn a_step_whose_records_landed_but_whose_attempt_is_unknown_fails_so_the_script_never_starts()
 {
-    let records = [(slug(1), sample_entry(EntryState::Ok, 1))];
+    let records = [sample_record(1, EntryState::Ok)];
     let attempt = slug(2);
     let step = separate(&records, Some(&attempt));
     let (memory, _, answer) =

@@ -12,7 +12,7 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use migration_core::last_failure::LastFailure;
 use migration_core::step::{FailureNote, StepMode, StepWrite};
-use migration_core::testing::{read_resolved, sample_entry, slug};
+use migration_core::testing::{read_resolved, sample_entry, sample_record, slug};
 use migration_core::{EntryState, LedgerEntry, LockedLedger, WriteMode};
 
 /// A value that looks like a credential but that no rule of the redactor knows (no key name, no
@@ -85,7 +85,7 @@ pub async fn a_failures_output_is_kept_in_a_secret_owned_by_the_ledger(
 ) {
     let ledger = &*s.ledger;
     ledger
-        .create(&[(slug(1), sample_entry(EntryState::Ok, 1))])
+        .create(&[sample_record(1, EntryState::Ok)])
         .await
         .unwrap();
     ledger.read().await.unwrap();
@@ -137,8 +137,8 @@ pub async fn a_failures_output_is_kept_in_a_secret_owned_by_the_ledger(
     ledger
         .write(
             &[
-                (slug(2), sample_entry(EntryState::Ok, 2)),
-                (slug(3), sample_entry(EntryState::Ok, 3)),
+                sample_record(2, EntryState::Ok),
+                sample_record(3, EntryState::Ok),
             ],
             WriteMode::Replace,
         )

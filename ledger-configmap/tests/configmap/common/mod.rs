@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use ledger_configmap::ConfigMapLedger;
-use migration_core::testing::{sample_entry, slug};
+use migration_core::testing::{sample_entry, sample_record, slug};
 use migration_core::{EntryState, Ledger, LedgerEntry, Timestamp, WriteMode};
 use serde_json::{Value, json};
 
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 /// mark for `s-2`. The callers then check that the other owners' data survived.
 pub async fn write_beside_foreign_data(l: &ConfigMapLedger) {
     l.write(
-        &[(slug(1), sample_entry(EntryState::Legacy, 1))],
+        &[sample_record(1, EntryState::Legacy)],
         WriteMode::OnlyIfAbsent,
     )
     .await

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use ledger_file::FileLedger;
-use migration_core::testing::{sample_entry, slug};
+use migration_core::testing::{sample_entry, sample_record, slug};
 use migration_core::{EntryState, Ledger, LedgerError, Lock, WriteMode};
 
 /// Where a test's file ledger lives: `ledger.json` in a fresh directory,
@@ -47,7 +47,7 @@ async fn the_file_stores_entries_as_configmap_style_strings() {
     let (dir, path) = scratch_ledger_path();
     let ledger = FileLedger::new(&path);
     ledger
-        .create(&[(slug(1), sample_entry(EntryState::Ok, 1))])
+        .create(&[sample_record(1, EntryState::Ok)])
         .await
         .unwrap();
     // Format `migration-ledger/v2`: a tag line, then one record per line,
@@ -139,14 +139,11 @@ async fn a_symlinked_ledger_is_written_through_and_the_link_is_kept() {
     std::os::unix::fs::symlink("real/ledger.json", &link).unwrap();
     let via_link = FileLedger::new(&link);
     via_link
-        .create(&[(slug(1), sample_entry(EntryState::Ok, 1))])
+        .create(&[sample_record(1, EntryState::Ok)])
         .await
         .unwrap();
     via_link
-        .write(
-            &[(slug(2), sample_entry(EntryState::Ok, 2))],
-            WriteMode::Replace,
-        )
+        .write(&[sample_record(2, EntryState::Ok)], WriteMode::Replace)
         .await
         .unwrap();
     via_link.note_attempt(&slug(3), "t", 0).await.unwrap();
@@ -179,7 +176,7 @@ async fn a_new_ledger_and_its_lock_file_are_private_to_their_owner() {
     // by every local user.
     let ledger = FileLedger::new(&path);
     ledger
-        .create(&[(slug(1), sample_entry(EntryState::Failed, 1))])
+        .create(&[sample_record(1, EntryState::Failed)])
         .await
         .unwrap();
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;

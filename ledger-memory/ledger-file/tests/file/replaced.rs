@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ledger_file::FileLedger;
 use migration_core::step::{AttemptNote, StepMode, StepWrite};
-use migration_core::testing::{sample_entry, slug, step};
+use migration_core::testing::{sample_entry, sample_record, slug, step};
 use migration_core::{EntryState, Lease, Ledger, LedgerError, Lock, WriteMode};
 
 /// A ledger holding `s-1` (history from before the run), with a copy of the file as it was
@@ -20,7 +20,7 @@ async fn ledger_with_a_backup() -> (tempfile::TempDir, PathBuf, FileLedger) {
     let path = dir.path().join("ledger.json");
     let ledger = FileLedger::new(&path);
     ledger
-        .create(&[(slug(1), sample_entry(EntryState::Ok, 1))])
+        .create(&[sample_record(1, EntryState::Ok)])
         .await
         .unwrap();
     std::fs::copy(&path, backup(&path)).unwrap();
@@ -199,10 +199,7 @@ async fn a_ledger_compacted_by_another_process_under_a_run_is_not_a_replacement(
         "the compaction did not replace the file: the case tests nothing"
     );
     ledger
-        .write(
-            &[(slug(3), sample_entry(EntryState::Ok, 3))],
-            WriteMode::Replace,
-        )
+        .write(&[sample_record(3, EntryState::Ok)], WriteMode::Replace)
         .await
         .unwrap();
     ledger.release(&lease).await.unwrap();
@@ -224,10 +221,7 @@ async fn a_handle_that_released_its_lock_reads_a_replaced_file_as_it_is() {
         .await
         .unwrap();
     ledger
-        .write(
-            &[(slug(2), sample_entry(EntryState::Ok, 2))],
-            WriteMode::Replace,
-        )
+        .write(&[sample_record(2, EntryState::Ok)], WriteMode::Replace)
         .await
         .unwrap();
     ledger.release(&lease).await.unwrap();

@@ -15,7 +15,7 @@ use std::time::Duration;
 use ledger_file::{DEFAULT_FILE_BUDGET_BYTES, FileLedger};
 use ledger_memory::MemoryLedger;
 use migration_core::step::{AttemptNote, StepMode, StepWrite};
-use migration_core::testing::{entries, sample_entry, slug};
+use migration_core::testing::{entries, sample_entry, sample_record, slug};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, LedgerError, Lock, ManualClock, Timestamp, WriteMode,
 };
@@ -79,8 +79,8 @@ fn journaled(path: &Path) -> FileLedger {
     let ledger = FileLedger::new(path);
     let rt = rt();
     rt.block_on(ledger.create(&[
-        (slug(0), sample_entry(EntryState::Ok, 0)),
-        (slug(1), sample_entry(EntryState::Legacy, 1)),
+        sample_record(0, EntryState::Ok),
+        sample_record(1, EntryState::Legacy),
     ]))
     .unwrap();
     rt.block_on(ledger.write(&entries(2..3, EntryState::Ok), WriteMode::Replace))

@@ -24,8 +24,8 @@ fn every_write_and_attempt_mark_appends_exactly_one_record() {
     // A multi-key write is one record (atomic).
     rt.block_on(ledger.write(
         &[
-            (slug(5), sample_entry(EntryState::Ok, 5)),
-            (slug(6), sample_entry(EntryState::Ok, 6)),
+            sample_record(5, EntryState::Ok),
+            sample_record(6, EntryState::Ok),
         ],
         WriteMode::Replace,
     ))
@@ -44,7 +44,7 @@ fn a_run_step_stores_its_records_and_the_next_attempt_mark_in_one_record() {
     let ledger = journaled(&path);
     let before = record_starts(&bytes(&path)).len();
     let rt = rt();
-    let records = [(slug(3), sample_entry(EntryState::Ok, 3))];
+    let records = [sample_record(3, EntryState::Ok)];
     let report = rt
         .block_on(ledger.write_step(&step_of(&records, &slug(4), "run-1")))
         .unwrap();
@@ -86,7 +86,7 @@ fn a_crash_at_every_byte_of_a_step_stores_its_records_and_mark_together_or_not_a
     let rt = rt();
     let before = read_raw(&path).unwrap().unwrap();
     let start = bytes(&path).len();
-    let records = [(slug(3), sample_entry(EntryState::Ok, 3))];
+    let records = [sample_record(3, EntryState::Ok)];
     rt.block_on(ledger.write_step(&step_of(&records, &slug(4), "run-1")))
         .unwrap();
     let file = bytes(&path);
@@ -106,7 +106,7 @@ fn a_step_the_budget_cannot_hold_stores_neither_its_records_nor_its_mark() {
     let (_dir, path) = scratch();
     let rt = rt();
     let setup = FileLedger::new(&path).with_budget(None);
-    rt.block_on(setup.create(&[(slug(0), sample_entry(EntryState::Ok, 0))]))
+    rt.block_on(setup.create(&[sample_record(0, EntryState::Ok)]))
         .unwrap();
     let used = read_raw(&path)
         .unwrap()
@@ -114,7 +114,7 @@ fn a_step_the_budget_cannot_hold_stores_neither_its_records_nor_its_mark() {
         .iter()
         .map(|(k, v)| (k.len() + v.len()) as u64)
         .sum::<u64>();
-    let records = [(slug(1), sample_entry(EntryState::Ok, 1))];
+    let records = [sample_record(1, EntryState::Ok)];
     let record_bytes = {
         let probe_path = path.with_extension("probe");
         let probe = FileLedger::new(&probe_path).with_budget(None);

@@ -45,7 +45,7 @@ fn a_copy_cut_at_a_block_boundary_inside_the_records_is_refused() {
     let (_dir, path) = scratch();
     let ledger = FileLedger::new(&path).with_budget(None);
     let rt = rt();
-    rt.block_on(ledger.create(&[(slug(0), sample_entry(EntryState::Ok, 0))]))
+    rt.block_on(ledger.create(&[sample_record(0, EntryState::Ok)]))
         .unwrap();
     for i in 1..6usize {
         let mut entry = sample_entry(EntryState::Failed, i as u32);
