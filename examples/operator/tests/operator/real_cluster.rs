@@ -189,6 +189,12 @@ impl Env {
             .unwrap_or_else(|e| panic!("setting the status of job {job}: {e}"));
     }
 
+    /// `job` ends (as [`Env::finish`]) and the operator reconciles once.
+    async fn ended(&self, ctx: &Arc<Context>, job: &str, succeeded: bool) {
+        self.finish(job, succeeded).await;
+        self.reconcile(ctx).await.unwrap();
+    }
+
     /// What the runner inside a successful Job records.
     async fn record_ok(&self, slug: &str) {
         let entry = LedgerEntry {
@@ -352,11 +358,9 @@ async fn job_status_set_through_the_status_subresource_drives_success_retries_an
     let ctx = t.context(t.cluster.client(), retries(2, 30, 300));
     t.reconcile(&ctx).await.unwrap();
     t.record_ok("first").await;
-    t.finish("migrate-first-1", true).await;
-    t.reconcile(&ctx).await.unwrap();
+    t.ended(&ctx, "migrate-first-1", true).await;
     assert_eq!(t.jobs().await, pairs(&[("first", "1"), ("flaky", "1")]));
-    t.finish("migrate-flaky-1", false).await;
-    t.reconcile(&ctx).await.unwrap();
+    t.ended(&ctx, "migrate-flaky-1", false).await;
     assert_eq!(t.jobs().await.len(), 2, "backing off: no retry yet");
     t.clock.advance(Duration::from_secs(31));
     t.reconcile(&ctx).await.unwrap();
@@ -364,8 +368,7 @@ async fn job_status_set_through_the_status_subresource_drives_success_retries_an
         t.jobs().await,
         pairs(&[("first", "1"), ("flaky", "1"), ("flaky", "2")])
     );
-    t.finish("migrate-flaky-2", false).await;
-    t.reconcile(&ctx).await.unwrap();
+    t.ended(&ctx, "migrate-flaky-2", false).await;
     let snapshot = t.ledger(t.cluster.client()).read().await.unwrap().unwrap();
     let entry = snapshot.entry(&s("flaky")).expect("a failed entry");
     common::assert_gave_up(entry, "Job has reached the specified backoff limit");
@@ -421,8 +424,7 @@ async fn the_roles_grant_what_the_operator_and_the_runner_do() {
     let operator = t.operator_under_rbac().await;
     let ctx = t.context(operator.clone(), retries(1, 1, 1));
     t.reconcile(&ctx).await.unwrap();
-    t.finish("migrate-flaky-1", false).await;
-    t.reconcile(&ctx).await.unwrap();
+    t.ended(&ctx, "migrate-flaky-1", false).await;
     let snapshot = t.ledger(t.cluster.client()).read().await.unwrap().unwrap();
     assert_eq!(
         snapshot.entry(&s("flaky")).unwrap().state,
@@ -578,15 +580,12 @@ async fn each_job_and_each_outcome_is_its_own_event_regarding_its_job() {
     let ctx = t.context(t.cluster.client(), retries(2, 30, 300));
     t.reconcile(&ctx).await.unwrap();
     t.record_ok("alpha").await;
-    t.finish("migrate-alpha-1", true).await;
-    t.reconcile(&ctx).await.unwrap();
-    t.finish("migrate-beta-1", false).await;
-    t.reconcile(&ctx).await.unwrap();
+    t.ended(&ctx, "migrate-alpha-1", true).await;
+    t.ended(&ctx, "migrate-beta-1", false).await;
     t.reconcile(&ctx).await.unwrap();
     t.clock.advance(Duration::from_secs(31));
     t.reconcile(&ctx).await.unwrap();
-    t.finish("migrate-beta-2", false).await;
-    t.reconcile(&ctx).await.unwrap();
+    t.ended(&ctx, "migrate-beta-2", false).await;
     t.reconcile(&ctx).await.unwrap();
     assert_eq!(
         t.jobs().await,
@@ -646,8 +645,7 @@ async fn a_give_up_records_the_image_and_output_of_the_last_job_and_deleted_jobs
     let operator = t.operator_under_rbac().await;
     let ctx = t.context(operator, retries(3, 30, 300));
     t.reconcile(&ctx).await.unwrap();
-    t.finish("migrate-bg-1", false).await;
-    t.reconcile(&ctx).await.unwrap();
+    t.ended(&ctx, "migrate-bg-1", false).await;
     // The first Job goes (its TTL, or a person): its failure still counts. Background
     // propagation, as the TTL controller deletes (the default, orphan, leaves a finalizer only a
     // garbage collector removes, and none runs here).
@@ -1227,8 +1225,7 @@ async fn changing_the_index_while_a_job_runs_never_starts_a_second_job() {
         "{metrics}"
     );
     // Once it has finished, the next in the index's new order.
-    t.finish("migrate-first-1", true).await;
-    t.reconcile(&ctx).await.unwrap();
+    t.ended(&ctx, "migrate-first-1", true).await;
     assert_eq!(t.active_jobs().await, ["migrate-third-1"]);
 }
 
@@ -1247,8 +1244,7 @@ async fn the_next_job_starts_when_the_previous_job_has_finished_not_on_its_recor
         "recorded, not finished"
     );
     assert_eq!(t.status().await["reason"], "MigrationRunning");
-    t.finish("migrate-first-1", true).await;
-    t.reconcile(&ctx).await.unwrap();
+    t.ended(&ctx, "migrate-first-1", true).await;
     assert_eq!(t.jobs().await, pairs(&[("first", "1"), ("second", "1")]));
     assert_eq!(t.active_jobs().await, ["migrate-second-1"]);
 }
@@ -1357,8 +1353,7 @@ async fn backing_off_names_the_cause_of_the_failure() {
     let ctx = t.context(t.cluster.client(), Retries::default());
     t.reconcile(&ctx).await.unwrap();
     // Succeeded without recording anything.
-    t.finish("migrate-quiet-1", true).await;
-    t.reconcile(&ctx).await.unwrap();
+    t.ended(&ctx, "migrate-quiet-1", true).await;
     let status = t.status().await;
     assert_eq!(status["reason"], "BackingOff", "{status:#}");
     assert!(
@@ -1370,8 +1365,7 @@ async fn backing_off_names_the_cause_of_the_failure() {
     );
     t.clock.advance(Duration::from_secs(31));
     t.reconcile(&ctx).await.unwrap();
-    t.finish("migrate-quiet-2", false).await;
-    t.reconcile(&ctx).await.unwrap();
+    t.ended(&ctx, "migrate-quiet-2", false).await;
     let status = t.status().await;
     assert!(
         status["message"]
@@ -1401,8 +1395,7 @@ async fn a_deleted_failed_entry_is_given_up_again_from_the_history_whether_or_no
         let t = or_skip!(Env::new("operator: a failed entry decided once", &["bg"], &[]).await);
         let ctx = t.context(t.cluster.client(), retries(1, 1, 1));
         t.reconcile(&ctx).await.unwrap();
-        t.finish("migrate-bg-1", false).await;
-        t.reconcile(&ctx).await.unwrap();
+        t.ended(&ctx, "migrate-bg-1", false).await;
         let failed = |snapshot: Option<migration_core::LedgerSnapshot>| {
             snapshot
                 .and_then(|snap| snap.entry(&s("bg")).cloned())
