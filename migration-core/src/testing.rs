@@ -141,6 +141,18 @@ pub fn corrupt_keys(snapshot: &crate::ledger::LedgerSnapshot) -> Vec<(String, St
         .collect()
 }
 
+/// How long every lock the conformance cases take lasts.
+const TTL: Duration = Duration::from_secs(60);
+
+/// `holder` taking the lock for [`TTL`] on a ledger planned at `revision`.
+fn takes<'a>(holder: &'a str, revision: Option<&'a str>) -> crate::step::StepMode<'a> {
+    crate::step::StepMode::Take {
+        holder,
+        ttl: TTL,
+        revision,
+    }
+}
+
 /// A step writing `records` (no attempt mark, no last failure) under
 /// `mode`; set the others with `StepWrite { attempt, ..step(records, mode) }`.
 pub fn step<'a>(

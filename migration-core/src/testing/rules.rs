@@ -9,13 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::step;
-use super::{Harness, entries, sample_entry, sample_record, slug};
+use super::{Harness, TTL, entries, sample_entry, sample_record, slug, takes};
 use crate::entry::EntryState;
 use crate::ledger::{LedgerError, WriteMode};
 use crate::lock::LockedLedger;
 use crate::step::{StepMode, StepWrite};
-
-const TTL: Duration = Duration::from_secs(60);
 
 async fn revision(ledger: &dyn LockedLedger) -> String {
     ledger
@@ -35,14 +33,7 @@ pub async fn a_write_under_a_lapsed_lease_is_refused_even_if_nobody_took_the_loc
     let rev = revision(ledger.as_ref()).await;
     let records = entries(0..1, EntryState::Ok);
     let taken = ledger
-        .write_step(&step(
-            &records,
-            StepMode::Take {
-                holder: "runner-a",
-                ttl: TTL,
-                revision: Some(&rev),
-            },
-        ))
+        .write_step(&step(&records, takes("runner-a", Some(&rev))))
         .await
         .unwrap();
     let lease = taken.lease.expect("a take leaves the lease");
@@ -73,14 +64,7 @@ pub async fn a_stale_lease_releases_nothing_and_writes_nothing(h: &impl Harness)
     a.create(&[]).await.unwrap();
     let rev = revision(a.as_ref()).await;
     let first = a
-        .write_step(&step(
-            &[],
-            StepMode::Take {
-                holder: "runner-a",
-                ttl: TTL,
-                revision: Some(&rev),
-            },
-        ))
+        .write_step(&step(&[], takes("runner-a", Some(&rev))))
         .await
         .unwrap()
         .lease
@@ -131,14 +115,7 @@ pub async fn every_change_of_the_lock_alone_raises_the_revision(h: &impl Harness
     let mut seen = vec![revision(ledger.as_ref()).await];
     let rev = seen[0].clone();
     let lease = ledger
-        .write_step(&step(
-            &[],
-            StepMode::Take {
-                holder: "runner-a",
-                ttl: TTL,
-                revision: Some(&rev),
-            },
-        ))
+        .write_step(&step(&[], takes("runner-a", Some(&rev))))
         .await
         .unwrap()
         .lease
@@ -182,14 +159,7 @@ pub async fn every_change_of_the_lock_alone_raises_the_revision(h: &impl Harness
     }
     // And a take planned on a revision a lock change has passed is refused.
     match ledger
-        .write_step(&step(
-            &[],
-            StepMode::Take {
-                holder: "runner-c",
-                ttl: TTL,
-                revision: Some(&rev),
-            },
-        ))
+        .write_step(&step(&[], takes("runner-c", Some(&rev))))
         .await
     {
         Err(LedgerError::Changed { .. }) => {}
@@ -251,14 +221,7 @@ pub async fn takers_on_real_threads_never_both_win(h: &impl Harness) {
                         barrier.wait();
                         runtime.block_on(async {
                             ledger
-                                .write_step(&step(
-                                    &record,
-                                    StepMode::Take {
-                                        holder: &holder,
-                                        ttl: TTL,
-                                        revision: Some(rev),
-                                    },
-                                ))
+                                .write_step(&step(&record, takes(&holder, Some(rev))))
                                 .await
                                 .map(|r| r.lease)
                         })
@@ -322,11 +285,7 @@ pub async fn a_take_or_a_release_retried_after_a_lost_reply_lands_once(h: &impl 
             token: "execution-1",
             floor: 0,
         }),
-        mode: StepMode::Take {
-            holder: "runner-a",
-            ttl: TTL,
-            revision: Some(&rev),
-        },
+        mode: takes("runner-a", Some(&rev)),
         failure: None,
     };
     let taken = ledger.write_step(&take).await.unwrap();

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Harness, entries, sample_entry, sample_record, slug};
+use super::{Harness, TTL, entries, sample_entry, sample_record, slug, takes};
 use crate::entry::EntryState;
 use crate::last_failure::LastFailure;
 use crate::ledger::{LedgerError, WriteMode};
@@ -26,18 +26,6 @@ async fn two_handles_on_a_new_ledger(
     a.create(&[]).await.unwrap();
     let rev = revision(a.as_ref()).await;
     (a, b, rev)
-}
-
-/// How long every lock these cases take lasts.
-const TTL: Duration = Duration::from_secs(60);
-
-/// `runner-a` taking the lock for [`TTL`] on a ledger planned at `revision`.
-fn runner_a_takes(revision: Option<&str>) -> StepMode<'_> {
-    StepMode::Take {
-        holder: "runner-a",
-        ttl: TTL,
-        revision,
-    }
 }
 
 /// The note of the first attempt (token `a-1`, no earlier attempts) at `slug`.
@@ -63,7 +51,7 @@ pub async fn a_step_records_and_notes_the_attempt_and_repeating_it_changes_nothi
             token: "run-1",
             floor: 4,
         }),
-        mode: runner_a_takes(rev.as_deref()),
+        mode: takes("runner-a", rev.as_deref()),
         failure: None,
     };
     let first = ledger.write_step(&step).await.unwrap();
@@ -116,7 +104,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
         .write_step(&StepWrite {
             records: &[],
             attempt: first_attempt(&record[0].0),
-            mode: runner_a_takes(rev.as_deref()),
+            mode: takes("runner-a", rev.as_deref()),
             failure: None,
         })
         .await
@@ -125,11 +113,7 @@ pub async fn a_step_taking_the_lock_in_the_ledger_excludes_others_until_it_relea
     // Another runner can neither take it nor write under a check.
     let rev_b = revision(b.as_ref()).await;
     for lock in [
-        StepMode::Take {
-            holder: "runner-b",
-            ttl: TTL,
-            revision: rev_b.as_deref(),
-        },
+        takes("runner-b", rev_b.as_deref()),
         StepMode::Check {
             holder: "runner-b",
             revision: rev_b.as_deref(),
@@ -216,7 +200,7 @@ pub async fn a_step_taking_the_lock_on_a_changed_ledger_writes_nothing(h: &impl 
     let step = StepWrite {
         records: &record,
         attempt: first_attempt(&noted),
-        mode: runner_a_takes(planned_on.as_deref()),
+        mode: takes("runner-a", planned_on.as_deref()),
         failure: None,
     };
     match a.write_step(&step).await {
@@ -228,7 +212,7 @@ pub async fn a_step_taking_the_lock_on_a_changed_ledger_writes_nothing(h: &impl 
     assert!(snapshot.attempts_started.is_empty(), "no attempt noted");
     // Planned again on what is there, the take succeeds.
     let step = StepWrite {
-        mode: runner_a_takes(snapshot.revision.as_deref()),
+        mode: takes("runner-a", snapshot.revision.as_deref()),
         ..step
     };
     let lease = a.write_step(&step).await.unwrap().lease.unwrap();
@@ -264,7 +248,7 @@ pub async fn a_last_failure_is_kept_beside_the_attempt_mark_until_the_slugs_next
             token: "run-1",
             floor: 0,
         }),
-        mode: runner_a_takes(rev.as_deref()),
+        mode: takes("runner-a", rev.as_deref()),
         failure: Some(FailureNote {
             slug: &slug(1),
             failure: &first,
