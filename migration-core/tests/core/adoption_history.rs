@@ -41,13 +41,17 @@ fn releases() -> LegacyReleases {
     LegacyReleases::parse(Path::new("tree/legacy-releases"), RELEASES.as_bytes()).unwrap()
 }
 
-/// A `helm history -o json` document of `(revision, status, chart version)`.
-fn helm(revisions: &[(u64, &str, &str)]) -> HelmHistory {
+/// A `helm history -o json` document of revisions written
+/// `"<revision> <status> <chart version>, ..."`.
+fn helm(revisions: &str) -> HelmHistory {
     let doc: Vec<serde_json::Value> = revisions
-        .iter()
-        .map(|(r, status, v)| {
+        .split(", ")
+        .map(|r| {
+            let [revision, status, v] = r.split(' ').collect::<Vec<_>>()[..] else {
+                panic!("{r}: not <revision> <status> <version>")
+            };
             serde_json::json!({
-                "revision": r,
+                "revision": revision.parse::<u64>().unwrap(),
                 "updated": "2026-01-02T03:04:05.678901+00:00",
                 "status": status,
                 "chart": format!("cozy-installer-{v}"),
@@ -114,10 +118,7 @@ fn is_rerun(a: &Adoption) -> bool {
 
 #[test]
 fn a_history_through_this_lines_release_records_this_trees_content_and_nothing_reruns() {
-    let a = adopt(
-        helm(&[(1, "superseded", "0.9.0"), (2, "deployed", "1.3.0")]),
-        false,
-    );
+    let a = adopt(helm("1 superseded 0.9.0, 2 deployed 1.3.0"), false);
     assert_eq!(
         entries(&a),
         [
@@ -147,11 +148,7 @@ fn a_history_through_an_older_release_records_the_other_content_and_this_trees_r
     // Installed before slot 2 existed, upgraded through v1.1.0 (which ran
     // 2-v1-0-0), then v1.3.0 (which did not run slot 2 again).
     let a = adopt(
-        helm(&[
-            (1, "superseded", "0.9.0"),
-            (2, "superseded", "1.1.0"),
-            (3, "deployed", "1.3.0"),
-        ]),
+        helm("1 superseded 0.9.0, 2 superseded 1.1.0, 3 deployed 1.3.0"),
         false,
     );
     assert_eq!(
@@ -172,10 +169,7 @@ fn a_history_through_an_older_release_records_the_other_content_and_this_trees_r
 
 #[test]
 fn a_release_the_map_does_not_know_falls_back_to_the_rerun_saying_why() {
-    let a = adopt(
-        helm(&[(1, "superseded", "0.8.0"), (2, "deployed", "1.3.0")]),
-        false,
-    );
+    let a = adopt(helm("1 superseded 0.8.0, 2 deployed 1.3.0"), false);
     assert!(is_rerun(&a), "{:?}", a.entries);
     let why = message(&a, "2-v1-2-0");
     assert!(
@@ -193,11 +187,7 @@ fn a_failed_revision_does_not_count_as_run_and_is_said() {
     // The failed upgrade to v1.1.0 may have run 2-v1-0-0 before failing:
     // the later v1.3.0 cannot say which content ran.
     let a = adopt(
-        helm(&[
-            (1, "superseded", "0.9.0"),
-            (2, "failed", "1.1.0"),
-            (3, "deployed", "1.3.0"),
-        ]),
+        helm("1 superseded 0.9.0, 2 failed 1.1.0, 3 deployed 1.3.0"),
         false,
     );
     assert!(is_rerun(&a), "{:?}", a.entries);
@@ -218,11 +208,7 @@ fn a_failed_revision_does_not_count_as_run_and_is_said() {
     // A failed revision of the same content as the one that completed
     // changes nothing: that content ran either way.
     let a = adopt(
-        helm(&[
-            (1, "superseded", "0.9.0"),
-            (2, "failed", "1.2.0"),
-            (3, "deployed", "1.3.0"),
-        ]),
+        helm("1 superseded 0.9.0, 2 failed 1.2.0, 3 deployed 1.3.0"),
         false,
     );
     assert_eq!(a.answered.len(), 1, "{:?}", a.entries);
@@ -231,23 +217,14 @@ fn a_failed_revision_does_not_count_as_run_and_is_said() {
     assert_eq!(a.notes.len(), 1, "{:?}", a.notes);
 
     // A history whose only release holding the slot failed says nothing.
-    let a = adopt(
-        helm(&[(1, "superseded", "0.9.0"), (2, "failed", "1.2.0")]),
-        false,
-    );
+    let a = adopt(helm("1 superseded 0.9.0, 2 failed 1.2.0"), false);
     assert!(is_rerun(&a), "{:?}", a.entries);
     assert!(message(&a, "2-v1-2-0").contains("no completed revision"));
 }
 
 #[test]
 fn a_pre_release_counts_only_when_the_maintainer_says_clusters_ran_them() {
-    let history = || {
-        helm(&[
-            (1, "superseded", "0.9.0"),
-            (2, "superseded", "1.2.0-rc.1"),
-            (3, "deployed", "1.3.0"),
-        ])
-    };
+    let history = || helm("1 superseded 0.9.0, 2 superseded 1.2.0-rc.1, 3 deployed 1.3.0");
     let a = adopt(history(), false);
     assert!(is_rerun(&a), "{:?}", a.entries);
     assert!(
@@ -284,10 +261,7 @@ fn a_pre_release_counts_only_when_the_maintainer_says_clusters_ran_them() {
 fn a_pruned_history_answers_only_when_every_older_release_running_the_slot_held_one_content() {
     // Begins (revisions 1-6 pruned) at v1.2.0, which runs slot 2: it ran
     // there, or at v1.0.0 or v1.1.0 with the other content.
-    let a = adopt(
-        helm(&[(7, "superseded", "1.2.0"), (8, "deployed", "1.3.0")]),
-        false,
-    );
+    let a = adopt(helm("7 superseded 1.2.0, 8 deployed 1.3.0"), false);
     assert!(is_rerun(&a), "{:?}", a.entries);
     let why = message(&a, "2-v1-2-0");
     assert!(
@@ -296,18 +270,12 @@ fn a_pruned_history_answers_only_when_every_older_release_running_the_slot_held_
     );
 
     // Pruned, but beginning before the slot: the slot ran within it.
-    let a = adopt(
-        helm(&[(7, "superseded", "0.9.0"), (8, "deployed", "1.3.0")]),
-        false,
-    );
+    let a = adopt(helm("7 superseded 0.9.0, 8 deployed 1.3.0"), false);
     assert_eq!(a.answered.len(), 1, "{:?}", a.entries);
 
     // Begins at v1.1.0, the first release whose target reaches slot 2:
     // every release no newer that runs it held one content.
-    let a = adopt_targeted(helm(&[
-        (5, "superseded", "1.1.0"),
-        (6, "deployed", "1.4.0"),
-    ]));
+    let a = adopt_targeted(helm("5 superseded 1.1.0, 6 deployed 1.4.0"));
     assert_eq!(a.answered.len(), 1, "{:?}", a.entries);
     assert_eq!(a.answered[0].ran.as_str(), "2-v1-2-0");
     assert!(
@@ -325,7 +293,7 @@ fn without_a_history_or_without_legacy_releases_nothing_is_refused_and_the_slot_
     assert!(is_rerun(&a));
     assert!(!message(&a, "2-v1-2-0").contains("release history"));
 
-    let knowledge = AdoptKnowledge::default().with_history(helm(&[(1, "deployed", "1.3.0")]));
+    let knowledge = AdoptKnowledge::default().with_history(helm("1 deployed 1.3.0"));
     let a = adoption_with(&tree(), 4, &knowledge, &PlanContext::at(NOW)).unwrap();
     assert!(is_rerun(&a));
     assert!(
@@ -339,8 +307,8 @@ fn without_a_history_or_without_legacy_releases_nothing_is_refused_and_the_slot_
 fn two_histories_that_disagree_answer_nothing() {
     let knowledge = AdoptKnowledge::default()
         .with_releases(Some(releases()))
-        .with_history(helm(&[(1, "deployed", "1.3.0")]))
-        .with_history(helm(&[(1, "deployed", "1.1.0")]));
+        .with_history(helm("1 deployed 1.3.0"))
+        .with_history(helm("1 deployed 1.1.0"));
     let a = adoption_with(&tree(), 4, &knowledge, &PlanContext::at(NOW)).unwrap();
     assert!(is_rerun(&a));
     assert!(message(&a, "2-v1-2-0").contains("disagree"));
@@ -352,10 +320,7 @@ fn a_ran_the_history_contradicts_is_refused_and_one_it_confirms_is_kept() {
         AdoptKnowledge::default()
             .with_ran(vec![Slug::parse(ran).unwrap()])
             .with_releases(Some(releases()))
-            .with_history(helm(&[
-                (1, "superseded", "0.9.0"),
-                (2, "deployed", "1.3.0"),
-            ]))
+            .with_history(helm("1 superseded 0.9.0, 2 deployed 1.3.0"))
     };
     let err = adoption_with(&tree(), 4, &knowledge("2-v1-0-0"), &PlanContext::at(NOW)).unwrap_err();
     assert!(
@@ -467,11 +432,9 @@ fn adopt_targeted(history: HelmHistory) -> Adoption {
 
 #[test]
 fn a_release_whose_target_does_not_reach_a_slot_it_ships_did_not_run_it() {
-    let a = adopt_targeted(helm(&[
-        (1, "superseded", "0.9.0"),
-        (2, "superseded", "1.0.0"),
-        (3, "deployed", "1.1.0"),
-    ]));
+    let a = adopt_targeted(helm(
+        "1 superseded 0.9.0, 2 superseded 1.0.0, 3 deployed 1.1.0",
+    ));
     assert_eq!(a.answered.len(), 1, "{:?}", a.entries);
     assert_eq!(a.answered[0].ran.as_str(), "2-v1-2-0");
     let why = message(&a, "2-v1-2-0");
@@ -482,20 +445,13 @@ fn a_release_whose_target_does_not_reach_a_slot_it_ships_did_not_run_it() {
     // Without the targets, the release that shipped it first is taken to
     // have run it.
     let a = adopt(
-        helm(&[
-            (1, "superseded", "0.9.0"),
-            (2, "superseded", "1.0.0"),
-            (3, "deployed", "1.3.0"),
-        ]),
+        helm("1 superseded 0.9.0, 2 superseded 1.0.0, 3 deployed 1.3.0"),
         false,
     );
     assert_eq!(a.answered[0].ran.as_str(), "2-v1-0-0");
 
     // A target above a slot the release does not ship: nobody can say.
-    let a = adopt_targeted(helm(&[
-        (1, "superseded", "0.9.0"),
-        (2, "deployed", "1.4.0"),
-    ]));
+    let a = adopt_targeted(helm("1 superseded 0.9.0, 2 deployed 1.4.0"));
     assert!(is_rerun(&a), "{:?}", a.entries);
     assert!(
         message(&a, "2-v1-2-0").contains("target 5, above slot 2, which it does not hold"),
