@@ -3,7 +3,7 @@
 //! - `generate`: the pure function `migration_core::generate::generate` on
 //!   a history of T tags × N slugs (T = 30 with N = 10^2..10^5; N = 10^3
 //!   with T = 10, 100, 300), no git.
-//! - `git_300_tags`: the git adapter `migrate_release::git::Repo::history` on a
+//! - `git_300_tags`: the git adapter `migrate_repo::git::Repo::history` on a
 //!   generated repository of 300 tags (2 new scripts each, 600 at HEAD),
 //!   next to the floor: listing the same 300 trees with plain
 //!   `git ls-tree`, one process per tag.

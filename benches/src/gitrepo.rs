@@ -126,9 +126,9 @@ impl GitRepo {
         self.dir.path()
     }
 
-    /// The git adapter's whole read: `migrate_release::git::Repo::history`.
+    /// The git adapter's whole read: `migrate_repo::git::Repo::history`.
     pub fn history(&self) -> migration_core::ReleaseHistory {
-        migrate_release::git::Repo::new(self.root())
+        migrate_repo::git::Repo::new(self.root())
             .history(TREE_PATH, "v*", self.disk.clone(), Vec::new())
             .expect("the history reads")
     }

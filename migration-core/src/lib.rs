@@ -68,7 +68,7 @@
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
-//! // The tree: two pre-apply scripts, and `order.d/` as `migrate release` writes it.
+//! // The tree: two pre-apply scripts, and `order.d/` as `migrate manifest` writes it.
 //! let script = |body: &str| {
 //!     let header = "# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort";
 //!     format!("#!/bin/sh\n{header}\nset -eu\n{body}\n").into_bytes()

@@ -4,8 +4,8 @@
 //! the hook runner inside the pre-upgrade Job): argument parsing ([`cli`])
 //! and what it prints ([`report`]), over the crates that do the work:
 //! `migrate-runner` (the run's process side), `migrate-lint` (shell
-//! analysis), `migrate-release` (git history, convert, scaffold) and
-//! `migrate-spec` (what the operator shares). The binaries stay thin.
+//! analysis), `migrate-repo` (git history, convert, scaffold) and
+//! `migrate-shared` (what the operator shares). The binaries stay thin.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 

@@ -48,7 +48,7 @@ pub use job::{
 };
 pub use leader::{Leadership, Refusal};
 pub use metrics::{Metrics, Summary};
-pub use migrate_spec::index::{Index, IndexError, index_configmap, index_keys};
+pub use migrate_shared::index::{Index, IndexError, index_configmap, index_keys};
 pub use reconcile::{
     Context, OperatorError, error_policy, failed, index_missing, is_forbidden, missing_rights,
     reconcile, summarize,

@@ -13,7 +13,7 @@ use migrate_operator::{
     Context, CrdConditions, JobBounds, JobPod, Leadership, LedgerObject, OPERATOR_NAME,
     OperatorConfig, Retries, STATUS_NAME, metrics, parse_job_pod, parse_resources, run_controller,
 };
-use migrate_spec::{KubeOptions, LedgerSpec, OpenOptions};
+use migrate_shared::{KubeOptions, LedgerSpec, OpenOptions};
 use migration_core::SystemClock;
 use migration_kube::defaults;
 
@@ -178,7 +178,7 @@ fn main() -> ExitCode {
         Ok(s) => s,
         Err(e) => {
             eprintln!("migrate-operator: {e}");
-            return ExitCode::from(migrate_spec::exit::BAD_INPUT);
+            return ExitCode::from(migrate_shared::exit::BAD_INPUT);
         }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -189,7 +189,7 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("migrate-operator: cannot start the runtime: {e}");
-            return ExitCode::from(migrate_spec::exit::ENVIRONMENT);
+            return ExitCode::from(migrate_shared::exit::ENVIRONMENT);
         }
     };
     runtime.block_on(async move {
@@ -197,7 +197,7 @@ fn main() -> ExitCode {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("migrate-operator: cannot reach the API server: {e}");
-                return ExitCode::from(migrate_spec::exit::ENVIRONMENT);
+                return ExitCode::from(migrate_shared::exit::ENVIRONMENT);
             }
         };
         // The operator's ledger is on the cluster it runs in (no
@@ -210,7 +210,7 @@ fn main() -> ExitCode {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("migrate-operator: {e}");
-                return ExitCode::from(migrate_spec::exit::ENVIRONMENT);
+                return ExitCode::from(migrate_shared::exit::ENVIRONMENT);
             }
         };
         let identity = cli
@@ -253,7 +253,7 @@ fn main() -> ExitCode {
                 }
                 Err(e) => {
                     eprintln!("migrate-operator: --metrics-address {addr}: {e}");
-                    return ExitCode::from(migrate_spec::exit::ENVIRONMENT);
+                    return ExitCode::from(migrate_shared::exit::ENVIRONMENT);
                 }
             }
         }
@@ -279,6 +279,6 @@ fn main() -> ExitCode {
         leadership
             .run_until(|| run_controller(ctx.clone()), shutdown_signal())
             .await;
-        ExitCode::from(migrate_spec::exit::SUCCESS)
+        ExitCode::from(migrate_shared::exit::SUCCESS)
     })
 }

@@ -677,7 +677,7 @@ pub async fn missing_rights(ctx: &Context, message: String) {
 /// function, the same words). A tag is let through: `migrate index
 /// --allow-tag` renders one; a digest is checked whenever one is given.
 fn checked_image(cm: &ConfigMap, index: Index) -> Result<Index, IndexError> {
-    match migrate_spec::index::check_image(&index.image, true) {
+    match migrate_shared::index::check_image(&index.image, true) {
         Ok(()) => Ok(index),
         Err(why) => Err(IndexError {
             name: cm.name_any(),

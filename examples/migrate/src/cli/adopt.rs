@@ -23,7 +23,7 @@ use migration_core::{
 
 use super::args::AdoptArgs;
 use super::{Failure, Out, open};
-use migrate_spec::exit;
+use migrate_shared::exit;
 
 /// Creates (or completes) the ledger of an adopted cluster; the policy
 /// (what is recorded, what runs again, which ledger is accepted) is

@@ -12,7 +12,7 @@ use migration_kube::defaults;
 use crate::report::Format;
 use migrate_lint::Level;
 use migrate_lint::shell::shellcheck;
-use migrate_spec::LedgerSpec;
+use migrate_shared::LedgerSpec;
 
 /// Parses the process's command line as [`Cli::try_parse`] does, except that
 /// environment variables set to the empty string count as unset where a
@@ -45,7 +45,7 @@ const EMPTY_MEANS_UNSET: [(&str, &str, &[&str]); 3] = [
 /// `--namespace` of `run`: a namespace name, as `migrate index` takes it
 /// (the scripts receive it as `MIGRATION_NAMESPACE`).
 fn namespace_name(value: &str) -> Result<String, String> {
-    if migrate_spec::is_dns_label(value) {
+    if migrate_shared::is_dns_label(value) {
         Ok(value.to_owned())
     } else {
         Err(format!(

@@ -2,7 +2,7 @@
 //! `plan` and `lint` share this, so none of them calls into another).
 
 use migrate_lint::cluster_commands;
-use migrate_spec::exit;
+use migrate_shared::exit;
 
 use super::Failure;
 

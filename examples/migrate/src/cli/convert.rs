@@ -1,5 +1,5 @@
 //! `migrate convert`: a numbered migrations directory into the slug layout
-//! (see [`migrate_release::convert`]).
+//! (see [`migrate_repo::convert`]).
 
 use std::path::PathBuf;
 
@@ -9,7 +9,7 @@ use migration_core::header::HeaderMarker;
 use migration_kube::defaults;
 
 use super::{Failure, Out};
-use migrate_release::convert::{self, ConvertError, Options};
+use migrate_repo::convert::{self, ConvertError, Options};
 
 /// `migrate convert`.
 #[derive(Debug, Args)]

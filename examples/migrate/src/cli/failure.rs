@@ -6,16 +6,16 @@ use std::sync::Arc;
 
 use migration_core::{LedgerError, LockedLedger, MigrateError, TreeError};
 
-use migrate_release::git::GitError;
+use migrate_repo::git::GitError;
 
 use super::args::ClusterArgs;
-use migrate_spec::exit;
-use migrate_spec::{KubeOptions, LedgerSpec, OpenOptions};
+use migrate_shared::exit;
+use migrate_shared::{KubeOptions, LedgerSpec, OpenOptions};
 
 /// A failed command.
 #[derive(Debug)]
 pub struct Failure {
-    /// The process exit code (see [`migrate_spec::exit`]).
+    /// The process exit code (see [`migrate_shared::exit`]).
     pub code: u8,
     /// `bad-input`, `refused`, `environment`, `migration-failed`; empty when
     /// the command already printed the details as its output.

@@ -1,6 +1,6 @@
 //! One cluster for the whole run: `--kubeconfig`, `--context` and
 //! `KUBECONFIG` choose the ledger's cluster (the options its ledger is
-//! opened with, [`migrate_spec::OpenOptions`]) and, here, the cluster every
+//! opened with, [`migrate_shared::OpenOptions`]) and, here, the cluster every
 //! script's `kubectl`, `helm` and `flux` talk to. Without this the flags
 //! reached the ledger only: a `--context staging` run wrote its ledger on
 //! staging while its scripts changed the kubeconfig's current context

@@ -5,7 +5,7 @@ use super::{Failure, Out};
 use crate::report::LintView;
 use migrate_lint::shell::shellcheck;
 use migrate_lint::{Finding, Level, LintConfig, lint_tree};
-use migrate_spec::exit;
+use migrate_shared::exit;
 use migration_core::{LoadOptions, MigrationsTree};
 
 /// Lints the tree and prints the findings.
@@ -64,7 +64,7 @@ fn shipped_edit_findings(
     pattern: &str,
     marker: &migration_core::header::HeaderMarker,
 ) -> Vec<Finding> {
-    let Some((repo, path)) = migrate_release::git::locate(root) else {
+    let Some((repo, path)) = migrate_repo::git::locate(root) else {
         return Vec::new();
     };
     // A stale manifest must not hide an edit (it is its own finding).

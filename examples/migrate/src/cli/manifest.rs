@@ -9,7 +9,7 @@ use migration_core::{LoadOptions, MigrationsTree};
 use super::args::{DEFAULT_TAG_PATTERN, ManifestArgs};
 use super::{Failure, Out};
 use crate::report::ManifestView;
-use migrate_release::git::Repo;
+use migrate_repo::git::Repo;
 
 /// Generates the manifest, writes it to `--out` if given, and prints it.
 pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
@@ -53,13 +53,13 @@ pub fn manifest(args: ManifestArgs, out: &Out) -> Result<(), Failure> {
     let tree = MigrationsTree::load_with(&repo.join(&path), options)?;
     let disk = ReleaseHistory::disk_from_tree(&tree);
     let legacy = ReleaseHistory::legacy_from_pairs(tree.legacy_map());
-    let reading = migrate_release::git::TreePaths {
+    let reading = migrate_repo::git::TreePaths {
         paths: &paths,
         tree_since: tree_since.as_deref(),
         marker: &marker,
     };
     refuse_no_commits(&repo)?;
-    let migrate_release::git::LineHistory {
+    let migrate_repo::git::LineHistory {
         mut history,
         off_line,
     } = Repo::new(&repo).allow_new_path(allow_new_path).history_at(

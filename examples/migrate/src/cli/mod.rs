@@ -21,11 +21,11 @@ mod output;
 mod plan;
 mod repair;
 mod run;
-mod script_tests;
 mod seed;
 mod settings;
 mod status;
 mod suggest;
+mod test;
 mod usage;
 mod verify;
 
@@ -42,9 +42,9 @@ pub use output::Out;
 pub use plan::plan;
 pub use repair::repair;
 pub use run::run;
-pub use script_tests::test;
 pub use seed::seed_fresh;
 pub use status::status;
+pub use test::test;
 pub use usage::{completions, usage_error};
 pub use verify::verify;
 
@@ -53,7 +53,7 @@ use std::process::ExitCode;
 
 use migration_core::{Manifest, MigrationsTree};
 
-use migrate_spec::exit;
+use migrate_shared::exit;
 
 /// Logs to stderr, at the level `MIGRATE_LOG` names (else `-v`'s, `warn` by default) and
 /// coloured only on a terminal: stdout carries the command's document.

@@ -2,8 +2,8 @@
 
 use super::args::NewArgs;
 use super::{Failure, Out};
-use migrate_release::scaffold::{ScaffoldError, scaffold};
-use migrate_spec::exit;
+use migrate_repo::scaffold::{ScaffoldError, scaffold};
+use migrate_shared::exit;
 
 /// Writes the two files and prints where they are.
 pub fn new(args: NewArgs, out: &Out) -> Result<(), Failure> {

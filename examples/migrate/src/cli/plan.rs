@@ -15,10 +15,10 @@ use tokio::task::JoinError;
 use super::args::{ClusterArgs, PlanArgs};
 use super::{Failure, Out, open};
 use crate::report::PlanView;
-use migrate_release::git::PlacedScript;
+use migrate_repo::git::PlacedScript;
 use migrate_runner::RunError;
-use migrate_spec::LedgerSpec;
-use migrate_spec::exit;
+use migrate_shared::LedgerSpec;
+use migrate_shared::exit;
 
 /// Plans against the ledger and prints the plan, with the pre-run scan
 /// that covers the cluster commands `run` would resolve from the tree, its
@@ -198,7 +198,7 @@ fn shipped_edit_warnings(
     if placed.is_empty() {
         return Vec::new();
     }
-    let Some((repo, path)) = migrate_release::git::locate(tree.root()) else {
+    let Some((repo, path)) = migrate_repo::git::locate(tree.root()) else {
         return Vec::new();
     };
     match repo.edits_since_placed(&path, &placed) {

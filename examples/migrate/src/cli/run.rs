@@ -9,7 +9,7 @@ use migration_core::{Slug, SystemClock, Tier};
 use super::args::{ClusterArgs, RunArgs};
 use super::{Failure, Out};
 use migrate_runner::{RunConfig, RunError};
-use migrate_spec::{LedgerSpec, exit};
+use migrate_shared::{LedgerSpec, exit};
 
 use crate::report::StdConsole;
 
@@ -138,10 +138,10 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
 /// path (the ledger's directory is the operator's to make; the ledger file
 /// is the run's).
 fn refuse_missing_ledger_dir(
-    ledger: &migrate_spec::LedgerSpec,
+    ledger: &migrate_shared::LedgerSpec,
     fresh_install: bool,
 ) -> Result<(), Failure> {
-    let migrate_spec::LedgerSpec::File(path) = ledger else {
+    let migrate_shared::LedgerSpec::File(path) = ledger else {
         return Ok(());
     };
     match path.parent().filter(|p| !p.as_os_str().is_empty()) {

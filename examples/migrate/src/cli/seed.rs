@@ -14,7 +14,7 @@ use migration_core::{
 use super::args::{RenderKind, SeedFreshArgs};
 use super::{Failure, Out, open};
 use ledger_configmap::manifest::{seeded_manifest, seeded_object};
-use migrate_spec::exit;
+use migrate_shared::exit;
 
 /// Creates the seeded ledger, or prints it as a manifest.
 pub async fn seed_fresh(args: SeedFreshArgs, out: &Out) -> Result<(), Failure> {

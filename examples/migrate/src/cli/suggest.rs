@@ -28,7 +28,7 @@ pub fn check_only(
         retired: false,
     };
     Err(super::Failure::new(
-        migrate_spec::exit::REFUSED,
+        migrate_shared::exit::REFUSED,
         "refused",
         vec![format!("{refusal}{hint}")],
     ))

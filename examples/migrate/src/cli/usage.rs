@@ -10,7 +10,7 @@ use clap::error::ErrorKind;
 
 use super::args::{Cli, CompletionsArgs};
 use crate::report::{ErrorView, sink};
-use migrate_spec::exit;
+use migrate_shared::exit;
 
 /// Whether the raw arguments ask for `--output json`: the parse failed,
 /// so the flag is looked for by hand.

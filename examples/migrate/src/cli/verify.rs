@@ -11,7 +11,7 @@ use migration_core::{Manifest, MigrationsTree};
 use super::args::VerifyArgs;
 use super::{Failure, Out, open};
 use crate::report::VerifyView;
-use migrate_spec::exit;
+use migrate_shared::exit;
 
 /// Verifies the ledger against the tree's manifest.
 pub async fn verify(args: VerifyArgs, out: &Out) -> Result<(), Failure> {
@@ -60,7 +60,7 @@ fn known_release(tag: &str, manifest: &Manifest, root: &Path) -> Result<Version,
         Failure::bad_input(vec![format!("--since {tag:?} is not a release version")])
     })?;
     let in_manifest = manifest.batches().iter().any(|b| b.name.label() == tag);
-    if in_manifest || migrate_release::git::tag_exists(root, tag) {
+    if in_manifest || migrate_repo::git::tag_exists(root, tag) {
         return Ok(version);
     }
     let labels: Vec<&str> = manifest

@@ -31,7 +31,7 @@ pub struct ManifestView {
     pub written_to: Option<String>,
     /// Tags merged into HEAD but left off its release line (CONTRACT.md
     /// §4.1): they ship no batch, the immutability guard still reads them.
-    pub off_line: Vec<migrate_release::git::OffLine>,
+    pub off_line: Vec<migrate_repo::git::OffLine>,
 }
 
 impl ManifestView {

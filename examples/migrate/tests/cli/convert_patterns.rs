@@ -7,8 +7,8 @@
 use crate::common;
 use std::collections::BTreeSet;
 
-use migrate_release::convert::diff;
-use migrate_release::convert::patterns::{PatternConfig, analyse};
+use migrate_repo::convert::diff;
+use migrate_repo::convert::patterns::{PatternConfig, analyse};
 
 fn config() -> PatternConfig {
     PatternConfig {

@@ -15,7 +15,7 @@ const SCANNED: [&str; 5] = [
     "examples/lint/src",
     "examples/migrate/src",
     "examples/runner/src/scan.rs",
-    "examples/release/src",
+    "examples/repo/src",
 ];
 
 /// The reads that are not of a supplied file: (file, the text of the read,
@@ -27,22 +27,22 @@ const NOT_SUPPLIED: [(&str, &str, &str); 5] = [
         "the machine's host name, for the lock holder",
     ),
     (
-        "examples/migrate/src/cli/script_tests.rs",
+        "examples/migrate/src/cli/test.rs",
         "std::fs::read_to_string(self.dir.path().join(REFUSED_FILE))",
         "the sandbox's own record, in a directory it created",
     ),
     (
-        "examples/release/src/convert/behaviour.rs",
+        "examples/repo/src/convert/behaviour.rs",
         "std::fs::read(&output)",
         "the output of a script convert ran itself, in its own directory",
     ),
     (
-        "examples/release/src/convert/behaviour.rs",
+        "examples/repo/src/convert/behaviour.rs",
         "std::fs::read(path)",
         "files a script convert ran itself wrote in its own directory",
     ),
     (
-        "examples/release/src/convert/history.rs",
+        "examples/repo/src/convert/history.rs",
         "std::fs::read(&path)",
         "the numbered directory convert reads from disk: follow-up (convert is another change's; the listing there already refuses a non-regular entry)",
     ),

@@ -1299,7 +1299,7 @@ async fn an_index_image_migrate_index_refuses_is_index_invalid_in_its_words_each
     for image in bad {
         t.set_index_image(image).await;
         let err = t.reconcile(&ctx).await.unwrap_err().to_string();
-        let why = migrate_spec::index::check_image(image, true).unwrap_err();
+        let why = migrate_shared::index::check_image(image, true).unwrap_err();
         assert!(err.contains(&why), "{err} lacks {why}");
         let status = t.status().await;
         assert_eq!(status["reason"], "IndexInvalid", "{status:#}");

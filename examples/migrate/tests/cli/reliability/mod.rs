@@ -422,7 +422,7 @@ fn ledger_specs_from_the_command_line_never_panic() {
             seed ^= seed << 17;
             spec.push(alphabet[(seed % alphabet.len() as u64) as usize]);
         }
-        if let Err(e) = spec.parse::<migrate_spec::LedgerSpec>() {
+        if let Err(e) = spec.parse::<migrate_shared::LedgerSpec>() {
             assert!(e.to_string().len() < 400);
         }
         tried += 1;

@@ -1,4 +1,4 @@
-//! # migrate-spec
+//! # migrate-shared
 //!
 //! What the programs share and nothing else, so that the operator needs
 //! neither the CLI nor the shell parser: the `--ledger SPEC` grammar and how

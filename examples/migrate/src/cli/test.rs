@@ -32,7 +32,7 @@ use super::{Failure, Out};
 use migrate_lint::cluster_commands;
 use migrate_runner::tripwire::record::{ENV_COMMANDS, ENV_REAL_PREFIX, ENV_REPORT};
 use migrate_runner::tripwire::{TripwireConfig, exec};
-use migrate_spec::exit;
+use migrate_shared::exit;
 
 /// One script's test result.
 #[derive(Debug, Serialize)]

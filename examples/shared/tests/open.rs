@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use migrate_spec::{LedgerSpec, OpenOptions};
+use migrate_shared::{LedgerSpec, OpenOptions};
 
 #[tokio::test]
 async fn a_file_ledger_opens_with_the_budget_its_options_give() {

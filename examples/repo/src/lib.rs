@@ -1,7 +1,7 @@
-//! # migrate-release
+//! # migrate-repo
 //!
-//! What a platform's release job and its maintainers run, over the
-//! repository's history rather than a cluster: the [`git`] adapter (tags,
+//! What a platform's release job and its maintainers run on the
+//! repository (its files and its history) rather than a cluster: the [`git`] adapter (tags,
 //! blobs, the history of a migrations path), [`convert`] (numbered scripts
 //! to a slug tree with a legacy map) and [`scaffold`] (a new migration's
 //! file and test). Manifest generation itself is core's
