@@ -59,6 +59,7 @@ mod shipped_edits;
 mod supplied_files;
 mod test_real_cluster;
 mod test_sandbox;
+mod through_engine;
 mod tolerate;
 mod tolerate_real;
 #[cfg(feature = "failpoints")]
