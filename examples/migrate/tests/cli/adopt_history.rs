@@ -15,7 +15,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use common::numbered::history;
-use common::{Repo, by_slug, fields, file_spec, git, migrate, parse, strings};
+use common::{Repo, by_slug, fields, file_spec, migrate, parse, strings};
 
 /// Main's line converted with `--rewrite`, committed, with its manifest.
 struct Converted {
@@ -48,22 +48,7 @@ fn converted_with(extra: &[&str]) -> Converted {
     let tree = dir.path().join("tree");
     let mut args = vec!["--rewrite"];
     args.extend_from_slice(extra);
-    let (code, report, err) = common::numbered::convert(&repo, &tree, &args);
-    assert_eq!(code, 0, "{err}\n{report}");
-    let lint = migrate().arg("lint").arg(&tree).output().unwrap();
-    assert!(
-        lint.status.success(),
-        "the converted tree fails lint:\n{}{}",
-        String::from_utf8_lossy(&lint.stdout),
-        String::from_utf8_lossy(&lint.stderr)
-    );
-    git(dir.path(), &["init", "--quiet", "-b", "main"]);
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "--quiet", "-m", "converted"]);
-    let order = tree.join("order.d");
-    let (code, manifest, err) =
-        common::manifest_of(dir.path(), "tree", &["--out", order.to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}\n{manifest}");
+    common::numbered::convert_released(&repo, &tree, &args);
     Converted { _repo: repo, dir }
 }
 

@@ -372,9 +372,9 @@ fn each_handled_failure_becomes_migrate_tolerate_with_the_class_the_script_recog
         "{five}"
     );
     let four = std::fs::read_to_string(out.join("pre-apply/4")).unwrap();
-    assert!(
-        four.contains("migrate-tolerate --not-found --not-served -- kubectl delete secret"),
-        "{four}"
+    common::assert_contains_all(
+        &four,
+        &["migrate-tolerate --not-found --not-served -- kubectl delete secret"],
     );
 }
 

@@ -11,33 +11,15 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use common::numbered::history;
-use common::{Repo, git, migrate};
+use common::{Repo, migrate};
 
 /// Converts the checked-out line into `<dir>/tree` with `--rewrite`, makes
 /// `<dir>` a repository and generates the manifest there.
 fn convert_line(repo: &Repo, dir: &Path) -> (serde_json::Value, PathBuf) {
     let tree = dir.join("tree");
     // These clusters include ones that ran a release candidate.
-    let (code, report, err) =
-        common::numbered::convert(repo, &tree, &["--rewrite", "--count-prereleases"]);
-    assert_eq!(code, 0, "{err}\n{report}");
-    let lint = migrate().arg("lint").arg(&tree).output().unwrap();
-    assert!(
-        lint.status.success(),
-        "the converted tree fails lint:\n{}{}",
-        String::from_utf8_lossy(&lint.stdout),
-        String::from_utf8_lossy(&lint.stderr)
-    );
-    git(dir, &["init", "--quiet", "-b", "main"]);
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "--quiet", "-m", "converted"]);
-    let order = tree.join("order.d");
-    let (code, manifest, err) =
-        common::manifest_of(dir, "tree", &["--out", order.to_str().unwrap()]);
-    assert_eq!(
-        code, 0,
-        "the converted tree fails manifest: {err}\n{manifest}"
-    );
+    let report =
+        common::numbered::convert_released(repo, &tree, &["--rewrite", "--count-prereleases"]);
     (report, tree)
 }
 

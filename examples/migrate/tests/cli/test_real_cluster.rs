@@ -33,19 +33,6 @@ fn test_on(cluster: &RealCluster, tree: &Path) -> (i32, Value, String) {
     common::parse(out)
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 fn twice<'a>(doc: &'a Value, slug: &str) -> &'a Value {
     &common::by_slug(&doc["results"], slug).unwrap_or_else(|| panic!("{slug}: {doc:#}"))["twice"]
 }
@@ -60,7 +47,7 @@ async fn the_demo_tree_runs_twice_on_a_real_server_and_the_second_run_moves_no_r
     let _quiet = QUIET_CLUSTER.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("demo");
-    copy_dir(
+    common::copy_dir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../demo"),
         &tree,
     );

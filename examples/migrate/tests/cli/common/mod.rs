@@ -274,12 +274,7 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .args(args)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
+    assert_success(&out, &format!("git {args:?}"))
 }
 
 /// A scratch git repository with a `migrations/` tree.
@@ -537,4 +532,64 @@ pub fn kubeconfig_for(dir: &Path, url: &str) -> PathBuf {
     );
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// Asserts that `out` exited 0, naming `what` with its stdout and stderr
+/// otherwise; its stdout.
+pub fn assert_success(out: &Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what}: {}\n{stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Waits for `child` (its output piped): (exit code, stdout then stderr).
+pub fn ended(child: std::process::Child) -> (Option<i32>, String) {
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Copies the directory `from` to `to`, recursively.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// Writes each `(relative path, text)` below `dir`, creating the folders
+/// it needs.
+pub fn write_files(dir: &Path, files: &[(&str, &str)]) {
+    for (rel, text) in files {
+        let path = dir.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+/// The object of the JSON array `list` whose `key` is `value`, panicking
+/// with the array when there is none.
+pub fn find<'a>(list: &'a serde_json::Value, key: &str, value: &str) -> &'a serde_json::Value {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .find(|v| v[key] == value)
+        .unwrap_or_else(|| panic!("no {key} {value:?} in {list:#}"))
 }

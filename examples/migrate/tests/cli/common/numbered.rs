@@ -29,17 +29,45 @@ pub fn numbered(n: u64, id: &str, body: &str) -> String {
 /// `migrate convert --repo REPO --path NUMBERED --out OUT EXTRA... --output
 /// json`: exit code, report, stderr.
 pub fn convert(repo: &Repo, out: &Path, extra: &[&str]) -> (i32, serde_json::Value, String) {
-    let mut args = vec![
+    let mut args = convert_args(repo, out);
+    args.extend_from_slice(extra);
+    super::json(&args)
+}
+
+/// `convert --repo REPO --path NUMBERED --out OUT`.
+pub fn convert_args<'a>(repo: &'a Repo, out: &'a Path) -> Vec<&'a str> {
+    let repo = repo.path().to_str().unwrap();
+    vec![
         "convert",
         "--repo",
-        repo.path().to_str().unwrap(),
+        repo,
         "--path",
         NUMBERED,
         "--out",
         out.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    super::json(&args)
+    ]
+}
+
+/// [`convert`] into `tree`, which must succeed and lint clean; then the
+/// folder holding `tree` made a repository with one commit and `tree`'s
+/// manifest generated (`order.d`). The report.
+pub fn convert_released(repo: &Repo, tree: &Path, extra: &[&str]) -> serde_json::Value {
+    let (code, report, err) = convert(repo, tree, extra);
+    assert_eq!(code, 0, "{err}\n{report}");
+    let lint = super::migrate().arg("lint").arg(tree).output().unwrap();
+    super::assert_success(&lint, "the converted tree fails lint");
+    let dir = tree.parent().unwrap();
+    super::git(dir, &["init", "--quiet", "-b", "main"]);
+    super::git(dir, &["add", "-A"]);
+    super::git(dir, &["commit", "--quiet", "-m", "converted"]);
+    let order = tree.join("order.d");
+    let name = tree.file_name().unwrap().to_str().unwrap();
+    let (code, manifest, err) = super::manifest_of(dir, name, &["--out", order.to_str().unwrap()]);
+    assert_eq!(
+        code, 0,
+        "the converted tree fails manifest: {err}\n{manifest}"
+    );
+    report
 }
 
 pub fn write(repo: &Repo, rel: &str, text: &str) {

@@ -85,20 +85,7 @@ pub(crate) fn wait_stopped(child: &mut Child) {
 /// Resumes a stopped runner and returns (exit code, stdout and stderr).
 pub(crate) fn resume(child: Child) -> (Option<i32>, String) {
     kill(Pid::from_raw(child.id() as i32), Signal::SIGCONT).unwrap();
-    ended(child)
-}
-
-/// Waits for `child`: (exit code, its stdout and stderr).
-fn ended(child: Child) -> (Option<i32>, String) {
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    common::ended(child)
 }
 
 trait OutputNow {
@@ -118,7 +105,7 @@ impl OutputNow for Child {
 
 /// A runner of the scenario run to its end: (exit code, stdout and stderr).
 fn run_to_end(root: &Path, ledger: &str, extra: &[&str]) -> (Option<i32>, String) {
-    ended(spawn_runner(root, ledger, extra, None))
+    common::ended(spawn_runner(root, ledger, extra, None))
 }
 
 /// Where a stalled-runner case runs: the ledger spec, what the runner
@@ -164,7 +151,7 @@ pub(crate) fn stalled_runner_executes_and_writes_nothing(
     wait_stopped(&mut stalled);
     std::thread::sleep(Duration::from_millis(2500));
     let (code, output) =
-        ended(backend.spawn(&root, &["--holder", "next", "--lock-wait", "30"], None));
+        common::ended(backend.spawn(&root, &["--holder", "next", "--lock-wait", "30"], None));
     assert_eq!(
         code,
         Some(0),
@@ -463,12 +450,7 @@ async fn stalled_runner_on_a_real_server(kind: &str) {
         .args(&args)
         .output()
         .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        common::assert_success(&out, "kubectl get")
     };
     let backend = Backend {
         spec,

@@ -171,19 +171,6 @@ fn supervisor_of(runner: u32) -> i32 {
     found.unwrap()
 }
 
-/// (exit code, stdout and stderr) of a runner.
-fn output(child: Child) -> (Option<i32>, String) {
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
-
 /// The cluster calls that reached the (fake) cluster.
 fn calls(scratch: &Scratch) -> Vec<String> {
     scratch.calls()
@@ -212,7 +199,7 @@ fn a_runner_stopped_past_its_ttl_cannot_reach_the_cluster_from_its_script_again_
         kill(Pid::from_raw(supervisor), Signal::SIGSTOP).unwrap();
         killpg(Pid::from_raw(script), Signal::SIGSTOP).unwrap();
         std::thread::sleep(Duration::from_millis(2500));
-        let (code, out) = output(runner(
+        let (code, out) = common::ended(runner(
             &scratch,
             &shell,
             &at,
@@ -231,7 +218,7 @@ fn a_runner_stopped_past_its_ttl_cannot_reach_the_cluster_from_its_script_again_
         until("the first copy ended", || !running(script));
         kill(Pid::from_raw(supervisor), Signal::SIGCONT).unwrap();
         kill(Pid::from_raw(first.id() as i32), Signal::SIGCONT).unwrap();
-        let (code, out) = output(first);
+        let (code, out) = common::ended(first);
         let calls = calls(&scratch);
         assert!(
             !calls.iter().any(|c| c.contains(&format!("after-{script}"))),
@@ -282,7 +269,7 @@ fn a_script_whose_runner_froze_is_killed_before_its_lease_can_lapse_on(
         let script = copies(&scratch)[0];
         // Only the runner freezes; its script runs on.
         kill(Pid::from_raw(first.id() as i32), Signal::SIGSTOP).unwrap();
-        let (code, out) = output(runner(
+        let (code, out) = common::ended(runner(
             &scratch,
             &shell,
             &at,
@@ -331,7 +318,7 @@ fn a_runner_killed_while_its_term_ignoring_script_runs_leaves_no_copy_alive_when
         let script = copies(&scratch)[0];
         kill(Pid::from_raw(first.id() as i32), Signal::SIGKILL).unwrap();
         let _ = first.wait();
-        let (code, out) = output(runner(
+        let (code, out) = common::ended(runner(
             &scratch,
             &shell,
             &at,
