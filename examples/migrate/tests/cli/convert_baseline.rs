@@ -110,12 +110,10 @@ fn convert_writes_each_finding_left_in_a_frozen_script_with_its_reason_and_lint_
     common::assert_contains_all(&text, &["pre-apply/1:5: baselined[kubectl-error-ignored]"]);
 }
 
-#[test]
-fn a_frozen_script_runs_past_the_scan_and_the_tripwire_still_refuses_its_masked_failure() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_, tree) = converted(dir.path());
+/// Runs `tree` on a working cluster, which must run both scripts `ok`.
+fn runs_both_ok(tree: &Path) {
     let working = tempfile::tempdir().unwrap();
-    let (code, doc, err) = run(&tree, working.path(), "echo ok");
+    let (code, doc, err) = run(tree, working.path(), "echo ok");
     assert_eq!(code, 0, "{doc}\n{err}");
     assert_eq!(
         common::field_pairs(&doc["results"], "slug", "outcome"),
@@ -125,6 +123,13 @@ fn a_frozen_script_runs_past_the_scan_and_the_tripwire_still_refuses_its_masked_
         ],
         "{doc}"
     );
+}
+
+#[test]
+fn a_frozen_script_runs_past_the_scan_and_the_tripwire_still_refuses_its_masked_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, tree) = converted(dir.path());
+    runs_both_ok(&tree);
     // An unreachable API server: the `|| true` hides it from the script,
     // not from the tripwire. Nothing is recorded, the upgrade stops.
     let failing = tempfile::tempdir().unwrap();
@@ -149,10 +154,9 @@ fn plan_shows_each_finding_the_baseline_accepts_in_a_pending_script() {
     let ledger = numbered_ledger(&scratch.path().join("ledger.json"), 1);
     let (code, doc, err) = json(&["plan", tree.to_str().unwrap(), "--ledger", &ledger]);
     assert_eq!(code, 0, "{doc}\n{err}");
-    let warnings = doc["warnings"].to_string();
-    assert!(
-        warnings.contains("pre-apply/1:5 [kubectl-error-ignored] accepted by lint-baseline:5"),
-        "{doc}"
+    common::assert_contains_all(
+        &doc["warnings"].to_string(),
+        &["pre-apply/1:5 [kubectl-error-ignored] accepted by lint-baseline:5"],
     );
 }
 
@@ -166,17 +170,11 @@ fn an_edited_frozen_script_loses_its_baseline_and_is_refused_again() {
     std::fs::write(&script, text).unwrap();
     let (code, doc) = lint(&tree);
     assert_eq!(code, 2, "{doc}");
-    let rules: Vec<(&str, &str)> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (f["file"].as_str().unwrap(), f["rule"].as_str().unwrap()))
-        .collect();
     assert_eq!(
-        rules,
+        common::field_pairs(&doc["findings"], "file", "rule"),
         [
-            ("lint-baseline", "baseline-stale"),
-            ("pre-apply/1", "kubectl-error-ignored")
+            ("lint-baseline".to_owned(), "baseline-stale".to_owned()),
+            ("pre-apply/1".to_owned(), "kubectl-error-ignored".to_owned())
         ],
         "{doc}"
     );
@@ -217,17 +215,7 @@ fn a_frozen_script_annotating_the_ledger_outside_the_engines_keys_is_baselined_a
             .any(|b| b["rule"] == "ledger-annotate"),
         "{doc}"
     );
-    let working = tempfile::tempdir().unwrap();
-    let (code, doc, err) = run(&tree, working.path(), "echo ok");
-    assert_eq!(code, 0, "{doc}\n{err}");
-    assert_eq!(
-        common::field_pairs(&doc["results"], "slug", "outcome"),
-        [
-            ("1".to_owned(), "ok".to_owned()),
-            ("2".to_owned(), "ok".to_owned())
-        ],
-        "{doc}"
-    );
+    runs_both_ok(&tree);
 }
 
 /// A frozen script under bash in a tree whose dialect is sh (the reference

@@ -85,9 +85,7 @@ async fn a_migration_whose_second_run_changes_an_object_fails_naming_the_object(
     };
     let _quiet = QUIET_CLUSTER.lock().await;
     let ns = unique_name("twice");
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("m");
-    assert_eq!(common::json(&["init", tree.to_str().unwrap()]).0, 0);
+    let (_dir, tree) = common::initialised("m");
     // Stamps the time on every run: never the same object twice.
     std::fs::write(
         tree.join("pre-apply/stamp-settings"),
@@ -158,9 +156,7 @@ async fn the_fake_cluster_prints_what_the_real_kubectl_prints_against_a_real_ser
     };
     let ns = unique_name("fake-texts");
     cluster.ensure_namespace(&ns).await;
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("m");
-    assert_eq!(common::json(&["init", tree.to_str().unwrap()]).0, 0);
+    let (_dir, tree) = common::initialised("m");
     let user = "system:serviceaccount:cozy-system:cozystack-migrations";
     let cases: Vec<(String, String, Vec<String>)> = vec![
         (

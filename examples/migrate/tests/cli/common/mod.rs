@@ -593,3 +593,13 @@ pub fn find<'a>(list: &'a serde_json::Value, key: &str, value: &str) -> &'a serd
         .find(|v| v[key] == value)
         .unwrap_or_else(|| panic!("no {key} {value:?} in {list:#}"))
 }
+
+/// A fresh directory with `migrate init NAME` done in it: the directory
+/// (removed when dropped) and the tree.
+pub fn initialised(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join(name);
+    let (code, doc, err) = json(&["init", tree.to_str().unwrap()]);
+    assert_eq!(code, 0, "migrate init: {doc}\n{err}");
+    (dir, tree)
+}

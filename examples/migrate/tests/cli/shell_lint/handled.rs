@@ -16,13 +16,7 @@ const EXITS_0_ON_A_CLASS: &str = "err=$(mktemp)\nif ! names=$(kubectl get cluste
 
 #[test]
 fn a_failure_branch_that_can_exit_0_is_refused_naming_the_exit() {
-    let (code, doc) = lint_body(EXITS_0_ON_A_CLASS);
-    assert_eq!(code, 2, "{doc}");
-    assert_eq!(
-        placed(&doc),
-        [("cluster-command-in-condition".to_owned(), 6)],
-        "{doc}"
-    );
+    let doc = refused(EXITS_0_ON_A_CLASS, &[("cluster-command-in-condition", 6)]);
     let message = doc["findings"][0]["message"].as_str().unwrap();
     assert!(
         message.contains("pre-apply/a:9") && message.contains("migrate-tolerate"),
@@ -33,28 +27,19 @@ fn a_failure_branch_that_can_exit_0_is_refused_naming_the_exit() {
 #[test]
 fn a_helper_returning_0_or_continuing_on_a_class_it_reads_is_refused() {
     let body = "adopt() {\n  err=$(mktemp)\n  for ns in a b; do\n    if ! owner=$(kubectl get cm x -n \"$ns\" -o name 2>\"$err\"); then\n      if grep -q 'not found' \"$err\"; then\n        continue\n      fi\n      return 1\n    fi\n    echo \"$owner\"\n  done\n  if ! kubectl get crd x.example.io 2>\"$err\"; then\n    grep -q 'not found' \"$err\" && return 0\n    return 1\n  fi\n}\nadopt";
-    let (code, doc) = lint_body(body);
-    assert_eq!(code, 2, "{doc}");
-    assert_eq!(
-        placed(&doc),
-        [
-            ("cluster-command-in-condition".to_owned(), 8),
-            ("cluster-command-in-condition".to_owned(), 16)
+    refused(
+        body,
+        &[
+            ("cluster-command-in-condition", 8),
+            ("cluster-command-in-condition", 16),
         ],
-        "{doc}"
     );
 }
 
 #[test]
 fn a_handler_after_or_that_can_continue_is_refused() {
     let body = "for ns in a b; do\n  kubectl get cm x -n \"$ns\" 2>err || {\n    grep -q 'not found' err && continue\n    exit 1\n  }\ndone";
-    let (code, doc) = lint_body(body);
-    assert_eq!(code, 2, "{doc}");
-    assert_eq!(
-        placed(&doc),
-        [("cluster-command-in-condition".to_owned(), 6)],
-        "{doc}"
-    );
+    refused(body, &[("cluster-command-in-condition", 6)]);
 }
 
 #[test]
