@@ -288,11 +288,13 @@ fn a_failed_revision_does_not_count_and_the_adoption_says_so() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    assert!(
-        text.contains("slot 3: '3-v1-1-0-rc-1' recorded legacy from the release history")
-            && text.contains("note: ")
-            && text.contains("does not count as run"),
-        "{text}"
+    common::assert_contains_all(
+        &text,
+        &[
+            "slot 3: '3-v1-1-0-rc-1' recorded legacy from the release history",
+            "note: ",
+            "does not count as run",
+        ],
     );
 }
 
@@ -461,12 +463,13 @@ async fn a_real_helm_release_upgraded_through_two_versions_answers_the_adoption(
     // A chart of our own whose versions are the fixture's tags: installed
     // at v1.0.0, upgraded to v1.0.1 (the release branch's backport of 3).
     let chart = c.dir.path().join("chart");
-    std::fs::create_dir_all(chart.join("templates")).unwrap();
-    std::fs::write(
-        chart.join("templates/marker.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-marker\ndata:\n  version: {{ .Chart.Version | quote }}\n",
-    )
-    .unwrap();
+    common::write_files(
+        &chart,
+        &[(
+            "templates/marker.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-marker\ndata:\n  version: {{ .Chart.Version | quote }}\n",
+        )],
+    );
     for (i, version) in ["1.0.0", "1.0.1"].into_iter().enumerate() {
         std::fs::write(
             chart.join("Chart.yaml"),

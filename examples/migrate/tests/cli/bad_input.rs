@@ -110,11 +110,7 @@ fn a_ledger_path_that_is_a_device_or_a_fifo_is_refused_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let tree = tree_with_marker(dir.path());
     let fifo = dir.path().join("fifo");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    common::mkfifo(&fifo);
     for (path, kind) in [
         (PathBuf::from("/dev/zero"), "character device"),
         (fifo, "FIFO"),

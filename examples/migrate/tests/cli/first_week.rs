@@ -107,19 +107,13 @@ fn a_typo_in_revoked_is_a_lint_error_naming_the_line_and_the_slug_meant() {
     let tree = repo.tree();
     let (code, doc, err) = common::json(&["lint", tree.to_str().unwrap()]);
     assert_eq!(code, 2, "{doc}\n{err}");
-    let found = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["rule"] == "revoked-unknown")
-        .unwrap_or_else(|| panic!("no revoked-unknown finding: {doc}"));
+    let found = common::find(&doc["findings"], "rule", "revoked-unknown");
     assert_eq!(found["file"], "revoked", "{found}");
     assert_eq!(found["line"], 2, "{found}");
     let message = found["message"].as_str().unwrap();
-    assert!(
-        message.contains("remove-old-webhok")
-            && message.contains("did you mean 'remove-old-webhook'"),
-        "{message}"
+    common::assert_contains_all(
+        message,
+        &["remove-old-webhok", "did you mean 'remove-old-webhook'"],
     );
 }
 

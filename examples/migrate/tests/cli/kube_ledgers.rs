@@ -21,6 +21,30 @@ fn scratch_tree() -> ScratchTree {
         .scratch()
 }
 
+/// A test API server serving the `MigrationLedger` resource.
+async fn crd_server() -> TestApiServer {
+    let server = TestApiServer::start().await;
+    server.register_custom_resource(GROUP, VERSION, PLURAL, KIND, false, true);
+    server
+}
+
+/// The scratch tree, and a kubeconfig in it naming `server`.
+fn scratch_on(server: &TestApiServer) -> (ScratchTree, std::path::PathBuf) {
+    let scratch = scratch_tree();
+    let kc = kubeconfig_for(scratch.dir(), &server.url());
+    (scratch, kc)
+}
+
+/// Stores the ConfigMap of `metadata` and `data` on `server`.
+fn put_version_configmap(
+    server: &TestApiServer,
+    metadata: serde_json::Value,
+    data: serde_json::Value,
+) {
+    let object = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data});
+    server.put_object("configmaps", object).unwrap();
+}
+
 async fn migrate(kubeconfig: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
     common::json_on_cluster(kubeconfig, args).await
 }
@@ -28,18 +52,14 @@ async fn migrate(kubeconfig: &Path, args: &[&str]) -> (i32, serde_json::Value, S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_status_and_verify_on_the_configmap_ledger() {
     let server = TestApiServer::start().await;
-    let scratch = scratch_tree();
-    let kc = kubeconfig_for(scratch.dir(), &server.url());
+    let (scratch, kc) = scratch_on(&server);
     let root = scratch.root();
     let root = root.to_str().unwrap();
-    server
-        .put_object(
-            "configmaps",
-            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "cozystack-version", "namespace": "cozy-system", "labels": {"keep": "me"}},
-                "data": {"version": "1"}}),
-        )
-        .unwrap();
+    put_version_configmap(
+        &server,
+        serde_json::json!({"name": "cozystack-version", "namespace": "cozy-system", "labels": {"keep": "me"}}),
+        serde_json::json!({"version": "1"}),
+    );
     let spec = "configmap:cozy-system/cozystack-version";
     let (code, doc, err) = migrate(
         &kc,
@@ -109,10 +129,8 @@ async fn an_unreachable_cluster_is_an_environment_error_not_an_empty_ledger() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_and_status_on_the_custom_resource_ledger() {
-    let server = TestApiServer::start().await;
-    server.register_custom_resource(GROUP, VERSION, PLURAL, KIND, false, true);
-    let scratch = scratch_tree();
-    let kc = kubeconfig_for(scratch.dir(), &server.url());
+    let server = crd_server().await;
+    let (scratch, kc) = scratch_on(&server);
     let root = scratch.root();
     let root = root.to_str().unwrap();
     // The first run is a fresh install: the ledger object is created, nothing runs.
@@ -177,20 +195,15 @@ async fn repair_on(server: &TestApiServer, kc: &Path, root: &str, spec: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repair_works_on_the_configmap_and_the_custom_resource_ledgers() {
-    let server = TestApiServer::start().await;
-    server.register_custom_resource(GROUP, VERSION, PLURAL, KIND, false, true);
-    let scratch = scratch_tree();
-    let kc = kubeconfig_for(scratch.dir(), &server.url());
+    let server = crd_server().await;
+    let (scratch, kc) = scratch_on(&server);
     let root = scratch.root();
     let root = root.to_str().unwrap();
-    server
-        .put_object(
-            "configmaps",
-            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "cozystack-version", "namespace": "cozy-system"},
-                "data": {}}),
-        )
-        .unwrap();
+    put_version_configmap(
+        &server,
+        serde_json::json!({"name": "cozystack-version", "namespace": "cozy-system"}),
+        serde_json::json!({}),
+    );
     repair_on(
         &server,
         &kc,

@@ -87,28 +87,30 @@ async fn a_migration_whose_second_run_changes_an_object_fails_naming_the_object(
     let ns = unique_name("twice");
     let (_dir, tree) = common::initialised("m");
     // Stamps the time on every run: never the same object twice.
-    std::fs::write(
-        tree.join("pre-apply/stamp-settings"),
-        format!(
-            "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n\
-             stamp=$(date +%s%N)\n\
-             \"${{KUBECTL:-kubectl}}\" -n {ns} annotate configmap settings example.com/stamp=\"$stamp\" --overwrite\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        tree.join("tests/stamp-settings.sh"),
-        ". \"$(dirname \"$0\")/lib.sh\"\nrun_migration pre-apply/stamp-settings\n",
-    )
-    .unwrap();
-    std::fs::write(
-        tree.join("tests/stamp-settings.fixtures.yaml"),
-        format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
-             apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {ns}}}\ndata: {{a: b}}\n"
-        ),
-    )
-    .unwrap();
+    common::write_files(
+        &tree,
+        &[
+            (
+                "pre-apply/stamp-settings",
+                &format!(
+                    "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n\
+                     stamp=$(date +%s%N)\n\
+                     \"${{KUBECTL:-kubectl}}\" -n {ns} annotate configmap settings example.com/stamp=\"$stamp\" --overwrite\n"
+                ),
+            ),
+            (
+                "tests/stamp-settings.sh",
+                ". \"$(dirname \"$0\")/lib.sh\"\nrun_migration pre-apply/stamp-settings\n",
+            ),
+            (
+                "tests/stamp-settings.fixtures.yaml",
+                &format!(
+                    "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
+                     apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {ns}}}\ndata: {{a: b}}\n"
+                ),
+            ),
+        ],
+    );
     let (code, doc, stderr) = tokio::task::block_in_place(|| test_on(&cluster, &tree));
     assert_eq!(code, 2, "{doc:#}\n{stderr}");
     let result = twice(&doc, "stamp-settings");

@@ -603,3 +603,17 @@ pub fn initialised(name: &str) -> (tempfile::TempDir, PathBuf) {
     assert_eq!(code, 0, "migrate init: {doc}\n{err}");
     (dir, tree)
 }
+
+/// Makes a FIFO at `path` (with the `mkfifo` command: no `fs` feature of
+/// nix needed for one test helper).
+pub fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo").arg(path).status();
+    assert!(made.unwrap().success(), "mkfifo {}", path.display());
+}
+
+/// Asserts that a failed command's document is the error `kind` and that
+/// its first problem mentions `needle`.
+pub fn assert_error(doc: &serde_json::Value, kind: &str, needle: &str) {
+    assert_eq!(doc["error"], kind, "{doc}");
+    assert_first_problem(doc, needle);
+}
