@@ -103,6 +103,13 @@ fn adopt_with_file(
     adopt(c, version, &["--helm-history", file.to_str().unwrap()], "")
 }
 
+/// [`adopt_with_file`], which must succeed: its document.
+fn adopted(c: &Converted, version: &str, history: &str) -> serde_json::Value {
+    let (code, doc, err) = adopt_with_file(c, version, history);
+    assert_eq!(code, 0, "{err}\n{doc}");
+    doc
+}
+
 /// The first run after the adoption: the contents it ran, in order.
 fn first_run(c: &Converted) -> Vec<String> {
     std::fs::write(c.log(), "").unwrap();
@@ -154,12 +161,11 @@ fn convert_writes_which_content_of_each_diverged_slot_every_release_tag_held() {
 fn a_history_through_the_release_branch_records_its_content_and_the_first_run_runs_mains_once() {
     let c = converted();
     // Installed at v1.0.0, upgraded to v1.0.1, which ran the backport at 3.
-    let (code, doc, err) = adopt_with_file(
+    let doc = adopted(
         &c,
         "4",
         &helm_json(&[(1, "superseded", "1.0.0"), (2, "deployed", "1.0.1")]),
     );
-    assert_eq!(code, 0, "{err}\n{doc}");
     assert_eq!(strings(&doc["legacy"]), ["1", "2", "3-v1-0-1"]);
     assert_eq!(doc["reruns"], serde_json::json!([]));
     let answered = &doc["history_answered"][0];
@@ -184,12 +190,11 @@ fn a_history_through_the_release_branch_records_its_content_and_the_first_run_ru
 #[test]
 fn a_history_through_mains_release_records_mains_content_and_nothing_runs_again() {
     let c = converted();
-    let (code, doc, err) = adopt_with_file(
+    let doc = adopted(
         &c,
         "5",
         &helm_json(&[(1, "superseded", "1.0.0"), (2, "deployed", "1.1.0")]),
     );
-    assert_eq!(code, 0, "{err}\n{doc}");
     assert_eq!(
         strings(&doc["legacy"]),
         ["1", "2", "3-v1-1-0-rc-1", "4-v1-1-0-rc-2"]
@@ -258,14 +263,10 @@ fn a_failed_revision_does_not_count_and_the_adoption_says_so() {
         (2, "failed", "1.1.0"),
         (3, "deployed", "1.1.0"),
     ]);
-    let (code, doc, err) = adopt_with_file(&c, "5", &history);
-    assert_eq!(code, 0, "{err}\n{doc}");
-    assert!(
-        doc["history_answered"][0]["message"]
-            .as_str()
-            .unwrap()
-            .contains("revision 3"),
-        "{doc}"
+    let doc = adopted(&c, "5", &history);
+    common::assert_contains_all(
+        doc["history_answered"][0]["message"].as_str().unwrap(),
+        &["revision 3"],
     );
     let notes = strings(&doc["history_notes"]);
     assert!(
@@ -304,8 +305,7 @@ fn a_pre_release_revision_counts_only_with_count_prereleases() {
     // ran is the candidate's, the same content; slot 4 held another.
     let history = helm_json(&[(1, "superseded", "1.1.0-rc.1"), (2, "deployed", "1.1.0")]);
     let c = converted();
-    let (code, doc, err) = adopt_with_file(&c, "5", &history);
-    assert_eq!(code, 0, "{err}\n{doc}");
+    let doc = adopted(&c, "5", &history);
     assert_eq!(fields(&doc["history_answered"], "ran"), ["3-v1-1-0-rc-1"]);
     let by = |doc: &serde_json::Value| {
         doc["history_answered"][0]["message"]
@@ -393,12 +393,9 @@ fn helm_release_runs_helm_history_on_the_commands_cluster_and_a_release_helm_lac
     let (code, doc, err) = with(&helm);
     assert_eq!(code, 0, "{err}\n{doc}");
     assert_eq!(fields(&doc["history_answered"], "ran"), ["3-v1-0-1"]);
-    assert!(
-        doc["history_answered"][0]["message"]
-            .as_str()
-            .unwrap()
-            .contains("helm history cozy-system/platform: revision 2"),
-        "{doc}"
+    common::assert_contains_all(
+        doc["history_answered"][0]["message"].as_str().unwrap(),
+        &["helm history cozy-system/platform: revision 2"],
     );
     let args = std::fs::read_to_string(bin.path().join("helm.args")).unwrap();
     let args: Vec<&str> = args.lines().collect();
@@ -548,7 +545,7 @@ fn with_release_targets_a_release_that_ships_a_slot_below_its_target_only_did_no
     );
     // Through the release branch's v1.0.1 (which shipped the backport but
     // did not run it) to main's v1.1.0, which ran main's content.
-    let (code, doc, err) = adopt_with_file(
+    let doc = adopted(
         &c,
         "5",
         &helm_json(&[
@@ -557,14 +554,10 @@ fn with_release_targets_a_release_that_ships_a_slot_below_its_target_only_did_no
             (3, "deployed", "1.1.0"),
         ]),
     );
-    assert_eq!(code, 0, "{err}\n{doc}");
     assert_eq!(fields(&doc["history_answered"], "ran"), ["3-v1-1-0-rc-1"]);
-    assert!(
-        doc["history_answered"][0]["message"]
-            .as_str()
-            .unwrap()
-            .contains("revision 3 (platform-1.1.0, deployed"),
-        "{doc}"
+    common::assert_contains_all(
+        doc["history_answered"][0]["message"].as_str().unwrap(),
+        &["revision 3 (platform-1.1.0, deployed"],
     );
     assert!(first_run(&c).is_empty());
 }

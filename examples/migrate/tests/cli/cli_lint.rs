@@ -70,12 +70,9 @@ fn a_file_name_that_is_no_slug_is_told_the_slug_to_use_not_a_test_name_built_fro
     let all = doc.to_string();
     assert!(!all.contains("Rotate_Certs.sh.sh"), "{doc}");
     let slug = finding(&doc, "slug");
-    assert!(
-        slug["message"]
-            .as_str()
-            .unwrap()
-            .contains("rename it to 'rotate-certs'"),
-        "{slug}"
+    common::assert_contains_all(
+        slug["message"].as_str().unwrap(),
+        &["rename it to 'rotate-certs'"],
     );
     assert!(
         findings(&doc).iter().all(|f| f["rule"] != "missing-test"),

@@ -103,13 +103,7 @@ fn a_script_applying_the_ledger_its_helper_renders_keeps_its_label_and_the_helpe
         ]
     );
     let message = &script(&report, "2")["changes"][1]["message"];
-    assert!(
-        message
-            .as_str()
-            .unwrap()
-            .contains("render_version_manifest"),
-        "{message}"
-    );
+    common::assert_contains_all(message.as_str().unwrap(), &["render_version_manifest"]);
     assert_eq!(script(&report, "2")["status"], "rewritten");
     assert_eq!(
         script(&report, "2")["behaviour"]["result"],

@@ -60,9 +60,7 @@ fn legacy_map_slugs_go_first_in_integer_order() {
 
 #[test]
 fn a_backport_with_the_same_content_lands_in_each_lines_own_batch() {
-    let repo = Repo::new();
-    repo.release_with("v1.0.0", &[("pre-apply", "a")]);
-    repo.branch("release-1.0");
+    let repo = Repo::branched("v1.0.0", "release-1.0");
     repo.release_with("v1.0.1", &[("pre-apply", "fix")]);
     repo.assert_batches(&[("00001-v1.0.0", &["a"]), ("00002-v1.0.1", &["fix"])]);
     repo.checkout("main");
@@ -73,9 +71,7 @@ fn a_backport_with_the_same_content_lands_in_each_lines_own_batch() {
 
 #[test]
 fn a_backport_with_different_content_under_the_same_slug_fails_naming_both_tags() {
-    let repo = Repo::new();
-    repo.release_with("v1.5.0", &[("pre-apply", "a")]);
-    repo.branch("release-1.5");
+    let repo = Repo::branched("v1.5.0", "release-1.5");
     repo.add("pre-apply", "45", "echo one thing");
     repo.release("v1.5.1");
     repo.checkout("main");
@@ -127,10 +123,9 @@ fn a_deleted_shipped_script_stays_as_a_retired_line() {
 
 #[test]
 fn a_late_merged_old_migration_lands_at_the_end_never_in_the_middle() {
-    let repo = Repo::new();
-    repo.release_with("v1.0.0", &[("pre-apply", "a")]);
-    // A pull request branched here, written long ago, alphabetically early.
-    repo.branch("old-pr");
+    // A pull request branched after v1.0.0, written long ago, alphabetically
+    // early.
+    let repo = Repo::branched("v1.0.0", "old-pr");
     repo.add("pre-apply", "aaa-old-pr", "echo old");
     repo.commit("old pr");
     repo.checkout("main");

@@ -13,15 +13,20 @@ use common::Repo;
 /// v1.0.0 has the tree at `old/migrations` (script `a`); v1.1.0 moved it
 /// to `migrations` and added `b`.
 fn moved() -> Repo {
+    moved_tagged("v")
+}
+
+/// [`moved`], its tags `PREFIX1.0.0` and `PREFIX1.1.0`.
+pub(crate) fn moved_tagged(prefix: &str) -> Repo {
     let repo = Repo::new();
     repo.add("pre-apply", "a", "echo a");
     repo.commit("tree at migrations");
     std::fs::create_dir_all(repo.path().join("old")).unwrap();
     repo.git(&["mv", "migrations", "old/migrations"]);
-    repo.release("v1.0.0");
+    repo.release(&format!("{prefix}1.0.0"));
     repo.git(&["mv", "old/migrations", "migrations"]);
     repo.add("pre-apply", "b", "echo b");
-    repo.release("v1.1.0");
+    repo.release(&format!("{prefix}1.1.0"));
     repo
 }
 

@@ -70,9 +70,7 @@ fn the_manifest_at_a_pre_release_left_off_the_line_is_an_order_prefix_of_the_fin
 
 #[test]
 fn a_release_branch_merged_back_keeps_main_s_batches_and_its_tags_only_feed_the_guard() {
-    let repo = Repo::new();
-    repo.release_with("v1.0.0", &[("pre-apply", "a")]);
-    repo.branch("release-1.0");
+    let repo = Repo::branched("v1.0.0", "release-1.0");
     repo.release_with("v1.0.1", &[("pre-apply", "fix")]);
     repo.checkout("main");
     repo.release_with("v1.1.0", &[("pre-apply", "b")]);
@@ -109,9 +107,7 @@ fn a_release_branch_merged_back_keeps_main_s_batches_and_its_tags_only_feed_the_
 
 #[test]
 fn a_pre_release_on_a_branch_that_is_not_an_ancestor_of_the_final_release_is_left_off_the_line() {
-    let repo = Repo::new();
-    repo.release_with("v2.0.0", &[("pre-apply", "a")]);
-    repo.branch("candidate");
+    let repo = Repo::branched("v2.0.0", "candidate");
     repo.release_with("v2.1.0-rc.1", &[("pre-apply", "tried")]);
     repo.checkout("main");
     // The final release is cut from main without the candidate's branch.

@@ -383,6 +383,15 @@ impl Repo {
         repo
     }
 
+    /// A repository whose first release `tag` holds pre-apply `a`, switched
+    /// to a new branch `branch` there.
+    pub fn branched(tag: &str, branch: &str) -> Self {
+        let repo = Repo::new();
+        repo.release_with(tag, &[("pre-apply", "a")]);
+        repo.branch(branch);
+        repo
+    }
+
     /// Creates branch `name` at HEAD and switches to it.
     pub fn branch(&self, name: &str) {
         self.git(&["checkout", "--quiet", "-b", name]);

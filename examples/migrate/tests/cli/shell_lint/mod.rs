@@ -367,12 +367,9 @@ fn lint_refuses_the_lib_version_of_the_original_bug_at_the_helpers_lines() {
         (for_list["file"].as_str(), for_list["line"].as_u64()),
         (Some("lib/tenants.sh"), Some(10))
     );
-    assert!(
-        for_list["message"]
-            .as_str()
-            .unwrap()
-            .contains("sourced from pre-apply/relabel-tenants:6"),
-        "{for_list}"
+    common::assert_contains_all(
+        for_list["message"].as_str().unwrap(),
+        &["sourced from pre-apply/relabel-tenants:6"],
     );
     let echo = at("kubectl-error-ignored");
     assert_eq!(
