@@ -35,6 +35,14 @@ pub(crate) async fn real_cluster(what: &str) -> Option<RealCluster> {
     cluster
 }
 
+/// [`real_cluster`] and a fresh namespace on it named from `prefix`.
+pub(crate) async fn real_cluster_in(what: &str, prefix: &str) -> Option<(RealCluster, String)> {
+    let cluster = real_cluster(what).await?;
+    let ns = unique_name(prefix);
+    cluster.ensure_namespace(&ns).await;
+    Some((cluster, ns))
+}
+
 /// Runs `command`, asserting it succeeds; its stdout.
 pub(crate) fn run(mut command: Command) -> String {
     let out = command
@@ -339,11 +347,11 @@ fn helm_upgrade(cluster: &RealCluster, release: &str, chart: &Path, ns: &str) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn installing_and_upgrading_the_chart_runs_the_hook_only_when_pre_apply_slugs_are_pending() {
-    let Some(cluster) = real_cluster("helm install and upgrade of examples/chart").await else {
+    let Some((cluster, ns)) =
+        real_cluster_in("helm install and upgrade of examples/chart", "chart").await
+    else {
         return;
     };
-    let ns = unique_name("chart");
-    cluster.ensure_namespace(&ns).await;
     let release = unique_name("mig");
     let at = "2026-12-01T00:00:00Z";
     let work = tempfile::tempdir().unwrap();

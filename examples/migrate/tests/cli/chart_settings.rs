@@ -8,7 +8,9 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::chart::{CHART, complete_hook_job, ledger_data, objects, real_cluster, run};
+use super::chart::{
+    CHART, complete_hook_job, ledger_data, objects, real_cluster, real_cluster_in, run,
+};
 use serde_json::Value;
 use test_apiserver::real::{RealCluster, unique_name};
 
@@ -52,11 +54,10 @@ fn one<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_hook_and_operator_pods_carry_the_pod_settings_of_the_values_and_the_server_accepts_them()
  {
-    let Some(cluster) = real_cluster("the chart's pod settings").await else {
+    let Some((cluster, ns)) = real_cluster_in("the chart's pod settings", "chart-pods").await
+    else {
         return;
     };
-    let ns = unique_name("chart-pods");
-    cluster.ensure_namespace(&ns).await;
     let (success, yaml, stderr) = template(
         &cluster,
         &ns,
@@ -140,11 +141,9 @@ fn kubeconfig_as(cluster: &RealCluster, user: &str, dir: &Path) -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_hook_role_suffices_for_a_configmap_ledger_run_and_grants_no_lease_writes() {
-    let Some(cluster) = real_cluster("the hook's Role").await else {
+    let Some((cluster, ns)) = real_cluster_in("the hook's Role", "chart-rbac").await else {
         return;
     };
-    let ns = unique_name("chart-rbac");
-    cluster.ensure_namespace(&ns).await;
     let (success, yaml, stderr) = template(&cluster, &ns, &[]);
     assert!(success, "{stderr}");
     let rbac: Vec<&str> = yaml
@@ -328,11 +327,11 @@ fn umbrella(dir: &Path, version: &str, templates_version: bool, with_migrations:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_chart_on_upgrade() {
-    let Some(cluster) = real_cluster("the umbrella chart's version ConfigMap").await else {
+    let Some((cluster, ns)) =
+        real_cluster_in("the umbrella chart's version ConfigMap", "umbrella").await
+    else {
         return;
     };
-    let ns = unique_name("umbrella");
-    cluster.ensure_namespace(&ns).await;
     let release = unique_name("platform");
     let dir = tempfile::tempdir().unwrap();
     // Before: the umbrella templates the numbered runner's ConfigMap (version 44).

@@ -189,6 +189,22 @@ fn an_edited_frozen_script_loses_its_baseline_and_is_refused_again() {
     assert!(doc.to_string().contains("kubectl-error-ignored"), "{doc}");
 }
 
+/// [`converted_with`] `first`, whose `lint-baseline` must hold a line
+/// `entry` accepts and which lints clean: the directory, the tree and the
+/// lint document.
+fn baselined_and_lints_clean(
+    first: &str,
+    entry: impl Fn(&str) -> bool,
+) -> (tempfile::TempDir, PathBuf, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let (report, tree) = converted_with(dir.path(), first);
+    let baseline = std::fs::read_to_string(tree.join("lint-baseline")).unwrap();
+    assert!(baseline.lines().any(entry), "{baseline}\n{report}");
+    let (code, doc) = lint(&tree);
+    assert_eq!(code, 0, "{doc}");
+    (dir, tree, doc)
+}
+
 /// A frozen script that surfaces a partial failure as an annotation of the
 /// version ConfigMap and clears it on success (the reference platform's
 /// slot 46 shape), then stamps.
@@ -196,17 +212,9 @@ const ANNOTATES_LEDGER: &str = "#!/bin/sh\nset -eu\nkubectl get ns -o name\nkube
 
 #[test]
 fn a_frozen_script_annotating_the_ledger_outside_the_engines_keys_is_baselined_and_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let (report, tree) = converted_with(dir.path(), ANNOTATES_LEDGER);
-    let baseline = std::fs::read_to_string(tree.join("lint-baseline")).unwrap();
-    assert!(
-        baseline
-            .lines()
-            .any(|l| l.starts_with("pre-apply/1:") && l.contains(" ledger-annotate ")),
-        "{baseline}\n{report}"
-    );
-    let (code, doc) = lint(&tree);
-    assert_eq!(code, 0, "{doc}");
+    let (_dir, tree, doc) = baselined_and_lints_clean(ANNOTATES_LEDGER, |l| {
+        l.starts_with("pre-apply/1:") && l.contains(" ledger-annotate ")
+    });
     assert!(
         doc["baselined"]
             .as_array()
@@ -225,15 +233,7 @@ const UNDER_BASH: &str = "#!/bin/bash\nset -euo pipefail\nkubectl get ns -o name
 
 #[test]
 fn a_frozen_script_under_another_shell_is_baselined_for_its_dialect_and_lints_clean() {
-    let dir = tempfile::tempdir().unwrap();
-    let (report, tree) = converted_with(dir.path(), UNDER_BASH);
-    let baseline = std::fs::read_to_string(tree.join("lint-baseline")).unwrap();
-    assert!(
-        baseline
-            .lines()
-            .any(|l| l.starts_with("pre-apply/1:1 shell-dialect ")),
-        "{baseline}\n{report}"
-    );
-    let (code, doc) = lint(&tree);
-    assert_eq!(code, 0, "{doc}");
+    baselined_and_lints_clean(UNDER_BASH, |l| {
+        l.starts_with("pre-apply/1:1 shell-dialect ")
+    });
 }

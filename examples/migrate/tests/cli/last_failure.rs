@@ -29,8 +29,7 @@ fn sh() -> Shell {
 }
 
 fn world(shell: &Shell, second: &str) -> Scratch {
-    let s = Scratch::new();
-    s.scripts(shell, "abort", &[("one", "echo one done"), ("two", second)]);
+    let s = Scratch::under(shell, "abort", &[("one", "echo one done"), ("two", second)]);
     s
 }
 

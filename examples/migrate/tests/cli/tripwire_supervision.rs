@@ -24,8 +24,7 @@ fn the_shims_are_armed_once_per_run_and_every_script_gets_a_fresh_report_of_its_
         "{TAKE_REPORT}kubectl get ns\necho \"$PATH $KUBECTL\" > \"$SCRATCH/env-$MIGRATION_SLUG\"\necho \"$r\" > \"$SCRATCH/report-$MIGRATION_SLUG\""
     );
     let (shell, s) = Scratch::dash("warn", &[("first", &body), ("second", &body)]);
-    let (code, _, err) = s.run(&shell, "ok");
-    assert_eq!(code, 0, "{err}");
+    s.runs_ok(&shell);
     let read = |name: &str| std::fs::read_to_string(s.path().join(name)).unwrap();
     assert_eq!(read("env-first"), read("env-second"));
     let (first, second) = (read("report-first"), read("report-second"));
@@ -233,8 +232,7 @@ fn resetting_path_is_a_lint_error_naming_the_line_and_refused_by_run() {
         "command -p kubectl get ns",
         "unset PATH",
     ] {
-        let s = Scratch::new();
-        s.scripts(&shell, "abort", &[("reset", body)]);
+        let s = Scratch::under(&shell, "abort", &[("reset", body)]);
         let (code, found) = s.lint_findings(&shell);
         assert_eq!(code, 2, "{body}: {found:?}");
         assert!(
@@ -281,8 +279,7 @@ fn reports_live_in_a_private_directory_on_dev_shm_which_a_script_cannot_take_fro
             ("after", &format!("kubectl get ns\n{note}")),
         ],
     );
-    let (code, _, err) = s.run(&shell, "ok");
-    assert_eq!(code, 0, "{err}");
+    s.runs_ok(&shell);
     let read = |name: &str| std::fs::read_to_string(s.path().join(name)).unwrap();
     let shm = Path::new(migrate_runner::tripwire::arm::REPORT_BASE);
     let shm_usable = tempfile::tempdir_in(shm).is_ok();
@@ -321,8 +318,7 @@ fn a_scripts_private_copy_lives_beside_its_report_and_only_while_it_runs() {
         "{TAKE_REPORT}echo \"$r\" > \"$SCRATCH/report-$MIGRATION_SLUG\"\ntr '\\0' '\\n' < /proc/$$/cmdline > \"$SCRATCH/cmdline-$MIGRATION_SLUG\"\nls \"$(dirname \"$r\")\" > \"$SCRATCH/listing-$MIGRATION_SLUG\""
     );
     let (shell, s) = Scratch::dash("warn", &[("first", &body), ("second", &body)]);
-    let (code, _, err) = s.run(&shell, "ok");
-    assert_eq!(code, 0, "{err}");
+    s.runs_ok(&shell);
     let read = |name: &str| std::fs::read_to_string(s.path().join(name)).unwrap();
     for slug in ["first", "second"] {
         let report = read(&format!("report-{slug}"));

@@ -4,7 +4,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::Repo;
 
@@ -153,4 +153,112 @@ pub fn reruns(ledger: &Path) -> Vec<String> {
         })
         .map(|e| e["slug"].as_str().unwrap().to_owned())
         .collect()
+}
+
+/// A simulated cluster: a file ledger and the log of every content run on
+/// it, by the numbered runner before and by the engine after.
+pub struct Cluster {
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// A cluster the numbered runner left at `version` after running `ran`;
+    /// `entries` are records an adoption step wrote (slug, state).
+    pub fn numbered(version: u64, ran: &[&str], entries: &[&str]) -> Cluster {
+        let cluster = Cluster::fresh();
+        let mut data = serde_json::Map::new();
+        data.insert("version".into(), version.to_string().into());
+        for slug in entries {
+            data.insert(
+                format!("m.{slug}"),
+                r#"{"state":"legacy","at":"2026-01-01T00:00:00Z","attempts":0}"#.into(),
+            );
+        }
+        // The file ledger's whole-document format, which the engine reads
+        // today (a bare {"version":"N"} file is refused as not a ledger).
+        let doc = serde_json::json!({
+            "format": "migration-ledger/v1",
+            "ledger": {"revision": 1, "data": data},
+            "lock": null,
+            "lock_generation": 0,
+        });
+        std::fs::write(cluster.ledger_path(), doc.to_string()).unwrap();
+        let log: String = ran.iter().map(|id| format!("{id}\n")).collect();
+        std::fs::write(cluster.log_path(), log).unwrap();
+        cluster
+    }
+
+    /// A cluster with no ledger yet: the install.
+    pub fn fresh() -> Cluster {
+        let cluster = Cluster {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        std::fs::write(cluster.log_path(), "").unwrap();
+        cluster
+    }
+
+    /// The cluster's file ledger.
+    pub fn ledger_path(&self) -> PathBuf {
+        self.dir.path().join("ledger")
+    }
+
+    /// The log of every content run on the cluster.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("ran.log")
+    }
+
+    /// `migrate run` of the pre-apply tier of `tree`: (exit code, output).
+    pub fn upgrade(&self, tree: &Path) -> (i32, String) {
+        self.run_with(tree, &[])
+    }
+
+    /// The install of a new cluster: `migrate run --fresh-install`.
+    pub fn install_ok(&self, tree: &Path) {
+        let (code, text) = self.run_with(tree, &["--fresh-install"]);
+        assert_eq!(code, 0, "{text}");
+    }
+
+    /// `migrate run` of the pre-apply tier of `tree` with `extra` flags.
+    pub fn run_with(&self, tree: &Path, extra: &[&str]) -> (i32, String) {
+        let out = super::migrate()
+            .arg("run")
+            .arg(tree)
+            .arg("--ledger")
+            .arg(super::file_spec(&self.ledger_path()))
+            .args(["--tier", "pre-apply", "--lock-wait", "5"])
+            .args(extra)
+            .env("FIXTURE_LOG", self.log_path())
+            .env_remove("FIXTURE_NOT_READY")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code().unwrap_or(-1), text)
+    }
+
+    /// [`Self::upgrade`], which must succeed.
+    pub fn upgrade_ok(&self, tree: &Path) {
+        let (code, text) = self.upgrade(tree);
+        assert_eq!(code, 0, "upgrade to {}: {text}", tree.display());
+    }
+
+    /// Every content that ran on this cluster, in order.
+    pub fn ran(&self) -> Vec<String> {
+        std::fs::read_to_string(self.log_path())
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl Cluster {
+    /// The slugs whose entry says they ran where they may have run before
+    /// (a diverged slot nobody recorded which content of ran).
+    pub fn reruns(&self) -> Vec<String> {
+        reruns(&self.ledger_path())
+    }
 }

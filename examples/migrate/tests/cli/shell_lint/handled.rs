@@ -108,13 +108,11 @@ fn a_status_captured_then_tested_and_a_bare_return_after_or_are_fail_closed_for_
     }
     for shell in common::shells::all() {
         for (slug, body) in FAIL_CLOSED {
-            let s = Scratch::new();
-            s.scripts(&shell, "warn", &[(slug, body)]);
+            let s = Scratch::under(&shell, "warn", &[(slug, body)]);
             let (code, _, err) = parse(s.command(&shell, "ok", "forbidden").output().unwrap());
             assert_eq!(code, 0, "{} {slug}: {err}", shell.name);
             assert_eq!(s.entry(slug)["state"], "ok", "{} {slug}", shell.name);
-            let s = Scratch::new();
-            s.scripts(&shell, "warn", &[(slug, body)]);
+            let s = Scratch::under(&shell, "warn", &[(slug, body)]);
             s.command(&shell, "fail", "forbidden").output().unwrap();
             let entry = s.entry(slug);
             assert_eq!(entry["state"], "failed", "{} {slug}: {entry}", shell.name);
@@ -147,8 +145,7 @@ fn the_same_shapes_whose_failure_branch_can_succeed_are_refused_by_lint_and_mask
     for shell in common::shells::all() {
         for (slug, body, _) in CAN_SUCCEED {
             // NotFound: the answer the branch reads itself and succeeds on.
-            let s = Scratch::new();
-            s.scripts(&shell, "warn", &[(slug, body)]);
+            let s = Scratch::under(&shell, "warn", &[(slug, body)]);
             s.command(&shell, "fail", "not-found").output().unwrap();
             s.assert_masked(slug, "kubectl get ns");
         }
