@@ -110,6 +110,18 @@ fn adopted(c: &Converted, version: &str, history: &str) -> serde_json::Value {
     doc
 }
 
+/// [`adopted`] from the `helm history` of `revisions` (see [`helm_json`]).
+fn adopted_at(c: &Converted, version: &str, revisions: &[(u64, &str, &str)]) -> serde_json::Value {
+    adopted(c, version, &helm_json(revisions))
+}
+
+/// [`adopted_at`] on a fresh [`converted`] tree: the tree and the document.
+fn adopted_fresh(version: &str, revisions: &[(u64, &str, &str)]) -> (Converted, serde_json::Value) {
+    let c = converted();
+    let doc = adopted_at(&c, version, revisions);
+    (c, doc)
+}
+
 /// The first run after the adoption: the contents it ran, in order.
 fn first_run(c: &Converted) -> Vec<String> {
     std::fs::write(c.log(), "").unwrap();
@@ -140,13 +152,19 @@ fn entry(c: &Converted, slug: &str) -> serde_json::Value {
         .clone()
 }
 
+/// The lines of the `legacy-releases` file convert wrote, comments left
+/// out.
+fn legacy_releases(c: &Converted) -> Vec<String> {
+    let text = std::fs::read_to_string(c.tree().join("legacy-releases")).unwrap();
+    let lines = text.lines().filter(|l| !l.starts_with('#'));
+    lines.map(str::to_owned).collect()
+}
+
 #[test]
 fn convert_writes_which_content_of_each_diverged_slot_every_release_tag_held() {
     let c = converted();
-    let text = std::fs::read_to_string(c.tree().join("legacy-releases")).unwrap();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(
-        lines,
+        legacy_releases(&c),
         [
             "v1.0.0",
             "v1.0.1 3=3-v1-0-1",
@@ -159,13 +177,8 @@ fn convert_writes_which_content_of_each_diverged_slot_every_release_tag_held() {
 
 #[test]
 fn a_history_through_the_release_branch_records_its_content_and_the_first_run_runs_mains_once() {
-    let c = converted();
     // Installed at v1.0.0, upgraded to v1.0.1, which ran the backport at 3.
-    let doc = adopted(
-        &c,
-        "4",
-        &helm_json(&[(1, "superseded", "1.0.0"), (2, "deployed", "1.0.1")]),
-    );
+    let (c, doc) = adopted_fresh("4", &[(1, "superseded", "1.0.0"), (2, "deployed", "1.0.1")]);
     assert_eq!(strings(&doc["legacy"]), ["1", "2", "3-v1-0-1"]);
     assert_eq!(doc["reruns"], serde_json::json!([]));
     let answered = &doc["history_answered"][0];
@@ -189,12 +202,7 @@ fn a_history_through_the_release_branch_records_its_content_and_the_first_run_ru
 
 #[test]
 fn a_history_through_mains_release_records_mains_content_and_nothing_runs_again() {
-    let c = converted();
-    let doc = adopted(
-        &c,
-        "5",
-        &helm_json(&[(1, "superseded", "1.0.0"), (2, "deployed", "1.1.0")]),
-    );
+    let (c, doc) = adopted_fresh("5", &[(1, "superseded", "1.0.0"), (2, "deployed", "1.1.0")]);
     assert_eq!(
         strings(&doc["legacy"]),
         ["1", "2", "3-v1-1-0-rc-1", "4-v1-1-0-rc-2"]
@@ -531,10 +539,8 @@ fn with_release_targets_a_release_that_ships_a_slot_below_its_target_only_did_no
     let targets = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(targets.path(), TARGETS).unwrap();
     let c = converted_with(&["--release-targets", targets.path().to_str().unwrap()]);
-    let text = std::fs::read_to_string(c.tree().join("legacy-releases")).unwrap();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(
-        lines,
+        legacy_releases(&c),
         [
             "v1.0.0 target=3",
             "v1.0.1 target=3 3=3-v1-0-1",
@@ -545,14 +551,14 @@ fn with_release_targets_a_release_that_ships_a_slot_below_its_target_only_did_no
     );
     // Through the release branch's v1.0.1 (which shipped the backport but
     // did not run it) to main's v1.1.0, which ran main's content.
-    let doc = adopted(
+    let doc = adopted_at(
         &c,
         "5",
-        &helm_json(&[
+        &[
             (1, "superseded", "1.0.0"),
             (2, "superseded", "1.0.1"),
             (3, "deployed", "1.1.0"),
-        ]),
+        ],
     );
     assert_eq!(fields(&doc["history_answered"], "ran"), ["3-v1-1-0-rc-1"]);
     common::assert_contains_all(

@@ -75,6 +75,18 @@ fn refused_naming(repo: &Repo, command: &str, ledger: &str, rule: &str) {
     );
 }
 
+/// A tree of `settings` whose script `body` masks a cluster command's
+/// failure: lint finds it, and each of `commands` refuses it before
+/// anything runs.
+fn masked_cluster_command_refused(settings: &str, body: &str, commands: &[&str]) {
+    let repo = repo_with(settings, "cozystack-migration", body);
+    lint_finds(&repo, "kubectl-error-ignored");
+    let ledger = released_on_a_ledger(&repo);
+    for command in commands {
+        refused_naming(&repo, command, &ledger, "kubectl-error-ignored");
+    }
+}
+
 const ACME: &str = "header-marker = \"acme-migration\"\n";
 
 /// A heredoc applying the ConfigMap `name`.
@@ -155,30 +167,22 @@ fn a_ledger_name_in_the_file_makes_lint_and_the_pre_run_scan_flag_writes_of_that
 
 #[test]
 fn cluster_commands_in_the_file_are_scanned_by_lint_and_by_the_run() {
-    let repo = repo_with(
+    masked_cluster_command_refused(
         "cluster-commands = [\"oc\", \"kubectl\"]\n",
-        "cozystack-migration",
         "oc delete namespace old || true",
+        &["run"],
     );
-    lint_finds(&repo, "kubectl-error-ignored");
-    let ledger = released_on_a_ledger(&repo);
-    refused_naming(&repo, "run", &ledger, "kubectl-error-ignored");
 }
 
 #[test]
 fn the_files_cluster_commands_join_the_defaults_and_never_take_one_off() {
     // A setting only adds (as the tree's cluster-commands file does):
     // kubectl stays a cluster command for lint, plan and run alike.
-    let repo = repo_with(
+    masked_cluster_command_refused(
         "cluster-commands = [\"oc\"]\n",
-        "cozystack-migration",
         "kubectl delete namespace old || true",
+        &["plan", "run"],
     );
-    lint_finds(&repo, "kubectl-error-ignored");
-    let ledger = released_on_a_ledger(&repo);
-    for command in ["plan", "run"] {
-        refused_naming(&repo, command, &ledger, "kubectl-error-ignored");
-    }
 }
 
 #[test]
@@ -219,12 +223,8 @@ fn the_manifest_reads_the_tag_pattern_the_tree_since_and_the_old_paths_from_the_
         "migrate.toml",
         "tag-pattern = \"[0-9]*\"\nold-paths = [\"old/migrations\"]\n",
     );
-    let (code, doc, err) = repo.manifest_at("migrations", &[]);
-    assert_eq!(code, 0, "{doc}\n{err}");
-    assert_eq!(
-        Repo::batches(&doc),
-        common::batches(&[("00001-1.0.0", &["a"]), ("00002-1.1.0", &["b"])])
-    );
+    let doc = repo.manifest_ok("migrations", &[]);
+    common::assert_batches_of(&doc, &[("00001-1.0.0", &["a"]), ("00002-1.1.0", &["b"])]);
     // A flag beats the file: this pattern matches no tag.
     let (code, doc, _) = repo.manifest_at("migrations", &["--tag-pattern", "v*"]);
     assert_eq!(code, 2, "{doc}");
@@ -234,12 +234,8 @@ fn the_manifest_reads_the_tag_pattern_the_tree_since_and_the_old_paths_from_the_
         "migrate.toml",
         "tag-pattern = \"[0-9]*\"\ntree-since = \"1.1.0\"\n",
     );
-    let (code, doc, err) = repo.manifest_at("migrations", &[]);
-    assert_eq!(code, 0, "{doc}\n{err}");
-    assert_eq!(
-        Repo::batches(&doc),
-        common::batches(&[("00002-1.1.0", &["a", "b"])])
-    );
+    let doc = repo.manifest_ok("migrations", &[]);
+    common::assert_batches_of(&doc, &[("00002-1.1.0", &["a", "b"])]);
 }
 
 /// Asserts that `args` (a command on `repo`'s tree) is refused with exit 2

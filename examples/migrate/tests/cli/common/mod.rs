@@ -468,6 +468,13 @@ impl Repo {
         got
     }
 
+    /// [`Self::manifest_at`], which must succeed: its document.
+    pub fn manifest_ok(&self, path: &str, extra: &[&str]) -> serde_json::Value {
+        let (code, doc, err) = self.manifest_at(path, extra);
+        assert_eq!(code, 0, "manifest {path} {extra:?}: {doc}\n{err}");
+        doc
+    }
+
     /// [`manifest_of`] this repository.
     pub fn manifest_at(&self, path: &str, extra: &[&str]) -> (i32, serde_json::Value, String) {
         manifest_of(self.path(), path, extra)
@@ -625,4 +632,25 @@ pub fn mkfifo(path: &Path) {
 pub fn assert_error(doc: &serde_json::Value, kind: &str, needle: &str) {
     assert_eq!(doc["error"], kind, "{doc}");
     assert_first_problem(doc, needle);
+}
+
+/// Asserts that the manifest document `doc` has `expected` as its batches
+/// (see [`Repo::batches`]).
+pub fn assert_batches_of(doc: &serde_json::Value, expected: &[(&str, &[&str])]) {
+    assert_eq!(Repo::batches(doc), batches(expected), "{doc}");
+}
+
+/// Every process in /proc: its pid and what its `stat` says after the
+/// command name (`state ppid pgrp ...`; the name may hold spaces, so it is
+/// cut at the last `)`).
+pub fn processes() -> Vec<(i32, String)> {
+    let entries = std::fs::read_dir("/proc").unwrap().flatten();
+    entries
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let (_, rest) = stat.rsplit_once(')')?;
+            Some((pid, rest.trim_start().to_owned()))
+        })
+        .collect()
 }

@@ -79,6 +79,11 @@ impl Scratch {
         s
     }
 
+    /// The text of the file `name` in the scratch directory.
+    pub fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path().join(name)).unwrap()
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }

@@ -159,10 +159,8 @@ fn running(pid: i32) -> bool {
 fn supervisor_of(runner: u32) -> i32 {
     let mut found = None;
     until("the runner's supervisor is found", || {
-        found = std::fs::read_dir("/proc").unwrap().find_map(|e| {
-            let pid: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let ppid: u32 = stat.rsplit(") ").next()?.split(' ').nth(1)?.parse().ok()?;
+        found = common::processes().into_iter().find_map(|(pid, stat)| {
+            let ppid: u32 = stat.split(' ').nth(1)?.parse().ok()?;
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
             (ppid == runner && cmdline.starts_with(b"migrate-supervise\0")).then_some(pid)
         });
