@@ -115,13 +115,11 @@ fn runs_both_ok(tree: &Path) {
     let working = tempfile::tempdir().unwrap();
     let (code, doc, err) = run(tree, working.path(), "echo ok");
     assert_eq!(code, 0, "{doc}\n{err}");
-    assert_eq!(
-        common::field_pairs(&doc["results"], "slug", "outcome"),
-        [
-            ("1".to_owned(), "ok".to_owned()),
-            ("2".to_owned(), "ok".to_owned())
-        ],
-        "{doc}"
+    common::assert_field_pairs(
+        &doc["results"],
+        "slug",
+        "outcome",
+        &[("1", "ok"), ("2", "ok")],
     );
 }
 
@@ -139,10 +137,11 @@ fn a_frozen_script_runs_past_the_scan_and_the_tripwire_still_refuses_its_masked_
         "echo 'The connection to the server 127.0.0.1:6443 was refused - did you specify the right host or port?' >&2\nexit 1",
     );
     assert_eq!(code, 4, "{doc}\n{err}");
-    assert_eq!(
-        common::field_pairs(&doc["report"]["results"], "slug", "reason"),
-        [("1".to_owned(), "masked-failure".to_owned())],
-        "{doc}"
+    common::assert_field_pairs(
+        &doc["report"]["results"],
+        "slug",
+        "reason",
+        &[("1", "masked-failure")],
     );
 }
 
@@ -170,13 +169,14 @@ fn an_edited_frozen_script_loses_its_baseline_and_is_refused_again() {
     std::fs::write(&script, text).unwrap();
     let (code, doc) = lint(&tree);
     assert_eq!(code, 2, "{doc}");
-    assert_eq!(
-        common::field_pairs(&doc["findings"], "file", "rule"),
-        [
-            ("lint-baseline".to_owned(), "baseline-stale".to_owned()),
-            ("pre-apply/1".to_owned(), "kubectl-error-ignored".to_owned())
+    common::assert_field_pairs(
+        &doc["findings"],
+        "file",
+        "rule",
+        &[
+            ("lint-baseline", "baseline-stale"),
+            ("pre-apply/1", "kubectl-error-ignored"),
         ],
-        "{doc}"
     );
     // And run refuses it before anything runs.
     let scratch = tempfile::tempdir().unwrap();

@@ -79,6 +79,15 @@ fn difference(report: &serde_json::Value, slug: &str) -> String {
         .to_owned()
 }
 
+/// Asserts that script 1 of `report` behaved otherwise than its original,
+/// the difference naming each of `needles`: its message.
+fn assert_differed(report: &serde_json::Value, needles: &[&str]) -> String {
+    assert_eq!(behaviour(report, "1")["result"], "differed", "{report}");
+    let message = difference(report, "1");
+    common::assert_contains_all(&message, needles);
+    message
+}
+
 /// A stamp-only script: a neighbour call it branches on, the stamp.
 fn stamps_after_work(shell: &Shell) -> String {
     format!(
@@ -146,10 +155,8 @@ fn a_conversion_that_drops_a_call_beside_the_stamp_is_review_naming_the_call() {
         );
         assert_status(&report, &shell, "review");
         let b = behaviour(&report, "1");
-        assert_eq!(b["result"], "differed", "{}: {b}", shell.name);
-        let message = difference(&report, "1");
-        common::assert_contains_all(
-            &message,
+        let message = assert_differed(
+            &report,
             &[
                 "success path",
                 "call 2",
@@ -183,10 +190,8 @@ fn a_script_whose_failure_path_differs_is_caught() {
             ),
         );
         assert_status(&report, &shell, "review");
-        assert_eq!(behaviour(&report, "1")["result"], "differed", "{report}");
-        let message = difference(&report, "1");
-        common::assert_contains_all(
-            &message,
+        assert_differed(
+            &report,
             &[
                 "when call 1 (kubectl delete job old-hook -n cozy-system) fails (not-found)",
                 "call 2",
@@ -238,10 +243,8 @@ fn a_helper_file_dropped_while_the_script_still_calls_into_it_is_caught() {
     let repo = history(&[("version.sh", version)], &[text]);
     let report = convert(&repo, &["--rewrite"]);
     assert_eq!(report["dropped_lib"][0], "lib/version.sh", "{report}");
-    assert_eq!(behaviour(&report, "1")["result"], "differed", "{report}");
-    let message = difference(&report, "1");
-    common::assert_contains_all(
-        &message,
+    assert_differed(
+        &report,
         &[
             "success path",
             "call 1",

@@ -48,6 +48,16 @@ fn on_ledger(
     parse(cmd.output().unwrap())
 }
 
+/// Asserts that a refused command (`what`) created no ledger at `path`
+/// and ran no script of `scratch`.
+fn assert_refused_untouched(scratch: &ScratchTree, path: &std::path::Path, what: &str) {
+    assert!(
+        !path.exists(),
+        "{what}: a refused command created the ledger"
+    );
+    assert!(!scratch.file("ran").exists(), "{what}: a script ran");
+}
+
 /// The scratch tree and a file ledger `name` beside it not created yet:
 /// its path and `--ledger` spec.
 fn no_ledger_at(name: &str) -> (ScratchTree, std::path::PathBuf, String) {
@@ -76,11 +86,7 @@ fn run_refuses_a_missing_file_ledger_by_default_naming_the_path_and_the_fresh_in
         assert_first_problem(&doc, "no ledger exists");
         assert_first_problem(&doc, "--fresh-install");
         assert_first_problem(&doc, "MIGRATE_FRESH_INSTALL");
-        assert!(
-            !path.exists(),
-            "run {extra:?}: a refused run created the ledger"
-        );
-        assert!(!scratch.file("ran").exists(), "run {extra:?}: a script ran");
+        assert_refused_untouched(&scratch, &path, &format!("run {extra:?}"));
         assert!(
             !err.contains("FRESH INSTALL"),
             "a refused run is no fresh install: {err}"
@@ -212,11 +218,7 @@ fn plan_and_run_refuse_a_missing_file_ledger_when_an_existing_one_is_required() 
         assert_first_problem(&doc, &path.display().to_string());
         assert_first_problem(&doc, "no ledger exists");
         assert_first_problem(&doc, "fresh install");
-        assert!(
-            !path.exists(),
-            "{command}: a refused command created the ledger"
-        );
-        assert!(!scratch.file("ran").exists(), "{command}: a script ran");
+        assert_refused_untouched(&scratch, &path, &command);
     }
 }
 

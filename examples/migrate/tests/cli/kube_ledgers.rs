@@ -28,11 +28,13 @@ async fn crd_server() -> TestApiServer {
     server
 }
 
-/// The scratch tree, and a kubeconfig in it naming `server`.
-fn scratch_on(server: &TestApiServer) -> (ScratchTree, std::path::PathBuf) {
+/// The scratch tree, a kubeconfig in it naming `server`, and the tree's
+/// root.
+fn scratch_on(server: &TestApiServer) -> (ScratchTree, std::path::PathBuf, String) {
     let scratch = scratch_tree();
     let kc = kubeconfig_for(scratch.dir(), &server.url());
-    (scratch, kc)
+    let root = scratch.root().to_str().unwrap().to_owned();
+    (scratch, kc, root)
 }
 
 /// Stores the ConfigMap of `metadata` and `data` on `server`.
@@ -52,9 +54,8 @@ async fn migrate(kubeconfig: &Path, args: &[&str]) -> (i32, serde_json::Value, S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_status_and_verify_on_the_configmap_ledger() {
     let server = TestApiServer::start().await;
-    let (scratch, kc) = scratch_on(&server);
-    let root = scratch.root();
-    let root = root.to_str().unwrap();
+    let (_scratch, kc, root) = scratch_on(&server);
+    let root = root.as_str();
     put_version_configmap(
         &server,
         serde_json::json!({"name": "cozystack-version", "namespace": "cozy-system", "labels": {"keep": "me"}}),
@@ -130,9 +131,8 @@ async fn an_unreachable_cluster_is_an_environment_error_not_an_empty_ledger() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_and_status_on_the_custom_resource_ledger() {
     let server = crd_server().await;
-    let (scratch, kc) = scratch_on(&server);
-    let root = scratch.root();
-    let root = root.to_str().unwrap();
+    let (_scratch, kc, root) = scratch_on(&server);
+    let root = root.as_str();
     // The first run is a fresh install: the ledger object is created, nothing runs.
     let (code, doc, err) = migrate(
         &kc,
@@ -196,9 +196,8 @@ async fn repair_on(server: &TestApiServer, kc: &Path, root: &str, spec: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repair_works_on_the_configmap_and_the_custom_resource_ledgers() {
     let server = crd_server().await;
-    let (scratch, kc) = scratch_on(&server);
-    let root = scratch.root();
-    let root = root.to_str().unwrap();
+    let (_scratch, kc, root) = scratch_on(&server);
+    let root = root.as_str();
     put_version_configmap(
         &server,
         serde_json::json!({"name": "cozystack-version", "namespace": "cozy-system"}),

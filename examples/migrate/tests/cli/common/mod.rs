@@ -239,6 +239,16 @@ pub fn field_pairs(list: &serde_json::Value, a: &str, b: &str) -> Vec<(String, S
         .collect()
 }
 
+/// Asserts that the string fields `a` and `b` of the objects of the JSON
+/// array `list` are `expected`, in order (see [`field_pairs`]).
+pub fn assert_field_pairs(list: &serde_json::Value, a: &str, b: &str, expected: &[(&str, &str)]) {
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(x, y)| (x.to_string(), y.to_string()))
+        .collect();
+    assert_eq!(field_pairs(list, a, b), expected, "{list}");
+}
+
 /// Asserts that the first problem a failed command's document names
 /// mentions `needle`.
 pub fn assert_first_problem(doc: &serde_json::Value, needle: &str) {
