@@ -322,7 +322,7 @@ fn entry_state(data: &Value, slug: &str) -> String {
 
 /// `helm VERB RELEASE CHART --namespace NS --timeout TIMEOUT`: an install
 /// or an upgrade of the chart.
-fn helm_release(
+pub(crate) fn helm_release(
     cluster: &RealCluster,
     verb: &str,
     release: &str,
@@ -340,7 +340,12 @@ fn helm_release(
     helm
 }
 
-fn helm_upgrade(cluster: &RealCluster, release: &str, chart: &Path, ns: &str) -> Command {
+pub(crate) fn helm_upgrade(
+    cluster: &RealCluster,
+    release: &str,
+    chart: &Path,
+    ns: &str,
+) -> Command {
     helm_release(cluster, "upgrade", release, chart, ns, "120s")
 }
 

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::chart::{
-    CHART, complete_hook_job, ledger_data, objects, real_cluster, real_cluster_in, run,
+    CHART, complete_hook_job, helm_release, helm_upgrade, ledger_data, objects, real_cluster,
+    real_cluster_in, run,
 };
 use serde_json::Value;
 use test_apiserver::real::{RealCluster, unique_name};
@@ -336,34 +337,21 @@ async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_c
     let dir = tempfile::tempdir().unwrap();
     // Before: the umbrella templates the numbered runner's ConfigMap (version 44).
     let before = umbrella(&dir.path().join("v1"), "1.0.0", true, false);
-    let mut install = cluster.helm();
-    install.args([
-        "install",
-        &release,
-        before.to_str().unwrap(),
-        "--namespace",
-        &ns,
-    ]);
-    run(install);
+    // Helm's own default timeout (5m0s).
+    run(helm_release(
+        &cluster, "install", &release, &before, &ns, "5m0s",
+    ));
     assert_eq!(ledger_data(&cluster, &ns)["version"], "44");
 
     // After: the umbrella drops its template and vendors this chart. The kept ConfigMap
     // becomes the ledger: not rendered again (lookup finds it), and the hook runs what the
     // legacy rule leaves pending.
     let after = umbrella(&dir.path().join("v2"), "2.0.0", false, true);
-    let mut upgrade = cluster.helm();
-    upgrade
-        .args([
-            "upgrade",
-            &release,
-            after.to_str().unwrap(),
-            "--namespace",
-            &ns,
-        ])
-        .args(["--timeout", "120s"])
+    let mut upgrade = helm_upgrade(&cluster, &release, &after, &ns)
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut upgrade = upgrade.spawn().unwrap();
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let job_name = format!("{release}-migrations-pre-apply");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
     loop {
@@ -419,14 +407,8 @@ async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_c
         "the upgraded release renders the ledger:\n{manifest}"
     );
     // Nothing pending now: the same release again creates no Job and leaves the ledger.
-    let mut again = cluster.helm();
-    again.args([
-        "upgrade",
-        &release,
-        after.to_str().unwrap(),
-        "--namespace",
-        &ns,
-    ]);
-    run(again);
+    run(helm_release(
+        &cluster, "upgrade", &release, &after, &ns, "5m0s",
+    ));
     assert_eq!(ledger_data(&cluster, &ns), data);
 }

@@ -60,10 +60,10 @@ fn legacy_map_slugs_go_first_in_integer_order() {
 
 #[test]
 fn a_backport_with_the_same_content_lands_in_each_lines_own_batch() {
-    let repo = Repo::branched("v1.0.0", "release-1.0");
-    repo.release_with("v1.0.1", &[("pre-apply", "fix")]);
-    repo.assert_batches(&[("00001-v1.0.0", &["a"]), ("00002-v1.0.1", &["fix"])]);
-    repo.checkout("main");
+    let repo = Repo::branched("v1.0.0", "release-1.0", |r| {
+        r.release_with("v1.0.1", &[("pre-apply", "fix")]);
+        r.assert_batches(&[("00001-v1.0.0", &["a"]), ("00002-v1.0.1", &["fix"])]);
+    });
     std::fs::remove_dir_all(repo.tree().join("order.d")).unwrap();
     repo.release_with("v1.1.0", &[("pre-apply", "fix"), ("pre-apply", "c")]);
     repo.assert_batches(&[("00001-v1.0.0", &["a"]), ("00002-v1.1.0", &["c", "fix"])]);
@@ -71,10 +71,10 @@ fn a_backport_with_the_same_content_lands_in_each_lines_own_batch() {
 
 #[test]
 fn a_backport_with_different_content_under_the_same_slug_fails_naming_both_tags() {
-    let repo = Repo::branched("v1.5.0", "release-1.5");
-    repo.add("pre-apply", "45", "echo one thing");
-    repo.release("v1.5.1");
-    repo.checkout("main");
+    let repo = Repo::branched("v1.5.0", "release-1.5", |r| {
+        r.add("pre-apply", "45", "echo one thing");
+        r.release("v1.5.1");
+    });
     repo.add("pre-apply", "45", "echo something else");
     repo.release("v1.6.0");
     let (code, doc, _) = repo.manifest();
@@ -125,10 +125,10 @@ fn a_deleted_shipped_script_stays_as_a_retired_line() {
 fn a_late_merged_old_migration_lands_at_the_end_never_in_the_middle() {
     // A pull request branched after v1.0.0, written long ago, alphabetically
     // early.
-    let repo = Repo::branched("v1.0.0", "old-pr");
-    repo.add("pre-apply", "aaa-old-pr", "echo old");
-    repo.commit("old pr");
-    repo.checkout("main");
+    let repo = Repo::branched("v1.0.0", "old-pr", |r| {
+        r.add("pre-apply", "aaa-old-pr", "echo old");
+        r.commit("old pr");
+    });
     repo.release_with("v1.1.0", &[("pre-apply", "b")]);
     let (_, before, _) = repo.manifest();
     std::fs::remove_dir_all(repo.tree().join("order.d")).unwrap();

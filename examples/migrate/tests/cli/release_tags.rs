@@ -67,9 +67,9 @@ fn the_manifest_at_a_pre_release_left_off_the_line_is_an_order_prefix_of_the_fin
 
 #[test]
 fn a_release_branch_merged_back_keeps_main_s_batches_and_its_tags_only_feed_the_guard() {
-    let repo = Repo::branched("v1.0.0", "release-1.0");
-    repo.release_with("v1.0.1", &[("pre-apply", "fix")]);
-    repo.checkout("main");
+    let repo = Repo::branched("v1.0.0", "release-1.0", |r| {
+        r.release_with("v1.0.1", &[("pre-apply", "fix")]);
+    });
     repo.release_with("v1.1.0", &[("pre-apply", "b")]);
     let before = repo.manifest_ok("migrations", &[]);
     repo.merge("release-1.0");
@@ -102,9 +102,9 @@ fn a_release_branch_merged_back_keeps_main_s_batches_and_its_tags_only_feed_the_
 
 #[test]
 fn a_pre_release_on_a_branch_that_is_not_an_ancestor_of_the_final_release_is_left_off_the_line() {
-    let repo = Repo::branched("v2.0.0", "candidate");
-    repo.release_with("v2.1.0-rc.1", &[("pre-apply", "tried")]);
-    repo.checkout("main");
+    let repo = Repo::branched("v2.0.0", "candidate", |r| {
+        r.release_with("v2.1.0-rc.1", &[("pre-apply", "tried")]);
+    });
     // The final release is cut from main without the candidate's branch.
     repo.release_with("v2.1.0", &[("pre-apply", "c")]);
     repo.merge("candidate");

@@ -393,12 +393,14 @@ impl Repo {
         repo
     }
 
-    /// A repository whose first release `tag` holds pre-apply `a`, switched
-    /// to a new branch `branch` there.
-    pub fn branched(tag: &str, branch: &str) -> Self {
+    /// A repository whose first release `tag` holds pre-apply `a`, with a
+    /// branch `branch` from there on which `work` was done; back on main.
+    pub fn branched(tag: &str, branch: &str, work: impl FnOnce(&Repo)) -> Self {
         let repo = Repo::new();
         repo.release_with(tag, &[("pre-apply", "a")]);
         repo.branch(branch);
+        work(&repo);
+        repo.checkout("main");
         repo
     }
 
