@@ -218,7 +218,7 @@ fn plan_and_run_refuse_a_missing_file_ledger_when_an_existing_one_is_required() 
         assert_first_problem(&doc, &path.display().to_string());
         assert_first_problem(&doc, "no ledger exists");
         assert_first_problem(&doc, "fresh install");
-        assert_refused_untouched(&scratch, &path, &command);
+        assert_refused_untouched(&scratch, &path, command);
     }
 }
 

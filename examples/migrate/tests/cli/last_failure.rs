@@ -29,8 +29,7 @@ fn sh() -> Shell {
 }
 
 fn world(shell: &Shell, second: &str) -> Scratch {
-    let s = Scratch::under(shell, "abort", &[("one", "echo one done"), ("two", second)]);
-    s
+    Scratch::under(shell, "abort", &[("one", "echo one done"), ("two", second)])
 }
 
 fn status(s: &Scratch, extra: &[&str]) -> (i32, serde_json::Value, String) {
