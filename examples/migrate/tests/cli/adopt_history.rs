@@ -15,7 +15,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use common::numbered::history;
-use common::{Repo, by_slug, fields, file_spec, git, migrate, parse, strings};
+use common::{Repo, by_slug, fields, file_spec, migrate, parse, strings};
 
 /// Main's line converted with `--rewrite`, committed, with its manifest.
 struct Converted {
@@ -48,22 +48,7 @@ fn converted_with(extra: &[&str]) -> Converted {
     let tree = dir.path().join("tree");
     let mut args = vec!["--rewrite"];
     args.extend_from_slice(extra);
-    let (code, report, err) = common::numbered::convert(&repo, &tree, &args);
-    assert_eq!(code, 0, "{err}\n{report}");
-    let lint = migrate().arg("lint").arg(&tree).output().unwrap();
-    assert!(
-        lint.status.success(),
-        "the converted tree fails lint:\n{}{}",
-        String::from_utf8_lossy(&lint.stdout),
-        String::from_utf8_lossy(&lint.stderr)
-    );
-    git(dir.path(), &["init", "--quiet", "-b", "main"]);
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "--quiet", "-m", "converted"]);
-    let order = tree.join("order.d");
-    let (code, manifest, err) =
-        common::manifest_of(dir.path(), "tree", &["--out", order.to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}\n{manifest}");
+    common::numbered::convert_released(&repo, &tree, &args);
     Converted { _repo: repo, dir }
 }
 
@@ -118,6 +103,25 @@ fn adopt_with_file(
     adopt(c, version, &["--helm-history", file.to_str().unwrap()], "")
 }
 
+/// [`adopt_with_file`], which must succeed: its document.
+fn adopted(c: &Converted, version: &str, history: &str) -> serde_json::Value {
+    let (code, doc, err) = adopt_with_file(c, version, history);
+    assert_eq!(code, 0, "{err}\n{doc}");
+    doc
+}
+
+/// [`adopted`] from the `helm history` of `revisions` (see [`helm_json`]).
+fn adopted_at(c: &Converted, version: &str, revisions: &[(u64, &str, &str)]) -> serde_json::Value {
+    adopted(c, version, &helm_json(revisions))
+}
+
+/// [`adopted_at`] on a fresh [`converted`] tree: the tree and the document.
+fn adopted_fresh(version: &str, revisions: &[(u64, &str, &str)]) -> (Converted, serde_json::Value) {
+    let c = converted();
+    let doc = adopted_at(&c, version, revisions);
+    (c, doc)
+}
+
 /// The first run after the adoption: the contents it ran, in order.
 fn first_run(c: &Converted) -> Vec<String> {
     std::fs::write(c.log(), "").unwrap();
@@ -148,13 +152,19 @@ fn entry(c: &Converted, slug: &str) -> serde_json::Value {
         .clone()
 }
 
+/// The lines of the `legacy-releases` file convert wrote, comments left
+/// out.
+fn legacy_releases(c: &Converted) -> Vec<String> {
+    let text = std::fs::read_to_string(c.tree().join("legacy-releases")).unwrap();
+    let lines = text.lines().filter(|l| !l.starts_with('#'));
+    lines.map(str::to_owned).collect()
+}
+
 #[test]
 fn convert_writes_which_content_of_each_diverged_slot_every_release_tag_held() {
     let c = converted();
-    let text = std::fs::read_to_string(c.tree().join("legacy-releases")).unwrap();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(
-        lines,
+        legacy_releases(&c),
         [
             "v1.0.0",
             "v1.0.1 3=3-v1-0-1",
@@ -167,14 +177,8 @@ fn convert_writes_which_content_of_each_diverged_slot_every_release_tag_held() {
 
 #[test]
 fn a_history_through_the_release_branch_records_its_content_and_the_first_run_runs_mains_once() {
-    let c = converted();
     // Installed at v1.0.0, upgraded to v1.0.1, which ran the backport at 3.
-    let (code, doc, err) = adopt_with_file(
-        &c,
-        "4",
-        &helm_json(&[(1, "superseded", "1.0.0"), (2, "deployed", "1.0.1")]),
-    );
-    assert_eq!(code, 0, "{err}\n{doc}");
+    let (c, doc) = adopted_fresh("4", &[(1, "superseded", "1.0.0"), (2, "deployed", "1.0.1")]);
     assert_eq!(strings(&doc["legacy"]), ["1", "2", "3-v1-0-1"]);
     assert_eq!(doc["reruns"], serde_json::json!([]));
     let answered = &doc["history_answered"][0];
@@ -198,13 +202,7 @@ fn a_history_through_the_release_branch_records_its_content_and_the_first_run_ru
 
 #[test]
 fn a_history_through_mains_release_records_mains_content_and_nothing_runs_again() {
-    let c = converted();
-    let (code, doc, err) = adopt_with_file(
-        &c,
-        "5",
-        &helm_json(&[(1, "superseded", "1.0.0"), (2, "deployed", "1.1.0")]),
-    );
-    assert_eq!(code, 0, "{err}\n{doc}");
+    let (c, doc) = adopted_fresh("5", &[(1, "superseded", "1.0.0"), (2, "deployed", "1.1.0")]);
     assert_eq!(
         strings(&doc["legacy"]),
         ["1", "2", "3-v1-1-0-rc-1", "4-v1-1-0-rc-2"]
@@ -273,14 +271,10 @@ fn a_failed_revision_does_not_count_and_the_adoption_says_so() {
         (2, "failed", "1.1.0"),
         (3, "deployed", "1.1.0"),
     ]);
-    let (code, doc, err) = adopt_with_file(&c, "5", &history);
-    assert_eq!(code, 0, "{err}\n{doc}");
-    assert!(
-        doc["history_answered"][0]["message"]
-            .as_str()
-            .unwrap()
-            .contains("revision 3"),
-        "{doc}"
+    let doc = adopted(&c, "5", &history);
+    common::assert_contains_all(
+        doc["history_answered"][0]["message"].as_str().unwrap(),
+        &["revision 3"],
     );
     let notes = strings(&doc["history_notes"]);
     assert!(
@@ -303,11 +297,13 @@ fn a_failed_revision_does_not_count_and_the_adoption_says_so() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    assert!(
-        text.contains("slot 3: '3-v1-1-0-rc-1' recorded legacy from the release history")
-            && text.contains("note: ")
-            && text.contains("does not count as run"),
-        "{text}"
+    common::assert_contains_all(
+        &text,
+        &[
+            "slot 3: '3-v1-1-0-rc-1' recorded legacy from the release history",
+            "note: ",
+            "does not count as run",
+        ],
     );
 }
 
@@ -317,8 +313,7 @@ fn a_pre_release_revision_counts_only_with_count_prereleases() {
     // ran is the candidate's, the same content; slot 4 held another.
     let history = helm_json(&[(1, "superseded", "1.1.0-rc.1"), (2, "deployed", "1.1.0")]);
     let c = converted();
-    let (code, doc, err) = adopt_with_file(&c, "5", &history);
-    assert_eq!(code, 0, "{err}\n{doc}");
+    let doc = adopted(&c, "5", &history);
     assert_eq!(fields(&doc["history_answered"], "ran"), ["3-v1-1-0-rc-1"]);
     let by = |doc: &serde_json::Value| {
         doc["history_answered"][0]["message"]
@@ -406,12 +401,9 @@ fn helm_release_runs_helm_history_on_the_commands_cluster_and_a_release_helm_lac
     let (code, doc, err) = with(&helm);
     assert_eq!(code, 0, "{err}\n{doc}");
     assert_eq!(fields(&doc["history_answered"], "ran"), ["3-v1-0-1"]);
-    assert!(
-        doc["history_answered"][0]["message"]
-            .as_str()
-            .unwrap()
-            .contains("helm history cozy-system/platform: revision 2"),
-        "{doc}"
+    common::assert_contains_all(
+        doc["history_answered"][0]["message"].as_str().unwrap(),
+        &["helm history cozy-system/platform: revision 2"],
     );
     let args = std::fs::read_to_string(bin.path().join("helm.args")).unwrap();
     let args: Vec<&str> = args.lines().collect();
@@ -476,12 +468,13 @@ async fn a_real_helm_release_upgraded_through_two_versions_answers_the_adoption(
     // A chart of our own whose versions are the fixture's tags: installed
     // at v1.0.0, upgraded to v1.0.1 (the release branch's backport of 3).
     let chart = c.dir.path().join("chart");
-    std::fs::create_dir_all(chart.join("templates")).unwrap();
-    std::fs::write(
-        chart.join("templates/marker.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-marker\ndata:\n  version: {{ .Chart.Version | quote }}\n",
-    )
-    .unwrap();
+    common::write_files(
+        &chart,
+        &[(
+            "templates/marker.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-marker\ndata:\n  version: {{ .Chart.Version | quote }}\n",
+        )],
+    );
     for (i, version) in ["1.0.0", "1.0.1"].into_iter().enumerate() {
         std::fs::write(
             chart.join("Chart.yaml"),
@@ -546,10 +539,8 @@ fn with_release_targets_a_release_that_ships_a_slot_below_its_target_only_did_no
     let targets = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(targets.path(), TARGETS).unwrap();
     let c = converted_with(&["--release-targets", targets.path().to_str().unwrap()]);
-    let text = std::fs::read_to_string(c.tree().join("legacy-releases")).unwrap();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(
-        lines,
+        legacy_releases(&c),
         [
             "v1.0.0 target=3",
             "v1.0.1 target=3 3=3-v1-0-1",
@@ -560,23 +551,19 @@ fn with_release_targets_a_release_that_ships_a_slot_below_its_target_only_did_no
     );
     // Through the release branch's v1.0.1 (which shipped the backport but
     // did not run it) to main's v1.1.0, which ran main's content.
-    let (code, doc, err) = adopt_with_file(
+    let doc = adopted_at(
         &c,
         "5",
-        &helm_json(&[
+        &[
             (1, "superseded", "1.0.0"),
             (2, "superseded", "1.0.1"),
             (3, "deployed", "1.1.0"),
-        ]),
+        ],
     );
-    assert_eq!(code, 0, "{err}\n{doc}");
     assert_eq!(fields(&doc["history_answered"], "ran"), ["3-v1-1-0-rc-1"]);
-    assert!(
-        doc["history_answered"][0]["message"]
-            .as_str()
-            .unwrap()
-            .contains("revision 3 (platform-1.1.0, deployed"),
-        "{doc}"
+    common::assert_contains_all(
+        doc["history_answered"][0]["message"].as_str().unwrap(),
+        &["revision 3 (platform-1.1.0, deployed"],
     );
     assert!(first_run(&c).is_empty());
 }

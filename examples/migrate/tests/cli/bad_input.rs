@@ -46,7 +46,7 @@ fn durations_too_large_to_be_meant_are_refused_as_bad_input_before_anything_runs
         let ledger = dir.path().join("ledger.json");
         let spec = common::empty_file_ledger(&ledger);
         let before = std::fs::read(&ledger).unwrap();
-        let (code, doc, stderr) = json_within(
+        let answer = json_within(
             Duration::from_secs(60),
             &[
                 "run",
@@ -57,24 +57,12 @@ fn durations_too_large_to_be_meant_are_refused_as_bad_input_before_anything_runs
                 value,
             ],
         );
-        assert_eq!(code, 2, "{flag} {value}: {doc}\n{stderr}");
-        let text = format!("{doc}{stderr}");
-        assert!(
-            text.contains(flag),
-            "{flag} {value}: names the flag: {text}"
-        );
-        assert!(
-            !dir.path().join("marker").exists(),
-            "{flag} {value}: the script ran"
-        );
+        let what = format!("{flag} {value}");
+        refused_before_running(dir.path(), &what, answer, flag);
         assert_eq!(
             std::fs::read(&ledger).unwrap(),
             before,
-            "{flag} {value}: the ledger was written"
-        );
-        assert!(
-            !dir.path().join("ledger.json.lock").exists(),
-            "{flag} {value}: the run lock was taken"
+            "{what}: the ledger was written"
         );
     }
 }
@@ -110,11 +98,7 @@ fn a_ledger_path_that_is_a_device_or_a_fifo_is_refused_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let tree = tree_with_marker(dir.path());
     let fifo = dir.path().join("fifo");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    common::mkfifo(&fifo);
     for (path, kind) in [
         (PathBuf::from("/dev/zero"), "character device"),
         (fifo, "FIFO"),
@@ -302,6 +286,25 @@ fn run_marker(
     common::output_within(&mut cmd, Duration::from_secs(60))
 }
 
+/// Asserts that the `answer` (exit code, document, stderr) of a command on
+/// the marker tree in `dir` refused bad input (exit 2) naming `flag`,
+/// before its script ran or its run lock was taken; `what` names the case.
+fn refused_before_running(
+    dir: &Path,
+    what: &str,
+    (code, doc, stderr): (i32, serde_json::Value, String),
+    flag: &str,
+) {
+    assert_eq!(code, 2, "{what}: {doc}\n{stderr}");
+    let text = format!("{doc}{stderr}");
+    assert!(text.contains(flag), "{what}: names {flag}: {text}");
+    assert!(!dir.join("marker").exists(), "{what}: the script ran");
+    assert!(
+        !dir.join("ledger.json.lock").exists(),
+        "{what}: the run lock was taken"
+    );
+}
+
 #[test]
 fn an_empty_or_invalid_run_flag_is_refused_as_bad_input_before_anything_runs() {
     // (flags, environment, the flag the refusal names)
@@ -319,20 +322,8 @@ fn an_empty_or_invalid_run_flag_is_refused_as_bad_input_before_anything_runs() {
     ];
     for (extra, env, flag) in cases {
         let dir = tempfile::tempdir().unwrap();
-        let (code, doc, stderr) = run_marker(dir.path(), extra, env);
-        assert_eq!(code, 2, "{extra:?} {env:?}: {doc}\n{stderr}");
-        assert!(
-            format!("{doc}{stderr}").contains(flag),
-            "{extra:?} {env:?}: names {flag}: {doc}\n{stderr}"
-        );
-        assert!(
-            !dir.path().join("marker").exists(),
-            "{extra:?} {env:?}: the script ran"
-        );
-        assert!(
-            !dir.path().join("ledger.json.lock").exists(),
-            "{extra:?} {env:?}: the run lock was taken"
-        );
+        let answer = run_marker(dir.path(), extra, env);
+        refused_before_running(dir.path(), &format!("{extra:?} {env:?}"), answer, flag);
     }
 }
 

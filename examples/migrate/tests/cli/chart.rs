@@ -11,7 +11,7 @@
 
 use crate::common;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder};
@@ -35,19 +35,38 @@ pub(crate) async fn real_cluster(what: &str) -> Option<RealCluster> {
     cluster
 }
 
+/// [`real_cluster`] and a fresh namespace on it named from `prefix`.
+pub(crate) async fn real_cluster_in(what: &str, prefix: &str) -> Option<(RealCluster, String)> {
+    let cluster = real_cluster(what).await?;
+    let ns = unique_name(prefix);
+    cluster.ensure_namespace(&ns).await;
+    Some((cluster, ns))
+}
+
 /// Runs `command`, asserting it succeeds; its stdout.
 pub(crate) fn run(mut command: Command) -> String {
     let out = command
         .output()
         .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{command:?}: {}\n{stdout}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    common::assert_success(&out, &format!("{command:?}"))
+}
+
+/// Writes what the Job controller would of the hook Job `job` that ran to
+/// completion, then waits for the `helm upgrade` that waited on it, which
+/// must succeed.
+pub(crate) fn complete_hook_job(cluster: &RealCluster, ns: &str, job: &str, upgrade: Child) {
+    let now = Timestamp::now().truncated().to_string();
+    let status = json!({"status": {"startTime": now, "completionTime": now, "succeeded": 1,
+        "conditions": [
+            {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": now},
+            {"type": "Complete", "status": "True", "lastTransitionTime": now}]}});
+    let mut patch = cluster.kubectl();
+    patch
+        .args(["patch", "job", job, "-n", ns])
+        .args(["--subresource=status", "--type=merge"])
+        .args(["-p", &status.to_string()]);
+    run(patch);
+    common::assert_success(&upgrade.wait_with_output().unwrap(), "helm upgrade");
 }
 
 /// The objects of a YAML stream, as JSON (kubectl converts; no YAML parser needed).
@@ -56,11 +75,7 @@ pub(crate) fn objects(cluster: &RealCluster, yaml: &str) -> Vec<Value> {
         &["create", "--dry-run=client", "-o", "json", "-f", "-"],
         yaml,
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "kubectl create --dry-run");
     serde_json::Deserializer::from_slice(&out.stdout)
         .into_iter::<Value>()
         .map(Result::unwrap)
@@ -307,7 +322,7 @@ fn entry_state(data: &Value, slug: &str) -> String {
 
 /// `helm VERB RELEASE CHART --namespace NS --timeout TIMEOUT`: an install
 /// or an upgrade of the chart.
-fn helm_release(
+pub(crate) fn helm_release(
     cluster: &RealCluster,
     verb: &str,
     release: &str,
@@ -325,18 +340,23 @@ fn helm_release(
     helm
 }
 
-fn helm_upgrade(cluster: &RealCluster, release: &str, chart: &Path, ns: &str) -> Command {
+pub(crate) fn helm_upgrade(
+    cluster: &RealCluster,
+    release: &str,
+    chart: &Path,
+    ns: &str,
+) -> Command {
     helm_release(cluster, "upgrade", release, chart, ns, "120s")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn installing_and_upgrading_the_chart_runs_the_hook_only_when_pre_apply_slugs_are_pending() {
-    let Some(cluster) = real_cluster("helm install and upgrade of examples/chart").await else {
+    let Some((cluster, ns)) =
+        real_cluster_in("helm install and upgrade of examples/chart", "chart").await
+    else {
         return;
     };
-    let ns = unique_name("chart");
-    cluster.ensure_namespace(&ns).await;
     let release = unique_name("mig");
     let at = "2026-12-01T00:00:00Z";
     let work = tempfile::tempdir().unwrap();
@@ -406,30 +426,7 @@ async fn installing_and_upgrading_the_chart_runs_the_hook_only_when_pre_apply_sl
     let (code, report, err) = common::parse(migrate.output().unwrap());
     assert_eq!(code, 0, "{err}");
     assert_eq!(common::fields(&report["results"], "slug"), ["c"]);
-    let now = Timestamp::now().truncated().to_string();
-    let status = json!({"status": {"startTime": now, "completionTime": now, "succeeded": 1,
-        "conditions": [
-            {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": now},
-            {"type": "Complete", "status": "True", "lastTransitionTime": now}]}});
-    let mut patch = cluster.kubectl();
-    patch
-        .args([
-            "patch",
-            "job",
-            &name,
-            "-n",
-            &ns,
-            "--subresource=status",
-            "--type=merge",
-        ])
-        .args(["-p", &status.to_string()]);
-    run(patch);
-    let out = upgrade.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "helm upgrade: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    complete_hook_job(&cluster, &ns, &name, upgrade);
     let data = ledger_data(&cluster, &ns);
     assert_eq!(entry_state(&data, "c"), "ok");
     assert_eq!(entry_state(&data, "a"), "skipped-fresh-install");

@@ -8,7 +8,10 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::chart::{CHART, ledger_data, objects, real_cluster, run};
+use super::chart::{
+    CHART, complete_hook_job, helm_release, helm_upgrade, ledger_data, objects, real_cluster,
+    real_cluster_in, run,
+};
 use serde_json::Value;
 use test_apiserver::real::{RealCluster, unique_name};
 
@@ -52,11 +55,10 @@ fn one<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_hook_and_operator_pods_carry_the_pod_settings_of_the_values_and_the_server_accepts_them()
  {
-    let Some(cluster) = real_cluster("the chart's pod settings").await else {
+    let Some((cluster, ns)) = real_cluster_in("the chart's pod settings", "chart-pods").await
+    else {
         return;
     };
-    let ns = unique_name("chart-pods");
-    cluster.ensure_namespace(&ns).await;
     let (success, yaml, stderr) = template(
         &cluster,
         &ns,
@@ -104,11 +106,7 @@ async fn the_hook_and_operator_pods_carry_the_pod_settings_of_the_values_and_the
     // The API server validates them as it would at install.
     let out =
         cluster.kubectl_with_stdin(&["apply", "--dry-run=server", "-n", &ns, "-f", "-"], &yaml);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "kubectl apply --dry-run=server");
 }
 
 /// `kubectl auth can-i VERB RESOURCE -n NS --as=the hook's ServiceAccount`.
@@ -144,11 +142,9 @@ fn kubeconfig_as(cluster: &RealCluster, user: &str, dir: &Path) -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_hook_role_suffices_for_a_configmap_ledger_run_and_grants_no_lease_writes() {
-    let Some(cluster) = real_cluster("the hook's Role").await else {
+    let Some((cluster, ns)) = real_cluster_in("the hook's Role", "chart-rbac").await else {
         return;
     };
-    let ns = unique_name("chart-rbac");
-    cluster.ensure_namespace(&ns).await;
     let (success, yaml, stderr) = template(&cluster, &ns, &[]);
     assert!(success, "{stderr}");
     let rbac: Vec<&str> = yaml
@@ -162,11 +158,7 @@ async fn the_hook_role_suffices_for_a_configmap_ledger_run_and_grants_no_lease_w
         .collect();
     assert_eq!(rbac.len(), 3, "{yaml}");
     let out = cluster.kubectl_with_stdin(&["apply", "-n", &ns, "-f", "-"], &rbac.join("\n---\n"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out, "kubectl apply of the hook RBAC");
 
     assert!(hook_can(
         &cluster,
@@ -215,21 +207,7 @@ async fn the_hook_role_suffices_for_a_configmap_ledger_run_and_grants_no_lease_w
     );
     let repo = common::Repo::demo();
     let fake = repo.tree().join("tests/fake-kubectl");
-    let out = common::migrate()
-        .args(["run", repo.tree().to_str().unwrap(), "--tier", "pre-apply"])
-        .args(["--ledger", &format!("configmap:{ns}/cozystack-version")])
-        .args(["--require-existing-ledger", "--output", "json"])
-        .env("KUBECONFIG", &kubeconfig)
-        .env("KUBECTL", &fake)
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env(
-            "MIGRATION_IMAGE",
-            "ghcr.io/example/platform-migrations@sha256:0000000000000000000000000000000000000000000000000000000000000000",
-        )
-        .output()
-        .unwrap();
-    let (code, doc, stderr) = common::parse(out);
-    assert_eq!(code, 0, "{doc:#}\n{stderr}");
+    let doc = demo_pre_apply_run(&repo, &ns, &kubeconfig, &fake);
     assert!(
         !common::fields(&doc["results"], "slug").is_empty(),
         "the run ran something: {doc:#}"
@@ -254,7 +232,7 @@ async fn files_rendered_for_another_ledger_name_are_refused_naming_the_file_and_
     // Rendered for those names, the chart follows them everywhere.
     let dir = tempfile::tempdir().unwrap();
     let chart = dir.path().join("chart");
-    copy_dir(Path::new(CHART), &chart);
+    common::copy_dir(Path::new(CHART), &chart);
     let repo = common::Repo::demo();
     let mut render = Command::new("sh");
     render
@@ -300,17 +278,27 @@ async fn files_rendered_for_another_ledger_name_are_refused_naming_the_file_and_
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
+/// What the hook Job's pod does: `migrate run` of the demo tree's
+/// pre-apply tier on the `cozystack-version` ConfigMap of `ns`, through
+/// `kubeconfig`, with `kubectl` as the cluster command; it must exit 0. Its
+/// report.
+fn demo_pre_apply_run(repo: &common::Repo, ns: &str, kubeconfig: &Path, kubectl: &Path) -> Value {
+    let out = common::migrate()
+        .args(["run", repo.tree().to_str().unwrap(), "--tier", "pre-apply"])
+        .args(["--ledger", &format!("configmap:{ns}/cozystack-version")])
+        .args(["--require-existing-ledger", "--output", "json"])
+        .env("KUBECONFIG", kubeconfig)
+        .env("KUBECTL", kubectl)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env(
+            "MIGRATION_IMAGE",
+            "ghcr.io/example/platform-migrations@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        )
+        .output()
+        .unwrap();
+    let (code, doc, stderr) = common::parse(out);
+    assert_eq!(code, 0, "{doc:#}\n{stderr}");
+    doc
 }
 
 /// An umbrella chart at `dir`: `Chart.yaml`, and `templates/version.yaml` (the numbered
@@ -332,7 +320,7 @@ fn umbrella(dir: &Path, version: &str, templates_version: bool, with_migrations:
         .unwrap();
     }
     if with_migrations {
-        copy_dir(Path::new(CHART), &dir.join("charts/platform-migrations"));
+        common::copy_dir(Path::new(CHART), &dir.join("charts/platform-migrations"));
     }
     dir.to_path_buf()
 }
@@ -340,43 +328,30 @@ fn umbrella(dir: &Path, version: &str, templates_version: bool, with_migrations:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_chart_on_upgrade() {
-    let Some(cluster) = real_cluster("the umbrella chart's version ConfigMap").await else {
+    let Some((cluster, ns)) =
+        real_cluster_in("the umbrella chart's version ConfigMap", "umbrella").await
+    else {
         return;
     };
-    let ns = unique_name("umbrella");
-    cluster.ensure_namespace(&ns).await;
     let release = unique_name("platform");
     let dir = tempfile::tempdir().unwrap();
     // Before: the umbrella templates the numbered runner's ConfigMap (version 44).
     let before = umbrella(&dir.path().join("v1"), "1.0.0", true, false);
-    let mut install = cluster.helm();
-    install.args([
-        "install",
-        &release,
-        before.to_str().unwrap(),
-        "--namespace",
-        &ns,
-    ]);
-    run(install);
+    // Helm's own default timeout (5m0s).
+    run(helm_release(
+        &cluster, "install", &release, &before, &ns, "5m0s",
+    ));
     assert_eq!(ledger_data(&cluster, &ns)["version"], "44");
 
     // After: the umbrella drops its template and vendors this chart. The kept ConfigMap
     // becomes the ledger: not rendered again (lookup finds it), and the hook runs what the
     // legacy rule leaves pending.
     let after = umbrella(&dir.path().join("v2"), "2.0.0", false, true);
-    let mut upgrade = cluster.helm();
-    upgrade
-        .args([
-            "upgrade",
-            &release,
-            after.to_str().unwrap(),
-            "--namespace",
-            &ns,
-        ])
-        .args(["--timeout", "120s"])
+    let mut upgrade = helm_upgrade(&cluster, &release, &after, &ns)
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut upgrade = upgrade.spawn().unwrap();
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let job_name = format!("{release}-migrations-pre-apply");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
     loop {
@@ -400,45 +375,13 @@ async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_c
     // What the Job's pod does (the image's tree is the demo's, which files/ were rendered
     // from), then what the Job controller would write.
     let repo = common::Repo::demo();
-    let out = common::migrate()
-        .args(["run", repo.tree().to_str().unwrap(), "--tier", "pre-apply"])
-        .args(["--ledger", &format!("configmap:{ns}/cozystack-version")])
-        .args(["--require-existing-ledger", "--output", "json"])
-        .env("KUBECONFIG", cluster.kubeconfig())
-        .env("KUBECTL", repo.tree().join("tests/fake-kubectl"))
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env(
-            "MIGRATION_IMAGE",
-            "ghcr.io/example/platform-migrations@sha256:0000000000000000000000000000000000000000000000000000000000000000",
-        )
-        .output()
-        .unwrap();
-    let (code, doc, stderr) = common::parse(out);
-    assert_eq!(code, 0, "{doc:#}\n{stderr}");
-    let now = migration_core::Timestamp::now().truncated().to_string();
-    let status = serde_json::json!({"status": {"startTime": now, "completionTime": now, "succeeded": 1,
-        "conditions": [
-            {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": now},
-            {"type": "Complete", "status": "True", "lastTransitionTime": now}]}});
-    let mut patch = cluster.kubectl();
-    patch
-        .args([
-            "patch",
-            "job",
-            &job_name,
-            "-n",
-            &ns,
-            "--subresource=status",
-            "--type=merge",
-        ])
-        .args(["-p", &status.to_string()]);
-    run(patch);
-    let out = upgrade.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "helm upgrade: {}",
-        String::from_utf8_lossy(&out.stderr)
+    demo_pre_apply_run(
+        &repo,
+        &ns,
+        cluster.kubeconfig(),
+        &repo.tree().join("tests/fake-kubectl"),
     );
+    complete_hook_job(&cluster, &ns, &job_name, upgrade);
 
     // The ConfigMap survived leaving the umbrella's manifest and is the ledger now: the legacy
     // integers below 44 recorded `legacy`, the rest run.
@@ -464,14 +407,8 @@ async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_c
         "the upgraded release renders the ledger:\n{manifest}"
     );
     // Nothing pending now: the same release again creates no Job and leaves the ledger.
-    let mut again = cluster.helm();
-    again.args([
-        "upgrade",
-        &release,
-        after.to_str().unwrap(),
-        "--namespace",
-        &ns,
-    ]);
-    run(again);
+    run(helm_release(
+        &cluster, "upgrade", &release, &after, &ns, "5m0s",
+    ));
     assert_eq!(ledger_data(&cluster, &ns), data);
 }

@@ -43,12 +43,8 @@ fn init_creates_an_empty_tree_that_new_lint_manifest_and_test_accept() {
     // The scaffold exits 1 until written, but it is well-formed.
     assert!(code == 0 || code == 2, "{err}");
     repo.commit("init");
-    let (code, doc, err) = repo.manifest_at("platform/migrations", &[]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        Repo::batches(&doc),
-        common::batches(&[("99999-untagged", &["first-step"])])
-    );
+    let doc = repo.manifest_ok("platform/migrations", &[]);
+    common::assert_batches_of(&doc, &[("99999-untagged", &["first-step"])]);
     // Again, refused: init never writes over a tree.
     let (code, doc, _) = json(&["init", tree_s]);
     assert_eq!(code, 2, "{doc}");

@@ -29,9 +29,7 @@ fn finding<'a>(doc: &'a serde_json::Value, rule: &str) -> &'a serde_json::Value 
 /// and the JSON document of `migrate lint` on it, which must exit 2:
 /// (the directory holding the tree, the tree, the document).
 fn lint_refuses(files: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf, serde_json::Value) {
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("m");
-    assert_eq!(json(&["init", tree.to_str().unwrap()]).0, 0);
+    let (dir, tree) = common::initialised("m");
     for (path, text) in files {
         std::fs::write(tree.join(path), text).unwrap();
     }
@@ -72,12 +70,9 @@ fn a_file_name_that_is_no_slug_is_told_the_slug_to_use_not_a_test_name_built_fro
     let all = doc.to_string();
     assert!(!all.contains("Rotate_Certs.sh.sh"), "{doc}");
     let slug = finding(&doc, "slug");
-    assert!(
-        slug["message"]
-            .as_str()
-            .unwrap()
-            .contains("rename it to 'rotate-certs'"),
-        "{slug}"
+    common::assert_contains_all(
+        slug["message"].as_str().unwrap(),
+        &["rename it to 'rotate-certs'"],
     );
     assert!(
         findings(&doc).iter().all(|f| f["rule"] != "missing-test"),
@@ -126,9 +121,7 @@ fn lint_finds_a_stale_order_d_before_plan_does() {
 
 #[test]
 fn a_test_file_no_migration_is_named_after_is_flagged_with_the_name_meant() {
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("m");
-    assert_eq!(json(&["init", tree.to_str().unwrap()]).0, 0);
+    let (_dir, tree) = common::initialised("m");
     std::fs::write(
         tree.join("pre-apply/drop-token"),
         script("pre-apply", "abort"),
@@ -154,9 +147,7 @@ fn a_test_file_no_migration_is_named_after_is_flagged_with_the_name_meant() {
 
 #[test]
 fn a_masked_failure_of_oc_is_told_with_an_not_a() {
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("m");
-    assert_eq!(json(&["init", tree.to_str().unwrap()]).0, 0);
+    let (_dir, tree) = common::initialised("m");
     let body = migration_core::testing::fixtures::script_text(
         "pre-apply",
         "abort",

@@ -64,8 +64,11 @@ fn a_refused_plan_exits_3_naming_every_problem() {
     let state = tempfile::tempdir().unwrap();
     let (code, doc, _) = repo.on_ledger("plan", &ledger_in(&state), &[]);
     assert_eq!(code, 3);
-    assert_eq!(doc["error"], "refused");
-    assert_first_problem(&doc, "'stray' is on disk but in no manifest batch");
+    common::assert_error(
+        &doc,
+        "refused",
+        "'stray' is on disk but in no manifest batch",
+    );
 }
 
 #[test]

@@ -107,9 +107,19 @@ fn convert_writes_each_finding_left_in_a_frozen_script_with_its_reason_and_lint_
     assert_eq!(accepted[0]["rule"], "kubectl-error-ignored");
     // Never silent: the text form names it too.
     let (_, text, _) = common::text(&["lint", tree.to_str().unwrap(), "--shellcheck-level", "off"]);
-    assert!(
-        text.contains("pre-apply/1:5: baselined[kubectl-error-ignored]"),
-        "{text}"
+    common::assert_contains_all(&text, &["pre-apply/1:5: baselined[kubectl-error-ignored]"]);
+}
+
+/// Runs `tree` on a working cluster, which must run both scripts `ok`.
+fn runs_both_ok(tree: &Path) {
+    let working = tempfile::tempdir().unwrap();
+    let (code, doc, err) = run(tree, working.path(), "echo ok");
+    assert_eq!(code, 0, "{doc}\n{err}");
+    common::assert_field_pairs(
+        &doc["results"],
+        "slug",
+        "outcome",
+        &[("1", "ok"), ("2", "ok")],
     );
 }
 
@@ -117,17 +127,7 @@ fn convert_writes_each_finding_left_in_a_frozen_script_with_its_reason_and_lint_
 fn a_frozen_script_runs_past_the_scan_and_the_tripwire_still_refuses_its_masked_failure() {
     let dir = tempfile::tempdir().unwrap();
     let (_, tree) = converted(dir.path());
-    let working = tempfile::tempdir().unwrap();
-    let (code, doc, err) = run(&tree, working.path(), "echo ok");
-    assert_eq!(code, 0, "{doc}\n{err}");
-    assert_eq!(
-        common::field_pairs(&doc["results"], "slug", "outcome"),
-        [
-            ("1".to_owned(), "ok".to_owned()),
-            ("2".to_owned(), "ok".to_owned())
-        ],
-        "{doc}"
-    );
+    runs_both_ok(&tree);
     // An unreachable API server: the `|| true` hides it from the script,
     // not from the tripwire. Nothing is recorded, the upgrade stops.
     let failing = tempfile::tempdir().unwrap();
@@ -137,10 +137,11 @@ fn a_frozen_script_runs_past_the_scan_and_the_tripwire_still_refuses_its_masked_
         "echo 'The connection to the server 127.0.0.1:6443 was refused - did you specify the right host or port?' >&2\nexit 1",
     );
     assert_eq!(code, 4, "{doc}\n{err}");
-    assert_eq!(
-        common::field_pairs(&doc["report"]["results"], "slug", "reason"),
-        [("1".to_owned(), "masked-failure".to_owned())],
-        "{doc}"
+    common::assert_field_pairs(
+        &doc["report"]["results"],
+        "slug",
+        "reason",
+        &[("1", "masked-failure")],
     );
 }
 
@@ -152,10 +153,9 @@ fn plan_shows_each_finding_the_baseline_accepts_in_a_pending_script() {
     let ledger = numbered_ledger(&scratch.path().join("ledger.json"), 1);
     let (code, doc, err) = json(&["plan", tree.to_str().unwrap(), "--ledger", &ledger]);
     assert_eq!(code, 0, "{doc}\n{err}");
-    let warnings = doc["warnings"].to_string();
-    assert!(
-        warnings.contains("pre-apply/1:5 [kubectl-error-ignored] accepted by lint-baseline:5"),
-        "{doc}"
+    common::assert_contains_all(
+        &doc["warnings"].to_string(),
+        &["pre-apply/1:5 [kubectl-error-ignored] accepted by lint-baseline:5"],
     );
 }
 
@@ -169,19 +169,14 @@ fn an_edited_frozen_script_loses_its_baseline_and_is_refused_again() {
     std::fs::write(&script, text).unwrap();
     let (code, doc) = lint(&tree);
     assert_eq!(code, 2, "{doc}");
-    let rules: Vec<(&str, &str)> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (f["file"].as_str().unwrap(), f["rule"].as_str().unwrap()))
-        .collect();
-    assert_eq!(
-        rules,
-        [
+    common::assert_field_pairs(
+        &doc["findings"],
+        "file",
+        "rule",
+        &[
             ("lint-baseline", "baseline-stale"),
-            ("pre-apply/1", "kubectl-error-ignored")
+            ("pre-apply/1", "kubectl-error-ignored"),
         ],
-        "{doc}"
     );
     // And run refuses it before anything runs.
     let scratch = tempfile::tempdir().unwrap();
@@ -194,6 +189,22 @@ fn an_edited_frozen_script_loses_its_baseline_and_is_refused_again() {
     assert!(doc.to_string().contains("kubectl-error-ignored"), "{doc}");
 }
 
+/// [`converted_with`] `first`, whose `lint-baseline` must hold a line
+/// `entry` accepts and which lints clean: the directory, the tree and the
+/// lint document.
+fn baselined_and_lints_clean(
+    first: &str,
+    entry: impl Fn(&str) -> bool,
+) -> (tempfile::TempDir, PathBuf, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let (report, tree) = converted_with(dir.path(), first);
+    let baseline = std::fs::read_to_string(tree.join("lint-baseline")).unwrap();
+    assert!(baseline.lines().any(entry), "{baseline}\n{report}");
+    let (code, doc) = lint(&tree);
+    assert_eq!(code, 0, "{doc}");
+    (dir, tree, doc)
+}
+
 /// A frozen script that surfaces a partial failure as an annotation of the
 /// version ConfigMap and clears it on success (the reference platform's
 /// slot 46 shape), then stamps.
@@ -201,17 +212,9 @@ const ANNOTATES_LEDGER: &str = "#!/bin/sh\nset -eu\nkubectl get ns -o name\nkube
 
 #[test]
 fn a_frozen_script_annotating_the_ledger_outside_the_engines_keys_is_baselined_and_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let (report, tree) = converted_with(dir.path(), ANNOTATES_LEDGER);
-    let baseline = std::fs::read_to_string(tree.join("lint-baseline")).unwrap();
-    assert!(
-        baseline
-            .lines()
-            .any(|l| l.starts_with("pre-apply/1:") && l.contains(" ledger-annotate ")),
-        "{baseline}\n{report}"
-    );
-    let (code, doc) = lint(&tree);
-    assert_eq!(code, 0, "{doc}");
+    let (_dir, tree, doc) = baselined_and_lints_clean(ANNOTATES_LEDGER, |l| {
+        l.starts_with("pre-apply/1:") && l.contains(" ledger-annotate ")
+    });
     assert!(
         doc["baselined"]
             .as_array()
@@ -220,17 +223,7 @@ fn a_frozen_script_annotating_the_ledger_outside_the_engines_keys_is_baselined_a
             .any(|b| b["rule"] == "ledger-annotate"),
         "{doc}"
     );
-    let working = tempfile::tempdir().unwrap();
-    let (code, doc, err) = run(&tree, working.path(), "echo ok");
-    assert_eq!(code, 0, "{doc}\n{err}");
-    assert_eq!(
-        common::field_pairs(&doc["results"], "slug", "outcome"),
-        [
-            ("1".to_owned(), "ok".to_owned()),
-            ("2".to_owned(), "ok".to_owned())
-        ],
-        "{doc}"
-    );
+    runs_both_ok(&tree);
 }
 
 /// A frozen script under bash in a tree whose dialect is sh (the reference
@@ -240,15 +233,7 @@ const UNDER_BASH: &str = "#!/bin/bash\nset -euo pipefail\nkubectl get ns -o name
 
 #[test]
 fn a_frozen_script_under_another_shell_is_baselined_for_its_dialect_and_lints_clean() {
-    let dir = tempfile::tempdir().unwrap();
-    let (report, tree) = converted_with(dir.path(), UNDER_BASH);
-    let baseline = std::fs::read_to_string(tree.join("lint-baseline")).unwrap();
-    assert!(
-        baseline
-            .lines()
-            .any(|l| l.starts_with("pre-apply/1:1 shell-dialect ")),
-        "{baseline}\n{report}"
-    );
-    let (code, doc) = lint(&tree);
-    assert_eq!(code, 0, "{doc}");
+    baselined_and_lints_clean(UNDER_BASH, |l| {
+        l.starts_with("pre-apply/1:1 shell-dialect ")
+    });
 }

@@ -40,6 +40,23 @@ fn convert(repo: &Repo, extra: &[&str]) -> serde_json::Value {
     report
 }
 
+/// [`convert`] with `--rewrite` of a history of one script, `body` under
+/// `shell`, beside `lib`.
+fn rewritten_under(shell: &Shell, lib: &[(&str, &str)], body: &str) -> serde_json::Value {
+    let repo = history(lib, &[format!("#!{}\n{body}", shell.shebang)]);
+    convert(&repo, &["--rewrite"])
+}
+
+/// Asserts that convert gave script 1 of `report` `status`.
+fn assert_status(report: &serde_json::Value, shell: &Shell, status: &str) {
+    assert_eq!(
+        script(report, "1")["status"],
+        status,
+        "{}: {report}",
+        shell.name
+    );
+}
+
 fn script<'a>(report: &'a serde_json::Value, slug: &str) -> &'a serde_json::Value {
     common::by_slug(&report["scripts"], slug).unwrap_or_else(|| panic!("no {slug}: {report}"))
 }
@@ -60,6 +77,15 @@ fn difference(report: &serde_json::Value, slug: &str) -> String {
         .as_str()
         .unwrap()
         .to_owned()
+}
+
+/// Asserts that script 1 of `report` behaved otherwise than its original,
+/// the difference naming each of `needles`: its message.
+fn assert_differed(report: &serde_json::Value, needles: &[&str]) -> String {
+    assert_eq!(behaviour(report, "1")["result"], "differed", "{report}");
+    let message = difference(report, "1");
+    common::assert_contains_all(&message, needles);
+    message
 }
 
 /// A stamp-only script: a neighbour call it branches on, the stamp.
@@ -99,15 +125,7 @@ fn the_text_report_says_per_script_that_the_behaviour_check_passed_and_counts_it
     let repo = history(&[], &[stamps_after_work(&shell)]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t");
-    let (code, text, err) = common::text(&[
-        "convert",
-        "--repo",
-        repo.path().to_str().unwrap(),
-        "--path",
-        common::numbered::NUMBERED,
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let (code, text, err) = common::text(&common::numbered::convert_args(&repo, &out));
     assert_eq!(code, 0, "{err}");
     common::assert_contains_all(
         &text,
@@ -127,29 +145,18 @@ const LABELS_IN_THE_STAMP: &str = "bump_version() {\n  kubectl label namespace c
 #[test]
 fn a_conversion_that_drops_a_call_beside_the_stamp_is_review_naming_the_call() {
     for shell in common::shells::all() {
-        let script_text = format!(
-            "#!{}\nset -eu\n. \"$(dirname \"$0\")/lib/bump.sh\"\nkubectl apply -f \"$(dirname \"$0\")/lib/crd.yaml\"\nbump_version 2\n",
-            shell.shebang
-        );
-        let repo = history(
+        let report = rewritten_under(
+            &shell,
             &[
                 ("bump.sh", LABELS_IN_THE_STAMP),
                 ("crd.yaml", "kind: List\n"),
             ],
-            &[script_text],
+            "set -eu\n. \"$(dirname \"$0\")/lib/bump.sh\"\nkubectl apply -f \"$(dirname \"$0\")/lib/crd.yaml\"\nbump_version 2\n",
         );
-        let report = convert(&repo, &["--rewrite"]);
-        assert_eq!(
-            script(&report, "1")["status"],
-            "review",
-            "{}: {report}",
-            shell.name
-        );
+        assert_status(&report, &shell, "review");
         let b = behaviour(&report, "1");
-        assert_eq!(b["result"], "differed", "{}: {b}", shell.name);
-        let message = difference(&report, "1");
-        common::assert_contains_all(
-            &message,
+        let message = assert_differed(
+            &report,
             &[
                 "success path",
                 "call 2",
@@ -168,12 +175,8 @@ fn a_script_whose_failure_path_differs_is_caught() {
     // The delete is in a helper, which convert's rewrite of the calls a
     // script carried past does not reach.
     for shell in common::shells::all() {
-        let text = format!(
-            "#!{}\n. \"$(dirname \"$0\")/lib/cleanup.sh\"\ncleanup\nkubectl apply -f \"$(dirname \"$0\")/lib/new-hook.yaml\"\n{}",
-            shell.shebang,
-            inline_stamp(2)
-        );
-        let repo = history(
+        let report = rewritten_under(
+            &shell,
             &[
                 ("new-hook.yaml", "kind: Job\n"),
                 (
@@ -181,19 +184,14 @@ fn a_script_whose_failure_path_differs_is_caught() {
                     "cleanup() {\n  kubectl delete job old-hook -n cozy-system\n}\n",
                 ),
             ],
-            &[text],
+            &format!(
+                ". \"$(dirname \"$0\")/lib/cleanup.sh\"\ncleanup\nkubectl apply -f \"$(dirname \"$0\")/lib/new-hook.yaml\"\n{}",
+                inline_stamp(2)
+            ),
         );
-        let report = convert(&repo, &["--rewrite"]);
-        assert_eq!(
-            script(&report, "1")["status"],
-            "review",
-            "{}: {report}",
-            shell.name
-        );
-        assert_eq!(behaviour(&report, "1")["result"], "differed", "{report}");
-        let message = difference(&report, "1");
-        common::assert_contains_all(
-            &message,
+        assert_status(&report, &shell, "review");
+        assert_differed(
+            &report,
             &[
                 "when call 1 (kubectl delete job old-hook -n cozy-system) fails (not-found)",
                 "call 2",
@@ -209,19 +207,15 @@ fn a_script_without_errexit_is_rewritten_into_what_it_meant_and_passes_on_every_
     // through migrate-tolerate, a denial, an unreachable server or a
     // timeout now stops the script at that call (failing closed).
     for shell in common::shells::all() {
-        let text = format!(
-            "#!{}\nkubectl delete job old-hook -n cozy-system\nkubectl apply -f \"$(dirname \"$0\")/lib/new-hook.yaml\"\n{}",
-            shell.shebang,
-            inline_stamp(2)
+        let report = rewritten_under(
+            &shell,
+            &[("new-hook.yaml", "kind: Job\n")],
+            &format!(
+                "kubectl delete job old-hook -n cozy-system\nkubectl apply -f \"$(dirname \"$0\")/lib/new-hook.yaml\"\n{}",
+                inline_stamp(2)
+            ),
         );
-        let repo = history(&[("new-hook.yaml", "kind: Job\n")], &[text]);
-        let report = convert(&repo, &["--rewrite"]);
-        assert_eq!(
-            script(&report, "1")["status"],
-            "rewritten",
-            "{}: {report}",
-            shell.name
-        );
+        assert_status(&report, &shell, "rewritten");
         let b = behaviour(&report, "1");
         assert_eq!(b["result"], "passed", "{}: {b}", shell.name);
         assert_eq!(b["classes"]["not-found"], 1, "{}: {b}", shell.name);
@@ -249,10 +243,8 @@ fn a_helper_file_dropped_while_the_script_still_calls_into_it_is_caught() {
     let repo = history(&[("version.sh", version)], &[text]);
     let report = convert(&repo, &["--rewrite"]);
     assert_eq!(report["dropped_lib"][0], "lib/version.sh", "{report}");
-    assert_eq!(behaviour(&report, "1")["result"], "differed", "{report}");
-    let message = difference(&report, "1");
-    common::assert_contains_all(
-        &message,
+    assert_differed(
+        &report,
         &[
             "success path",
             "call 1",
@@ -314,17 +306,8 @@ fn the_check_never_reaches_a_real_cluster_command_or_kubeconfig() {
     let out = dir.path().join("t");
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     let output = common::migrate()
-        .args([
-            "convert",
-            "--repo",
-            repo.path().to_str().unwrap(),
-            "--path",
-            common::numbered::NUMBERED,
-            "--out",
-            out.to_str().unwrap(),
-            "--output",
-            "json",
-        ])
+        .args(common::numbered::convert_args(&repo, &out))
+        .args(["--output", "json"])
         .env("PATH", path)
         .env("KUBECONFIG", dir.path().join("admin.conf"))
         .env("HOME", dir.path())

@@ -332,15 +332,16 @@ fn each_handled_failure_becomes_migrate_tolerate_with_the_class_the_script_recog
         assert_eq!(s["status"], "rewritten", "{slug}: {s:#}");
     }
     let probe = std::fs::read_to_string(out.join("lib/pg-probe.sh")).unwrap();
-    for needle in [
-        "_probe_ns=$(migrate-tolerate --not-found --not-served -- kubectl get clusters.postgresql.cnpg.io -A \\",
-        "_probe_name=$(migrate-tolerate --not-found --not-served -- kubectl get clusters.postgresql.cnpg.io db",
-        // The moved branch at the construct's own indentation, after it.
-        "\n  fi\n  if grep -q '^migrate-tolerate: tolerated ' \"$_probe_err\"; then\n    echo \"postgres clusters are not served here: nothing to label\"\n",
-        "\n    fi\n    if grep -q '^migrate-tolerate: tolerated ' \"$_probe_err\"; then\n      echo \"$ns: db vanished between scan and read, skipping\"\n      continue\n    fi\n",
-    ] {
-        assert!(probe.contains(needle), "{needle}\n{probe}");
-    }
+    common::assert_contains_all(
+        &probe,
+        &[
+            "_probe_ns=$(migrate-tolerate --not-found --not-served -- kubectl get clusters.postgresql.cnpg.io -A \\",
+            "_probe_name=$(migrate-tolerate --not-found --not-served -- kubectl get clusters.postgresql.cnpg.io db",
+            // The moved branch at the construct's own indentation, after it.
+            "\n  fi\n  if grep -q '^migrate-tolerate: tolerated ' \"$_probe_err\"; then\n    echo \"postgres clusters are not served here: nothing to label\"\n",
+            "\n    fi\n    if grep -q '^migrate-tolerate: tolerated ' \"$_probe_err\"; then\n      echo \"$ns: db vanished between scan and read, skipping\"\n      continue\n    fi\n",
+        ],
+    );
     let helpers = report["helpers"].as_array().unwrap();
     let lines: Vec<(u64, bool)> = helpers
         .iter()
@@ -372,9 +373,9 @@ fn each_handled_failure_becomes_migrate_tolerate_with_the_class_the_script_recog
         "{five}"
     );
     let four = std::fs::read_to_string(out.join("pre-apply/4")).unwrap();
-    assert!(
-        four.contains("migrate-tolerate --not-found --not-served -- kubectl delete secret"),
-        "{four}"
+    common::assert_contains_all(
+        &four,
+        &["migrate-tolerate --not-found --not-served -- kubectl delete secret"],
     );
 }
 
@@ -510,12 +511,7 @@ fn a_test_naming_no_answer_is_left_for_review_with_the_rewrite_it_proposes() {
     assert_eq!(code, 0, "{err}");
     let s = common::by_slug(&report["scripts"], "1").unwrap();
     assert_eq!(s["status"], "review", "{s:#}");
-    let change = s["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["kind"] == "handled-failure")
-        .unwrap_or_else(|| panic!("{s:#}"));
+    let change = common::find(&s["changes"], "kind", "handled-failure");
     assert_eq!(
         (change["line"].as_u64(), change["rewritable"].as_bool()),
         (Some(6), Some(false))

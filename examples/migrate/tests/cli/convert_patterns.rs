@@ -51,12 +51,7 @@ fn parses_everywhere(text: &str) {
             .arg(&file)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{} -n: {}\n{text}",
-            shell.name,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::assert_success(&out, &format!("{} -n of\n{text}", shell.name));
     }
 }
 

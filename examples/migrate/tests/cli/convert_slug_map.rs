@@ -10,7 +10,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use common::json;
-use common::numbered::{NUMBERED, history};
+use common::numbered::history;
 
 /// Converts the numbered history into a new directory with `extra`:
 /// (exit code, report, stderr, the directory's `t`, the directory).
@@ -136,15 +136,7 @@ fn the_report_explains_the_requires_chain_and_no_chain_drops_it() {
     assert_eq!(doc["chain"], true, "{doc}");
     assert!(read(&out, "pre-apply/2").contains("requires=1\n"));
     // The text report says what the chain does and how to drop it.
-    let (code, text, _) = common::text(&[
-        "convert",
-        "--repo",
-        _repo.path().to_str().unwrap(),
-        "--path",
-        NUMBERED,
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let (code, text, _) = common::text(&common::numbered::convert_args(&_repo, &out));
     assert_eq!(code, 0, "{text}");
     common::assert_contains_all(&text, &["requires chain", "not-yet", "--no-chain"]);
 

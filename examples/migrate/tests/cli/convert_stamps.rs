@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
-use std::path::Path;
+use std::path::PathBuf;
 
 use common::Repo;
 use common::numbered::{change, changes, write};
@@ -44,11 +44,16 @@ fn history(scripts: &[&str]) -> Repo {
     repo
 }
 
-/// `convert --rewrite` of `repo` into `out`, which must succeed.
-fn rewrite(repo: &Repo, out: &Path) -> serde_json::Value {
-    let (code, report, err) = common::numbered::convert(repo, out, &["--rewrite"]);
+/// `convert --rewrite` of a [`history`] of `scripts` into a fresh
+/// directory, which must succeed: the directory, the converted tree and the
+/// report.
+fn rewritten(scripts: &[&str]) -> (tempfile::TempDir, PathBuf, serde_json::Value) {
+    let repo = history(scripts);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let (code, report, err) = common::numbered::convert(&repo, &out, &["--rewrite"]);
     assert_eq!(code, 0, "{err}");
-    report
+    (dir, out, report)
 }
 
 fn script<'a>(report: &'a serde_json::Value, slug: &str) -> &'a serde_json::Value {
@@ -57,10 +62,7 @@ fn script<'a>(report: &'a serde_json::Value, slug: &str) -> &'a serde_json::Valu
 
 #[test]
 fn a_helper_beside_the_stamp_in_the_same_lib_file_stays_called_and_the_lib_stays() {
-    let repo = history(&[LABELS_THEN_STAMPS]);
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("t");
-    let report = rewrite(&repo, &out);
+    let (_dir, out, report) = rewritten(&[LABELS_THEN_STAMPS]);
     assert_eq!(
         changes(&report, "1"),
         [
@@ -91,10 +93,7 @@ fn a_helper_beside_the_stamp_in_the_same_lib_file_stays_called_and_the_lib_stays
 fn a_script_applying_the_ledger_its_helper_renders_keeps_its_label_and_the_helper() {
     // The manifest sets `version` (the stamp, removed) and a label, which
     // stays as a label of the ledger object under its own key.
-    let repo = history(&[LABELS_THEN_STAMPS, APPLIES_RENDERED, &only_stamps(4)]);
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("t");
-    let report = rewrite(&repo, &out);
+    let (_dir, out, report) = rewritten(&[LABELS_THEN_STAMPS, APPLIES_RENDERED, &only_stamps(4)]);
     assert_eq!(
         changes(&report, "2"),
         [
@@ -103,13 +102,7 @@ fn a_script_applying_the_ledger_its_helper_renders_keeps_its_label_and_the_helpe
         ]
     );
     let message = &script(&report, "2")["changes"][1]["message"];
-    assert!(
-        message
-            .as_str()
-            .unwrap()
-            .contains("render_version_manifest"),
-        "{message}"
-    );
+    common::assert_contains_all(message.as_str().unwrap(), &["render_version_manifest"]);
     assert_eq!(script(&report, "2")["status"], "rewritten");
     assert_eq!(
         script(&report, "2")["behaviour"]["result"],
@@ -133,10 +126,7 @@ fn a_script_applying_the_ledger_its_helper_renders_keeps_its_label_and_the_helpe
 
 #[test]
 fn a_helper_nothing_calls_into_after_the_rewrite_is_dropped() {
-    let repo = history(&[LABELS_THEN_STAMPS, &only_stamps(3)]);
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("t");
-    let report = rewrite(&repo, &out);
+    let (_dir, out, report) = rewritten(&[LABELS_THEN_STAMPS, &only_stamps(3)]);
     assert_eq!(
         report["dropped_lib"],
         serde_json::json!(["lib/version.sh"]),
@@ -148,10 +138,7 @@ fn a_helper_nothing_calls_into_after_the_rewrite_is_dropped() {
 
 #[test]
 fn a_script_the_rewrite_leaves_without_a_command_is_reviewed_not_rewritten() {
-    let repo = history(&[LABELS_THEN_STAMPS, &only_stamps(3)]);
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("t");
-    let report = rewrite(&repo, &out);
+    let (_dir, _, report) = rewritten(&[LABELS_THEN_STAMPS, &only_stamps(3)]);
     assert_eq!(
         changes(&report, "2"),
         [

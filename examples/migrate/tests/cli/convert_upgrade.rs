@@ -10,34 +10,16 @@
 use crate::common;
 use std::path::{Path, PathBuf};
 
-use common::numbered::history;
-use common::{Repo, git, migrate};
+use common::numbered::{Cluster, history};
+use common::{Repo, migrate};
 
 /// Converts the checked-out line into `<dir>/tree` with `--rewrite`, makes
 /// `<dir>` a repository and generates the manifest there.
 fn convert_line(repo: &Repo, dir: &Path) -> (serde_json::Value, PathBuf) {
     let tree = dir.join("tree");
     // These clusters include ones that ran a release candidate.
-    let (code, report, err) =
-        common::numbered::convert(repo, &tree, &["--rewrite", "--count-prereleases"]);
-    assert_eq!(code, 0, "{err}\n{report}");
-    let lint = migrate().arg("lint").arg(&tree).output().unwrap();
-    assert!(
-        lint.status.success(),
-        "the converted tree fails lint:\n{}{}",
-        String::from_utf8_lossy(&lint.stdout),
-        String::from_utf8_lossy(&lint.stderr)
-    );
-    git(dir, &["init", "--quiet", "-b", "main"]);
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "--quiet", "-m", "converted"]);
-    let order = tree.join("order.d");
-    let (code, manifest, err) =
-        common::manifest_of(dir, "tree", &["--out", order.to_str().unwrap()]);
-    assert_eq!(
-        code, 0,
-        "the converted tree fails manifest: {err}\n{manifest}"
-    );
+    let report =
+        common::numbered::convert_released(repo, &tree, &["--rewrite", "--count-prereleases"]);
     (report, tree)
 }
 
@@ -63,111 +45,6 @@ fn lines() -> Lines {
         old,
         new,
         new_report,
-    }
-}
-
-/// A simulated cluster: a file ledger and the log of every content run on
-/// it, by the numbered runner before and by the engine after.
-struct Cluster {
-    dir: tempfile::TempDir,
-}
-
-impl Cluster {
-    /// A cluster the numbered runner left at `version` after running `ran`;
-    /// `entries` are records an adoption step wrote (slug, state).
-    fn numbered(version: u64, ran: &[&str], entries: &[&str]) -> Cluster {
-        let cluster = Cluster::fresh();
-        let mut data = serde_json::Map::new();
-        data.insert("version".into(), version.to_string().into());
-        for slug in entries {
-            data.insert(
-                format!("m.{slug}"),
-                r#"{"state":"legacy","at":"2026-01-01T00:00:00Z","attempts":0}"#.into(),
-            );
-        }
-        // The file ledger's whole-document format, which the engine reads
-        // today (a bare {"version":"N"} file is refused as not a ledger).
-        let doc = serde_json::json!({
-            "format": "migration-ledger/v1",
-            "ledger": {"revision": 1, "data": data},
-            "lock": null,
-            "lock_generation": 0,
-        });
-        std::fs::write(cluster.ledger_path(), doc.to_string()).unwrap();
-        let log: String = ran.iter().map(|id| format!("{id}\n")).collect();
-        std::fs::write(cluster.log_path(), log).unwrap();
-        cluster
-    }
-
-    /// A cluster with no ledger yet: the install.
-    fn fresh() -> Cluster {
-        let cluster = Cluster {
-            dir: tempfile::tempdir().unwrap(),
-        };
-        std::fs::write(cluster.log_path(), "").unwrap();
-        cluster
-    }
-
-    fn ledger_path(&self) -> PathBuf {
-        self.dir.path().join("ledger")
-    }
-
-    fn log_path(&self) -> PathBuf {
-        self.dir.path().join("ran.log")
-    }
-
-    /// `migrate run` of the pre-apply tier of `tree`: (exit code, output).
-    fn upgrade(&self, tree: &Path) -> (i32, String) {
-        self.run_with(tree, &[])
-    }
-
-    /// The install of a new cluster: `migrate run --fresh-install`.
-    fn install_ok(&self, tree: &Path) {
-        let (code, text) = self.run_with(tree, &["--fresh-install"]);
-        assert_eq!(code, 0, "{text}");
-    }
-
-    /// `migrate run` of the pre-apply tier of `tree` with `extra` flags.
-    fn run_with(&self, tree: &Path, extra: &[&str]) -> (i32, String) {
-        let out = migrate()
-            .arg("run")
-            .arg(tree)
-            .arg("--ledger")
-            .arg(common::file_spec(&self.ledger_path()))
-            .args(["--tier", "pre-apply", "--lock-wait", "5"])
-            .args(extra)
-            .env("FIXTURE_LOG", self.log_path())
-            .env_remove("FIXTURE_NOT_READY")
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.code().unwrap_or(-1), text)
-    }
-
-    fn upgrade_ok(&self, tree: &Path) {
-        let (code, text) = self.upgrade(tree);
-        assert_eq!(code, 0, "{text}");
-    }
-
-    /// Every content that ran on this cluster, in order.
-    fn ran(&self) -> Vec<String> {
-        std::fs::read_to_string(self.log_path())
-            .unwrap()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
-impl Cluster {
-    /// The slugs whose entry says they ran where they may have run before
-    /// (a diverged slot nobody recorded which content of ran).
-    fn reruns(&self) -> Vec<String> {
-        common::numbered::reruns(&self.ledger_path())
     }
 }
 

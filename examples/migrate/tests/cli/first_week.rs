@@ -20,11 +20,19 @@ fn upgraded_to(scripts: &[(&str, &str, &str)]) -> (Repo, String) {
     (repo, ledger)
 }
 
-#[test]
-fn a_failed_migrations_hint_is_a_status_command_that_runs_as_printed() {
-    let (repo, ledger) = upgraded_to(&[("pre-apply", "remove-old-webhook", "echo gone; exit 3")]);
+/// `migrate run` in text of the tree [`upgraded_to`] `scripts`: the
+/// repository, the ledger spec, the exit code and stderr.
+fn run_upgraded_to(scripts: &[(&str, &str, &str)]) -> (Repo, String, i32, String) {
+    let (repo, ledger) = upgraded_to(scripts);
     let tree = repo.tree();
     let (code, _, err) = common::text(&["run", tree.to_str().unwrap(), "--ledger", &ledger]);
+    (repo, ledger, code, err)
+}
+
+#[test]
+fn a_failed_migrations_hint_is_a_status_command_that_runs_as_printed() {
+    let (_repo, _, code, err) =
+        run_upgraded_to(&[("pre-apply", "remove-old-webhook", "echo gone; exit 3")]);
     assert_ne!(code, 0, "the failing migration failed the run: {err}");
     let hint = err
         .lines()
@@ -55,9 +63,9 @@ fn a_failed_migrations_hint_is_a_status_command_that_runs_as_printed() {
 
 #[test]
 fn a_pre_apply_run_says_a_background_migration_is_pending_and_what_runs_it() {
-    let (repo, ledger) = upgraded_to(&[("background", "reindex-dashboards", "echo reindexed")]);
+    let (repo, ledger, code, err) =
+        run_upgraded_to(&[("background", "reindex-dashboards", "echo reindexed")]);
     let tree = repo.tree();
-    let (code, _, err) = common::text(&["run", tree.to_str().unwrap(), "--ledger", &ledger]);
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains("1 background migration(s) pending (reindex-dashboards)")
@@ -107,19 +115,13 @@ fn a_typo_in_revoked_is_a_lint_error_naming_the_line_and_the_slug_meant() {
     let tree = repo.tree();
     let (code, doc, err) = common::json(&["lint", tree.to_str().unwrap()]);
     assert_eq!(code, 2, "{doc}\n{err}");
-    let found = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["rule"] == "revoked-unknown")
-        .unwrap_or_else(|| panic!("no revoked-unknown finding: {doc}"));
+    let found = common::find(&doc["findings"], "rule", "revoked-unknown");
     assert_eq!(found["file"], "revoked", "{found}");
     assert_eq!(found["line"], 2, "{found}");
     let message = found["message"].as_str().unwrap();
-    assert!(
-        message.contains("remove-old-webhok")
-            && message.contains("did you mean 'remove-old-webhook'"),
-        "{message}"
+    common::assert_contains_all(
+        message,
+        &["remove-old-webhok", "did you mean 'remove-old-webhook'"],
     );
 }
 

@@ -48,11 +48,27 @@ fn on_ledger(
     parse(cmd.output().unwrap())
 }
 
+/// Asserts that a refused command (`what`) created no ledger at `path`
+/// and ran no script of `scratch`.
+fn assert_refused_untouched(scratch: &ScratchTree, path: &std::path::Path, what: &str) {
+    assert!(
+        !path.exists(),
+        "{what}: a refused command created the ledger"
+    );
+    assert!(!scratch.file("ran").exists(), "{what}: a script ran");
+}
+
+/// The scratch tree and a file ledger `name` beside it not created yet:
+/// its path and `--ledger` spec.
+fn no_ledger_at(name: &str) -> (ScratchTree, std::path::PathBuf, String) {
+    let scratch = scratch_tree();
+    let path = scratch.file(name);
+    let spec = file_spec(&path);
+    (scratch, path, spec)
+}
 #[test]
 fn run_refuses_a_missing_file_ledger_by_default_naming_the_path_and_the_fresh_install_flag() {
-    let scratch = scratch_tree();
-    let path = scratch.file("mistyped-ledger.json");
-    let spec = file_spec(&path);
+    let (scratch, path, spec) = no_ledger_at("mistyped-ledger.json");
     let background = ["--tier", "background"];
     let dry_run = ["--dry-run"];
     let env_off = [("MIGRATE_FRESH_INSTALL", "false")];
@@ -70,11 +86,7 @@ fn run_refuses_a_missing_file_ledger_by_default_naming_the_path_and_the_fresh_in
         assert_first_problem(&doc, "no ledger exists");
         assert_first_problem(&doc, "--fresh-install");
         assert_first_problem(&doc, "MIGRATE_FRESH_INSTALL");
-        assert!(
-            !path.exists(),
-            "run {extra:?}: a refused run created the ledger"
-        );
-        assert!(!scratch.file("ran").exists(), "run {extra:?}: a script ran");
+        assert_refused_untouched(&scratch, &path, &format!("run {extra:?}"));
         assert!(
             !err.contains("FRESH INSTALL"),
             "a refused run is no fresh install: {err}"
@@ -105,9 +117,7 @@ fn run_with_fresh_install_seeds_a_missing_ledger_and_runs_nothing() {
         (&[][..], &[("MIGRATE_FRESH_INSTALL", "true")][..]),
         (&[][..], &[("MIGRATE_FRESH_INSTALL", "1")][..]),
     ] {
-        let scratch = scratch_tree();
-        let path = scratch.file("ledger.json");
-        let spec = file_spec(&path);
+        let (scratch, path, spec) = no_ledger_at("ledger.json");
         let (code, doc, err) = on_ledger(&scratch, "run", &spec, extra, env);
         assert_eq!(code, 0, "run {extra:?} {env:?}: {doc} {err}");
         assert_eq!(doc["fresh_install"], true);
@@ -129,9 +139,7 @@ fn run_with_fresh_install_seeds_a_missing_ledger_and_runs_nothing() {
 
 #[test]
 fn plan_shows_the_fresh_install_and_says_that_run_needs_fresh_install() {
-    let scratch = scratch_tree();
-    let path = scratch.file("ledger.json");
-    let spec = file_spec(&path);
+    let (scratch, path, spec) = no_ledger_at("ledger.json");
     let (code, plan, err) = on_ledger(&scratch, "plan", &spec, &[], &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(plan["fresh_install"], true);
@@ -171,9 +179,7 @@ fn plan_shows_the_fresh_install_and_says_that_run_needs_fresh_install() {
 
 #[test]
 fn fresh_install_and_require_existing_ledger_together_are_bad_input() {
-    let scratch = scratch_tree();
-    let path = scratch.file("ledger.json");
-    let spec = file_spec(&path);
+    let (scratch, path, spec) = no_ledger_at("ledger.json");
     for command in ["plan", "run"] {
         let (code, doc, err) = on_ledger(
             &scratch,
@@ -189,9 +195,7 @@ fn fresh_install_and_require_existing_ledger_together_are_bad_input() {
 
 #[test]
 fn plan_and_run_refuse_a_missing_file_ledger_when_an_existing_one_is_required() {
-    let scratch = scratch_tree();
-    let path = scratch.file("mistyped-ledger.json");
-    let spec = file_spec(&path);
+    let (scratch, path, spec) = no_ledger_at("mistyped-ledger.json");
     let by_flag = ["--require-existing-ledger"];
     for (command, extra, env) in [
         ("plan", &by_flag[..], &[][..]),
@@ -214,11 +218,7 @@ fn plan_and_run_refuse_a_missing_file_ledger_when_an_existing_one_is_required() 
         assert_first_problem(&doc, &path.display().to_string());
         assert_first_problem(&doc, "no ledger exists");
         assert_first_problem(&doc, "fresh install");
-        assert!(
-            !path.exists(),
-            "{command}: a refused command created the ledger"
-        );
-        assert!(!scratch.file("ran").exists(), "{command}: a script ran");
+        assert_refused_untouched(&scratch, &path, command);
     }
 }
 
@@ -234,9 +234,7 @@ fn a_false_environment_value_leaves_the_plan_guard_off() {
 
 #[test]
 fn a_fresh_install_is_announced_on_stderr_and_in_the_json_of_plan_and_run() {
-    let scratch = scratch_tree();
-    let path = scratch.file("ledger.json");
-    let spec = file_spec(&path);
+    let (scratch, path, spec) = no_ledger_at("ledger.json");
     let (code, plan, err) = on_ledger(&scratch, "plan", &spec, &["--tier", "pre-apply"], &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(plan["fresh_install"], true);

@@ -69,12 +69,8 @@ fn workspace_binaries() -> Vec<String> {
         .current_dir(workspace())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_str(&common::assert_success(&out, "cargo metadata")).unwrap();
     doc["packages"]
         .as_array()
         .unwrap()

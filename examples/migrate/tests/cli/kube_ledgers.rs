@@ -21,6 +21,32 @@ fn scratch_tree() -> ScratchTree {
         .scratch()
 }
 
+/// A test API server serving the `MigrationLedger` resource.
+async fn crd_server() -> TestApiServer {
+    let server = TestApiServer::start().await;
+    server.register_custom_resource(GROUP, VERSION, PLURAL, KIND, false, true);
+    server
+}
+
+/// The scratch tree, a kubeconfig in it naming `server`, and the tree's
+/// root.
+fn scratch_on(server: &TestApiServer) -> (ScratchTree, std::path::PathBuf, String) {
+    let scratch = scratch_tree();
+    let kc = kubeconfig_for(scratch.dir(), &server.url());
+    let root = scratch.root().to_str().unwrap().to_owned();
+    (scratch, kc, root)
+}
+
+/// Stores the ConfigMap of `metadata` and `data` on `server`.
+fn put_version_configmap(
+    server: &TestApiServer,
+    metadata: serde_json::Value,
+    data: serde_json::Value,
+) {
+    let object = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data});
+    server.put_object("configmaps", object).unwrap();
+}
+
 async fn migrate(kubeconfig: &Path, args: &[&str]) -> (i32, serde_json::Value, String) {
     common::json_on_cluster(kubeconfig, args).await
 }
@@ -28,18 +54,13 @@ async fn migrate(kubeconfig: &Path, args: &[&str]) -> (i32, serde_json::Value, S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_status_and_verify_on_the_configmap_ledger() {
     let server = TestApiServer::start().await;
-    let scratch = scratch_tree();
-    let kc = kubeconfig_for(scratch.dir(), &server.url());
-    let root = scratch.root();
-    let root = root.to_str().unwrap();
-    server
-        .put_object(
-            "configmaps",
-            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "cozystack-version", "namespace": "cozy-system", "labels": {"keep": "me"}},
-                "data": {"version": "1"}}),
-        )
-        .unwrap();
+    let (_scratch, kc, root) = scratch_on(&server);
+    let root = root.as_str();
+    put_version_configmap(
+        &server,
+        serde_json::json!({"name": "cozystack-version", "namespace": "cozy-system", "labels": {"keep": "me"}}),
+        serde_json::json!({"version": "1"}),
+    );
     let spec = "configmap:cozy-system/cozystack-version";
     let (code, doc, err) = migrate(
         &kc,
@@ -109,12 +130,9 @@ async fn an_unreachable_cluster_is_an_environment_error_not_an_empty_ledger() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_and_status_on_the_custom_resource_ledger() {
-    let server = TestApiServer::start().await;
-    server.register_custom_resource(GROUP, VERSION, PLURAL, KIND, false, true);
-    let scratch = scratch_tree();
-    let kc = kubeconfig_for(scratch.dir(), &server.url());
-    let root = scratch.root();
-    let root = root.to_str().unwrap();
+    let server = crd_server().await;
+    let (_scratch, kc, root) = scratch_on(&server);
+    let root = root.as_str();
     // The first run is a fresh install: the ledger object is created, nothing runs.
     let (code, doc, err) = migrate(
         &kc,
@@ -177,20 +195,14 @@ async fn repair_on(server: &TestApiServer, kc: &Path, root: &str, spec: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repair_works_on_the_configmap_and_the_custom_resource_ledgers() {
-    let server = TestApiServer::start().await;
-    server.register_custom_resource(GROUP, VERSION, PLURAL, KIND, false, true);
-    let scratch = scratch_tree();
-    let kc = kubeconfig_for(scratch.dir(), &server.url());
-    let root = scratch.root();
-    let root = root.to_str().unwrap();
-    server
-        .put_object(
-            "configmaps",
-            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "cozystack-version", "namespace": "cozy-system"},
-                "data": {}}),
-        )
-        .unwrap();
+    let server = crd_server().await;
+    let (_scratch, kc, root) = scratch_on(&server);
+    let root = root.as_str();
+    put_version_configmap(
+        &server,
+        serde_json::json!({"name": "cozystack-version", "namespace": "cozy-system"}),
+        serde_json::json!({}),
+    );
     repair_on(
         &server,
         &kc,

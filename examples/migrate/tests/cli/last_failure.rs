@@ -29,9 +29,7 @@ fn sh() -> Shell {
 }
 
 fn world(shell: &Shell, second: &str) -> Scratch {
-    let s = Scratch::new();
-    s.scripts(shell, "abort", &[("one", "echo one done"), ("two", second)]);
-    s
+    Scratch::under(shell, "abort", &[("one", "echo one done"), ("two", second)])
 }
 
 fn status(s: &Scratch, extra: &[&str]) -> (i32, serde_json::Value, String) {
@@ -58,6 +56,17 @@ fn plan(s: &Scratch) -> serde_json::Value {
 }
 
 /// The failure record as `status` shows it, asserted whole.
+/// The `unrecorded` item of `slug` in a `status` document `doc`, where
+/// nothing terminal is recorded of it.
+fn unrecorded<'a>(doc: &'a serde_json::Value, slug: &str) -> &'a serde_json::Value {
+    assert!(
+        common::by_slug(&doc["entries"], slug).is_none(),
+        "nothing terminal is recorded: {doc}"
+    );
+    common::by_slug(&doc["unrecorded"], slug)
+        .unwrap_or_else(|| panic!("{slug} is unrecorded: {doc}"))
+}
+
 fn assert_failure(failure: &serde_json::Value, attempts: u64) {
     assert_eq!(failure["reason"], "exit-status-3", "{failure}");
     let message = failure["message"].as_str().unwrap();
@@ -80,11 +89,7 @@ fn an_abort_failure_is_kept_redacted_shown_by_status_and_plan_and_gone_after_the
         assert_ne!(code, 0, "{report}\n{stderr}");
         let (code, doc, err) = status(&s, &[]);
         assert_eq!(code, 0, "{doc}\n{err}");
-        assert!(
-            common::by_slug(&doc["entries"], "two").is_none(),
-            "nothing terminal is recorded: {doc}"
-        );
-        let two = common::by_slug(&doc["unrecorded"], "two").expect("two is unrecorded");
+        let two = unrecorded(&doc, "two");
         assert_failure(&two["last_failure"], attempt);
     }
     let raw = std::fs::read_to_string(s.ledger_path()).unwrap();
@@ -249,11 +254,7 @@ mod kube {
             assert_eq!(code, 4, "{doc}\n{err}");
             let (code, status, err) = migrate(kubeconfig, &["status", "--ledger", spec]).await;
             assert_eq!(code, 0, "{err}");
-            assert!(
-                common::by_slug(&status["entries"], "b").is_none(),
-                "{status}"
-            );
-            let b = common::by_slug(&status["unrecorded"], "b").expect("b is unrecorded");
+            let b = super::unrecorded(&status, "b");
             assert_failure_kept_aside(&b["last_failure"], attempt);
             assert_eq!(b["last_failure"]["image"], "img@sha256:1");
         }

@@ -13,15 +13,20 @@ use common::Repo;
 /// v1.0.0 has the tree at `old/migrations` (script `a`); v1.1.0 moved it
 /// to `migrations` and added `b`.
 fn moved() -> Repo {
+    moved_tagged("v")
+}
+
+/// [`moved`], its tags `PREFIX1.0.0` and `PREFIX1.1.0`.
+pub(crate) fn moved_tagged(prefix: &str) -> Repo {
     let repo = Repo::new();
     repo.add("pre-apply", "a", "echo a");
     repo.commit("tree at migrations");
     std::fs::create_dir_all(repo.path().join("old")).unwrap();
     repo.git(&["mv", "migrations", "old/migrations"]);
-    repo.release("v1.0.0");
+    repo.release(&format!("{prefix}1.0.0"));
     repo.git(&["mv", "old/migrations", "migrations"]);
     repo.add("pre-apply", "b", "echo b");
-    repo.release("v1.1.0");
+    repo.release(&format!("{prefix}1.1.0"));
     repo
 }
 
@@ -47,10 +52,7 @@ fn the_old_path_given_with_a_second_path_follows_the_move() {
     let repo = moved();
     let (code, doc, err) = manifest(&repo, &["--path", "old/migrations"]);
     assert_eq!(code, 0, "{doc}\n{err}");
-    assert_eq!(
-        Repo::batches(&doc),
-        common::batches(&[("00001-v1.0.0", &["a"]), ("00002-v1.1.0", &["b"])])
-    );
+    common::assert_batches_of(&doc, &[("00001-v1.0.0", &["a"]), ("00002-v1.1.0", &["b"])]);
 }
 
 #[test]
@@ -68,8 +70,5 @@ fn tags_declared_to_predate_the_tree_may_lack_it() {
     assert_eq!(code, 2, "v0.9.0 lacks the tree: {doc}");
     let (code, doc, err) = manifest(&repo, &["--tree-since", "v1.0.0"]);
     assert_eq!(code, 0, "{doc}\n{err}");
-    assert_eq!(
-        Repo::batches(&doc),
-        common::batches(&[("00002-v1.0.0", &["first"])])
-    );
+    common::assert_batches_of(&doc, &[("00002-v1.0.0", &["first"])]);
 }

@@ -24,15 +24,14 @@ fn pre_release_tags_that_sort_against_their_ancestry_are_left_off_the_line_and_t
     repo.release_with("v0.31.0-rc.2", &[("pre-apply", "c")]);
     repo.release_with("v0.31.0-rc.3", &[("pre-apply", "d")]);
     repo.tag("v0.31.0");
-    let (code, doc, err) = repo.manifest_at("migrations", &["--tag-pattern", "v*"]);
-    assert_eq!(code, 0, "{err}\n{doc}");
-    assert_eq!(
-        Repo::batches(&doc),
-        common::batches(&[
+    let doc = repo.manifest_ok("migrations", &["--tag-pattern", "v*"]);
+    common::assert_batches_of(
+        &doc,
+        &[
             ("00001-v0.30.0", &["a"]),
             ("00002-v0.31.0-rc1", &["b"]),
             ("00003-v0.31.0", &["c", "d"]),
-        ])
+        ],
     );
     assert_eq!(
         off_line(&doc),
@@ -50,12 +49,10 @@ fn the_manifest_at_a_pre_release_left_off_the_line_is_an_order_prefix_of_the_fin
     repo.release_with("v0.31.0-rc1", &[("pre-apply", "b")]);
     repo.release_with("v0.31.0-rc.2", &[("pre-apply", "c")]);
     repo.checkout("v0.31.0-rc.2");
-    let (code, at_rc, err) = repo.manifest_at("migrations", &[]);
-    assert_eq!(code, 0, "{err}");
+    let at_rc = repo.manifest_ok("migrations", &[]);
     repo.checkout("main");
     repo.release_with("v0.31.0", &[("pre-apply", "e")]);
-    let (code, later, err) = repo.manifest_at("migrations", &[]);
-    assert_eq!(code, 0, "{err}");
+    let later = repo.manifest_ok("migrations", &[]);
     let at_rc = Repo::batches(&at_rc);
     assert_eq!(
         at_rc,
@@ -70,24 +67,20 @@ fn the_manifest_at_a_pre_release_left_off_the_line_is_an_order_prefix_of_the_fin
 
 #[test]
 fn a_release_branch_merged_back_keeps_main_s_batches_and_its_tags_only_feed_the_guard() {
-    let repo = Repo::new();
-    repo.release_with("v1.0.0", &[("pre-apply", "a")]);
-    repo.branch("release-1.0");
-    repo.release_with("v1.0.1", &[("pre-apply", "fix")]);
-    repo.checkout("main");
+    let repo = Repo::branched("v1.0.0", "release-1.0", |r| {
+        r.release_with("v1.0.1", &[("pre-apply", "fix")]);
+    });
     repo.release_with("v1.1.0", &[("pre-apply", "b")]);
-    let (code, before, err) = repo.manifest_at("migrations", &[]);
-    assert_eq!(code, 0, "{err}");
+    let before = repo.manifest_ok("migrations", &[]);
     repo.merge("release-1.0");
-    let (code, after, err) = repo.manifest_at("migrations", &[]);
-    assert_eq!(code, 0, "{err}\n{after}");
-    assert_eq!(
-        Repo::batches(&after),
-        common::batches(&[
+    let after = repo.manifest_ok("migrations", &[]);
+    common::assert_batches_of(
+        &after,
+        &[
             ("00001-v1.0.0", &["a"]),
             ("00002-v1.1.0", &["b"]),
             ("99999-untagged", &["fix"]),
-        ])
+        ],
     );
     assert_eq!(Repo::batches(&after)[..2], Repo::batches(&before)[..]);
     assert_eq!(
@@ -109,27 +102,24 @@ fn a_release_branch_merged_back_keeps_main_s_batches_and_its_tags_only_feed_the_
 
 #[test]
 fn a_pre_release_on_a_branch_that_is_not_an_ancestor_of_the_final_release_is_left_off_the_line() {
-    let repo = Repo::new();
-    repo.release_with("v2.0.0", &[("pre-apply", "a")]);
-    repo.branch("candidate");
-    repo.release_with("v2.1.0-rc.1", &[("pre-apply", "tried")]);
-    repo.checkout("main");
+    let repo = Repo::branched("v2.0.0", "candidate", |r| {
+        r.release_with("v2.1.0-rc.1", &[("pre-apply", "tried")]);
+    });
     // The final release is cut from main without the candidate's branch.
     repo.release_with("v2.1.0", &[("pre-apply", "c")]);
     repo.merge("candidate");
     repo.release_with("v2.2.0", &[("pre-apply", "y")]);
-    let (code, doc, err) = repo.manifest_at("migrations", &[]);
-    assert_eq!(code, 0, "{err}\n{doc}");
+    let doc = repo.manifest_ok("migrations", &[]);
     assert_eq!(
         off_line(&doc),
         [("v2.1.0-rc.1".to_owned(), "v2.1.0".to_owned())]
     );
-    assert_eq!(
-        Repo::batches(&doc),
-        common::batches(&[
+    common::assert_batches_of(
+        &doc,
+        &[
             ("00001-v2.0.0", &["a"]),
             ("00002-v2.1.0", &["c"]),
             ("00003-v2.2.0", &["tried", "y"]),
-        ])
+        ],
     );
 }

@@ -18,6 +18,16 @@ fn repair(s: &Scratch, slug: &str, extra: &[&str]) -> (i32, serde_json::Value, S
     json(&args)
 }
 
+/// `migrate repair` of `flaky` with `mark` (`--done`, `--rerun`) by `by`
+/// for `reason`, which must succeed leaving it `state`: its entry.
+fn repaired(s: &Scratch, mark: &str, by: &str, reason: &str, state: &str) -> serde_json::Value {
+    let (code, doc, stderr) = repair(s, "flaky", &[mark, "--by", by, "--reason", reason]);
+    assert_eq!(code, 0, "{doc:#} {stderr}");
+    let entry = s.entry("flaky");
+    assert_eq!(entry["state"], state, "{entry:#}");
+    entry
+}
+
 /// A world whose one migration, `flaky`, fails until `$SCRATCH/fixed` exists.
 fn flaky(on_error: &str) -> (crate::common::shells::Shell, Scratch) {
     Scratch::dash(on_error, &[("flaky", "test -f \"$SCRATCH/fixed\"")])
@@ -29,20 +39,7 @@ fn a_failed_entry_marked_to_run_again_runs_again_and_keeps_its_failure_in_the_hi
     let (code, doc, _) = s.run(&shell, "ok");
     assert_eq!(code, 0, "{doc:#}");
     assert_eq!(s.entry("flaky")["state"], "failed");
-    let (code, doc, stderr) = repair(
-        &s,
-        "flaky",
-        &[
-            "--rerun",
-            "--by",
-            "alice",
-            "--reason",
-            "quota fixed, INC-42",
-        ],
-    );
-    assert_eq!(code, 0, "{doc:#} {stderr}");
-    let entry = s.entry("flaky");
-    assert_eq!(entry["state"], "not-yet", "{entry:#}");
+    let entry = repaired(&s, "--rerun", "alice", "quota fixed, INC-42", "not-yet");
     let history = &entry["repairs"][0];
     assert_eq!(history["by"], "alice", "{entry:#}");
     assert_eq!(history["why"], "quota fixed, INC-42", "{entry:#}");
@@ -60,14 +57,7 @@ fn a_failed_entry_marked_to_run_again_runs_again_and_keeps_its_failure_in_the_hi
 #[test]
 fn a_migration_done_by_hand_is_recorded_ok_with_who_and_why_and_never_runs() {
     let (shell, s) = flaky("abort");
-    let (code, doc, stderr) = repair(
-        &s,
-        "flaky",
-        &["--done", "--by", "bob", "--reason", "applied by hand"],
-    );
-    assert_eq!(code, 0, "{doc:#} {stderr}");
-    let entry = s.entry("flaky");
-    assert_eq!(entry["state"], "ok", "{entry:#}");
+    let entry = repaired(&s, "--done", "bob", "applied by hand", "ok");
     assert!(entry["sha256"].is_string(), "{entry:#}");
     assert_contains_all(
         entry["message"].as_str().unwrap(),
@@ -86,14 +76,7 @@ fn a_corrupt_value_marked_to_run_again_keeps_the_value_in_the_history() {
         r#"{"format":"migration-ledger/v1","ledger":{"revision":1,"data":{"m.flaky":"not json"}},"lock":null,"lock_generation":0}"#,
     )
     .unwrap();
-    let (code, doc, stderr) = repair(
-        &s,
-        "flaky",
-        &["--rerun", "--by", "carol", "--reason", "restored by hand"],
-    );
-    assert_eq!(code, 0, "{doc:#} {stderr}");
-    let entry = s.entry("flaky");
-    assert_eq!(entry["state"], "not-yet", "{entry:#}");
+    let entry = repaired(&s, "--rerun", "carol", "restored by hand", "not-yet");
     assert_eq!(
         entry["repairs"][0]["was"]["corrupt"]["value"], "not json",
         "{entry:#}"

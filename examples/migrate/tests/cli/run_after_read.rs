@@ -160,6 +160,32 @@ async fn a_failed_first_read_is_never_nothing_to_do() {
     assert!(scratch.lines("effects").is_empty());
 }
 
+/// A run of a tree of `first` after a read of `ledger`, the server's
+/// request count reset after that read: it runs `first`.
+async fn runs_first_on_its_read(server: &TestApiServer, ledger: &dyn LockedLedger) {
+    let scratch = tree(&["first"]);
+    let read = ledger.read().await;
+    server.requests().reset();
+    let report = run_after(&scratch, ledger, read, &config(Duration::ZERO))
+        .await
+        .unwrap();
+    assert_eq!(ran(&report), ["first"]);
+}
+
+/// A run of a tree of `first` after a read of `ledger`, when another runner
+/// recorded `first` through `other` after that read: nothing runs.
+async fn plans_again_after_a_write(ledger: &dyn LockedLedger, other: &dyn Ledger) {
+    let scratch = tree(&["first"]);
+    let read = ledger.read().await;
+    // Another runner records `first` after this run's read.
+    record_ok(other, "first").await;
+    let report = run_after(&scratch, ledger, read, &config(Duration::ZERO))
+        .await
+        .unwrap();
+    assert!(report.results.is_empty(), "{:?}", ran(&report));
+    assert!(scratch.lines("effects").is_empty(), "`first` did not run");
+}
+
 const NS: &str = "cozy-system";
 const NAME: &str = "cozystack-version";
 
@@ -168,13 +194,7 @@ async fn on_the_configmap_ledger_the_run_plans_on_the_read_it_was_given_and_read
     let server = TestApiServer::start().await;
     let ledger = ConfigMapLedger::new(server.client(), NS, NAME);
     ledger.create(&[]).await.unwrap();
-    let scratch = tree(&["first"]);
-    let read = ledger.read().await;
-    server.requests().reset();
-    let report = run_after(&scratch, &ledger, read, &config(Duration::ZERO))
-        .await
-        .unwrap();
-    assert_eq!(ran(&report), ["first"]);
+    runs_first_on_its_read(&server, &ledger).await;
     // K = 1: the Lease of older runners, the patch before the script and
     // the one after it; the read it was given was the run's only GET of
     // the ConfigMap (K + 3 requests in all).
@@ -189,15 +209,7 @@ async fn on_the_configmap_ledger_a_write_after_the_read_makes_the_run_plan_again
     let server = TestApiServer::start().await;
     let ledger = ConfigMapLedger::new(server.client(), NS, NAME);
     ledger.create(&[]).await.unwrap();
-    let scratch = tree(&["first"]);
-    let read = ledger.read().await;
-    // Another runner records `first` after this run's read.
-    record_ok(&ConfigMapLedger::new(server.client(), NS, NAME), "first").await;
-    let report = run_after(&scratch, &ledger, read, &config(Duration::ZERO))
-        .await
-        .unwrap();
-    assert!(report.results.is_empty(), "{:?}", ran(&report));
-    assert!(scratch.lines("effects").is_empty(), "`first` did not run");
+    plans_again_after_a_write(&ledger, &ConfigMapLedger::new(server.client(), NS, NAME)).await;
 }
 
 /// A test server serving the `MigrationLedger` resource, and an empty
@@ -213,13 +225,7 @@ async fn crd_ledger() -> (TestApiServer, ledger_crd::CrdLedger) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_custom_resource_ledger_the_run_plans_on_the_read_it_was_given_and_reads_no_more() {
     let (server, ledger) = crd_ledger().await;
-    let scratch = tree(&["first"]);
-    let read = ledger.read().await;
-    server.requests().reset();
-    let report = run_after(&scratch, &ledger, read, &config(Duration::ZERO))
-        .await
-        .unwrap();
-    assert_eq!(ran(&report), ["first"]);
+    runs_first_on_its_read(&server, &ledger).await;
     // K = 1: the Lease of older runners, the status write before the script
     // (taking the lock in `status.lock`) and the one after it (releasing
     // it); the read it was given was the run's only read of the object
@@ -246,13 +252,5 @@ async fn on_the_custom_resource_ledger_the_run_plans_on_the_read_it_was_given_an
 async fn on_the_custom_resource_ledger_a_write_after_the_read_makes_the_run_plan_again_before_anything_runs()
  {
     let (server, ledger) = crd_ledger().await;
-    let scratch = tree(&["first"]);
-    let read = ledger.read().await;
-    // Another runner records `first` after this run's read.
-    record_ok(&ledger_crd::CrdLedger::new(server.client(), NAME), "first").await;
-    let report = run_after(&scratch, &ledger, read, &config(Duration::ZERO))
-        .await
-        .unwrap();
-    assert!(report.results.is_empty(), "{:?}", ran(&report));
-    assert!(scratch.lines("effects").is_empty(), "`first` did not run");
+    plans_again_after_a_write(&ledger, &ledger_crd::CrdLedger::new(server.client(), NAME)).await;
 }

@@ -50,6 +50,43 @@ fn released(repo: &Repo) {
     assert_eq!(code, 0, "{doc}\n{err}");
 }
 
+/// Asserts that lint refuses `repo`'s tree with a finding of `rule`.
+fn lint_finds(repo: &Repo, rule: &str) {
+    let (code, rules, doc) = lint(repo, &[]);
+    assert_eq!(code, 2, "{doc}");
+    assert!(rules.iter().any(|r| r == rule), "{rule}: {doc}");
+}
+
+/// [`released`], and an existing empty file ledger beside the tree: its
+/// `--ledger` spec.
+fn released_on_a_ledger(repo: &Repo) -> String {
+    released(repo);
+    empty_file_ledger(&repo.path().join("ledger.json"))
+}
+
+/// Asserts that `migrate COMMAND` of `repo`'s tree on `ledger` is refused
+/// before anything runs (exit 3), naming `rule`.
+fn refused_naming(repo: &Repo, command: &str, ledger: &str, rule: &str) {
+    let (code, doc, _) = repo.on_ledger(command, ledger, &[]);
+    assert_eq!(code, 3, "{command}: {doc}");
+    assert!(
+        doc["problems"].to_string().contains(rule),
+        "{command}: {doc}"
+    );
+}
+
+/// A tree of `settings` whose script `body` masks a cluster command's
+/// failure: lint finds it, and each of `commands` refuses it before
+/// anything runs.
+fn masked_cluster_command_refused(settings: &str, body: &str, commands: &[&str]) {
+    let repo = repo_with(settings, "cozystack-migration", body);
+    lint_finds(&repo, "kubectl-error-ignored");
+    let ledger = released_on_a_ledger(&repo);
+    for command in commands {
+        refused_naming(&repo, command, &ledger, "kubectl-error-ignored");
+    }
+}
+
 const ACME: &str = "header-marker = \"acme-migration\"\n";
 
 /// A heredoc applying the ConfigMap `name`.
@@ -68,13 +105,9 @@ fn a_tree_with_its_own_header_marker_loads_lints_and_runs() {
     );
     let (code, rules, doc) = lint(&repo, &[]);
     assert_eq!((code, rules), (0, vec![]), "{doc}");
-    released(&repo);
-    let ledger = empty_file_ledger(&repo.path().join("ledger.json"));
+    let ledger = released_on_a_ledger(&repo);
     let report = repo.succeeds("run", &ledger, &[]);
-    assert_eq!(
-        common::field_pairs(&report["results"], "slug", "outcome"),
-        [("a".to_owned(), "ok".to_owned())]
-    );
+    common::assert_field_pairs(&report["results"], "slug", "outcome", &[("a", "ok")]);
     assert!(repo.path().join("ran").exists());
 }
 
@@ -120,42 +153,21 @@ fn a_ledger_name_in_the_file_makes_lint_and_the_pre_run_scan_flag_writes_of_that
         "cozystack-migration",
         &apply_configmap("acme-version"),
     );
-    let (code, rules, doc) = lint(&repo, &[]);
-    assert_eq!(code, 2, "{doc}");
-    assert!(rules.iter().any(|r| r == "ledger-write"), "{doc}");
+    lint_finds(&repo, "ledger-write");
     // The pre-run scan reads the same file (it used the defaults whatever
     // lint was told): run refuses before the script starts.
-    released(&repo);
-    let ledger = empty_file_ledger(&repo.path().join("ledger.json"));
-    let (code, doc, _) = repo.on_ledger("run", &ledger, &[]);
-    assert_eq!(code, 3, "{doc}");
-    assert!(
-        doc["problems"].to_string().contains("ledger-write"),
-        "{doc}"
-    );
+    let ledger = released_on_a_ledger(&repo);
+    refused_naming(&repo, "run", &ledger, "ledger-write");
     let (code, doc, _) = repo.on_ledger("plan", &ledger, &[]);
     assert_eq!(code, 3, "{doc}");
 }
 
 #[test]
 fn cluster_commands_in_the_file_are_scanned_by_lint_and_by_the_run() {
-    let repo = repo_with(
+    masked_cluster_command_refused(
         "cluster-commands = [\"oc\", \"kubectl\"]\n",
-        "cozystack-migration",
         "oc delete namespace old || true",
-    );
-    let (code, rules, doc) = lint(&repo, &[]);
-    assert_eq!(code, 2, "{doc}");
-    assert!(rules.iter().any(|r| r == "kubectl-error-ignored"), "{doc}");
-    released(&repo);
-    let ledger = empty_file_ledger(&repo.path().join("ledger.json"));
-    let (code, doc, _) = repo.on_ledger("run", &ledger, &[]);
-    assert_eq!(code, 3, "{doc}");
-    assert!(
-        doc["problems"]
-            .to_string()
-            .contains("kubectl-error-ignored"),
-        "{doc}"
+        &["run"],
     );
 }
 
@@ -163,26 +175,11 @@ fn cluster_commands_in_the_file_are_scanned_by_lint_and_by_the_run() {
 fn the_files_cluster_commands_join_the_defaults_and_never_take_one_off() {
     // A setting only adds (as the tree's cluster-commands file does):
     // kubectl stays a cluster command for lint, plan and run alike.
-    let repo = repo_with(
+    masked_cluster_command_refused(
         "cluster-commands = [\"oc\"]\n",
-        "cozystack-migration",
         "kubectl delete namespace old || true",
+        &["plan", "run"],
     );
-    let (code, rules, doc) = lint(&repo, &[]);
-    assert_eq!(code, 2, "{doc}");
-    assert!(rules.iter().any(|r| r == "kubectl-error-ignored"), "{doc}");
-    released(&repo);
-    let ledger = empty_file_ledger(&repo.path().join("ledger.json"));
-    for command in ["plan", "run"] {
-        let (code, doc, _) = repo.on_ledger(command, &ledger, &[]);
-        assert_eq!(code, 3, "{command}: {doc}");
-        assert!(
-            doc["problems"]
-                .to_string()
-                .contains("kubectl-error-ignored"),
-            "{command}: {doc}"
-        );
-    }
 }
 
 #[test]
@@ -216,27 +213,15 @@ fn a_flag_beats_the_file() {
 fn the_manifest_reads_the_tag_pattern_the_tree_since_and_the_old_paths_from_the_file() {
     // Releases tagged without the v (1.0.0), the tree moved from
     // old/migrations: the file says both, so the plain call works.
-    let repo = Repo::new();
-    repo.add("pre-apply", "a", "echo a");
-    repo.commit("tree");
-    std::fs::create_dir_all(repo.path().join("old")).unwrap();
-    repo.git(&["mv", "migrations", "old/migrations"]);
-    repo.release("1.0.0");
-    repo.git(&["mv", "old/migrations", "migrations"]);
-    repo.add("pre-apply", "b", "echo b");
-    repo.release("1.1.0");
+    let repo = crate::manifest_paths::moved_tagged("");
     let (code, doc, _) = repo.manifest_at("migrations", &[]);
     assert_eq!(code, 2, "without the file the tags are not found: {doc}");
     repo.write(
         "migrate.toml",
         "tag-pattern = \"[0-9]*\"\nold-paths = [\"old/migrations\"]\n",
     );
-    let (code, doc, err) = repo.manifest_at("migrations", &[]);
-    assert_eq!(code, 0, "{doc}\n{err}");
-    assert_eq!(
-        Repo::batches(&doc),
-        common::batches(&[("00001-1.0.0", &["a"]), ("00002-1.1.0", &["b"])])
-    );
+    let doc = repo.manifest_ok("migrations", &[]);
+    common::assert_batches_of(&doc, &[("00001-1.0.0", &["a"]), ("00002-1.1.0", &["b"])]);
     // A flag beats the file: this pattern matches no tag.
     let (code, doc, _) = repo.manifest_at("migrations", &["--tag-pattern", "v*"]);
     assert_eq!(code, 2, "{doc}");
@@ -246,12 +231,8 @@ fn the_manifest_reads_the_tag_pattern_the_tree_since_and_the_old_paths_from_the_
         "migrate.toml",
         "tag-pattern = \"[0-9]*\"\ntree-since = \"1.1.0\"\n",
     );
-    let (code, doc, err) = repo.manifest_at("migrations", &[]);
-    assert_eq!(code, 0, "{doc}\n{err}");
-    assert_eq!(
-        Repo::batches(&doc),
-        common::batches(&[("00002-1.1.0", &["a", "b"])])
-    );
+    let doc = repo.manifest_ok("migrations", &[]);
+    common::assert_batches_of(&doc, &[("00002-1.1.0", &["a", "b"])]);
 }
 
 /// Asserts that `args` (a command on `repo`'s tree) is refused with exit 2

@@ -55,19 +55,11 @@ fn refused_as_bad_input(dir: &Path, tree: &Path, needles: &[&str]) {
     assert!(!dir.join("marker").exists(), "the script ran");
 }
 
-fn mkfifo(path: &Path) {
-    let made = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(made.success());
-}
-
 #[test]
 fn a_fifo_as_migrate_toml_is_refused_naming_it_without_blocking() {
     let dir = tempfile::tempdir().unwrap();
     let tree = tree_with_marker(dir.path());
-    mkfifo(&tree.join("migrate.toml"));
+    common::mkfifo(&tree.join("migrate.toml"));
     refused_as_bad_input(dir.path(), &tree, &["migrate.toml", "FIFO"]);
 }
 
@@ -96,7 +88,7 @@ fn a_fifo_as_cluster_commands_or_lint_baseline_is_refused_without_blocking() {
     for name in ["cluster-commands", "lint-baseline"] {
         let dir = tempfile::tempdir().unwrap();
         let tree = tree_with_marker(dir.path());
-        mkfifo(&tree.join(name));
+        common::mkfifo(&tree.join(name));
         let (code, doc, stderr) =
             json_within(Duration::from_secs(20), &["lint", tree.to_str().unwrap()]);
         assert_eq!(code, 2, "{name}: {doc}\n{stderr}");

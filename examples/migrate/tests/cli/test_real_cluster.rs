@@ -33,19 +33,6 @@ fn test_on(cluster: &RealCluster, tree: &Path) -> (i32, Value, String) {
     common::parse(out)
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 fn twice<'a>(doc: &'a Value, slug: &str) -> &'a Value {
     &common::by_slug(&doc["results"], slug).unwrap_or_else(|| panic!("{slug}: {doc:#}"))["twice"]
 }
@@ -60,7 +47,7 @@ async fn the_demo_tree_runs_twice_on_a_real_server_and_the_second_run_moves_no_r
     let _quiet = QUIET_CLUSTER.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("demo");
-    copy_dir(
+    common::copy_dir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("../demo"),
         &tree,
     );
@@ -98,32 +85,32 @@ async fn a_migration_whose_second_run_changes_an_object_fails_naming_the_object(
     };
     let _quiet = QUIET_CLUSTER.lock().await;
     let ns = unique_name("twice");
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("m");
-    assert_eq!(common::json(&["init", tree.to_str().unwrap()]).0, 0);
+    let (_dir, tree) = common::initialised("m");
     // Stamps the time on every run: never the same object twice.
-    std::fs::write(
-        tree.join("pre-apply/stamp-settings"),
-        format!(
-            "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n\
-             stamp=$(date +%s%N)\n\
-             \"${{KUBECTL:-kubectl}}\" -n {ns} annotate configmap settings example.com/stamp=\"$stamp\" --overwrite\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        tree.join("tests/stamp-settings.sh"),
-        ". \"$(dirname \"$0\")/lib.sh\"\nrun_migration pre-apply/stamp-settings\n",
-    )
-    .unwrap();
-    std::fs::write(
-        tree.join("tests/stamp-settings.fixtures.yaml"),
-        format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
-             apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {ns}}}\ndata: {{a: b}}\n"
-        ),
-    )
-    .unwrap();
+    common::write_files(
+        &tree,
+        &[
+            (
+                "pre-apply/stamp-settings",
+                &format!(
+                    "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n\
+                     stamp=$(date +%s%N)\n\
+                     \"${{KUBECTL:-kubectl}}\" -n {ns} annotate configmap settings example.com/stamp=\"$stamp\" --overwrite\n"
+                ),
+            ),
+            (
+                "tests/stamp-settings.sh",
+                ". \"$(dirname \"$0\")/lib.sh\"\nrun_migration pre-apply/stamp-settings\n",
+            ),
+            (
+                "tests/stamp-settings.fixtures.yaml",
+                &format!(
+                    "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\n\
+                     apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {ns}}}\ndata: {{a: b}}\n"
+                ),
+            ),
+        ],
+    );
     let (code, doc, stderr) = tokio::task::block_in_place(|| test_on(&cluster, &tree));
     assert_eq!(code, 2, "{doc:#}\n{stderr}");
     let result = twice(&doc, "stamp-settings");
@@ -134,12 +121,9 @@ async fn a_migration_whose_second_run_changes_an_object_fails_naming_the_object(
         changed[0].starts_with(&format!("v1/ConfigMap {ns}/settings (resourceVersion ")),
         "{changed:?}"
     );
-    assert!(
-        result["reason"]
-            .as_str()
-            .unwrap()
-            .contains("must be safe to run twice"),
-        "{doc:#}"
+    common::assert_contains_all(
+        result["reason"].as_str().unwrap(),
+        &["must be safe to run twice"],
     );
 }
 
@@ -171,9 +155,7 @@ async fn the_fake_cluster_prints_what_the_real_kubectl_prints_against_a_real_ser
     };
     let ns = unique_name("fake-texts");
     cluster.ensure_namespace(&ns).await;
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("m");
-    assert_eq!(common::json(&["init", tree.to_str().unwrap()]).0, 0);
+    let (_dir, tree) = common::initialised("m");
     let user = "system:serviceaccount:cozy-system:cozystack-migrations";
     let cases: Vec<(String, String, Vec<String>)> = vec![
         (

@@ -17,17 +17,51 @@ use common::{json, migrate};
 fn tree_with(dir: &Path, shell: &Shell, slug: &str, body: &str, test: &str) -> PathBuf {
     let tree = dir.join(format!("tree-{}", shell.name));
     assert_eq!(json(&["init", tree.to_str().unwrap()]).0, 0);
+    write_migration(&tree, shell, slug, body);
+    write_test(&tree, shell, slug, test);
+    tree
+}
+
+/// [`tree_with`] a migration `relabel` that labels a namespace.
+fn relabel_tree(dir: &Path, shell: &Shell, test: &str) -> PathBuf {
+    let body = "kubectl label namespace a x=y --overwrite";
+    tree_with(dir, shell, "relabel", body, test)
+}
+
+/// Writes `pre-apply/SLUG` of `tree`: `body` under `shell`.
+fn write_migration(tree: &Path, shell: &Shell, slug: &str, body: &str) {
     let script = format!(
         "#!{}\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n{body}\n",
         shell.shebang
     );
     std::fs::write(tree.join("pre-apply").join(slug), script).unwrap();
+}
+
+/// Writes `tests/SLUG.sh` of `tree`: `test` under `shell`.
+fn write_test(tree: &Path, shell: &Shell, slug: &str, test: &str) {
     std::fs::write(
         tree.join("tests").join(format!("{slug}.sh")),
         format!("#!{}\n{test}\n", shell.shebang),
     )
     .unwrap();
-    tree
+}
+
+/// [`run_tests`] under `shell`'s tree, which must exit `code`: the document.
+fn tests_exit(
+    tree: &Path,
+    env: &[(&str, &std::ffi::OsStr)],
+    shell: &Shell,
+    code: i32,
+) -> serde_json::Value {
+    let (got, doc) = run_tests(tree, env);
+    assert_eq!(got, code, "{}: {doc:#}", shell.name);
+    doc
+}
+
+/// The output of the only test of `tree`, which fails (exit 2).
+fn failed_output(tree: &Path, shell: &Shell) -> String {
+    let doc = tests_exit(tree, &[], shell, 2);
+    only_result(&doc)["output"].as_str().unwrap().to_owned()
 }
 
 /// `migrate test TREE --output json` with extra environment; (code, document).
@@ -78,15 +112,12 @@ fn a_test_that_calls_cluster_commands_without_fakes_fails_and_the_real_ones_neve
     let (real, mark) = real_commands(dir.path());
     for shell in shells::all() {
         // The test drops the statuses: the refusal must still fail it.
-        let tree = tree_with(
+        let tree = relabel_tree(
             dir.path(),
             &shell,
-            "relabel",
-            "kubectl label namespace a x=y --overwrite",
             "kubectl get namespaces || true\n\"${HELM:-helm}\" list || true\nsh -e pre-apply/relabel || true\nexit 0",
         );
-        let (code, doc) = run_tests(&tree, &[("PATH", &path_with(&real))]);
-        assert_eq!(code, 2, "{}: {doc:#}", shell.name);
+        let doc = tests_exit(&tree, &[("PATH", &path_with(&real))], &shell, 2);
         let result = only_result(&doc);
         assert_eq!(result["outcome"], "fail", "{}: {doc:#}", shell.name);
         let reason = result["reason"].as_str().unwrap();
@@ -132,11 +163,9 @@ fn a_real_kubectl_a_test_puts_first_on_path_still_reaches_no_cluster() {
     let kubeconfig = common::kubeconfig_for(dir.path(), &url);
     let real_dir = kubectl.parent().unwrap().display().to_string();
     for shell in shells::all() {
-        let tree = tree_with(
+        let tree = relabel_tree(
             dir.path(),
             &shell,
-            "relabel",
-            "kubectl label namespace a x=y --overwrite",
             &format!(
                 "PATH='{real_dir}':$PATH\nkubectl --request-timeout=5s get namespaces && exit 0\nunset KUBECONFIG\nkubectl --request-timeout=5s get namespaces && exit 0\nexit 1"
             ),
@@ -180,8 +209,7 @@ fn migration_tree_and_migrate_tolerate_are_there_as_in_a_real_run() {
              answer 'kubectl get crd widgets.example.com' forbidden customresourcedefinitions.apiextensions.k8s.io widgets.example.com get\n\
              if run_migration pre-apply/widgets-relabel; then echo 'Forbidden was tolerated' >&2; exit 1; fi";
         let tree = tree_with(dir.path(), &shell, "widgets-relabel", body, test);
-        let (code, doc) = run_tests(&tree, &[]);
-        assert_eq!(code, 0, "{}: {doc:#}", shell.name);
+        let doc = tests_exit(&tree, &[], &shell, 0);
         assert_eq!(only_result(&doc)["outcome"], "pass", "{doc:#}");
     }
 }
@@ -221,9 +249,7 @@ fn recorded(name: &str) -> String {
 
 #[test]
 fn the_fake_cluster_answers_with_kubectls_recorded_texts_and_status() {
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("m");
-    assert_eq!(json(&["init", tree.to_str().unwrap()]).0, 0);
+    let (_dir, tree) = common::initialised("m");
     for (kind, args, file) in [
         (
             "not-found configmaps not-found",
@@ -262,10 +288,7 @@ fn the_fake_cluster_answers_with_kubectls_recorded_texts_and_status() {
         "answer '*' forbidden configmaps x get\nhelm status x",
     );
     assert_eq!(status, 2, "{stderr}");
-    assert!(
-        stderr.contains("no text of helm is known for 'forbidden'"),
-        "{stderr}"
-    );
+    common::assert_contains_all(&stderr, &["no text of helm is known for 'forbidden'"]);
 }
 
 #[test]
@@ -280,9 +303,7 @@ fn safe_to_run_twice_fails_a_migration_whose_second_run_changes_the_cluster() {
             "kubectl create namespace x",
             ". \"$(dirname \"$0\")/lib.sh\"\nexpect_safe_to_run_twice pre-apply/make-namespace",
         );
-        let (code, doc) = run_tests(&tree, &[]);
-        assert_eq!(code, 2, "{}: {doc:#}", shell.name);
-        let output = only_result(&doc)["output"].as_str().unwrap().to_owned();
+        let output = failed_output(&tree, &shell);
         common::assert_contains_all(
             &output,
             &[
@@ -293,28 +314,22 @@ fn safe_to_run_twice_fails_a_migration_whose_second_run_changes_the_cluster() {
         // Checks first, and the cluster after the first run has the namespace.
         let tree = dir.path().join(format!("checked-{}", shell.name));
         std::fs::rename(dir.path().join(format!("tree-{}", shell.name)), &tree).unwrap();
-        std::fs::write(
-            tree.join("pre-apply/make-namespace"),
-            format!(
-                "#!{}\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n\
-                 found=$(kubectl get namespace x --ignore-not-found -o name)\n\
-                 [ -n \"$found\" ] || kubectl create namespace x\n",
-                shell.shebang
-            ),
-        )
-        .unwrap();
-        std::fs::write(
-            tree.join("tests/make-namespace.sh"),
-            format!(
-                "#!{}\n. \"$(dirname \"$0\")/lib.sh\"\n\
-                 created() {{ answer 'kubectl get namespace x *' ok namespace/x; }}\n\
-                 expect_safe_to_run_twice pre-apply/make-namespace created\n",
-                shell.shebang
-            ),
-        )
-        .unwrap();
-        let (code, doc) = run_tests(&tree, &[]);
-        assert_eq!(code, 0, "{}: {doc:#}", shell.name);
+        write_migration(
+            &tree,
+            &shell,
+            "make-namespace",
+            "found=$(kubectl get namespace x --ignore-not-found -o name)\n\
+             [ -n \"$found\" ] || kubectl create namespace x",
+        );
+        write_test(
+            &tree,
+            &shell,
+            "make-namespace",
+            ". \"$(dirname \"$0\")/lib.sh\"\n\
+             created() { answer 'kubectl get namespace x *' ok namespace/x; }\n\
+             expect_safe_to_run_twice pre-apply/make-namespace created",
+        );
+        tests_exit(&tree, &[], &shell, 0);
     }
 }
 
@@ -334,33 +349,26 @@ fn a_failure_injected_into_no_call_is_a_failed_test_saying_so_not_a_migration_th
             body,
             ". \"$(dirname \"$0\")/lib.sh\"\nexpect_failure_when_kubectl_fails pre-apply/label 'kubectl get namespaces*'",
         );
-        let (code, doc) = run_tests(&tree, &[]);
-        assert_eq!(code, 2, "{}: {doc:#}", shell.name);
-        let output = only_result(&doc)["output"].as_str().unwrap().to_owned();
+        let output = failed_output(&tree, &shell);
         common::assert_contains_all(
             &output,
             &["no kubectl call's arguments contained 'kubectl get namespaces*'"],
         );
         assert!(!output.contains("succeeded although"), "{output}");
         // Named as the arguments read, the failure is injected and the migration stops on it.
-        std::fs::write(
-            tree.join("tests/label.sh"),
-            format!(
-                "#!{}\n. \"$(dirname \"$0\")/lib.sh\"\nexpect_failure_when_kubectl_fails pre-apply/label 'get namespaces'\n",
-                shell.shebang
-            ),
-        )
-        .unwrap();
-        let (code, doc) = run_tests(&tree, &[]);
-        assert_eq!(code, 0, "{}: {doc:#}", shell.name);
+        write_test(
+            &tree,
+            &shell,
+            "label",
+            ". \"$(dirname \"$0\")/lib.sh\"\nexpect_failure_when_kubectl_fails pre-apply/label 'get namespaces'",
+        );
+        tests_exit(&tree, &[], &shell, 0);
     }
 }
 
 #[test]
 fn init_and_the_demo_ship_the_same_fake_cluster_and_test_helpers() {
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("m");
-    assert_eq!(json(&["init", tree.to_str().unwrap()]).0, 0);
+    let (_dir, tree) = common::initialised("m");
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../demo/tests");
     let read = |p: PathBuf| std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p:?}: {e}"));
     for file in ["fake-cluster", "lib.sh"] {
@@ -390,22 +398,16 @@ fn safe_to_run_twice_finds_the_verb_after_global_flags_with_values_as_kubectl_do
             body,
             ". \"$(dirname \"$0\")/lib.sh\"\nexpect_safe_to_run_twice pre-apply/drop-token",
         );
-        let (code, doc) = run_tests(&tree, &[]);
-        assert_eq!(code, 0, "{}: {doc:#}", shell.name);
+        tests_exit(&tree, &[], &shell, 0);
         // A namespace named like a safe verb is the flag's value, not the
         // verb: the create after it still changes the cluster again.
-        std::fs::write(
-            tree.join("pre-apply/drop-token"),
-            format!(
-                "#!{}\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n\
-                 kubectl -n get create secret generic t --from-literal=a=b\n",
-                shell.shebang
-            ),
-        )
-        .unwrap();
-        let (code, doc) = run_tests(&tree, &[]);
-        assert_eq!(code, 2, "{}: {doc:#}", shell.name);
-        let output = only_result(&doc)["output"].as_str().unwrap().to_owned();
+        write_migration(
+            &tree,
+            &shell,
+            "drop-token",
+            "kubectl -n get create secret generic t --from-literal=a=b",
+        );
+        let output = failed_output(&tree, &shell);
         common::assert_contains_all(
             &output,
             &[
@@ -418,9 +420,7 @@ fn safe_to_run_twice_finds_the_verb_after_global_flags_with_values_as_kubectl_do
 
 #[test]
 fn the_manifest_the_quick_start_generates_is_not_picked_up_by_git_add() {
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("migrations");
-    assert_eq!(json(&["init", tree.to_str().unwrap()]).0, 0);
+    let (dir, tree) = common::initialised("migrations");
     common::git(dir.path(), &["init", "-q"]);
     std::fs::create_dir_all(tree.join("order.d")).unwrap();
     std::fs::write(tree.join("order.d/00001-v1"), "a\n").unwrap();

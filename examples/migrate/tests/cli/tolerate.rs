@@ -366,20 +366,21 @@ const LOOKALIKES: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// `migrate-tolerate FLAG -- COMMAND` of `h`, the command answering `text`:
+/// it must exit `code` with the outcome `failed`.
+fn fails(h: &Helper, flag: &str, command: &str, text: &str, code: i32) {
+    let mut args = vec![flag, "--"];
+    args.extend(command.split(' '));
+    let (out, end) = h.run_text(text, &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{command}: {stderr}");
+    assert_eq!(end["outcome"], "failed", "{command}: {end}");
+}
+
 #[test]
 fn a_failure_that_only_looks_like_an_accepted_answer_is_not_tolerated() {
     for (flag, command, text) in LOOKALIKES {
-        let h = Helper::new();
-        let mut args = vec![*flag, "--"];
-        args.extend(command.split(' '));
-        let (out, end) = h.run_text(text, &args);
-        assert_eq!(
-            out.status.code(),
-            Some(1),
-            "{command}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(end["outcome"], "failed", "{command}: {end}");
+        fails(&Helper::new(), flag, command, text, 1);
     }
 }
 
@@ -393,19 +394,8 @@ fn tolerance_is_refused_for_exec_logs_port_forward_attach_and_plugins() {
         "kubectl cnpg status db",
     ] {
         let h = Helper::new();
-        let mut args = vec!["--not-found", "--"];
-        args.extend(command.split(' '));
-        let (out, end) = h.run_text(
-            "Error from server (NotFound): pods \"x\" not found\n",
-            &args,
-        );
-        assert_eq!(
-            out.status.code(),
-            Some(2),
-            "{command}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(end["outcome"], "failed", "{command}: {end}");
+        let not_found = "Error from server (NotFound): pods \"x\" not found\n";
+        fails(&h, "--not-found", command, not_found, 2);
         assert_eq!(h.attempts(), 0, "{command}: it never ran");
     }
 }

@@ -8,6 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::common;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
@@ -31,6 +32,20 @@ struct Helper {
 }
 
 impl Helper {
+    /// `migrate-tolerate FLAG -- kubectl VERB configmap NAME -n NS`.
+    fn on_configmap(
+        &self,
+        flag: &str,
+        verb: &str,
+        name: &str,
+        ns: &str,
+    ) -> (Output, serde_json::Value) {
+        self.run(
+            &[flag, "--", "kubectl", verb, "configmap", name, "-n", ns],
+            "",
+        )
+    }
+
     fn new(cluster: &RealCluster) -> Self {
         let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(
@@ -137,37 +152,13 @@ async fn only_kubectls_own_answers_are_tolerated_on_a_real_api_server() {
     // kubectl's own answers.
     assert_outcome(
         "get of a missing ConfigMap",
-        &h.run(
-            &[
-                "--not-found",
-                "--",
-                "kubectl",
-                "get",
-                "configmap",
-                &cm,
-                "-n",
-                &ns,
-            ],
-            "",
-        ),
+        &h.on_configmap("--not-found", "get", &cm, &ns),
         "tolerated",
     );
     cluster.kubectl_ok(&["create", "configmap", &cm, "-n", &ns], "");
     assert_outcome(
         "create of an existing ConfigMap",
-        &h.run(
-            &[
-                "--already-exists",
-                "--",
-                "kubectl",
-                "create",
-                "configmap",
-                &cm,
-                "-n",
-                &ns,
-            ],
-            "",
-        ),
+        &h.on_configmap("--already-exists", "create", &cm, &ns),
         "tolerated",
     );
 
@@ -193,19 +184,7 @@ async fn only_kubectls_own_answers_are_tolerated_on_a_real_api_server() {
         ("cf", "--conflict"),
     ] {
         let name = format!("{prefix}-{}", unique_name("x"));
-        let created = h.run(
-            &[
-                flag,
-                "--",
-                "kubectl",
-                "create",
-                "configmap",
-                &name,
-                "-n",
-                &ns,
-            ],
-            "",
-        );
+        let created = h.on_configmap(flag, "create", &name, &ns);
         assert_outcome(
             &format!("create denied by the policy ({flag})"),
             &created,
@@ -253,17 +232,16 @@ async fn only_kubectls_own_answers_are_tolerated_on_a_real_api_server() {
         "tolerated",
     );
     let chart = h.dir.path().join("chart");
-    std::fs::create_dir_all(chart.join("templates")).unwrap();
-    std::fs::write(
-        chart.join("Chart.yaml"),
-        "apiVersion: v2\nname: lookup\nversion: 0.1.0\n",
-    )
-    .unwrap();
-    std::fs::write(
-        chart.join("templates/cm.yaml"),
-        "{{ fail \"release: not found\" }}\n",
-    )
-    .unwrap();
+    common::write_files(
+        &chart,
+        &[
+            (
+                "Chart.yaml",
+                "apiVersion: v2\nname: lookup\nversion: 0.1.0\n",
+            ),
+            ("templates/cm.yaml", "{{ fail \"release: not found\" }}\n"),
+        ],
+    );
     let release = unique_name("quoting");
     let quoting = h.run(
         &[

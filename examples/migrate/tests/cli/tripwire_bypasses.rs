@@ -17,8 +17,7 @@ use common::tripwire::Scratch;
 fn fails_then_passes(slug: &str, body: &str, env: &[(&str, String)]) {
     for shell in shells::all() {
         for (cluster, want_ok) in [("fail", false), ("ok", true)] {
-            let s = Scratch::new();
-            s.scripts(&shell, "warn", &[(slug, body)]);
+            let s = Scratch::under(&shell, "warn", &[(slug, body)]);
             let mut cmd = s.command(&shell, cluster, "connection-refused");
             for (k, v) in env {
                 cmd.env(k, v.replace("{fakebin}", s.bin().to_str().unwrap()));
@@ -71,52 +70,52 @@ fn a_child_with_a_stripped_environment_is_still_reported() {
     );
 }
 
+/// Runs the `(slug, body)` scripts `failing` and `passing` under `shell`
+/// (on-error warn) on a working cluster: `failing` is recorded failed,
+/// `passing` ok. The scratch and `failing`'s entry.
+fn fails_beside(
+    shell: &shells::Shell,
+    failing: (&str, &str),
+    passing: (&str, &str),
+) -> (Scratch, serde_json::Value) {
+    let s = Scratch::under(shell, "warn", &[failing, passing]);
+    let err = s.runs_ok(shell);
+    let entry = s.entry(failing.0);
+    assert_eq!(entry["state"], "failed", "{}: {entry}\n{err}", shell.name);
+    let ok = s.entry(passing.0);
+    assert_eq!(ok["state"], "ok", "{}: {err}", shell.name);
+    (s, entry)
+}
+
 #[test]
 fn an_argument_too_long_for_execve_in_a_masked_pipeline_is_a_failure() {
     // Over 128 KiB in one argument: the shell cannot start kubectl at all.
     for shell in shells::all() {
-        let s = Scratch::new();
-        s.scripts(
+        fails_beside(
             &shell,
-            "warn",
-            &[
-                (
-                    "too-long",
-                    "big=$(head -c 140000 /dev/zero | tr '\\0' a)\nkubectl annotate ns x note=\"$big\" | cat\necho went-on",
-                ),
-                ("short", "kubectl annotate ns x note=short | cat"),
-            ],
+            (
+                "too-long",
+                "big=$(head -c 140000 /dev/zero | tr '\\0' a)\nkubectl annotate ns x note=\"$big\" | cat\necho went-on",
+            ),
+            ("short", "kubectl annotate ns x note=short | cat"),
         );
-        let (code, _, err) = s.run(&shell, "ok");
-        assert_eq!(code, 0, "{}: {err}", shell.name);
-        let entry = s.entry("too-long");
-        assert_eq!(entry["state"], "failed", "{}: {entry}\n{err}", shell.name);
-        assert_eq!(s.entry("short")["state"], "ok", "{}: {err}", shell.name);
     }
 }
 
 #[test]
 fn a_detached_process_that_outlives_the_script_is_a_failure_and_never_calls_the_cluster() {
     for shell in shells::all() {
-        let s = Scratch::new();
-        s.scripts(
+        let (s, entry) = fails_beside(
             &shell,
-            "warn",
-            &[
-                (
-                    "detached",
-                    // The pause lets it leave the script's group first; a
-                    // process still in the group when the script exits is
-                    // killed with it, before it could call anything.
-                    "setsid sh -c 'sleep 1; kubectl delete ns later' >/dev/null 2>&1 </dev/null &\nsleep 0.3\necho left-it",
-                ),
-                ("waited", "sh -c 'kubectl get ns' &\nwait"),
-            ],
+            (
+                "detached",
+                // The pause lets it leave the script's group first; a
+                // process still in the group when the script exits is
+                // killed with it, before it could call anything.
+                "setsid sh -c 'sleep 1; kubectl delete ns later' >/dev/null 2>&1 </dev/null &\nsleep 0.3\necho left-it",
+            ),
+            ("waited", "sh -c 'kubectl get ns' &\nwait"),
         );
-        let (code, _, err) = s.run(&shell, "ok");
-        assert_eq!(code, 0, "{}: {err}", shell.name);
-        let entry = s.entry("detached");
-        assert_eq!(entry["state"], "failed", "{}: {entry}\n{err}", shell.name);
         assert!(
             entry["message"]
                 .as_str()
@@ -125,7 +124,6 @@ fn a_detached_process_that_outlives_the_script_is_a_failure_and_never_calls_the_
             "{}: {entry}",
             shell.name
         );
-        assert_eq!(s.entry("waited")["state"], "ok", "{}: {err}", shell.name);
         std::thread::sleep(std::time::Duration::from_millis(1500));
         assert!(
             !s.calls().iter().any(|c| c.contains("later")),
@@ -186,8 +184,7 @@ fn login_shells_profile_scripts_and_tripwire_internals_are_refused_before_anythi
     ];
     for shell in shells::all() {
         for (slug, body, rule) in cases {
-            let s = Scratch::new();
-            s.scripts(&shell, "abort", &[(slug, body)]);
+            let s = Scratch::under(&shell, "abort", &[(slug, body)]);
             with_tests(&s, &[slug]);
             let (code, found) = s.lint_findings(&shell);
             assert_ne!(code, 0, "{} {slug}: {found:?}", shell.name);
@@ -211,8 +208,7 @@ fn login_shells_profile_scripts_and_tripwire_internals_are_refused_before_anythi
     }
     // Appending to PATH, a plain `bash -c` and $KUBECTL stay fine.
     for shell in [shells::dash(), shells::bash()] {
-        let s = Scratch::new();
-        s.scripts(
+        let s = Scratch::under(
             &shell,
             "abort",
             &[(

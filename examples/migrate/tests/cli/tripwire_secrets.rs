@@ -55,8 +55,7 @@ fn a_tolerated_call_is_recorded_by_command_verb_and_resource_without_its_argumen
 #[test]
 fn a_masked_failure_names_the_call_without_its_argument_values_under_every_shell() {
     for shell in shells::all() {
-        let s = Scratch::new();
-        s.scripts(
+        let s = Scratch::under(
             &shell,
             "warn",
             &[(
@@ -89,8 +88,7 @@ fn a_secrets_values_are_redacted_when_its_data_line_is_outside_the_kept_tail() {
             "echo 'apiVersion: v1'\necho 'kind: Secret'\necho 'data:'\ni=0\nwhile [ $i -lt 200 ]; do echo \"  key$i: c2VjcmV0dmFsdWUxMjM0\"; i=$((i+1)); done\necho 'metadata:'\necho '  name: db'\nexit 3",
         )],
     );
-    let (code, _, err) = s.run(&shell, "ok");
-    assert_eq!(code, 0, "{err}");
+    s.runs_ok(&shell);
     let entry = s.entry("prints-a-secret");
     assert_eq!(entry["reason"], "exit-status-3", "{entry}");
     let message = entry["message"].as_str().unwrap();

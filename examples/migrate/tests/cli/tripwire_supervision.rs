@@ -18,15 +18,21 @@ use common::{parse, shells};
 /// these scripts look behind the tripwire as only a deliberate one would.
 const TAKE_REPORT: &str = "r=$(env | sed -n 's/^MIGRATE_TRIP[W]IRE_REPORT=//p')\n";
 
+/// Two scripts `first` and `second` under dash, each [`TAKE_REPORT`] then
+/// `body`, run on a working cluster, which must succeed.
+fn first_and_second(body: &str) -> Scratch {
+    let body = format!("{TAKE_REPORT}{body}");
+    let (shell, s) = Scratch::dash("warn", &[("first", &body), ("second", &body)]);
+    s.runs_ok(&shell);
+    s
+}
+
 #[test]
 fn the_shims_are_armed_once_per_run_and_every_script_gets_a_fresh_report_of_its_own() {
-    let body = format!(
-        "{TAKE_REPORT}kubectl get ns\necho \"$PATH $KUBECTL\" > \"$SCRATCH/env-$MIGRATION_SLUG\"\necho \"$r\" > \"$SCRATCH/report-$MIGRATION_SLUG\""
+    let s = first_and_second(
+        "kubectl get ns\necho \"$PATH $KUBECTL\" > \"$SCRATCH/env-$MIGRATION_SLUG\"\necho \"$r\" > \"$SCRATCH/report-$MIGRATION_SLUG\"",
     );
-    let (shell, s) = Scratch::dash("warn", &[("first", &body), ("second", &body)]);
-    let (code, _, err) = s.run(&shell, "ok");
-    assert_eq!(code, 0, "{err}");
-    let read = |name: &str| std::fs::read_to_string(s.path().join(name)).unwrap();
+    let read = |name: &str| s.read(name);
     assert_eq!(read("env-first"), read("env-second"));
     let (first, second) = (read("report-first"), read("report-second"));
     assert_ne!(first, second);
@@ -41,22 +47,8 @@ fn the_shims_are_armed_once_per_run_and_every_script_gets_a_fresh_report_of_its_
 /// for a reaper are dead), from /proc.
 fn live_members(pgid: i32) -> Vec<i32> {
     let mut live = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid pgrp ...`; comm may hold spaces.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
+    for (pid, stat) in common::processes() {
+        let fields: Vec<&str> = stat.split_whitespace().collect();
         if fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string() {
             live.push(pid);
         }
@@ -138,7 +130,7 @@ fn a_runner_killed_with_sigkill_leaves_no_script_group_and_no_tripwire_directory
     // The run's private directories (the reports', on /dev/shm when it can
     // be used, and the shims') go with it: the supervisor removes them once
     // the group is gone, as the runner's own exit would have.
-    let read = |name: &str| std::fs::read_to_string(s.path().join(name)).unwrap();
+    let read = |name: &str| s.read(name);
     let reports = Path::new(read("report").trim())
         .parent()
         .unwrap()
@@ -233,8 +225,7 @@ fn resetting_path_is_a_lint_error_naming_the_line_and_refused_by_run() {
         "command -p kubectl get ns",
         "unset PATH",
     ] {
-        let s = Scratch::new();
-        s.scripts(&shell, "abort", &[("reset", body)]);
+        let s = Scratch::under(&shell, "abort", &[("reset", body)]);
         let (code, found) = s.lint_findings(&shell);
         assert_eq!(code, 2, "{body}: {found:?}");
         assert!(
@@ -281,9 +272,8 @@ fn reports_live_in_a_private_directory_on_dev_shm_which_a_script_cannot_take_fro
             ("after", &format!("kubectl get ns\n{note}")),
         ],
     );
-    let (code, _, err) = s.run(&shell, "ok");
-    assert_eq!(code, 0, "{err}");
-    let read = |name: &str| std::fs::read_to_string(s.path().join(name)).unwrap();
+    s.runs_ok(&shell);
+    let read = |name: &str| s.read(name);
     let shm = Path::new(migrate_runner::tripwire::arm::REPORT_BASE);
     let shm_usable = tempfile::tempdir_in(shm).is_ok();
     for slug in ["remover", "after"] {
@@ -317,13 +307,10 @@ fn a_scripts_private_copy_lives_beside_its_report_and_only_while_it_runs() {
     // and removed per script cost an inode allocation that grew with the
     // run: 41 % of the runner's CPU at 10^3 scripts (benches/README.md).
     // `sh -e -c ". 'COPY'" PATH`: the copy is the `-c` argument.
-    let body = format!(
-        "{TAKE_REPORT}echo \"$r\" > \"$SCRATCH/report-$MIGRATION_SLUG\"\ntr '\\0' '\\n' < /proc/$$/cmdline > \"$SCRATCH/cmdline-$MIGRATION_SLUG\"\nls \"$(dirname \"$r\")\" > \"$SCRATCH/listing-$MIGRATION_SLUG\""
+    let s = first_and_second(
+        "echo \"$r\" > \"$SCRATCH/report-$MIGRATION_SLUG\"\ntr '\\0' '\\n' < /proc/$$/cmdline > \"$SCRATCH/cmdline-$MIGRATION_SLUG\"\nls \"$(dirname \"$r\")\" > \"$SCRATCH/listing-$MIGRATION_SLUG\"",
     );
-    let (shell, s) = Scratch::dash("warn", &[("first", &body), ("second", &body)]);
-    let (code, _, err) = s.run(&shell, "ok");
-    assert_eq!(code, 0, "{err}");
-    let read = |name: &str| std::fs::read_to_string(s.path().join(name)).unwrap();
+    let read = |name: &str| s.read(name);
     for slug in ["first", "second"] {
         let report = read(&format!("report-{slug}"));
         let cmdline = read(&format!("cmdline-{slug}"));

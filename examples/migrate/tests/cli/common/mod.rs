@@ -239,6 +239,16 @@ pub fn field_pairs(list: &serde_json::Value, a: &str, b: &str) -> Vec<(String, S
         .collect()
 }
 
+/// Asserts that the string fields `a` and `b` of the objects of the JSON
+/// array `list` are `expected`, in order (see [`field_pairs`]).
+pub fn assert_field_pairs(list: &serde_json::Value, a: &str, b: &str, expected: &[(&str, &str)]) {
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(x, y)| (x.to_string(), y.to_string()))
+        .collect();
+    assert_eq!(field_pairs(list, a, b), expected, "{list}");
+}
+
 /// Asserts that the first problem a failed command's document names
 /// mentions `needle`.
 pub fn assert_first_problem(doc: &serde_json::Value, needle: &str) {
@@ -274,12 +284,7 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .args(args)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
+    assert_success(&out, &format!("git {args:?}"))
 }
 
 /// A scratch git repository with a `migrations/` tree.
@@ -388,6 +393,17 @@ impl Repo {
         repo
     }
 
+    /// A repository whose first release `tag` holds pre-apply `a`, with a
+    /// branch `branch` from there on which `work` was done; back on main.
+    pub fn branched(tag: &str, branch: &str, work: impl FnOnce(&Repo)) -> Self {
+        let repo = Repo::new();
+        repo.release_with(tag, &[("pre-apply", "a")]);
+        repo.branch(branch);
+        work(&repo);
+        repo.checkout("main");
+        repo
+    }
+
     /// Creates branch `name` at HEAD and switches to it.
     pub fn branch(&self, name: &str) {
         self.git(&["checkout", "--quiet", "-b", name]);
@@ -464,6 +480,13 @@ impl Repo {
         got
     }
 
+    /// [`Self::manifest_at`], which must succeed: its document.
+    pub fn manifest_ok(&self, path: &str, extra: &[&str]) -> serde_json::Value {
+        let (code, doc, err) = self.manifest_at(path, extra);
+        assert_eq!(code, 0, "manifest {path} {extra:?}: {doc}\n{err}");
+        doc
+    }
+
     /// [`manifest_of`] this repository.
     pub fn manifest_at(&self, path: &str, extra: &[&str]) -> (i32, serde_json::Value, String) {
         manifest_of(self.path(), path, extra)
@@ -537,4 +560,109 @@ pub fn kubeconfig_for(dir: &Path, url: &str) -> PathBuf {
     );
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// Asserts that `out` exited 0, naming `what` with its stdout and stderr
+/// otherwise; its stdout.
+pub fn assert_success(out: &Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what}: {}\n{stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Waits for `child` (its output piped): (exit code, stdout then stderr).
+pub fn ended(child: std::process::Child) -> (Option<i32>, String) {
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Copies the directory `from` to `to`, recursively.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// Writes each `(relative path, text)` below `dir`, creating the folders
+/// it needs.
+pub fn write_files(dir: &Path, files: &[(&str, &str)]) {
+    for (rel, text) in files {
+        let path = dir.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+/// The object of the JSON array `list` whose `key` is `value`, panicking
+/// with the array when there is none.
+pub fn find<'a>(list: &'a serde_json::Value, key: &str, value: &str) -> &'a serde_json::Value {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .find(|v| v[key] == value)
+        .unwrap_or_else(|| panic!("no {key} {value:?} in {list:#}"))
+}
+
+/// A fresh directory with `migrate init NAME` done in it: the directory
+/// (removed when dropped) and the tree.
+pub fn initialised(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join(name);
+    let (code, doc, err) = json(&["init", tree.to_str().unwrap()]);
+    assert_eq!(code, 0, "migrate init: {doc}\n{err}");
+    (dir, tree)
+}
+
+/// Makes a FIFO at `path` (with the `mkfifo` command: no `fs` feature of
+/// nix needed for one test helper).
+pub fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo").arg(path).status();
+    assert!(made.unwrap().success(), "mkfifo {}", path.display());
+}
+
+/// Asserts that a failed command's document is the error `kind` and that
+/// its first problem mentions `needle`.
+pub fn assert_error(doc: &serde_json::Value, kind: &str, needle: &str) {
+    assert_eq!(doc["error"], kind, "{doc}");
+    assert_first_problem(doc, needle);
+}
+
+/// Asserts that the manifest document `doc` has `expected` as its batches
+/// (see [`Repo::batches`]).
+pub fn assert_batches_of(doc: &serde_json::Value, expected: &[(&str, &[&str])]) {
+    assert_eq!(Repo::batches(doc), batches(expected), "{doc}");
+}
+
+/// Every process in /proc: its pid and what its `stat` says after the
+/// command name (`state ppid pgrp ...`; the name may hold spaces, so it is
+/// cut at the last `)`).
+pub fn processes() -> Vec<(i32, String)> {
+    let entries = std::fs::read_dir("/proc").unwrap().flatten();
+    entries
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let (_, rest) = stat.rsplit_once(')')?;
+            Some((pid, rest.trim_start().to_owned()))
+        })
+        .collect()
 }

@@ -4,7 +4,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::Repo;
 
@@ -29,17 +29,45 @@ pub fn numbered(n: u64, id: &str, body: &str) -> String {
 /// `migrate convert --repo REPO --path NUMBERED --out OUT EXTRA... --output
 /// json`: exit code, report, stderr.
 pub fn convert(repo: &Repo, out: &Path, extra: &[&str]) -> (i32, serde_json::Value, String) {
-    let mut args = vec![
+    let mut args = convert_args(repo, out);
+    args.extend_from_slice(extra);
+    super::json(&args)
+}
+
+/// `convert --repo REPO --path NUMBERED --out OUT`.
+pub fn convert_args<'a>(repo: &'a Repo, out: &'a Path) -> Vec<&'a str> {
+    let repo = repo.path().to_str().unwrap();
+    vec![
         "convert",
         "--repo",
-        repo.path().to_str().unwrap(),
+        repo,
         "--path",
         NUMBERED,
         "--out",
         out.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    super::json(&args)
+    ]
+}
+
+/// [`convert`] into `tree`, which must succeed and lint clean; then the
+/// folder holding `tree` made a repository with one commit and `tree`'s
+/// manifest generated (`order.d`). The report.
+pub fn convert_released(repo: &Repo, tree: &Path, extra: &[&str]) -> serde_json::Value {
+    let (code, report, err) = convert(repo, tree, extra);
+    assert_eq!(code, 0, "{err}\n{report}");
+    let lint = super::migrate().arg("lint").arg(tree).output().unwrap();
+    super::assert_success(&lint, "the converted tree fails lint");
+    let dir = tree.parent().unwrap();
+    super::git(dir, &["init", "--quiet", "-b", "main"]);
+    super::git(dir, &["add", "-A"]);
+    super::git(dir, &["commit", "--quiet", "-m", "converted"]);
+    let order = tree.join("order.d");
+    let name = tree.file_name().unwrap().to_str().unwrap();
+    let (code, manifest, err) = super::manifest_of(dir, name, &["--out", order.to_str().unwrap()]);
+    assert_eq!(
+        code, 0,
+        "the converted tree fails manifest: {err}\n{manifest}"
+    );
+    report
 }
 
 pub fn write(repo: &Repo, rel: &str, text: &str) {
@@ -125,4 +153,112 @@ pub fn reruns(ledger: &Path) -> Vec<String> {
         })
         .map(|e| e["slug"].as_str().unwrap().to_owned())
         .collect()
+}
+
+/// A simulated cluster: a file ledger and the log of every content run on
+/// it, by the numbered runner before and by the engine after.
+pub struct Cluster {
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// A cluster the numbered runner left at `version` after running `ran`;
+    /// `entries` are records an adoption step wrote (slug, state).
+    pub fn numbered(version: u64, ran: &[&str], entries: &[&str]) -> Cluster {
+        let cluster = Cluster::fresh();
+        let mut data = serde_json::Map::new();
+        data.insert("version".into(), version.to_string().into());
+        for slug in entries {
+            data.insert(
+                format!("m.{slug}"),
+                r#"{"state":"legacy","at":"2026-01-01T00:00:00Z","attempts":0}"#.into(),
+            );
+        }
+        // The file ledger's whole-document format, which the engine reads
+        // today (a bare {"version":"N"} file is refused as not a ledger).
+        let doc = serde_json::json!({
+            "format": "migration-ledger/v1",
+            "ledger": {"revision": 1, "data": data},
+            "lock": null,
+            "lock_generation": 0,
+        });
+        std::fs::write(cluster.ledger_path(), doc.to_string()).unwrap();
+        let log: String = ran.iter().map(|id| format!("{id}\n")).collect();
+        std::fs::write(cluster.log_path(), log).unwrap();
+        cluster
+    }
+
+    /// A cluster with no ledger yet: the install.
+    pub fn fresh() -> Cluster {
+        let cluster = Cluster {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        std::fs::write(cluster.log_path(), "").unwrap();
+        cluster
+    }
+
+    /// The cluster's file ledger.
+    pub fn ledger_path(&self) -> PathBuf {
+        self.dir.path().join("ledger")
+    }
+
+    /// The log of every content run on the cluster.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("ran.log")
+    }
+
+    /// `migrate run` of the pre-apply tier of `tree`: (exit code, output).
+    pub fn upgrade(&self, tree: &Path) -> (i32, String) {
+        self.run_with(tree, &[])
+    }
+
+    /// The install of a new cluster: `migrate run --fresh-install`.
+    pub fn install_ok(&self, tree: &Path) {
+        let (code, text) = self.run_with(tree, &["--fresh-install"]);
+        assert_eq!(code, 0, "{text}");
+    }
+
+    /// `migrate run` of the pre-apply tier of `tree` with `extra` flags.
+    pub fn run_with(&self, tree: &Path, extra: &[&str]) -> (i32, String) {
+        let out = super::migrate()
+            .arg("run")
+            .arg(tree)
+            .arg("--ledger")
+            .arg(super::file_spec(&self.ledger_path()))
+            .args(["--tier", "pre-apply", "--lock-wait", "5"])
+            .args(extra)
+            .env("FIXTURE_LOG", self.log_path())
+            .env_remove("FIXTURE_NOT_READY")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code().unwrap_or(-1), text)
+    }
+
+    /// [`Self::upgrade`], which must succeed.
+    pub fn upgrade_ok(&self, tree: &Path) {
+        let (code, text) = self.upgrade(tree);
+        assert_eq!(code, 0, "upgrade to {}: {text}", tree.display());
+    }
+
+    /// Every content that ran on this cluster, in order.
+    pub fn ran(&self) -> Vec<String> {
+        std::fs::read_to_string(self.log_path())
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl Cluster {
+    /// The slugs whose entry says they ran where they may have run before
+    /// (a diverged slot nobody recorded which content of ran).
+    pub fn reruns(&self) -> Vec<String> {
+        reruns(&self.ledger_path())
+    }
 }

@@ -67,9 +67,21 @@ impl Scratch {
     /// [`Self::scripts`]): the start of most tripwire tests.
     pub fn dash(on_error: &str, scripts: &[(&str, &str)]) -> (Shell, Self) {
         let shell = shells::dash();
-        let s = Self::new();
-        s.scripts(&shell, on_error, scripts);
+        let s = Self::under(&shell, on_error, scripts);
         (shell, s)
+    }
+
+    /// A scratch world holding `scripts` for `shell` (see
+    /// [`Self::scripts`]).
+    pub fn under(shell: &Shell, on_error: &str, scripts: &[(&str, &str)]) -> Self {
+        let s = Self::new();
+        s.scripts(shell, on_error, scripts);
+        s
+    }
+
+    /// The text of the file `name` in the scratch directory.
+    pub fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path().join(name)).unwrap()
     }
 
     pub fn path(&self) -> &Path {
@@ -138,6 +150,13 @@ impl Scratch {
             cmd.env("MIGRATE_TEST_SKIP_PRERUN_SCAN", "1");
         }
         cmd
+    }
+
+    /// [`Self::run`] on a working cluster, which must exit 0: its stderr.
+    pub fn runs_ok(&self, shell: &Shell) -> String {
+        let (code, _, err) = self.run(shell, "ok");
+        assert_eq!(code, 0, "{}: {err}", shell.name);
+        err
     }
 
     pub fn run(&self, shell: &Shell, cluster: &str) -> (i32, serde_json::Value, String) {

@@ -85,20 +85,7 @@ pub(crate) fn wait_stopped(child: &mut Child) {
 /// Resumes a stopped runner and returns (exit code, stdout and stderr).
 pub(crate) fn resume(child: Child) -> (Option<i32>, String) {
     kill(Pid::from_raw(child.id() as i32), Signal::SIGCONT).unwrap();
-    ended(child)
-}
-
-/// Waits for `child`: (exit code, its stdout and stderr).
-fn ended(child: Child) -> (Option<i32>, String) {
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    common::ended(child)
 }
 
 trait OutputNow {
@@ -118,7 +105,7 @@ impl OutputNow for Child {
 
 /// A runner of the scenario run to its end: (exit code, stdout and stderr).
 fn run_to_end(root: &Path, ledger: &str, extra: &[&str]) -> (Option<i32>, String) {
-    ended(spawn_runner(root, ledger, extra, None))
+    common::ended(spawn_runner(root, ledger, extra, None))
 }
 
 /// Where a stalled-runner case runs: the ledger spec, what the runner
@@ -164,7 +151,7 @@ pub(crate) fn stalled_runner_executes_and_writes_nothing(
     wait_stopped(&mut stalled);
     std::thread::sleep(Duration::from_millis(2500));
     let (code, output) =
-        ended(backend.spawn(&root, &["--holder", "next", "--lock-wait", "30"], None));
+        common::ended(backend.spawn(&root, &["--holder", "next", "--lock-wait", "30"], None));
     assert_eq!(
         code,
         Some(0),
@@ -198,9 +185,13 @@ pub(crate) fn stalled_runner_executes_and_writes_nothing(
     );
 }
 
-#[cfg(feature = "failpoints")]
-#[test]
-fn a_runner_stalled_past_its_lock_never_executes_nor_records_what_another_runner_recorded() {
+/// [`stalled_runner_executes_and_writes_nothing`] on a scenario's file
+/// ledger, stalled before fails-warn's attempt mark: good-one ran and its
+/// `ok` waits for that write, so its execution loses its record with the
+/// lock and runs again (§7.6), as if its runner had crashed there;
+/// fails-warn, which the next runner records, never runs twice. `says`:
+/// what the resumed runner must say. The scenario, for more checks.
+fn stalled_before_fails_warn_on_the_file_ledger(says: &[&str]) -> Scenario {
     let scenario = Scenario::new(false);
     let path = scenario.scratch.file("ledger.json");
     let stored = || {
@@ -214,72 +205,32 @@ fn a_runner_stalled_past_its_lock_never_executes_nor_records_what_another_runner
         env: Vec::new(),
         stored: &stored,
     };
-    // Stalled holding the lock its first write took (with good-one's
-    // attempt mark), good-one run and its `ok` waiting for the next write:
-    // that execution loses its record with the lock and runs again (§7.6);
-    // fails-warn, which the next runner records, never runs twice.
     stalled_runner_executes_and_writes_nothing(
         &scenario,
         &backend,
         "before-script:fails-warn",
         &[("good-one", 2), ("fails-warn", 1), ("good-two", 1)],
-        &["before running fails-warn", "nothing ran", "good-one"],
+        says,
     );
+    scenario
+}
+
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_runner_stalled_past_its_lock_never_executes_nor_records_what_another_runner_recorded() {
+    let scenario = stalled_before_fails_warn_on_the_file_ledger(&[
+        "before running fails-warn",
+        "nothing ran",
+        "good-one",
+    ]);
     check_final(&scenario, &scenario.file_snapshot(), &UPGRADE);
 }
 
 #[cfg(feature = "failpoints")]
 #[test]
 fn a_runner_stalled_past_its_lock_with_an_outcome_to_record_writes_nothing_after_losing_it() {
-    let scenario = Scenario::new(false);
-    let ledger = scenario.file_ledger();
-    let root = scenario.root();
-    // good-one ran and its `ok` waits for the next write, which is
-    // fails-warn's attempt mark: the runner stalls right before it.
-    let mut stalled = spawn_runner(
-        &root,
-        &ledger,
-        &["--holder", "stalled", "--lock-ttl", "1"],
-        Some("before-script:fails-warn"),
-    );
-    wait_stopped(&mut stalled);
-    std::thread::sleep(Duration::from_millis(1500));
-    let (code, stderr) = run_to_end(&root, &ledger, &["--holder", "next", "--lock-wait", "20"]);
-    assert_eq!(
-        code,
-        Some(0),
-        "the next runner completes the upgrade:\n{stderr}"
-    );
-    let recorded = ledger_file::FileLedger::new(scenario.scratch.file("ledger.json"))
-        .raw_data()
-        .unwrap();
-    let (code, stderr) = resume(stalled);
-    assert_ne!(
-        code,
-        Some(0),
-        "a runner that lost its lock fails:\n{stderr}"
-    );
-    assert!(
-        stderr.contains("lost the run lock"),
-        "it says it lost the lock:\n{stderr}"
-    );
-    assert!(
-        stderr.contains("good-one"),
-        "it names the migration whose outcome it could not record:\n{stderr}"
-    );
-    let after = ledger_file::FileLedger::new(scenario.scratch.file("ledger.json"))
-        .raw_data()
-        .unwrap();
-    assert_eq!(
-        after, recorded,
-        "the stalled runner wrote nothing after losing its lock"
-    );
-    // good-one's first execution lost its record with the lock, as if its
-    // runner had crashed there: it ran again (§7.6), and nothing else did.
-    let executions = scenario.executions();
-    assert_eq!(executions.get("good-one"), Some(&2), "{executions:?}");
-    assert_eq!(executions.get("fails-warn"), Some(&1), "{executions:?}");
-    assert_eq!(executions.get("good-two"), Some(&1), "{executions:?}");
+    // It names the migration whose outcome it could not record.
+    stalled_before_fails_warn_on_the_file_ledger(&["good-one"]);
 }
 
 #[cfg(feature = "failpoints")]
@@ -463,12 +414,7 @@ async fn stalled_runner_on_a_real_server(kind: &str) {
         .args(&args)
         .output()
         .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        common::assert_success(&out, "kubectl get")
     };
     let backend = Backend {
         spec,

@@ -388,22 +388,11 @@ fn migrate_run(
     failpoint: Option<&str>,
 ) -> std::process::Output {
     let mut cmd = common::migrate();
-    cmd.args([
-        "run",
-        root.to_str().unwrap(),
-        "--ledger",
-        ledger,
-        "--output",
-        "json",
-    ])
-    .args(extra);
+    fencing::runner_command(&mut cmd, root, ledger, extra, None);
     if let Some(point) = failpoint {
         cmd.env("MIGRATE_FAILPOINT", point);
     }
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap()
+    cmd.output().unwrap()
 }
 
 #[test]

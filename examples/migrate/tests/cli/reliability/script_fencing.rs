@@ -159,10 +159,8 @@ fn running(pid: i32) -> bool {
 fn supervisor_of(runner: u32) -> i32 {
     let mut found = None;
     until("the runner's supervisor is found", || {
-        found = std::fs::read_dir("/proc").unwrap().find_map(|e| {
-            let pid: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let ppid: u32 = stat.rsplit(") ").next()?.split(' ').nth(1)?.parse().ok()?;
+        found = common::processes().into_iter().find_map(|(pid, stat)| {
+            let ppid: u32 = stat.split(' ').nth(1)?.parse().ok()?;
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
             (ppid == runner && cmdline.starts_with(b"migrate-supervise\0")).then_some(pid)
         });
@@ -171,59 +169,74 @@ fn supervisor_of(runner: u32) -> i32 {
     found.unwrap()
 }
 
-/// (exit code, stdout and stderr) of a runner.
-fn output(child: Child) -> (Option<i32>, String) {
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
-
 /// The cluster calls that reached the (fake) cluster.
 fn calls(scratch: &Scratch) -> Vec<String> {
     scratch.calls()
+}
+
+/// A first runner of a fresh scratch under `shell` on the ledger `at`
+/// gives it, with `extra`, once the first copy of [`relabel`] (ignoring
+/// SIGTERM if `ignore_term`) has called the cluster: (scratch, ledger,
+/// runner, the copy's pid).
+fn first_copy_called(
+    shell: &shells::Shell,
+    at: &dyn Fn(&Scratch) -> At,
+    ignore_term: bool,
+    extra: &[&str],
+) -> (Scratch, At, Child, i32) {
+    let scratch = Scratch::new();
+    let at = at(&scratch);
+    scratch.scripts(shell, "abort", &[("relabel", &relabel(ignore_term))]);
+    let first = runner(&scratch, shell, &at, extra);
+    until("the first copy called the cluster", || {
+        calls(&scratch).iter().any(|c| c.contains("before-"))
+    });
+    let script = copies(&scratch)[0];
+    (scratch, at, first, script)
+}
+
+/// The next runner, which must complete the run: its output.
+fn next_completes(scratch: &Scratch, shell: &shells::Shell, at: &At) -> String {
+    let (code, out) = common::ended(runner(
+        scratch,
+        shell,
+        at,
+        &["--holder", "next", "--lock-wait", "30"],
+    ));
+    assert_eq!(
+        code,
+        Some(0),
+        "{}: the next runner completes:\n{out}",
+        shell.name
+    );
+    out
+}
+
+/// Asserts that the copy `script` made no call after its first one: the
+/// calls that reached the cluster.
+fn assert_no_second_call_of(scratch: &Scratch, shell: &shells::Shell, script: i32) -> Vec<String> {
+    let calls = calls(scratch);
+    assert!(
+        !calls.iter().any(|c| c.contains(&format!("after-{script}"))),
+        "{}: the first copy's call after its lease lapsed reached the cluster: {calls:?}",
+        shell.name
+    );
+    calls
 }
 
 fn a_runner_stopped_past_its_ttl_cannot_reach_the_cluster_from_its_script_again_on(
     at: &dyn Fn(&Scratch) -> At,
 ) {
     for shell in shells::all() {
-        let scratch = Scratch::new();
-        let at = at(&scratch);
-        scratch.scripts(&shell, "abort", &[("relabel", &relabel(false))]);
-        let first = runner(
-            &scratch,
-            &shell,
-            &at,
-            &["--holder", "first", "--lock-ttl", "2"],
-        );
-        until("the first copy called the cluster", || {
-            calls(&scratch).iter().any(|c| c.contains("before-"))
-        });
-        let script = copies(&scratch)[0];
+        let (scratch, at, first, script) =
+            first_copy_called(&shell, at, false, &["--holder", "first", "--lock-ttl", "2"]);
         // The whole node freezes: the runner, its supervisor and the script.
         let supervisor = supervisor_of(first.id());
         kill(Pid::from_raw(first.id() as i32), Signal::SIGSTOP).unwrap();
         kill(Pid::from_raw(supervisor), Signal::SIGSTOP).unwrap();
         killpg(Pid::from_raw(script), Signal::SIGSTOP).unwrap();
         std::thread::sleep(Duration::from_millis(2500));
-        let (code, out) = output(runner(
-            &scratch,
-            &shell,
-            &at,
-            &["--holder", "next", "--lock-wait", "30"],
-        ));
-        assert_eq!(
-            code,
-            Some(0),
-            "{}: the next runner completes:\n{out}",
-            shell.name
-        );
+        next_completes(&scratch, &shell, &at);
         let second = copies(&scratch)[1];
         // The first copy resumes first: its next call must not land.
         std::fs::write(scratch.path().join("release"), "").unwrap();
@@ -231,13 +244,8 @@ fn a_runner_stopped_past_its_ttl_cannot_reach_the_cluster_from_its_script_again_
         until("the first copy ended", || !running(script));
         kill(Pid::from_raw(supervisor), Signal::SIGCONT).unwrap();
         kill(Pid::from_raw(first.id() as i32), Signal::SIGCONT).unwrap();
-        let (code, out) = output(first);
-        let calls = calls(&scratch);
-        assert!(
-            !calls.iter().any(|c| c.contains(&format!("after-{script}"))),
-            "{}: the stopped copy's call after its lease lapsed reached the cluster: {calls:?}",
-            shell.name
-        );
+        let (code, out) = common::ended(first);
+        let calls = assert_no_second_call_of(&scratch, &shell, script);
         assert!(
             calls.iter().any(|c| c.contains(&format!("after-{second}"))),
             "{}: {calls:?}",
@@ -267,45 +275,18 @@ fn a_script_whose_runner_froze_is_killed_before_its_lease_can_lapse_on(
     at: &dyn Fn(&Scratch) -> At,
 ) {
     for shell in shells::all() {
-        let scratch = Scratch::new();
-        let at = at(&scratch);
-        scratch.scripts(&shell, "abort", &[("relabel", &relabel(false))]);
-        let mut first = runner(
-            &scratch,
-            &shell,
-            &at,
-            &["--holder", "first", "--lock-ttl", "2"],
-        );
-        until("the first copy called the cluster", || {
-            calls(&scratch).iter().any(|c| c.contains("before-"))
-        });
-        let script = copies(&scratch)[0];
+        let (scratch, at, mut first, script) =
+            first_copy_called(&shell, at, false, &["--holder", "first", "--lock-ttl", "2"]);
         // Only the runner freezes; its script runs on.
         kill(Pid::from_raw(first.id() as i32), Signal::SIGSTOP).unwrap();
-        let (code, out) = output(runner(
-            &scratch,
-            &shell,
-            &at,
-            &["--holder", "next", "--lock-wait", "30"],
-        ));
-        assert_eq!(
-            code,
-            Some(0),
-            "{}: the next runner completes:\n{out}",
-            shell.name
-        );
+        next_completes(&scratch, &shell, &at);
         assert!(
             !scratch.path().join("alive-at-start").exists(),
             "{}: the first copy was still running when the second started",
             shell.name
         );
         assert!(!running(script), "{}", shell.name);
-        let calls = calls(&scratch);
-        assert!(
-            !calls.iter().any(|c| c.contains(&format!("after-{script}"))),
-            "{}: {calls:?}",
-            shell.name
-        );
+        assert_no_second_call_of(&scratch, &shell, script);
         kill(Pid::from_raw(first.id() as i32), Signal::SIGKILL).unwrap();
         let _ = first.wait();
     }
@@ -315,46 +296,23 @@ fn a_runner_killed_while_its_term_ignoring_script_runs_leaves_no_copy_alive_when
     at: &dyn Fn(&Scratch) -> At,
 ) {
     for shell in shells::all() {
-        let scratch = Scratch::new();
-        let at = at(&scratch);
-        scratch.scripts(&shell, "abort", &[("relabel", &relabel(true))]);
         // A grace far longer than the lease: the lease still bounds it.
-        let mut first = runner(
-            &scratch,
+        let (scratch, at, mut first, script) = first_copy_called(
             &shell,
-            &at,
+            at,
+            true,
             &["--holder", "first", "--lock-ttl", "2", "--grace", "60"],
         );
-        until("the first copy called the cluster", || {
-            calls(&scratch).iter().any(|c| c.contains("before-"))
-        });
-        let script = copies(&scratch)[0];
         kill(Pid::from_raw(first.id() as i32), Signal::SIGKILL).unwrap();
         let _ = first.wait();
-        let (code, out) = output(runner(
-            &scratch,
-            &shell,
-            &at,
-            &["--holder", "next", "--lock-wait", "30"],
-        ));
-        assert_eq!(
-            code,
-            Some(0),
-            "{}: the next runner completes:\n{out}",
-            shell.name
-        );
+        next_completes(&scratch, &shell, &at);
         assert_eq!(copies(&scratch).len(), 2, "{}", shell.name);
         assert!(
             !scratch.path().join("alive-at-start").exists(),
             "{}: the first copy (pid {script}) was still running when the second started",
             shell.name
         );
-        let calls = calls(&scratch);
-        assert!(
-            !calls.iter().any(|c| c.contains(&format!("after-{script}"))),
-            "{}: {calls:?}",
-            shell.name
-        );
+        assert_no_second_call_of(&scratch, &shell, script);
     }
 }
 

@@ -155,16 +155,12 @@ fn a_fresh_install_runs_nothing() {
     assert_eq!(tree.entry("a").unwrap()["state"], "skipped-fresh-install");
 }
 
-#[test]
-fn a_ledger_without_room_for_the_next_record_refuses_before_the_script_runs() {
-    let tree = Tree::new(&[
-        pre("first", r#"echo ran >> "$SCRATCH/first""#),
-        pre("second", r#"echo ran >> "$SCRATCH/second""#),
-    ]);
-    // Someone else's key fills a 1 MiB file-ledger budget but for 20 KiB:
-    // room for an ok record, not for the largest record a script can
-    // produce (its attempt mark and an entry with a 4 KiB failure tail,
-    // JSON-escaped), which is what must be free before it runs.
+/// Fills `tree`'s file ledger with someone else's key up to 20 KiB short of
+/// a 1 MiB budget: room for an ok record, not for the largest record a
+/// script can produce (its attempt mark and an entry with a 4 KiB failure
+/// tail, JSON-escaped), which is what must be free before it runs. The
+/// budget.
+fn nearly_full_ledger(tree: &Tree) -> usize {
     let budget = 1024 * 1024;
     let padding = "p".repeat(budget - "padding".len() - 20 * 1024);
     std::fs::write(
@@ -174,15 +170,35 @@ fn a_ledger_without_room_for_the_next_record_refuses_before_the_script_runs() {
         ),
     )
     .unwrap();
-    let out = tree
-        .command(&[])
+    budget
+}
+
+/// `cmd` under the file-ledger budget `budget`, which must exit 3 saying
+/// there is no room to record `first`: its document.
+fn no_room_for_first(cmd: &mut Command, budget: usize, what: &str) -> serde_json::Value {
+    let out = cmd
         .env("MIGRATE_FILE_LEDGER_BUDGET", budget.to_string())
         .output()
         .unwrap();
-    let (code, doc, _) = parse(out);
-    assert_eq!(code, 3, "{doc}");
+    let (code, doc, err) = parse(out);
+    assert_eq!(code, 3, "{what}: {doc}\n{err}");
     let problems = doc["problems"].to_string();
-    assert!(problems.contains("no room to record 'first'"), "{problems}");
+    assert!(
+        problems.contains("no room to record 'first'"),
+        "{what}: {problems}"
+    );
+    doc
+}
+
+#[test]
+fn a_ledger_without_room_for_the_next_record_refuses_before_the_script_runs() {
+    let tree = Tree::new(&[
+        pre("first", r#"echo ran >> "$SCRATCH/first""#),
+        pre("second", r#"echo ran >> "$SCRATCH/second""#),
+    ]);
+    let budget = nearly_full_ledger(&tree);
+    let doc = no_room_for_first(&mut tree.command(&[]), budget, "run");
+    let problems = doc["problems"].to_string();
     assert!(problems.contains("1048576-byte budget"), "{problems}");
     assert!(
         !tree.file("first").exists() && !tree.file("second").exists(),
@@ -196,15 +212,7 @@ fn plan_and_the_dry_run_refuse_a_ledger_without_room_as_run_does_with_the_same_c
     // The ledger of the test above: room for an ok record, not for the
     // largest record the first script can produce (issue 35).
     let tree = Tree::new(&[pre("first", r#"echo ran >> "$SCRATCH/first""#)]);
-    let budget = 1024 * 1024;
-    let padding = "p".repeat(budget - "padding".len() - 20 * 1024);
-    std::fs::write(
-        tree.file("ledger.json"),
-        format!(
-            r#"{{"format":"migration-ledger/v1","ledger":{{"revision":1,"data":{{"padding":"{padding}"}}}},"lock":null,"lock_generation":0}}"#
-        ),
-    )
-    .unwrap();
+    let budget = nearly_full_ledger(&tree);
     let before = std::fs::read(tree.file("ledger.json")).unwrap();
     let root = tree.root();
     let ledger = tree.ledger();
@@ -220,21 +228,12 @@ fn plan_and_the_dry_run_refuse_a_ledger_without_room_as_run_does_with_the_same_c
         ],
         vec!["run", root.to_str().unwrap(), "--ledger", &ledger],
     ] {
-        let out = migrate()
-            .args(&args)
+        let mut cmd = migrate();
+        cmd.args(&args)
             .args(["--output", "json"])
-            .env("SCRATCH", tree.scratch.dir())
-            .env("MIGRATE_FILE_LEDGER_BUDGET", budget.to_string())
-            .output()
-            .unwrap();
-        let (code, doc, err) = parse(out);
-        assert_eq!(code, 3, "{args:?}: {doc}\n{err}");
-        let problems = doc["problems"].to_string();
-        assert!(
-            problems.contains("no room to record 'first'"),
-            "{args:?}: {problems}"
-        );
-        answers.push((code, doc["error"].clone()));
+            .env("SCRATCH", tree.scratch.dir());
+        let doc = no_room_for_first(&mut cmd, budget, &format!("{args:?}"));
+        answers.push((3, doc["error"].clone()));
     }
     assert!(answers.windows(2).all(|w| w[0] == w[1]), "{answers:?}");
     assert!(!tree.file("first").exists(), "the script ran");

@@ -201,8 +201,7 @@ fn an_abort_failure_records_nothing_stops_the_run_and_exits_4() {
     .existing_ledger();
     let (code, doc, _) = tree.run(&[]);
     assert_eq!(code, 4, "{doc}");
-    assert_eq!(doc["error"], "migration-failed");
-    assert_first_problem(&doc, "about to fail");
+    common::assert_error(&doc, "migration-failed", "about to fail");
     assert_eq!(outcomes(&doc), [pair("breaks", "aborted")]);
     assert!(tree.entry("breaks").is_none(), "abort records nothing");
     assert!(

@@ -16,13 +16,7 @@ const EXITS_0_ON_A_CLASS: &str = "err=$(mktemp)\nif ! names=$(kubectl get cluste
 
 #[test]
 fn a_failure_branch_that_can_exit_0_is_refused_naming_the_exit() {
-    let (code, doc) = lint_body(EXITS_0_ON_A_CLASS);
-    assert_eq!(code, 2, "{doc}");
-    assert_eq!(
-        placed(&doc),
-        [("cluster-command-in-condition".to_owned(), 6)],
-        "{doc}"
-    );
+    let doc = refused(EXITS_0_ON_A_CLASS, &[("cluster-command-in-condition", 6)]);
     let message = doc["findings"][0]["message"].as_str().unwrap();
     assert!(
         message.contains("pre-apply/a:9") && message.contains("migrate-tolerate"),
@@ -33,28 +27,19 @@ fn a_failure_branch_that_can_exit_0_is_refused_naming_the_exit() {
 #[test]
 fn a_helper_returning_0_or_continuing_on_a_class_it_reads_is_refused() {
     let body = "adopt() {\n  err=$(mktemp)\n  for ns in a b; do\n    if ! owner=$(kubectl get cm x -n \"$ns\" -o name 2>\"$err\"); then\n      if grep -q 'not found' \"$err\"; then\n        continue\n      fi\n      return 1\n    fi\n    echo \"$owner\"\n  done\n  if ! kubectl get crd x.example.io 2>\"$err\"; then\n    grep -q 'not found' \"$err\" && return 0\n    return 1\n  fi\n}\nadopt";
-    let (code, doc) = lint_body(body);
-    assert_eq!(code, 2, "{doc}");
-    assert_eq!(
-        placed(&doc),
-        [
-            ("cluster-command-in-condition".to_owned(), 8),
-            ("cluster-command-in-condition".to_owned(), 16)
+    refused(
+        body,
+        &[
+            ("cluster-command-in-condition", 8),
+            ("cluster-command-in-condition", 16),
         ],
-        "{doc}"
     );
 }
 
 #[test]
 fn a_handler_after_or_that_can_continue_is_refused() {
     let body = "for ns in a b; do\n  kubectl get cm x -n \"$ns\" 2>err || {\n    grep -q 'not found' err && continue\n    exit 1\n  }\ndone";
-    let (code, doc) = lint_body(body);
-    assert_eq!(code, 2, "{doc}");
-    assert_eq!(
-        placed(&doc),
-        [("cluster-command-in-condition".to_owned(), 6)],
-        "{doc}"
-    );
+    refused(body, &[("cluster-command-in-condition", 6)]);
 }
 
 #[test]
@@ -123,13 +108,11 @@ fn a_status_captured_then_tested_and_a_bare_return_after_or_are_fail_closed_for_
     }
     for shell in common::shells::all() {
         for (slug, body) in FAIL_CLOSED {
-            let s = Scratch::new();
-            s.scripts(&shell, "warn", &[(slug, body)]);
+            let s = Scratch::under(&shell, "warn", &[(slug, body)]);
             let (code, _, err) = parse(s.command(&shell, "ok", "forbidden").output().unwrap());
             assert_eq!(code, 0, "{} {slug}: {err}", shell.name);
             assert_eq!(s.entry(slug)["state"], "ok", "{} {slug}", shell.name);
-            let s = Scratch::new();
-            s.scripts(&shell, "warn", &[(slug, body)]);
+            let s = Scratch::under(&shell, "warn", &[(slug, body)]);
             s.command(&shell, "fail", "forbidden").output().unwrap();
             let entry = s.entry(slug);
             assert_eq!(entry["state"], "failed", "{} {slug}: {entry}", shell.name);
@@ -162,8 +145,7 @@ fn the_same_shapes_whose_failure_branch_can_succeed_are_refused_by_lint_and_mask
     for shell in common::shells::all() {
         for (slug, body, _) in CAN_SUCCEED {
             // NotFound: the answer the branch reads itself and succeeds on.
-            let s = Scratch::new();
-            s.scripts(&shell, "warn", &[(slug, body)]);
+            let s = Scratch::under(&shell, "warn", &[(slug, body)]);
             s.command(&shell, "fail", "not-found").output().unwrap();
             s.assert_masked(slug, "kubectl get ns");
         }

@@ -11,15 +11,12 @@ const CONTINUED: &str = "names=\"$(\n  kubectl get namespaces \\\n    --output n
 
 #[test]
 fn findings_after_backslash_continuations_inside_a_substitution_are_on_their_own_lines() {
-    let (code, doc) = lint_body(CONTINUED);
-    assert_eq!(code, 2, "{doc}");
-    assert_eq!(
-        placed(&doc),
-        [
-            ("errexit-off-in-substitution".to_owned(), 6),
-            ("kubectl-error-ignored".to_owned(), 9)
+    let doc = refused(
+        CONTINUED,
+        &[
+            ("errexit-off-in-substitution", 6),
+            ("kubectl-error-ignored", 9),
         ],
-        "{doc}"
     );
     // The substitution it names starts on line 5.
     let message = doc["findings"][0]["message"].as_str().unwrap();
@@ -56,13 +53,7 @@ fn a_finding_after_continuations_in_a_plain_command_is_on_the_line_it_starts() {
 #[test]
 fn a_waiver_at_the_end_of_a_line_does_not_accept_the_same_finding_on_the_next_line() {
     let body = "kubectl get ns || true # migrate: allow kubectl-error-ignored: a probe\nkubectl get pods || true";
-    let (code, doc) = lint_body(body);
-    assert_eq!(code, 2, "{doc}");
-    assert_eq!(
-        placed(&doc),
-        [("kubectl-error-ignored".to_owned(), 6)],
-        "{doc}"
-    );
+    let doc = refused(body, &[("kubectl-error-ignored", 6)]);
     let waived = doc["waived"].as_array().unwrap();
     assert_eq!(waived.len(), 1, "{doc}");
     assert_eq!(
@@ -77,13 +68,7 @@ fn a_waiver_at_the_end_of_a_line_does_not_accept_the_same_finding_on_the_next_li
 #[test]
 fn a_waiver_on_a_line_of_its_own_accepts_the_next_line_only_and_is_used() {
     let body = "# migrate: allow kubectl-error-ignored: a probe\nkubectl get ns || true\nkubectl get pods || true";
-    let (code, doc) = lint_body(body);
-    assert_eq!(code, 2, "{doc}");
-    assert_eq!(
-        placed(&doc),
-        [("kubectl-error-ignored".to_owned(), 7)],
-        "{doc}"
-    );
+    let doc = refused(body, &[("kubectl-error-ignored", 7)]);
     assert_eq!(doc["waived"][0]["line"], 6, "{doc}");
 }
 
@@ -93,14 +78,5 @@ fn a_waiver_at_the_end_of_the_line_before_a_finding_is_unused_and_accepts_nothin
     // the next line stands, and the waiver is reported as matching nothing.
     let body =
         "echo probing # migrate: allow kubectl-error-ignored: a probe\nkubectl get ns || true";
-    let (code, doc) = lint_body(body);
-    assert_eq!(code, 2, "{doc}");
-    assert_eq!(
-        placed(&doc),
-        [
-            ("waiver-unused".to_owned(), 5),
-            ("kubectl-error-ignored".to_owned(), 6)
-        ],
-        "{doc}"
-    );
+    refused(body, &[("waiver-unused", 5), ("kubectl-error-ignored", 6)]);
 }

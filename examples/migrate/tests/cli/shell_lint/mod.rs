@@ -99,6 +99,16 @@ fn lint_body(body: &str) -> (i32, serde_json::Value) {
     lint(dir.path(), &["--shellcheck-level", "off"], None)
 }
 
+/// [`lint_body`], which must refuse `body` (exit 2) with exactly the
+/// findings `expected`, as `(rule, line)`: the document.
+fn refused(body: &str, expected: &[(&str, u64)]) -> serde_json::Value {
+    let (code, doc) = lint_body(body);
+    assert_eq!(code, 2, "{doc}");
+    let expected: Vec<(String, u64)> = expected.iter().map(|(r, l)| (r.to_string(), *l)).collect();
+    assert_eq!(placed(&doc), expected, "{doc}");
+    doc
+}
+
 fn rules(doc: &serde_json::Value) -> Vec<String> {
     doc["findings"]
         .as_array()
@@ -357,12 +367,9 @@ fn lint_refuses_the_lib_version_of_the_original_bug_at_the_helpers_lines() {
         (for_list["file"].as_str(), for_list["line"].as_u64()),
         (Some("lib/tenants.sh"), Some(10))
     );
-    assert!(
-        for_list["message"]
-            .as_str()
-            .unwrap()
-            .contains("sourced from pre-apply/relabel-tenants:6"),
-        "{for_list}"
+    common::assert_contains_all(
+        for_list["message"].as_str().unwrap(),
+        &["sourced from pre-apply/relabel-tenants:6"],
     );
     let echo = at("kubectl-error-ignored");
     assert_eq!(
