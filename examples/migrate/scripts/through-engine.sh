@@ -17,7 +17,7 @@
 # The wrapper exits with `migrate run`'s status.
 set -eu
 
-migrate= tree= out= stamp= tier=pre-apply allow=
+migrate='' tree='' out='' stamp='' tier=pre-apply allow=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--migrate) migrate=$2; shift 2 ;;
@@ -31,10 +31,10 @@ while [ $# -gt 0 ]; do
 	*) break ;;
 	esac
 done
-[ -n "$migrate" ] && [ -n "$tree" ] && [ -n "$out" ] && [ $# -gt 0 ] || {
+if [ -z "$migrate" ] || [ -z "$tree" ] || [ -z "$out" ] || [ $# -eq 0 ]; then
 	echo "usage: through-engine.sh --migrate BIN --tree TREE --out DIR [--stamp CMD] SLOT..." >&2
 	exit 2
-}
+fi
 [ -x "$migrate" ] || { echo "through-engine.sh: --migrate $migrate: not an executable" >&2; exit 2; }
 [ -d "$tree/order.d" ] || { echo "through-engine.sh: $tree has no order.d/ (run migrate manifest first)" >&2; exit 2; }
 mkdir -p "$out"
@@ -58,13 +58,13 @@ set -u
 migrate=$(quote "$migrate") tree=$(quote "$tree") slug=$(quote "$slug")
 ledger=\$(mktemp -d) || exit 99
 trap 'rm -rf "\$ledger"' EXIT
-"\$migrate" seed-fresh --ledger "file:\$ledger/l.json" "\$tree" >"\$ledger/set-up" 2>&1 &&
+if ! { "\$migrate" seed-fresh --ledger "file:\$ledger/l.json" "\$tree" &&
 	"\$migrate" repair --ledger "file:\$ledger/l.json" --by through-engine --reason "the platform's test" \\
-		--rerun "\$tree" "\$slug" >>"\$ledger/set-up" 2>&1 || {
+		--rerun "\$tree" "\$slug"; } >"\$ledger/set-up" 2>&1; then
 	echo "through-engine: setting up the ledger failed:" >&2
 	cat "\$ledger/set-up" >&2
 	exit 99
-}
+fi
 rc=0
 "\$migrate" run --ledger "file:\$ledger/l.json" --tier $(quote "$tier")$allow "\$tree" || rc=\$?
 # The entry's own state is the document's first "state" (its repairs come after it).
