@@ -49,7 +49,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -57,14 +57,17 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Patch;
 use kube::{Api, Client};
 use migration_core::entry::ContextIndex;
+use migration_core::fence::{ObjectLock, StoredLock};
 use migration_core::keys;
 use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
-use migration_core::step::{FailureNote, StepMode, StepReport, StepWrite};
+use migration_core::step::{StepReport, StepWrite};
 use migration_core::{
-    Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
+    Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, Timestamp, WriteMode,
+    WriteReport,
 };
-use migration_kube::output_secret::{Kept, OutputSecret};
+use migration_kube::object_ledger::{self, LastSeen, ObjectLedger, step_lock};
+use migration_kube::output_secret::OutputSecret;
 use migration_kube::{
     Attempts, Backoff, Base, Class, ConditionalObject, LeaseLock, Step, WriteTarget, Writer,
     classify, conditional_update, defaults, ledger_error, patch_params, post_params,
@@ -101,10 +104,8 @@ pub struct ConfigMapLedger {
     budget: u64,
     /// The clock lock expiry is judged on.
     clock: Arc<dyn Clock>,
-    /// The last object this handle (and its clones) read or wrote: the base
-    /// of the next conditional patch, so that a write needs no read first.
-    /// The `resourceVersion` precondition makes a stale copy harmless.
-    last_seen: Arc<Mutex<Option<Arc<ConfigMap>>>>,
+    /// The base of the next conditional patch.
+    last_seen: LastSeen<ConfigMap>,
     /// The Lease `NAME-lock` that runners of older releases lock this
     /// ledger through: taking the lock in the object first checks that no
     /// such runner holds it (CONTRACT.md §5.5).
@@ -180,26 +181,12 @@ impl ConfigMapLedger {
             writer,
             budget: options.budget,
             clock: options.clock,
-            last_seen: Arc::new(Mutex::new(None)),
+            last_seen: LastSeen::default(),
         }
     }
 
     fn object(&self) -> String {
         format!("configmap {}", self.name)
-    }
-
-    fn remember(&self, cm: Option<Arc<ConfigMap>>) {
-        *self
-            .last_seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = cm;
-    }
-
-    fn last_seen(&self) -> Option<Arc<ConfigMap>> {
-        self.last_seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
     }
 
     /// Reads the object (retrying transient errors) and remembers it.
@@ -215,7 +202,7 @@ impl ConfigMapLedger {
             .await
             .map_err(|e| ledger_error(&self.writer.ledger, operation, &self.object(), &e))?
             .map(Arc::new);
-        self.remember(cm.clone());
+        self.last_seen.set(cm.clone());
         Ok(cm)
     }
 
@@ -295,23 +282,11 @@ impl ConditionalObject for Conditional<'_> {
         attempts: &mut Attempts,
         first: bool,
     ) -> Result<Base<Arc<ConfigMap>>, LedgerError> {
-        if first && let Some(object) = self.0.last_seen() {
-            attempts.count_one();
-            return Ok(Base {
-                object,
-                fresh: false,
-            });
-        }
-        match self.0.get(operation, attempts).await? {
-            Some(object) => Ok(Base {
-                object,
-                fresh: true,
-            }),
-            None => Err(LedgerError::NotFound {
-                ledger: self.0.writer.ledger.clone(),
-                operation,
-            }),
-        }
+        let ledger = self.0;
+        let read = async |attempts: &mut Attempts| ledger.get(operation, attempts).await;
+        (ledger.last_seen)
+            .base(&ledger.writer.ledger, operation, attempts, first, read)
+            .await
     }
 
     /// One merge patch of `change` carrying `current`'s resourceVersion; the
@@ -344,12 +319,12 @@ impl ConditionalObject for Conditional<'_> {
             .api
             .patch(&self.0.name, &patch_params(), &Patch::Merge(&patch))
             .await?;
-        self.0.remember(Some(Arc::new(stored)));
+        self.0.last_seen.set(Some(Arc::new(stored)));
         Ok(())
     }
 
     fn forget(&self) {
-        self.0.remember(None);
+        self.0.last_seen.set(None);
     }
 }
 
@@ -410,8 +385,7 @@ impl Ledger for ConfigMapLedger {
     }
 
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
-        let kept = self.keep(entries, None).await;
-        self.create_object(&kept.records).await
+        object_ledger::create(self, entries).await
     }
 
     async fn write(
@@ -419,36 +393,20 @@ impl Ledger for ConfigMapLedger {
         entries: &[(Slug, LedgerEntry)],
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
-        let mut kept = self.keep(entries, None).await;
-        if mode == WriteMode::OnlyIfAbsent {
-            // An entry already present stays, and so does the tail it names.
-            kept.unnamed.clear();
-        }
-        let report = self.write_object(&kept.records, mode).await?;
-        self.output.forget(&kept.unnamed).await;
-        Ok(report)
+        object_ledger::write(self, entries, mode).await
     }
 
     async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
-        let note = FailureNote { slug, failure };
-        let kept = self.keep(&[], Some(note)).await;
-        let failure = kept.failure.as_ref().unwrap_or(failure);
-        self.note_failure_object(slug, failure).await
+        object_ledger::note_failure(self, slug, failure).await
     }
 
-    /// The step's output tails go to the Secret first (CONTRACT.md §5.2), then the one
-    /// conditional patch, then the removal of tails it leaves unnamed.
+    /// One conditional merge patch for the whole step: the records (each
+    /// removing its slug's last failure), the attempt mark, the last failure
+    /// and the lock annotation, decided together on one base (CONTRACT.md
+    /// §5.5), between keeping its output tails and removing those it leaves
+    /// unnamed (§5.2).
     async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
-        let kept = self.keep(step.records, step.failure).await;
-        let report = self
-            .write_step_object(&StepWrite {
-                records: &kept.records,
-                failure: kept.failure_note(step.failure.map(|f| f.slug)),
-                ..*step
-            })
-            .await?;
-        self.output.forget(&kept.unnamed).await;
-        Ok(report)
+        object_ledger::write_step(self, step).await
     }
 
     async fn kept_output(&self, message: &str) -> Result<Option<String>, LedgerError> {
@@ -475,30 +433,43 @@ impl Ledger for ConfigMapLedger {
     }
 }
 
-impl ConfigMapLedger {
-    /// Moves the output tails of `records` and `failure` into the Secret, owned by the
-    /// ConfigMap as last seen.
-    async fn keep(
-        &self,
-        records: &[(Slug, LedgerEntry)],
-        failure: Option<FailureNote<'_>>,
-    ) -> Kept {
-        let seen = self.last_seen();
-        let owner = seen.as_ref().and_then(|cm| {
-            Some(OwnerReference {
-                api_version: "v1".into(),
-                kind: "ConfigMap".into(),
-                name: self.name.clone(),
-                uid: cm.metadata.uid.clone()?,
-                ..OwnerReference::default()
-            })
-        });
-        let stored = |key: &str| {
-            seen.as_ref()
-                .and_then(|cm| cm.data.as_ref())
-                .and_then(|d| d.get(key).cloned())
-        };
-        self.output.keep(records, failure, owner, stored).await
+migration_kube::object_lock_impl!(ConfigMapLedger);
+
+impl ObjectLedger for ConfigMapLedger {
+    type Object = ConfigMap;
+
+    fn writer(&self) -> &Writer {
+        &self.writer
+    }
+
+    fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    fn older_runners(&self) -> &LeaseLock {
+        &self.older_runners
+    }
+
+    fn output(&self) -> &OutputSecret {
+        &self.output
+    }
+
+    fn last_seen(&self) -> &LastSeen<ConfigMap> {
+        &self.last_seen
+    }
+
+    fn owner(&self, cm: &ConfigMap) -> Option<OwnerReference> {
+        Some(OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: self.name.clone(),
+            uid: cm.metadata.uid.clone()?,
+            ..OwnerReference::default()
+        })
+    }
+
+    fn stored_message(cm: &ConfigMap, key: &str) -> Option<String> {
+        cm.data.as_ref()?.get(key).cloned()
     }
 
     async fn create_object(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
@@ -531,7 +502,7 @@ impl ConfigMapLedger {
             .await;
         match created {
             Ok(stored) => {
-                self.remember(Some(Arc::new(stored)));
+                self.last_seen.set(Some(Arc::new(stored)));
                 Ok(())
             }
             // A retry after a lost reply lands here too: the object exists
@@ -610,18 +581,12 @@ impl ConfigMapLedger {
         .await
     }
 
-    /// One conditional merge patch for the whole step: the records (each
-    /// removing its slug's last failure), the attempt mark, the last failure
-    /// and the lock annotation, decided together on one base (CONTRACT.md
-    /// §5.5).
-    async fn write_step_object(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
+    async fn write_step_object(
+        &self,
+        step: &StepWrite<'_>,
+        take_token: &str,
+    ) -> Result<StepReport, LedgerError> {
         const OP: &str = "write step";
-        migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, step.records)?;
-        if let StepMode::Take { holder, .. } = step.mode {
-            self.older_runners.refuse_if_held_by_another(holder).await?;
-        }
-        // Chosen once, so a retry after a lost reply recognises its own take.
-        let take_token = lock::new_token(self.clock.now());
         conditional_update(&Conditional(self), OP, |current| {
             let existing = current.data.as_ref();
             // Shared records are filed against exactly the object this
@@ -657,16 +622,10 @@ impl ConfigMapLedger {
                     writes.insert(key, next.encode());
                 }
             }
-            let (lock, lease) = match self.lock_step(current, &step.mode, &take_token, OP) {
-                // A release whose reply was lost: the lock is gone and every
-                // record is in place, so this very write landed.
-                Err(LedgerError::LockLost { .. })
-                    if matches!(step.mode, StepMode::Release { .. }) && writes.is_empty() =>
-                {
-                    (None, None)
-                }
-                other => other?,
-            };
+            let (lock, lease) = step_lock(&step.mode, take_token, writes.is_empty(), || {
+                self.object_lock(current, OP)
+            })?;
+            let lock = lock.map(|lock| lock.map(|l| l.encode()));
             let report = StepReport { attempts, lease };
             if writes.is_empty() && lock.is_none() {
                 return Ok(Step::Done(report));
@@ -676,6 +635,23 @@ impl ConfigMapLedger {
                 return Err(self.full(current, would_be));
             }
             Ok(Step::Write(Change { data: writes, lock }, report))
+        })
+        .await
+    }
+
+    async fn update_lock<T: Send>(
+        &self,
+        operation: &'static str,
+        mut decide: impl FnMut(ObjectLock<'_>) -> Result<Step<Option<StoredLock>, T>, LedgerError>
+        + Send,
+    ) -> Result<T, LedgerError> {
+        conditional_update(&Conditional(self), operation, |cm| {
+            Ok(match decide(self.object_lock(cm, operation)?)? {
+                Step::Done(answer) => Step::Done(answer),
+                Step::Write(lock, answer) => {
+                    Step::Write(Change::lock(lock.map(|l| l.encode())), answer)
+                }
+            })
         })
         .await
     }
@@ -705,7 +681,8 @@ impl ConfigMapLedger {
 
     /// The `resourceVersion` of the object as last seen.
     fn revision(&self) -> Option<String> {
-        self.last_seen()
+        self.last_seen
+            .get()
             .and_then(|cm| cm.metadata.resource_version.clone())
     }
 }

@@ -123,7 +123,7 @@ impl CrdLedger {
         match read {
             Ok(Ok(object)) => {
                 let object = object.map(Arc::new);
-                self.remember(object.clone());
+                self.last_seen.set(object.clone());
                 Ok(object)
             }
             Ok(Err(e)) => Err(self.build_error(operation, e)),

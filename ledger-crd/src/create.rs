@@ -102,7 +102,7 @@ impl CrdLedger {
                     match self.patch_status(&planned.ops).await {
                         Ok(stored) => {
                             // The base of the run's next write.
-                            self.remember(Some(Arc::new(stored)));
+                            self.last_seen.set(Some(Arc::new(stored)));
                             return Ok(());
                         }
                         // Deleted under us: start over.
@@ -110,7 +110,7 @@ impl CrdLedger {
                             CreateStep::Post
                         }
                         Err(e) => {
-                            self.remember(None);
+                            self.last_seen.set(None);
                             if classify(&e) == Class::Transient {
                                 completion_in_doubt = true;
                             }

@@ -1,21 +1,24 @@
 //! The ledger handle: what it holds, how an engine write becomes one
 //! conditional status write, and the [`Ledger`] and [`Lock`] implementations.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::Request;
 use kube::{Client, Resource};
 use migration_core::entry::ContextIndex;
+use migration_core::fence::{ObjectLock, StoredLock};
 use migration_core::keys;
 use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
-use migration_core::step::{FailureNote, StepReport, StepWrite};
+use migration_core::step::{StepReport, StepWrite};
 use migration_core::{
-    Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
+    Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, Timestamp, WriteMode,
+    WriteReport,
 };
-use migration_kube::output_secret::{Kept, OutputSecret};
+use migration_kube::object_ledger::{self, LastSeen, ObjectLedger};
+use migration_kube::output_secret::OutputSecret;
 use migration_kube::{
     Attempts, Base, ConditionalObject, LeaseLock, Step, WriteTarget, Writer, conditional_update,
     defaults,
@@ -47,10 +50,8 @@ pub struct CrdLedger {
     /// taking the lock in the object first checks that no such runner holds
     /// it (CONTRACT.md §5.5).
     pub(crate) older_runners: LeaseLock,
-    /// The last object this handle (and its clones) read or wrote: the base
-    /// of the next conditional write, so that a write needs no read first.
-    /// The resourceVersion precondition makes a stale copy harmless.
-    last_seen: Arc<Mutex<Option<Arc<Value>>>>,
+    /// The base of the next conditional write.
+    pub(crate) last_seen: LastSeen<Value>,
     /// The Secret `<name>-output` in [`Options::lease_namespace`] that keeps the ledger's
     /// failures' output tails (CONTRACT.md §5.2), owned by the object: the entries name it.
     output: OutputSecret,
@@ -101,24 +102,8 @@ impl CrdLedger {
             budget: options.budget,
             clock: options.clock,
             older_runners,
-            last_seen: Arc::new(Mutex::new(None)),
+            last_seen: LastSeen::default(),
         }
-    }
-
-    /// Remembers `object` as the ledger object last seen (`None`: absent,
-    /// or unknown after a failed write).
-    pub(crate) fn remember(&self, object: Option<Arc<Value>>) {
-        *self
-            .last_seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = object;
-    }
-
-    fn last_seen(&self) -> Option<Arc<Value>> {
-        self.last_seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
     }
 
     /// The object, as errors name it.
@@ -236,32 +221,23 @@ impl ConditionalObject for Conditional<'_> {
         attempts: &mut Attempts,
         first: bool,
     ) -> Result<Base<Arc<Value>>, LedgerError> {
-        if first && let Some(object) = self.0.last_seen() {
-            attempts.count_one();
-            return Ok(Base {
-                object,
-                fresh: false,
-            });
-        }
-        match self.0.fetch(operation, attempts).await? {
-            Some(object) => Ok(Base {
-                object,
-                fresh: true,
-            }),
-            None => Err(self.0.not_found(operation)),
-        }
+        let ledger = self.0;
+        let read = async |attempts: &mut Attempts| ledger.fetch(operation, attempts).await;
+        (ledger.last_seen)
+            .base(&ledger.writer.ledger, operation, attempts, first, read)
+            .await
     }
 
     /// One JSON Patch of the status subresource; the object as stored is
     /// remembered.
     async fn send(&self, _base: &Arc<Value>, ops: &Vec<Value>) -> Result<(), kube::Error> {
         let stored = self.0.patch_status(ops).await?;
-        self.0.remember(Some(Arc::new(stored)));
+        self.0.last_seen.set(Some(Arc::new(stored)));
         Ok(())
     }
 
     fn forget(&self) {
-        self.0.remember(None);
+        self.0.last_seen.set(None);
     }
 }
 
@@ -339,8 +315,7 @@ impl Ledger for CrdLedger {
     /// crate documentation). An object left uninitialized by an interrupted
     /// create is completed, not refused.
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
-        let kept = self.keep(entries, None).await;
-        self.seed(&kept.records).await
+        object_ledger::create(self, entries).await
     }
 
     async fn write(
@@ -348,21 +323,11 @@ impl Ledger for CrdLedger {
         entries: &[(Slug, LedgerEntry)],
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
-        let mut kept = self.keep(entries, None).await;
-        if mode == WriteMode::OnlyIfAbsent {
-            // An entry already present stays, and so does the tail it names.
-            kept.unnamed.clear();
-        }
-        let report = self.write_object(&kept.records, mode).await?;
-        self.output.forget(&kept.unnamed).await;
-        Ok(report)
+        object_ledger::write(self, entries, mode).await
     }
 
     async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
-        let note = FailureNote { slug, failure };
-        let kept = self.keep(&[], Some(note)).await;
-        let failure = kept.failure.as_ref().unwrap_or(failure);
-        self.note_failure_object(slug, failure).await
+        object_ledger::note_failure(self, slug, failure).await
     }
 
     async fn kept_output(&self, message: &str) -> Result<Option<String>, LedgerError> {
@@ -394,60 +359,100 @@ impl Ledger for CrdLedger {
     }
 
     /// One conditional status write for the whole step, the run lock in
-    /// `status.lock` included.
-    /// The step's output tails go to the Secret first (CONTRACT.md §5.2), then the write, then
-    /// the removal of tails it leaves unnamed.
+    /// `status.lock` included, between keeping its output tails in the
+    /// Secret (CONTRACT.md §5.2) and removing those it leaves unnamed.
     async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
-        let kept = self.keep(step.records, step.failure).await;
-        let report = self
-            .step(&StepWrite {
-                records: &kept.records,
-                failure: kept.failure_note(step.failure.map(|f| f.slug)),
-                ..*step
-            })
-            .await?;
-        self.output.forget(&kept.unnamed).await;
-        Ok(report)
+        object_ledger::write_step(self, step).await
     }
 }
 
-impl CrdLedger {
-    /// Moves the output tails of `records` and `failure` into the Secret, owned by the object
-    /// as last seen.
-    async fn keep(
-        &self,
-        records: &[(Slug, LedgerEntry)],
-        failure: Option<FailureNote<'_>>,
-    ) -> Kept {
-        let seen = self.last_seen();
-        let owner = seen.as_ref().and_then(|object| {
-            Some(OwnerReference {
-                api_version: "migrations.cozystack.io/v1alpha1".into(),
-                kind: "MigrationLedger".into(),
-                name: self.name.clone(),
-                uid: object.pointer("/metadata/uid")?.as_str()?.to_owned(),
-                ..OwnerReference::default()
-            })
-        });
-        // The stored message of an entry (either form) or a last failure, by its ledger key.
-        let stored = |key: &str| {
-            let object = seen.as_ref()?;
-            let (map, slug, fields) = if let Some(slug) = key.strip_prefix(keys::FAILURE_PREFIX) {
-                ("failures", slug, ["message", "message"])
-            } else {
-                (
-                    "entries",
-                    key.strip_prefix(keys::ENTRY_PREFIX)?,
-                    ["m", "message"],
-                )
-            };
-            let value = object.get("status")?.get(map)?.get(slug)?;
-            fields
-                .iter()
-                .find_map(|f| value.get(*f)?.as_str())
-                .map(str::to_owned)
+migration_kube::object_lock_impl!(CrdLedger);
+
+impl ObjectLedger for CrdLedger {
+    type Object = Value;
+
+    fn writer(&self) -> &Writer {
+        &self.writer
+    }
+
+    fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    fn older_runners(&self) -> &LeaseLock {
+        &self.older_runners
+    }
+
+    fn output(&self) -> &OutputSecret {
+        &self.output
+    }
+
+    fn last_seen(&self) -> &LastSeen<Value> {
+        &self.last_seen
+    }
+
+    fn owner(&self, object: &Value) -> Option<OwnerReference> {
+        Some(OwnerReference {
+            api_version: "migrations.cozystack.io/v1alpha1".into(),
+            kind: "MigrationLedger".into(),
+            name: self.name.clone(),
+            uid: object.pointer("/metadata/uid")?.as_str()?.to_owned(),
+            ..OwnerReference::default()
+        })
+    }
+
+    /// The stored message of an entry (either form) or a last failure.
+    fn stored_message(object: &Value, key: &str) -> Option<String> {
+        let (map, slug, fields) = if let Some(slug) = key.strip_prefix(keys::FAILURE_PREFIX) {
+            ("failures", slug, ["message", "message"])
+        } else {
+            (
+                "entries",
+                key.strip_prefix(keys::ENTRY_PREFIX)?,
+                ["m", "message"],
+            )
         };
-        self.output.keep(records, failure, owner, stored).await
+        let value = object.get("status")?.get(map)?.get(slug)?;
+        fields
+            .iter()
+            .find_map(|f| value.get(*f)?.as_str())
+            .map(str::to_owned)
+    }
+
+    async fn create_object(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
+        self.seed(entries).await
+    }
+
+    async fn write_step_object(
+        &self,
+        step: &StepWrite<'_>,
+        take_token: &str,
+    ) -> Result<StepReport, LedgerError> {
+        self.step(step, take_token).await
+    }
+
+    async fn update_lock<T: Send>(
+        &self,
+        operation: &'static str,
+        mut decide: impl FnMut(ObjectLock<'_>) -> Result<Step<Option<StoredLock>, T>, LedgerError>
+        + Send,
+    ) -> Result<T, LedgerError> {
+        self.update_status(operation, |view| {
+            Ok(match decide(self.object_lock(view, operation)?)? {
+                Step::Done(answer) => Step::Done(answer),
+                Step::Write(lock, answer) => {
+                    let lock = lock.map(|l| self.lock_value(operation, &l)).transpose()?;
+                    Step::Write(
+                        StatusWrite {
+                            lock: Some(lock),
+                            ..StatusWrite::default()
+                        },
+                        answer,
+                    )
+                }
+            })
+        })
+        .await
     }
 
     async fn write_object(
