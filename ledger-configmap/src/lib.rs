@@ -63,14 +63,12 @@ use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
 use migration_core::step::{StepReport, StepWrite};
 use migration_core::{
-    Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, Timestamp, WriteMode,
-    WriteReport,
+    Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
-use migration_kube::object_ledger::{self, LastSeen, ObjectLedger, step_lock};
-use migration_kube::output_secret::OutputSecret;
+use migration_kube::object_ledger::{self, ObjectHandle, ObjectLedger, step_lock};
 use migration_kube::{
-    Attempts, Backoff, Base, Class, ConditionalObject, LeaseLock, Step, WriteTarget, Writer,
-    classify, conditional_update, defaults, ledger_error, patch_params, post_params,
+    Attempts, Backoff, Base, Class, ConditionalObject, Step, WriteTarget, Writer, classify,
+    conditional_update, defaults, ledger_error, patch_params, post_params,
 };
 
 pub mod lock;
@@ -98,26 +96,15 @@ migration_kube::ledger_options! {
 pub struct ConfigMapLedger {
     api: Api<ConfigMap>,
     name: String,
-    /// `configmap <namespace>/<name>`, as errors name the ledger, and the
-    /// retry policy of its requests.
-    writer: Writer,
     budget: u64,
-    /// The clock lock expiry is judged on.
-    clock: Arc<dyn Clock>,
-    /// The base of the next conditional patch.
-    last_seen: LastSeen<ConfigMap>,
-    /// The Lease `NAME-lock` that runners of older releases lock this
-    /// ledger through: taking the lock in the object first checks that no
-    /// such runner holds it (CONTRACT.md §5.5).
-    older_runners: LeaseLock,
-    /// The Secret `<name>-output` beside the ConfigMap that keeps its failures' output tails
-    /// (CONTRACT.md §5.2): the entries name it.
-    output: OutputSecret,
+    /// The ledger's name, retries, clock, Lease of older runners, output
+    /// Secret `<name>-output` beside the ConfigMap, and last-seen copy.
+    handle: ObjectHandle<ConfigMap>,
 }
 
 impl std::fmt::Debug for ConfigMapLedger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.writer.ledger)
+        f.write_str(&self.handle.writer.ledger)
     }
 }
 
@@ -155,33 +142,20 @@ impl ConfigMapLedger {
 
     /// The ledger in ConfigMap `namespace/name`.
     pub fn with_options(client: Client, namespace: &str, name: &str, options: Options) -> Self {
-        let writer = Writer {
-            ledger: format!("configmap {namespace}/{name}"),
-            retry: options.retry,
-        };
-        let older_runners = LeaseLock::new(
-            client.clone(),
+        let handle = ObjectHandle::new(
+            &client,
+            format!("configmap {namespace}/{name}"),
+            name,
             namespace,
             &older_runners_lease(name),
-            writer.clone(),
-            options.clock.clone(),
-        );
-        let output = OutputSecret::new(
-            client.clone(),
-            namespace,
-            name,
-            &writer.ledger,
-            writer.retry,
+            options.retry,
+            options.clock,
         );
         ConfigMapLedger {
-            older_runners,
-            output,
             api: Api::namespaced(client, namespace),
             name: name.to_owned(),
-            writer,
             budget: options.budget,
-            clock: options.clock,
-            last_seen: LastSeen::default(),
+            handle,
         }
     }
 
@@ -196,19 +170,20 @@ impl ConfigMapLedger {
         attempts: &mut Attempts,
     ) -> Result<Option<Arc<ConfigMap>>, LedgerError> {
         let cm = self
+            .handle
             .writer
             .retry
             .get_opt(&self.api, &self.name, attempts)
             .await
-            .map_err(|e| ledger_error(&self.writer.ledger, operation, &self.object(), &e))?
+            .map_err(|e| ledger_error(&self.handle.writer.ledger, operation, &self.object(), &e))?
             .map(Arc::new);
-        self.last_seen.set(cm.clone());
+        self.handle.last_seen.set(cm.clone());
         Ok(cm)
     }
 
     fn full(&self, current: &ConfigMap, would_be: u64) -> LedgerError {
         LedgerError::Full {
-            ledger: self.writer.ledger.clone(),
+            ledger: self.handle.writer.ledger.clone(),
             current_bytes: configmap_size(current),
             would_be_bytes: would_be,
             budget_bytes: self.budget,
@@ -264,11 +239,16 @@ struct Conditional<'a>(&'a ConfigMapLedger);
 
 impl WriteTarget for Conditional<'_> {
     fn writer(&self) -> &Writer {
-        &self.0.writer
+        &self.0.handle.writer
     }
 
     fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
-        ledger_error(&self.0.writer.ledger, operation, &self.0.object(), error)
+        ledger_error(
+            &self.0.handle.writer.ledger,
+            operation,
+            &self.0.object(),
+            error,
+        )
     }
 }
 
@@ -284,8 +264,16 @@ impl ConditionalObject for Conditional<'_> {
     ) -> Result<Base<Arc<ConfigMap>>, LedgerError> {
         let ledger = self.0;
         let read = async |attempts: &mut Attempts| ledger.get(operation, attempts).await;
-        (ledger.last_seen)
-            .base(&ledger.writer.ledger, operation, attempts, first, read)
+        ledger
+            .handle
+            .last_seen
+            .base(
+                &ledger.handle.writer.ledger,
+                operation,
+                attempts,
+                first,
+                read,
+            )
             .await
     }
 
@@ -319,12 +307,12 @@ impl ConditionalObject for Conditional<'_> {
             .api
             .patch(&self.0.name, &patch_params(), &Patch::Merge(&patch))
             .await?;
-        self.0.last_seen.set(Some(Arc::new(stored)));
+        self.0.handle.last_seen.set(Some(Arc::new(stored)));
         Ok(())
     }
 
     fn forget(&self) {
-        self.0.last_seen.set(None);
+        self.0.handle.last_seen.set(None);
     }
 }
 
@@ -362,7 +350,7 @@ fn clear_failures<'s>(
 #[async_trait]
 impl Ledger for ConfigMapLedger {
     fn describe(&self) -> String {
-        self.writer.ledger.clone()
+        self.handle.writer.ledger.clone()
     }
 
     async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
@@ -410,7 +398,7 @@ impl Ledger for ConfigMapLedger {
     }
 
     async fn kept_output(&self, message: &str) -> Result<Option<String>, LedgerError> {
-        self.output.read(message).await
+        self.handle.output.read(message).await
     }
 
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
@@ -438,24 +426,8 @@ migration_kube::object_lock_impl!(ConfigMapLedger);
 impl ObjectLedger for ConfigMapLedger {
     type Object = ConfigMap;
 
-    fn writer(&self) -> &Writer {
-        &self.writer
-    }
-
-    fn now(&self) -> Timestamp {
-        self.clock.now()
-    }
-
-    fn older_runners(&self) -> &LeaseLock {
-        &self.older_runners
-    }
-
-    fn output(&self) -> &OutputSecret {
-        &self.output
-    }
-
-    fn last_seen(&self) -> &LastSeen<ConfigMap> {
-        &self.last_seen
+    fn handle(&self) -> &ObjectHandle<ConfigMap> {
+        &self.handle
     }
 
     fn owner(&self, cm: &ConfigMap) -> Option<OwnerReference> {
@@ -474,7 +446,7 @@ impl ObjectLedger for ConfigMapLedger {
 
     async fn create_object(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
         const OP: &str = "create";
-        migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, entries)?;
+        migration_core::ledger::refuse_repeated_slugs(&self.handle.writer.ledger, OP, entries)?;
         let mut contexts = ContextIndex::default();
         let mut data = BTreeMap::new();
         for (slug, entry) in entries {
@@ -494,6 +466,7 @@ impl ObjectLedger for ConfigMapLedger {
         }
         let params = post_params();
         let created = self
+            .handle
             .writer
             .retry
             .retry(&mut Attempts::new(), OP, &self.object(), || {
@@ -502,15 +475,20 @@ impl ObjectLedger for ConfigMapLedger {
             .await;
         match created {
             Ok(stored) => {
-                self.last_seen.set(Some(Arc::new(stored)));
+                self.handle.last_seen.set(Some(Arc::new(stored)));
                 Ok(())
             }
             // A retry after a lost reply lands here too: the object exists
             // (maybe ours); the caller re-reads, and nothing is overwritten.
             Err(e) if classify(&e) == Class::AlreadyExists => Err(LedgerError::AlreadyExists {
-                ledger: self.writer.ledger.clone(),
+                ledger: self.handle.writer.ledger.clone(),
             }),
-            Err(e) => Err(ledger_error(&self.writer.ledger, OP, &self.object(), &e)),
+            Err(e) => Err(ledger_error(
+                &self.handle.writer.ledger,
+                OP,
+                &self.object(),
+                &e,
+            )),
         }
     }
 
@@ -520,7 +498,7 @@ impl ObjectLedger for ConfigMapLedger {
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
         const OP: &str = "write";
-        migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, entries)?;
+        migration_core::ledger::refuse_repeated_slugs(&self.handle.writer.ledger, OP, entries)?;
         let keyed: Vec<(&Slug, String, &LedgerEntry)> = entries
             .iter()
             .map(|(slug, entry)| (slug, keys::entry_key(slug), entry))
@@ -670,7 +648,7 @@ impl ConfigMapLedger {
                 AttemptMark::decode(key, raw)
                     .map(Some)
                     .map_err(|c| LedgerError::Permanent {
-                        ledger: self.writer.ledger.clone(),
+                        ledger: self.handle.writer.ledger.clone(),
                         operation,
                         message: c.to_string(),
                     })
@@ -681,7 +659,8 @@ impl ConfigMapLedger {
 
     /// The `resourceVersion` of the object as last seen.
     fn revision(&self) -> Option<String> {
-        self.last_seen
+        self.handle
+            .last_seen
             .get()
             .and_then(|cm| cm.metadata.resource_version.clone())
     }

@@ -46,7 +46,7 @@ impl ConfigMapLedger {
             None => None,
             Some(raw) => Some(serde_json::from_str::<StoredLock>(raw).map_err(|e| {
                 LedgerError::Permanent {
-                    ledger: self.writer.ledger.clone(),
+                    ledger: self.handle.writer.ledger.clone(),
                     operation,
                     message: format!(
                         "annotation {LOCK_ANNOTATION} is not a run lock ({e}): {}",
@@ -56,10 +56,10 @@ impl ConfigMapLedger {
             })?),
         };
         Ok(ObjectLock {
-            ledger: &self.writer.ledger,
+            ledger: &self.handle.writer.ledger,
             stored,
             revision: cm.metadata.resource_version.as_deref(),
-            now: self.clock.now(),
+            now: self.handle.clock.now(),
         })
     }
 }

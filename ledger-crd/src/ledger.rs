@@ -14,14 +14,11 @@ use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
 use migration_core::step::{StepReport, StepWrite};
 use migration_core::{
-    Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, Timestamp, WriteMode,
-    WriteReport,
+    Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
-use migration_kube::object_ledger::{self, LastSeen, ObjectLedger};
-use migration_kube::output_secret::OutputSecret;
+use migration_kube::object_ledger::{self, ObjectHandle, ObjectLedger};
 use migration_kube::{
-    Attempts, Base, ConditionalObject, LeaseLock, Step, WriteTarget, Writer, conditional_update,
-    defaults,
+    Attempts, Base, ConditionalObject, Step, WriteTarget, Writer, conditional_update, defaults,
 };
 use serde_json::Value;
 
@@ -39,27 +36,18 @@ pub struct CrdLedger {
     pub(crate) request: Request,
     /// The object's name (the bundle's).
     pub(crate) name: String,
-    /// `migrationledger <name>`, as errors name the ledger, and the retry
-    /// policy of its requests.
-    pub(crate) writer: Writer,
     /// The size budget of the stored object, in bytes.
     pub(crate) budget: u64,
-    /// For condition transition times (and the lock's expiry).
-    pub(crate) clock: Arc<dyn Clock>,
-    /// The Lease that runners of older releases lock this ledger through:
-    /// taking the lock in the object first checks that no such runner holds
-    /// it (CONTRACT.md §5.5).
-    pub(crate) older_runners: LeaseLock,
-    /// The base of the next conditional write.
-    pub(crate) last_seen: LastSeen<Value>,
-    /// The Secret `<name>-output` in [`Options::lease_namespace`] that keeps the ledger's
-    /// failures' output tails (CONTRACT.md §5.2), owned by the object: the entries name it.
-    output: OutputSecret,
+    /// The ledger's name, retries, clock (condition transition times, the
+    /// lock's expiry), Lease of older runners, output Secret `<name>-output`
+    /// in [`Options::lease_namespace`] (owned by the object), and last-seen
+    /// copy.
+    pub(crate) handle: ObjectHandle<Value>,
 }
 
 impl std::fmt::Debug for CrdLedger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.writer.ledger)
+        f.write_str(&self.handle.writer.ledger)
     }
 }
 
@@ -71,38 +59,25 @@ impl CrdLedger {
 
     /// The ledger `name` (one per bundle).
     pub fn with_options(client: Client, name: &str, options: Options) -> Self {
-        let writer = Writer {
-            ledger: format!("migrationledger {name}"),
-            retry: options.retry,
-        };
         let lease_name = options
             .lease_name
             .clone()
             .unwrap_or_else(|| defaults::lock_name(name));
-        let older_runners = LeaseLock::new(
-            client.clone(),
+        let handle = ObjectHandle::new(
+            &client,
+            format!("migrationledger {name}"),
+            name,
             &options.lease_namespace,
             &lease_name,
-            writer.clone(),
-            options.clock.clone(),
-        );
-        let output = OutputSecret::new(
-            client.clone(),
-            &options.lease_namespace,
-            name,
-            &writer.ledger,
-            writer.retry,
+            options.retry,
+            options.clock,
         );
         CrdLedger {
-            output,
             request: Request::new(MigrationLedger::url_path(&(), None)),
             client,
             name: name.to_owned(),
-            writer,
             budget: options.budget,
-            clock: options.clock,
-            older_runners,
-            last_seen: LastSeen::default(),
+            handle,
         }
     }
 
@@ -118,7 +93,7 @@ impl CrdLedger {
 
     pub(crate) fn permanent(&self, operation: &'static str, message: String) -> LedgerError {
         LedgerError::Permanent {
-            ledger: self.writer.ledger.clone(),
+            ledger: self.handle.writer.ledger.clone(),
             operation,
             message,
         }
@@ -126,21 +101,21 @@ impl CrdLedger {
 
     pub(crate) fn unreadable(&self, reason: String) -> LedgerError {
         LedgerError::Unreadable {
-            ledger: self.writer.ledger.clone(),
+            ledger: self.handle.writer.ledger.clone(),
             reason: format!("{}: {reason}", self.object()),
         }
     }
 
     pub(crate) fn not_found(&self, operation: &'static str) -> LedgerError {
         LedgerError::NotFound {
-            ledger: self.writer.ledger.clone(),
+            ledger: self.handle.writer.ledger.clone(),
             operation,
         }
     }
 
     pub(crate) fn full(&self, current: Option<&View<'_>>, would_be: u64) -> LedgerError {
         LedgerError::Full {
-            ledger: self.writer.ledger.clone(),
+            ledger: self.handle.writer.ledger.clone(),
             current_bytes: current.map_or(0, |v| json_size(v.object)),
             would_be_bytes: would_be,
             budget_bytes: self.budget,
@@ -155,7 +130,7 @@ impl CrdLedger {
         view: &View<'_>,
         write: &StatusWrite,
     ) -> Result<PlannedWrite, LedgerError> {
-        let planned = plan_status_write(view, write, self.clock.now())
+        let planned = plan_status_write(view, write, self.handle.clock.now())
             .map_err(|reason| self.unreadable(reason))?;
         if planned.would_be_bytes > self.budget {
             tracing::warn!(
@@ -202,7 +177,7 @@ pub(crate) struct Conditional<'a>(pub(crate) &'a CrdLedger);
 
 impl WriteTarget for Conditional<'_> {
     fn writer(&self) -> &Writer {
-        &self.0.writer
+        &self.0.handle.writer
     }
 
     fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
@@ -223,8 +198,16 @@ impl ConditionalObject for Conditional<'_> {
     ) -> Result<Base<Arc<Value>>, LedgerError> {
         let ledger = self.0;
         let read = async |attempts: &mut Attempts| ledger.fetch(operation, attempts).await;
-        (ledger.last_seen)
-            .base(&ledger.writer.ledger, operation, attempts, first, read)
+        ledger
+            .handle
+            .last_seen
+            .base(
+                &ledger.handle.writer.ledger,
+                operation,
+                attempts,
+                first,
+                read,
+            )
             .await
     }
 
@@ -232,12 +215,12 @@ impl ConditionalObject for Conditional<'_> {
     /// remembered.
     async fn send(&self, _base: &Arc<Value>, ops: &Vec<Value>) -> Result<(), kube::Error> {
         let stored = self.0.patch_status(ops).await?;
-        self.0.last_seen.set(Some(Arc::new(stored)));
+        self.0.handle.last_seen.set(Some(Arc::new(stored)));
         Ok(())
     }
 
     fn forget(&self) {
-        self.0.last_seen.set(None);
+        self.0.handle.last_seen.set(None);
     }
 }
 
@@ -289,7 +272,7 @@ pub(crate) fn seed_write(
 #[async_trait]
 impl Ledger for CrdLedger {
     fn describe(&self) -> String {
-        self.writer.ledger.clone()
+        self.handle.writer.ledger.clone()
     }
 
     async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
@@ -331,7 +314,7 @@ impl Ledger for CrdLedger {
     }
 
     async fn kept_output(&self, message: &str) -> Result<Option<String>, LedgerError> {
-        self.output.read(message).await
+        self.handle.output.read(message).await
     }
 
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
@@ -371,24 +354,8 @@ migration_kube::object_lock_impl!(CrdLedger);
 impl ObjectLedger for CrdLedger {
     type Object = Value;
 
-    fn writer(&self) -> &Writer {
-        &self.writer
-    }
-
-    fn now(&self) -> Timestamp {
-        self.clock.now()
-    }
-
-    fn older_runners(&self) -> &LeaseLock {
-        &self.older_runners
-    }
-
-    fn output(&self) -> &OutputSecret {
-        &self.output
-    }
-
-    fn last_seen(&self) -> &LastSeen<Value> {
-        &self.last_seen
+    fn handle(&self) -> &ObjectHandle<Value> {
+        &self.handle
     }
 
     fn owner(&self, object: &Value) -> Option<OwnerReference> {
@@ -461,7 +428,7 @@ impl ObjectLedger for CrdLedger {
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
         const OP: &str = "write";
-        migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, entries)?;
+        migration_core::ledger::refuse_repeated_slugs(&self.handle.writer.ledger, OP, entries)?;
         self.update_status(OP, |view| {
             let stored = view.entries();
             // Shared records are filed against exactly the object this
@@ -474,7 +441,14 @@ impl ObjectLedger for CrdLedger {
                 if mode == WriteMode::OnlyIfAbsent && stored.is_some_and(|s| s.contains_key(key)) {
                     report.already_present.push(slug.clone());
                 } else {
-                    put_entry(&self.writer.ledger, OP, &mut write, &mut index, slug, entry)?;
+                    put_entry(
+                        &self.handle.writer.ledger,
+                        OP,
+                        &mut write,
+                        &mut index,
+                        slug,
+                        entry,
+                    )?;
                     // The entry's write removes the slug's last failure.
                     if view.has_failure(slug) {
                         write.cleared_failures.push(slug.as_str().to_owned());

@@ -61,10 +61,10 @@ impl CrdLedger {
             ),
         };
         Ok(ObjectLock {
-            ledger: &self.writer.ledger,
+            ledger: &self.handle.writer.ledger,
             stored,
             revision: view.resource_version(),
-            now: self.clock.now(),
+            now: self.handle.clock.now(),
         })
     }
 
@@ -95,7 +95,14 @@ impl CrdLedger {
             let mut index = view.context_index();
             let mut write = StatusWrite::default();
             for (slug, entry) in step.records {
-                put_entry(&self.writer.ledger, OP, &mut write, &mut index, slug, entry)?;
+                put_entry(
+                    &self.handle.writer.ledger,
+                    OP,
+                    &mut write,
+                    &mut index,
+                    slug,
+                    entry,
+                )?;
                 if view.has_failure(slug) {
                     write.cleared_failures.push(slug.as_str().to_owned());
                 }

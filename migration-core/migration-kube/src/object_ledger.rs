@@ -17,10 +17,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use migration_core::fence::{LockWrite, ObjectLock, StoredLock, new_token};
 use migration_core::last_failure::LastFailure;
 use migration_core::step::{FailureNote, StepMode, StepReport, StepWrite};
-use migration_core::{Lease, LedgerEntry, LedgerError, Slug, WriteMode, WriteReport};
+use migration_core::{Clock, Lease, LedgerEntry, LedgerError, Slug, WriteMode, WriteReport};
 
 use crate::output_secret::{Kept, OutputSecret};
-use crate::{Attempts, Base, LeaseLock, Step, Writer};
+use crate::{Attempts, Base, LeaseLock, RetryPolicy, Step, Writer};
 
 /// The object a handle (and its clones) last read or wrote: the base of its
 /// next conditional write, so that a write needs no read first. The
@@ -86,6 +86,55 @@ impl<T> LastSeen<T> {
     }
 }
 
+/// What a handle on a ledger kept in one object holds beside the object's
+/// address, the same on both backends.
+#[derive(Clone)]
+pub struct ObjectHandle<T> {
+    /// The ledger as errors name it, and the retry policy of its requests.
+    pub writer: Writer,
+    /// The clock lock expiry (and the custom resource's condition times)
+    /// are judged on.
+    pub clock: Arc<dyn Clock>,
+    /// The Lease runners of older releases lock this ledger through: taking
+    /// the lock in the object first checks that no such runner holds it
+    /// (CONTRACT.md §5.5).
+    pub older_runners: LeaseLock,
+    /// The Secret `<name>-output` that keeps the ledger's failures' output
+    /// tails (CONTRACT.md §5.2): the entries name it.
+    pub output: OutputSecret,
+    /// The base of the next conditional write.
+    pub last_seen: LastSeen<T>,
+}
+
+impl<T> ObjectHandle<T> {
+    /// The handle of the ledger object `name`, named `ledger` in errors,
+    /// whose Lease `lease_name` and output Secret live in `namespace`.
+    pub fn new(
+        client: &kube::Client,
+        ledger: String,
+        name: &str,
+        namespace: &str,
+        lease_name: &str,
+        retry: RetryPolicy,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let writer = Writer { ledger, retry };
+        ObjectHandle {
+            older_runners: LeaseLock::new(
+                client.clone(),
+                namespace,
+                lease_name,
+                writer.clone(),
+                clock.clone(),
+            ),
+            output: OutputSecret::new(client.clone(), namespace, name, &writer.ledger, retry),
+            writer,
+            clock,
+            last_seen: LastSeen::default(),
+        }
+    }
+}
+
 /// A ledger kept in one Kubernetes object with its output tails in a Secret
 /// beside it and its run lock inside it: what the shared functions of this
 /// module need of a backend.
@@ -93,21 +142,8 @@ pub trait ObjectLedger: Sync {
     /// The object as read.
     type Object: Send + Sync;
 
-    /// The ledger as errors name it, and its retry policy.
-    fn writer(&self) -> &Writer;
-
-    /// Now, on the clock lock expiry is judged on.
-    fn now(&self) -> migration_core::Timestamp;
-
-    /// The Lease runners of older releases lock this ledger through: taking
-    /// the lock in the object first checks that no such runner holds it.
-    fn older_runners(&self) -> &LeaseLock;
-
-    /// The Secret the output tails are kept in.
-    fn output(&self) -> &OutputSecret;
-
-    /// The copy of the object last seen.
-    fn last_seen(&self) -> &LastSeen<Self::Object>;
+    /// What the handle holds beside the object's address.
+    fn handle(&self) -> &ObjectHandle<Self::Object>;
 
     /// The reference to `object` that owns the Secret, so it goes with it.
     fn owner(&self, object: &Self::Object) -> Option<OwnerReference>;
@@ -161,10 +197,14 @@ async fn keep<L: ObjectLedger>(
     records: &[(Slug, LedgerEntry)],
     failure: Option<FailureNote<'_>>,
 ) -> Kept {
-    let seen = ledger.last_seen().get();
+    let seen = ledger.handle().last_seen.get();
     let owner = seen.as_deref().and_then(|object| ledger.owner(object));
     let stored = |key: &str| L::stored_message(seen.as_deref()?, key);
-    ledger.output().keep(records, failure, owner, stored).await
+    ledger
+        .handle()
+        .output
+        .keep(records, failure, owner, stored)
+        .await
 }
 
 /// [`Ledger::create`](migration_core::Ledger::create): the tails, then the
@@ -190,7 +230,7 @@ pub async fn write<L: ObjectLedger>(
         kept.unnamed.clear();
     }
     let report = ledger.write_object(&kept.records, mode).await?;
-    ledger.output().forget(&kept.unnamed).await;
+    ledger.handle().output.forget(&kept.unnamed).await;
     Ok(report)
 }
 
@@ -215,22 +255,24 @@ pub async fn write_step<L: ObjectLedger>(
 ) -> Result<StepReport, LedgerError> {
     const OP: &str = "write step";
     let kept = keep(ledger, step.records, step.failure).await;
-    migration_core::ledger::refuse_repeated_slugs(&ledger.writer().ledger, OP, &kept.records)?;
+    migration_core::ledger::refuse_repeated_slugs(
+        &ledger.handle().writer.ledger,
+        OP,
+        &kept.records,
+    )?;
     if let StepMode::Take { holder, .. } = step.mode {
-        ledger
-            .older_runners()
-            .refuse_if_held_by_another(holder)
-            .await?;
+        let older_runners = &ledger.handle().older_runners;
+        older_runners.refuse_if_held_by_another(holder).await?;
     }
     // Chosen once, so a retry after a lost reply recognises its own take.
-    let take_token = new_token(ledger.now());
+    let take_token = new_token(ledger.handle().clock.now());
     let step = StepWrite {
         records: &kept.records,
         failure: kept.failure_note(step.failure.map(|f| f.slug)),
         ..*step
     };
     let report = ledger.write_step_object(&step, &take_token).await?;
-    ledger.output().forget(&kept.unnamed).await;
+    ledger.handle().output.forget(&kept.unnamed).await;
     Ok(report)
 }
 
@@ -264,11 +306,9 @@ pub async fn acquire<L: ObjectLedger>(
     holder: &str,
     ttl: Duration,
 ) -> Result<Lease, LedgerError> {
-    ledger
-        .older_runners()
-        .refuse_if_held_by_another(holder)
-        .await?;
-    let fresh_token = new_token(ledger.now());
+    let older_runners = &ledger.handle().older_runners;
+    older_runners.refuse_if_held_by_another(holder).await?;
+    let fresh_token = new_token(ledger.handle().clock.now());
     ledger
         .update_lock("acquire lock", |lock| {
             let taken = lock.take(holder, ttl, &fresh_token)?;
@@ -287,14 +327,16 @@ pub async fn renew<L: ObjectLedger>(
 ) -> Result<Lease, LedgerError> {
     let result = ledger
         .update_lock("renew lock", |lock| {
-            let renewed = lock.require(lease)?.renewed(ledger.now(), ttl);
+            let renewed = lock
+                .require(lease)?
+                .renewed(ledger.handle().clock.now(), ttl);
             let lease = renewed.lease();
             Ok(Step::Write(Some(renewed), lease))
         })
         .await;
     match result {
         Err(LedgerError::NotFound { .. }) => Err(LedgerError::LockLost {
-            ledger: ledger.writer().ledger.clone(),
+            ledger: ledger.handle().writer.ledger.clone(),
             holder: lease.holder.clone(),
             reason: "the ledger object was deleted".into(),
         }),
