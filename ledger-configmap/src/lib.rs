@@ -264,17 +264,7 @@ impl ConditionalObject for Conditional<'_> {
     ) -> Result<Base<Arc<ConfigMap>>, LedgerError> {
         let ledger = self.0;
         let read = async |attempts: &mut Attempts| ledger.get(operation, attempts).await;
-        ledger
-            .handle
-            .last_seen
-            .base(
-                &ledger.handle.writer.ledger,
-                operation,
-                attempts,
-                first,
-                read,
-            )
-            .await
+        ledger.handle.base(operation, attempts, first, read).await
     }
 
     /// One merge patch of `change` carrying `current`'s resourceVersion; the

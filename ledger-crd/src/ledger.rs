@@ -12,7 +12,7 @@ use migration_core::fence::{ObjectLock, StoredLock};
 use migration_core::keys;
 use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
-use migration_core::step::{StepReport, StepWrite};
+use migration_core::step::{AttemptNote, StepReport, StepWrite};
 use migration_core::{
     Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
@@ -123,6 +123,33 @@ impl CrdLedger {
         }
     }
 
+    /// Adds to `write` the attempt mark that follows the one `view` stores
+    /// for `note`'s slug, unless it is the same (a repeated token), and
+    /// answers its count; a stored mark that does not decode fails
+    /// permanently.
+    pub(crate) fn next_mark(
+        &self,
+        operation: &'static str,
+        view: &View<'_>,
+        write: &mut StatusWrite,
+        note: AttemptNote<'_>,
+    ) -> Result<u32, LedgerError> {
+        let key = keys::attempt_key(note.slug);
+        let permanent = |message: String| self.permanent(operation, message);
+        let stored = view
+            .attempt(note.slug)
+            .map(|value| state::decode_mark(&key, value))
+            .transpose()
+            .map_err(|c| permanent(format!("{}: {c}", self.status_object())))?;
+        let next = AttemptMark::next(stored.as_ref(), note.token, note.floor);
+        if stored.as_ref() != Some(&next) {
+            let value =
+                serde_json::to_value(&next).map_err(|e| permanent(format!("key {key}: {e}")))?;
+            write.attempts.insert(note.slug.as_str().to_owned(), value);
+        }
+        Ok(next.count)
+    }
+
     /// Plans a status write on `view` and checks it against the budget.
     pub(crate) fn plan(
         &self,
@@ -198,17 +225,7 @@ impl ConditionalObject for Conditional<'_> {
     ) -> Result<Base<Arc<Value>>, LedgerError> {
         let ledger = self.0;
         let read = async |attempts: &mut Attempts| ledger.fetch(operation, attempts).await;
-        ledger
-            .handle
-            .last_seen
-            .base(
-                &ledger.handle.writer.ledger,
-                operation,
-                attempts,
-                first,
-                read,
-            )
-            .await
+        ledger.handle.base(operation, attempts, first, read).await
     }
 
     /// One JSON Patch of the status subresource; the object as stored is
@@ -319,24 +336,15 @@ impl Ledger for CrdLedger {
 
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
         const OP: &str = "note attempt";
-        let key = keys::attempt_key(slug);
+        let note = AttemptNote { slug, token, floor };
         self.update_status(OP, |view| {
-            let stored =
-                match view.attempt(slug) {
-                    Some(value) => Some(state::decode_mark(&key, value).map_err(|c| {
-                        self.permanent(OP, format!("{}: {c}", self.status_object()))
-                    })?),
-                    None => None,
-                };
-            let next = AttemptMark::next(stored.as_ref(), token, floor);
-            if stored.as_ref() == Some(&next) {
-                return Ok(Step::Done(next.count));
-            }
-            let value = serde_json::to_value(&next)
-                .map_err(|e| self.permanent(OP, format!("key {key}: {e}")))?;
             let mut write = StatusWrite::default();
-            write.attempts.insert(slug.as_str().to_owned(), value);
-            Ok(Step::Write(write, next.count))
+            let count = self.next_mark(OP, view, &mut write, note)?;
+            Ok(if write.attempts.is_empty() {
+                Step::Done(count)
+            } else {
+                Step::Write(write, count)
+            })
         })
         .await
     }

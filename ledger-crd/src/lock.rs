@@ -25,8 +25,6 @@
 
 use migration_core::LedgerError;
 use migration_core::fence::{ObjectLock, StoredLock};
-use migration_core::keys;
-use migration_core::ledger::AttemptMark;
 use migration_core::step::{StepReport, StepWrite};
 use migration_kube::Step;
 use migration_kube::object_ledger::step_lock;
@@ -34,7 +32,7 @@ use serde_json::Value;
 
 use crate::CrdLedger;
 use crate::ledger::put_entry;
-use crate::state::{self, StatusWrite, View};
+use crate::state::{StatusWrite, View};
 
 impl CrdLedger {
     /// The lock of the object `view` shows, as the shared rules see it; a
@@ -119,23 +117,10 @@ impl CrdLedger {
                     write.failures.insert(note.slug.as_str().to_owned(), value);
                 }
             }
-            let mut attempts = None;
-            if let Some(note) = step.attempt {
-                let key = keys::attempt_key(note.slug);
-                let current = match view.attempt(note.slug) {
-                    Some(value) => Some(state::decode_mark(&key, value).map_err(|c| {
-                        self.permanent(OP, format!("{}: {c}", self.status_object()))
-                    })?),
-                    None => None,
-                };
-                let next = AttemptMark::next(current.as_ref(), note.token, note.floor);
-                attempts = Some(next.count);
-                if current.as_ref() != Some(&next) {
-                    let value = serde_json::to_value(&next)
-                        .map_err(|e| self.permanent(OP, format!("key {key}: {e}")))?;
-                    write.attempts.insert(note.slug.as_str().to_owned(), value);
-                }
-            }
+            let attempts = step
+                .attempt
+                .map(|note| self.next_mark(OP, view, &mut write, note))
+                .transpose()?;
             let (lock, lease) =
                 step_lock(&step.mode, take_token, nothing_but_cleared(&write), || {
                     self.object_lock(view, OP)

@@ -53,37 +53,6 @@ impl<T> LastSeen<T> {
     pub fn set(&self, object: Option<Arc<T>>) {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = object;
     }
-
-    /// The base of a conditional write's try ([`crate::ConditionalObject::base`]):
-    /// on the `first` try the remembered copy (counted in `attempts`, no
-    /// request), otherwise what `read` reads; an absent object is
-    /// [`LedgerError::NotFound`].
-    pub async fn base(
-        &self,
-        ledger: &str,
-        operation: &'static str,
-        attempts: &mut Attempts,
-        first: bool,
-        read: impl AsyncFnOnce(&mut Attempts) -> Result<Option<Arc<T>>, LedgerError>,
-    ) -> Result<Base<Arc<T>>, LedgerError> {
-        if first && let Some(object) = self.get() {
-            attempts.count_one();
-            return Ok(Base {
-                object,
-                fresh: false,
-            });
-        }
-        match read(attempts).await? {
-            Some(object) => Ok(Base {
-                object,
-                fresh: true,
-            }),
-            None => Err(LedgerError::NotFound {
-                ledger: ledger.to_owned(),
-                operation,
-            }),
-        }
-    }
 }
 
 /// What a handle on a ledger kept in one object holds beside the object's
@@ -131,6 +100,36 @@ impl<T> ObjectHandle<T> {
             writer,
             clock,
             last_seen: LastSeen::default(),
+        }
+    }
+
+    /// The base of a conditional write's try ([`crate::ConditionalObject::base`]):
+    /// on the `first` try the remembered copy (counted in `attempts`, no
+    /// request), otherwise what `read` reads; an absent object is
+    /// [`LedgerError::NotFound`].
+    pub async fn base(
+        &self,
+        operation: &'static str,
+        attempts: &mut Attempts,
+        first: bool,
+        read: impl AsyncFnOnce(&mut Attempts) -> Result<Option<Arc<T>>, LedgerError>,
+    ) -> Result<Base<Arc<T>>, LedgerError> {
+        if first && let Some(object) = self.last_seen.get() {
+            attempts.count_one();
+            return Ok(Base {
+                object,
+                fresh: false,
+            });
+        }
+        match read(attempts).await? {
+            Some(object) => Ok(Base {
+                object,
+                fresh: true,
+            }),
+            None => Err(LedgerError::NotFound {
+                ledger: self.writer.ledger.clone(),
+                operation,
+            }),
         }
     }
 }
