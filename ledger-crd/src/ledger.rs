@@ -150,6 +150,31 @@ impl CrdLedger {
         Ok(next.count)
     }
 
+    /// Adds the record of `slug` to `write` ([`put_entry`]); it removes the
+    /// slug's last failure that `view` holds.
+    pub(crate) fn put_record(
+        &self,
+        operation: &'static str,
+        view: &View<'_>,
+        write: &mut StatusWrite,
+        index: &mut ContextIndex,
+        slug: &Slug,
+        entry: &LedgerEntry,
+    ) -> Result<(), LedgerError> {
+        put_entry(
+            &self.handle.writer.ledger,
+            operation,
+            write,
+            index,
+            slug,
+            entry,
+        )?;
+        if view.has_failure(slug) {
+            write.cleared_failures.push(slug.as_str().to_owned());
+        }
+        Ok(())
+    }
+
     /// Plans a status write on `view` and checks it against the budget.
     pub(crate) fn plan(
         &self,
@@ -449,18 +474,7 @@ impl ObjectLedger for CrdLedger {
                 if mode == WriteMode::OnlyIfAbsent && stored.is_some_and(|s| s.contains_key(key)) {
                     report.already_present.push(slug.clone());
                 } else {
-                    put_entry(
-                        &self.handle.writer.ledger,
-                        OP,
-                        &mut write,
-                        &mut index,
-                        slug,
-                        entry,
-                    )?;
-                    // The entry's write removes the slug's last failure.
-                    if view.has_failure(slug) {
-                        write.cleared_failures.push(slug.as_str().to_owned());
-                    }
+                    self.put_record(OP, view, &mut write, &mut index, slug, entry)?;
                     report.written.push(slug.clone());
                 }
             }

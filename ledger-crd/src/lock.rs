@@ -31,7 +31,6 @@ use migration_kube::object_ledger::step_lock;
 use serde_json::Value;
 
 use crate::CrdLedger;
-use crate::ledger::put_entry;
 use crate::state::{StatusWrite, View};
 
 impl CrdLedger {
@@ -93,17 +92,7 @@ impl CrdLedger {
             let mut index = view.context_index();
             let mut write = StatusWrite::default();
             for (slug, entry) in step.records {
-                put_entry(
-                    &self.handle.writer.ledger,
-                    OP,
-                    &mut write,
-                    &mut index,
-                    slug,
-                    entry,
-                )?;
-                if view.has_failure(slug) {
-                    write.cleared_failures.push(slug.as_str().to_owned());
-                }
+                self.put_record(OP, view, &mut write, &mut index, slug, entry)?;
             }
             // A record already in place (a retry after a lost reply) is not
             // written again: encoding it on the same object gives the same
