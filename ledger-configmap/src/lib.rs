@@ -177,7 +177,7 @@ impl ConfigMapLedger {
             .await
             .map_err(|e| ledger_error(&self.handle.writer.ledger, operation, &self.object(), &e))?
             .map(Arc::new);
-        self.handle.last_seen.set(cm.clone());
+        self.handle.remember(cm.clone());
         Ok(cm)
     }
 
@@ -297,12 +297,12 @@ impl ConditionalObject for Conditional<'_> {
             .api
             .patch(&self.0.name, &patch_params(), &Patch::Merge(&patch))
             .await?;
-        self.0.handle.last_seen.set(Some(Arc::new(stored)));
+        self.0.handle.remember(Some(Arc::new(stored)));
         Ok(())
     }
 
     fn forget(&self) {
-        self.0.handle.last_seen.set(None);
+        self.0.handle.remember(None);
     }
 }
 
@@ -465,7 +465,7 @@ impl ObjectLedger for ConfigMapLedger {
             .await;
         match created {
             Ok(stored) => {
-                self.handle.last_seen.set(Some(Arc::new(stored)));
+                self.handle.remember(Some(Arc::new(stored)));
                 Ok(())
             }
             // A retry after a lost reply lands here too: the object exists
@@ -650,8 +650,7 @@ impl ConfigMapLedger {
     /// The `resourceVersion` of the object as last seen.
     fn revision(&self) -> Option<String> {
         self.handle
-            .last_seen
-            .get()
+            .seen()
             .and_then(|cm| cm.metadata.resource_version.clone())
     }
 }

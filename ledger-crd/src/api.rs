@@ -124,7 +124,7 @@ impl CrdLedger {
         match read {
             Ok(Ok(object)) => {
                 let object = object.map(Arc::new);
-                self.handle.last_seen.set(object.clone());
+                self.handle.remember(object.clone());
                 Ok(object)
             }
             Ok(Err(e)) => Err(self.build_error(operation, e)),

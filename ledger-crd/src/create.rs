@@ -103,7 +103,7 @@ impl CrdLedger {
                     match self.patch_status(&planned.ops).await {
                         Ok(stored) => {
                             // The base of the run's next write.
-                            self.handle.last_seen.set(Some(Arc::new(stored)));
+                            self.handle.remember(Some(Arc::new(stored)));
                             return Ok(());
                         }
                         // Deleted under us: start over.
@@ -113,7 +113,7 @@ impl CrdLedger {
                             CreateStep::Post
                         }
                         Err(e) => {
-                            self.handle.last_seen.set(None);
+                            self.handle.remember(None);
                             if classify(&e) == Class::Transient {
                                 completion_in_doubt = true;
                             }

@@ -257,12 +257,12 @@ impl ConditionalObject for Conditional<'_> {
     /// remembered.
     async fn send(&self, _base: &Arc<Value>, ops: &Vec<Value>) -> Result<(), kube::Error> {
         let stored = self.0.patch_status(ops).await?;
-        self.0.handle.last_seen.set(Some(Arc::new(stored)));
+        self.0.handle.remember(Some(Arc::new(stored)));
         Ok(())
     }
 
     fn forget(&self) {
-        self.0.handle.last_seen.set(None);
+        self.0.handle.remember(None);
     }
 }
 
@@ -423,14 +423,6 @@ impl ObjectLedger for CrdLedger {
         self.seed(entries).await
     }
 
-    async fn write_step_object(
-        &self,
-        step: &StepWrite<'_>,
-        take_token: &str,
-    ) -> Result<StepReport, LedgerError> {
-        self.step(step, take_token).await
-    }
-
     async fn update_lock<T: Send>(
         &self,
         operation: &'static str,
@@ -453,6 +445,14 @@ impl ObjectLedger for CrdLedger {
             })
         })
         .await
+    }
+
+    async fn write_step_object(
+        &self,
+        step: &StepWrite<'_>,
+        take_token: &str,
+    ) -> Result<StepReport, LedgerError> {
+        self.step(step, take_token).await
     }
 
     async fn write_object(

@@ -22,39 +22,6 @@ use migration_core::{Clock, Lease, LedgerEntry, LedgerError, Slug, WriteMode, Wr
 use crate::output_secret::{Kept, OutputSecret};
 use crate::{Attempts, Base, LeaseLock, RetryPolicy, Step, Writer};
 
-/// The object a handle (and its clones) last read or wrote: the base of its
-/// next conditional write, so that a write needs no read first. The
-/// `resourceVersion` precondition makes a stale copy harmless.
-#[derive(Debug)]
-pub struct LastSeen<T>(Arc<Mutex<Option<Arc<T>>>>);
-
-impl<T> Clone for LastSeen<T> {
-    fn clone(&self) -> Self {
-        LastSeen(Arc::clone(&self.0))
-    }
-}
-
-impl<T> Default for LastSeen<T> {
-    fn default() -> Self {
-        LastSeen(Arc::new(Mutex::new(None)))
-    }
-}
-
-impl<T> LastSeen<T> {
-    /// The copy, if any.
-    pub fn get(&self) -> Option<Arc<T>> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Remembers `object` (`None`: absent, or unknown after a failed write).
-    pub fn set(&self, object: Option<Arc<T>>) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = object;
-    }
-}
-
 /// What a handle on a ledger kept in one object holds beside the object's
 /// address, the same on both backends.
 #[derive(Clone)]
@@ -71,8 +38,10 @@ pub struct ObjectHandle<T> {
     /// The Secret `<name>-output` that keeps the ledger's failures' output
     /// tails (CONTRACT.md §5.2): the entries name it.
     pub output: OutputSecret,
-    /// The base of the next conditional write.
-    pub last_seen: LastSeen<T>,
+    /// The object this handle (and its clones) last read or wrote: the base
+    /// of its next conditional write, so that a write needs no read first.
+    /// The `resourceVersion` precondition makes a stale copy harmless.
+    last_seen: Arc<Mutex<Option<Arc<T>>>>,
 }
 
 impl<T> ObjectHandle<T> {
@@ -99,8 +68,24 @@ impl<T> ObjectHandle<T> {
             output: OutputSecret::new(client.clone(), namespace, name, &writer.ledger, retry),
             writer,
             clock,
-            last_seen: LastSeen::default(),
+            last_seen: Arc::default(),
         }
+    }
+
+    /// The object last seen, if any.
+    pub fn seen(&self) -> Option<Arc<T>> {
+        self.last_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Remembers `object` (`None`: absent, or unknown after a failed write).
+    pub fn remember(&self, object: Option<Arc<T>>) {
+        *self
+            .last_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = object;
     }
 
     /// The base of a conditional write's try ([`crate::ConditionalObject::base`]):
@@ -114,7 +99,7 @@ impl<T> ObjectHandle<T> {
         first: bool,
         read: impl AsyncFnOnce(&mut Attempts) -> Result<Option<Arc<T>>, LedgerError>,
     ) -> Result<Base<Arc<T>>, LedgerError> {
-        if first && let Some(object) = self.last_seen.get() {
+        if first && let Some(object) = self.seen() {
             attempts.count_one();
             return Ok(Base {
                 object,
@@ -196,7 +181,7 @@ async fn keep<L: ObjectLedger>(
     records: &[(Slug, LedgerEntry)],
     failure: Option<FailureNote<'_>>,
 ) -> Kept {
-    let seen = ledger.handle().last_seen.get();
+    let seen = ledger.handle().seen();
     let owner = seen.as_deref().and_then(|object| ledger.owner(object));
     let stored = |key: &str| L::stored_message(seen.as_deref()?, key);
     ledger
@@ -364,33 +349,15 @@ pub async fn release<L: ObjectLedger>(ledger: &L, lease: &Lease) -> Result<(), L
 /// Implements [`migration_core::Lock`] for an [`ObjectLedger`] by this
 /// module's functions (the trait is core's and the type the backend's, so
 /// neither a blanket implementation here nor one in core can).
+#[rustfmt::skip]
 #[macro_export]
 macro_rules! object_lock_impl {
     ($ledger:ty) => {
         #[async_trait::async_trait]
         impl migration_core::Lock for $ledger {
-            async fn acquire(
-                &self,
-                holder: &str,
-                ttl: std::time::Duration,
-            ) -> Result<migration_core::Lease, migration_core::LedgerError> {
-                $crate::object_ledger::acquire(self, holder, ttl).await
-            }
-
-            async fn renew(
-                &self,
-                lease: &migration_core::Lease,
-                ttl: std::time::Duration,
-            ) -> Result<migration_core::Lease, migration_core::LedgerError> {
-                $crate::object_ledger::renew(self, lease, ttl).await
-            }
-
-            async fn release(
-                &self,
-                lease: &migration_core::Lease,
-            ) -> Result<(), migration_core::LedgerError> {
-                $crate::object_ledger::release(self, lease).await
-            }
+            async fn acquire(&self, holder: &str, ttl: std::time::Duration) -> Result<migration_core::Lease, migration_core::LedgerError> { $crate::object_ledger::acquire(self, holder, ttl).await }
+            async fn renew(&self, lease: &migration_core::Lease, ttl: std::time::Duration) -> Result<migration_core::Lease, migration_core::LedgerError> { $crate::object_ledger::renew(self, lease, ttl).await }
+            async fn release(&self, lease: &migration_core::Lease) -> Result<(), migration_core::LedgerError> { $crate::object_ledger::release(self, lease).await }
         }
     };
 }
