@@ -61,7 +61,7 @@ use migration_core::fence::{ObjectLock, StoredLock};
 use migration_core::keys;
 use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
-use migration_core::step::{StepReport, StepWrite};
+use migration_core::step::{AttemptNote, StepReport, StepWrite};
 use migration_core::{
     Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
@@ -393,19 +393,15 @@ impl Ledger for ConfigMapLedger {
 
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
         const OP: &str = "note attempt";
-        let key = keys::attempt_key(slug);
+        let note = AttemptNote { slug, token, floor };
         conditional_update(&Conditional(self), OP, |current| {
-            let stored = self.stored_mark(current, &key, OP)?;
-            let next = AttemptMark::next(stored.as_ref(), token, floor);
-            if stored.as_ref() == Some(&next) {
-                return Ok(Step::Done(next.count));
+            let mut writes = BTreeMap::new();
+            let count = self.next_mark(OP, current, &mut writes, note)?;
+            if writes.is_empty() {
+                return Ok(Step::Done(count));
             }
-            let writes = BTreeMap::from([(key.clone(), next.encode())]);
-            let would_be = Self::size_after(current, &writes);
-            if would_be > self.budget {
-                return Err(self.full(current, would_be));
-            }
-            Ok(Step::Write(Change::data(writes), next.count))
+            self.within_budget(current, &writes)?;
+            Ok(Step::Write(Change::data(writes), count))
         })
         .await
     }
@@ -513,10 +509,7 @@ impl ObjectLedger for ConfigMapLedger {
             if writes.is_empty() {
                 return Ok(Step::Done(report));
             }
-            let would_be = Self::size_after(current, &writes);
-            if would_be > self.budget {
-                return Err(self.full(current, would_be));
-            }
+            self.within_budget(current, &writes)?;
             Ok(Step::Write(Change::data(writes), report))
         })
         .await
@@ -540,10 +533,7 @@ impl ObjectLedger for ConfigMapLedger {
                 return Ok(Step::Done(()));
             }
             let writes = BTreeMap::from([(key.clone(), value.clone())]);
-            let would_be = Self::size_after(current, &writes);
-            if would_be > self.budget {
-                return Err(self.full(current, would_be));
-            }
+            self.within_budget(current, &writes)?;
             Ok(Step::Write(Change::data(writes), ()))
         })
         .await
@@ -580,16 +570,10 @@ impl ObjectLedger for ConfigMapLedger {
                     writes.insert(key, value);
                 }
             }
-            let mut attempts = None;
-            if let Some(note) = step.attempt {
-                let key = keys::attempt_key(note.slug);
-                let stored = self.stored_mark(current, &key, OP)?;
-                let next = AttemptMark::next(stored.as_ref(), note.token, note.floor);
-                attempts = Some(next.count);
-                if stored.as_ref() != Some(&next) {
-                    writes.insert(key, next.encode());
-                }
-            }
+            let attempts = step
+                .attempt
+                .map(|note| self.next_mark(OP, current, &mut writes, note))
+                .transpose()?;
             let (lock, lease) = step_lock(&step.mode, take_token, writes.is_empty(), || {
                 self.object_lock(current, OP)
             })?;
@@ -598,10 +582,7 @@ impl ObjectLedger for ConfigMapLedger {
             if writes.is_empty() && lock.is_none() {
                 return Ok(Step::Done(report));
             }
-            let would_be = Self::size_after(current, &writes);
-            if would_be > self.budget {
-                return Err(self.full(current, would_be));
-            }
+            self.within_budget(current, &writes)?;
             Ok(Step::Write(Change { data: writes, lock }, report))
         })
         .await
@@ -626,25 +607,46 @@ impl ObjectLedger for ConfigMapLedger {
 }
 
 impl ConfigMapLedger {
-    /// The stored attempt mark under `key`; a corrupt one fails permanently.
-    fn stored_mark(
+    /// Adds to `writes` the attempt mark that follows the one `current`
+    /// stores for `note`'s slug, unless it is the same (a repeated token),
+    /// and answers its count; a stored mark that does not decode fails
+    /// permanently.
+    fn next_mark(
+        &self,
+        operation: &'static str,
+        current: &ConfigMap,
+        writes: &mut BTreeMap<String, String>,
+        note: AttemptNote<'_>,
+    ) -> Result<u32, LedgerError> {
+        let key = keys::attempt_key(note.slug);
+        let stored = current.data.as_ref().and_then(|d| d.get(&key));
+        let stored = stored
+            .map(|raw| AttemptMark::decode(&key, raw))
+            .transpose()
+            .map_err(|c| LedgerError::Permanent {
+                ledger: self.handle.writer.ledger.clone(),
+                operation,
+                message: c.to_string(),
+            })?;
+        let next = AttemptMark::next(stored.as_ref(), note.token, note.floor);
+        if stored.as_ref() != Some(&next) {
+            writes.insert(key, next.encode());
+        }
+        Ok(next.count)
+    }
+
+    /// Refuses `writes` when `current` with them would be over the budget
+    /// ([`LedgerError::Full`]).
+    fn within_budget(
         &self,
         current: &ConfigMap,
-        key: &str,
-        operation: &'static str,
-    ) -> Result<Option<AttemptMark>, LedgerError> {
-        match current.data.as_ref().and_then(|d| d.get(key)) {
-            Some(raw) => {
-                AttemptMark::decode(key, raw)
-                    .map(Some)
-                    .map_err(|c| LedgerError::Permanent {
-                        ledger: self.handle.writer.ledger.clone(),
-                        operation,
-                        message: c.to_string(),
-                    })
-            }
-            None => Ok(None),
+        writes: &BTreeMap<String, String>,
+    ) -> Result<(), LedgerError> {
+        let would_be = Self::size_after(current, writes);
+        if would_be > self.budget {
+            return Err(self.full(current, would_be));
         }
+        Ok(())
     }
 
     /// The `resourceVersion` of the object as last seen.
