@@ -447,41 +447,32 @@ fn one_pipeline(text: &str) -> Option<Vec<Vec<String>>> {
 
 /// The byte index of the one `&&` outside quotes on a line.
 fn top_level_and(text: &str) -> Option<usize> {
-    let (mut single, mut double, mut escaped) = (false, false, false);
-    let mut ands = Vec::new();
     let bytes = text.as_bytes();
-    for (i, c) in text.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' if !single => escaped = true,
-            '\'' if !double => single = !single,
-            '"' if !single => double = !double,
-            '&' if !single && !double && bytes.get(i + 1) == Some(&b'&') => ands.push(i),
-            _ => {}
-        }
-    }
-    match ands.as_slice() {
-        [one] => Some(*one),
-        _ => None,
-    }
+    top_level_one(text, |i, c| c == '&' && bytes.get(i + 1) == Some(&b'&'))
 }
 
 /// The byte index of the one `|` outside quotes in a two-command
 /// pipeline's text.
 fn top_level_bar(text: &str) -> Option<usize> {
+    top_level_one(text, |_, c| c == '|')
+}
+
+/// The byte index of the one place outside quotes where `is_operator`
+/// holds (of the byte index and the character there).
+fn top_level_one(text: &str, is_operator: impl Fn(usize, char) -> bool) -> Option<usize> {
     let (mut single, mut double, mut escaped) = (false, false, false);
-    let mut bars = Vec::new();
+    let mut found = Vec::new();
     for (i, c) in text.char_indices() {
         match c {
             _ if escaped => escaped = false,
             '\\' if !single => escaped = true,
             '\'' if !double => single = !single,
             '"' if !single => double = !double,
-            '|' if !single && !double => bars.push(i),
+            _ if !single && !double && is_operator(i, c) => found.push(i),
             _ => {}
         }
     }
-    match bars.as_slice() {
+    match found.as_slice() {
         [one] => Some(*one),
         _ => None,
     }

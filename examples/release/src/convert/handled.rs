@@ -571,14 +571,7 @@ impl<'a> Finder<'a> {
             .strip_prefix("if ! ")?
             .strip_suffix("; then")?
             .strip_suffix(" >/dev/null 2>&1")?;
-        let (probe, flags) = probe_lines(indent, call, &h.call.name)?;
-        let mut edits = BTreeMap::new();
-        edits.insert(
-            h.start,
-            Some(format!(
-                "{probe}\n{indent}case $_migrate_probe in *\"{TOLERATED_PREFIX}\"*)"
-            )),
-        );
+        let (mut edits, flags) = probe_case(h.start, indent, call, &h.call.name, "")?;
         edits.insert(h.end, Some(format!("{indent};; esac")));
         Some((edits, flags))
     }
@@ -621,16 +614,10 @@ impl<'a> Finder<'a> {
                 else {
                     return;
                 };
-                let Some((probe, flags)) = probe_lines(indent, text, &call.name) else {
+                let case = probe_case(call.line, indent, text, &call.name, " ;; *)");
+                let Some((mut edits, flags)) = case else {
                     return;
                 };
-                let mut edits = BTreeMap::new();
-                edits.insert(
-                    call.line,
-                    Some(format!(
-                        "{probe}\n{indent}case $_migrate_probe in *\"{TOLERATED_PREFIX}\"*) ;; *)"
-                    )),
-                );
                 edits.insert(end, Some(format!("{indent};; esac")));
                 (call, edits, format!("skipped its branch ({flags})"))
             }
@@ -660,16 +647,11 @@ impl<'a> Finder<'a> {
                 if success.contains(['#', ';', '&', '|']) {
                     return;
                 }
-                let Some((probe, flags)) = probe_lines(indent, text, &call.name) else {
+                let arm = format!(" {success} ;; esac");
+                let Some((edits, flags)) = probe_case(call.line, indent, text, &call.name, &arm)
+                else {
                     return;
                 };
-                let mut edits = BTreeMap::new();
-                edits.insert(
-                    call.line,
-                    Some(format!(
-                        "{probe}\n{indent}case $_migrate_probe in *\"{TOLERATED_PREFIX}\"*) {success} ;; esac"
-                    )),
-                );
                 (call, edits, format!("went on ({success}; {flags})"))
             }
             _ => return,
@@ -1026,6 +1008,21 @@ fn split_indent(line: &str) -> (&str, &str) {
     let line = line.trim_end();
     let rest = line.trim_start();
     (&line[..line.len() - rest.len()], rest)
+}
+
+/// The edit that puts the probe `call` ([`probe_lines`]) on `line`,
+/// followed by a `case` on its tolerated answer whose first arm is `arm`
+/// (the rest of that line), and the flags.
+fn probe_case(
+    line: usize,
+    indent: &str,
+    call: &str,
+    name: &str,
+    arm: &str,
+) -> Option<(BTreeMap<usize, Option<String>>, String)> {
+    let (probe, flags) = probe_lines(indent, call, name)?;
+    let case = format!("{probe}\n{indent}case $_migrate_probe in *\"{TOLERATED_PREFIX}\"*){arm}");
+    Some((BTreeMap::from([(line, Some(case))]), flags))
 }
 
 /// The probe `call` (one simple call of the cluster command `name`, as
