@@ -49,7 +49,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -57,17 +57,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Patch;
 use kube::{Api, Client};
 use migration_core::entry::ContextIndex;
+use migration_core::fence::{ObjectLock, StoredLock};
 use migration_core::keys;
 use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
-use migration_core::step::{FailureNote, StepMode, StepReport, StepWrite};
+use migration_core::step::{AttemptNote, StepReport, StepWrite};
 use migration_core::{
-    Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
+    Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
-use migration_kube::output_secret::{Kept, OutputSecret};
+use migration_kube::object_ledger::{self, ObjectHandle, ObjectLedger, step_lock};
 use migration_kube::{
-    Attempts, Backoff, Base, Class, ConditionalObject, LeaseLock, Step, WriteTarget, Writer,
-    classify, conditional_update, defaults, ledger_error, patch_params, post_params,
+    Attempts, Backoff, Base, Class, ConditionalObject, Step, WriteTarget, Writer, classify,
+    conditional_update, defaults, ledger_error, patch_params, post_params,
 };
 
 pub mod lock;
@@ -95,28 +96,15 @@ migration_kube::ledger_options! {
 pub struct ConfigMapLedger {
     api: Api<ConfigMap>,
     name: String,
-    /// `configmap <namespace>/<name>`, as errors name the ledger, and the
-    /// retry policy of its requests.
-    writer: Writer,
     budget: u64,
-    /// The clock lock expiry is judged on.
-    clock: Arc<dyn Clock>,
-    /// The last object this handle (and its clones) read or wrote: the base
-    /// of the next conditional patch, so that a write needs no read first.
-    /// The `resourceVersion` precondition makes a stale copy harmless.
-    last_seen: Arc<Mutex<Option<Arc<ConfigMap>>>>,
-    /// The Lease `NAME-lock` that runners of older releases lock this
-    /// ledger through: taking the lock in the object first checks that no
-    /// such runner holds it (CONTRACT.md §5.5).
-    older_runners: LeaseLock,
-    /// The Secret `<name>-output` beside the ConfigMap that keeps its failures' output tails
-    /// (CONTRACT.md §5.2): the entries name it.
-    output: OutputSecret,
+    /// The ledger's name, retries, clock, Lease of older runners, output
+    /// Secret `<name>-output` beside the ConfigMap, and last-seen copy.
+    handle: ObjectHandle<ConfigMap>,
 }
 
 impl std::fmt::Debug for ConfigMapLedger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.writer.ledger)
+        f.write_str(&self.handle.writer.ledger)
     }
 }
 
@@ -154,52 +142,25 @@ impl ConfigMapLedger {
 
     /// The ledger in ConfigMap `namespace/name`.
     pub fn with_options(client: Client, namespace: &str, name: &str, options: Options) -> Self {
-        let writer = Writer {
-            ledger: format!("configmap {namespace}/{name}"),
-            retry: options.retry,
-        };
-        let older_runners = LeaseLock::new(
-            client.clone(),
+        let handle = ObjectHandle::new(
+            &client,
+            format!("configmap {namespace}/{name}"),
+            name,
             namespace,
             &older_runners_lease(name),
-            writer.clone(),
-            options.clock.clone(),
-        );
-        let output = OutputSecret::new(
-            client.clone(),
-            namespace,
-            name,
-            &writer.ledger,
-            writer.retry,
+            options.retry,
+            options.clock,
         );
         ConfigMapLedger {
-            older_runners,
-            output,
             api: Api::namespaced(client, namespace),
             name: name.to_owned(),
-            writer,
             budget: options.budget,
-            clock: options.clock,
-            last_seen: Arc::new(Mutex::new(None)),
+            handle,
         }
     }
 
     fn object(&self) -> String {
         format!("configmap {}", self.name)
-    }
-
-    fn remember(&self, cm: Option<Arc<ConfigMap>>) {
-        *self
-            .last_seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = cm;
-    }
-
-    fn last_seen(&self) -> Option<Arc<ConfigMap>> {
-        self.last_seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
     }
 
     /// Reads the object (retrying transient errors) and remembers it.
@@ -209,19 +170,20 @@ impl ConfigMapLedger {
         attempts: &mut Attempts,
     ) -> Result<Option<Arc<ConfigMap>>, LedgerError> {
         let cm = self
+            .handle
             .writer
             .retry
             .get_opt(&self.api, &self.name, attempts)
             .await
-            .map_err(|e| ledger_error(&self.writer.ledger, operation, &self.object(), &e))?
+            .map_err(|e| ledger_error(&self.handle.writer.ledger, operation, &self.object(), &e))?
             .map(Arc::new);
-        self.remember(cm.clone());
+        self.handle.remember(cm.clone());
         Ok(cm)
     }
 
     fn full(&self, current: &ConfigMap, would_be: u64) -> LedgerError {
         LedgerError::Full {
-            ledger: self.writer.ledger.clone(),
+            ledger: self.handle.writer.ledger.clone(),
             current_bytes: configmap_size(current),
             would_be_bytes: would_be,
             budget_bytes: self.budget,
@@ -277,11 +239,16 @@ struct Conditional<'a>(&'a ConfigMapLedger);
 
 impl WriteTarget for Conditional<'_> {
     fn writer(&self) -> &Writer {
-        &self.0.writer
+        &self.0.handle.writer
     }
 
     fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
-        ledger_error(&self.0.writer.ledger, operation, &self.0.object(), error)
+        ledger_error(
+            &self.0.handle.writer.ledger,
+            operation,
+            &self.0.object(),
+            error,
+        )
     }
 }
 
@@ -295,23 +262,9 @@ impl ConditionalObject for Conditional<'_> {
         attempts: &mut Attempts,
         first: bool,
     ) -> Result<Base<Arc<ConfigMap>>, LedgerError> {
-        if first && let Some(object) = self.0.last_seen() {
-            attempts.count_one();
-            return Ok(Base {
-                object,
-                fresh: false,
-            });
-        }
-        match self.0.get(operation, attempts).await? {
-            Some(object) => Ok(Base {
-                object,
-                fresh: true,
-            }),
-            None => Err(LedgerError::NotFound {
-                ledger: self.0.writer.ledger.clone(),
-                operation,
-            }),
-        }
+        let ledger = self.0;
+        let read = async |attempts: &mut Attempts| ledger.get(operation, attempts).await;
+        ledger.handle.base(operation, attempts, first, read).await
     }
 
     /// One merge patch of `change` carrying `current`'s resourceVersion; the
@@ -344,12 +297,12 @@ impl ConditionalObject for Conditional<'_> {
             .api
             .patch(&self.0.name, &patch_params(), &Patch::Merge(&patch))
             .await?;
-        self.0.remember(Some(Arc::new(stored)));
+        self.0.handle.remember(Some(Arc::new(stored)));
         Ok(())
     }
 
     fn forget(&self) {
-        self.0.remember(None);
+        self.0.handle.remember(None);
     }
 }
 
@@ -387,7 +340,7 @@ fn clear_failures<'s>(
 #[async_trait]
 impl Ledger for ConfigMapLedger {
     fn describe(&self) -> String {
-        self.writer.ledger.clone()
+        self.handle.writer.ledger.clone()
     }
 
     async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
@@ -410,8 +363,7 @@ impl Ledger for ConfigMapLedger {
     }
 
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
-        let kept = self.keep(entries, None).await;
-        self.create_object(&kept.records).await
+        object_ledger::create(self, entries).await
     }
 
     async fn write(
@@ -419,91 +371,68 @@ impl Ledger for ConfigMapLedger {
         entries: &[(Slug, LedgerEntry)],
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
-        let mut kept = self.keep(entries, None).await;
-        if mode == WriteMode::OnlyIfAbsent {
-            // An entry already present stays, and so does the tail it names.
-            kept.unnamed.clear();
-        }
-        let report = self.write_object(&kept.records, mode).await?;
-        self.output.forget(&kept.unnamed).await;
-        Ok(report)
+        object_ledger::write(self, entries, mode).await
     }
 
     async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
-        let note = FailureNote { slug, failure };
-        let kept = self.keep(&[], Some(note)).await;
-        let failure = kept.failure.as_ref().unwrap_or(failure);
-        self.note_failure_object(slug, failure).await
+        object_ledger::note_failure(self, slug, failure).await
     }
 
-    /// The step's output tails go to the Secret first (CONTRACT.md §5.2), then the one
-    /// conditional patch, then the removal of tails it leaves unnamed.
+    /// One conditional merge patch for the whole step: the records (each
+    /// removing its slug's last failure), the attempt mark, the last failure
+    /// and the lock annotation, decided together on one base (CONTRACT.md
+    /// §5.5), between keeping its output tails and removing those it leaves
+    /// unnamed (§5.2).
     async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
-        let kept = self.keep(step.records, step.failure).await;
-        let report = self
-            .write_step_object(&StepWrite {
-                records: &kept.records,
-                failure: kept.failure_note(step.failure.map(|f| f.slug)),
-                ..*step
-            })
-            .await?;
-        self.output.forget(&kept.unnamed).await;
-        Ok(report)
+        object_ledger::write_step(self, step).await
     }
 
     async fn kept_output(&self, message: &str) -> Result<Option<String>, LedgerError> {
-        self.output.read(message).await
+        self.handle.output.read(message).await
     }
 
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
         const OP: &str = "note attempt";
-        let key = keys::attempt_key(slug);
+        let note = AttemptNote { slug, token, floor };
         conditional_update(&Conditional(self), OP, |current| {
-            let stored = self.stored_mark(current, &key, OP)?;
-            let next = AttemptMark::next(stored.as_ref(), token, floor);
-            if stored.as_ref() == Some(&next) {
-                return Ok(Step::Done(next.count));
+            let mut writes = BTreeMap::new();
+            let count = self.next_mark(OP, current, &mut writes, note)?;
+            if writes.is_empty() {
+                return Ok(Step::Done(count));
             }
-            let writes = BTreeMap::from([(key.clone(), next.encode())]);
-            let would_be = Self::size_after(current, &writes);
-            if would_be > self.budget {
-                return Err(self.full(current, would_be));
-            }
-            Ok(Step::Write(Change::data(writes), next.count))
+            self.within_budget(current, &writes)?;
+            Ok(Step::Write(Change::data(writes), count))
         })
         .await
     }
 }
 
-impl ConfigMapLedger {
-    /// Moves the output tails of `records` and `failure` into the Secret, owned by the
-    /// ConfigMap as last seen.
-    async fn keep(
-        &self,
-        records: &[(Slug, LedgerEntry)],
-        failure: Option<FailureNote<'_>>,
-    ) -> Kept {
-        let seen = self.last_seen();
-        let owner = seen.as_ref().and_then(|cm| {
-            Some(OwnerReference {
-                api_version: "v1".into(),
-                kind: "ConfigMap".into(),
-                name: self.name.clone(),
-                uid: cm.metadata.uid.clone()?,
-                ..OwnerReference::default()
-            })
-        });
-        let stored = |key: &str| {
-            seen.as_ref()
-                .and_then(|cm| cm.data.as_ref())
-                .and_then(|d| d.get(key).cloned())
-        };
-        self.output.keep(records, failure, owner, stored).await
+migration_kube::object_lock_impl!(ConfigMapLedger);
+
+impl ObjectLedger for ConfigMapLedger {
+    type Object = ConfigMap;
+
+    fn handle(&self) -> &ObjectHandle<ConfigMap> {
+        &self.handle
+    }
+
+    fn owner(&self, cm: &ConfigMap) -> Option<OwnerReference> {
+        Some(OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: self.name.clone(),
+            uid: cm.metadata.uid.clone()?,
+            ..OwnerReference::default()
+        })
+    }
+
+    fn stored_message(cm: &ConfigMap, key: &str) -> Option<String> {
+        cm.data.as_ref()?.get(key).cloned()
     }
 
     async fn create_object(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
         const OP: &str = "create";
-        migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, entries)?;
+        migration_core::ledger::refuse_repeated_slugs(&self.handle.writer.ledger, OP, entries)?;
         let mut contexts = ContextIndex::default();
         let mut data = BTreeMap::new();
         for (slug, entry) in entries {
@@ -523,6 +452,7 @@ impl ConfigMapLedger {
         }
         let params = post_params();
         let created = self
+            .handle
             .writer
             .retry
             .retry(&mut Attempts::new(), OP, &self.object(), || {
@@ -531,15 +461,20 @@ impl ConfigMapLedger {
             .await;
         match created {
             Ok(stored) => {
-                self.remember(Some(Arc::new(stored)));
+                self.handle.remember(Some(Arc::new(stored)));
                 Ok(())
             }
             // A retry after a lost reply lands here too: the object exists
             // (maybe ours); the caller re-reads, and nothing is overwritten.
             Err(e) if classify(&e) == Class::AlreadyExists => Err(LedgerError::AlreadyExists {
-                ledger: self.writer.ledger.clone(),
+                ledger: self.handle.writer.ledger.clone(),
             }),
-            Err(e) => Err(ledger_error(&self.writer.ledger, OP, &self.object(), &e)),
+            Err(e) => Err(ledger_error(
+                &self.handle.writer.ledger,
+                OP,
+                &self.object(),
+                &e,
+            )),
         }
     }
 
@@ -549,7 +484,7 @@ impl ConfigMapLedger {
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
         const OP: &str = "write";
-        migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, entries)?;
+        migration_core::ledger::refuse_repeated_slugs(&self.handle.writer.ledger, OP, entries)?;
         let keyed: Vec<(&Slug, String, &LedgerEntry)> = entries
             .iter()
             .map(|(slug, entry)| (slug, keys::entry_key(slug), entry))
@@ -574,10 +509,7 @@ impl ConfigMapLedger {
             if writes.is_empty() {
                 return Ok(Step::Done(report));
             }
-            let would_be = Self::size_after(current, &writes);
-            if would_be > self.budget {
-                return Err(self.full(current, would_be));
-            }
+            self.within_budget(current, &writes)?;
             Ok(Step::Write(Change::data(writes), report))
         })
         .await
@@ -601,27 +533,18 @@ impl ConfigMapLedger {
                 return Ok(Step::Done(()));
             }
             let writes = BTreeMap::from([(key.clone(), value.clone())]);
-            let would_be = Self::size_after(current, &writes);
-            if would_be > self.budget {
-                return Err(self.full(current, would_be));
-            }
+            self.within_budget(current, &writes)?;
             Ok(Step::Write(Change::data(writes), ()))
         })
         .await
     }
 
-    /// One conditional merge patch for the whole step: the records (each
-    /// removing its slug's last failure), the attempt mark, the last failure
-    /// and the lock annotation, decided together on one base (CONTRACT.md
-    /// §5.5).
-    async fn write_step_object(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
+    async fn write_step_object(
+        &self,
+        step: &StepWrite<'_>,
+        take_token: &str,
+    ) -> Result<StepReport, LedgerError> {
         const OP: &str = "write step";
-        migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, step.records)?;
-        if let StepMode::Take { holder, .. } = step.mode {
-            self.older_runners.refuse_if_held_by_another(holder).await?;
-        }
-        // Chosen once, so a retry after a lost reply recognises its own take.
-        let take_token = lock::new_token(self.clock.now());
         conditional_update(&Conditional(self), OP, |current| {
             let existing = current.data.as_ref();
             // Shared records are filed against exactly the object this
@@ -647,65 +570,89 @@ impl ConfigMapLedger {
                     writes.insert(key, value);
                 }
             }
-            let mut attempts = None;
-            if let Some(note) = step.attempt {
-                let key = keys::attempt_key(note.slug);
-                let stored = self.stored_mark(current, &key, OP)?;
-                let next = AttemptMark::next(stored.as_ref(), note.token, note.floor);
-                attempts = Some(next.count);
-                if stored.as_ref() != Some(&next) {
-                    writes.insert(key, next.encode());
-                }
-            }
-            let (lock, lease) = match self.lock_step(current, &step.mode, &take_token, OP) {
-                // A release whose reply was lost: the lock is gone and every
-                // record is in place, so this very write landed.
-                Err(LedgerError::LockLost { .. })
-                    if matches!(step.mode, StepMode::Release { .. }) && writes.is_empty() =>
-                {
-                    (None, None)
-                }
-                other => other?,
-            };
+            let attempts = step
+                .attempt
+                .map(|note| self.next_mark(OP, current, &mut writes, note))
+                .transpose()?;
+            let (lock, lease) = step_lock(&step.mode, take_token, writes.is_empty(), || {
+                self.object_lock(current, OP)
+            })?;
+            let lock = lock.map(|lock| lock.map(|l| l.encode()));
             let report = StepReport { attempts, lease };
             if writes.is_empty() && lock.is_none() {
                 return Ok(Step::Done(report));
             }
-            let would_be = Self::size_after(current, &writes);
-            if would_be > self.budget {
-                return Err(self.full(current, would_be));
-            }
+            self.within_budget(current, &writes)?;
             Ok(Step::Write(Change { data: writes, lock }, report))
+        })
+        .await
+    }
+
+    async fn update_lock<T: Send>(
+        &self,
+        operation: &'static str,
+        mut decide: impl FnMut(ObjectLock<'_>) -> Result<Step<Option<StoredLock>, T>, LedgerError>
+        + Send,
+    ) -> Result<T, LedgerError> {
+        conditional_update(&Conditional(self), operation, |cm| {
+            Ok(match decide(self.object_lock(cm, operation)?)? {
+                Step::Done(answer) => Step::Done(answer),
+                Step::Write(lock, answer) => {
+                    Step::Write(Change::lock(lock.map(|l| l.encode())), answer)
+                }
+            })
         })
         .await
     }
 }
 
 impl ConfigMapLedger {
-    /// The stored attempt mark under `key`; a corrupt one fails permanently.
-    fn stored_mark(
+    /// Adds to `writes` the attempt mark that follows the one `current`
+    /// stores for `note`'s slug, unless it is the same (a repeated token),
+    /// and answers its count; a stored mark that does not decode fails
+    /// permanently.
+    fn next_mark(
+        &self,
+        operation: &'static str,
+        current: &ConfigMap,
+        writes: &mut BTreeMap<String, String>,
+        note: AttemptNote<'_>,
+    ) -> Result<u32, LedgerError> {
+        let key = keys::attempt_key(note.slug);
+        let stored = current.data.as_ref().and_then(|d| d.get(&key));
+        let stored = stored
+            .map(|raw| AttemptMark::decode(&key, raw))
+            .transpose()
+            .map_err(|c| LedgerError::Permanent {
+                ledger: self.handle.writer.ledger.clone(),
+                operation,
+                message: c.to_string(),
+            })?;
+        let next = AttemptMark::next(stored.as_ref(), note.token, note.floor);
+        if stored.as_ref() != Some(&next) {
+            writes.insert(key, next.encode());
+        }
+        Ok(next.count)
+    }
+
+    /// Refuses `writes` when `current` with them would be over the budget
+    /// ([`LedgerError::Full`]).
+    fn within_budget(
         &self,
         current: &ConfigMap,
-        key: &str,
-        operation: &'static str,
-    ) -> Result<Option<AttemptMark>, LedgerError> {
-        match current.data.as_ref().and_then(|d| d.get(key)) {
-            Some(raw) => {
-                AttemptMark::decode(key, raw)
-                    .map(Some)
-                    .map_err(|c| LedgerError::Permanent {
-                        ledger: self.writer.ledger.clone(),
-                        operation,
-                        message: c.to_string(),
-                    })
-            }
-            None => Ok(None),
+        writes: &BTreeMap<String, String>,
+    ) -> Result<(), LedgerError> {
+        let would_be = Self::size_after(current, writes);
+        if would_be > self.budget {
+            return Err(self.full(current, would_be));
         }
+        Ok(())
     }
 
     /// The `resourceVersion` of the object as last seen.
     fn revision(&self) -> Option<String> {
-        self.last_seen()
+        self.handle
+            .seen()
             .and_then(|cm| cm.metadata.resource_version.clone())
     }
 }

@@ -74,7 +74,7 @@ impl CrdLedger {
                 ),
             );
         }
-        ledger_error(&self.writer.ledger, operation, what, e)
+        ledger_error(&self.handle.writer.ledger, operation, what, e)
     }
 
     pub(crate) fn build_error(
@@ -106,6 +106,7 @@ impl CrdLedger {
         // A request that cannot be built is answered as such, untried: the
         // inner `Err`, which the retry loop takes for a success.
         let read = self
+            .handle
             .writer
             .retry
             .retry(attempts, operation, &object, || async move {
@@ -123,7 +124,7 @@ impl CrdLedger {
         match read {
             Ok(Ok(object)) => {
                 let object = object.map(Arc::new);
-                self.remember(object.clone());
+                self.handle.remember(object.clone());
                 Ok(object)
             }
             Ok(Err(e)) => Err(self.build_error(operation, e)),

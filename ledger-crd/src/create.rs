@@ -37,7 +37,7 @@ impl CrdLedger {
     /// [`Ledger::create`]: migration_core::Ledger::create
     pub(crate) async fn seed(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
         const OP: &str = "create";
-        let write = seed_write(&self.writer.ledger, OP, entries)?;
+        let write = seed_write(&self.handle.writer.ledger, OP, entries)?;
         self.check_creation_budget(&write)?;
         let body = self.creation_body();
         let object = self.object();
@@ -50,15 +50,16 @@ impl CrdLedger {
         loop {
             step = match step {
                 CreateStep::Post => {
-                    if !attempts.left(&self.writer.retry) {
+                    if !attempts.left(&self.handle.writer.retry) {
                         // The object keeps appearing and vanishing under us.
                         return Err(LedgerError::Conflict {
-                            ledger: self.writer.ledger.clone(),
+                            ledger: self.handle.writer.ledger.clone(),
                             operation: OP,
                             attempts: attempts.made(),
                         });
                     }
                     let posted = self
+                        .handle
                         .writer
                         .retry
                         .retry(&mut attempts, OP, &object, || self.post(&body))
@@ -90,7 +91,7 @@ impl CrdLedger {
                             return Ok(());
                         } else {
                             return Err(LedgerError::AlreadyExists {
-                                ledger: self.writer.ledger.clone(),
+                                ledger: self.handle.writer.ledger.clone(),
                             });
                         }
                     }
@@ -102,15 +103,17 @@ impl CrdLedger {
                     match self.patch_status(&planned.ops).await {
                         Ok(stored) => {
                             // The base of the run's next write.
-                            self.remember(Some(Arc::new(stored)));
+                            self.handle.remember(Some(Arc::new(stored)));
                             return Ok(());
                         }
                         // Deleted under us: start over.
-                        Err(e) if self.is_absent(&e) && attempts.left(&self.writer.retry) => {
+                        Err(e)
+                            if self.is_absent(&e) && attempts.left(&self.handle.writer.retry) =>
+                        {
                             CreateStep::Post
                         }
                         Err(e) => {
-                            self.remember(None);
+                            self.handle.remember(None);
                             if classify(&e) == Class::Transient {
                                 completion_in_doubt = true;
                             }
@@ -142,7 +145,7 @@ impl CrdLedger {
         let mut object = self.creation_body();
         object["metadata"]["resourceVersion"] = json!("0");
         let view = View::new(&object).map_err(|reason| self.unreadable(reason))?;
-        let planned = plan_status_write(&view, write, self.clock.now())
+        let planned = plan_status_write(&view, write, self.handle.clock.now())
             .map_err(|reason| self.unreadable(reason))?;
         let would_be = planned.would_be_bytes + SERVER_METADATA_BYTES;
         if would_be > self.budget {

@@ -1,24 +1,24 @@
 //! The ledger handle: what it holds, how an engine write becomes one
 //! conditional status write, and the [`Ledger`] and [`Lock`] implementations.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::Request;
 use kube::{Client, Resource};
 use migration_core::entry::ContextIndex;
+use migration_core::fence::{ObjectLock, StoredLock};
 use migration_core::keys;
 use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
-use migration_core::step::{FailureNote, StepReport, StepWrite};
+use migration_core::step::{AttemptNote, StepReport, StepWrite};
 use migration_core::{
-    Clock, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
+    Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
 };
-use migration_kube::output_secret::{Kept, OutputSecret};
+use migration_kube::object_ledger::{self, ObjectHandle, ObjectLedger};
 use migration_kube::{
-    Attempts, Base, ConditionalObject, LeaseLock, Step, WriteTarget, Writer, conditional_update,
-    defaults,
+    Attempts, Base, ConditionalObject, Step, WriteTarget, Writer, conditional_update, defaults,
 };
 use serde_json::Value;
 
@@ -36,29 +36,18 @@ pub struct CrdLedger {
     pub(crate) request: Request,
     /// The object's name (the bundle's).
     pub(crate) name: String,
-    /// `migrationledger <name>`, as errors name the ledger, and the retry
-    /// policy of its requests.
-    pub(crate) writer: Writer,
     /// The size budget of the stored object, in bytes.
     pub(crate) budget: u64,
-    /// For condition transition times (and the lock's expiry).
-    pub(crate) clock: Arc<dyn Clock>,
-    /// The Lease that runners of older releases lock this ledger through:
-    /// taking the lock in the object first checks that no such runner holds
-    /// it (CONTRACT.md §5.5).
-    pub(crate) older_runners: LeaseLock,
-    /// The last object this handle (and its clones) read or wrote: the base
-    /// of the next conditional write, so that a write needs no read first.
-    /// The resourceVersion precondition makes a stale copy harmless.
-    last_seen: Arc<Mutex<Option<Arc<Value>>>>,
-    /// The Secret `<name>-output` in [`Options::lease_namespace`] that keeps the ledger's
-    /// failures' output tails (CONTRACT.md §5.2), owned by the object: the entries name it.
-    output: OutputSecret,
+    /// The ledger's name, retries, clock (condition transition times, the
+    /// lock's expiry), Lease of older runners, output Secret `<name>-output`
+    /// in [`Options::lease_namespace`] (owned by the object), and last-seen
+    /// copy.
+    pub(crate) handle: ObjectHandle<Value>,
 }
 
 impl std::fmt::Debug for CrdLedger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.writer.ledger)
+        f.write_str(&self.handle.writer.ledger)
     }
 }
 
@@ -70,55 +59,26 @@ impl CrdLedger {
 
     /// The ledger `name` (one per bundle).
     pub fn with_options(client: Client, name: &str, options: Options) -> Self {
-        let writer = Writer {
-            ledger: format!("migrationledger {name}"),
-            retry: options.retry,
-        };
         let lease_name = options
             .lease_name
             .clone()
             .unwrap_or_else(|| defaults::lock_name(name));
-        let older_runners = LeaseLock::new(
-            client.clone(),
+        let handle = ObjectHandle::new(
+            &client,
+            format!("migrationledger {name}"),
+            name,
             &options.lease_namespace,
             &lease_name,
-            writer.clone(),
-            options.clock.clone(),
-        );
-        let output = OutputSecret::new(
-            client.clone(),
-            &options.lease_namespace,
-            name,
-            &writer.ledger,
-            writer.retry,
+            options.retry,
+            options.clock,
         );
         CrdLedger {
-            output,
             request: Request::new(MigrationLedger::url_path(&(), None)),
             client,
             name: name.to_owned(),
-            writer,
             budget: options.budget,
-            clock: options.clock,
-            older_runners,
-            last_seen: Arc::new(Mutex::new(None)),
+            handle,
         }
-    }
-
-    /// Remembers `object` as the ledger object last seen (`None`: absent,
-    /// or unknown after a failed write).
-    pub(crate) fn remember(&self, object: Option<Arc<Value>>) {
-        *self
-            .last_seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = object;
-    }
-
-    fn last_seen(&self) -> Option<Arc<Value>> {
-        self.last_seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
     }
 
     /// The object, as errors name it.
@@ -133,7 +93,7 @@ impl CrdLedger {
 
     pub(crate) fn permanent(&self, operation: &'static str, message: String) -> LedgerError {
         LedgerError::Permanent {
-            ledger: self.writer.ledger.clone(),
+            ledger: self.handle.writer.ledger.clone(),
             operation,
             message,
         }
@@ -141,26 +101,78 @@ impl CrdLedger {
 
     pub(crate) fn unreadable(&self, reason: String) -> LedgerError {
         LedgerError::Unreadable {
-            ledger: self.writer.ledger.clone(),
+            ledger: self.handle.writer.ledger.clone(),
             reason: format!("{}: {reason}", self.object()),
         }
     }
 
     pub(crate) fn not_found(&self, operation: &'static str) -> LedgerError {
         LedgerError::NotFound {
-            ledger: self.writer.ledger.clone(),
+            ledger: self.handle.writer.ledger.clone(),
             operation,
         }
     }
 
     pub(crate) fn full(&self, current: Option<&View<'_>>, would_be: u64) -> LedgerError {
         LedgerError::Full {
-            ledger: self.writer.ledger.clone(),
+            ledger: self.handle.writer.ledger.clone(),
             current_bytes: current.map_or(0, |v| json_size(v.object)),
             would_be_bytes: would_be,
             budget_bytes: self.budget,
             entry_count: current.map_or(0, View::entry_count),
         }
+    }
+
+    /// Adds to `write` the attempt mark that follows the one `view` stores
+    /// for `note`'s slug, unless it is the same (a repeated token), and
+    /// answers its count; a stored mark that does not decode fails
+    /// permanently.
+    pub(crate) fn next_mark(
+        &self,
+        operation: &'static str,
+        view: &View<'_>,
+        write: &mut StatusWrite,
+        note: AttemptNote<'_>,
+    ) -> Result<u32, LedgerError> {
+        let key = keys::attempt_key(note.slug);
+        let permanent = |message: String| self.permanent(operation, message);
+        let stored = view
+            .attempt(note.slug)
+            .map(|value| state::decode_mark(&key, value))
+            .transpose()
+            .map_err(|c| permanent(format!("{}: {c}", self.status_object())))?;
+        let next = AttemptMark::next(stored.as_ref(), note.token, note.floor);
+        if stored.as_ref() != Some(&next) {
+            let value =
+                serde_json::to_value(&next).map_err(|e| permanent(format!("key {key}: {e}")))?;
+            write.attempts.insert(note.slug.as_str().to_owned(), value);
+        }
+        Ok(next.count)
+    }
+
+    /// Adds the record of `slug` to `write` ([`put_entry`]); it removes the
+    /// slug's last failure that `view` holds.
+    pub(crate) fn put_record(
+        &self,
+        operation: &'static str,
+        view: &View<'_>,
+        write: &mut StatusWrite,
+        index: &mut ContextIndex,
+        slug: &Slug,
+        entry: &LedgerEntry,
+    ) -> Result<(), LedgerError> {
+        put_entry(
+            &self.handle.writer.ledger,
+            operation,
+            write,
+            index,
+            slug,
+            entry,
+        )?;
+        if view.has_failure(slug) {
+            write.cleared_failures.push(slug.as_str().to_owned());
+        }
+        Ok(())
     }
 
     /// Plans a status write on `view` and checks it against the budget.
@@ -170,7 +182,7 @@ impl CrdLedger {
         view: &View<'_>,
         write: &StatusWrite,
     ) -> Result<PlannedWrite, LedgerError> {
-        let planned = plan_status_write(view, write, self.clock.now())
+        let planned = plan_status_write(view, write, self.handle.clock.now())
             .map_err(|reason| self.unreadable(reason))?;
         if planned.would_be_bytes > self.budget {
             tracing::warn!(
@@ -217,7 +229,7 @@ pub(crate) struct Conditional<'a>(pub(crate) &'a CrdLedger);
 
 impl WriteTarget for Conditional<'_> {
     fn writer(&self) -> &Writer {
-        &self.0.writer
+        &self.0.handle.writer
     }
 
     fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
@@ -236,32 +248,21 @@ impl ConditionalObject for Conditional<'_> {
         attempts: &mut Attempts,
         first: bool,
     ) -> Result<Base<Arc<Value>>, LedgerError> {
-        if first && let Some(object) = self.0.last_seen() {
-            attempts.count_one();
-            return Ok(Base {
-                object,
-                fresh: false,
-            });
-        }
-        match self.0.fetch(operation, attempts).await? {
-            Some(object) => Ok(Base {
-                object,
-                fresh: true,
-            }),
-            None => Err(self.0.not_found(operation)),
-        }
+        let ledger = self.0;
+        let read = async |attempts: &mut Attempts| ledger.fetch(operation, attempts).await;
+        ledger.handle.base(operation, attempts, first, read).await
     }
 
     /// One JSON Patch of the status subresource; the object as stored is
     /// remembered.
     async fn send(&self, _base: &Arc<Value>, ops: &Vec<Value>) -> Result<(), kube::Error> {
         let stored = self.0.patch_status(ops).await?;
-        self.0.remember(Some(Arc::new(stored)));
+        self.0.handle.remember(Some(Arc::new(stored)));
         Ok(())
     }
 
     fn forget(&self) {
-        self.0.remember(None);
+        self.0.handle.remember(None);
     }
 }
 
@@ -313,7 +314,7 @@ pub(crate) fn seed_write(
 #[async_trait]
 impl Ledger for CrdLedger {
     fn describe(&self) -> String {
-        self.writer.ledger.clone()
+        self.handle.writer.ledger.clone()
     }
 
     async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
@@ -339,8 +340,7 @@ impl Ledger for CrdLedger {
     /// crate documentation). An object left uninitialized by an interrupted
     /// create is completed, not refused.
     async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
-        let kept = self.keep(entries, None).await;
-        self.seed(&kept.records).await
+        object_ledger::create(self, entries).await
     }
 
     async fn write(
@@ -348,106 +348,111 @@ impl Ledger for CrdLedger {
         entries: &[(Slug, LedgerEntry)],
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
-        let mut kept = self.keep(entries, None).await;
-        if mode == WriteMode::OnlyIfAbsent {
-            // An entry already present stays, and so does the tail it names.
-            kept.unnamed.clear();
-        }
-        let report = self.write_object(&kept.records, mode).await?;
-        self.output.forget(&kept.unnamed).await;
-        Ok(report)
+        object_ledger::write(self, entries, mode).await
     }
 
     async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
-        let note = FailureNote { slug, failure };
-        let kept = self.keep(&[], Some(note)).await;
-        let failure = kept.failure.as_ref().unwrap_or(failure);
-        self.note_failure_object(slug, failure).await
+        object_ledger::note_failure(self, slug, failure).await
     }
 
     async fn kept_output(&self, message: &str) -> Result<Option<String>, LedgerError> {
-        self.output.read(message).await
+        self.handle.output.read(message).await
     }
 
     async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
         const OP: &str = "note attempt";
-        let key = keys::attempt_key(slug);
+        let note = AttemptNote { slug, token, floor };
         self.update_status(OP, |view| {
-            let stored =
-                match view.attempt(slug) {
-                    Some(value) => Some(state::decode_mark(&key, value).map_err(|c| {
-                        self.permanent(OP, format!("{}: {c}", self.status_object()))
-                    })?),
-                    None => None,
-                };
-            let next = AttemptMark::next(stored.as_ref(), token, floor);
-            if stored.as_ref() == Some(&next) {
-                return Ok(Step::Done(next.count));
-            }
-            let value = serde_json::to_value(&next)
-                .map_err(|e| self.permanent(OP, format!("key {key}: {e}")))?;
             let mut write = StatusWrite::default();
-            write.attempts.insert(slug.as_str().to_owned(), value);
-            Ok(Step::Write(write, next.count))
+            let count = self.next_mark(OP, view, &mut write, note)?;
+            Ok(if write.attempts.is_empty() {
+                Step::Done(count)
+            } else {
+                Step::Write(write, count)
+            })
         })
         .await
     }
 
     /// One conditional status write for the whole step, the run lock in
-    /// `status.lock` included.
-    /// The step's output tails go to the Secret first (CONTRACT.md §5.2), then the write, then
-    /// the removal of tails it leaves unnamed.
+    /// `status.lock` included, between keeping its output tails in the
+    /// Secret (CONTRACT.md §5.2) and removing those it leaves unnamed.
     async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
-        let kept = self.keep(step.records, step.failure).await;
-        let report = self
-            .step(&StepWrite {
-                records: &kept.records,
-                failure: kept.failure_note(step.failure.map(|f| f.slug)),
-                ..*step
-            })
-            .await?;
-        self.output.forget(&kept.unnamed).await;
-        Ok(report)
+        object_ledger::write_step(self, step).await
     }
 }
 
-impl CrdLedger {
-    /// Moves the output tails of `records` and `failure` into the Secret, owned by the object
-    /// as last seen.
-    async fn keep(
-        &self,
-        records: &[(Slug, LedgerEntry)],
-        failure: Option<FailureNote<'_>>,
-    ) -> Kept {
-        let seen = self.last_seen();
-        let owner = seen.as_ref().and_then(|object| {
-            Some(OwnerReference {
-                api_version: "migrations.cozystack.io/v1alpha1".into(),
-                kind: "MigrationLedger".into(),
-                name: self.name.clone(),
-                uid: object.pointer("/metadata/uid")?.as_str()?.to_owned(),
-                ..OwnerReference::default()
-            })
-        });
-        // The stored message of an entry (either form) or a last failure, by its ledger key.
-        let stored = |key: &str| {
-            let object = seen.as_ref()?;
-            let (map, slug, fields) = if let Some(slug) = key.strip_prefix(keys::FAILURE_PREFIX) {
-                ("failures", slug, ["message", "message"])
-            } else {
-                (
-                    "entries",
-                    key.strip_prefix(keys::ENTRY_PREFIX)?,
-                    ["m", "message"],
-                )
-            };
-            let value = object.get("status")?.get(map)?.get(slug)?;
-            fields
-                .iter()
-                .find_map(|f| value.get(*f)?.as_str())
-                .map(str::to_owned)
+migration_kube::object_lock_impl!(CrdLedger);
+
+impl ObjectLedger for CrdLedger {
+    type Object = Value;
+
+    fn handle(&self) -> &ObjectHandle<Value> {
+        &self.handle
+    }
+
+    fn owner(&self, object: &Value) -> Option<OwnerReference> {
+        Some(OwnerReference {
+            api_version: "migrations.cozystack.io/v1alpha1".into(),
+            kind: "MigrationLedger".into(),
+            name: self.name.clone(),
+            uid: object.pointer("/metadata/uid")?.as_str()?.to_owned(),
+            ..OwnerReference::default()
+        })
+    }
+
+    /// The stored message of an entry (either form) or a last failure.
+    fn stored_message(object: &Value, key: &str) -> Option<String> {
+        let (map, slug, fields) = if let Some(slug) = key.strip_prefix(keys::FAILURE_PREFIX) {
+            ("failures", slug, ["message", "message"])
+        } else {
+            (
+                "entries",
+                key.strip_prefix(keys::ENTRY_PREFIX)?,
+                ["m", "message"],
+            )
         };
-        self.output.keep(records, failure, owner, stored).await
+        let value = object.get("status")?.get(map)?.get(slug)?;
+        fields
+            .iter()
+            .find_map(|f| value.get(*f)?.as_str())
+            .map(str::to_owned)
+    }
+
+    async fn create_object(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
+        self.seed(entries).await
+    }
+
+    async fn update_lock<T: Send>(
+        &self,
+        operation: &'static str,
+        mut decide: impl FnMut(ObjectLock<'_>) -> Result<Step<Option<StoredLock>, T>, LedgerError>
+        + Send,
+    ) -> Result<T, LedgerError> {
+        self.update_status(operation, |view| {
+            Ok(match decide(self.object_lock(view, operation)?)? {
+                Step::Done(answer) => Step::Done(answer),
+                Step::Write(lock, answer) => {
+                    let lock = lock.map(|l| self.lock_value(operation, &l)).transpose()?;
+                    Step::Write(
+                        StatusWrite {
+                            lock: Some(lock),
+                            ..StatusWrite::default()
+                        },
+                        answer,
+                    )
+                }
+            })
+        })
+        .await
+    }
+
+    async fn write_step_object(
+        &self,
+        step: &StepWrite<'_>,
+        take_token: &str,
+    ) -> Result<StepReport, LedgerError> {
+        self.step(step, take_token).await
     }
 
     async fn write_object(
@@ -456,7 +461,7 @@ impl CrdLedger {
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
         const OP: &str = "write";
-        migration_core::ledger::refuse_repeated_slugs(&self.writer.ledger, OP, entries)?;
+        migration_core::ledger::refuse_repeated_slugs(&self.handle.writer.ledger, OP, entries)?;
         self.update_status(OP, |view| {
             let stored = view.entries();
             // Shared records are filed against exactly the object this
@@ -469,11 +474,7 @@ impl CrdLedger {
                 if mode == WriteMode::OnlyIfAbsent && stored.is_some_and(|s| s.contains_key(key)) {
                     report.already_present.push(slug.clone());
                 } else {
-                    put_entry(&self.writer.ledger, OP, &mut write, &mut index, slug, entry)?;
-                    // The entry's write removes the slug's last failure.
-                    if view.has_failure(slug) {
-                        write.cleared_failures.push(slug.as_str().to_owned());
-                    }
+                    self.put_record(OP, view, &mut write, &mut index, slug, entry)?;
                     report.written.push(slug.clone());
                 }
             }

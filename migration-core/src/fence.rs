@@ -315,6 +315,15 @@ mod tests {
         Timestamp::from_unix(s)
     }
 
+    /// A take by `a`, planned on revision 6.
+    fn take_at_6(ttl: Duration) -> StepMode<'static> {
+        StepMode::Take {
+            holder: "a",
+            ttl,
+            revision: Some("6"),
+        }
+    }
+
     fn object(stored: Option<StoredLock>, now: i64) -> ObjectLock<'static> {
         ObjectLock {
             ledger: "l",
@@ -342,11 +351,7 @@ mod tests {
     #[test]
     fn a_take_step_is_refused_on_a_changed_object_and_recognised_after_a_lost_reply() {
         let ttl = Duration::from_secs(30);
-        let take = StepMode::Take {
-            holder: "a",
-            ttl,
-            revision: Some("6"),
-        };
+        let take = take_at_6(ttl);
         let err = object(None, 0).step(&take, "t1").unwrap_err();
         assert!(matches!(err, LedgerError::Changed { .. }), "{err}");
         // Its own take already stored (the reply was lost): no change.
@@ -359,11 +364,7 @@ mod tests {
     #[test]
     fn a_take_retried_with_another_token_renews_the_holders_live_tenure_only() {
         let ttl = Duration::from_secs(30);
-        let take = StepMode::Take {
-            holder: "a",
-            ttl,
-            revision: Some("6"),
-        };
+        let take = take_at_6(ttl);
         let landed = StoredLock::new_tenure("a", "t1", at(0), ttl);
         // The revision moved (its own write): still its take, renewed.
         let (write, lease) = object(Some(landed.clone()), 5).step(&take, "t2").unwrap();

@@ -450,13 +450,7 @@ pub fn plan_step(
         (_, None) => return Err(not_found(name, "write step")),
         (mode, Some(object)) => {
             let revision = object.revision.to_string();
-            let lock = ObjectLock {
-                ledger: name,
-                stored: stored_lock(name, object)?,
-                revision: Some(&revision),
-                now,
-            };
-            match lock.step(&mode, take_token) {
+            match object_lock(name, object, Some(&revision), now)?.step(&mode, take_token) {
                 // A release whose reply was lost, retried: the lock is gone
                 // and every record is in place, so this very write landed.
                 Err(LedgerError::LockLost { .. })
@@ -523,6 +517,21 @@ fn stored_lock(name: &str, object: &Object) -> Result<Option<StoredLock>, Ledger
         .transpose()
 }
 
+/// The lock of `object` as the rules of [`crate::fence`] see it.
+fn object_lock<'a>(
+    name: &'a str,
+    object: &Object,
+    revision: Option<&'a str>,
+    now: Timestamp,
+) -> Result<ObjectLock<'a>, LedgerError> {
+    Ok(ObjectLock {
+        ledger: name,
+        stored: stored_lock(name, object)?,
+        revision,
+        now,
+    })
+}
+
 /// The put that stores a lock change (`None`: no change; an empty value
 /// removes the lock).
 fn lock_put(lock: crate::fence::LockWrite) -> Option<(String, String)> {
@@ -556,16 +565,9 @@ pub fn plan_lock_take(
     fresh_token: &str,
 ) -> Result<(Lease, Option<Change>), LedgerError> {
     let object = current.ok_or_else(|| not_found(name, "acquire lock"))?;
-    let lock = ObjectLock {
-        ledger: name,
-        stored: stored_lock(name, object)?,
-        revision: None,
-        now,
-    };
-    let taken = lock.take(holder, ttl, fresh_token)?;
-    let lease = taken.lease();
+    let taken = object_lock(name, object, None, now)?.take(holder, ttl, fresh_token)?;
     Ok((
-        lease,
+        taken.lease(),
         lock_change(object, Some((LOCK_KEY.to_owned(), taken.encode()))),
     ))
 }
@@ -584,16 +586,11 @@ pub fn plan_lock_renew(
         holder: lease.holder.clone(),
         reason: "the ledger object does not exist".into(),
     })?;
-    let lock = ObjectLock {
-        ledger: name,
-        stored: stored_lock(name, object)?,
-        revision: None,
-        now,
-    };
-    let renewed = lock.require(lease)?.renewed(now, ttl);
-    let lease = renewed.lease();
+    let renewed = object_lock(name, object, None, now)?
+        .require(lease)?
+        .renewed(now, ttl);
     Ok((
-        lease,
+        renewed.lease(),
         lock_change(object, Some((LOCK_KEY.to_owned(), renewed.encode()))),
     ))
 }

@@ -24,6 +24,9 @@
 /// What replaces a redacted value.
 pub const REDACTED: &str = "[redacted]";
 
+/// [`REDACTED`] as a JSON string.
+const QUOTED_REDACTED: &str = "\"[redacted]\"";
+
 /// Text after redaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Redacted {
@@ -594,9 +597,7 @@ fn redact_json_strings(line: &str) -> String {
                             && value != REDACTED
                         {
                             out.push_str(&line[copied..v]);
-                            out.push('"');
-                            out.push_str(REDACTED);
-                            out.push('"');
+                            out.push_str(QUOTED_REDACTED);
                             copied = vend + 1;
                         }
                         i = vend + 1;
@@ -609,9 +610,7 @@ fn redact_json_strings(line: &str) -> String {
                 } else {
                     if data_depth.is_some() && &line[i + 1..end] != REDACTED {
                         out.push_str(&line[copied..i]);
-                        out.push('"');
-                        out.push_str(REDACTED);
-                        out.push('"');
+                        out.push_str(QUOTED_REDACTED);
                         copied = end + 1;
                     }
                     i = end + 1;

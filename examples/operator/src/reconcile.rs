@@ -239,6 +239,19 @@ fn forbidden(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 403)
 }
 
+/// Says what keeps the queue from running: a Warning Event about
+/// `regarding`, then the condition `reason` (not ready) with `message`.
+async fn warn(
+    ctx: &Context,
+    regarding: &ObjectReference,
+    reason: &'static str,
+    message: String,
+    summary: Option<Summary>,
+) -> Result<(), OperatorError> {
+    event(ctx, regarding, EventType::Warning, reason, message.clone()).await;
+    report(ctx, reason, false, message, summary).await
+}
+
 /// Reports the readiness: on the `MigrationLedger` when the ledger is one,
 /// and in the status ConfigMap (for every ledger), with the queue's figures.
 async fn report(
@@ -423,15 +436,7 @@ pub async fn index_missing(ctx: &Context) -> Duration {
         config.namespace, config.index_name
     );
     tracing::warn!("{message}");
-    event(
-        ctx,
-        &ctx.index_ref(),
-        EventType::Warning,
-        "IndexMissing",
-        message.clone(),
-    )
-    .await;
-    if let Err(e) = report(ctx, "IndexMissing", false, message, None).await {
+    if let Err(e) = warn(ctx, &ctx.index_ref(), "IndexMissing", message, None).await {
         tracing::warn!(error = %e, "could not report the missing index");
     }
     config.poll * 5
@@ -451,15 +456,7 @@ async fn reconcile_inner(cm: &ConfigMap, ctx: &Context) -> Result<Duration, Oper
         Ok(index) => index,
         Err(e) => {
             tracing::error!(error = %e, "index unusable; doing nothing until it is fixed");
-            event(
-                ctx,
-                &ctx.index_ref(),
-                EventType::Warning,
-                "IndexInvalid",
-                e.to_string(),
-            )
-            .await;
-            report(ctx, "IndexInvalid", false, e.to_string(), None).await?;
+            warn(ctx, &ctx.index_ref(), "IndexInvalid", e.to_string(), None).await?;
             return Err(e.into());
         }
     };
@@ -547,15 +544,14 @@ async fn reconcile_inner(cm: &ConfigMap, ctx: &Context) -> Result<Duration, Oper
                 "{slug} failed {failures} of {} attempt(s), last in job {job}: {cause}; retrying after {until}",
                 config.retries.limit
             );
-            event(
+            warn(
                 ctx,
                 &ctx.job_ref(&job, None),
-                EventType::Warning,
                 "BackingOff",
-                message.clone(),
+                message,
+                Some(summary),
             )
-            .await;
-            report(ctx, "BackingOff", false, message, Some(summary)).await?;
+            .await?;
             Ok(wait)
         }
         Decision::GiveUp {
@@ -586,20 +582,19 @@ async fn reconcile_inner(cm: &ConfigMap, ctx: &Context) -> Result<Duration, Oper
             let message = format!(
                 "{slug} failed {failures} time(s), last in job {job}; recorded failed; re-run by hand with ONLY={slug}"
             );
-            event(
-                ctx,
-                &ctx.job_ref(&job, None),
-                EventType::Warning,
-                "RetriesExhausted",
-                message.clone(),
-            )
-            .await;
             let summary = Summary {
                 pending: summary.pending.saturating_sub(1),
                 failed: summary.failed + 1,
                 ..summary
             };
-            report(ctx, "RetriesExhausted", false, message, Some(summary)).await?;
+            warn(
+                ctx,
+                &ctx.job_ref(&job, None),
+                "RetriesExhausted",
+                message,
+                Some(summary),
+            )
+            .await?;
             Ok(Duration::from_secs(1))
         }
         Decision::Blocked { slug, reason } => {
@@ -607,15 +602,14 @@ async fn reconcile_inner(cm: &ConfigMap, ctx: &Context) -> Result<Duration, Oper
             let message = format!(
                 "the queue stops at {slug}: {reason}; repair or remove the entry (see `migrate status`), the operator wakes on the ledger's change"
             );
-            event(
+            warn(
                 ctx,
                 &ctx.index_ref(),
-                EventType::Warning,
                 "CorruptEntry",
-                message.clone(),
+                message,
+                Some(summary),
             )
-            .await;
-            report(ctx, "CorruptEntry", false, message, Some(summary)).await?;
+            .await?;
             // The ledger's watch wakes the operator when it is repaired.
             Ok(config.poll * 5)
         }
@@ -660,15 +654,7 @@ pub async fn failed(error: &OperatorError, ctx: &Context) -> Duration {
 /// missing, and whenever a request is refused, leader or not (a replica
 /// that may not take the Lease never leads, and must still say why).
 pub async fn missing_rights(ctx: &Context, message: String) {
-    event(
-        ctx,
-        &ctx.index_ref(),
-        EventType::Warning,
-        "MissingRights",
-        message.clone(),
-    )
-    .await;
-    if let Err(e) = report(ctx, "MissingRights", false, message, None).await {
+    if let Err(e) = warn(ctx, &ctx.index_ref(), "MissingRights", message, None).await {
         tracing::warn!(error = %e, "could not write the MissingRights condition to the status ConfigMap");
     }
 }
@@ -727,14 +713,13 @@ async fn ledger_missing(ctx: &Context, summary: Summary) -> Result<Duration, Ope
         ctx.config.ledger_spec
     );
     tracing::warn!(running = summary.running, "{message}");
-    event(
+    warn(
         ctx,
         &ctx.index_ref(),
-        EventType::Warning,
         "LedgerMissing",
-        message.clone(),
+        message,
+        Some(summary),
     )
-    .await;
-    report(ctx, "LedgerMissing", false, message, Some(summary)).await?;
+    .await?;
     Ok(ctx.config.poll * 5)
 }

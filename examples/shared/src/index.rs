@@ -236,6 +236,18 @@ mod tests {
     use super::*;
     use migration_core::testing::fixtures::s;
 
+    /// The ConfigMap of an index of `slugs`, without batches.
+    fn index_cm(slugs: Vec<Slug>) -> ConfigMap {
+        let i = Index {
+            image: "img".into(),
+            tree: "/migrations".into(),
+            slugs,
+            revoked: vec![],
+            batches: BTreeMap::new(),
+        };
+        index_configmap(&i, "ns", "idx")
+    }
+
     #[test]
     fn the_index_round_trips_and_rejects_bad_slugs() {
         let i = Index {
@@ -265,14 +277,7 @@ mod tests {
 
     #[test]
     fn an_index_without_batches_reads_as_one_that_names_none() {
-        let i = Index {
-            image: "img".into(),
-            tree: "/migrations".into(),
-            slugs: vec![s("a")],
-            revoked: vec![],
-            batches: BTreeMap::new(),
-        };
-        let cm = index_configmap(&i, "ns", "idx");
+        let cm = index_cm(vec![s("a")]);
         assert!(!cm.data.as_ref().unwrap().contains_key(index_keys::BATCHES));
         let read = Index::from_configmap(&cm).unwrap();
         assert_eq!(read.batch_of(&s("a")), None);
@@ -280,14 +285,7 @@ mod tests {
 
     #[test]
     fn a_batches_line_that_lies_makes_the_index_unreadable_naming_the_line() {
-        let i = Index {
-            image: "img".into(),
-            tree: "/migrations".into(),
-            slugs: vec![s("a"), s("b")],
-            revoked: vec![],
-            batches: BTreeMap::new(),
-        };
-        let cm = index_configmap(&i, "ns", "idx");
+        let cm = index_cm(vec![s("a"), s("b")]);
         for (text, says) in [
             (
                 "a 00001-v1\nzzz 00002-v2\n",

@@ -21,9 +21,14 @@
 //!   ServiceAccount, lock suffix, field manager);
 //! - [`LeaseLock`]: the run lock as a `coordination.k8s.io/v1` Lease, with
 //!   holder identity, renewal and expiry; both backends now keep their run
-//!   lock in the ledger object ([`object_lock`]: one set of rules for the
-//!   ConfigMap's annotation and the custom resource's `status.lock`) and
-//!   only read the Lease that runners of older releases lock through;
+//!   lock in the ledger object (the rules are core's
+//!   [`migration_core::fence`], for the ConfigMap's annotation and the
+//!   custom resource's `status.lock` alike) and only read the Lease that
+//!   runners of older releases lock through;
+//! - [`object_ledger`]: what both backends do around their one object
+//!   written once: the copy last seen, the output tails kept in the Secret
+//!   before the write that names them, and taking, renewing and releasing
+//!   the run lock it holds;
 //! - [`ledger_options!`]: each backend's `Options`, whose budget, retry
 //!   policy and clock are the same tunables.
 //!
@@ -38,7 +43,7 @@ pub mod client;
 pub mod defaults;
 mod error;
 mod lease;
-pub mod object_lock;
+pub mod object_ledger;
 mod options;
 pub mod output_secret;
 mod retry;

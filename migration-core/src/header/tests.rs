@@ -64,14 +64,18 @@ fn empty_file_has_no_shebang() {
 #[test]
 fn missing_keys_are_each_reported() {
     let errors = parse("#!/bin/sh\necho hi\n").unwrap_err();
-    let keys: Vec<_> = errors
+    assert_eq!(missing_keys(&errors), ["tier", "on-error"]);
+}
+
+/// The keys `errors` say are missing; any other error fails the test.
+fn missing_keys(errors: &[HeaderError]) -> Vec<&'static str> {
+    errors
         .iter()
         .map(|e| match e {
             HeaderError::MissingKey { key, .. } => *key,
             other => panic!("unexpected {other:?}"),
         })
-        .collect();
-    assert_eq!(keys, ["tier", "on-error"]);
+        .collect()
 }
 
 #[test]
@@ -226,14 +230,7 @@ fn under_another_marker_the_default_one_is_a_plain_comment_and_both_keys_are_mis
         "#!/bin/sh\n# cozystack-migration: tier=pre-apply\n# cozystack-migration: on-error=abort\n",
     )
     .unwrap_err();
-    let keys: Vec<&str> = errors
-        .iter()
-        .map(|e| match e {
-            HeaderError::MissingKey { key, .. } => *key,
-            other => panic!("{other:?}"),
-        })
-        .collect();
-    assert_eq!(keys, ["tier", "on-error"]);
+    assert_eq!(missing_keys(&errors), ["tier", "on-error"]);
     let text = errors[0].to_string();
     assert!(text.contains("'# acme-migration: tier=...'"), "{text}");
     assert!(

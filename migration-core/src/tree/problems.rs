@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::ORDER_DIR;
+use super::supplied::FileError;
 use crate::header::{HeaderError, Tier};
 use crate::manifest::ManifestError;
 use crate::slug::{Slug, SlugError};
@@ -99,28 +100,8 @@ pub enum TreeProblem {
     },
     /// A tree file refused by the one reader ([`super::supplied`]): not a
     /// regular file, too large, a dangling symlink or one out of the tree.
-    /// (A symlink out of the tree and a file above the limit are
-    /// [`Self::SymlinkEscapes`] and [`Self::TooLarge`].)
     #[error(transparent)]
-    File(super::supplied::FileError),
-    /// A symlink that resolves outside the tree.
-    #[error("{}: symlink points outside the migrations tree (to {})", path.display(), target.display())]
-    SymlinkEscapes {
-        /// The symlink.
-        path: PathBuf,
-        /// Where it resolves.
-        target: PathBuf,
-    },
-    /// A file above the size cap; it was not read.
-    #[error("{}: {size} bytes is above the {limit}-byte limit", path.display())]
-    TooLarge {
-        /// The file.
-        path: PathBuf,
-        /// Its size.
-        size: u64,
-        /// The cap.
-        limit: u64,
-    },
+    File(#[from] FileError),
     /// Too many files under `lib/`.
     #[error("{}: more than {limit} files", path.display())]
     TooManyFiles {
@@ -157,8 +138,6 @@ impl TreeProblem {
             TreeProblem::BadScriptName { file, .. } => (Some(file.clone()), None),
             TreeProblem::UnexpectedEntry { path, .. }
             | TreeProblem::NonUtf8Name { path }
-            | TreeProblem::SymlinkEscapes { path, .. }
-            | TreeProblem::TooLarge { path, .. }
             | TreeProblem::TooManyFiles { path, .. } => (Some(path.clone()), None),
             TreeProblem::TierMismatch { file, line, .. }
             | TreeProblem::SelfRequirement { file, line }
@@ -179,32 +158,17 @@ impl TreeProblem {
             TreeProblem::BadScriptName { .. } => "slug",
             TreeProblem::UnexpectedEntry { .. }
             | TreeProblem::NonUtf8Name { .. }
-            | TreeProblem::TooManyFiles { .. }
-            | TreeProblem::File(_) => "layout",
+            | TreeProblem::TooManyFiles { .. } => "layout",
+            TreeProblem::File(FileError::Escapes { .. }) => "symlink",
+            TreeProblem::File(FileError::TooLarge { .. }) => "size",
+            TreeProblem::File(_) => "layout",
             TreeProblem::TierMismatch { .. } => "tier",
             TreeProblem::DuplicateSlug { .. } => "duplicate-slug",
             TreeProblem::SelfRequirement { .. }
             | TreeProblem::UnknownRequirement { .. }
             | TreeProblem::RequiresBackground { .. } => "requires",
-            TreeProblem::SymlinkEscapes { .. } => "symlink",
-            TreeProblem::TooLarge { .. } => "size",
             TreeProblem::BadListLine { .. } => "list-file",
             TreeProblem::Manifest { .. } => "manifest",
-        }
-    }
-}
-
-impl From<super::supplied::FileError> for TreeProblem {
-    /// A refusal of the one reader as the tree's problem, under the rule
-    /// lint has always given it.
-    fn from(e: super::supplied::FileError) -> Self {
-        use super::supplied::FileError;
-        match e {
-            FileError::Escapes { path, target } => TreeProblem::SymlinkEscapes { path, target },
-            FileError::TooLarge { path, size, limit } => {
-                TreeProblem::TooLarge { path, size, limit }
-            }
-            other => TreeProblem::File(other),
         }
     }
 }

@@ -84,10 +84,12 @@ impl Reader<'_> {
                 }));
             };
             if !target.starts_with(self.root) {
-                return Ok(Resolved::Rejected(TreeProblem::SymlinkEscapes {
-                    path: self.relative(path),
-                    target,
-                }));
+                return Ok(Resolved::Rejected(TreeProblem::File(
+                    supplied::FileError::Escapes {
+                        path: self.relative(path),
+                        target,
+                    },
+                )));
             }
             let meta = fs::metadata(&target).map_err(self.io(path))?;
             (target, meta)
@@ -117,11 +119,11 @@ impl Reader<'_> {
     ) -> Result<Result<Vec<u8>, TreeProblem>, TreeError> {
         let limit = self.options.max_file_bytes;
         if len > limit {
-            return Ok(Err(TreeProblem::TooLarge {
+            return Ok(Err(TreeProblem::File(supplied::FileError::TooLarge {
                 path: self.relative(shown),
                 size: len,
                 limit,
-            }));
+            })));
         }
         let mut bytes = Vec::new();
         Ok(self.read_into(shown, target, &mut bytes).map(|()| bytes))

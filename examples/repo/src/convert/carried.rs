@@ -447,41 +447,32 @@ fn one_pipeline(text: &str) -> Option<Vec<Vec<String>>> {
 
 /// The byte index of the one `&&` outside quotes on a line.
 fn top_level_and(text: &str) -> Option<usize> {
-    let (mut single, mut double, mut escaped) = (false, false, false);
-    let mut ands = Vec::new();
     let bytes = text.as_bytes();
-    for (i, c) in text.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' if !single => escaped = true,
-            '\'' if !double => single = !single,
-            '"' if !single => double = !double,
-            '&' if !single && !double && bytes.get(i + 1) == Some(&b'&') => ands.push(i),
-            _ => {}
-        }
-    }
-    match ands.as_slice() {
-        [one] => Some(*one),
-        _ => None,
-    }
+    top_level_one(text, |i, c| c == '&' && bytes.get(i + 1) == Some(&b'&'))
 }
 
 /// The byte index of the one `|` outside quotes in a two-command
 /// pipeline's text.
 fn top_level_bar(text: &str) -> Option<usize> {
+    top_level_one(text, |_, c| c == '|')
+}
+
+/// The byte index of the one place outside quotes where `is_operator`
+/// holds (of the byte index and the character there).
+fn top_level_one(text: &str, is_operator: impl Fn(usize, char) -> bool) -> Option<usize> {
     let (mut single, mut double, mut escaped) = (false, false, false);
-    let mut bars = Vec::new();
+    let mut found = Vec::new();
     for (i, c) in text.char_indices() {
         match c {
             _ if escaped => escaped = false,
             '\\' if !single => escaped = true,
             '\'' if !double => single = !single,
             '"' if !single => double = !double,
-            '|' if !single && !double => bars.push(i),
+            _ if !single && !double && is_operator(i, c) => found.push(i),
             _ => {}
         }
     }
-    match bars.as_slice() {
+    match found.as_slice() {
         [one] => Some(*one),
         _ => None,
     }
@@ -548,17 +539,24 @@ mod tests {
     #[test]
     fn a_call_carried_past_its_failure_accepts_not_found_and_stops_on_every_other_failure() {
         let original = "#!/bin/sh\nif kubectl get clusterrolebinding old; then\n  kubectl delete clusterrolebinding old\nfi\nkubectl get hr -n a b && kubectl delete hr -n a b --wait=0\nkubectl patch configmap -n a c --type merge -p '{\"data\":{}}'\nkubectl delete pods -l app=x -n a\necho done\n";
-        assert_eq!(
-            rewritten(original),
-            "#!/bin/sh\nif kubectl get clusterrolebinding old; then\n  migrate-tolerate --not-found -- kubectl delete clusterrolebinding old\nfi\nif kubectl get hr -n a b; then migrate-tolerate --not-found -- kubectl delete hr -n a b --wait=0; fi\nmigrate-tolerate --not-found -- kubectl patch configmap -n a c --type merge -p '{\"data\":{}}'\nkubectl delete pods -l app=x -n a\necho done\n"
-        );
-        passes_everywhere(original);
         // Without the rewrite the check names the absent object's path.
-        let plain = check_pair_unrewritten(original);
+        let plain = carries(
+            original,
+            "#!/bin/sh\nif kubectl get clusterrolebinding old; then\n  migrate-tolerate --not-found -- kubectl delete clusterrolebinding old\nfi\nif kubectl get hr -n a b; then migrate-tolerate --not-found -- kubectl delete hr -n a b --wait=0; fi\nmigrate-tolerate --not-found -- kubectl patch configmap -n a c --type merge -p '{\"data\":{}}'\nkubectl delete pods -l app=x -n a\necho done\n",
+        );
         assert!(
             matches!(&plain, Behaviour::Differed { path, .. } if path.contains("(not-found)")),
             "{plain:?}"
         );
+    }
+
+    /// Asserts that `original` rewrites to `expected`, which behaves as it
+    /// does under every shell; answers the check of `original` against
+    /// itself unrewritten.
+    fn carries(original: &str, expected: &str) -> Behaviour {
+        assert_eq!(rewritten(original), expected);
+        passes_everywhere(original);
+        check_pair_unrewritten(original)
     }
 
     fn check_pair_unrewritten(original: &str) -> Behaviour {
@@ -571,12 +569,10 @@ mod tests {
     #[test]
     fn a_grep_finding_nothing_is_an_empty_answer_and_the_listing_call_stands_alone() {
         let original = "#!/bin/sh\ncrds=$(kubectl get crd -o name | grep '\\.example\\.io$')\nif [ -n \"$crds\" ]; then\n  kubectl annotate $crds a=b\nfi\nkubectl apply -f x.yaml\n";
-        assert_eq!(
-            rewritten(original),
-            "#!/bin/sh\ncrds=$(kubectl get crd -o name); crds=$(printf '%s' \"$crds\" | grep '\\.example\\.io$' || [ $? = 1 ])\nif [ -n \"$crds\" ]; then\n  migrate-tolerate --not-found -- kubectl annotate $crds a=b\nfi\nkubectl apply -f x.yaml\n"
+        let plain = carries(
+            original,
+            "#!/bin/sh\ncrds=$(kubectl get crd -o name); crds=$(printf '%s' \"$crds\" | grep '\\.example\\.io$' || [ $? = 1 ])\nif [ -n \"$crds\" ]; then\n  migrate-tolerate --not-found -- kubectl annotate $crds a=b\nfi\nkubectl apply -f x.yaml\n",
         );
-        passes_everywhere(original);
-        let plain = check_pair_unrewritten(original);
         assert!(
             matches!(&plain, Behaviour::Differed { path, .. } if path == "on the success path"),
             "{plain:?}"

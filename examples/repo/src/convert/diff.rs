@@ -90,25 +90,33 @@ pub fn unified(path: &str, text: &str, edits: &BTreeMap<usize, Option<String>>) 
 mod tests {
     use super::*;
 
+    /// Asserts that `edits` make `applied` of `text`, shown as `diff`.
+    fn edits_give(text: &str, edits: &[(usize, Option<&str>)], applied: &str, diff: &str) {
+        let edits = edits
+            .iter()
+            .map(|(line, new)| (*line, new.map(str::to_owned)))
+            .collect();
+        assert_eq!(apply(text, &edits), applied);
+        assert_eq!(unified("x", text, &edits), diff);
+    }
+
     #[test]
     fn a_deleted_and_a_replaced_line_make_one_hunk_with_context() {
-        let text = "a\nb\nc\nd\ne\nf\n";
-        let edits = BTreeMap::from([(2, None), (4, Some("D".to_owned()))]);
-        assert_eq!(apply(text, &edits), "a\nc\nD\ne\nf\n");
-        assert_eq!(
-            unified("x", text, &edits),
-            "--- a/x\n+++ b/x\n@@ -1,6 +1,5 @@\n a\n-b\n c\n-d\n+D\n e\n f\n"
+        edits_give(
+            "a\nb\nc\nd\ne\nf\n",
+            &[(2, None), (4, Some("D"))],
+            "a\nc\nD\ne\nf\n",
+            "--- a/x\n+++ b/x\n@@ -1,6 +1,5 @@\n a\n-b\n c\n-d\n+D\n e\n f\n",
         );
     }
 
     #[test]
     fn a_replacement_of_several_lines_adds_each_of_them() {
-        let text = "a\nb\n";
-        let edits = BTreeMap::from([(1, Some("a\nA".to_owned()))]);
-        assert_eq!(apply(text, &edits), "a\nA\nb\n");
-        assert_eq!(
-            unified("x", text, &edits),
-            "--- a/x\n+++ b/x\n@@ -1,2 +1,3 @@\n-a\n+a\n+A\n b\n"
+        edits_give(
+            "a\nb\n",
+            &[(1, Some("a\nA"))],
+            "a\nA\nb\n",
+            "--- a/x\n+++ b/x\n@@ -1,2 +1,3 @@\n-a\n+a\n+A\n b\n",
         );
     }
 

@@ -571,14 +571,7 @@ impl<'a> Finder<'a> {
             .strip_prefix("if ! ")?
             .strip_suffix("; then")?
             .strip_suffix(" >/dev/null 2>&1")?;
-        let (probe, flags) = probe_lines(indent, call, &h.call.name)?;
-        let mut edits = BTreeMap::new();
-        edits.insert(
-            h.start,
-            Some(format!(
-                "{probe}\n{indent}case $_migrate_probe in *\"{TOLERATED_PREFIX}\"*)"
-            )),
-        );
+        let (mut edits, flags) = probe_case(h.start, indent, call, &h.call.name, "")?;
         edits.insert(h.end, Some(format!("{indent};; esac")));
         Some((edits, flags))
     }
@@ -621,16 +614,10 @@ impl<'a> Finder<'a> {
                 else {
                     return;
                 };
-                let Some((probe, flags)) = probe_lines(indent, text, &call.name) else {
+                let case = probe_case(call.line, indent, text, &call.name, " ;; *)");
+                let Some((mut edits, flags)) = case else {
                     return;
                 };
-                let mut edits = BTreeMap::new();
-                edits.insert(
-                    call.line,
-                    Some(format!(
-                        "{probe}\n{indent}case $_migrate_probe in *\"{TOLERATED_PREFIX}\"*) ;; *)"
-                    )),
-                );
                 edits.insert(end, Some(format!("{indent};; esac")));
                 (call, edits, format!("skipped its branch ({flags})"))
             }
@@ -660,16 +647,11 @@ impl<'a> Finder<'a> {
                 if success.contains(['#', ';', '&', '|']) {
                     return;
                 }
-                let Some((probe, flags)) = probe_lines(indent, text, &call.name) else {
+                let arm = format!(" {success} ;; esac");
+                let Some((edits, flags)) = probe_case(call.line, indent, text, &call.name, &arm)
+                else {
                     return;
                 };
-                let mut edits = BTreeMap::new();
-                edits.insert(
-                    call.line,
-                    Some(format!(
-                        "{probe}\n{indent}case $_migrate_probe in *\"{TOLERATED_PREFIX}\"*) {success} ;; esac"
-                    )),
-                );
                 (call, edits, format!("went on ({success}; {flags})"))
             }
             _ => return,
@@ -1028,6 +1010,21 @@ fn split_indent(line: &str) -> (&str, &str) {
     (&line[..line.len() - rest.len()], rest)
 }
 
+/// The edit that puts the probe `call` ([`probe_lines`]) on `line`,
+/// followed by a `case` on its tolerated answer whose first arm is `arm`
+/// (the rest of that line), and the flags.
+fn probe_case(
+    line: usize,
+    indent: &str,
+    call: &str,
+    name: &str,
+    arm: &str,
+) -> Option<(BTreeMap<usize, Option<String>>, String)> {
+    let (probe, flags) = probe_lines(indent, call, name)?;
+    let case = format!("{probe}\n{indent}case $_migrate_probe in *\"{TOLERATED_PREFIX}\"*){arm}");
+    Some((BTreeMap::from([(line, Some(case))]), flags))
+}
+
 /// The probe `call` (one simple call of the cluster command `name`, as
 /// written) through migrate-tolerate, its stderr captured where
 /// migrate-tolerate says what it tolerated and any failure it does not
@@ -1147,36 +1144,38 @@ mod tests {
         )
     }
 
+    /// Asserts that `text` has exactly `changes` (line, rewritable) and
+    /// rewrites to `expected`.
+    fn rewrites(text: &str, changes: &[(usize, bool)], expected: &str) {
+        let (out, found) = rewritten(text);
+        assert_eq!(found, changes);
+        assert_eq!(out, expected);
+    }
+
     #[test]
     fn an_if_not_probe_reading_its_error_file_is_carried_to_migrate_tolerate() {
-        let text = "if ! x=$(kubectl get crd w 2>\"$err\"); then\n  if grep -q NotFound \"$err\"; then\n    echo none\n    exit 0\n  fi\n  cat \"$err\" >&2\n  exit 1\nfi\necho \"$x\"\n";
-        let (out, changes) = rewritten(text);
-        assert_eq!(changes, [(1, true)]);
-        assert_eq!(
-            out,
-            "if ! x=$(migrate-tolerate --not-found -- kubectl get crd w 2>\"$err\"); then\n  cat \"$err\" >&2\n  exit 1\nfi\nif grep -q '^migrate-tolerate: tolerated ' \"$err\"; then\n  echo none\n  exit 0\nfi\necho \"$x\"\n"
+        rewrites(
+            "if ! x=$(kubectl get crd w 2>\"$err\"); then\n  if grep -q NotFound \"$err\"; then\n    echo none\n    exit 0\n  fi\n  cat \"$err\" >&2\n  exit 1\nfi\necho \"$x\"\n",
+            &[(1, true)],
+            "if ! x=$(migrate-tolerate --not-found -- kubectl get crd w 2>\"$err\"); then\n  cat \"$err\" >&2\n  exit 1\nfi\nif grep -q '^migrate-tolerate: tolerated ' \"$err\"; then\n  echo none\n  exit 0\nfi\necho \"$x\"\n",
         );
     }
 
     #[test]
     fn a_one_line_test_after_or_moves_after_the_brace_group() {
-        let text = "for n in a b; do\n  kubectl create ns \"$n\" 2>e || {\n    grep -qi 'already exists' e && continue\n    exit 1\n  }\ndone\n";
-        let (out, changes) = rewritten(text);
-        assert_eq!(changes, [(2, true)]);
-        assert_eq!(
-            out,
-            "for n in a b; do\n  migrate-tolerate --already-exists -- kubectl create ns \"$n\" 2>e || {\n    exit 1\n  }\n  grep -q '^migrate-tolerate: tolerated ' e && continue\ndone\n"
+        rewrites(
+            "for n in a b; do\n  kubectl create ns \"$n\" 2>e || {\n    grep -qi 'already exists' e && continue\n    exit 1\n  }\ndone\n",
+            &[(2, true)],
+            "for n in a b; do\n  migrate-tolerate --already-exists -- kubectl create ns \"$n\" 2>e || {\n    exit 1\n  }\n  grep -q '^migrate-tolerate: tolerated ' e && continue\ndone\n",
         );
     }
 
     #[test]
     fn a_case_on_the_output_the_error_is_merged_into_moves_as_a_case_on_the_tolerated_line() {
-        let text = "list() {\n  if ! out=$(kubectl get widgets -A -o name 2>&1); then\n    case \"$out\" in\n      *\"doesn't have a resource type\"*|*NotFound*) return 0 ;;\n    esac\n    echo \"failed: $out\" >&2\n    return 1\n  fi\n  printf '%s' \"$out\"\n}\nlist\n";
-        let (out, changes) = rewritten(text);
-        assert_eq!(changes, [(2, true)]);
-        assert_eq!(
-            out,
-            "list() {\n  if ! out=$(migrate-tolerate --not-found --not-served -- kubectl get widgets -A -o name 2>&1); then\n    echo \"failed: $out\" >&2\n    return 1\n  fi\n  case \"$out\" in\n    *\"migrate-tolerate: tolerated \"*) return 0 ;;\n  esac\n  printf '%s' \"$out\"\n}\nlist\n"
+        rewrites(
+            "list() {\n  if ! out=$(kubectl get widgets -A -o name 2>&1); then\n    case \"$out\" in\n      *\"doesn't have a resource type\"*|*NotFound*) return 0 ;;\n    esac\n    echo \"failed: $out\" >&2\n    return 1\n  fi\n  printf '%s' \"$out\"\n}\nlist\n",
+            &[(2, true)],
+            "list() {\n  if ! out=$(migrate-tolerate --not-found --not-served -- kubectl get widgets -A -o name 2>&1); then\n    echo \"failed: $out\" >&2\n    return 1\n  fi\n  case \"$out\" in\n    *\"migrate-tolerate: tolerated \"*) return 0 ;;\n  esac\n  printf '%s' \"$out\"\n}\nlist\n",
         );
     }
 
@@ -1200,22 +1199,16 @@ mod tests {
     #[test]
     fn a_presence_probe_and_a_probe_or_continue_accept_only_the_answer_they_meant() {
         // `if CALL; then PRESENT; fi`: any failure skipped the branch.
-        let (out, changes) = rewritten(
+        rewrites(
             "if kubectl get crd v2 >/dev/null 2>&1; then\n  echo present\nfi\necho next\n",
-        );
-        assert_eq!(changes, [(1, true)]);
-        assert_eq!(
-            out,
-            "if ! _migrate_probe=$(migrate-tolerate --not-found -- kubectl get crd v2 2>&1 >/dev/null); then printf '%s\\n' \"$_migrate_probe\" >&2; exit 1; fi\ncase $_migrate_probe in *\"migrate-tolerate: tolerated \"*) ;; *)\n  echo present\n;; esac\necho next\n"
+            &[(1, true)],
+            "if ! _migrate_probe=$(migrate-tolerate --not-found -- kubectl get crd v2 2>&1 >/dev/null); then printf '%s\\n' \"$_migrate_probe\" >&2; exit 1; fi\ncase $_migrate_probe in *\"migrate-tolerate: tolerated \"*) ;; *)\n  echo present\n;; esac\necho next\n",
         );
         // `CALL || continue`: any failure went on to the next round.
-        let (out, changes) = rewritten(
+        rewrites(
             "for crd in a b; do\n  kubectl get crd \"$crd\" >/dev/null 2>&1 || continue\n  echo \"$crd\"\ndone\n",
-        );
-        assert_eq!(changes, [(2, true)]);
-        assert_eq!(
-            out,
-            "for crd in a b; do\n  if ! _migrate_probe=$(migrate-tolerate --not-found -- kubectl get crd \"$crd\" 2>&1 >/dev/null); then printf '%s\\n' \"$_migrate_probe\" >&2; exit 1; fi\n  case $_migrate_probe in *\"migrate-tolerate: tolerated \"*) continue ;; esac\n  echo \"$crd\"\ndone\n"
+            &[(2, true)],
+            "for crd in a b; do\n  if ! _migrate_probe=$(migrate-tolerate --not-found -- kubectl get crd \"$crd\" 2>&1 >/dev/null); then printf '%s\\n' \"$_migrate_probe\" >&2; exit 1; fi\n  case $_migrate_probe in *\"migrate-tolerate: tolerated \"*) continue ;; esac\n  echo \"$crd\"\ndone\n",
         );
         // A bare `|| return` or `|| exit` passes the failure's status on:
         // already fail-closed, not a probe taking failure as absent.
@@ -1237,13 +1230,10 @@ mod tests {
         // Every failure read as "absent", the error thrown away: the call
         // goes through migrate-tolerate, the branch runs on its tolerated
         // line, any other failure ends the script.
-        let (out, changes) = rewritten(
+        rewrites(
             "f() {\n  if ! kubectl get crd x >/dev/null 2>&1; then\n    echo absent\n    return 0\n  fi\n  echo present\n}\nf\n",
-        );
-        assert_eq!(changes, [(2, true)]);
-        assert_eq!(
-            out,
-            "f() {\n  if ! _migrate_probe=$(migrate-tolerate --not-found -- kubectl get crd x 2>&1 >/dev/null); then printf '%s\\n' \"$_migrate_probe\" >&2; exit 1; fi\n  case $_migrate_probe in *\"migrate-tolerate: tolerated \"*)\n    echo absent\n    return 0\n  ;; esac\n  echo present\n}\nf\n"
+            &[(2, true)],
+            "f() {\n  if ! _migrate_probe=$(migrate-tolerate --not-found -- kubectl get crd x 2>&1 >/dev/null); then printf '%s\\n' \"$_migrate_probe\" >&2; exit 1; fi\n  case $_migrate_probe in *\"migrate-tolerate: tolerated \"*)\n    echo absent\n    return 0\n  ;; esac\n  echo present\n}\nf\n",
         );
         // A type that may not be served: both answers.
         let (out, _) = rewritten(

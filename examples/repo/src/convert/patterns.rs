@@ -1009,23 +1009,15 @@ fn is_kubectl(s: &Simple) -> bool {
 }
 
 fn simple(s: &ast::SimpleCommand) -> Simple<'_> {
-    let mut words = Vec::new();
-    let mut heredocs = Vec::new();
-    if let Some(w) = &s.word_or_name {
-        words.push(w);
-    }
-    for item in parse::items(s) {
-        match item {
-            ast::CommandPrefixOrSuffixItem::Word(w) => words.push(w),
-            ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => words.push(w),
+    let words = migrate_lint::shell::handled::words(s);
+    let heredocs: Vec<_> = parse::items(s)
+        .filter_map(|item| match item {
             ast::CommandPrefixOrSuffixItem::IoRedirect(ast::IoRedirect::HereDocument(_, d)) => {
-                heredocs.push(&d.doc)
+                Some(&d.doc)
             }
-            _ => {}
-        }
-    }
-    // Prefix assignments come first in the source but after the name here.
-    words.sort_by_key(|w| w.loc.as_ref().map(|l| (l.start.line, l.start.column)));
+            _ => None,
+        })
+        .collect();
     let first = words
         .iter()
         .filter_map(|w| parse::word_line(w))

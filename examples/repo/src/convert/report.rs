@@ -328,16 +328,7 @@ impl Report {
                 script.status.as_str(),
                 script.behaviour.summary()
             ));
-            for c in &script.changes {
-                out.push_str(&format!(
-                    "  {}:{}: {} [{}]: {}\n",
-                    script.source,
-                    c.line,
-                    c.kind,
-                    if c.rewritable { "rewritable" } else { "review" },
-                    c.message
-                ));
-            }
+            changes_text(&mut out, &script.source, &script.changes);
         }
         out.push_str(&helpers_text(&self.helpers));
         if !self.stamp_helpers.is_empty() {
@@ -402,17 +393,19 @@ pub fn helpers_text(helpers: &[HelperReport]) -> String {
     let mut out = String::new();
     for h in helpers {
         out.push_str(&format!("{}: {}\n", h.file, h.status.as_str()));
-        for c in &h.changes {
-            out.push_str(&format!(
-                "  {}:{}: {} [{}]: {}\n",
-                h.file,
-                c.line,
-                c.kind,
-                if c.rewritable { "rewritable" } else { "review" },
-                c.message
-            ));
-        }
+        changes_text(&mut out, &h.file, &h.changes);
         out.push_str(&h.diff);
     }
     out
+}
+
+/// The text report's line of each of `changes` in `file`.
+fn changes_text(out: &mut String, file: &str, changes: &[Change]) {
+    for c in changes {
+        let how = if c.rewritable { "rewritable" } else { "review" };
+        out.push_str(&format!(
+            "  {file}:{}: {} [{how}]: {}\n",
+            c.line, c.kind, c.message
+        ));
+    }
 }
