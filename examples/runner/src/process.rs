@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use migration_core::drive::{Exec, Executor, Job, Running, ScriptCommand};
+use migration_core::drive::{Console, Exec, Executor, Job, Running, ScriptCommand};
 use migration_core::run::NOT_YET_EXIT_STATUS;
 use migration_core::{Outcome, Slug};
 use nix::sys::signal::Signal;
@@ -16,9 +16,9 @@ use tokio::sync::watch;
 
 use migration_core::MigrationsTree;
 
+use crate::ScriptSettings;
 use crate::child::{ScriptChild, signal_group};
 use crate::tripwire::lease;
-use crate::{Console, RunConfig};
 
 /// Keeps the output tail within a byte budget, by whole lines, each
 /// redacted as it arrives: whether a line holds a secret can depend on an
@@ -144,12 +144,12 @@ pub(super) async fn pump<R: AsyncRead + Unpin>(
     }
 }
 
-/// What every script execution of one run shares: the tree, the run's
-/// settings and console, the interrupt and the tripwire. The hook
-/// runner's [`Executor`].
-pub(super) struct Scripts<'a> {
+/// The hook runner's [`Executor`]: each script in its own process group,
+/// under the tripwire. What every script execution of one run shares: the
+/// tree, the settings and console, the interrupt and the tripwire.
+pub struct Processes<'a> {
     tree: &'a MigrationsTree,
-    config: &'a RunConfig,
+    config: &'a ScriptSettings,
     console: &'a dyn Console,
     interrupt: watch::Receiver<bool>,
     /// Armed at the first script that runs (a run with nothing to execute
@@ -158,14 +158,17 @@ pub(super) struct Scripts<'a> {
     wire: Option<crate::tripwire::Tripwire>,
 }
 
-impl<'a> Scripts<'a> {
-    pub(super) fn new(
+impl<'a> Processes<'a> {
+    /// The executor of one run over `tree`: scripts' output goes to
+    /// `console`; `interrupt` turns true on SIGTERM/SIGINT (the binary
+    /// wires the signals; tests flip it directly).
+    pub fn new(
         tree: &'a MigrationsTree,
-        config: &'a RunConfig,
+        config: &'a ScriptSettings,
         console: &'a dyn Console,
         interrupt: watch::Receiver<bool>,
     ) -> Self {
-        Scripts {
+        Processes {
             tree,
             config,
             console,
@@ -176,7 +179,7 @@ impl<'a> Scripts<'a> {
 }
 
 #[async_trait::async_trait]
-impl Executor for Scripts<'_> {
+impl Executor for Processes<'_> {
     async fn start<'e>(&'e mut self, job: Job<'_>) -> Result<Box<dyn Running + 'e>, String> {
         self.spawn(job)
             .map(|run| Box::new(run) as Box<dyn Running + 'e>)
@@ -199,7 +202,7 @@ impl Executor for Scripts<'_> {
     }
 }
 
-impl<'a> Scripts<'a> {
+impl Processes<'_> {
     /// Starts `job` with the interpreter its shebang names, its cluster
     /// calls fenced by the lease core says is live; an error is a script
     /// that could not be started.
@@ -210,9 +213,11 @@ impl<'a> Scripts<'a> {
             shebang,
             script: bytes,
             lease_live_until,
+            lease_ttl,
+            message_limit,
             ..
         } = job;
-        let Scripts {
+        let Processes {
             tree,
             config,
             console,
@@ -234,7 +239,7 @@ impl<'a> Scripts<'a> {
         };
         // The shims refuse every cluster call, and the supervisor kills the
         // group, once this deadline passes unrenewed (tripwire::lease).
-        armed.lease(lease::deadline(lease_live_until, config.lock_ttl))?;
+        armed.lease(lease::deadline(lease_live_until, lease_ttl))?;
         let path: PathBuf = root.join(&pending.relative_path);
         // In the run's private report directory, which the run supervisor
         // removes should the runner die (SIGKILL), and which the guard
@@ -279,7 +284,7 @@ impl<'a> Scripts<'a> {
             return Err(e);
         }
         let tail = Arc::new(Mutex::new(Tail {
-            cap: config.tail_bytes,
+            cap: message_limit,
             commands: armed.commands(),
             ..Tail::default()
         }));
@@ -301,6 +306,8 @@ impl<'a> Scripts<'a> {
             interrupt_gone: false,
             time_limit: now + config.timeout,
             lease_until: lease_live_until,
+            lease_ttl,
+            message_limit,
             stopping: None,
         })
     }
@@ -312,7 +319,7 @@ struct ScriptRun<'s> {
     slug: Slug,
     /// The private copy it runs, removed once it ended.
     copy: PathBuf,
-    config: &'s RunConfig,
+    config: &'s ScriptSettings,
     console: &'s dyn Console,
     interrupt: &'s mut watch::Receiver<bool>,
     armed: &'s mut crate::tripwire::Tripwire,
@@ -330,6 +337,10 @@ struct ScriptRun<'s> {
     time_limit: tokio::time::Instant,
     /// Until when the lease is live, as core last said.
     lease_until: std::time::Instant,
+    /// The lease's lifetime: the fence's margin is a tenth of it.
+    lease_ttl: Duration,
+    /// Bytes of output a failure's message keeps.
+    message_limit: usize,
     /// A stop in progress: what it ends as, and when it began (SIGTERM
     /// sent; SIGKILL follows after the grace or before the lease can
     /// lapse, whichever comes first).
@@ -356,7 +367,7 @@ impl ScriptRun<'_> {
         }
         let lease = tokio::time::Instant::from_std(
             self.lease_until
-                .checked_sub(self.config.lock_ttl / 10)
+                .checked_sub(self.lease_ttl / 10)
                 .unwrap_or(self.lease_until),
         );
         Some((*began + self.config.grace).min(lease))
@@ -395,7 +406,7 @@ impl ScriptRun<'_> {
         // failure is a failure (reason masked-failure), however it was masked.
         let mut calls = report.finish();
         calls.unstarted = unstarted;
-        outcome(status, &calls, tail, self.config.tail_bytes)
+        outcome(status, &calls, tail, self.message_limit)
     }
 }
 
@@ -441,9 +452,7 @@ impl Running for ScriptRun<'_> {
         self.lease_until = until;
         // Should the deadline not reach the shims, they refuse at the old
         // one and the supervisor kills the group there: failing closed.
-        let _ = self
-            .armed
-            .lease(lease::deadline(until, self.config.lock_ttl));
+        let _ = self.armed.lease(lease::deadline(until, self.lease_ttl));
     }
 
     async fn stop(&mut self) {

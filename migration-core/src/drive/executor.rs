@@ -36,6 +36,14 @@ pub struct Job<'j> {
     /// last renewal was asked for, plus its lifetime): past it, nothing the
     /// script does may reach the cluster (CONTRACT.md §5.5).
     pub lease_live_until: Instant,
+    /// The lease's lifetime ([`RunSettings::lock_ttl`](super::RunSettings)):
+    /// the fence keeps a tenth of it as margin before
+    /// [`Job::lease_live_until`].
+    pub lease_ttl: Duration,
+    /// Bytes of output a failure's recorded message keeps
+    /// ([`RunSettings::message_limit`](super::RunSettings)): the end of
+    /// its output the executor needs to keep.
+    pub message_limit: usize,
 }
 
 /// How one execution ended, as the executor saw it.

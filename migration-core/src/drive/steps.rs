@@ -110,6 +110,8 @@ pub(super) async fn steps(
                     script,
                     // Taken or renewed by the attempt's write: held here.
                     lease_live_until: keeper.live_until().unwrap_or_else(Instant::now),
+                    lease_ttl: config.lock_ttl,
+                    message_limit: config.message_limit,
                 };
                 let outcome = match run_to_end(executor, job, keeper).await? {
                     Exec::Ended {
