@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use migration_core::drive::{Console, Exec, Executor, Job, Running, ScriptCommand};
+use migration_core::drive::{Console, Executor, Job, Running, ScriptCommand, ScriptEnd};
 use migration_core::run::NOT_YET_EXIT_STATUS;
 use migration_core::{Outcome, Slug};
 use nix::sys::signal::Signal;
@@ -68,7 +68,7 @@ impl Tail {
 }
 
 /// How the script's process ended, before the tripwire's report is read.
-enum Status {
+enum ProcessExit {
     /// Exit 0.
     Success,
     /// Exit status [`NOT_YET_EXIT_STATUS`]: preconditions not met.
@@ -344,12 +344,12 @@ struct ScriptRun<'s> {
     /// A stop in progress: what it ends as, and when it began (SIGTERM
     /// sent; SIGKILL follows after the grace or before the lease can
     /// lapse, whichever comes first).
-    stopping: Option<(Status, tokio::time::Instant)>,
+    stopping: Option<(ProcessExit, tokio::time::Instant)>,
 }
 
 impl ScriptRun<'_> {
     /// SIGTERM to the whole group; SIGKILL follows ([`Self::kill_at`]).
-    fn begin_stop(&mut self, why: Status) {
+    fn begin_stop(&mut self, why: ProcessExit) {
         if self.stopping.is_none() {
             signal_group(self.pgid, Signal::SIGTERM);
             self.stopping = Some((why, tokio::time::Instant::now()));
@@ -375,7 +375,7 @@ impl ScriptRun<'_> {
 
     /// The group is gone: kills what is left of it, reads the rest of the
     /// output and the tripwire's report, and says how the script ended.
-    async fn finish(&mut self, status: Status) -> Exec {
+    async fn finish(&mut self, status: ProcessExit) -> ScriptEnd {
         let pgid = self.pgid;
         // Stragglers left in the group would hold the pipes open.
         signal_group(pgid, Signal::SIGKILL);
@@ -400,7 +400,7 @@ impl ScriptRun<'_> {
             (t.text(), t.unstarted.clone())
         };
         let Some(report) = report else {
-            return Exec::Interrupted;
+            return ScriptEnd::Interrupted;
         };
         // Tripwire hook 2 of 3: exit 0 after an unaccepted cluster-command
         // failure is a failure (reason masked-failure), however it was masked.
@@ -412,7 +412,7 @@ impl ScriptRun<'_> {
 
 #[async_trait::async_trait]
 impl Running for ScriptRun<'_> {
-    async fn wait(&mut self, at_most: Duration) -> Option<Exec> {
+    async fn wait(&mut self, at_most: Duration) -> Option<ScriptEnd> {
         let give_up = tokio::time::Instant::now() + at_most;
         let status = loop {
             let kill_at = self.kill_at();
@@ -427,14 +427,14 @@ impl Running for ScriptRun<'_> {
                 () = &mut self.readers, if !self.readers_done => self.readers_done = true,
                 () = tokio::time::sleep_until(self.time_limit), if !stopping => {
                     self.console.progress(&format!("{} timed out after {:?}; stopping its process group", self.slug, self.config.timeout));
-                    self.begin_stop(Status::Failed { reason: "timeout".into(), extra: String::new() });
+                    self.begin_stop(ProcessExit::Failed { reason: "timeout".into(), extra: String::new() });
                 }
                 changed = self.interrupt.changed(), if !stopping && !self.interrupt_gone => {
                     if changed.is_err() {
                         self.interrupt_gone = true;
                     } else if *self.interrupt.borrow() {
                         self.console.progress(&format!("interrupted: forwarding SIGTERM to {} and waiting up to {:?}", self.slug, self.config.grace));
-                        self.begin_stop(Status::Interrupted);
+                        self.begin_stop(ProcessExit::Interrupted);
                     }
                 }
                 () = tokio::time::sleep_until(kill_at.unwrap_or(give_up)), if kill_at.is_some() => {
@@ -456,29 +456,29 @@ impl Running for ScriptRun<'_> {
     }
 
     async fn stop(&mut self) {
-        self.begin_stop(Status::Interrupted);
+        self.begin_stop(ProcessExit::Interrupted);
         while self.wait(Duration::from_secs(3600)).await.is_none() {}
     }
 }
 
 /// How a script's process ended, on its own.
-fn exited(status: std::io::Result<std::process::ExitStatus>) -> Status {
+fn exited(status: std::io::Result<std::process::ExitStatus>) -> ProcessExit {
     use std::os::unix::process::ExitStatusExt;
     match status {
-        Ok(s) if s.success() => Status::Success,
-        Ok(s) if s.code() == Some(NOT_YET_EXIT_STATUS) => Status::NotYet,
+        Ok(s) if s.success() => ProcessExit::Success,
+        Ok(s) if s.code() == Some(NOT_YET_EXIT_STATUS) => ProcessExit::NotYet,
         Ok(s) => {
             let reason = match (s.code(), s.signal()) {
                 (Some(code), _) => format!("exit-status-{code}"),
                 (None, Some(sig)) => format!("signal-{sig}"),
                 _ => "unknown-exit".to_owned(),
             };
-            Status::Failed {
+            ProcessExit::Failed {
                 reason,
                 extra: String::new(),
             }
         }
-        Err(e) => Status::Failed {
+        Err(e) => ProcessExit::Failed {
             reason: "wait-error".into(),
             extra: e.to_string(),
         },
@@ -487,23 +487,28 @@ fn exited(status: std::io::Result<std::process::ExitStatus>) -> Status {
 
 /// What a script that ended as `status`, having made `calls`, is recorded
 /// as.
-fn outcome(status: Status, calls: &crate::tripwire::Calls, tail: String, cap: usize) -> Exec {
-    let ended = |outcome| Exec::Ended {
+fn outcome(
+    status: ProcessExit,
+    calls: &crate::tripwire::Calls,
+    tail: String,
+    cap: usize,
+) -> ScriptEnd {
+    let ended = |outcome| ScriptEnd::Ran {
         outcome,
         cluster_commands: None,
     };
     match status {
-        Status::NotYet => ended(Outcome::NotYet {
+        ProcessExit::NotYet => ended(Outcome::NotYet {
             message: not_yet_message(calls, &tail, cap),
         }),
-        Status::Success => match calls.masked_failure() {
+        ProcessExit::Success => match calls.masked_failure() {
             Some(message) => ended(Outcome::Failed {
                 reason: crate::tripwire::MASKED_FAILURE.into(),
                 message: crate::tripwire::compose(&message, &tail, cap),
             }),
             // Tripwire hook 3 of 3: tolerated cluster-command failures
             // are counted in the entry's message and in the run report.
-            None => Exec::Ended {
+            None => ScriptEnd::Ran {
                 outcome: match calls.ok_message() {
                     Some(message) => Outcome::SucceededNoting { message },
                     None => Outcome::Succeeded,
@@ -511,7 +516,7 @@ fn outcome(status: Status, calls: &crate::tripwire::Calls, tail: String, cap: us
                 cluster_commands: Some(calls.summary()),
             },
         },
-        Status::Failed { reason, extra } => ended(Outcome::Failed {
+        ProcessExit::Failed { reason, extra } => ended(Outcome::Failed {
             reason,
             message: if extra.is_empty() {
                 tail
@@ -519,7 +524,7 @@ fn outcome(status: Status, calls: &crate::tripwire::Calls, tail: String, cap: us
                 format!("{tail}\n{extra}")
             },
         }),
-        Status::Interrupted => Exec::Interrupted,
+        ProcessExit::Interrupted => ScriptEnd::Interrupted,
     }
 }
 

@@ -30,7 +30,7 @@ mod waiting;
 
 pub use command::ScriptCommand;
 pub use console::Console;
-pub use executor::{Exec, Executor, Job, Running, Scan, Scanned};
+pub use executor::{Executor, Job, Running, Scan, Scanned, ScriptEnd};
 pub use report::{
     CallSummary, Ended, LockLostAt, MigrationResult, RunError, RunReport, UnsafeFinding,
     fresh_install_reason,
