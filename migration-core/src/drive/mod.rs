@@ -169,7 +169,8 @@ impl<'a> Driver<'a> {
         let plan = migrator
             .plan_snapshot(snapshot.as_ref(), &self.request())
             .map_err(prepare_error)?;
-        // The run's room check before its first script (issue 35).
+        // The room check the run makes before its first script: refused here
+        // where the run would refuse.
         migrator
             .check_room_before_first(&plan, snapshot.as_ref(), self.settings.message_limit)
             .map_err(RunError::NoRoom)?;
