@@ -1,8 +1,8 @@
 //! API round trips, counted (not timed) through the in-process test API
 //! server, for the real code paths: [`Migrator::prepare`] and
 //! [`Migrator::record`] over [`ConfigMapLedger`], and the hook runner
-//! ([`migrate_runner::Runner::run`]) for whole runs, on the ConfigMap and
-//! on the custom-resource ledger.
+//! (core's [`Driver::run`] through [`migrate_runner::Processes`]) for
+//! whole runs, on the ConfigMap and on the custom-resource ledger.
 //!
 //! Each scenario starts its own server, plants the ledger it needs directly
 //! in storage (not counted), resets the counters, runs the operation, and
@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use ledger_configmap::{ConfigMapLedger, Options};
-use migrate_runner::{Console, RunConfig, Runner};
+use migrate_runner::{PreRunScan, Processes, ScriptSettings};
+use migration_core::drive::{Console, Driver, RunSettings};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, LockedLedger, MigrateError, MigrationsTree, Migrator,
     PlanRequest, Prepared, Slug, SystemClock, Tier, Timestamp,
@@ -259,9 +260,10 @@ impl Backend {
     }
 }
 
-/// A whole hook run (`migrate_runner::Runner::run`, pre-apply tier) on a
-/// ConfigMap ledger that records `recorded` migrations, with `pending` more
-/// to run: real `/bin/sh` scripts from a temporary directory, the real lock.
+/// A whole hook run (core's `Driver::run` through the runner's processes,
+/// pre-apply tier) on a ConfigMap ledger that records `recorded`
+/// migrations, with `pending` more to run: real `/bin/sh` scripts from a
+/// temporary directory, the real lock.
 pub async fn runner(recorded: usize, pending: usize) -> Scenario {
     runner_on(Backend::ConfigMap, recorded, pending).await
 }
@@ -297,15 +299,23 @@ pub async fn runner_on(backend: Backend, recorded: usize, pending: usize) -> Sce
             Box::new(ledger_crd::CrdLedger::new(server.client(), NAME))
         }
     };
-    let mut config = RunConfig::new(Tier::PreApply, "bench-runner/pid-1".into());
+    let mut config = RunSettings::new(Tier::PreApply, "bench-runner/pid-1".into());
     config.image = Some(image());
-    config.tripwire.shim = Some(shim_binary());
+    let mut scripts = ScriptSettings::default();
+    scripts.tripwire.shim = Some(shim_binary());
     let (_interrupt, interrupted) = tokio::sync::watch::channel(false);
+    let scan = PreRunScan::new(&scripts.lint);
+    let mut processes = Processes::new(&tree, &scripts, &Quiet, interrupted);
+    let driver = Driver {
+        tree: &tree,
+        ledger: ledger.as_ref(),
+        clock: &SystemClock,
+        settings: &config,
+        console: &Quiet,
+        scan: &scan,
+    };
     server.requests().reset();
-    let outcome = match Runner::new(&tree, ledger.as_ref(), &config, &Quiet)
-        .run(interrupted)
-        .await
-    {
+    let outcome = match driver.run(&mut processes).await {
         Ok(report) => format!(
             "{} pending, {} results",
             report.pending,

@@ -16,7 +16,7 @@
 //! use async_trait::async_trait;
 //! use ledger_memory::MemoryLedger;
 //! use migration_core::drive::{
-//!     Console, Driver, Exec, Executor, Job, RunSettings, Running, Scan, Scanned,
+//!     Console, Driver, ScriptEnd, Executor, Job, RunSettings, Running, Scan, Scanned,
 //! };
 //! use migration_core::plan::PendingMigration;
 //! use migration_core::{
@@ -40,8 +40,8 @@
 //!
 //! #[async_trait]
 //! impl Running for Succeeds {
-//!     async fn wait(&mut self, _at_most: Duration) -> Option<Exec> {
-//!         Some(Exec::Ended { outcome: Outcome::Succeeded, cluster_commands: None })
+//!     async fn wait(&mut self, _at_most: Duration) -> Option<ScriptEnd> {
+//!         Some(ScriptEnd::Ran { outcome: Outcome::Succeeded, cluster_commands: None })
 //!     }
 //!     fn lease_renewed(&mut self, _until: std::time::Instant) {}
 //!     async fn stop(&mut self) {}

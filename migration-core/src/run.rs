@@ -84,7 +84,10 @@ impl Step {
     }
 }
 
-/// How one migration ended, as the executing program saw it.
+/// What the run records from, for one migration, before `on-error`
+/// decides: how its script ended (the executor's
+/// [`ScriptEnd`](crate::drive::ScriptEnd)), or why the run did not
+/// execute it ([`Step::Blocked`], [`Step::Deferred`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// The script exited 0 and nothing says its work was skipped.
@@ -138,7 +141,10 @@ impl Outcome {
     }
 }
 
-/// What [`Run::finish`] did with an outcome.
+/// What the run concludes for one migration ([`Run::finish`] of its
+/// [`Outcome`]): recorded in a ledger state ([`EntryState`], what the
+/// ledger stores), or the run stops. The report's word for it is
+/// [`Ended`](crate::drive::Ended).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     /// The outcome is recorded in this state by the run's next write (the

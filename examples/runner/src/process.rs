@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use migration_core::drive::{Exec, Executor, Job, Running, ScriptCommand};
+use migration_core::drive::{Console, Executor, Job, Running, ScriptCommand, ScriptEnd};
 use migration_core::run::NOT_YET_EXIT_STATUS;
 use migration_core::{Outcome, Slug};
 use nix::sys::signal::Signal;
@@ -16,9 +16,9 @@ use tokio::sync::watch;
 
 use migration_core::MigrationsTree;
 
+use crate::ScriptSettings;
 use crate::child::{ScriptChild, signal_group};
 use crate::tripwire::lease;
-use crate::{Console, RunConfig};
 
 /// Keeps the output tail within a byte budget, by whole lines, each
 /// redacted as it arrives: whether a line holds a secret can depend on an
@@ -68,7 +68,7 @@ impl Tail {
 }
 
 /// How the script's process ended, before the tripwire's report is read.
-enum Status {
+enum ProcessExit {
     /// Exit 0.
     Success,
     /// Exit status [`NOT_YET_EXIT_STATUS`]: preconditions not met.
@@ -144,12 +144,12 @@ pub(super) async fn pump<R: AsyncRead + Unpin>(
     }
 }
 
-/// What every script execution of one run shares: the tree, the run's
-/// settings and console, the interrupt and the tripwire. The hook
-/// runner's [`Executor`].
-pub(super) struct Scripts<'a> {
+/// The hook runner's [`Executor`]: each script in its own process group,
+/// under the tripwire. What every script execution of one run shares: the
+/// tree, the settings and console, the interrupt and the tripwire.
+pub struct Processes<'a> {
     tree: &'a MigrationsTree,
-    config: &'a RunConfig,
+    config: &'a ScriptSettings,
     console: &'a dyn Console,
     interrupt: watch::Receiver<bool>,
     /// Armed at the first script that runs (a run with nothing to execute
@@ -158,14 +158,17 @@ pub(super) struct Scripts<'a> {
     wire: Option<crate::tripwire::Tripwire>,
 }
 
-impl<'a> Scripts<'a> {
-    pub(super) fn new(
+impl<'a> Processes<'a> {
+    /// The executor of one run over `tree`: scripts' output goes to
+    /// `console`; `interrupt` turns true on SIGTERM/SIGINT (the binary
+    /// wires the signals; tests flip it directly).
+    pub fn new(
         tree: &'a MigrationsTree,
-        config: &'a RunConfig,
+        config: &'a ScriptSettings,
         console: &'a dyn Console,
         interrupt: watch::Receiver<bool>,
     ) -> Self {
-        Scripts {
+        Processes {
             tree,
             config,
             console,
@@ -176,7 +179,7 @@ impl<'a> Scripts<'a> {
 }
 
 #[async_trait::async_trait]
-impl Executor for Scripts<'_> {
+impl Executor for Processes<'_> {
     async fn start<'e>(&'e mut self, job: Job<'_>) -> Result<Box<dyn Running + 'e>, String> {
         self.spawn(job)
             .map(|run| Box::new(run) as Box<dyn Running + 'e>)
@@ -199,7 +202,7 @@ impl Executor for Scripts<'_> {
     }
 }
 
-impl<'a> Scripts<'a> {
+impl Processes<'_> {
     /// Starts `job` with the interpreter its shebang names, its cluster
     /// calls fenced by the lease core says is live; an error is a script
     /// that could not be started.
@@ -210,9 +213,11 @@ impl<'a> Scripts<'a> {
             shebang,
             script: bytes,
             lease_live_until,
+            lease_ttl,
+            message_limit,
             ..
         } = job;
-        let Scripts {
+        let Processes {
             tree,
             config,
             console,
@@ -234,7 +239,7 @@ impl<'a> Scripts<'a> {
         };
         // The shims refuse every cluster call, and the supervisor kills the
         // group, once this deadline passes unrenewed (tripwire::lease).
-        armed.lease(lease::deadline(lease_live_until, config.lock_ttl))?;
+        armed.lease(lease::deadline(lease_live_until, lease_ttl))?;
         let path: PathBuf = root.join(&pending.relative_path);
         // In the run's private report directory, which the run supervisor
         // removes should the runner die (SIGKILL), and which the guard
@@ -279,7 +284,7 @@ impl<'a> Scripts<'a> {
             return Err(e);
         }
         let tail = Arc::new(Mutex::new(Tail {
-            cap: config.tail_bytes,
+            cap: message_limit,
             commands: armed.commands(),
             ..Tail::default()
         }));
@@ -301,6 +306,8 @@ impl<'a> Scripts<'a> {
             interrupt_gone: false,
             time_limit: now + config.timeout,
             lease_until: lease_live_until,
+            lease_ttl,
+            message_limit,
             stopping: None,
         })
     }
@@ -312,7 +319,7 @@ struct ScriptRun<'s> {
     slug: Slug,
     /// The private copy it runs, removed once it ended.
     copy: PathBuf,
-    config: &'s RunConfig,
+    config: &'s ScriptSettings,
     console: &'s dyn Console,
     interrupt: &'s mut watch::Receiver<bool>,
     armed: &'s mut crate::tripwire::Tripwire,
@@ -330,15 +337,19 @@ struct ScriptRun<'s> {
     time_limit: tokio::time::Instant,
     /// Until when the lease is live, as core last said.
     lease_until: std::time::Instant,
+    /// The lease's lifetime: the fence's margin is a tenth of it.
+    lease_ttl: Duration,
+    /// Bytes of output a failure's message keeps.
+    message_limit: usize,
     /// A stop in progress: what it ends as, and when it began (SIGTERM
     /// sent; SIGKILL follows after the grace or before the lease can
     /// lapse, whichever comes first).
-    stopping: Option<(Status, tokio::time::Instant)>,
+    stopping: Option<(ProcessExit, tokio::time::Instant)>,
 }
 
 impl ScriptRun<'_> {
     /// SIGTERM to the whole group; SIGKILL follows ([`Self::kill_at`]).
-    fn begin_stop(&mut self, why: Status) {
+    fn begin_stop(&mut self, why: ProcessExit) {
         if self.stopping.is_none() {
             signal_group(self.pgid, Signal::SIGTERM);
             self.stopping = Some((why, tokio::time::Instant::now()));
@@ -356,7 +367,7 @@ impl ScriptRun<'_> {
         }
         let lease = tokio::time::Instant::from_std(
             self.lease_until
-                .checked_sub(self.config.lock_ttl / 10)
+                .checked_sub(self.lease_ttl / 10)
                 .unwrap_or(self.lease_until),
         );
         Some((*began + self.config.grace).min(lease))
@@ -364,7 +375,7 @@ impl ScriptRun<'_> {
 
     /// The group is gone: kills what is left of it, reads the rest of the
     /// output and the tripwire's report, and says how the script ended.
-    async fn finish(&mut self, status: Status) -> Exec {
+    async fn finish(&mut self, status: ProcessExit) -> ScriptEnd {
         let pgid = self.pgid;
         // Stragglers left in the group would hold the pipes open.
         signal_group(pgid, Signal::SIGKILL);
@@ -389,19 +400,19 @@ impl ScriptRun<'_> {
             (t.text(), t.unstarted.clone())
         };
         let Some(report) = report else {
-            return Exec::Interrupted;
+            return ScriptEnd::Interrupted;
         };
         // Tripwire hook 2 of 3: exit 0 after an unaccepted cluster-command
         // failure is a failure (reason masked-failure), however it was masked.
         let mut calls = report.finish();
         calls.unstarted = unstarted;
-        outcome(status, &calls, tail, self.config.tail_bytes)
+        outcome(status, &calls, tail, self.message_limit)
     }
 }
 
 #[async_trait::async_trait]
 impl Running for ScriptRun<'_> {
-    async fn wait(&mut self, at_most: Duration) -> Option<Exec> {
+    async fn wait(&mut self, at_most: Duration) -> Option<ScriptEnd> {
         let give_up = tokio::time::Instant::now() + at_most;
         let status = loop {
             let kill_at = self.kill_at();
@@ -416,14 +427,14 @@ impl Running for ScriptRun<'_> {
                 () = &mut self.readers, if !self.readers_done => self.readers_done = true,
                 () = tokio::time::sleep_until(self.time_limit), if !stopping => {
                     self.console.progress(&format!("{} timed out after {:?}; stopping its process group", self.slug, self.config.timeout));
-                    self.begin_stop(Status::Failed { reason: "timeout".into(), extra: String::new() });
+                    self.begin_stop(ProcessExit::Failed { reason: "timeout".into(), extra: String::new() });
                 }
                 changed = self.interrupt.changed(), if !stopping && !self.interrupt_gone => {
                     if changed.is_err() {
                         self.interrupt_gone = true;
                     } else if *self.interrupt.borrow() {
                         self.console.progress(&format!("interrupted: forwarding SIGTERM to {} and waiting up to {:?}", self.slug, self.config.grace));
-                        self.begin_stop(Status::Interrupted);
+                        self.begin_stop(ProcessExit::Interrupted);
                     }
                 }
                 () = tokio::time::sleep_until(kill_at.unwrap_or(give_up)), if kill_at.is_some() => {
@@ -441,35 +452,33 @@ impl Running for ScriptRun<'_> {
         self.lease_until = until;
         // Should the deadline not reach the shims, they refuse at the old
         // one and the supervisor kills the group there: failing closed.
-        let _ = self
-            .armed
-            .lease(lease::deadline(until, self.config.lock_ttl));
+        let _ = self.armed.lease(lease::deadline(until, self.lease_ttl));
     }
 
     async fn stop(&mut self) {
-        self.begin_stop(Status::Interrupted);
+        self.begin_stop(ProcessExit::Interrupted);
         while self.wait(Duration::from_secs(3600)).await.is_none() {}
     }
 }
 
 /// How a script's process ended, on its own.
-fn exited(status: std::io::Result<std::process::ExitStatus>) -> Status {
+fn exited(status: std::io::Result<std::process::ExitStatus>) -> ProcessExit {
     use std::os::unix::process::ExitStatusExt;
     match status {
-        Ok(s) if s.success() => Status::Success,
-        Ok(s) if s.code() == Some(NOT_YET_EXIT_STATUS) => Status::NotYet,
+        Ok(s) if s.success() => ProcessExit::Success,
+        Ok(s) if s.code() == Some(NOT_YET_EXIT_STATUS) => ProcessExit::NotYet,
         Ok(s) => {
             let reason = match (s.code(), s.signal()) {
                 (Some(code), _) => format!("exit-status-{code}"),
                 (None, Some(sig)) => format!("signal-{sig}"),
                 _ => "unknown-exit".to_owned(),
             };
-            Status::Failed {
+            ProcessExit::Failed {
                 reason,
                 extra: String::new(),
             }
         }
-        Err(e) => Status::Failed {
+        Err(e) => ProcessExit::Failed {
             reason: "wait-error".into(),
             extra: e.to_string(),
         },
@@ -478,23 +487,28 @@ fn exited(status: std::io::Result<std::process::ExitStatus>) -> Status {
 
 /// What a script that ended as `status`, having made `calls`, is recorded
 /// as.
-fn outcome(status: Status, calls: &crate::tripwire::Calls, tail: String, cap: usize) -> Exec {
-    let ended = |outcome| Exec::Ended {
+fn outcome(
+    status: ProcessExit,
+    calls: &crate::tripwire::Calls,
+    tail: String,
+    cap: usize,
+) -> ScriptEnd {
+    let ended = |outcome| ScriptEnd::Ran {
         outcome,
         cluster_commands: None,
     };
     match status {
-        Status::NotYet => ended(Outcome::NotYet {
+        ProcessExit::NotYet => ended(Outcome::NotYet {
             message: not_yet_message(calls, &tail, cap),
         }),
-        Status::Success => match calls.masked_failure() {
+        ProcessExit::Success => match calls.masked_failure() {
             Some(message) => ended(Outcome::Failed {
                 reason: crate::tripwire::MASKED_FAILURE.into(),
                 message: crate::tripwire::compose(&message, &tail, cap),
             }),
             // Tripwire hook 3 of 3: tolerated cluster-command failures
             // are counted in the entry's message and in the run report.
-            None => Exec::Ended {
+            None => ScriptEnd::Ran {
                 outcome: match calls.ok_message() {
                     Some(message) => Outcome::SucceededNoting { message },
                     None => Outcome::Succeeded,
@@ -502,7 +516,7 @@ fn outcome(status: Status, calls: &crate::tripwire::Calls, tail: String, cap: us
                 cluster_commands: Some(calls.summary()),
             },
         },
-        Status::Failed { reason, extra } => ended(Outcome::Failed {
+        ProcessExit::Failed { reason, extra } => ended(Outcome::Failed {
             reason,
             message: if extra.is_empty() {
                 tail
@@ -510,7 +524,7 @@ fn outcome(status: Status, calls: &crate::tripwire::Calls, tail: String, cap: us
                 format!("{tail}\n{extra}")
             },
         }),
-        Status::Interrupted => Exec::Interrupted,
+        ProcessExit::Interrupted => ScriptEnd::Interrupted,
     }
 }
 

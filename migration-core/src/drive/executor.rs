@@ -36,18 +36,30 @@ pub struct Job<'j> {
     /// last renewal was asked for, plus its lifetime): past it, nothing the
     /// script does may reach the cluster (CONTRACT.md §5.5).
     pub lease_live_until: Instant,
+    /// The lease's lifetime ([`RunSettings::lock_ttl`](super::RunSettings)):
+    /// the fence keeps a tenth of it as margin before
+    /// [`Job::lease_live_until`].
+    pub lease_ttl: Duration,
+    /// Bytes of output a failure's recorded message keeps
+    /// ([`RunSettings::message_limit`](super::RunSettings)): the end of
+    /// its output the executor needs to keep.
+    pub message_limit: usize,
 }
 
-/// How one execution ended, as the executor saw it.
+/// What the script's process did, as the executor saw it: the one type
+/// the executor hands the run. The run turns it into what it records
+/// ([`Outcome`], then [`Verdict`](crate::run::Verdict) and the ledger's
+/// [`EntryState`](crate::EntryState)) and what it reports
+/// ([`Ended`](super::Ended)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Exec {
-    /// The script ran to its end: `outcome` is [`Outcome::Succeeded`],
-    /// [`Outcome::SucceededNoting`], [`Outcome::Failed`] or
-    /// [`Outcome::NotYet`] (exit status
+pub enum ScriptEnd {
+    /// The script ran to its end (or its time limit): `outcome` is
+    /// [`Outcome::Succeeded`], [`Outcome::SucceededNoting`],
+    /// [`Outcome::Failed`] or [`Outcome::NotYet`] (exit status
     /// [`NOT_YET_EXIT_STATUS`](crate::run::NOT_YET_EXIT_STATUS)), and the
     /// run records it.
-    Ended {
+    Ran {
         /// What it ended in.
         outcome: Outcome,
         /// What its cluster-command calls did, when they were counted.
@@ -93,7 +105,7 @@ pub trait Running: Send {
     /// interrupted), `None` while it still runs. The run calls it again
     /// after renewing its lock, so a stop in progress (the grace between
     /// SIGTERM and SIGKILL) keeps the lock renewed through it.
-    async fn wait(&mut self, at_most: Duration) -> Option<Exec>;
+    async fn wait(&mut self, at_most: Duration) -> Option<ScriptEnd>;
 
     /// The lock was just renewed: the lease is live until `until`, and the
     /// script's cluster calls may go on until then (CONTRACT.md §5.5).

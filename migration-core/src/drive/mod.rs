@@ -16,6 +16,7 @@ use crate::ledger::{LedgerError, LedgerSnapshot};
 use crate::lock::{LockKeeper, LockedLedger, run_holder};
 use crate::migrator::{MigrateError, Migrator, PREPARE_ROUNDS};
 use crate::plan::{Plan, PlanRequest, TierSelection};
+use crate::run::DEFAULT_MESSAGE_LIMIT_BYTES;
 use crate::slug::Slug;
 use crate::time::Clock;
 use crate::tree::MigrationsTree;
@@ -29,7 +30,7 @@ mod waiting;
 
 pub use command::ScriptCommand;
 pub use console::Console;
-pub use executor::{Exec, Executor, Job, Running, Scan, Scanned};
+pub use executor::{Executor, Job, Running, Scan, Scanned, ScriptEnd};
 pub use report::{
     CallSummary, Ended, LockLostAt, MigrationResult, RunError, RunReport, UnsafeFinding,
     fresh_install_reason,
@@ -60,6 +61,26 @@ pub struct RunSettings {
     pub allowed_interpreters: Vec<String>,
     /// Refuse when no ledger exists instead of seeding a fresh install.
     pub require_existing_ledger: bool,
+}
+
+impl RunSettings {
+    /// Defaults for `tier` under `holder`: a 60-second lock renewed every
+    /// 20 seconds, up to 5 minutes waiting for it, a 4 KiB failure message
+    /// ([`DEFAULT_MESSAGE_LIMIT_BYTES`]), the default interpreters, and a
+    /// missing ledger taken for a fresh install.
+    pub fn new(tier: Tier, holder: String) -> Self {
+        RunSettings {
+            tier,
+            only: None,
+            image: None,
+            lock_ttl: Duration::from_secs(60),
+            lock_wait: Duration::from_secs(300),
+            holder,
+            message_limit: DEFAULT_MESSAGE_LIMIT_BYTES,
+            allowed_interpreters: crate::PlanContext::default_interpreters(),
+            require_existing_ledger: false,
+        }
+    }
 }
 
 /// One run of a tier: the tree, its ledger, the clock entries are stamped
@@ -148,7 +169,8 @@ impl<'a> Driver<'a> {
         let plan = migrator
             .plan_snapshot(snapshot.as_ref(), &self.request())
             .map_err(prepare_error)?;
-        // The run's room check before its first script (issue 35).
+        // The room check the run makes before its first script: refused here
+        // where the run would refuse.
         migrator
             .check_room_before_first(&plan, snapshot.as_ref(), self.settings.message_limit)
             .map_err(RunError::NoRoom)?;

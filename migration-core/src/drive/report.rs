@@ -17,10 +17,11 @@ pub fn fresh_install_reason(ledger: &str) -> String {
     format!("{ledger} does not exist")
 }
 
-/// How one migration ended in this run: the report's word for it
-/// (serialized kebab-case: `ok`, `failed`, `blocked`, `not-yet`, `aborted`,
-/// `interrupted`). What the run recorded follows from the [`Outcome`] it
-/// was handed and the `on-error` verdict ([`Ended::recorded`]).
+/// How one migration ended in this run: the report's word for the run's
+/// conclusion (serialized kebab-case: `ok`, `failed`, `blocked`,
+/// `not-yet`, `aborted`, `interrupted`). What the run recorded follows from
+/// the [`Outcome`] it was handed and the `on-error`
+/// [`Verdict`](crate::run::Verdict) ([`Ended::recorded`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]

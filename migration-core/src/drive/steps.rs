@@ -14,8 +14,8 @@ use crate::tree::MigrationsTree;
 
 use super::waiting::note_attempt;
 use super::{
-    Console, Ended, Exec, Executor, Job, LockLostAt, MigrationResult, RunError, RunReport,
-    RunSettings, finished,
+    Console, Ended, Executor, Job, LockLostAt, MigrationResult, RunError, RunReport, RunSettings,
+    ScriptEnd, finished,
 };
 
 /// What the step loop works with besides the run itself.
@@ -110,9 +110,11 @@ pub(super) async fn steps(
                     script,
                     // Taken or renewed by the attempt's write: held here.
                     lease_live_until: keeper.live_until().unwrap_or_else(Instant::now),
+                    lease_ttl: config.lock_ttl,
+                    message_limit: config.message_limit,
                 };
                 let outcome = match run_to_end(executor, job, keeper).await? {
-                    Exec::Ended {
+                    ScriptEnd::Ran {
                         outcome,
                         cluster_commands: calls,
                     } => {
@@ -122,7 +124,7 @@ pub(super) async fn steps(
                         cluster_commands = calls;
                         outcome
                     }
-                    Exec::Interrupted => {
+                    ScriptEnd::Interrupted => {
                         report.results.push(result(
                             &pending,
                             Ended::Interrupted,
@@ -212,7 +214,7 @@ async fn run_to_end(
     executor: &mut dyn Executor,
     job: Job<'_>,
     keeper: &mut LockKeeper<'_>,
-) -> Result<Exec, RunError> {
+) -> Result<ScriptEnd, RunError> {
     let slug = job.pending.slug.clone();
     let mut running = executor
         .start(job)

@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use ledger_memory::MemoryLedger;
 use ledger_memory::{Fault, FaultyLedger, Operation};
 use migration_core::drive::{
-    Console, Driver, Ended, Exec, Executor, Job, LockLostAt, RunError, RunSettings, Running, Scan,
-    Scanned, UnsafeFinding,
+    Console, Driver, Ended, Executor, Job, LockLostAt, RunError, RunSettings, Running, Scan,
+    Scanned, ScriptEnd, UnsafeFinding,
 };
 use migration_core::header::Tier;
 use migration_core::plan::PendingMigration;
@@ -23,7 +23,7 @@ use migration_core::{EntryState, Ledger, Lock, MigrationsTree, OnError, Outcome,
 /// Runs scripts by looking up what each slug "does"; counts executions.
 #[derive(Default)]
 struct FakeExecutor {
-    ends: HashMap<String, Exec>,
+    ends: HashMap<String, ScriptEnd>,
     executed: Vec<(String, u32, Vec<u8>)>,
     interrupted: bool,
     /// Set the interrupt on the first pause.
@@ -44,7 +44,7 @@ struct FakeExecutor {
 /// one during which the lock is lost: then it runs until stopped, failing
 /// the next renewal.
 struct FakeRunning<'e> {
-    end: Exec,
+    end: ScriptEnd,
     loses_lock: Option<&'e FaultyLedger>,
     renewals: &'e mut Vec<Instant>,
     stopped: &'e mut bool,
@@ -52,7 +52,7 @@ struct FakeRunning<'e> {
 
 #[async_trait]
 impl Running for FakeRunning<'_> {
-    async fn wait(&mut self, at_most: Duration) -> Option<Exec> {
+    async fn wait(&mut self, at_most: Duration) -> Option<ScriptEnd> {
         match self.loses_lock.take() {
             Some(faulty) => {
                 faulty.fail_next(Operation::RenewLock, Fault::Permanent);
@@ -80,7 +80,7 @@ impl Executor for FakeExecutor {
         self.executed
             .push((slug.clone(), job.attempt, job.script.to_vec()));
         self.leases.push(job.lease_live_until);
-        let end = self.ends.get(&slug).cloned().unwrap_or(Exec::Ended {
+        let end = self.ends.get(&slug).cloned().unwrap_or(ScriptEnd::Ran {
             outcome: Outcome::Succeeded,
             cluster_commands: None,
         });
@@ -195,11 +195,11 @@ async fn existing_ledger() -> MemoryLedger {
     ledger
 }
 
-fn ends() -> HashMap<String, Exec> {
+fn ends() -> HashMap<String, ScriptEnd> {
     HashMap::from([
         (
             "waits".to_owned(),
-            Exec::Ended {
+            ScriptEnd::Ran {
                 outcome: Outcome::NotYet {
                     message: "crd x is not served yet".into(),
                 },
@@ -208,7 +208,7 @@ fn ends() -> HashMap<String, Exec> {
         ),
         (
             "breaks".to_owned(),
-            Exec::Ended {
+            ScriptEnd::Ran {
                 outcome: Outcome::Failed {
                     reason: "exit-status-1".into(),
                     message: "boom".into(),

@@ -16,9 +16,9 @@ use super::args::{ClusterArgs, PlanArgs};
 use super::{Failure, Out, open};
 use crate::report::PlanView;
 use migrate_repo::git::PlacedScript;
-use migrate_runner::RunError;
 use migrate_shared::LedgerSpec;
 use migrate_shared::exit;
+use migration_core::drive::RunError;
 
 /// Plans against the ledger and prints the plan, with the pre-run scan
 /// that covers the cluster commands `run` would resolve from the tree, its
@@ -42,11 +42,10 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
     };
     let plan = migrator.plan_snapshot(snapshot.as_ref(), &request)?;
     // Refused as `run` would be: no room for the first script's largest
-    // record (the runner's failure tail is the message limit).
-    let tail_bytes =
-        migrate_runner::RunConfig::new(migration_core::Tier::PreApply, String::new()).tail_bytes;
+    // record (`run`'s failure message keeps the default limit).
+    let limit = migration_core::run::DEFAULT_MESSAGE_LIMIT_BYTES;
     migrator
-        .check_room_before_first(&plan, snapshot.as_ref(), tail_bytes)
+        .check_room_before_first(&plan, snapshot.as_ref(), limit)
         .map_err(|e| {
             let refusal = RunError::NoRoom(e);
             let (code, kind) = exit::of_run(&refusal);

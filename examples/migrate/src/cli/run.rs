@@ -1,6 +1,6 @@
 //! `migrate run`: the hook runner's entry point. Loads the tree while it opens
 //! and reads the ledger, forwards SIGTERM and SIGINT, and hands over to
-//! [`migrate_runner`].
+//! core's run ([`Driver`]) executing through [`migrate_runner`]'s processes.
 
 use std::time::Duration;
 
@@ -8,8 +8,9 @@ use migration_core::{Slug, SystemClock, Tier};
 
 use super::args::{ClusterArgs, RunArgs};
 use super::{Failure, Out};
-use migrate_runner::{RunConfig, RunError};
+use migrate_runner::{PreRunScan, Processes, ScriptSettings};
 use migrate_shared::{LedgerSpec, exit};
+use migration_core::drive::{Driver, RunError, RunSettings};
 
 use crate::report::StdConsole;
 
@@ -44,7 +45,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     let settings = super::settings::read(&tree)?;
     // The ledger is read while the tree loads, without the lock: a run
     // that has nothing to do ends on that read, and any other run takes
-    // the lock and plans on what it reads then (`Runner::run_after_read`).
+    // the lock and plans on what it reads then (`Driver::run_after_read`).
     let (tree, opened) = super::plan::load_and_read(&tree, &ledger, &cluster).await?;
     // Refused before the ledger's own failures, and before anything is
     // written: taking the run lock would leave a lock file (or a ledger
@@ -52,12 +53,9 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     super::manifest_of(&tree)?;
     super::suggest::check_only(&tree, only.as_ref())?;
     let (ledger, read) = opened?;
-    let mut config = RunConfig::new(tier.into(), holder.unwrap_or_else(default_holder));
+    let mut config = RunSettings::new(tier.into(), holder.unwrap_or_else(default_holder));
     config.only = only;
     config.image = image;
-    config.namespace = namespace;
-    config.timeout = Duration::from_secs(timeout);
-    config.grace = Duration::from_secs(grace);
     config.lock_wait = Duration::from_secs(lock_wait);
     config.lock_ttl = Duration::from_secs(lock_ttl.max(1));
     // A missing ledger refuses unless this is said to be a new cluster
@@ -66,25 +64,38 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     if !allow_interpreters.is_empty() {
         config.allowed_interpreters = allow_interpreters;
     }
-    // The pre-run scan with the tree's settings (ledger name, cluster
-    // commands), as lint reads them.
-    config.lint = super::settings::lint_config(&settings, None, Vec::new());
+    let mut scripts = ScriptSettings {
+        namespace,
+        timeout: Duration::from_secs(timeout),
+        grace: Duration::from_secs(grace),
+        // The pre-run scan with the tree's settings (ledger name, cluster
+        // commands), as lint reads them.
+        lint: super::settings::lint_config(&settings, None, Vec::new()),
+        ..ScriptSettings::default()
+    };
     let cluster_commands = super::plan::run_cluster_commands(&settings, &cluster_commands);
     let cluster_commands = super::cluster_commands::settings(Some(tree.root()), &cluster_commands)?;
     for name in &cluster_commands {
-        if !config.lint.kubectl_commands.contains(name) {
-            config.lint.kubectl_commands.push(name.clone());
+        if !scripts.lint.kubectl_commands.contains(name) {
+            scripts.lint.kubectl_commands.push(name.clone());
         }
     }
-    config.tripwire.commands = cluster_commands;
+    scripts.tripwire.commands = cluster_commands;
     if let Some(chosen) = &script_cluster {
-        config.tripwire.env = chosen.env();
+        scripts.tripwire.env = chosen.env();
     }
     let console = StdConsole {
         stderr_only: out.format.is_document(),
     };
-    let runner =
-        migrate_runner::Runner::new(&tree, ledger.as_ref(), &config, &console).with_clock(&clock);
+    let scan = PreRunScan::new(&scripts.lint);
+    let driver = Driver {
+        tree: &tree,
+        ledger: ledger.as_ref(),
+        clock: &clock,
+        settings: &config,
+        console: &console,
+        scan: &scan,
+    };
     if dry_run {
         // A dry run never executes a script: one that ignored a dry-run
         // switch would change the cluster with nothing recorded, and one
@@ -92,7 +103,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         // (CONTRACT.md §7.8). It is the run without the lock and the
         // executor (core's dry run): the plan `run` would carry out, and
         // what its pre-run scan would refuse.
-        let dry = runner
+        let dry = driver
             .dry_run(&read)
             .await
             .map_err(|e| run_failure(e, out, &status_of))?;
@@ -100,7 +111,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
             tree: &tree,
             ledger: ledger.as_ref(),
             snapshot: read.as_ref().ok().and_then(Option::as_ref),
-            lint: &config.lint,
+            lint: &scripts.lint,
             fresh_install,
             wide: false,
         };
@@ -110,7 +121,8 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     }
     let (tx, rx) = tokio::sync::watch::channel(false);
     spawn_signal_forwarder(tx)?;
-    let result = runner.run_after_read(&read, rx).await;
+    let mut processes = Processes::new(&tree, &scripts, &console, rx);
+    let result = driver.run_after_read(&read, &mut processes).await;
     match result {
         Ok(report) => {
             if report.fresh_install {

@@ -263,10 +263,10 @@ fn test_interpreter(file: &Path) -> Vec<String> {
 
 /// How a child ended: `None` for success, else the reason; and the tail of
 /// its output.
-type Ended = (Option<String>, Option<String>);
+type ChildEnd = (Option<String>, Option<String>);
 
 /// Waits for `cmd` (stdout and stderr captured) at most `limit`.
-async fn finish(what: &str, mut cmd: tokio::process::Command, limit: Duration) -> Ended {
+async fn finish(what: &str, mut cmd: tokio::process::Command, limit: Duration) -> ChildEnd {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -318,7 +318,7 @@ async fn run_one(
     file: &Path,
     limit: Duration,
     sandbox: &Sandbox,
-) -> Ended {
+) -> ChildEnd {
     let words = test_interpreter(file);
     let mut cmd = tokio::process::Command::new(&words[0]);
     cmd.args(&words[1..]).arg(file).current_dir(root);
@@ -564,7 +564,7 @@ impl RealCluster {
     }
 
     /// Runs `script` as the runner does, against the test cluster.
-    async fn run(&self, script: &Script) -> Ended {
+    async fn run(&self, script: &Script) -> ChildEnd {
         let path = self.root.join(script.relative_path());
         let mut cmd: tokio::process::Command =
             script_command(&self.root, script, &path).build().into();

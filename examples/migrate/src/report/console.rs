@@ -1,7 +1,7 @@
 //! The run's console on this process's stdout and stderr.
 
-use migrate_runner::Console;
 use migration_core::Slug;
+use migration_core::drive::Console;
 
 use super::sink;
 

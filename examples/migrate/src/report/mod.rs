@@ -17,7 +17,7 @@ pub use plan::{PendingView, PlanView, SeedView, SkippedView, UnmetView};
 pub use status::{CorruptView, EntryView, LastFailureView, StatusView};
 pub use verify::VerifyView;
 
-use migrate_runner::fresh_install_reason;
+use migration_core::drive::fresh_install_reason;
 
 /// The loud notice `plan` and `run` print on stderr when they treat the
 /// run as a fresh install (CONTRACT.md §6.1): a mistyped ledger path or a

@@ -9,10 +9,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use ledger_configmap::{ConfigMapLedger, LOCK_ANNOTATION};
-use migrate_runner::{Console, RunConfig, RunError};
+use migration_core::drive::{Console, RunError, RunReport};
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder, s};
 use migration_core::{EntryState, Ledger, LedgerEntry, Lock, OnError, Slug, Tier};
 use test_apiserver::{TestApiServer, Verb};
+
+use crate::common::in_process::InProcess;
 
 const NS: &str = "cozy-system";
 const NAME: &str = "cozystack-version";
@@ -42,23 +44,19 @@ fn one_pending() -> ScratchTree {
         .scratch()
 }
 
-fn config(holder: &str, wait: Duration) -> RunConfig {
-    let mut c = RunConfig::new(Tier::PreApply, holder.into());
-    c.lock_wait = wait;
-    c.tripwire.shim = Some(env!("CARGO_BIN_EXE_migrate-shim").into());
+fn config(holder: &str, wait: Duration) -> InProcess {
+    let mut c = InProcess::new(holder);
+    c.settings.lock_wait = wait;
     c
 }
 
 async fn run(
     scratch: &ScratchTree,
     ledger: &ConfigMapLedger,
-    config: &RunConfig,
+    config: &InProcess,
     console: &Lines,
-) -> Result<migrate_runner::RunReport, RunError> {
-    let (_tx, rx) = tokio::sync::watch::channel(false);
-    migrate_runner::Runner::new(&scratch.load(), ledger, config, console)
-        .run(rx)
-        .await
+) -> Result<RunReport, RunError> {
+    config.run(&scratch.load(), ledger, console).await
 }
 
 fn lock_annotation(server: &TestApiServer) -> Option<String> {

@@ -1,4 +1,4 @@
-//! `migrate_runner::Runner::run_after_read`, the run `migrate run` makes after
+//! `Driver::run_after_read`, the run `migrate run` makes after
 //! reading the ledger without the lock while the tree loads (CONTRACT.md
 //! §5.5, §7.2): a read with nothing to do ends the run without the lock;
 //! any other run takes the lock and plans on what the ledger holds then, so
@@ -12,13 +12,15 @@ use std::time::Duration;
 use ledger_configmap::ConfigMapLedger;
 use ledger_crd::{GROUP, KIND, PLURAL, VERSION};
 use ledger_file::FileLedger;
-use migrate_runner::{Console, RunConfig, RunError, RunReport};
+use migration_core::drive::{Console, RunError, RunReport};
 use migration_core::testing::fixtures::{ScratchTree, TreeBuilder, s};
 use migration_core::{
     EntryState, Ledger, LedgerEntry, LedgerError, LedgerSnapshot, LockedLedger, OnError, Slug,
     Tier, Timestamp, WriteMode,
 };
 use test_apiserver::{TestApiServer, Verb};
+
+use crate::common::in_process::InProcess;
 
 /// Prints nothing: these tests look at the report and the ledger.
 struct Quiet;
@@ -40,10 +42,9 @@ fn tree(slugs: &[&str]) -> ScratchTree {
     builder.manifest(&[("00001-v1", &order)]).scratch()
 }
 
-fn config(wait: Duration) -> RunConfig {
-    let mut c = RunConfig::new(Tier::PreApply, "hook-pod".into());
-    c.lock_wait = wait;
-    c.tripwire.shim = Some(env!("CARGO_BIN_EXE_migrate-shim").into());
+fn config(wait: Duration) -> InProcess {
+    let mut c = InProcess::new("hook-pod");
+    c.settings.lock_wait = wait;
     c
 }
 
@@ -55,11 +56,10 @@ async fn run_after(
     scratch: &ScratchTree,
     ledger: &dyn LockedLedger,
     read: Result<Option<LedgerSnapshot>, LedgerError>,
-    config: &RunConfig,
+    config: &InProcess,
 ) -> Result<RunReport, RunError> {
-    let (_tx, rx) = tokio::sync::watch::channel(false);
-    migrate_runner::Runner::new(&scratch.load(), ledger, config, &Quiet)
-        .run_after_read(&read, rx)
+    config
+        .run_after_read(&scratch.load(), ledger, &read, &Quiet)
         .await
 }
 
@@ -111,11 +111,10 @@ async fn a_run_whose_read_has_nothing_to_do_ends_without_waiting_for_or_touching
     let held = || other.raw_data().unwrap().unwrap()[migration_core::fence::LOCK_KEY].clone();
     let before = held();
     // A run that needs the lock (ONLY re-runs `one`) waits for the holder...
-    let (_tx, rx) = tokio::sync::watch::channel(false);
     let mut only = config(Duration::ZERO);
-    only.only = Some(s("one"));
-    let waited = migrate_runner::Runner::new(&scratch.load(), &ledger, &only, &Quiet)
-        .run(rx)
+    only.settings.only = Some(s("one"));
+    let waited = only
+        .run(&scratch.load(), &ledger, &Quiet)
         .await
         .unwrap_err();
     assert!(matches!(waited, RunError::LockBusy { .. }), "{waited}");

@@ -103,13 +103,13 @@ impl std::fmt::Display for Class {
 
 /// Every class found in one call's stderr.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Verdict {
+pub struct Classified {
     /// The classes of the error lines (never empty: no error line at all is
     /// `Unknown`).
     pub classes: BTreeSet<Class>,
 }
 
-impl Verdict {
+impl Classified {
     /// True when every error line is of a class in `accepted`.
     pub fn accepted_by(&self, accepted: &BTreeSet<Class>) -> bool {
         self.classes.iter().all(|c| accepted.contains(c))
@@ -134,7 +134,7 @@ impl Verdict {
 /// carries a verdict (not klog chatter, a `Warning:` or kubectl's CRD hint)
 /// is classified, and a line of no known shape is [`Class::Unknown`], so an
 /// accepted answer next to anything else is not accepted.
-pub fn classify(stderr: &str) -> Verdict {
+pub fn classify(stderr: &str) -> Classified {
     let mut classes: BTreeSet<Class> = stderr
         .lines()
         .map(str::trim)
@@ -144,7 +144,7 @@ pub fn classify(stderr: &str) -> Verdict {
     if classes.is_empty() {
         classes.insert(Class::Unknown);
     }
-    Verdict { classes }
+    Classified { classes }
 }
 
 /// Lines that are not a request's answer: empty, klog chatter, warnings

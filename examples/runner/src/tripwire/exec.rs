@@ -143,7 +143,7 @@ pub fn run(real: &Path, argv: &[String], input: Input<'_>) -> std::io::Result<Ra
     let mut pipe = Some(err_read);
     let mut out = std::io::stderr();
     let mut buf = [0u8; 8192];
-    let mut exited: Option<(Ended, Instant)> = None;
+    let mut exited: Option<(CommandExit, Instant)> = None;
     loop {
         if exited.is_none()
             && let Some(ended) = try_wait(pid)?
@@ -217,19 +217,19 @@ pub fn run(real: &Path, argv: &[String], input: Input<'_>) -> std::io::Result<Ra
 }
 
 /// How the command ended.
-struct Ended {
+struct CommandExit {
     status: Option<i32>,
     signal: Option<i32>,
 }
 
-fn try_wait(pid: Pid) -> std::io::Result<Option<Ended>> {
+fn try_wait(pid: Pid) -> std::io::Result<Option<CommandExit>> {
     loop {
         return match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(_, code)) => Ok(Some(Ended {
+            Ok(WaitStatus::Exited(_, code)) => Ok(Some(CommandExit {
                 status: Some(code),
                 signal: None,
             })),
-            Ok(WaitStatus::Signaled(_, signal, _)) => Ok(Some(Ended {
+            Ok(WaitStatus::Signaled(_, signal, _)) => Ok(Some(CommandExit {
                 status: None,
                 signal: Some(signal as i32),
             })),

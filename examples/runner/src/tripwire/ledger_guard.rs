@@ -24,7 +24,7 @@ const MAX_INPUT: u64 = 64 * 1024 * 1024;
 
 /// What the guard decided for one call.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum GuardDecision {
     /// Run it; `stdin` is what the guard read from the script's stdin, to
     /// be handed to the real command (`None`: stdin untouched).
     Pass {
@@ -56,7 +56,7 @@ fn is_configmap_type(word: &str) -> bool {
 /// Checks one kubectl call (`argv[0]` the command's name) against the
 /// ledger ConfigMap `ledger`; `stdin` supplies the script's stdin when the
 /// call reads it.
-pub fn check(ledger: &str, argv: &[String], stdin: &mut dyn std::io::Read) -> Verdict {
+pub fn check(ledger: &str, argv: &[String], stdin: &mut dyn std::io::Read) -> GuardDecision {
     let (name, args) = argv
         .split_first()
         .map_or(("kubectl", &[][..]), |(n, a)| (n.as_str(), a));
@@ -111,7 +111,7 @@ pub fn check(ledger: &str, argv: &[String], stdin: &mut dyn std::io::Read) -> Ve
             files.push(f);
         }
     }
-    let pass = Verdict::Pass { stdin: None };
+    let pass = GuardDecision::Pass { stdin: None };
     if !verb.is_some_and(|v| WRITES.contains(&v)) || dry_run {
         return pass;
     }
@@ -123,7 +123,7 @@ pub fn check(ledger: &str, argv: &[String], stdin: &mut dyn std::io::Read) -> Ve
             .is_some_and(|(kind, name)| is_configmap_type(kind) && name == ledger)
     });
     if named {
-        return Verdict::Refuse(format!("its words name the ledger ConfigMap {ledger}"));
+        return GuardDecision::Refuse(format!("its words name the ledger ConfigMap {ledger}"));
     }
     let mut read = None;
     for file in files {
@@ -131,12 +131,12 @@ pub fn check(ledger: &str, argv: &[String], stdin: &mut dyn std::io::Read) -> Ve
             let mut buf = Vec::new();
             use std::io::Read;
             if let Err(e) = stdin.take(MAX_INPUT + 1).read_to_end(&mut buf) {
-                return Verdict::Refuse(format!(
+                return GuardDecision::Refuse(format!(
                     "its manifest on stdin cannot be read ({e}), and may hold the ledger ConfigMap {ledger}"
                 ));
             }
             if buf.len() as u64 > MAX_INPUT {
-                return Verdict::Refuse(format!(
+                return GuardDecision::Refuse(format!(
                     "its manifest on stdin is over {MAX_INPUT} bytes, too long to check for the ledger ConfigMap {ledger}"
                 ));
             }
@@ -145,7 +145,7 @@ pub fn check(ledger: &str, argv: &[String], stdin: &mut dyn std::io::Read) -> Ve
             ("stdin".to_owned(), vec![text])
         } else if file.contains("://") {
             // kubectl fetches it itself; what it holds is out of reach.
-            return Verdict::Refuse(format!(
+            return GuardDecision::Refuse(format!(
                 "its manifest {file} is fetched by kubectl, out of the guard's reach, and may hold the ledger ConfigMap {ledger}"
             ));
         } else {
@@ -153,13 +153,13 @@ pub fn check(ledger: &str, argv: &[String], stdin: &mut dyn std::io::Read) -> Ve
         };
         for text in text {
             if names_ledger(&text, ledger) {
-                return Verdict::Refuse(format!(
+                return GuardDecision::Refuse(format!(
                     "its manifest from {source} holds the ledger ConfigMap {ledger}"
                 ));
             }
         }
     }
-    Verdict::Pass { stdin: read }
+    GuardDecision::Pass { stdin: read }
 }
 
 /// The manifests at a path as kubectl reads them: the file, or a
@@ -207,7 +207,7 @@ fn names_ledger(text: &str, ledger: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn call(line: &str, input: &str) -> Verdict {
+    fn call(line: &str, input: &str) -> GuardDecision {
         let argv: Vec<String> = line.split(' ').map(str::to_owned).collect();
         check("cozystack-version", &argv, &mut input.as_bytes())
     }
@@ -224,7 +224,10 @@ mod tests {
             "kubectl create -f -",
             "kubectl apply --dry-run=none -f -",
         ] {
-            assert!(matches!(call(line, LEDGER), Verdict::Refuse(_)), "{line}");
+            assert!(
+                matches!(call(line, LEDGER), GuardDecision::Refuse(_)),
+                "{line}"
+            );
         }
         let list = format!(
             "{{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[{}]}}",
@@ -232,12 +235,12 @@ mod tests {
         );
         assert!(matches!(
             call("kubectl apply -f -", &list),
-            Verdict::Refuse(_)
+            GuardDecision::Refuse(_)
         ));
         let two = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n---\n{LEDGER}");
         assert!(matches!(
             call("kubectl apply -f -", &two),
-            Verdict::Refuse(_)
+            GuardDecision::Refuse(_)
         ));
     }
 
@@ -246,7 +249,7 @@ mod tests {
         let other = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n";
         assert_eq!(
             call("kubectl apply -f -", other),
-            Verdict::Pass {
+            GuardDecision::Pass {
                 stdin: Some(other.as_bytes().to_vec())
             }
         );
@@ -256,7 +259,11 @@ mod tests {
             "kubectl get configmap cozystack-version",
             "kubectl apply --dry-run=server -f -",
         ] {
-            assert_eq!(call(line, LEDGER), Verdict::Pass { stdin: None }, "{line}");
+            assert_eq!(
+                call(line, LEDGER),
+                GuardDecision::Pass { stdin: None },
+                "{line}"
+            );
         }
     }
 
@@ -268,7 +275,7 @@ mod tests {
             "kubectl create configmap cozystack-version --from-literal=version=3",
             "kubectl patch configmaps.v1 cozystack-version -p {}",
         ] {
-            assert!(matches!(call(line, ""), Verdict::Refuse(_)), "{line}");
+            assert!(matches!(call(line, ""), GuardDecision::Refuse(_)), "{line}");
         }
     }
 
@@ -278,11 +285,11 @@ mod tests {
         let file = dir.path().join("cm.yaml");
         std::fs::write(&file, LEDGER).unwrap();
         let line = format!("kubectl apply -f {}", file.display());
-        assert!(matches!(call(&line, ""), Verdict::Refuse(_)));
+        assert!(matches!(call(&line, ""), GuardDecision::Refuse(_)));
         let line = format!("kubectl apply -f {}", dir.path().display());
-        assert!(matches!(call(&line, ""), Verdict::Refuse(_)));
+        assert!(matches!(call(&line, ""), GuardDecision::Refuse(_)));
         std::fs::write(&file, "kind: ConfigMap\nmetadata: {name: other}\n").unwrap();
         let line = format!("kubectl apply -f {}", file.display());
-        assert_eq!(call(&line, ""), Verdict::Pass { stdin: None });
+        assert_eq!(call(&line, ""), GuardDecision::Pass { stdin: None });
     }
 }

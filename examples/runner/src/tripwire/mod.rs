@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use migrate_lint::cluster_commands;
 
 pub use arm::{Armed, Tripwire};
-use record::{ENV_COMMANDS, Outcome, Record};
+use record::{CallOutcome, ENV_COMMANDS, Record};
 
 /// The failure reason of a script that exited 0 after an unaccepted
 /// cluster-command failure.
@@ -113,7 +113,7 @@ pub struct Call {
     /// `shim`, or `migrate-tolerate` and its flags.
     pub via: String,
     /// How it ended; `None` when it never finished.
-    pub outcome: Option<Outcome>,
+    pub outcome: Option<CallOutcome>,
     /// Exit status.
     pub status: Option<i32>,
     /// Killing signal.
@@ -128,7 +128,7 @@ pub struct Call {
 
 impl Call {
     pub(crate) fn failed(&self) -> bool {
-        !matches!(self.outcome, Some(Outcome::Ok | Outcome::Tolerated))
+        !matches!(self.outcome, Some(CallOutcome::Ok | CallOutcome::Tolerated))
     }
 
     pub(crate) fn describe(&self) -> String {
@@ -228,7 +228,7 @@ impl Calls {
                 Err(e) => calls.push(Call {
                     argv: vec![format!("<unreadable tripwire record on line {}>", n + 1)],
                     via: "shim".into(),
-                    outcome: Some(Outcome::Failed),
+                    outcome: Some(CallOutcome::Failed),
                     status: None,
                     signal: None,
                     classes: Vec::new(),
@@ -249,7 +249,7 @@ impl Calls {
         let tolerated: Vec<&Call> = self
             .calls
             .iter()
-            .filter(|c| c.outcome == Some(Outcome::Tolerated))
+            .filter(|c| c.outcome == Some(CallOutcome::Tolerated))
             .collect();
         CallSummary {
             calls: self.calls.len(),
@@ -258,7 +258,7 @@ impl Calls {
             retried: self
                 .calls
                 .iter()
-                .filter(|c| c.outcome == Some(Outcome::Ok) && c.attempts > 1)
+                .filter(|c| c.outcome == Some(CallOutcome::Ok) && c.attempts > 1)
                 .count(),
             tolerated_calls: tolerated
                 .iter()

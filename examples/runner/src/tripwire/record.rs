@@ -27,7 +27,7 @@ const LINE_BYTES: usize = 300;
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Outcome {
+pub enum CallOutcome {
     /// Exit status 0 (possibly after retries).
     Ok,
     /// A non-zero exit that nothing accepted.
@@ -57,7 +57,7 @@ pub enum Record {
         /// The `start` line's id.
         id: String,
         /// How it ended.
-        outcome: Outcome,
+        outcome: CallOutcome,
         /// The exit status, when it exited.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         status: Option<i32>,
@@ -287,7 +287,7 @@ mod tests {
         assert!(matches!(
             end,
             Record::End {
-                outcome: Outcome::Ok,
+                outcome: CallOutcome::Ok,
                 ..
             }
         ));

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::arm::REAL_FILE;
 use super::exec::{self, Input};
 use super::ledger_guard;
-use super::record::{self, ENV_REAL_PREFIX, ENV_REPORT, Outcome, Record};
+use super::record::{self, CallOutcome, ENV_REAL_PREFIX, ENV_REPORT, Record};
 use migrate_lint::cluster_commands::env_key;
 
 /// Where the real command is, for a call made under the runner.
@@ -85,7 +85,7 @@ pub fn main(name: &str, argv: Vec<String>) -> i32 {
     let guarded = match guard(name, &argv, &report) {
         Ok(input) => input,
         Err(ran) => {
-            let end = end_record(id, &ran, Outcome::Failed, 0, &[LEDGER_WRITE.to_owned()]);
+            let end = end_record(id, &ran, CallOutcome::Failed, 0, &[LEDGER_WRITE.to_owned()]);
             if let Err(e) = record::append(&report, &end) {
                 eprintln!(
                     "{name}: migrate tripwire: cannot record how this call ended ({e}); the runner counts it as failed"
@@ -118,9 +118,9 @@ pub fn main(name: &str, argv: Vec<String>) -> i32 {
         id,
         &ran,
         if ran.success() {
-            Outcome::Ok
+            CallOutcome::Ok
         } else {
-            Outcome::Failed
+            CallOutcome::Failed
         },
         1,
         &[],
@@ -151,8 +151,8 @@ pub(crate) fn guard(
         return Ok(None);
     }
     match ledger_guard::check(&ledger, argv, &mut std::io::stdin()) {
-        ledger_guard::Verdict::Pass { stdin } => Ok(stdin),
-        ledger_guard::Verdict::Refuse(why) => {
+        ledger_guard::GuardDecision::Pass { stdin } => Ok(stdin),
+        ledger_guard::GuardDecision::Refuse(why) => {
             let script = std::env::var("MIGRATION_SLUG").unwrap_or_else(|_| "?".into());
             Err(exec::Ran::refused(
                 1,
@@ -169,7 +169,7 @@ pub(crate) fn guard(
 pub(crate) fn end_record(
     id: String,
     ran: &exec::Ran,
-    outcome: Outcome,
+    outcome: CallOutcome,
     attempts: u32,
     classes: &[String],
 ) -> Record {

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use super::classify::{Answer, Class, classify};
 use super::exec::{self, Input};
-use super::record::{self, ENV_COMMANDS, Outcome, Record};
+use super::record::{self, CallOutcome, ENV_COMMANDS, Record};
 use super::shim::{Real, end_record, real_command};
 use migrate_lint::answers::TOLERATED_PREFIX;
 use migrate_lint::cluster_commands::{DEFAULT_COMMANDS, TOLERATE};
@@ -313,7 +313,7 @@ fn record_refusal(args: &[String], message: &str) {
             &report,
             &Record::End {
                 id,
-                outcome: Outcome::Failed,
+                outcome: CallOutcome::Failed,
                 status: Some(2),
                 signal: None,
                 classes: vec![Class::Unknown.name().into()],
@@ -394,7 +394,7 @@ pub fn main(args: Vec<String>) -> i32 {
                 let end = end_record(
                     id,
                     &ran,
-                    Outcome::Failed,
+                    CallOutcome::Failed,
                     0,
                     &[super::shim::LEDGER_WRITE.to_owned()],
                 );
@@ -428,7 +428,7 @@ pub fn main(args: Vec<String>) -> i32 {
             let message = format!("{TOLERATE}: {name}: refused: {}", lapsed.0);
             break (
                 exec::Ran::refused(126, message),
-                Outcome::Failed,
+                CallOutcome::Failed,
                 Vec::new(),
             );
         }
@@ -446,10 +446,10 @@ pub fn main(args: Vec<String>) -> i32 {
             }
         };
         if ran.success() {
-            break (ran, Outcome::Ok, Vec::new());
+            break (ran, CallOutcome::Ok, Vec::new());
         }
         let verdict = if real.is_none() {
-            super::classify::Verdict {
+            super::classify::Classified {
                 classes: [Class::Unknown].into(),
             }
         } else {
@@ -468,7 +468,7 @@ pub fn main(args: Vec<String>) -> i32 {
                 verdict.names(),
                 record::display_call(&command)
             );
-            break (ran, Outcome::Tolerated, classes);
+            break (ran, CallOutcome::Tolerated, classes);
         }
         if ran.signal.is_none() && verdict.is_transient() && attempts <= parsed.retries {
             eprintln!(
@@ -482,7 +482,7 @@ pub fn main(args: Vec<String>) -> i32 {
             std::thread::sleep(parsed.delay);
             continue;
         }
-        break (ran, Outcome::Failed, classes);
+        break (ran, CallOutcome::Failed, classes);
     };
     if let Some(report) = &report {
         let end = end_record(id, &ran, outcome, attempts, &classes);
@@ -493,8 +493,8 @@ pub fn main(args: Vec<String>) -> i32 {
         }
     }
     match outcome {
-        Outcome::Ok | Outcome::Tolerated => 0,
-        Outcome::Failed => ran.shell_status(),
+        CallOutcome::Ok | CallOutcome::Tolerated => 0,
+        CallOutcome::Failed => ran.shell_status(),
     }
 }
 

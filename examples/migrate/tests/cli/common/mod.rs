@@ -547,6 +547,7 @@ pub fn empty_file_ledger(path: &Path) -> String {
     file_spec(path)
 }
 
+pub mod in_process;
 pub mod numbered;
 pub mod shells;
 pub mod tripwire;

@@ -75,11 +75,9 @@ async fn concurrent_runners_through_the_test_api_server_run_each_slug_once() {
                         options,
                     );
                     let mut cfg = config(None);
-                    cfg.holder = format!("runner-{i}");
-                    cfg.lock_wait = Duration::from_secs(30);
-                    let (_tx, rx) = tokio::sync::watch::channel(false);
-                    migrate_runner::Runner::new(&tree, &ledger, &cfg, &Silent)
-                        .run(rx)
+                    cfg.settings.holder = format!("runner-{i}");
+                    cfg.settings.lock_wait = Duration::from_secs(30);
+                    cfg.run(&tree, &ledger, &Silent)
                         .await
                         .map(|r| r.results.len())
                 })

@@ -15,10 +15,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use common::in_process::InProcess;
 use ledger_configmap::{ConfigMapLedger, Options};
 use ledger_memory::{Fault, FaultyLedger, MemoryLedger};
-use migrate_runner::{Console, RunConfig, RunError};
 use migration_core::LockedLedger;
+use migration_core::drive::{Console, RunError, RunReport};
 use migration_core::testing::fixtures::{
     NOW, ScratchTree, TreeBuilder, clock, s, shared_clock, write_figure,
 };
@@ -111,14 +112,11 @@ impl Scenario {
     }
 }
 
-fn config(only: Option<&str>) -> RunConfig {
-    let mut c = RunConfig::new(Tier::PreApply, "reliability-runner".into());
-    c.only = only.map(s);
-    c.lock_wait = Duration::ZERO;
-    c.grace = Duration::from_millis(200);
-    // In process, the runner's own executable is this test: point it at
-    // the real tripwire binary.
-    c.tripwire.shim = Some(env!("CARGO_BIN_EXE_migrate-shim").into());
+fn config(only: Option<&str>) -> InProcess {
+    let mut c = InProcess::new("reliability-runner");
+    c.settings.only = only.map(s);
+    c.settings.lock_wait = Duration::ZERO;
+    c.scripts.grace = Duration::from_millis(200);
     c
 }
 
@@ -127,14 +125,8 @@ fn run(
     ledger: &dyn LockedLedger,
     clock: &ManualClock,
     only: Option<&str>,
-) -> Result<migrate_runner::RunReport, RunError> {
-    let (_tx, rx) = tokio::sync::watch::channel(false);
-    let config = config(only);
-    block_on(
-        migrate_runner::Runner::new(tree, ledger, &config, &Silent)
-            .with_clock(clock)
-            .run(rx),
-    )
+) -> Result<RunReport, RunError> {
+    block_on(config(only).run_on(tree, ledger, clock, &Silent))
 }
 
 /// Checks what must hold after any sequence of runs that ended in success.
@@ -268,7 +260,7 @@ fn schedule(
         );
         // The crashed run may hold the lock; a fresh runner waits it out
         // (it is a holder of its own, whatever it is called).
-        lock_clock.advance(config(None).lock_ttl + Duration::from_secs(1));
+        lock_clock.advance(config(None).settings.lock_ttl + Duration::from_secs(1));
         run(&tree, &memory, &clock, only_for(kind))
             .unwrap_or_else(|e| panic!("recovery run failed: {e}"));
     }
@@ -369,14 +361,9 @@ async fn kube_setup(server: &TestApiServer) -> (Scenario, Arc<dyn LockedLedger>)
 async fn kube_run(
     scenario: &Scenario,
     ledger: Arc<dyn LockedLedger>,
-) -> Result<migrate_runner::RunReport, RunError> {
+) -> Result<RunReport, RunError> {
     let tree = scenario.tree();
-    let (_tx, rx) = tokio::sync::watch::channel(false);
-    let clock = migration_core::SystemClock;
-    migrate_runner::Runner::new(&tree, ledger.as_ref(), &config(None), &Silent)
-        .with_clock(&clock)
-        .run(rx)
-        .await
+    config(None).run(&tree, ledger.as_ref(), &Silent).await
 }
 
 /// The real binary's `run` on a scenario, dying at `failpoint` if given.
