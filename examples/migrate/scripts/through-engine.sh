@@ -12,7 +12,7 @@
 # place of the numbered file (ADOPTING.md, "Your own tests, through the engine").
 #
 # The numbered runner's "version stamp" is the engine's record: CMD (a shell command, given the
-# slug as $1) runs only when the run exited 0 and the ledger recorded the slug `ok`, so a test
+# slug as $1 and the slot as $2) runs only when the run exited 0 and the ledger recorded the slug `ok`, so a test
 # asserting "no stamp after a failure" asserts "nothing recorded ok after a failure".
 # The wrapper exits with `migrate run`'s status.
 set -eu
@@ -72,7 +72,7 @@ state=\$("\$migrate" status --ledger "file:\$ledger/l.json" -o json "\$slug" |
 	grep -o '"state": *"[a-z-]*"' | head -n 1 | sed 's/.*"\\([a-z-]*\\)"\$/\\1/')
 echo "through-engine: migrate run exited \$rc; \$slug recorded \${state:-nothing}" >&2
 if [ "\$rc" = 0 ] && [ "\$state" = ok ]; then
-	set -- "\$slug"
+	set -- "\$slug" $(quote "$slot")
 	$stamp
 fi
 exit "\$rc"

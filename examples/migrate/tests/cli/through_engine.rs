@@ -59,7 +59,7 @@ fn write_wrappers(shell: &shells::Shell, tree: &Path, out: &Path, args: &[&str])
             "--out",
             out.to_str().unwrap(),
         ])
-        .args(["--stamp", "echo \"stamped $1\" >>\"$STAMPS\""])
+        .args(["--stamp", "echo \"stamped $1 of slot $2\" >>\"$STAMPS\""])
         .args(args)
         .output()
         .unwrap();
