@@ -109,7 +109,7 @@ fn a_platform_test_sees_the_engine_run_its_slot_and_the_stamp_only_after_an_ok_r
             shell.name
         );
         assert_eq!(
-            stamps, "stamped 2-label\n",
+            stamps, "stamped 2-label of slot 2\n",
             "{}: the engine recorded it ok",
             shell.name
         );
