@@ -423,6 +423,9 @@ pub struct Harness {
     settings: Settings,
     dir: tempfile::TempDir,
     path: std::ffi::OsString,
+    /// The fake cluster commands as shell functions ([`fake_function`]),
+    /// defined before a script in a shell runs it.
+    functions: String,
 }
 
 /// One recorded call.
@@ -460,12 +463,16 @@ impl Harness {
         let bin = dir.path().join("bin");
         std::fs::create_dir_all(&bin)?;
         let state = dir.path().join("state");
+        let mut functions = String::new();
         for name in &settings.commands {
             write_exec(&bin.join(name), &fake(name, &state, settings.max_calls))?;
+            if is_function_name(name) {
+                functions.push_str(&fake_function(name, name, &state, settings.max_calls));
+            }
         }
         write_exec(
             &bin.join(migrate_lint::cluster_commands::TOLERATE),
-            &tolerate_fake(&state),
+            &tolerate_fake(&state, &functions),
         )?;
         write_exec(&bin.join("mktemp"), &mktemp_fake(&state))?;
         // Waits cost time and wait for nothing here: the fakes answer at once.
@@ -503,6 +510,7 @@ impl Harness {
             settings,
             dir,
             path,
+            functions,
         })
     }
 
@@ -688,7 +696,6 @@ impl Harness {
                 .map_err(scratch)?;
         }
         let path = self.script_path(script, side);
-        let prelude = self.applet_prelude();
         let (root, mut cmd) = match side {
             Side::Original => {
                 let shebang = self.interpreter(script.original);
@@ -696,7 +703,7 @@ impl Harness {
                 let program = words.next().unwrap_or("/bin/sh");
                 let mut cmd = Command::new(program);
                 cmd.args(words);
-                match prelude.filter(|_| is_busybox(program)) {
+                match self.prelude(&shebang) {
                     // The file read as the shell reads it, `$0` its path.
                     Some(p) => cmd.arg("-c").arg(format!("{p}. \"$0\"")).arg(&path),
                     None => cmd.arg(&path),
@@ -707,10 +714,8 @@ impl Harness {
                 let shebang = self.interpreter(script.converted.as_bytes());
                 let root = self.converted_root();
                 // The engine sources its copy of the script: here a file
-                // defining the applets' fakes first, when they need it.
-                let copy = match prelude
-                    .filter(|_| shebang.split_whitespace().next().is_some_and(is_busybox))
-                {
+                // defining the fakes' functions first.
+                let copy = match self.prelude(&shebang) {
                     Some(p) => {
                         let copy = state.join("converted-copy");
                         std::fs::write(&copy, format!("{p}. {}\n", quote(&path)))
@@ -832,23 +837,27 @@ impl Harness {
         })
     }
 
-    /// Shell functions standing for the fakes of commands a busybox shell
-    /// may run as its own applets before looking at `PATH` (Debian's
-    /// busybox does; the alpine image's does not): a function comes
-    /// before an applet. `None` without a busybox interpreter.
-    fn applet_prelude(&self) -> Option<String> {
-        let sh = self.settings.bin_sh.as_deref()?;
-        if !sh.split_whitespace().next().is_some_and(is_busybox) {
-            return None;
+    /// What a shell running `shebang` reads before the script: the fake
+    /// cluster commands as functions, and under busybox functions standing
+    /// for the fakes of commands it may run as its own applets before
+    /// looking at `PATH` (Debian's busybox does; the alpine image's does
+    /// not): a function comes before an applet. `None` when the
+    /// interpreter is no shell (the fakes on `PATH` answer it alone).
+    fn prelude(&self, shebang: &str) -> Option<String> {
+        let shell = shell_of(shebang)?;
+        let mut text = self.functions.clone();
+        if shell == "busybox" {
+            let bin = self.dir.path().join("bin");
+            for name in ["date", "mktemp", "sleep"] {
+                if bin.join(name).is_file() {
+                    text.push_str(&format!(
+                        "{name}() {{ {} \"$@\"; }}\n",
+                        quote(&bin.join(name))
+                    ));
+                }
+            }
         }
-        let bin = self.dir.path().join("bin");
-        Some(
-            ["date", "mktemp", "sleep"]
-                .iter()
-                .filter(|name| bin.join(name).is_file())
-                .map(|name| format!("{name}() {{ {} \"$@\"; }}\n", quote(&bin.join(name))))
-                .collect(),
-        )
+        Some(text)
     }
 
     /// The shebang a script runs under: its own, `#!/bin/sh` mapped to
@@ -863,8 +872,9 @@ impl Harness {
     }
 
     /// The calls in order, paths replaced by their names: call `N` is
-    /// the file `N`, its words `N.0`, `N.1`, ..., and `N.in` names the file
-    /// holding what it read from stdin (`stdin.<pid>` in `state`).
+    /// the file `N` holding its words, each ended by a NUL, and `N.in`
+    /// names the file holding what it read from stdin (`stdin.<K>` in
+    /// `state`).
     fn read_calls(&self, state: &Path, names: &[(&Path, &str)]) -> std::io::Result<Vec<Call>> {
         let dir = state.join("calls");
         let mut numbers: Vec<usize> = std::fs::read_dir(&dir)?
@@ -880,13 +890,13 @@ impl Harness {
         };
         let mut calls = Vec::new();
         for n in numbers {
-            let mut argv = Vec::new();
-            for k in 0.. {
-                match optional(dir.join(format!("{n}.{k}")))? {
-                    Some(bytes) => argv.push(normal(&bytes)),
-                    None => break,
-                }
-            }
+            let words = std::fs::read(dir.join(n.to_string()))?;
+            let argv = words
+                .strip_suffix(b"\0")
+                .unwrap_or(&words)
+                .split(|b| *b == 0)
+                .map(normal)
+                .collect();
             let stdin = match optional(dir.join(format!("{n}.in")))? {
                 Some(pid) => Some(normal(
                     &optional(state.join(format!("stdin.{}", String::from_utf8_lossy(&pid))))?
@@ -1103,11 +1113,24 @@ fn display(argv: &[String]) -> String {
     }
 }
 
-/// Whether an interpreter is busybox (`busybox`, `/bin/busybox`).
-fn is_busybox(program: &str) -> bool {
-    Path::new(program)
-        .file_name()
-        .is_some_and(|n| n == "busybox")
+/// The shell an interpreter line runs (`bash` for `/usr/bin/env bash`,
+/// `busybox` for `busybox ash`), `None` when it is no shell the fakes'
+/// functions are written for.
+fn shell_of(shebang: &str) -> Option<&str> {
+    let mut words = shebang.split_whitespace();
+    let mut program = Path::new(words.next()?).file_name()?.to_str()?;
+    if program == "env" {
+        program = words.find(|w| !w.starts_with('-') && !w.contains('='))?;
+        program = Path::new(program).file_name()?.to_str()?;
+    }
+    match program {
+        "sh" | "dash" | "ash" | "bash" | "ksh" | "mksh" => Some(program),
+        "busybox" => match words.next() {
+            Some("sh" | "ash") => Some(program),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// The interpreter line of a script without `#!` (`/bin/sh` without one,
@@ -1229,86 +1252,122 @@ fn quote(path: &Path) -> String {
     migration_core::shell::quoted(&path.to_string_lossy())
 }
 
-/// The fake cluster command `name`: takes the next call number (a file
-/// created exclusively, so concurrent calls of a pipeline never share
-/// one), records each argument in a file of its own and what it read
-/// from stdin when told to read it (`-f -`), then fails if it is the call
-/// to fail, else succeeds. Stdin is read before the number is taken: in
-/// `kubectl create ... --dry-run -o yaml | kubectl apply -f -` the writer
-/// then always comes first.
-fn fake(name: &str, state: &Path, max_calls: usize) -> String {
+/// The fake cluster command `name` as the shell function `function`:
+/// takes the next call number (a file created exclusively, so concurrent
+/// calls of a pipeline never share one) and records the call's words in
+/// it, NUL-separated, and what it read from stdin when told to read it
+/// (`-f -`), then fails if it is the call to fail, else succeeds. Stdin is
+/// read before the number is taken: in `kubectl create ... --dry-run -o
+/// yaml | kubectl apply -f -` the writer then always comes first.
+///
+/// The same text serves both forms of the fake: a function defined in
+/// the script's own shell before the script (no process for a call: a
+/// process start is most of what a call cost) and the program on `PATH`
+/// (`command kubectl`, `xargs kubectl`, `$KUBECTL`, a child shell). As a
+/// function it must leave the script's shell as the program would: its
+/// variables are prefixed `_migrate_check_`, its commands are not traced
+/// under the script's `set -x` (the trace would reach a `2>&1` capture),
+/// `noclobber` is put back as the script had it, and no command of it
+/// fails where errexit would end the script.
+fn fake_function(function: &str, name: &str, state: &Path, max_calls: usize) -> String {
     let texts: String = FailureClass::ALL
         .iter()
         .map(|c| {
             format!(
-                "  {}) printf '%s\\n' {} >&2 ;;\n",
+                "    {}) printf '%s\\n' {} >&2 ;;\n",
                 c.name(),
                 quote(Path::new(c.text(name)))
             )
         })
         .collect();
     format!(
-        r#"#!/bin/sh
-# A fake {name} written by 'migrate convert' for its behaviour check: it
-# records the call and never reaches a cluster.
-s={state}
-name={quoted}
-i=
-for a in "$@"; do
-  case $a in -|-f-|--filename=-|--values=-) i=1 ;; esac
-done
-if [ -n "$i" ]; then cat >"$s/stdin.$$"; fi
-read n <"$s/next" || n=1
-# noclobber: '>' creates the file or fails (O_EXCL), so each number is
-# taken once, without a process per attempt.
-set -C
-while ! printf '' 2>/dev/null >"$s/calls/$n"; do n=$((n + 1)); done
-set +C
-echo $((n + 1)) >"$s/next"
-if [ "$n" -gt {max_calls} ]; then
-  : >"$s/overflow"
-  kill -9 0
-  exit 124
-fi
-printf '%s' "$name" >"$s/calls/$n.0"
-k=1
-for a in "$@"; do
-  printf '%s' "$a" >"$s/calls/$n.$k"
-  k=$((k + 1))
-done
-if [ -n "$i" ]; then printf '%s' "$$" >"$s/calls/$n.in"; fi
-read f <"$s/fail-at" || f=0
-if [ "$n" = "$f" ]; then
-  # Its text cannot reach the script when stderr is the log or nowhere:
-  # then every class takes the same path.
-  if [ /proc/$$/fd/2 -ef "$s/output" ] || [ /proc/$$/fd/2 -ef /dev/null ]; then
-    : >"$s/calls/$n.blind"
+        r#"{function}() {{
+  {{ _migrate_check_o=$-; set +x; }} 2>/dev/null
+  _migrate_check_s={state}
+  _migrate_check_i=
+  for _migrate_check_a in "$@"; do
+    case $_migrate_check_a in -|-f-|--filename=-|--values=-) _migrate_check_i=1 ;; esac
+  done
+  # noclobber: '>' creates the file or fails (O_EXCL), so each number is
+  # taken once, without a process per attempt.
+  set -C
+  if [ -n "$_migrate_check_i" ]; then
+    _migrate_check_k=1
+    while ! printf '' 2>/dev/null >"$_migrate_check_s/stdin.$_migrate_check_k"; do
+      _migrate_check_k=$((_migrate_check_k + 1))
+    done
+    cat >|"$_migrate_check_s/stdin.$_migrate_check_k"
   fi
-  read c <"$s/fail-class" || c=not-found
-  case $c in
-{texts}  esac
-  exit {FAIL_STATUS}
-fi
-for a in "$@"; do
-  case $a in --dry-run*) printf '# %s\n' "$name" "$@"; break ;; esac
-done
-exit 0
+  read _migrate_check_n <"$_migrate_check_s/next" || _migrate_check_n=1
+  while ! printf '%s\0' {quoted} "$@" 2>/dev/null >"$_migrate_check_s/calls/$_migrate_check_n"; do
+    _migrate_check_n=$((_migrate_check_n + 1))
+  done
+  case $_migrate_check_o in *C*) ;; *) set +C ;; esac
+  echo $((_migrate_check_n + 1)) >|"$_migrate_check_s/next"
+  if [ "$_migrate_check_n" -gt {max_calls} ]; then
+    printf '' >|"$_migrate_check_s/overflow"
+    kill -9 0
+    return 124
+  fi
+  if [ -n "$_migrate_check_i" ]; then
+    printf '%s' "$_migrate_check_k" >|"$_migrate_check_s/calls/$_migrate_check_n.in"
+  fi
+  read _migrate_check_f <"$_migrate_check_s/fail-at" || _migrate_check_f=0
+  _migrate_check_r=0
+  if [ "$_migrate_check_n" = "$_migrate_check_f" ]; then
+    # Its text cannot reach the script when stderr is the log or nowhere:
+    # then every class takes the same path.
+    if [ /proc/self/fd/2 -ef "$_migrate_check_s/output" ] || [ /proc/self/fd/2 -ef /dev/null ]; then
+      printf '' >|"$_migrate_check_s/calls/$_migrate_check_n.blind"
+    fi
+    read _migrate_check_c <"$_migrate_check_s/fail-class" || _migrate_check_c=not-found
+    case $_migrate_check_c in
+{texts}    esac
+    _migrate_check_r={FAIL_STATUS}
+  else
+    for _migrate_check_a in "$@"; do
+      case $_migrate_check_a in --dry-run*) printf '# %s\n' {quoted} "$@"; break ;; esac
+    done
+  fi
+  {{ case $_migrate_check_o in *x*) set -x ;; esac; return "$_migrate_check_r"; }} 2>/dev/null
+}}
 "#,
         state = quote(state),
         quoted = quote(Path::new(name)),
     )
 }
 
+/// The fake cluster command `name` as a program: [`fake_function`] run on
+/// its arguments.
+fn fake(name: &str, state: &Path, max_calls: usize) -> String {
+    format!(
+        "#!/bin/sh\n# A fake {name} written by 'migrate convert' for its behaviour check: it\n# records the call and never reaches a cluster.\n{}_migrate_check_fake \"$@\"\n",
+        fake_function("_migrate_check_fake", name, state, max_calls)
+    )
+}
+
+/// Whether `name` can be a shell function's name in every shell the
+/// check runs (`kubectl`, not `kubectl-cnpg`).
+fn is_function_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// `migrate-tolerate` for the fakes: runs the command, and accepts its
 /// failure when the class the fakes failed it with is one of the answers
 /// asked for (`--not-found`, `--already-exists`, `--conflict`), printing
 /// the tolerated line the real one prints; Forbidden, unreachable and a
-/// timeout stay failures, as they do under the real one.
-fn tolerate_fake(state: &Path) -> String {
+/// timeout stay failures, as they do under the real one. The cluster
+/// fakes are functions in it too (`functions`): the call it runs is then
+/// no second process.
+fn tolerate_fake(state: &Path, functions: &str) -> String {
     format!(
         r#"#!/bin/sh
 # migrate-tolerate for the fakes of 'migrate convert's behaviour check.
-s={state}
+{functions}s={state}
 accept=
 while [ $# -gt 0 ]; do
   case $1 in
@@ -1718,6 +1777,56 @@ mod tests {
             assert!(
                 matches!(result, Behaviour::Passed { .. }),
                 "{sh}: {result:?}\n{converted}"
+            );
+        }
+    }
+
+    /// Each shell the check runs scripts under, as `--behaviour-sh`
+    /// names it; busybox only where it is installed.
+    fn shells() -> Vec<&'static str> {
+        let busybox = Command::new("busybox").arg("true").status().is_ok();
+        ["/bin/sh", "dash", "bash", "busybox ash"]
+            .into_iter()
+            .filter(|sh| busybox || !sh.starts_with("busybox"))
+            .collect()
+    }
+
+    #[test]
+    fn a_fake_called_as_a_shell_function_leaves_the_script_as_the_program_on_path_does() {
+        // `command kubectl` runs the program on PATH, a bare `kubectl` the
+        // function defined before the script: the same calls, the same
+        // captured output (no trace of the fake's own commands under
+        // `set -x`), the same input read from a pipe and the script's
+        // `noclobber` kept, on every path.
+        let script = |k: &str| {
+            format!(
+                "#!/bin/sh\nset -eu\nset -C\nset -x\nout=$({k} get cm a -n x 2>&1) || out=\"failed: $out\"\n{k} create cm b --dry-run=client -o yaml | {k} apply -f -\nmore=$({k} get cm c -n x 2>&1 || true)\n{k} label cm a x=y\necho once >|f\nif (echo twice >f) 2>/dev/null; then clobbered=yes; else clobbered=no; fi\n{k} annotate cm a \"out=$out\" \"more=$more\" \"clobbered=$clobbered\" \"flags=$-\"\n"
+            )
+        };
+        for sh in shells() {
+            let mut settings = Settings::new("v", "ns", vec!["kubectl".into()]);
+            settings.bin_sh = Some(sh.into());
+            let result = Harness::new(settings).unwrap().check_alone(
+                script("command kubectl").as_bytes(),
+                &script("kubectl"),
+                false,
+            );
+            // Calls 1 and 4 branch on each class they can meet. Call 5 runs
+            // in the script's own shell, as none before it does.
+            assert_eq!(
+                result,
+                passed(
+                    9,
+                    6,
+                    &[
+                        ("forbidden", 2),
+                        ("not-found", 2),
+                        ("timeout", 2),
+                        ("unreachable", 2)
+                    ],
+                    0
+                ),
+                "{sh}"
             );
         }
     }
