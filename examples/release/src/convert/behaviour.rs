@@ -477,6 +477,7 @@ impl Harness {
         write_exec(&bin.join("mktemp"), &mktemp_fake(&state))?;
         // Waits cost time and wait for nothing here: the fakes answer at once.
         write_exec(&bin.join("sleep"), "#!/bin/sh\nexit 0\n")?;
+        functions.push_str("sleep() { return 0; }\n");
         // The same clock for both sides: a timestamp in an annotation is
         // then the same argument in both.
         if let Some(date) = std::env::var_os("PATH").and_then(|p| {
@@ -499,7 +500,8 @@ impl Harness {
         if let (Some(jq), Some(sum)) = (find("jq"), find("md5sum").or_else(|| find("cksum"))) {
             let cache = dir.path().join("jq-cache");
             std::fs::create_dir_all(&cache)?;
-            write_exec(&bin.join("jq"), &jq_memo(&jq, &sum, &cache))?;
+            write_exec(&bin.join("jq"), &jq_memo(&jq, &sum, &cache, &state))?;
+            functions.push_str(&jq_memo_function("jq", &jq, &sum, &cache, &state));
         }
         let mut path = bin.clone().into_os_string();
         if let Some(rest) = std::env::var_os("PATH") {
@@ -848,7 +850,7 @@ impl Harness {
         let mut text = self.functions.clone();
         if shell == "busybox" {
             let bin = self.dir.path().join("bin");
-            for name in ["date", "mktemp", "sleep"] {
+            for name in ["date", "mktemp"] {
                 if bin.join(name).is_file() {
                     text.push_str(&format!(
                         "{name}() {{ {} \"$@\"; }}\n",
@@ -1195,52 +1197,90 @@ printf '%s\n' "$path"
 /// form, `--arg` and `--argjson`) is answered from the cache when the
 /// same arguments met the same input before, its output, errors and
 /// status as the real one gave them; any other call goes to the real one.
-fn jq_memo(real: &Path, sum: &Path, cache: &Path) -> String {
+/// A program on `PATH`, [`jq_memo_function`] run on its arguments.
+fn jq_memo(real: &Path, sum: &Path, cache: &Path, state: &Path) -> String {
     format!(
-        r#"#!/bin/sh
-real={real}
-c={cache}
-pure=1
-null=
-n=0
-filter=
-skip=0
-for a in "$@"; do
-  if [ "$skip" -gt 0 ]; then skip=$((skip - 1)); continue; fi
-  case $a in
-    --arg|--argjson) skip=2 ;;
-    --indent) skip=1 ;;
-    -n|--null-input) null=1 ;;
-    --raw-output|--compact-output|--exit-status|--slurp|--join-output|--ascii-output|--sort-keys|--tab|--monochrome-output) ;;
-    --*) pure= ;;
-    -*)
-      case ${{a#-}} in *[!rcesjaSM]*) pure= ;; esac ;;
-    *) n=$((n + 1)); filter=$a ;;
-  esac
-done
-case $filter in *env*|*now*|*input*|*'$__loc__'*) pure= ;; esac
-if [ -z "$pure" ] || [ "$n" != 1 ]; then exec "$real" "$@"; fi
-# The files of this call are overwritten by the next of the same pid:
-# the scratch directory goes with the check.
-in="$c/in.$$"
-printf '%s\0' "$@" >"$c/args.$$"
-if [ -n "$null" ]; then : >"$in"; else cat >"$in"; fi
-k=$({sum} "$c/args.$$" "$in" | {{ read -r a _; read -r b _; echo "$a-$b"; }})
-if [ ! -f "$c/$k.status" ]; then
-  "$real" "$@" <"$in" >"$c/$k.out.$$" 2>"$c/$k.err.$$"
-  echo $? >"$c/$k.status.$$"
-  mv "$c/$k.out.$$" "$c/$k.out"
-  mv "$c/$k.err.$$" "$c/$k.err"
-  mv "$c/$k.status.$$" "$c/$k.status"
-fi
-if [ -s "$c/$k.out" ]; then cat "$c/$k.out"; fi
-if [ -s "$c/$k.err" ]; then cat "$c/$k.err" >&2; fi
-read st <"$c/$k.status"
-exit "$st"
+        "#!/bin/sh\n{}_migrate_check_jq \"$@\"\n",
+        jq_memo_function("_migrate_check_jq", real, sum, cache, state)
+    )
+}
+
+/// [`jq_memo`] as the shell function `function`, written as
+/// [`fake_function`] is (prefixed variables, no trace, `noclobber` kept):
+/// defined before the script, a call costs no shell of its own, and an
+/// empty input (the fakes print nothing on the success path) no `cat`.
+/// Its files are named by a count in the run's `state`, whose calls of
+/// one pipeline share a pid.
+fn jq_memo_function(function: &str, real: &Path, sum: &Path, cache: &Path, state: &Path) -> String {
+    format!(
+        r#"{function}() {{
+  {{ _migrate_jq_o=$-; set +x; }} 2>/dev/null
+  _migrate_jq_c={cache}
+  _migrate_jq_s={state}
+  _migrate_jq_pure=1
+  _migrate_jq_null=
+  _migrate_jq_n=0
+  _migrate_jq_filter=
+  _migrate_jq_skip=0
+  for _migrate_jq_a in "$@"; do
+    if [ "$_migrate_jq_skip" -gt 0 ]; then _migrate_jq_skip=$((_migrate_jq_skip - 1)); continue; fi
+    case $_migrate_jq_a in
+      --arg|--argjson) _migrate_jq_skip=2 ;;
+      --indent) _migrate_jq_skip=1 ;;
+      -n|--null-input) _migrate_jq_null=1 ;;
+      --raw-output|--compact-output|--exit-status|--slurp|--join-output|--ascii-output|--sort-keys|--tab|--monochrome-output) ;;
+      --*) _migrate_jq_pure= ;;
+      -*)
+        case ${{_migrate_jq_a#-}} in *[!rcesjaSM]*) _migrate_jq_pure= ;; esac ;;
+      *) _migrate_jq_n=$((_migrate_jq_n + 1)); _migrate_jq_filter=$_migrate_jq_a ;;
+    esac
+  done
+  case $_migrate_jq_filter in *env*|*now*|*input*|*'$__loc__'*) _migrate_jq_pure= ;; esac
+  _migrate_jq_r=0
+  if [ -z "$_migrate_jq_pure" ] || [ "$_migrate_jq_n" != 1 ]; then
+    {real} "$@" || _migrate_jq_r=$?
+  else
+    set -C
+    _migrate_jq_k=1
+    while ! printf '' 2>/dev/null >"$_migrate_jq_s/jq.$_migrate_jq_k"; do
+      _migrate_jq_k=$((_migrate_jq_k + 1))
+    done
+    case $_migrate_jq_o in *C*) ;; *) set +C ;; esac
+    _migrate_jq_in=$_migrate_jq_s/jq.$_migrate_jq_k
+    printf '%s\0' "$@" >|"$_migrate_jq_in.args"
+    if [ -z "$_migrate_jq_null" ]; then
+      # The first line read by the shell: an empty input needs no cat.
+      _migrate_jq_l=
+      if IFS= read -r _migrate_jq_l; then
+        {{ printf '%s\n' "$_migrate_jq_l"; cat; }} >|"$_migrate_jq_in"
+      elif [ -n "$_migrate_jq_l" ]; then
+        printf '%s' "$_migrate_jq_l" >|"$_migrate_jq_in"
+      fi
+    fi
+    _migrate_jq_k=$({sum} "$_migrate_jq_in.args" "$_migrate_jq_in")
+    _migrate_jq_b=${{_migrate_jq_k#*"
+"}}
+    _migrate_jq_k=${{_migrate_jq_k%%[!0-9a-f]*}}-${{_migrate_jq_b%%[!0-9a-f]*}}
+    if [ ! -f "$_migrate_jq_c/$_migrate_jq_k.status" ]; then
+      _migrate_jq_t=$_migrate_jq_c/$_migrate_jq_k
+      _migrate_jq_st=0
+      {real} "$@" <"$_migrate_jq_in" >|"$_migrate_jq_in.out" 2>|"$_migrate_jq_in.err" || _migrate_jq_st=$?
+      echo "$_migrate_jq_st" >|"$_migrate_jq_in.status"
+      mv -f "$_migrate_jq_in.out" "$_migrate_jq_t.out"
+      mv -f "$_migrate_jq_in.err" "$_migrate_jq_t.err"
+      mv -f "$_migrate_jq_in.status" "$_migrate_jq_t.status"
+    fi
+    if [ -s "$_migrate_jq_c/$_migrate_jq_k.out" ]; then cat "$_migrate_jq_c/$_migrate_jq_k.out"; fi
+    if [ -s "$_migrate_jq_c/$_migrate_jq_k.err" ]; then cat "$_migrate_jq_c/$_migrate_jq_k.err" >&2; fi
+    read _migrate_jq_r <"$_migrate_jq_c/$_migrate_jq_k.status" || _migrate_jq_r=1
+  fi
+  {{ case $_migrate_jq_o in *x*) set -x ;; esac; return "$_migrate_jq_r"; }} 2>/dev/null
+}}
 "#,
         real = quote(real),
         cache = quote(cache),
         sum = quote(sum),
+        state = quote(state),
     )
 }
 
@@ -1841,16 +1881,12 @@ mod tests {
             return;
         };
         let dir = tempfile::tempdir().unwrap();
-        let cache = dir.path().join("cache");
-        std::fs::create_dir_all(&cache).unwrap();
-        let memo = dir.path().join("jq");
         let sum = ["/usr/bin/md5sum", "/usr/bin/cksum", "/bin/cksum"]
             .iter()
             .map(Path::new)
             .find(|p| p.is_file())
             .unwrap();
-        write_exec(&memo, &jq_memo(real, sum, &cache)).unwrap();
-        let cases: [(&[&str], &str); 6] = [
+        let cases: [(&[&str], &str); 8] = [
             (&["-r", ".a"], "{\"a\":\"x\"}"),
             (&["-e", ".b"], "{}"),
             (
@@ -1863,6 +1899,12 @@ mod tests {
                 &["-r", ".items[] | .name"],
                 "{\"items\":[{\"name\":\"a\"},{\"name\":\"b\"}]}",
             ),
+            // The shell reads the first line itself: the rest must follow.
+            (
+                &["-c", "."],
+                "{\n  \"a\": 1,\n  \"b\": [2]\n}\n{\"c\": 3}\n",
+            ),
+            (&["-r", ".a"], ""),
         ];
         let run = |program: &Path, args: &[&str], input: &str| {
             use std::io::Write;
@@ -1882,10 +1924,31 @@ mod tests {
             let out = child.wait_with_output().unwrap();
             (out.status.code(), out.stdout, out.stderr.is_empty())
         };
+        // The program on PATH, under each shell the function runs in.
+        let mut memos = Vec::new();
+        for sh in ["/bin/sh", "/bin/dash", "/bin/bash", "/usr/bin/busybox ash"] {
+            if !Path::new(sh.split(' ').next().unwrap()).is_file() {
+                continue;
+            }
+            let at = dir.path().join(format!("memo-{}", memos.len()));
+            let (cache, state) = (at.join("cache"), at.join("state"));
+            std::fs::create_dir_all(&cache).unwrap();
+            std::fs::create_dir_all(&state).unwrap();
+            let text = jq_memo(real, sum, &cache, &state).replacen("/bin/sh", sh, 1);
+            write_exec(&at.join("jq"), &text).unwrap();
+            memos.push(at.join("jq"));
+        }
+        let memo = memos[0].clone();
         for (args, input) in cases {
             let expected = run(real, args, input);
-            for _ in 0..2 {
-                assert_eq!(run(&memo, args, input), expected, "{args:?} {input}");
+            for memo in &memos {
+                for _ in 0..2 {
+                    assert_eq!(
+                        run(memo, args, input),
+                        expected,
+                        "{memo:?} {args:?} {input}"
+                    );
+                }
             }
         }
         // A call reading a file goes to the real one every time.
