@@ -457,9 +457,7 @@ enum Side {
 impl Harness {
     /// Writes the fakes into a fresh scratch directory.
     pub fn new(settings: Settings) -> std::io::Result<Harness> {
-        let dir = tempfile::Builder::new()
-            .prefix("migrate-convert-check-")
-            .tempdir()?;
+        let dir = scratch_dir()?;
         let bin = dir.path().join("bin");
         std::fs::create_dir_all(&bin)?;
         let state = dir.path().join("state");
@@ -573,16 +571,8 @@ impl Harness {
             // runs once for all of them then.
             let (mut original_blind, mut converted_blind) = (None, None);
             for class in FailureClass::of_call(&original.calls[i].argv) {
-                let failing = match &original_blind {
-                    Some(t) => Trace::clone(t),
-                    None => {
-                        let t = self.run(script, Side::Original, Some((i + 1, class)))?;
-                        if t.blind {
-                            original_blind = Some(t.clone());
-                        }
-                        t
-                    }
-                };
+                let failing =
+                    self.failing_run(script, Side::Original, i + 1, class, &mut original_blind)?;
                 let branches = failing.calls.len() > i + 1 || failing.status != Some(FAIL_STATUS);
                 if !branches {
                     continue;
@@ -593,16 +583,8 @@ impl Harness {
                     display(&original.calls[i].argv),
                     class.name()
                 );
-                let converted = match &converted_blind {
-                    Some(t) => Trace::clone(t),
-                    None => {
-                        let t = self.run(script, Side::Converted, Some((*j + 1, class)))?;
-                        if t.blind {
-                            converted_blind = Some(t.clone());
-                        }
-                        t
-                    }
-                };
+                let converted =
+                    self.failing_run(script, Side::Converted, *j + 1, class, &mut converted_blind)?;
                 if let (_, Some(d)) = self.align(&failing, &converted, script.stamps) {
                     if !class.may_fail_closed() || !self.fails_closed(&failing, &converted, i, *j) {
                         return Ok(differed(path, d));
@@ -619,6 +601,27 @@ impl Harness {
             classes,
             fail_closed,
         })
+    }
+
+    /// One side's run with its call `at` failing with `class`, or the run
+    /// standing for it: once that call's text went where the script cannot
+    /// read it (`blind`), the run is kept for the later classes.
+    fn failing_run(
+        &self,
+        script: &Script<'_>,
+        side: Side,
+        at: usize,
+        class: FailureClass,
+        blind: &mut Option<Trace>,
+    ) -> Result<Trace, String> {
+        if let Some(t) = blind {
+            return Ok(t.clone());
+        }
+        let t = self.run(script, side, Some((at, class)))?;
+        if t.blind {
+            *blind = Some(t.clone());
+        }
+        Ok(t)
     }
 
     /// Whether the conversion, where the original carried on past call
@@ -1449,6 +1452,33 @@ exit "$st"
         // rewrites read it back, so the fake must print it too.
         tolerated = quote(Path::new(migrate_lint::answers::TOLERATED_PREFIX)),
     )
+}
+
+/// The check's scratch directory: in memory (`/dev/shm`) when `TMPDIR`
+/// names no other place and a program written there can run, else the
+/// temporary directory. The runs create and remove tens of thousands of
+/// small files (each run's state, each call's record), which on a disk's
+/// file system cost more than the runs' own work.
+fn scratch_dir() -> std::io::Result<tempfile::TempDir> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("migrate-convert-check-");
+    let shm = Path::new("/dev/shm");
+    if std::env::var_os("TMPDIR").is_none()
+        && shm.is_dir()
+        && let Ok(dir) = builder.tempdir_in(shm)
+    {
+        let probe = dir.path().join("probe");
+        let runs = write_exec(&probe, "#!/bin/sh\nexit 0\n").is_ok()
+            && Command::new(&probe)
+                .stdin(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+        if runs {
+            std::fs::remove_file(&probe)?;
+            return Ok(dir);
+        }
+    }
+    builder.tempdir()
 }
 
 fn remove_dir(dir: &Path) -> std::io::Result<()> {
