@@ -29,7 +29,10 @@
 //! The fakes are small sh scripts written at run time: the tripwire's shim
 //! records only a call's command, verb and resource (argument values are
 //! never kept, see the runner's `tripwire::record`), which cannot show that
-//! a conversion changed an argument. The environment never reaches a real
+//! a conversion changed an argument. The cluster commands' fakes are also
+//! shell functions defined before the script in the shell that runs it, so
+//! a call starts no process: process starts were most of the check's cost.
+//! The environment never reaches a real
 //! cluster: `KUBECONFIG` and the in-cluster variables are removed, `HOME`
 //! and `TMPDIR` are the scratch directory, and a script is killed after
 //! [`Settings::timeout`] or its [`Settings::max_calls`]th call.
