@@ -1905,6 +1905,24 @@ mod tests {
     }
 
     #[test]
+    fn the_functions_go_before_a_script_only_where_a_shell_reads_them() {
+        for (line, shell) in [
+            ("/bin/sh", Some("sh")),
+            ("/bin/sh -eu", Some("sh")),
+            ("/bin/bash -e", Some("bash")),
+            ("/usr/bin/env bash", Some("bash")),
+            ("/usr/bin/env -S bash -e", Some("bash")),
+            ("busybox ash", Some("busybox")),
+            ("/bin/busybox sh", Some("busybox")),
+            ("/bin/busybox awk -f", None),
+            ("/usr/bin/env python3", None),
+            ("/usr/bin/perl", None),
+        ] {
+            assert_eq!(shell_of(line), shell, "{line}");
+        }
+    }
+
+    #[test]
     fn the_memoized_jq_answers_as_the_real_one_twice() {
         let Some(real) = ["/usr/bin/jq", "/bin/jq"]
             .iter()
