@@ -29,7 +29,10 @@
 //! The fakes are small sh scripts written at run time: the tripwire's shim
 //! records only a call's command, verb and resource (argument values are
 //! never kept, see the runner's `tripwire::record`), which cannot show that
-//! a conversion changed an argument. The environment never reaches a real
+//! a conversion changed an argument. The cluster commands' fakes are also
+//! shell functions defined before the script in the shell that runs it, so
+//! a call starts no process: process starts were most of the check's cost.
+//! The environment never reaches a real
 //! cluster: `KUBECONFIG` and the in-cluster variables are removed, `HOME`
 //! and `TMPDIR` are the scratch directory, and a script is killed after
 //! [`Settings::timeout`] or its [`Settings::max_calls`]th call.
@@ -423,6 +426,9 @@ pub struct Harness {
     settings: Settings,
     dir: tempfile::TempDir,
     path: std::ffi::OsString,
+    /// The fake cluster commands as shell functions ([`fake_function`]),
+    /// defined before a script in a shell runs it.
+    functions: String,
 }
 
 /// One recorded call.
@@ -454,22 +460,25 @@ enum Side {
 impl Harness {
     /// Writes the fakes into a fresh scratch directory.
     pub fn new(settings: Settings) -> std::io::Result<Harness> {
-        let dir = tempfile::Builder::new()
-            .prefix("migrate-convert-check-")
-            .tempdir()?;
+        let dir = scratch_dir()?;
         let bin = dir.path().join("bin");
         std::fs::create_dir_all(&bin)?;
         let state = dir.path().join("state");
+        let mut functions = String::new();
         for name in &settings.commands {
             write_exec(&bin.join(name), &fake(name, &state, settings.max_calls))?;
+            if is_function_name(name) {
+                functions.push_str(&fake_function(name, name, &state, settings.max_calls));
+            }
         }
         write_exec(
             &bin.join(migrate_lint::cluster_commands::TOLERATE),
-            &tolerate_fake(&state),
+            &tolerate_fake(&state, &functions),
         )?;
         write_exec(&bin.join("mktemp"), &mktemp_fake(&state))?;
         // Waits cost time and wait for nothing here: the fakes answer at once.
         write_exec(&bin.join("sleep"), "#!/bin/sh\nexit 0\n")?;
+        functions.push_str("sleep() { return 0; }\n");
         // The same clock for both sides: a timestamp in an annotation is
         // then the same argument in both.
         if let Some(date) = std::env::var_os("PATH").and_then(|p| {
@@ -492,7 +501,8 @@ impl Harness {
         if let (Some(jq), Some(sum)) = (find("jq"), find("md5sum").or_else(|| find("cksum"))) {
             let cache = dir.path().join("jq-cache");
             std::fs::create_dir_all(&cache)?;
-            write_exec(&bin.join("jq"), &jq_memo(&jq, &sum, &cache))?;
+            write_exec(&bin.join("jq"), &jq_memo(&jq, &sum, &cache, &state))?;
+            functions.push_str(&jq_memo_function("jq", &jq, &sum, &cache, &state));
         }
         let mut path = bin.clone().into_os_string();
         if let Some(rest) = std::env::var_os("PATH") {
@@ -503,6 +513,7 @@ impl Harness {
             settings,
             dir,
             path,
+            functions,
         })
     }
 
@@ -563,16 +574,8 @@ impl Harness {
             // runs once for all of them then.
             let (mut original_blind, mut converted_blind) = (None, None);
             for class in FailureClass::of_call(&original.calls[i].argv) {
-                let failing = match &original_blind {
-                    Some(t) => Trace::clone(t),
-                    None => {
-                        let t = self.run(script, Side::Original, Some((i + 1, class)))?;
-                        if t.blind {
-                            original_blind = Some(t.clone());
-                        }
-                        t
-                    }
-                };
+                let failing =
+                    self.failing_run(script, Side::Original, i + 1, class, &mut original_blind)?;
                 let branches = failing.calls.len() > i + 1 || failing.status != Some(FAIL_STATUS);
                 if !branches {
                     continue;
@@ -583,16 +586,8 @@ impl Harness {
                     display(&original.calls[i].argv),
                     class.name()
                 );
-                let converted = match &converted_blind {
-                    Some(t) => Trace::clone(t),
-                    None => {
-                        let t = self.run(script, Side::Converted, Some((*j + 1, class)))?;
-                        if t.blind {
-                            converted_blind = Some(t.clone());
-                        }
-                        t
-                    }
-                };
+                let converted =
+                    self.failing_run(script, Side::Converted, *j + 1, class, &mut converted_blind)?;
                 if let (_, Some(d)) = self.align(&failing, &converted, script.stamps) {
                     if !class.may_fail_closed() || !self.fails_closed(&failing, &converted, i, *j) {
                         return Ok(differed(path, d));
@@ -609,6 +604,27 @@ impl Harness {
             classes,
             fail_closed,
         })
+    }
+
+    /// One side's run with its call `at` failing with `class`, or the run
+    /// standing for it: once that call's text went where the script cannot
+    /// read it (`blind`), the run is kept for the later classes.
+    fn failing_run(
+        &self,
+        script: &Script<'_>,
+        side: Side,
+        at: usize,
+        class: FailureClass,
+        blind: &mut Option<Trace>,
+    ) -> Result<Trace, String> {
+        if let Some(t) = blind {
+            return Ok(t.clone());
+        }
+        let t = self.run(script, side, Some((at, class)))?;
+        if t.blind {
+            *blind = Some(t.clone());
+        }
+        Ok(t)
     }
 
     /// Whether the conversion, where the original carried on past call
@@ -688,7 +704,6 @@ impl Harness {
                 .map_err(scratch)?;
         }
         let path = self.script_path(script, side);
-        let prelude = self.applet_prelude();
         let (root, mut cmd) = match side {
             Side::Original => {
                 let shebang = self.interpreter(script.original);
@@ -696,7 +711,7 @@ impl Harness {
                 let program = words.next().unwrap_or("/bin/sh");
                 let mut cmd = Command::new(program);
                 cmd.args(words);
-                match prelude.filter(|_| is_busybox(program)) {
+                match self.prelude(&shebang) {
                     // The file read as the shell reads it, `$0` its path.
                     Some(p) => cmd.arg("-c").arg(format!("{p}. \"$0\"")).arg(&path),
                     None => cmd.arg(&path),
@@ -707,10 +722,8 @@ impl Harness {
                 let shebang = self.interpreter(script.converted.as_bytes());
                 let root = self.converted_root();
                 // The engine sources its copy of the script: here a file
-                // defining the applets' fakes first, when they need it.
-                let copy = match prelude
-                    .filter(|_| shebang.split_whitespace().next().is_some_and(is_busybox))
-                {
+                // defining the fakes' functions first.
+                let copy = match self.prelude(&shebang) {
                     Some(p) => {
                         let copy = state.join("converted-copy");
                         std::fs::write(&copy, format!("{p}. {}\n", quote(&path)))
@@ -832,23 +845,27 @@ impl Harness {
         })
     }
 
-    /// Shell functions standing for the fakes of commands a busybox shell
-    /// may run as its own applets before looking at `PATH` (Debian's
-    /// busybox does; the alpine image's does not): a function comes
-    /// before an applet. `None` without a busybox interpreter.
-    fn applet_prelude(&self) -> Option<String> {
-        let sh = self.settings.bin_sh.as_deref()?;
-        if !sh.split_whitespace().next().is_some_and(is_busybox) {
-            return None;
+    /// What a shell running `shebang` reads before the script: the fake
+    /// cluster commands as functions, and under busybox functions standing
+    /// for the fakes of commands it may run as its own applets before
+    /// looking at `PATH` (Debian's busybox does; the alpine image's does
+    /// not): a function comes before an applet. `None` when the
+    /// interpreter is no shell (the fakes on `PATH` answer it alone).
+    fn prelude(&self, shebang: &str) -> Option<String> {
+        let shell = shell_of(shebang)?;
+        let mut text = self.functions.clone();
+        if shell == "busybox" {
+            let bin = self.dir.path().join("bin");
+            for name in ["date", "mktemp"] {
+                if bin.join(name).is_file() {
+                    text.push_str(&format!(
+                        "{name}() {{ {} \"$@\"; }}\n",
+                        quote(&bin.join(name))
+                    ));
+                }
+            }
         }
-        let bin = self.dir.path().join("bin");
-        Some(
-            ["date", "mktemp", "sleep"]
-                .iter()
-                .filter(|name| bin.join(name).is_file())
-                .map(|name| format!("{name}() {{ {} \"$@\"; }}\n", quote(&bin.join(name))))
-                .collect(),
-        )
+        Some(text)
     }
 
     /// The shebang a script runs under: its own, `#!/bin/sh` mapped to
@@ -863,8 +880,9 @@ impl Harness {
     }
 
     /// The calls in order, paths replaced by their names: call `N` is
-    /// the file `N`, its words `N.0`, `N.1`, ..., and `N.in` names the file
-    /// holding what it read from stdin (`stdin.<pid>` in `state`).
+    /// the file `N` holding its words, each ended by a NUL, and `N.in`
+    /// names the file holding what it read from stdin (`stdin.<K>` in
+    /// `state`).
     fn read_calls(&self, state: &Path, names: &[(&Path, &str)]) -> std::io::Result<Vec<Call>> {
         let dir = state.join("calls");
         let mut numbers: Vec<usize> = std::fs::read_dir(&dir)?
@@ -880,13 +898,13 @@ impl Harness {
         };
         let mut calls = Vec::new();
         for n in numbers {
-            let mut argv = Vec::new();
-            for k in 0.. {
-                match optional(dir.join(format!("{n}.{k}")))? {
-                    Some(bytes) => argv.push(normal(&bytes)),
-                    None => break,
-                }
-            }
+            let words = std::fs::read(dir.join(n.to_string()))?;
+            let argv = words
+                .strip_suffix(b"\0")
+                .unwrap_or(&words)
+                .split(|b| *b == 0)
+                .map(normal)
+                .collect();
             let stdin = match optional(dir.join(format!("{n}.in")))? {
                 Some(pid) => Some(normal(
                     &optional(state.join(format!("stdin.{}", String::from_utf8_lossy(&pid))))?
@@ -1103,11 +1121,24 @@ fn display(argv: &[String]) -> String {
     }
 }
 
-/// Whether an interpreter is busybox (`busybox`, `/bin/busybox`).
-fn is_busybox(program: &str) -> bool {
-    Path::new(program)
-        .file_name()
-        .is_some_and(|n| n == "busybox")
+/// The shell an interpreter line runs (`bash` for `/usr/bin/env bash`,
+/// `busybox` for `busybox ash`), `None` when it is no shell the fakes'
+/// functions are written for.
+fn shell_of(shebang: &str) -> Option<&str> {
+    let mut words = shebang.split_whitespace();
+    let mut program = Path::new(words.next()?).file_name()?.to_str()?;
+    if program == "env" {
+        program = words.find(|w| !w.starts_with('-') && !w.contains('='))?;
+        program = Path::new(program).file_name()?.to_str()?;
+    }
+    match program {
+        "sh" | "dash" | "ash" | "bash" | "ksh" | "mksh" => Some(program),
+        "busybox" => match words.next() {
+            Some("sh" | "ash") => Some(program),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// The interpreter line of a script without `#!` (`/bin/sh` without one,
@@ -1172,52 +1203,90 @@ printf '%s\n' "$path"
 /// form, `--arg` and `--argjson`) is answered from the cache when the
 /// same arguments met the same input before, its output, errors and
 /// status as the real one gave them; any other call goes to the real one.
-fn jq_memo(real: &Path, sum: &Path, cache: &Path) -> String {
+/// A program on `PATH`, [`jq_memo_function`] run on its arguments.
+fn jq_memo(real: &Path, sum: &Path, cache: &Path, state: &Path) -> String {
     format!(
-        r#"#!/bin/sh
-real={real}
-c={cache}
-pure=1
-null=
-n=0
-filter=
-skip=0
-for a in "$@"; do
-  if [ "$skip" -gt 0 ]; then skip=$((skip - 1)); continue; fi
-  case $a in
-    --arg|--argjson) skip=2 ;;
-    --indent) skip=1 ;;
-    -n|--null-input) null=1 ;;
-    --raw-output|--compact-output|--exit-status|--slurp|--join-output|--ascii-output|--sort-keys|--tab|--monochrome-output) ;;
-    --*) pure= ;;
-    -*)
-      case ${{a#-}} in *[!rcesjaSM]*) pure= ;; esac ;;
-    *) n=$((n + 1)); filter=$a ;;
-  esac
-done
-case $filter in *env*|*now*|*input*|*'$__loc__'*) pure= ;; esac
-if [ -z "$pure" ] || [ "$n" != 1 ]; then exec "$real" "$@"; fi
-# The files of this call are overwritten by the next of the same pid:
-# the scratch directory goes with the check.
-in="$c/in.$$"
-printf '%s\0' "$@" >"$c/args.$$"
-if [ -n "$null" ]; then : >"$in"; else cat >"$in"; fi
-k=$({sum} "$c/args.$$" "$in" | {{ read -r a _; read -r b _; echo "$a-$b"; }})
-if [ ! -f "$c/$k.status" ]; then
-  "$real" "$@" <"$in" >"$c/$k.out.$$" 2>"$c/$k.err.$$"
-  echo $? >"$c/$k.status.$$"
-  mv "$c/$k.out.$$" "$c/$k.out"
-  mv "$c/$k.err.$$" "$c/$k.err"
-  mv "$c/$k.status.$$" "$c/$k.status"
-fi
-if [ -s "$c/$k.out" ]; then cat "$c/$k.out"; fi
-if [ -s "$c/$k.err" ]; then cat "$c/$k.err" >&2; fi
-read st <"$c/$k.status"
-exit "$st"
+        "#!/bin/sh\n{}_migrate_check_jq \"$@\"\n",
+        jq_memo_function("_migrate_check_jq", real, sum, cache, state)
+    )
+}
+
+/// [`jq_memo`] as the shell function `function`, written as
+/// [`fake_function`] is (prefixed variables, no trace, `noclobber` kept):
+/// defined before the script, a call costs no shell of its own, and an
+/// empty input (the fakes print nothing on the success path) no `cat`.
+/// Its files are named by a count in the run's `state`, whose calls of
+/// one pipeline share a pid.
+fn jq_memo_function(function: &str, real: &Path, sum: &Path, cache: &Path, state: &Path) -> String {
+    format!(
+        r#"{function}() {{
+  {{ _migrate_jq_o=$-; set +x; }} 2>/dev/null
+  _migrate_jq_c={cache}
+  _migrate_jq_s={state}
+  _migrate_jq_pure=1
+  _migrate_jq_null=
+  _migrate_jq_n=0
+  _migrate_jq_filter=
+  _migrate_jq_skip=0
+  for _migrate_jq_a in "$@"; do
+    if [ "$_migrate_jq_skip" -gt 0 ]; then _migrate_jq_skip=$((_migrate_jq_skip - 1)); continue; fi
+    case $_migrate_jq_a in
+      --arg|--argjson) _migrate_jq_skip=2 ;;
+      --indent) _migrate_jq_skip=1 ;;
+      -n|--null-input) _migrate_jq_null=1 ;;
+      --raw-output|--compact-output|--exit-status|--slurp|--join-output|--ascii-output|--sort-keys|--tab|--monochrome-output) ;;
+      --*) _migrate_jq_pure= ;;
+      -*)
+        case ${{_migrate_jq_a#-}} in *[!rcesjaSM]*) _migrate_jq_pure= ;; esac ;;
+      *) _migrate_jq_n=$((_migrate_jq_n + 1)); _migrate_jq_filter=$_migrate_jq_a ;;
+    esac
+  done
+  case $_migrate_jq_filter in *env*|*now*|*input*|*'$__loc__'*) _migrate_jq_pure= ;; esac
+  _migrate_jq_r=0
+  if [ -z "$_migrate_jq_pure" ] || [ "$_migrate_jq_n" != 1 ]; then
+    {real} "$@" || _migrate_jq_r=$?
+  else
+    set -C
+    _migrate_jq_k=1
+    while ! printf '' 2>/dev/null >"$_migrate_jq_s/jq.$_migrate_jq_k"; do
+      _migrate_jq_k=$((_migrate_jq_k + 1))
+    done
+    case $_migrate_jq_o in *C*) ;; *) set +C ;; esac
+    _migrate_jq_in=$_migrate_jq_s/jq.$_migrate_jq_k
+    printf '%s\0' "$@" >|"$_migrate_jq_in.args"
+    if [ -z "$_migrate_jq_null" ]; then
+      # The first line read by the shell: an empty input needs no cat.
+      _migrate_jq_l=
+      if IFS= read -r _migrate_jq_l; then
+        {{ printf '%s\n' "$_migrate_jq_l"; cat; }} >|"$_migrate_jq_in"
+      elif [ -n "$_migrate_jq_l" ]; then
+        printf '%s' "$_migrate_jq_l" >|"$_migrate_jq_in"
+      fi
+    fi
+    _migrate_jq_k=$({sum} "$_migrate_jq_in.args" "$_migrate_jq_in")
+    _migrate_jq_b=${{_migrate_jq_k#*"
+"}}
+    _migrate_jq_k=${{_migrate_jq_k%%[!0-9a-f]*}}-${{_migrate_jq_b%%[!0-9a-f]*}}
+    if [ ! -f "$_migrate_jq_c/$_migrate_jq_k.status" ]; then
+      _migrate_jq_t=$_migrate_jq_c/$_migrate_jq_k
+      _migrate_jq_st=0
+      {real} "$@" <"$_migrate_jq_in" >|"$_migrate_jq_in.out" 2>|"$_migrate_jq_in.err" || _migrate_jq_st=$?
+      echo "$_migrate_jq_st" >|"$_migrate_jq_in.status"
+      mv -f "$_migrate_jq_in.out" "$_migrate_jq_t.out"
+      mv -f "$_migrate_jq_in.err" "$_migrate_jq_t.err"
+      mv -f "$_migrate_jq_in.status" "$_migrate_jq_t.status"
+    fi
+    if [ -s "$_migrate_jq_c/$_migrate_jq_k.out" ]; then cat "$_migrate_jq_c/$_migrate_jq_k.out"; fi
+    if [ -s "$_migrate_jq_c/$_migrate_jq_k.err" ]; then cat "$_migrate_jq_c/$_migrate_jq_k.err" >&2; fi
+    read _migrate_jq_r <"$_migrate_jq_c/$_migrate_jq_k.status" || _migrate_jq_r=1
+  fi
+  {{ case $_migrate_jq_o in *x*) set -x ;; esac; return "$_migrate_jq_r"; }} 2>/dev/null
+}}
 "#,
         real = quote(real),
         cache = quote(cache),
         sum = quote(sum),
+        state = quote(state),
     )
 }
 
@@ -1229,86 +1298,122 @@ fn quote(path: &Path) -> String {
     migration_core::shell::quoted(&path.to_string_lossy())
 }
 
-/// The fake cluster command `name`: takes the next call number (a file
-/// created exclusively, so concurrent calls of a pipeline never share
-/// one), records each argument in a file of its own and what it read
-/// from stdin when told to read it (`-f -`), then fails if it is the call
-/// to fail, else succeeds. Stdin is read before the number is taken: in
-/// `kubectl create ... --dry-run -o yaml | kubectl apply -f -` the writer
-/// then always comes first.
-fn fake(name: &str, state: &Path, max_calls: usize) -> String {
+/// The fake cluster command `name` as the shell function `function`:
+/// takes the next call number (a file created exclusively, so concurrent
+/// calls of a pipeline never share one) and records the call's words in
+/// it, NUL-separated, and what it read from stdin when told to read it
+/// (`-f -`), then fails if it is the call to fail, else succeeds. Stdin is
+/// read before the number is taken: in `kubectl create ... --dry-run -o
+/// yaml | kubectl apply -f -` the writer then always comes first.
+///
+/// The same text serves both forms of the fake: a function defined in
+/// the script's own shell before the script (no process for a call: a
+/// process start is most of what a call cost) and the program on `PATH`
+/// (`command kubectl`, `xargs kubectl`, `$KUBECTL`, a child shell). As a
+/// function it must leave the script's shell as the program would: its
+/// variables are prefixed `_migrate_check_`, its commands are not traced
+/// under the script's `set -x` (the trace would reach a `2>&1` capture),
+/// `noclobber` is put back as the script had it, and no command of it
+/// fails where errexit would end the script.
+fn fake_function(function: &str, name: &str, state: &Path, max_calls: usize) -> String {
     let texts: String = FailureClass::ALL
         .iter()
         .map(|c| {
             format!(
-                "  {}) printf '%s\\n' {} >&2 ;;\n",
+                "    {}) printf '%s\\n' {} >&2 ;;\n",
                 c.name(),
                 quote(Path::new(c.text(name)))
             )
         })
         .collect();
     format!(
-        r#"#!/bin/sh
-# A fake {name} written by 'migrate convert' for its behaviour check: it
-# records the call and never reaches a cluster.
-s={state}
-name={quoted}
-i=
-for a in "$@"; do
-  case $a in -|-f-|--filename=-|--values=-) i=1 ;; esac
-done
-if [ -n "$i" ]; then cat >"$s/stdin.$$"; fi
-read n <"$s/next" || n=1
-# noclobber: '>' creates the file or fails (O_EXCL), so each number is
-# taken once, without a process per attempt.
-set -C
-while ! printf '' 2>/dev/null >"$s/calls/$n"; do n=$((n + 1)); done
-set +C
-echo $((n + 1)) >"$s/next"
-if [ "$n" -gt {max_calls} ]; then
-  : >"$s/overflow"
-  kill -9 0
-  exit 124
-fi
-printf '%s' "$name" >"$s/calls/$n.0"
-k=1
-for a in "$@"; do
-  printf '%s' "$a" >"$s/calls/$n.$k"
-  k=$((k + 1))
-done
-if [ -n "$i" ]; then printf '%s' "$$" >"$s/calls/$n.in"; fi
-read f <"$s/fail-at" || f=0
-if [ "$n" = "$f" ]; then
-  # Its text cannot reach the script when stderr is the log or nowhere:
-  # then every class takes the same path.
-  if [ /proc/$$/fd/2 -ef "$s/output" ] || [ /proc/$$/fd/2 -ef /dev/null ]; then
-    : >"$s/calls/$n.blind"
+        r#"{function}() {{
+  {{ _migrate_check_o=$-; set +x; }} 2>/dev/null
+  _migrate_check_s={state}
+  _migrate_check_i=
+  for _migrate_check_a in "$@"; do
+    case $_migrate_check_a in -|-f-|--filename=-|--values=-) _migrate_check_i=1 ;; esac
+  done
+  # noclobber: '>' creates the file or fails (O_EXCL), so each number is
+  # taken once, without a process per attempt.
+  set -C
+  if [ -n "$_migrate_check_i" ]; then
+    _migrate_check_k=1
+    while ! printf '' 2>/dev/null >"$_migrate_check_s/stdin.$_migrate_check_k"; do
+      _migrate_check_k=$((_migrate_check_k + 1))
+    done
+    cat >|"$_migrate_check_s/stdin.$_migrate_check_k"
   fi
-  read c <"$s/fail-class" || c=not-found
-  case $c in
-{texts}  esac
-  exit {FAIL_STATUS}
-fi
-for a in "$@"; do
-  case $a in --dry-run*) printf '# %s\n' "$name" "$@"; break ;; esac
-done
-exit 0
+  read _migrate_check_n <"$_migrate_check_s/next" || _migrate_check_n=1
+  while ! printf '%s\0' {quoted} "$@" 2>/dev/null >"$_migrate_check_s/calls/$_migrate_check_n"; do
+    _migrate_check_n=$((_migrate_check_n + 1))
+  done
+  case $_migrate_check_o in *C*) ;; *) set +C ;; esac
+  echo $((_migrate_check_n + 1)) >|"$_migrate_check_s/next"
+  if [ "$_migrate_check_n" -gt {max_calls} ]; then
+    printf '' >|"$_migrate_check_s/overflow"
+    kill -9 0
+    return 124
+  fi
+  if [ -n "$_migrate_check_i" ]; then
+    printf '%s' "$_migrate_check_k" >|"$_migrate_check_s/calls/$_migrate_check_n.in"
+  fi
+  read _migrate_check_f <"$_migrate_check_s/fail-at" || _migrate_check_f=0
+  _migrate_check_r=0
+  if [ "$_migrate_check_n" = "$_migrate_check_f" ]; then
+    # Its text cannot reach the script when stderr is the log or nowhere:
+    # then every class takes the same path.
+    if [ /proc/self/fd/2 -ef "$_migrate_check_s/output" ] || [ /proc/self/fd/2 -ef /dev/null ]; then
+      printf '' >|"$_migrate_check_s/calls/$_migrate_check_n.blind"
+    fi
+    read _migrate_check_c <"$_migrate_check_s/fail-class" || _migrate_check_c=not-found
+    case $_migrate_check_c in
+{texts}    esac
+    _migrate_check_r={FAIL_STATUS}
+  else
+    for _migrate_check_a in "$@"; do
+      case $_migrate_check_a in --dry-run*) printf '# %s\n' {quoted} "$@"; break ;; esac
+    done
+  fi
+  {{ case $_migrate_check_o in *x*) set -x ;; esac; return "$_migrate_check_r"; }} 2>/dev/null
+}}
 "#,
         state = quote(state),
         quoted = quote(Path::new(name)),
     )
 }
 
+/// The fake cluster command `name` as a program: [`fake_function`] run on
+/// its arguments.
+fn fake(name: &str, state: &Path, max_calls: usize) -> String {
+    format!(
+        "#!/bin/sh\n# A fake {name} written by 'migrate convert' for its behaviour check: it\n# records the call and never reaches a cluster.\n{}_migrate_check_fake \"$@\"\n",
+        fake_function("_migrate_check_fake", name, state, max_calls)
+    )
+}
+
+/// Whether `name` can be a shell function's name in every shell the
+/// check runs (`kubectl`, not `kubectl-cnpg`).
+fn is_function_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// `migrate-tolerate` for the fakes: runs the command, and accepts its
 /// failure when the class the fakes failed it with is one of the answers
 /// asked for (`--not-found`, `--already-exists`, `--conflict`), printing
 /// the tolerated line the real one prints; Forbidden, unreachable and a
-/// timeout stay failures, as they do under the real one.
-fn tolerate_fake(state: &Path) -> String {
+/// timeout stay failures, as they do under the real one. The cluster
+/// fakes are functions in it too (`functions`): the call it runs is then
+/// no second process.
+fn tolerate_fake(state: &Path, functions: &str) -> String {
     format!(
         r#"#!/bin/sh
 # migrate-tolerate for the fakes of 'migrate convert's behaviour check.
-s={state}
+{functions}s={state}
 accept=
 while [ $# -gt 0 ]; do
   case $1 in
@@ -1350,6 +1455,33 @@ exit "$st"
         // rewrites read it back, so the fake must print it too.
         tolerated = quote(Path::new(migrate_lint::answers::TOLERATED_PREFIX)),
     )
+}
+
+/// The check's scratch directory: in memory (`/dev/shm`) when `TMPDIR`
+/// names no other place and a program written there can run, else the
+/// temporary directory. The runs create and remove tens of thousands of
+/// small files (each run's state, each call's record), which on a disk's
+/// file system cost more than the runs' own work.
+fn scratch_dir() -> std::io::Result<tempfile::TempDir> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("migrate-convert-check-");
+    let shm = Path::new("/dev/shm");
+    if std::env::var_os("TMPDIR").is_none()
+        && shm.is_dir()
+        && let Ok(dir) = builder.tempdir_in(shm)
+    {
+        let probe = dir.path().join("probe");
+        let runs = write_exec(&probe, "#!/bin/sh\nexit 0\n").is_ok()
+            && Command::new(&probe)
+                .stdin(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+        if runs {
+            std::fs::remove_file(&probe)?;
+            return Ok(dir);
+        }
+    }
+    builder.tempdir()
 }
 
 fn remove_dir(dir: &Path) -> std::io::Result<()> {
@@ -1722,6 +1854,74 @@ mod tests {
         }
     }
 
+    /// Each shell the check runs scripts under, as `--behaviour-sh`
+    /// names it; busybox only where it is installed.
+    fn shells() -> Vec<&'static str> {
+        let busybox = Command::new("busybox").arg("true").status().is_ok();
+        ["/bin/sh", "dash", "bash", "busybox ash"]
+            .into_iter()
+            .filter(|sh| busybox || !sh.starts_with("busybox"))
+            .collect()
+    }
+
+    #[test]
+    fn a_fake_called_as_a_shell_function_leaves_the_script_as_the_program_on_path_does() {
+        // `command kubectl` runs the program on PATH, a bare `kubectl` the
+        // function defined before the script: the same calls, the same
+        // captured output (no trace of the fake's own commands under
+        // `set -x`), the same input read from a pipe and the script's
+        // `noclobber` kept, on every path.
+        let script = |k: &str| {
+            format!(
+                "#!/bin/sh\nset -eu\nset -C\nset -x\nout=$({k} get cm a -n x 2>&1) || out=\"failed: $out\"\n{k} create cm b --dry-run=client -o yaml | {k} apply -f -\nmore=$({k} get cm c -n x 2>&1 || true)\n{k} label cm a x=y\necho once >|f\nif (echo twice >f) 2>/dev/null; then clobbered=yes; else clobbered=no; fi\n{k} annotate cm a \"out=$out\" \"more=$more\" \"clobbered=$clobbered\" \"flags=$-\"\n"
+            )
+        };
+        for sh in shells() {
+            let mut settings = Settings::new("v", "ns", vec!["kubectl".into()]);
+            settings.bin_sh = Some(sh.into());
+            let result = Harness::new(settings).unwrap().check_alone(
+                script("command kubectl").as_bytes(),
+                &script("kubectl"),
+                false,
+            );
+            // Calls 1 and 4 branch on each class they can meet. Call 5 runs
+            // in the script's own shell, as none before it does.
+            assert_eq!(
+                result,
+                passed(
+                    9,
+                    6,
+                    &[
+                        ("forbidden", 2),
+                        ("not-found", 2),
+                        ("timeout", 2),
+                        ("unreachable", 2)
+                    ],
+                    0
+                ),
+                "{sh}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_functions_go_before_a_script_only_where_a_shell_reads_them() {
+        for (line, shell) in [
+            ("/bin/sh", Some("sh")),
+            ("/bin/sh -eu", Some("sh")),
+            ("/bin/bash -e", Some("bash")),
+            ("/usr/bin/env bash", Some("bash")),
+            ("/usr/bin/env -S bash -e", Some("bash")),
+            ("busybox ash", Some("busybox")),
+            ("/bin/busybox sh", Some("busybox")),
+            ("/bin/busybox awk -f", None),
+            ("/usr/bin/env python3", None),
+            ("/usr/bin/perl", None),
+        ] {
+            assert_eq!(shell_of(line), shell, "{line}");
+        }
+    }
+
     #[test]
     fn the_memoized_jq_answers_as_the_real_one_twice() {
         let Some(real) = ["/usr/bin/jq", "/bin/jq"]
@@ -1732,16 +1932,12 @@ mod tests {
             return;
         };
         let dir = tempfile::tempdir().unwrap();
-        let cache = dir.path().join("cache");
-        std::fs::create_dir_all(&cache).unwrap();
-        let memo = dir.path().join("jq");
         let sum = ["/usr/bin/md5sum", "/usr/bin/cksum", "/bin/cksum"]
             .iter()
             .map(Path::new)
             .find(|p| p.is_file())
             .unwrap();
-        write_exec(&memo, &jq_memo(real, sum, &cache)).unwrap();
-        let cases: [(&[&str], &str); 6] = [
+        let cases: [(&[&str], &str); 8] = [
             (&["-r", ".a"], "{\"a\":\"x\"}"),
             (&["-e", ".b"], "{}"),
             (
@@ -1754,6 +1950,12 @@ mod tests {
                 &["-r", ".items[] | .name"],
                 "{\"items\":[{\"name\":\"a\"},{\"name\":\"b\"}]}",
             ),
+            // The shell reads the first line itself: the rest must follow.
+            (
+                &["-c", "."],
+                "{\n  \"a\": 1,\n  \"b\": [2]\n}\n{\"c\": 3}\n",
+            ),
+            (&["-r", ".a"], ""),
         ];
         let run = |program: &Path, args: &[&str], input: &str| {
             use std::io::Write;
@@ -1773,10 +1975,31 @@ mod tests {
             let out = child.wait_with_output().unwrap();
             (out.status.code(), out.stdout, out.stderr.is_empty())
         };
+        // The program on PATH, under each shell the function runs in.
+        let mut memos = Vec::new();
+        for sh in ["/bin/sh", "/bin/dash", "/bin/bash", "/usr/bin/busybox ash"] {
+            if !Path::new(sh.split(' ').next().unwrap()).is_file() {
+                continue;
+            }
+            let at = dir.path().join(format!("memo-{}", memos.len()));
+            let (cache, state) = (at.join("cache"), at.join("state"));
+            std::fs::create_dir_all(&cache).unwrap();
+            std::fs::create_dir_all(&state).unwrap();
+            let text = jq_memo(real, sum, &cache, &state).replacen("/bin/sh", sh, 1);
+            write_exec(&at.join("jq"), &text).unwrap();
+            memos.push(at.join("jq"));
+        }
+        let memo = memos[0].clone();
         for (args, input) in cases {
             let expected = run(real, args, input);
-            for _ in 0..2 {
-                assert_eq!(run(&memo, args, input), expected, "{args:?} {input}");
+            for memo in &memos {
+                for _ in 0..2 {
+                    assert_eq!(
+                        run(memo, args, input),
+                        expected,
+                        "{memo:?} {args:?} {input}"
+                    );
+                }
             }
         }
         // A call reading a file goes to the real one every time.
