@@ -40,10 +40,9 @@ fn twice<'a>(doc: &'a Value, slug: &str) -> &'a Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_demo_tree_runs_twice_on_a_real_server_and_the_second_run_moves_no_resource_version() {
-    let Some(cluster) = RealCluster::private("migrate test --real-cluster on the demo tree").await
-    else {
-        return;
-    };
+    let cluster = test_apiserver::or_skip!(
+        RealCluster::private("migrate test --real-cluster on the demo tree").await
+    );
     let _quiet = QUIET_CLUSTER.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("demo");
@@ -78,11 +77,9 @@ async fn the_demo_tree_runs_twice_on_a_real_server_and_the_second_run_moves_no_r
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_migration_whose_second_run_changes_an_object_fails_naming_the_object() {
-    let Some(cluster) =
+    let cluster = test_apiserver::or_skip!(
         RealCluster::private("migrate test --real-cluster, a changing migration").await
-    else {
-        return;
-    };
+    );
     let _quiet = QUIET_CLUSTER.lock().await;
     let ns = unique_name("twice");
     let (_dir, tree) = common::initialised("m");
@@ -149,10 +146,9 @@ fn fake(tree: &Path, kind_and_detail: &str, args: &str, user: &str) -> (Option<i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_fake_cluster_prints_what_the_real_kubectl_prints_against_a_real_server() {
-    let Some(cluster) = RealCluster::from_env("the fake cluster's texts against kubectl").await
-    else {
-        return;
-    };
+    let cluster = test_apiserver::or_skip!(
+        RealCluster::from_env("the fake cluster's texts against kubectl").await
+    );
     let ns = unique_name("fake-texts");
     cluster.ensure_namespace(&ns).await;
     let (_dir, tree) = common::initialised("m");
