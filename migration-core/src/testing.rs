@@ -141,6 +141,16 @@ pub fn corrupt_keys(snapshot: &crate::ledger::LedgerSnapshot) -> Vec<(String, St
         .collect()
 }
 
+/// The stored keys of the records `snapshot` could not read, in the order it
+/// reports them.
+pub fn unreadable_keys(snapshot: &crate::ledger::LedgerSnapshot) -> Vec<&str> {
+    snapshot
+        .unreadable_keys
+        .iter()
+        .map(|c| c.key.as_str())
+        .collect()
+}
+
 /// How long every lock the conformance cases take lasts.
 const TTL: Duration = Duration::from_secs(60);
 

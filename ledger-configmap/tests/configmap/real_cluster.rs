@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
+use kube_ledger_testing::output_tails::{self, Scope, Subject, ledger_reader};
 use kube_ledger_testing::real_lane::{LaneBackend, LaneCase, run_lane};
 use ledger_configmap::{CONFIGMAP_BUDGET_BYTES, ConfigMapLedger, Options, configmap_size};
 use migration_core::testing::{sample_entry, slug};
@@ -579,36 +580,14 @@ async fn a_helm_upgrade_of_the_chart_that_owns_the_configmap_leaves_every_ledger
     f.cleanup().await;
 }
 
-/// A user who may read the ledger ConfigMap `name` in `namespace` and nothing else (no Secret):
-/// whoever may read the ledger.
-fn ledger_reader(cluster: &RealCluster, name: &str) -> Client {
-    let user = format!("{name}-reader");
-    let namespace = cluster.namespace();
-    let rbac = json!({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": {"name": user, "namespace": namespace},
-         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name], "verbs": ["get"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": user, "namespace": namespace},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]},
-    ]});
-    cluster.kubectl_ok(&["apply", "-f", "-"], &rbac.to_string());
-    cluster.impersonating(&user, &[])
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_failures_output_is_kept_in_a_secret_owned_by_the_configmap_not_in_it() {
     let f = or_skip!(Fixture::new("output tails in a Secret", "safe35-tails").await);
-    let reader = ledger_reader(&f.cluster, &f.name);
-    let subject = kube_ledger_testing::output_tails::Subject {
-        ledger: Arc::new(f.ledger()),
-        reader: Arc::new(ConfigMapLedger::new(reader, f.cluster.namespace(), &f.name)),
-        secrets: Api::namespaced(f.cluster.client(), f.cluster.namespace()),
-        secret: migration_kube::output_secret::secret_name(&f.name),
-    };
-    kube_ledger_testing::output_tails::a_failures_output_is_kept_in_a_secret_owned_by_the_ledger(
+    let reader = ledger_reader(&f.cluster, &f.name, Scope::Namespace, "", "configmaps");
+    let reader = ConfigMapLedger::new(reader, f.cluster.namespace(), &f.name);
+    let subject = Subject::new(&f.cluster, &f.name, f.ledger(), reader);
+    output_tails::a_failures_output_is_kept_in_a_secret_owned_by_the_ledger(
         &subject,
         async || serde_json::to_string(&f.stored().await).unwrap(),
         async || f.stored().await.metadata.uid.unwrap(),

@@ -63,6 +63,25 @@ fn check(protocol: Protocol, expected: &[&'static str]) -> (usize, Vec<&'static 
     (states, broken)
 }
 
+/// Checks `protocol` and that it breaks every property of `expected`; the
+/// names of the properties it broke.
+fn breaks(protocol: Protocol, expected: &[&'static str]) -> Vec<&'static str> {
+    let (_, broken) = check(protocol, expected);
+    for name in expected {
+        assert!(broken.contains(name), "{name} held: {broken:?}");
+    }
+    broken
+}
+
+/// The faults of a run with `lapses` lapsed leases and nothing else.
+fn only_lapses(lapses: u8) -> Faults {
+    Faults {
+        crashes: 0,
+        lapses,
+        lost_replies: 0,
+    }
+}
+
 fn protocol(runners: usize, migrations: usize) -> Protocol {
     Protocol {
         runners,
@@ -98,16 +117,12 @@ fn without_the_fence_a_stalled_runner_executes_what_another_recorded_and_writes_
  {
     const RAN_AGAIN: &str = "a migration recorded is never executed again";
     const WROTE: &str = "no write lands after its run lost the lock";
-    let (_, broken) = check(
-        Protocol {
-            fenced: false,
-            same_holder: false,
-            ..protocol(2, 2)
-        },
-        &[RAN_AGAIN, WROTE],
-    );
-    assert!(broken.contains(&RAN_AGAIN), "{broken:?}");
-    assert!(broken.contains(&WROTE), "{broken:?}");
+    let unfenced = Protocol {
+        fenced: false,
+        same_holder: false,
+        ..protocol(2, 2)
+    };
+    breaks(unfenced, &[RAN_AGAIN, WROTE]);
 }
 
 #[test]
@@ -116,15 +131,10 @@ fn without_a_holder_unique_per_run_two_runners_given_one_holder_run_one_script_t
     let unfenced = Protocol {
         fenced: false,
         same_holder: true,
-        faults: Faults {
-            crashes: 0,
-            lapses: 0,
-            lost_replies: 0,
-        },
+        faults: only_lapses(0),
         ..protocol(2, 2)
     };
-    let (_, broken) = check(unfenced.clone(), &[TWO_COPIES]);
-    assert!(broken.contains(&TWO_COPIES), "{broken:?}");
+    breaks(unfenced.clone(), &[TWO_COPIES]);
     // The holder's token alone (fenced, same --holder) excludes them.
     let (_, broken) = check(
         Protocol {
@@ -142,18 +152,10 @@ fn without_the_shims_lease_check_a_frozen_runners_script_reaches_the_cluster_bet
     const AFTER_LOSS: &str = "no cluster call of a script lands once its run lost the lock";
     const INTERLEAVED: &str = "no two copies' cluster calls interleave";
     // One lock shape remains (the lock in the ledger object, every backend).
-    let (_, broken) = check(
-        Protocol {
-            shim_check: false,
-            faults: Faults {
-                crashes: 0,
-                lapses: 1,
-                lost_replies: 0,
-            },
-            ..protocol(2, 1)
-        },
-        &[AFTER_LOSS, INTERLEAVED],
-    );
-    assert!(broken.contains(&AFTER_LOSS), "{broken:?}");
-    assert!(broken.contains(&INTERLEAVED), "{broken:?}");
+    let unchecked = Protocol {
+        shim_check: false,
+        faults: only_lapses(1),
+        ..protocol(2, 1)
+    };
+    breaks(unchecked, &[AFTER_LOSS, INTERLEAVED]);
 }

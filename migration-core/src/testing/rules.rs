@@ -15,6 +15,16 @@ use crate::ledger::{LedgerError, WriteMode};
 use crate::lock::LockedLedger;
 use crate::step::{StepMode, StepWrite};
 
+/// `runner-a` takes the lock of `ledger`, at revision `rev`: its lease.
+async fn taken_by_runner_a(ledger: &dyn LockedLedger, rev: &str) -> crate::Lease {
+    ledger
+        .write_step(&step(&[], takes("runner-a", Some(rev))))
+        .await
+        .unwrap()
+        .lease
+        .unwrap()
+}
+
 async fn revision(ledger: &dyn LockedLedger) -> String {
     ledger
         .read()
@@ -63,12 +73,7 @@ pub async fn a_stale_lease_releases_nothing_and_writes_nothing(h: &impl Harness)
     let b = h.ledger().await;
     a.create(&[]).await.unwrap();
     let rev = revision(a.as_ref()).await;
-    let first = a
-        .write_step(&step(&[], takes("runner-a", Some(&rev))))
-        .await
-        .unwrap()
-        .lease
-        .unwrap();
+    let first = taken_by_runner_a(a.as_ref(), &rev).await;
     // Another holder's tenure, as a forged or stale release would carry it.
     let stale = crate::Lease {
         holder: "runner-b".into(),
@@ -114,12 +119,7 @@ pub async fn every_change_of_the_lock_alone_raises_the_revision(h: &impl Harness
     ledger.create(&[]).await.unwrap();
     let mut seen = vec![revision(ledger.as_ref()).await];
     let rev = seen[0].clone();
-    let lease = ledger
-        .write_step(&step(&[], takes("runner-a", Some(&rev))))
-        .await
-        .unwrap()
-        .lease
-        .unwrap();
+    let lease = taken_by_runner_a(ledger.as_ref(), &rev).await;
     seen.push(revision(ledger.as_ref()).await);
     h.advance_clock(Duration::from_secs(1));
     let lease = ledger

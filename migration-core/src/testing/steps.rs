@@ -334,11 +334,7 @@ pub async fn a_corrupt_last_failure_is_unreadable_never_anything_else_and_the_ne
     let snapshot = super::read_resolved(&*ledger).await;
     assert!(snapshot.failures.is_empty());
     assert!(snapshot.records.len() == 1 && snapshot.attempts_started.is_empty());
-    let mut unreadable: Vec<&str> = snapshot
-        .unreadable_keys
-        .iter()
-        .map(|c| c.key.as_str())
-        .collect();
+    let mut unreadable = super::unreadable_keys(&snapshot);
     unreadable.sort_unstable();
     assert_eq!(unreadable, ["f.Not_A_Slug", "f.s-1"]);
     ledger
@@ -346,11 +342,7 @@ pub async fn a_corrupt_last_failure_is_unreadable_never_anything_else_and_the_ne
         .await
         .unwrap();
     let snapshot = super::read_resolved(&*ledger).await;
-    let unreadable: Vec<&str> = snapshot
-        .unreadable_keys
-        .iter()
-        .map(|c| c.key.as_str())
-        .collect();
+    let unreadable = super::unreadable_keys(&snapshot);
     assert_eq!(
         unreadable,
         ["f.Not_A_Slug"],

@@ -68,7 +68,28 @@ fn adopt(history: HelmHistory, count_prereleases: bool) -> Adoption {
         .with_releases(Some(releases()))
         .with_history(history)
         .counting_prereleases(count_prereleases);
-    adoption_with(&tree(), 4, &knowledge, &PlanContext::at(NOW)).unwrap()
+    adopt_knowing(&knowledge).unwrap()
+}
+
+/// Checks that the message on slot 2's content `2-v1-2-0` contains each of
+/// `parts`.
+fn assert_slot_2_says(a: &Adoption, parts: &[&str]) {
+    let why = message(a, "2-v1-2-0");
+    for part in parts {
+        assert!(why.contains(part), "{part:?} not in {why}");
+    }
+}
+
+/// Adopts `tree()` at version 4 knowing `knowledge`.
+fn adopt_knowing(knowledge: &AdoptKnowledge) -> Result<Adoption, AdoptError> {
+    adoption_with(&tree(), 4, knowledge, &PlanContext::at(NOW))
+}
+
+/// Why `t/legacy-releases` holding `text` is refused.
+fn releases_refusal(text: &str) -> String {
+    LegacyReleases::parse(Path::new("t/legacy-releases"), text.as_bytes())
+        .unwrap_err()
+        .to_string()
 }
 
 /// `(slug, state, reason)` of each entry.
@@ -77,6 +98,19 @@ fn entries(a: &Adoption) -> Vec<(String, EntryState, Option<String>)> {
         .iter()
         .map(|(s, e)| (s.to_string(), e.state, e.reason.clone()))
         .collect()
+}
+
+/// Checks that every slot is recorded legacy and slot 2 as `slot`, the
+/// content the Helm history says ran.
+fn assert_slot_2_answered_by_the_history(a: &Adoption, slot: &str) {
+    assert_eq!(
+        entries(a),
+        [
+            ("1".into(), EntryState::Legacy, None),
+            (slot.into(), EntryState::Legacy, Some(HELM_HISTORY.into())),
+            ("3".into(), EntryState::Legacy, None),
+        ]
+    );
 }
 
 fn message<'a>(a: &'a Adoption, slug: &str) -> &'a str {
@@ -119,18 +153,7 @@ fn is_rerun(a: &Adoption) -> bool {
 #[test]
 fn a_history_through_this_lines_release_records_this_trees_content_and_nothing_reruns() {
     let a = adopt(helm("1 superseded 0.9.0, 2 deployed 1.3.0"), false);
-    assert_eq!(
-        entries(&a),
-        [
-            ("1".into(), EntryState::Legacy, None),
-            (
-                "2-v1-2-0".into(),
-                EntryState::Legacy,
-                Some(HELM_HISTORY.into())
-            ),
-            ("3".into(), EntryState::Legacy, None),
-        ]
-    );
+    assert_slot_2_answered_by_the_history(&a, "2-v1-2-0");
     assert!(a.reruns.is_empty());
     let why = message(&a, "2-v1-2-0");
     assert!(
@@ -151,18 +174,7 @@ fn a_history_through_an_older_release_records_the_other_content_and_this_trees_r
         helm("1 superseded 0.9.0, 2 superseded 1.1.0, 3 deployed 1.3.0"),
         false,
     );
-    assert_eq!(
-        entries(&a),
-        [
-            ("1".into(), EntryState::Legacy, None),
-            (
-                "2-v1-0-0".into(),
-                EntryState::Legacy,
-                Some(HELM_HISTORY.into())
-            ),
-            ("3".into(), EntryState::Legacy, None),
-        ]
-    );
+    assert_slot_2_answered_by_the_history(&a, "2-v1-0-0");
     assert!(message(&a, "2-v1-0-0").contains("revision 2"));
     assert_eq!(first_run(&a), ["2-v1-2-0"], "this tree's content runs once");
 }
@@ -172,12 +184,14 @@ fn a_release_the_map_does_not_know_falls_back_to_the_rerun_saying_why() {
     let a = adopt(helm("1 superseded 0.8.0, 2 deployed 1.3.0"), false);
     assert!(is_rerun(&a), "{:?}", a.entries);
     let why = message(&a, "2-v1-2-0");
-    assert!(
-        why.starts_with("diverged-legacy-rerun:")
-            && why.contains("the release history did not answer")
-            && why.contains("revision 1 (cozy-installer-0.8.0")
-            && why.contains("tree/legacy-releases"),
-        "{why}"
+    assert!(why.starts_with("diverged-legacy-rerun:"), "{why}");
+    assert_slot_2_says(
+        &a,
+        &[
+            "the release history did not answer",
+            "revision 1 (cozy-installer-0.8.0",
+            "tree/legacy-releases",
+        ],
     );
     assert_eq!(first_run(&a), ["2-v1-2-0"]);
 }
@@ -191,11 +205,12 @@ fn a_failed_revision_does_not_count_as_run_and_is_said() {
         false,
     );
     assert!(is_rerun(&a), "{:?}", a.entries);
-    assert!(
-        message(&a, "2-v1-2-0").contains("revision 2 (cozy-installer-1.1.0, failed")
-            && message(&a, "2-v1-2-0").contains("did not complete"),
-        "{}",
-        message(&a, "2-v1-2-0")
+    assert_slot_2_says(
+        &a,
+        &[
+            "revision 2 (cozy-installer-1.1.0, failed",
+            "did not complete",
+        ],
     );
     assert!(
         a.notes
@@ -227,11 +242,7 @@ fn a_pre_release_counts_only_when_the_maintainer_says_clusters_ran_them() {
     let history = || helm("1 superseded 0.9.0, 2 superseded 1.2.0-rc.1, 3 deployed 1.3.0");
     let a = adopt(history(), false);
     assert!(is_rerun(&a), "{:?}", a.entries);
-    assert!(
-        message(&a, "2-v1-2-0").contains("--count-prereleases"),
-        "{}",
-        message(&a, "2-v1-2-0")
-    );
+    assert_slot_2_says(&a, &["--count-prereleases"]);
     assert!(
         a.notes.iter().any(|n| n.contains("pre-release")),
         "{:?}",
@@ -263,11 +274,7 @@ fn a_pruned_history_answers_only_when_every_older_release_running_the_slot_held_
     // there, or at v1.0.0 or v1.1.0 with the other content.
     let a = adopt(helm("7 superseded 1.2.0, 8 deployed 1.3.0"), false);
     assert!(is_rerun(&a), "{:?}", a.entries);
-    let why = message(&a, "2-v1-2-0");
-    assert!(
-        why.contains("pruned") && why.contains("v1.0.0: 2-v1-0-0"),
-        "{why}"
-    );
+    assert_slot_2_says(&a, &["pruned", "v1.0.0: 2-v1-0-0"]);
 
     // Pruned, but beginning before the slot: the slot ran within it.
     let a = adopt(helm("7 superseded 0.9.0, 8 deployed 1.3.0"), false);
@@ -278,29 +285,23 @@ fn a_pruned_history_answers_only_when_every_older_release_running_the_slot_held_
     let a = adopt_targeted(helm("5 superseded 1.1.0, 6 deployed 1.4.0"));
     assert_eq!(a.answered.len(), 1, "{:?}", a.entries);
     assert_eq!(a.answered[0].ran.as_str(), "2-v1-2-0");
-    assert!(
-        message(&a, "2-v1-2-0")
-            .contains("every release no newer than it that runs the slot ran 2-v1-2-0"),
-        "{}",
-        message(&a, "2-v1-2-0")
+    assert_slot_2_says(
+        &a,
+        &["every release no newer than it that runs the slot ran 2-v1-2-0"],
     );
 }
 
 #[test]
 fn without_a_history_or_without_legacy_releases_nothing_is_refused_and_the_slot_reruns() {
     let knowledge = AdoptKnowledge::default();
-    let a = adoption_with(&tree(), 4, &knowledge, &PlanContext::at(NOW)).unwrap();
+    let a = adopt_knowing(&knowledge).unwrap();
     assert!(is_rerun(&a));
     assert!(!message(&a, "2-v1-2-0").contains("release history"));
 
     let knowledge = AdoptKnowledge::default().with_history(helm("1 deployed 1.3.0"));
-    let a = adoption_with(&tree(), 4, &knowledge, &PlanContext::at(NOW)).unwrap();
+    let a = adopt_knowing(&knowledge).unwrap();
     assert!(is_rerun(&a));
-    assert!(
-        message(&a, "2-v1-2-0").contains("no legacy-releases file"),
-        "{}",
-        message(&a, "2-v1-2-0")
-    );
+    assert_slot_2_says(&a, &["no legacy-releases file"]);
 }
 
 #[test]
@@ -309,7 +310,7 @@ fn two_histories_that_disagree_answer_nothing() {
         .with_releases(Some(releases()))
         .with_history(helm("1 deployed 1.3.0"))
         .with_history(helm("1 deployed 1.1.0"));
-    let a = adoption_with(&tree(), 4, &knowledge, &PlanContext::at(NOW)).unwrap();
+    let a = adopt_knowing(&knowledge).unwrap();
     assert!(is_rerun(&a));
     assert!(message(&a, "2-v1-2-0").contains("disagree"));
 }
@@ -322,7 +323,7 @@ fn a_ran_the_history_contradicts_is_refused_and_one_it_confirms_is_kept() {
             .with_releases(Some(releases()))
             .with_history(helm("1 superseded 0.9.0, 2 deployed 1.3.0"))
     };
-    let err = adoption_with(&tree(), 4, &knowledge("2-v1-0-0"), &PlanContext::at(NOW)).unwrap_err();
+    let err = adopt_knowing(&knowledge("2-v1-0-0")).unwrap_err();
     assert!(
         matches!(err, AdoptError::RanContradictsHistory { .. }),
         "{err}"
@@ -333,7 +334,7 @@ fn a_ran_the_history_contradicts_is_refused_and_one_it_confirms_is_kept() {
         "{text}"
     );
 
-    let a = adoption_with(&tree(), 4, &knowledge("2-v1-2-0"), &PlanContext::at(NOW)).unwrap();
+    let a = adopt_knowing(&knowledge("2-v1-2-0")).unwrap();
     assert_eq!(
         entries(&a)[1],
         ("2-v1-2-0".into(), EntryState::Legacy, None)
@@ -379,11 +380,7 @@ fn an_unreadable_history_is_refused_naming_the_source_and_the_revision() {
 
 #[test]
 fn a_bad_legacy_releases_line_is_refused_naming_the_file_and_line() {
-    let parse = |text: &str| {
-        LegacyReleases::parse(Path::new("t/legacy-releases"), text.as_bytes())
-            .unwrap_err()
-            .to_string()
-    };
+    let parse = releases_refusal;
     assert!(parse("v1.0.0\nnot-a-version\n").contains("t/legacy-releases:2: \"not-a-version\""));
     assert!(parse("v1.0.0 2\n").contains("t/legacy-releases:1: expected SLOT=SLUG"));
     assert!(parse("v1.0.0 2=a 2=b\n").contains("slot 2 is given twice"));
@@ -399,9 +396,7 @@ fn a_bad_legacy_releases_line_is_refused_naming_the_file_and_line() {
     )
     .unwrap();
     let knowledge = AdoptKnowledge::default().with_releases(Some(bad));
-    let err = adoption_with(&tree(), 4, &knowledge, &PlanContext::at(NOW))
-        .unwrap_err()
-        .to_string();
+    let err = adopt_knowing(&knowledge).unwrap_err().to_string();
     assert!(
         err.contains(
             "t/legacy-releases:1: 2-v1-0-0 is a content of slot 2 in legacy-map, not of slot 3"
@@ -427,7 +422,7 @@ fn adopt_targeted(history: HelmHistory) -> Adoption {
     let knowledge = AdoptKnowledge::default()
         .with_releases(Some(releases))
         .with_history(history);
-    adoption_with(&tree(), 4, &knowledge, &PlanContext::at(NOW)).unwrap()
+    adopt_knowing(&knowledge).unwrap()
 }
 
 #[test]
@@ -453,20 +448,12 @@ fn a_release_whose_target_does_not_reach_a_slot_it_ships_did_not_run_it() {
     // A target above a slot the release does not ship: nobody can say.
     let a = adopt_targeted(helm("1 superseded 0.9.0, 2 deployed 1.4.0"));
     assert!(is_rerun(&a), "{:?}", a.entries);
-    assert!(
-        message(&a, "2-v1-2-0").contains("target 5, above slot 2, which it does not hold"),
-        "{}",
-        message(&a, "2-v1-2-0")
-    );
+    assert_slot_2_says(&a, &["target 5, above slot 2, which it does not hold"]);
 }
 
 #[test]
 fn a_bad_target_in_legacy_releases_is_refused_naming_the_line() {
-    let parse = |text: &str| {
-        LegacyReleases::parse(Path::new("t/legacy-releases"), text.as_bytes())
-            .unwrap_err()
-            .to_string()
-    };
+    let parse = releases_refusal;
     assert!(
         parse("v1.0.0 target=x\n")
             .contains("t/legacy-releases:1: target=\"x\" is not a decimal integer")

@@ -11,14 +11,16 @@ use async_trait::async_trait;
 use ledger_memory::MemoryLedger;
 use ledger_memory::{Fault, FaultyLedger, Operation};
 use migration_core::drive::{
-    Console, Driver, Ended, Executor, Job, LockLostAt, RunError, RunSettings, Running, Scan,
-    Scanned, ScriptEnd, UnsafeFinding,
+    Console, Driver, Ended, Executor, Job, LockLostAt, RunError, RunReport, RunSettings, Running,
+    Scan, Scanned, ScriptEnd, UnsafeFinding,
 };
 use migration_core::header::Tier;
 use migration_core::plan::PendingMigration;
 use migration_core::run::{NOT_YET, NOT_YET_EXIT_STATUS};
 use migration_core::testing::fixtures::{TreeBuilder, clock, s};
-use migration_core::{EntryState, Ledger, Lock, MigrationsTree, OnError, Outcome, Slug};
+use migration_core::{
+    EntryState, Ledger, Lock, LockedLedger, MigrationsTree, OnError, Outcome, Slug,
+};
 
 /// Runs scripts by looking up what each slug "does"; counts executions.
 #[derive(Default)]
@@ -123,6 +125,24 @@ struct FakeScan {
     unread: Vec<String>,
 }
 
+impl FakeScan {
+    /// A scan that finds `slug` unsafe.
+    fn finding_unsafe(slug: &str) -> Self {
+        FakeScan {
+            unsafe_slugs: vec![slug.into()],
+            ..FakeScan::default()
+        }
+    }
+
+    /// A scan that leaves `slug` unread.
+    fn leaving_unread(slug: &str) -> Self {
+        FakeScan {
+            unread: vec![slug.into()],
+            ..FakeScan::default()
+        }
+    }
+}
+
 impl Scan for FakeScan {
     fn scan(&self, _tree: &MigrationsTree, pending: &[PendingMigration]) -> Scanned {
         let mut scanned = Scanned::default();
@@ -221,12 +241,12 @@ fn ends() -> HashMap<String, ScriptEnd> {
 
 async fn drive(
     tree: &MigrationsTree,
-    ledger: &MemoryLedger,
+    ledger: &dyn LockedLedger,
     settings: &RunSettings,
     scan: &FakeScan,
     executor: &mut FakeExecutor,
     console: &Lines,
-) -> Result<migration_core::drive::RunReport, RunError> {
+) -> Result<RunReport, RunError> {
     let clock = clock();
     Driver {
         tree,
@@ -238,6 +258,62 @@ async fn drive(
     }
     .run(executor)
     .await
+}
+
+/// Drives a run the scan finds nothing in.
+async fn run_on(
+    tree: &MigrationsTree,
+    ledger: &dyn LockedLedger,
+    settings: &RunSettings,
+    executor: &mut FakeExecutor,
+    console: &Lines,
+) -> Result<RunReport, RunError> {
+    drive(
+        tree,
+        ledger,
+        settings,
+        &FakeScan::default(),
+        executor,
+        console,
+    )
+    .await
+}
+
+/// The ledger of `existing_ledger`, its run lock held by another runner for
+/// ten minutes.
+async fn ledger_locked_by_someone_else() -> MemoryLedger {
+    let ledger = existing_ledger().await;
+    ledger
+        .acquire("someone-else", Duration::from_secs(600))
+        .await
+        .unwrap();
+    ledger
+}
+
+/// Runs `tree()` with a 300 ms lock lifetime (renewed every 100 ms) on a
+/// ledger whose renewal fails once "waits" is running, so the script runs
+/// past one renewal, which fails: the executor, the settings, when the run
+/// began and how it ended.
+async fn run_losing_the_lock_while_waits_runs() -> (
+    FakeExecutor,
+    RunSettings,
+    Instant,
+    Result<RunReport, RunError>,
+) {
+    let tree = tree();
+    let faulty = FaultyLedger::new(Arc::new(existing_ledger().await));
+    let mut executor = FakeExecutor {
+        ends: ends(),
+        loses_lock: Some(("waits".into(), faulty.clone())),
+        ..FakeExecutor::default()
+    };
+    let settings = RunSettings {
+        lock_ttl: Duration::from_millis(300),
+        ..settings()
+    };
+    let before = Instant::now();
+    let result = run_on(&tree, &faulty, &settings, &mut executor, &Lines::default()).await;
+    (executor, settings, before, result)
 }
 
 /// Drives a run the scan `scan` refuses, checking that nothing executed and
@@ -263,16 +339,9 @@ async fn a_run_driven_by_core_executes_each_pending_script_once_and_reports_how_
         ..FakeExecutor::default()
     };
     let console = Lines::default();
-    let report = drive(
-        &tree,
-        &ledger,
-        &settings(),
-        &FakeScan::default(),
-        &mut executor,
-        &console,
-    )
-    .await
-    .unwrap();
+    let report = run_on(&tree, &ledger, &settings(), &mut executor, &console)
+        .await
+        .unwrap();
     let executed: Vec<_> = executor
         .executed
         .iter()
@@ -340,16 +409,10 @@ async fn the_run_reaches_its_checkpoints_in_order() {
         .build();
     let ledger = existing_ledger().await;
     let mut executor = FakeExecutor::default();
-    drive(
-        &tree,
-        &ledger,
-        &settings(),
-        &FakeScan::default(),
-        &mut executor,
-        &Lines::default(),
-    )
-    .await
-    .unwrap();
+    let console = Lines::default();
+    run_on(&tree, &ledger, &settings(), &mut executor, &console)
+        .await
+        .unwrap();
     assert_eq!(
         *executor.checkpoints.lock().unwrap(),
         [
@@ -365,11 +428,7 @@ async fn the_run_reaches_its_checkpoints_in_order() {
 
 #[tokio::test]
 async fn a_scan_finding_refuses_the_run_before_anything_executes_or_is_noted() {
-    let err = refused_by(FakeScan {
-        unsafe_slugs: vec!["breaks".into()],
-        ..FakeScan::default()
-    })
-    .await;
+    let err = refused_by(FakeScan::finding_unsafe("breaks")).await;
     assert!(
         matches!(&err, RunError::Unsafe { findings } if findings.len() == 1),
         "{err}"
@@ -383,11 +442,7 @@ async fn a_scan_finding_refuses_the_run_before_anything_executes_or_is_noted() {
 
 #[tokio::test]
 async fn a_script_the_scan_did_not_read_is_not_run_nor_counted() {
-    let err = refused_by(FakeScan {
-        unread: vec!["first".into()],
-        ..FakeScan::default()
-    })
-    .await;
+    let err = refused_by(FakeScan::leaving_unread("first")).await;
     assert!(
         matches!(&err, RunError::Spawn { slug, .. } if slug.as_str() == "first"),
         "{err}"
@@ -397,25 +452,14 @@ async fn a_script_the_scan_did_not_read_is_not_run_nor_counted() {
 
 #[tokio::test]
 async fn a_run_waits_for_a_held_lock_through_the_executors_pause_and_gives_up_after_lock_wait() {
-    let (tree, ledger) = (tree(), existing_ledger().await);
-    ledger
-        .acquire("someone-else", Duration::from_secs(600))
-        .await
-        .unwrap();
+    let (tree, ledger) = (tree(), ledger_locked_by_someone_else().await);
     let mut settings = settings();
     settings.lock_wait = Duration::from_millis(300);
     let mut executor = FakeExecutor::default();
     let console = Lines::default();
-    let err = drive(
-        &tree,
-        &ledger,
-        &settings,
-        &FakeScan::default(),
-        &mut executor,
-        &console,
-    )
-    .await
-    .unwrap_err();
+    let err = run_on(&tree, &ledger, &settings, &mut executor, &console)
+        .await
+        .unwrap_err();
     assert!(matches!(err, RunError::LockBusy { .. }), "{err}");
     assert!(
         !executor.pauses.is_empty(),
@@ -440,25 +484,15 @@ async fn a_run_waits_for_a_held_lock_through_the_executors_pause_and_gives_up_af
 
 #[tokio::test]
 async fn an_interrupt_while_waiting_for_the_lock_ends_the_run_before_anything_ran() {
-    let (tree, ledger) = (tree(), existing_ledger().await);
-    ledger
-        .acquire("someone-else", Duration::from_secs(600))
-        .await
-        .unwrap();
+    let (tree, ledger) = (tree(), ledger_locked_by_someone_else().await);
     let mut executor = FakeExecutor {
         interrupt_on_pause: true,
         ..FakeExecutor::default()
     };
-    let err = drive(
-        &tree,
-        &ledger,
-        &settings(),
-        &FakeScan::default(),
-        &mut executor,
-        &Lines::default(),
-    )
-    .await
-    .unwrap_err();
+    let console = Lines::default();
+    let err = run_on(&tree, &ledger, &settings(), &mut executor, &console)
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, RunError::Interrupted { slug: None, .. }),
         "{err}"
@@ -472,31 +506,8 @@ async fn an_interrupt_while_waiting_for_the_lock_ends_the_run_before_anything_ra
 
 #[tokio::test]
 async fn a_lock_lost_while_a_script_runs_stops_the_run_and_names_the_migration() {
-    let tree = tree();
-    let memory = Arc::new(existing_ledger().await);
-    let faulty = FaultyLedger::new(memory);
-    let mut executor = FakeExecutor {
-        ends: ends(),
-        loses_lock: Some(("waits".into(), faulty.clone())),
-        ..FakeExecutor::default()
-    };
-    // Renewed every 100 ms: the script runs past one renewal, which fails.
-    let settings = RunSettings {
-        lock_ttl: Duration::from_millis(300),
-        ..settings()
-    };
-    let clock = clock();
-    let err = Driver {
-        tree: &tree,
-        ledger: &faulty,
-        clock: &clock,
-        settings: &settings,
-        console: &Lines::default(),
-        scan: &FakeScan::default(),
-    }
-    .run(&mut executor)
-    .await
-    .unwrap_err();
+    let (executor, _, _, result) = run_losing_the_lock_while_waits_runs().await;
+    let err = result.unwrap_err();
     assert!(
         matches!(
             &err,
@@ -514,30 +525,7 @@ async fn a_lock_lost_while_a_script_runs_stops_the_run_and_names_the_migration()
 
 #[tokio::test]
 async fn a_script_running_across_renewals_is_told_each_time_how_long_its_lease_is_live() {
-    let tree = tree();
-    let memory = Arc::new(existing_ledger().await);
-    let faulty = FaultyLedger::new(memory);
-    let mut executor = FakeExecutor {
-        ends: ends(),
-        loses_lock: Some(("waits".into(), faulty.clone())),
-        ..FakeExecutor::default()
-    };
-    let settings = RunSettings {
-        lock_ttl: Duration::from_millis(300),
-        ..settings()
-    };
-    let clock = clock();
-    let before = Instant::now();
-    let _ = Driver {
-        tree: &tree,
-        ledger: &faulty,
-        clock: &clock,
-        settings: &settings,
-        console: &Lines::default(),
-        scan: &FakeScan::default(),
-    }
-    .run(&mut executor)
-    .await;
+    let (executor, settings, before, _) = run_losing_the_lock_while_waits_runs().await;
     // "first" and "waits" started (two leases); the failed renewal told
     // nothing. Each lease is at most one lifetime past its start.
     assert_eq!(executor.leases.len(), 2, "{:?}", executor.leases);
@@ -548,17 +536,10 @@ async fn a_script_running_across_renewals_is_told_each_time_how_long_its_lease_i
 
 #[tokio::test]
 async fn a_dry_run_plans_and_scans_as_the_run_would_without_the_lock_writes_or_executions() {
-    let (tree, ledger) = (tree(), existing_ledger().await);
     // Held by another runner: a dry run neither waits nor cares.
-    ledger
-        .acquire("someone-else", Duration::from_secs(600))
-        .await
-        .unwrap();
+    let (tree, ledger) = (tree(), ledger_locked_by_someone_else().await);
     let before = ledger.read().await;
-    let scan = FakeScan {
-        unsafe_slugs: vec!["breaks".into()],
-        ..FakeScan::default()
-    };
+    let scan = FakeScan::finding_unsafe("breaks");
     let (clock, console) = (clock(), Lines::default());
     let driver = |settings| Driver {
         tree: &tree,

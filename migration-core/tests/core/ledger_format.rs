@@ -246,11 +246,7 @@ fn a_dangling_or_unreadable_shared_record_makes_the_entry_corrupt_naming_both_ke
         snapshot.entry(&s("fine")).is_some(),
         "one bad record hides nothing else"
     );
-    let unreadable: Vec<&str> = snapshot
-        .unreadable_keys
-        .iter()
-        .map(|c| c.key.as_str())
-        .collect();
+    let unreadable = migration_core::testing::unreadable_keys(&snapshot);
     assert_eq!(
         unreadable,
         ["c.3", "c.9"],

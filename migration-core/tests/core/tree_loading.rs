@@ -141,15 +141,24 @@ fn only_built_problem(builder: TreeBuilder) -> String {
     }
 }
 
+/// The one problem of a tree of the pre-apply scripts `pre` and `script`,
+/// which requires `required`, released in the one batch `batch`.
+fn problem_requiring(pre: &[&str], script: &str, required: &str, batch: &str) -> String {
+    only_built_problem(
+        TreeBuilder::new()
+            .pre_scripts(pre)
+            .script(Tier::PreApply, script, &[required])
+            .manifest(&[("00001-v1", batch)]),
+    )
+}
+
 #[test]
 fn requires_naming_a_near_miss_of_a_script_names_the_closest_slug() {
-    let text = only_built_problem(
-        TreeBuilder::new()
-            .pre("label-tenants")
-            .pre("label-nodes")
-            .script(Tier::PreApply, "x", &["lable-tenants"])
-            .manifest(&[("00001-v1", "label-nodes\nlabel-tenants\nx\n")]),
+    let (pre, batch) = (
+        ["label-tenants", "label-nodes"],
+        "label-nodes\nlabel-tenants\nx\n",
     );
+    let text = problem_requiring(&pre, "x", "lable-tenants", batch);
     assert!(
         text.contains("requires=lable-tenants, but no script or manifest line has that slug")
             && text.ends_with("; did you mean 'label-tenants'?"),
@@ -160,23 +169,14 @@ fn requires_naming_a_near_miss_of_a_script_names_the_closest_slug() {
 #[test]
 fn requires_naming_a_near_miss_of_a_manifest_line_names_it_too() {
     // `old-step` is a retired line: no script on disk, but the manifest has it.
-    let text = only_built_problem(
-        TreeBuilder::new()
-            .pre("x")
-            .script(Tier::PreApply, "y", &["old-setp"])
-            .manifest(&[("00001-v1", "old-step retired\nx\ny\n")]),
-    );
+    let text = problem_requiring(&["x"], "y", "old-setp", "old-step retired\nx\ny\n");
     assert!(text.ends_with("; did you mean 'old-step'?"), "{text}");
 }
 
 #[test]
 fn requires_naming_nothing_close_suggests_nothing() {
-    let text = only_built_problem(
-        TreeBuilder::new()
-            .pre("label-tenants")
-            .script(Tier::PreApply, "x", &["rotate-certificates"])
-            .manifest(&[("00001-v1", "label-tenants\nx\n")]),
-    );
+    let pre = ["label-tenants"];
+    let text = problem_requiring(&pre, "x", "rotate-certificates", "label-tenants\nx\n");
     assert!(!text.contains("did you mean"), "{text}");
 }
 

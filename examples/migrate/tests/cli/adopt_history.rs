@@ -457,11 +457,9 @@ fn helm_release_runs_helm_history_on_the_commands_cluster_and_a_release_helm_lac
 #[tokio::test]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_real_helm_release_upgraded_through_two_versions_answers_the_adoption() {
-    let Some(cluster) =
+    let cluster = test_apiserver::or_skip!(
         crate::chart::real_cluster("migrate adopt --helm-release against a real helm").await
-    else {
-        return;
-    };
+    );
     let c = converted();
     let namespace = cluster.namespace().to_owned();
     let release = test_apiserver::real::unique_name("platform");

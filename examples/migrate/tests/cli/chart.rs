@@ -157,9 +157,8 @@ fn the_committed_chart_files_are_what_seed_fresh_and_index_render_for_the_demo_t
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn helm_lints_the_chart_and_templates_a_seeded_ledger_at_install_and_a_guarded_hook_on_upgrade()
  {
-    let Some(cluster) = real_cluster("helm lint and template of examples/chart").await else {
-        return;
-    };
+    let cluster =
+        test_apiserver::or_skip!(real_cluster("helm lint and template of examples/chart").await);
     let mut lint = cluster.helm();
     lint.args(["lint", "--strict", CHART]);
     run(lint);
@@ -352,11 +351,9 @@ pub(crate) fn helm_upgrade(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn installing_and_upgrading_the_chart_runs_the_hook_only_when_pre_apply_slugs_are_pending() {
-    let Some((cluster, ns)) =
+    let (cluster, ns) = test_apiserver::or_skip!(
         real_cluster_in("helm install and upgrade of examples/chart", "chart").await
-    else {
-        return;
-    };
+    );
     let release = unique_name("mig");
     let at = "2026-12-01T00:00:00Z";
     let work = tempfile::tempdir().unwrap();

@@ -55,10 +55,8 @@ fn one<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_hook_and_operator_pods_carry_the_pod_settings_of_the_values_and_the_server_accepts_them()
  {
-    let Some((cluster, ns)) = real_cluster_in("the chart's pod settings", "chart-pods").await
-    else {
-        return;
-    };
+    let (cluster, ns) =
+        test_apiserver::or_skip!(real_cluster_in("the chart's pod settings", "chart-pods").await);
     let (success, yaml, stderr) = template(
         &cluster,
         &ns,
@@ -142,9 +140,8 @@ fn kubeconfig_as(cluster: &RealCluster, user: &str, dir: &Path) -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_hook_role_suffices_for_a_configmap_ledger_run_and_grants_no_lease_writes() {
-    let Some((cluster, ns)) = real_cluster_in("the hook's Role", "chart-rbac").await else {
-        return;
-    };
+    let (cluster, ns) =
+        test_apiserver::or_skip!(real_cluster_in("the hook's Role", "chart-rbac").await);
     let (success, yaml, stderr) = template(&cluster, &ns, &[]);
     assert!(success, "{stderr}");
     let rbac: Vec<&str> = yaml
@@ -217,9 +214,7 @@ async fn the_hook_role_suffices_for_a_configmap_ledger_run_and_grants_no_lease_w
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn files_rendered_for_another_ledger_name_are_refused_naming_the_file_and_the_fix() {
-    let Some(cluster) = real_cluster("the chart's files and values").await else {
-        return;
-    };
+    let cluster = test_apiserver::or_skip!(real_cluster("the chart's files and values").await);
     let (success, _, stderr) = template(&cluster, "cozy-system", &["ledger.name=platform-ledger"]);
     assert!(!success, "rendered with files for another ledger");
     common::assert_contains_all(
@@ -328,11 +323,9 @@ fn umbrella(dir: &Path, version: &str, templates_version: bool, with_migrations:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn an_umbrella_that_templated_the_version_configmap_hands_it_over_to_the_chart_on_upgrade() {
-    let Some((cluster, ns)) =
+    let (cluster, ns) = test_apiserver::or_skip!(
         real_cluster_in("the umbrella chart's version ConfigMap", "umbrella").await
-    else {
-        return;
-    };
+    );
     let release = unique_name("platform");
     let dir = tempfile::tempdir().unwrap();
     // Before: the umbrella templates the numbered runner's ConfigMap (version 44).

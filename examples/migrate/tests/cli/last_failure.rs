@@ -321,9 +321,8 @@ async fn on_a_real_api_server_a_last_failure_is_kept_and_then_removed() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use test_apiserver::real::{RealCluster, unique_name};
 
-    let Some(cluster) = RealCluster::from_env("last failure on real ledgers").await else {
-        return;
-    };
+    let cluster =
+        test_apiserver::or_skip!(RealCluster::from_env("last failure on real ledgers").await);
     let client = cluster.client();
     let ns = cluster.namespace().to_owned();
     let kc = cluster.kubeconfig().to_owned();

@@ -10,12 +10,20 @@ use std::path::Path;
 
 use migrate_runner::tripwire::classify::classify;
 use serde_json::Value;
-use test_apiserver::real::{KUBECTL_VAR, RealCluster, unique_name};
+use test_apiserver::real::{KUBECTL_VAR, PrivateCluster, RealCluster, unique_name};
 
 /// The runs twice compare every object of the cluster, so each runs on a server of its own
 /// (`RealCluster::private`: every other test of this binary writes to the shared one); on a
 /// shared kubeconfig of another cluster, two at once would still see each other's changes.
 static QUIET_CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A private server for `what` (`None`: skipped), held alone while the guard lives.
+async fn quiet_cluster(
+    what: &str,
+) -> Option<(PrivateCluster, tokio::sync::MutexGuard<'static, ()>)> {
+    let cluster = RealCluster::private(what).await?;
+    Some((cluster, QUIET_CLUSTER.lock().await))
+}
 
 fn kubectl_path() -> String {
     std::env::var(KUBECTL_VAR).unwrap_or_else(|_| "kubectl".into())
@@ -40,11 +48,9 @@ fn twice<'a>(doc: &'a Value, slug: &str) -> &'a Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_demo_tree_runs_twice_on_a_real_server_and_the_second_run_moves_no_resource_version() {
-    let Some(cluster) = RealCluster::private("migrate test --real-cluster on the demo tree").await
-    else {
-        return;
-    };
-    let _quiet = QUIET_CLUSTER.lock().await;
+    let (cluster, _quiet) = test_apiserver::or_skip!(
+        quiet_cluster("migrate test --real-cluster on the demo tree").await
+    );
     let dir = tempfile::tempdir().unwrap();
     let tree = dir.path().join("demo");
     common::copy_dir(
@@ -78,12 +84,9 @@ async fn the_demo_tree_runs_twice_on_a_real_server_and_the_second_run_moves_no_r
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_migration_whose_second_run_changes_an_object_fails_naming_the_object() {
-    let Some(cluster) =
-        RealCluster::private("migrate test --real-cluster, a changing migration").await
-    else {
-        return;
-    };
-    let _quiet = QUIET_CLUSTER.lock().await;
+    let (cluster, _quiet) = test_apiserver::or_skip!(
+        quiet_cluster("migrate test --real-cluster, a changing migration").await
+    );
     let ns = unique_name("twice");
     let (_dir, tree) = common::initialised("m");
     // Stamps the time on every run: never the same object twice.
@@ -149,10 +152,9 @@ fn fake(tree: &Path, kind_and_detail: &str, args: &str, user: &str) -> (Option<i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_fake_cluster_prints_what_the_real_kubectl_prints_against_a_real_server() {
-    let Some(cluster) = RealCluster::from_env("the fake cluster's texts against kubectl").await
-    else {
-        return;
-    };
+    let cluster = test_apiserver::or_skip!(
+        RealCluster::from_env("the fake cluster's texts against kubectl").await
+    );
     let ns = unique_name("fake-texts");
     cluster.ensure_namespace(&ns).await;
     let (_dir, tree) = common::initialised("m");

@@ -141,10 +141,9 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn only_kubectls_own_answers_are_tolerated_on_a_real_api_server() {
-    let Some(cluster) = RealCluster::from_env("migrate-tolerate against the real kubectl").await
-    else {
-        return;
-    };
+    let cluster = test_apiserver::or_skip!(
+        RealCluster::from_env("migrate-tolerate against the real kubectl").await
+    );
     let h = Helper::new(&cluster);
     let ns = cluster.namespace().to_owned();
     let cm = unique_name("tolerate");

@@ -14,6 +14,8 @@ use migration_core::last_failure::LastFailure;
 use migration_core::step::{FailureNote, StepMode, StepWrite};
 use migration_core::testing::{read_resolved, sample_entry, sample_record, slug};
 use migration_core::{EntryState, LedgerEntry, LockedLedger, WriteMode};
+use serde_json::json;
+use test_apiserver::real::RealCluster;
 
 /// A value that looks like a credential but that no rule of the redactor knows (no key name, no
 /// known prefix): only keeping it out of the ledger object keeps it from the ledger's readers.
@@ -29,6 +31,65 @@ pub struct Subject {
     pub secrets: Api<Secret>,
     /// The name of the ledger's Secret.
     pub secret: String,
+}
+
+impl Subject {
+    /// The ledger `name` on `cluster`, opened as the runner opens it (`ledger`) and by a user
+    /// who may read it but no Secret (`reader`), its tails kept in the cluster's namespace.
+    pub fn new(
+        cluster: &RealCluster,
+        name: &str,
+        ledger: impl LockedLedger + 'static,
+        reader: impl LockedLedger + 'static,
+    ) -> Self {
+        Self {
+            ledger: Arc::new(ledger),
+            reader: Arc::new(reader),
+            secrets: Api::namespaced(cluster.client(), cluster.namespace()),
+            secret: migration_kube::output_secret::secret_name(name),
+        }
+    }
+}
+
+/// Where a ledger reader's right to `get` the ledger object is granted: a Role in the
+/// cluster's namespace (the ConfigMap ledger) or a ClusterRole (the cluster-scoped
+/// MigrationLedger).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// A Role and RoleBinding in the cluster's namespace.
+    Namespace,
+    /// A ClusterRole and ClusterRoleBinding.
+    Cluster,
+}
+
+/// A user `<name>-reader` who may `get` the ledger object `name` (`resource` in `api_group`)
+/// and nothing else (no Secret): whoever may read the ledger. A client acting as that user.
+pub fn ledger_reader(
+    cluster: &RealCluster,
+    name: &str,
+    scope: Scope,
+    api_group: &str,
+    resource: &str,
+) -> kube::Client {
+    let user = format!("{name}-reader");
+    let (role, metadata) = match scope {
+        Scope::Namespace => (
+            "Role",
+            json!({"name": user, "namespace": cluster.namespace()}),
+        ),
+        Scope::Cluster => ("ClusterRole", json!({"name": user})),
+    };
+    let rbac = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": role, "metadata": metadata,
+         "rules": [{"apiGroups": [api_group], "resources": [resource], "resourceNames": [name],
+                    "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": format!("{role}Binding"),
+         "metadata": metadata,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role, "name": user},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]},
+    ]});
+    cluster.kubectl_ok(&["apply", "-f", "-"], &rbac.to_string());
+    cluster.impersonating(&user, &[])
 }
 
 /// A masked failure as the runner records it: its call (command, verb, resource), then the

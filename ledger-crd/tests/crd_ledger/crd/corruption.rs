@@ -32,11 +32,7 @@ async fn one_corrupt_entry_among_ten_thousand_is_exactly_one_corrupt_record() {
         snapshot.record(&Slug::parse("k1").unwrap()),
         Some(Record::Entry(_))
     ));
-    let unreadable: Vec<_> = snapshot
-        .unreadable_keys
-        .iter()
-        .map(|c| c.key.as_str())
-        .collect();
+    let unreadable = migration_core::testing::unreadable_keys(&snapshot);
     assert_eq!(unreadable, ["m.Bad_Key", "a.k2"]);
     assert_eq!(
         snapshot.attempts_started.get(&Slug::parse("k1").unwrap()),

@@ -34,8 +34,7 @@ async fn at_least_6000_fresh_install_entries_fit_one_custom_resource_on_a_real_s
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn at_least_4000_runner_written_migrations_fit_one_custom_resource_on_a_real_server() {
     let f = or_skip!(Fixture::new("CRD density, runner-written", "density-runner").await);
-    let l = f.ledger();
-    l.create(&[]).await.unwrap();
+    let l = f.created_ledger().await;
     // Writing 4,000 migrations a request at a time would store some 3 GB of object revisions in
     // etcd, beyond its default quota. Every migration of a run adds the same bytes, so ten runs
     // are written the way the runner writes them (a mark, then the entry) after a first run that

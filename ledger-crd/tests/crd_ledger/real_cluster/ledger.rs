@@ -2,6 +2,7 @@
 //! declared ledgers, races, version types and exact storage of entries.
 
 use super::*;
+use kube_ledger_testing::output_tails::{self, Scope, Subject, ledger_reader};
 
 #[tokio::test]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
@@ -173,36 +174,21 @@ async fn entries_are_replaced_whole_and_unknown_fields_survive_the_real_schema()
     f.cleanup().await;
 }
 
-/// A user who may read the MigrationLedger `name` and nothing else (no Secret): whoever may read
-/// the ledger.
-fn ledger_reader(cluster: &RealCluster, name: &str) -> Client {
-    let user = format!("{name}-reader");
-    let rbac = json!({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-         "metadata": {"name": user},
-         "rules": [{"apiGroups": ["migrations.cozystack.io"], "resources": ["migrationledgers"],
-                    "resourceNames": [name], "verbs": ["get"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-         "metadata": {"name": user},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]},
-    ]});
-    cluster.kubectl_ok(&["apply", "-f", "-"], &rbac.to_string());
-    cluster.impersonating(&user, &[])
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_failures_output_is_kept_in_a_secret_owned_by_the_custom_resource_not_in_it() {
     let f = or_skip!(Fixture::new("output tails in a Secret", "safe35-tails").await);
-    let reader = ledger_reader(&f.cluster, &f.name);
-    let subject = kube_ledger_testing::output_tails::Subject {
-        ledger: Arc::new(f.ledger()),
-        reader: Arc::new(CrdLedger::with_options(reader, &f.name, f.options())),
-        secrets: Api::namespaced(f.cluster.client(), f.cluster.namespace()),
-        secret: migration_kube::output_secret::secret_name(&f.name),
-    };
-    kube_ledger_testing::output_tails::a_failures_output_is_kept_in_a_secret_owned_by_the_ledger(
+    let group = "migrations.cozystack.io";
+    let reader = ledger_reader(
+        &f.cluster,
+        &f.name,
+        Scope::Cluster,
+        group,
+        "migrationledgers",
+    );
+    let reader = CrdLedger::with_options(reader, &f.name, f.options());
+    let subject = Subject::new(&f.cluster, &f.name, f.ledger(), reader);
+    output_tails::a_failures_output_is_kept_in_a_secret_owned_by_the_ledger(
         &subject,
         async || f.stored().await.to_string(),
         async || {

@@ -68,8 +68,7 @@ const ETCD_REQUEST_LIMIT: u64 = ledger_crd::ETCD_REQUEST_LIMIT_BYTES;
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn the_lock_lives_in_the_status_of_the_ledger_object_on_a_real_server() {
     let f = or_skip!(Fixture::new("CRD ledger lock", "lock").await);
-    let l = f.ledger();
-    l.create(&[]).await.unwrap();
+    let l = f.created_ledger().await;
     let lease = l
         .acquire("runner-a/pid-1", Duration::from_secs(30))
         .await

@@ -92,6 +92,13 @@ impl Fixture {
         self.ledger_with(self.options())
     }
 
+    /// [`Fixture::ledger`], created empty.
+    async fn created_ledger(&self) -> CrdLedger {
+        let ledger = self.ledger();
+        ledger.create(&[]).await.unwrap();
+        ledger
+    }
+
     fn api(&self) -> Api<DynamicObject> {
         self.ledgers.clone()
     }

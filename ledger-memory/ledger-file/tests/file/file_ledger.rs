@@ -6,6 +6,8 @@
 use std::sync::Arc;
 
 use ledger_file::FileLedger;
+
+use crate::common;
 use migration_core::testing::{sample_entry, sample_record, slug};
 use migration_core::{EntryState, Ledger, LedgerError, Lock, WriteMode};
 
@@ -45,11 +47,7 @@ async fn an_unknown_format_tag_is_unreadable() {
 #[tokio::test]
 async fn the_file_stores_entries_as_configmap_style_strings() {
     let (dir, path) = scratch_ledger_path();
-    let ledger = FileLedger::new(&path);
-    ledger
-        .create(&[sample_record(1, EntryState::Ok)])
-        .await
-        .unwrap();
+    common::created_with_one_record(&path, EntryState::Ok).await;
     // Format `migration-ledger/v2`: a tag line, then one record per line,
     // `<crc32c> <json>`; the first record is the snapshot.
     let text = std::fs::read_to_string(&path).unwrap();
@@ -137,11 +135,7 @@ async fn a_symlinked_ledger_is_written_through_and_the_link_is_kept() {
     let link = dir.path().join("ledger.json");
     // Relative, as `ln -s real/ledger.json ledger.json` makes it.
     std::os::unix::fs::symlink("real/ledger.json", &link).unwrap();
-    let via_link = FileLedger::new(&link);
-    via_link
-        .create(&[sample_record(1, EntryState::Ok)])
-        .await
-        .unwrap();
+    let via_link = common::created_with_one_record(&link, EntryState::Ok).await;
     via_link
         .write(&[sample_record(2, EntryState::Ok)], WriteMode::Replace)
         .await
@@ -174,11 +168,7 @@ async fn a_new_ledger_and_its_lock_file_are_private_to_their_owner() {
     let (dir, path) = scratch_ledger_path();
     // The usual umask (022) must not make a failure's output tail readable
     // by every local user.
-    let ledger = FileLedger::new(&path);
-    ledger
-        .create(&[sample_record(1, EntryState::Failed)])
-        .await
-        .unwrap();
+    common::created_with_one_record(&path, EntryState::Failed).await;
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&path), 0o600, "ledger.json");
     for e in std::fs::read_dir(dir.path()).unwrap() {

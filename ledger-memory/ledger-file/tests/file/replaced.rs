@@ -6,9 +6,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use ledger_file::FileLedger;
+
+use crate::common;
 use migration_core::step::{AttemptNote, StepMode, StepWrite};
 use migration_core::testing::{sample_entry, sample_record, slug, step};
 use migration_core::{EntryState, Lease, Ledger, LedgerError, Lock, WriteMode};
@@ -18,13 +21,20 @@ use migration_core::{EntryState, Lease, Ledger, LedgerError, Lock, WriteMode};
 async fn ledger_with_a_backup() -> (tempfile::TempDir, PathBuf, FileLedger) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.json");
-    let ledger = FileLedger::new(&path);
-    ledger
-        .create(&[sample_record(1, EntryState::Ok)])
-        .await
-        .unwrap();
+    let ledger = common::created_with_one_record(&path, EntryState::Ok).await;
     std::fs::copy(&path, backup(&path)).unwrap();
     (dir, path, ledger)
+}
+
+/// [`ledger_with_a_backup`] under `runner/run-1`'s lock, taken for a
+/// minute: the directory, the path, the ledger and the lease.
+async fn locked_ledger_with_a_backup() -> (tempfile::TempDir, PathBuf, FileLedger, Lease) {
+    let (dir, path, ledger) = ledger_with_a_backup().await;
+    let lease = ledger
+        .acquire("runner/run-1", Duration::from_secs(60))
+        .await
+        .unwrap();
+    (dir, path, ledger, lease)
 }
 
 /// Writing under the run's lease, renewed for a minute.
@@ -41,15 +51,12 @@ fn backup(path: &Path) -> PathBuf {
 
 /// A run under the lock: it plans on its read, notes `s-2`'s attempt, records `s-2` `ok` with
 /// `s-3`'s attempt (`s-3` now runs), then `replace` swaps the file, then the run's next write
-/// (`s-3`'s record) is sent twice. Returns the two answers.
+/// (`s-3`'s record) is sent twice. Both answers must refuse as
+/// [`assert_stopped_naming_the_file`] says; returns the first.
 async fn a_run_whose_file_is_replaced_between_two_migrations(
     replace: impl FnOnce(&Path),
-) -> (PathBuf, LedgerError, LedgerError, tempfile::TempDir) {
-    let (dir, path, ledger) = ledger_with_a_backup().await;
-    let lease = ledger
-        .acquire("runner/run-1", Duration::from_secs(60))
-        .await
-        .unwrap();
+) -> LedgerError {
+    let (_dir, path, ledger, lease) = locked_ledger_with_a_backup().await;
     ledger.read().await.unwrap().unwrap();
     let (two, three) = (slug(2), slug(3));
     ledger
@@ -88,7 +95,14 @@ async fn a_run_whose_file_is_replaced_between_two_migrations(
         .write_step(&step)
         .await
         .expect_err("a retry of the refused write went through");
-    (path, first, again, dir)
+    assert_stopped_naming_the_file(&path, &first, &again);
+    first
+}
+
+/// Runs `command`, which must succeed.
+fn succeeds(command: &mut Command) {
+    let status = command.status().unwrap();
+    assert!(status.success(), "{command:?}: {status}");
 }
 
 /// The file's records without its preallocated NUL tail, one line each.
@@ -127,7 +141,7 @@ fn assert_stopped_naming_the_file(path: &Path, first: &LedgerError, again: &Ledg
 
 #[tokio::test]
 async fn a_ledger_file_saved_over_by_an_editor_under_a_run_stops_the_run() {
-    let (path, first, again, _dir) = a_run_whose_file_is_replaced_between_two_migrations(|path| {
+    a_run_whose_file_is_replaced_between_two_migrations(|path| {
         // An editor's save: a new file (the last record deleted) renamed over the old one.
         let mut lines = records(path);
         lines.pop();
@@ -136,37 +150,23 @@ async fn a_ledger_file_saved_over_by_an_editor_under_a_run_stops_the_run() {
         std::fs::rename(&saved, path).unwrap();
     })
     .await;
-    assert_stopped_naming_the_file(&path, &first, &again);
 }
 
 #[tokio::test]
 async fn a_ledger_file_edited_with_sed_in_place_under_a_run_stops_the_run() {
-    let (path, first, again, _dir) = a_run_whose_file_is_replaced_between_two_migrations(|path| {
-        let status = std::process::Command::new("sed")
-            .arg("-i")
-            .arg(r#"/"m\.s-2"/d"#)
-            .arg(path)
-            .status()
-            .unwrap();
-        assert!(status.success());
+    a_run_whose_file_is_replaced_between_two_migrations(|path| {
+        succeeds(Command::new("sed").args(["-i", r#"/"m\.s-2"/d"#]).arg(path));
     })
     .await;
-    assert_stopped_naming_the_file(&path, &first, &again);
 }
 
 #[tokio::test]
 async fn an_older_copy_of_the_ledger_file_restored_under_a_run_stops_the_run() {
-    let (path, first, again, _dir) = a_run_whose_file_is_replaced_between_two_migrations(|path| {
+    let first = a_run_whose_file_is_replaced_between_two_migrations(|path| {
         // `cp` writes into the existing file: same inode, an older revision.
-        let status = std::process::Command::new("cp")
-            .arg(backup(path))
-            .arg(path)
-            .status()
-            .unwrap();
-        assert!(status.success());
+        succeeds(Command::new("cp").arg(backup(path)).arg(path));
     })
     .await;
-    assert_stopped_naming_the_file(&path, &first, &again);
     assert!(
         first.to_string().contains("revision"),
         "the refusal does not say the revision went back: {first}"
@@ -177,11 +177,7 @@ async fn an_older_copy_of_the_ledger_file_restored_under_a_run_stops_the_run() {
 async fn a_ledger_compacted_by_another_process_under_a_run_is_not_a_replacement() {
     // Another process's compaction renames a new file into place too, but every record the run
     // stored is in it and its revision has not gone back: the run goes on.
-    let (_dir, path, ledger) = ledger_with_a_backup().await;
-    let lease = ledger
-        .acquire("runner/run-1", Duration::from_secs(60))
-        .await
-        .unwrap();
+    let (_dir, path, ledger, lease) = locked_ledger_with_a_backup().await;
     let two = slug(2);
     ledger
         .write_step(&step(
@@ -215,11 +211,7 @@ async fn a_ledger_compacted_by_another_process_under_a_run_is_not_a_replacement(
 #[tokio::test]
 async fn a_handle_that_released_its_lock_reads_a_replaced_file_as_it_is() {
     // Outside a run nothing was acknowledged to anyone: a later read follows the file.
-    let (_dir, path, ledger) = ledger_with_a_backup().await;
-    let lease = ledger
-        .acquire("runner/run-1", Duration::from_secs(60))
-        .await
-        .unwrap();
+    let (_dir, path, ledger, lease) = locked_ledger_with_a_backup().await;
     ledger
         .write(&[sample_record(2, EntryState::Ok)], WriteMode::Replace)
         .await

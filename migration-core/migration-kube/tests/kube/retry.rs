@@ -7,25 +7,51 @@
 use std::time::Duration;
 
 use migration_core::{LedgerError, Lock};
-use test_apiserver::{FaultRule, Verb};
+use test_apiserver::{FaultRule, TestApiServer, Verb};
 
 use crate::{count, lock, server_with};
 
-#[tokio::test]
-async fn a_forbidden_lease_read_is_answered_after_one_request_and_never_retried() {
+/// Reads the Lease through a lock trying `attempts` times, on a server whose
+/// every Lease read answers `code` `reason`: the refusal and how many reads
+/// reached the server.
+async fn refused_read(code: u16, reason: &str, attempts: u32) -> (LedgerError, usize) {
     let server = server_with([FaultRule::on(Verb::Get, "leases")
         .always()
-        .respond(403, "Forbidden")])
+        .respond(code, reason)])
     .await;
-    let refused = lock(&server, 5)
+    let refused = lock(&server, attempts)
         .refuse_if_held_by_another("me")
         .await
         .unwrap_err();
-    assert!(
-        matches!(refused, LedgerError::Permanent { .. }),
-        "{refused:?}"
-    );
-    assert_eq!(count(&server, Verb::Get), 1);
+    (refused, count(&server, Verb::Get))
+}
+
+/// Takes the lock through one trying `attempts` times, on `server` whose
+/// faults refuse it: the refusal and how many Lease creates and reads
+/// reached the server.
+async fn refused_acquire(server: &TestApiServer, attempts: u32) -> (LedgerError, (usize, usize)) {
+    let refused = lock(server, attempts)
+        .acquire("me", Duration::from_secs(60))
+        .await
+        .unwrap_err();
+    let requests = (count(server, Verb::Create), count(server, Verb::Get));
+    (refused, requests)
+}
+
+/// Whether `err` is the permanent kind (a refusal) rather than transient.
+fn permanent(err: &LedgerError) -> bool {
+    match err {
+        LedgerError::Permanent { .. } => true,
+        LedgerError::Transient { .. } => false,
+        other => panic!("neither permanent nor transient: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_forbidden_lease_read_is_answered_after_one_request_and_never_retried() {
+    let (refused, reads) = refused_read(403, "Forbidden", 5).await;
+    assert!(permanent(&refused), "{refused:?}");
+    assert_eq!(reads, 1);
 }
 
 #[tokio::test]
@@ -34,35 +60,16 @@ async fn a_forbidden_lease_create_is_answered_after_one_request_and_never_retrie
         .always()
         .respond(403, "Forbidden")])
     .await;
-    let refused = lock(&server, 5)
-        .acquire("me", Duration::from_secs(60))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(refused, LedgerError::Permanent { .. }),
-        "{refused:?}"
-    );
-    assert_eq!(
-        (count(&server, Verb::Create), count(&server, Verb::Get)),
-        (1, 0)
-    );
+    let (refused, requests) = refused_acquire(&server, 5).await;
+    assert!(permanent(&refused), "{refused:?}");
+    assert_eq!(requests, (1, 0), "(creates, reads)");
 }
 
 #[tokio::test]
 async fn a_transient_lease_read_is_tried_exactly_as_often_as_the_policy_allows() {
-    let server = server_with([FaultRule::on(Verb::Get, "leases")
-        .always()
-        .respond(503, "ServiceUnavailable")])
-    .await;
-    let refused = lock(&server, 4)
-        .refuse_if_held_by_another("me")
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(refused, LedgerError::Transient { .. }),
-        "{refused:?}"
-    );
-    assert_eq!(count(&server, Verb::Get), 4);
+    let (refused, reads) = refused_read(503, "ServiceUnavailable", 4).await;
+    assert!(!permanent(&refused), "{refused:?}");
+    assert_eq!(reads, 4);
 }
 
 #[tokio::test]
@@ -92,16 +99,7 @@ async fn the_lease_reads_and_writes_of_one_acquire_share_one_retry_budget() {
     // Try 1: the create (503). Try 2: a read (503). Try 3: a read (absent),
     // then the create (503) on the last try of the three: the acquire gives
     // up, though no single request failed three times.
-    let refused = lock(&server, 3)
-        .acquire("me", Duration::from_secs(60))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(refused, LedgerError::Transient { .. }),
-        "{refused:?}"
-    );
-    assert_eq!(
-        (count(&server, Verb::Create), count(&server, Verb::Get)),
-        (2, 2)
-    );
+    let (refused, requests) = refused_acquire(&server, 3).await;
+    assert!(!permanent(&refused), "{refused:?}");
+    assert_eq!(requests, (2, 2), "(creates, reads)");
 }

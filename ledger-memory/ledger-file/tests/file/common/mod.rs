@@ -3,16 +3,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use ledger_file::{DEFAULT_FILE_BUDGET_BYTES, FileLedger};
 use migration_core::ledger::WriteMode;
-use migration_core::testing::Harness;
 use migration_core::testing::fixtures::shared_clock;
-use migration_core::{LedgerEntry, LockedLedger, ManualClock, Slug};
+use migration_core::testing::{Harness, sample_record};
+use migration_core::{EntryState, Ledger, LedgerEntry, LockedLedger, ManualClock, Slug};
 
 /// A file ledger at `<temp dir>/state/ledger.json` (the directory made by the first write),
 /// its lock expiry following a manual clock, with the size budget `budget` (the file ledger's
@@ -93,4 +93,11 @@ impl Harness for FileHarness {
         std::fs::write(&self.path, &file).unwrap();
         true
     }
+}
+
+/// A file ledger at `path`, created holding `s-1` in `state`.
+pub async fn created_with_one_record(path: &Path, state: EntryState) -> FileLedger {
+    let ledger = FileLedger::new(path);
+    ledger.create(&[sample_record(1, state)]).await.unwrap();
+    ledger
 }

@@ -7,6 +7,7 @@
 
 use crate::common;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -92,6 +93,19 @@ fn journaled(path: &Path) -> FileLedger {
     ledger
 }
 
+/// A scratch `journaled` ledger and a runtime to drive it: the directory
+/// (kept alive), the path, the ledger and the runtime.
+fn journaled_with_runtime() -> (
+    tempfile::TempDir,
+    PathBuf,
+    FileLedger,
+    tokio::runtime::Runtime,
+) {
+    let (dir, path) = scratch();
+    let ledger = journaled(&path);
+    (dir, path, ledger, rt())
+}
+
 /// A [`journaled`] ledger in a scratch directory (kept while the first
 /// value lives): its path, its records as [`bytes`], and where the last
 /// record starts.
@@ -103,9 +117,7 @@ fn journaled_file() -> (tempfile::TempDir, PathBuf, Vec<u8>, usize) {
     (dir, path, file, last)
 }
 
-fn read_raw(
-    path: &Path,
-) -> Result<Option<std::collections::BTreeMap<String, String>>, LedgerError> {
+fn read_raw(path: &Path) -> Result<Option<BTreeMap<String, String>>, LedgerError> {
     // A fresh handle each time: nothing cached.
     FileLedger::new(path).raw_data()
 }
@@ -118,11 +130,21 @@ fn read_cut(
     path: &Path,
     file: &[u8],
     len: usize,
-) -> Result<Option<std::collections::BTreeMap<String, String>>, LedgerError> {
+) -> Result<Option<BTreeMap<String, String>>, LedgerError> {
     let mut torn = file[..len].to_vec();
     torn.resize((file.len() + 1).next_multiple_of(8 * 1024), 0);
     std::fs::write(path, &torn).unwrap();
     read_raw(path)
+}
+
+/// Writes `file` cut after `len` bytes and zero-filled to `size` bytes (a
+/// torn append into a preallocated tail) to `path`; what a reader then
+/// reads.
+fn read_torn(path: &Path, file: &[u8], len: usize, size: usize) -> BTreeMap<String, String> {
+    let mut torn = file[..len].to_vec();
+    torn.resize(size, 0);
+    std::fs::write(path, &torn).unwrap();
+    read_raw(path).unwrap().unwrap()
 }
 
 // ---- the budget ----

@@ -81,9 +81,7 @@ fn a_run_step_stores_its_records_and_the_next_attempt_mark_in_one_record() {
 
 #[test]
 fn a_crash_at_every_byte_of_a_step_stores_its_records_and_mark_together_or_not_at_all() {
-    let (_dir, path) = scratch();
-    let ledger = journaled(&path);
-    let rt = rt();
+    let (_dir, path, ledger, rt) = journaled_with_runtime();
     let before = read_raw(&path).unwrap().unwrap();
     let start = bytes(&path).len();
     let records = [sample_record(3, EntryState::Ok)];
@@ -231,9 +229,7 @@ fn a_crash_at_every_byte_of_an_append_loses_only_that_record() {
 
 #[test]
 fn appends_go_into_the_preallocated_tail_and_the_file_grows_only_by_whole_steps() {
-    let (_dir, path) = scratch();
-    let ledger = journaled(&path);
-    let rt = rt();
+    let (_dir, path, ledger, rt) = journaled_with_runtime();
     let step = MAX_TAIL / 2;
     let mut growths = 0;
     let mut len = std::fs::metadata(&path).unwrap().len();
@@ -262,22 +258,14 @@ fn a_crash_at_every_byte_of_an_append_into_the_tail_loses_only_that_record() {
     let (_dir, path, file, last) = journaled_file();
     let raw = std::fs::read(&path).unwrap();
     assert!(raw.len() > file.len(), "the file has a preallocated tail");
-    let without_last = {
-        let mut cut = file[..last].to_vec();
-        cut.resize(raw.len(), 0);
-        std::fs::write(&path, &cut).unwrap();
-        read_raw(&path).unwrap().unwrap()
-    };
+    let without_last = read_torn(&path, &file, last, raw.len());
     let rt = rt();
     for cut in last..file.len() {
         // The record reached the disk up to `cut`; the tail after it is
         // still zeros. Never acknowledged: dropped, and the next writer
         // writes over it.
-        let mut torn = file[..cut].to_vec();
-        torn.resize(raw.len(), 0);
-        std::fs::write(&path, &torn).unwrap();
         assert_eq!(
-            read_raw(&path).unwrap().unwrap(),
+            read_torn(&path, &file, cut, raw.len()),
             without_last,
             "cut at {cut}"
         );

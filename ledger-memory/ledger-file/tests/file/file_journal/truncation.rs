@@ -70,18 +70,10 @@ fn a_copy_cut_at_a_block_boundary_inside_the_records_is_refused() {
 fn a_torn_last_append_followed_by_its_preallocated_zeros_is_still_dropped() {
     let (_dir, path, file, last) = journaled_file();
     let raw = std::fs::read(&path).unwrap();
-    let without_last = {
-        let mut cut = file[..last].to_vec();
-        cut.resize(raw.len(), 0);
-        std::fs::write(&path, &cut).unwrap();
-        read_raw(&path).unwrap().unwrap()
-    };
+    let without_last = read_torn(&path, &file, last, raw.len());
     for cut in [last + 1, (last + file.len()) / 2, file.len() - 1] {
-        let mut torn = file[..cut].to_vec();
-        torn.resize(raw.len(), 0);
-        std::fs::write(&path, &torn).unwrap();
         assert_eq!(
-            read_raw(&path).unwrap().unwrap(),
+            read_torn(&path, &file, cut, raw.len()),
             without_last,
             "cut at {cut}"
         );
@@ -93,9 +85,7 @@ fn every_append_leaves_zeros_after_the_last_record() {
     // What a reader relies on to tell a torn append from a cut: the writer
     // never leaves a record ending the file (a tear in it would have no NUL
     // after it).
-    let (_dir, path) = scratch();
-    let ledger = journaled(&path);
-    let rt = rt();
+    let (_dir, path, ledger, rt) = journaled_with_runtime();
     for i in 0..200 {
         rt.block_on(ledger.note_attempt(&slug(10 + i), "run-1", 0))
             .unwrap();
