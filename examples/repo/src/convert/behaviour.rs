@@ -373,27 +373,34 @@ pub struct Libs<'a> {
 
 /// Checks every script, a few at a time (each worker with scratch space
 /// of its own: the runs wait on processes far more than they compute);
-/// the results in the order of `scripts`.
+/// the results in the order of `scripts`. Each worker takes the next
+/// unchecked script when it is free: the scripts' costs differ by tens of
+/// runs, so a fixed share per worker would leave one idle while the other
+/// works through the long ones.
 pub fn check_all(
     settings: &Settings,
     scripts: &[Script<'_>],
     libs: Libs<'_>,
 ) -> std::io::Result<Vec<Behaviour>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, 4)
         .min(scripts.len().max(1));
-    let per_worker: Vec<std::io::Result<Vec<Behaviour>>> = std::thread::scope(|scope| {
+    let next = AtomicUsize::new(0);
+    let per_worker: Vec<std::io::Result<Vec<(usize, Behaviour)>>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
-            .map(|w| {
-                scope.spawn(move || {
+            .map(|_| {
+                scope.spawn(|| {
                     let harness = Harness::new(settings.clone())?;
-                    Ok(scripts
-                        .iter()
-                        .skip(w)
-                        .step_by(workers)
-                        .map(|s| harness.check(s, libs))
-                        .collect())
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(script) = scripts.get(i) else {
+                            return Ok(done);
+                        };
+                        done.push((i, harness.check(script, libs)));
+                    }
                 })
             })
             .collect();
@@ -405,17 +412,18 @@ pub fn check_all(
             })
             .collect()
     });
-    let mut iters = Vec::new();
-    for r in per_worker {
-        iters.push(r?.into_iter());
+    let mut results: Vec<Option<Behaviour>> = (0..scripts.len()).map(|_| None).collect();
+    for worker in per_worker {
+        for (i, behaviour) in worker? {
+            results[i] = Some(behaviour);
+        }
     }
-    Ok((0..scripts.len())
-        .map(|i| {
-            iters[i % workers]
-                .next()
-                .unwrap_or_else(|| Behaviour::CouldNotRun {
-                    reason: "its check ended abnormally".into(),
-                })
+    Ok(results
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|| Behaviour::CouldNotRun {
+                reason: "its check ended abnormally".into(),
+            })
         })
         .collect())
 }
