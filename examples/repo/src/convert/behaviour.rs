@@ -412,19 +412,16 @@ pub fn check_all(
             })
             .collect()
     });
-    let mut results: Vec<Option<Behaviour>> = (0..scripts.len()).map(|_| None).collect();
+    // Every index was taken by exactly one worker, and a worker that failed
+    // returned its error: the checks, in the scripts' order.
+    let mut results = Vec::with_capacity(scripts.len());
     for worker in per_worker {
-        for (i, behaviour) in worker? {
-            results[i] = Some(behaviour);
-        }
+        results.extend(worker?);
     }
+    results.sort_unstable_by_key(|(i, _)| *i);
     Ok(results
         .into_iter()
-        .map(|r| {
-            r.unwrap_or_else(|| Behaviour::CouldNotRun {
-                reason: "its check ended abnormally".into(),
-            })
-        })
+        .map(|(_, behaviour)| behaviour)
         .collect())
 }
 
