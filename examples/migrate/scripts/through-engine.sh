@@ -17,6 +17,9 @@
 # The wrapper exits with `migrate run`'s status.
 set -eu
 
+# Single-quoted for the wrappers' sh.
+quote() { printf '%s' "$1" | sed "s/'/'\\\\''/g; s/^/'/; s/\$/'/"; }
+
 migrate='' tree='' out='' stamp='' tier=pre-apply allow=''
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -25,7 +28,7 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift 2 ;;
 	--stamp) stamp=$2; shift 2 ;;
 	--tier) tier=$2; shift 2 ;;
-	--allow-interpreter) allow="$allow --allow-interpreter $(printf '%s' "$2" | sed "s/'/'\\\\''/g; s/^/'/; s/\$/'/")"; shift 2 ;;
+	--allow-interpreter) allow="$allow --allow-interpreter $(quote "$2")"; shift 2 ;;
 	--) shift; break ;;
 	-*) echo "through-engine.sh: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
@@ -39,7 +42,6 @@ fi
 [ -d "$tree/order.d" ] || { echo "through-engine.sh: $tree has no order.d/ (run migrate manifest first)" >&2; exit 2; }
 mkdir -p "$out"
 
-quote() { printf '%s' "$1" | sed "s/'/'\\\\''/g; s/^/'/; s/\$/'/"; }
 
 for arg in "$@"; do
 	case $arg in
