@@ -10,7 +10,7 @@
 //!
 //! Kubernetes API level: k8s-openapi's `v1_33` (the platform's floor).
 //!
-//! Guarantees, beyond the [`Ledger`] trait's:
+//! Guarantees, beyond the [`Ledger`](migration_core::Ledger) trait's:
 //! - Writes are JSON merge patches that name only the `m.*`/`a.*`/`f.*`/`c.*`
 //!   keys they write (an `f.*` key the write removes is set to `null`), under the field manager `cozystack-migrate`, carrying the
 //!   object's `resourceVersion` as a precondition. Other keys, labels and
@@ -44,14 +44,13 @@
 //!   the object since, the API server answers 409, the handle reads it again
 //!   and recomputes; an outcome that sends no patch (nothing to write, over
 //!   budget, a repeated attempt token) is always decided on a fresh read.
-//!   [`Ledger::read`] always reads.
+//!   [`Ledger::read`](migration_core::Ledger::read) always reads.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Patch;
@@ -62,10 +61,8 @@ use migration_core::keys;
 use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
 use migration_core::step::{AttemptNote, StepReport, StepWrite};
-use migration_core::{
-    Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
-};
-use migration_kube::object_ledger::{self, ObjectHandle, ObjectLedger, step_lock};
+use migration_core::{LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport};
+use migration_kube::object_ledger::{ObjectHandle, ObjectLedger, step_lock};
 use migration_kube::{
     Attempts, Backoff, Base, Class, ConditionalObject, Step, WriteTarget, Writer, classify,
     conditional_update, defaults, ledger_error, patch_params, post_params,
@@ -337,77 +334,7 @@ fn clear_failures<'s>(
     }
 }
 
-#[async_trait]
-impl Ledger for ConfigMapLedger {
-    fn describe(&self) -> String {
-        self.handle.writer.ledger.clone()
-    }
-
-    async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
-        let Some(cm) = self.get("read", &mut Attempts::new()).await? else {
-            return Ok(None);
-        };
-        let mut snapshot = LedgerSnapshot::from_raw_data(
-            cm.data
-                .iter()
-                .flatten()
-                .map(|(k, v)| (k.as_str(), v.as_str())),
-            cm.metadata.resource_version.clone(),
-        );
-        snapshot.usage = Some(migration_core::Usage {
-            used_bytes: configmap_size(&cm),
-            budget_bytes: self.budget,
-            record_overhead_bytes: 0,
-        });
-        Ok(Some(snapshot))
-    }
-
-    async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
-        object_ledger::create(self, entries).await
-    }
-
-    async fn write(
-        &self,
-        entries: &[(Slug, LedgerEntry)],
-        mode: WriteMode,
-    ) -> Result<WriteReport, LedgerError> {
-        object_ledger::write(self, entries, mode).await
-    }
-
-    async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
-        object_ledger::note_failure(self, slug, failure).await
-    }
-
-    /// One conditional merge patch for the whole step: the records (each
-    /// removing its slug's last failure), the attempt mark, the last failure
-    /// and the lock annotation, decided together on one base (CONTRACT.md
-    /// §5.5), between keeping its output tails and removing those it leaves
-    /// unnamed (§5.2).
-    async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
-        object_ledger::write_step(self, step).await
-    }
-
-    async fn kept_output(&self, message: &str) -> Result<Option<String>, LedgerError> {
-        self.handle.output.read(message).await
-    }
-
-    async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
-        const OP: &str = "note attempt";
-        let note = AttemptNote { slug, token, floor };
-        conditional_update(&Conditional(self), OP, |current| {
-            let mut writes = BTreeMap::new();
-            let count = self.next_mark(OP, current, &mut writes, note)?;
-            if writes.is_empty() {
-                return Ok(Step::Done(count));
-            }
-            self.within_budget(current, &writes)?;
-            Ok(Step::Write(Change::data(writes), count))
-        })
-        .await
-    }
-}
-
-migration_kube::object_lock_impl!(ConfigMapLedger);
+migration_kube::object_ledger_impl!(ConfigMapLedger);
 
 impl ObjectLedger for ConfigMapLedger {
     type Object = ConfigMap;
@@ -428,6 +355,39 @@ impl ObjectLedger for ConfigMapLedger {
 
     fn stored_message(cm: &ConfigMap, key: &str) -> Option<String> {
         cm.data.as_ref()?.get(key).cloned()
+    }
+
+    async fn read_object(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
+        let Some(cm) = self.get("read", &mut Attempts::new()).await? else {
+            return Ok(None);
+        };
+        let mut snapshot = LedgerSnapshot::from_raw_data(
+            cm.data
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+            cm.metadata.resource_version.clone(),
+        );
+        snapshot.usage = Some(migration_core::Usage {
+            used_bytes: configmap_size(&cm),
+            budget_bytes: self.budget,
+            record_overhead_bytes: 0,
+        });
+        Ok(Some(snapshot))
+    }
+
+    async fn note_attempt_object(&self, note: AttemptNote<'_>) -> Result<u32, LedgerError> {
+        const OP: &str = "note attempt";
+        conditional_update(&Conditional(self), OP, |current| {
+            let mut writes = BTreeMap::new();
+            let count = self.next_mark(OP, current, &mut writes, note)?;
+            if writes.is_empty() {
+                return Ok(Step::Done(count));
+            }
+            self.within_budget(current, &writes)?;
+            Ok(Step::Write(Change::data(writes), count))
+        })
+        .await
     }
 
     async fn create_object(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
@@ -484,7 +444,6 @@ impl ObjectLedger for ConfigMapLedger {
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
         const OP: &str = "write";
-        migration_core::ledger::refuse_repeated_slugs(&self.handle.writer.ledger, OP, entries)?;
         let keyed: Vec<(&Slug, String, &LedgerEntry)> = entries
             .iter()
             .map(|(slug, entry)| (slug, keys::entry_key(slug), entry))
@@ -539,6 +498,12 @@ impl ObjectLedger for ConfigMapLedger {
         .await
     }
 
+    /// One conditional merge patch for the whole step: the records (each
+    /// removing its slug's last failure), the attempt mark, the last failure
+    /// and the lock annotation, decided together on one base (CONTRACT.md
+    /// §5.5); the shared
+    /// [`write_step`](migration_kube::object_ledger::write_step) keeps its output
+    /// tails before and removes those it leaves unnamed after (§5.2).
     async fn write_step_object(
         &self,
         step: &StepWrite<'_>,

@@ -2,7 +2,7 @@
 //! changed, and a stale copy never decides anything.
 
 use super::*;
-use migration_core::Lock;
+use migration_core::{Ledger, Lock};
 use migration_core::{EntryState, Timestamp};
 use migration_kube::RetryPolicy;
 use std::time::Duration;

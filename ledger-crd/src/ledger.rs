@@ -1,9 +1,10 @@
 //! The ledger handle: what it holds, how an engine write becomes one
-//! conditional status write, and the [`Ledger`] and [`Lock`] implementations.
+//! conditional status write, and the [`ObjectLedger`] implementation that
+//! [`object_ledger_impl!`](migration_kube::object_ledger_impl) makes the
+//! [`Ledger`](migration_core::Ledger) and [`Lock`](migration_core::Lock) implementations of.
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::Request;
 use kube::{Client, Resource};
@@ -13,10 +14,8 @@ use migration_core::keys;
 use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
 use migration_core::step::{AttemptNote, StepReport, StepWrite};
-use migration_core::{
-    Ledger, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
-};
-use migration_kube::object_ledger::{self, ObjectHandle, ObjectLedger};
+use migration_core::{LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport};
+use migration_kube::object_ledger::{ObjectHandle, ObjectLedger};
 use migration_kube::{
     Attempts, Base, ConditionalObject, Step, WriteTarget, Writer, conditional_update, defaults,
 };
@@ -311,78 +310,7 @@ pub(crate) fn seed_write(
     Ok(write)
 }
 
-#[async_trait]
-impl Ledger for CrdLedger {
-    fn describe(&self) -> String {
-        self.handle.writer.ledger.clone()
-    }
-
-    async fn read(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
-        let Some(object) = self.fetch("read", &mut Attempts::new()).await? else {
-            return Ok(None);
-        };
-        let view = View::new(&object).map_err(|reason| self.unreadable(reason))?;
-        match view.lifecycle() {
-            Lifecycle::Seeding => Ok(None),
-            Lifecycle::Live => {
-                let mut snapshot = view.snapshot();
-                snapshot.usage = Some(migration_core::Usage {
-                    used_bytes: json_size(view.object),
-                    budget_bytes: self.budget,
-                    record_overhead_bytes: RECORD_OVERHEAD_BYTES,
-                });
-                Ok(Some(snapshot))
-            }
-        }
-    }
-
-    /// Creates the object, then writes its status (two requests; see the
-    /// crate documentation). An object left uninitialized by an interrupted
-    /// create is completed, not refused.
-    async fn create(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
-        object_ledger::create(self, entries).await
-    }
-
-    async fn write(
-        &self,
-        entries: &[(Slug, LedgerEntry)],
-        mode: WriteMode,
-    ) -> Result<WriteReport, LedgerError> {
-        object_ledger::write(self, entries, mode).await
-    }
-
-    async fn note_failure(&self, slug: &Slug, failure: &LastFailure) -> Result<(), LedgerError> {
-        object_ledger::note_failure(self, slug, failure).await
-    }
-
-    async fn kept_output(&self, message: &str) -> Result<Option<String>, LedgerError> {
-        self.handle.output.read(message).await
-    }
-
-    async fn note_attempt(&self, slug: &Slug, token: &str, floor: u32) -> Result<u32, LedgerError> {
-        const OP: &str = "note attempt";
-        let note = AttemptNote { slug, token, floor };
-        self.update_status(OP, |view| {
-            let mut write = StatusWrite::default();
-            let count = self.next_mark(OP, view, &mut write, note)?;
-            Ok(if write.attempts.is_empty() {
-                Step::Done(count)
-            } else {
-                Step::Write(write, count)
-            })
-        })
-        .await
-    }
-
-    /// One conditional status write for the whole step, the run lock in
-    /// `status.lock` included, between keeping its output tails in the
-    /// Secret (CONTRACT.md §5.2) and removing those it leaves unnamed.
-    async fn write_step(&self, step: &StepWrite<'_>) -> Result<StepReport, LedgerError> {
-        object_ledger::write_step(self, step).await
-    }
-}
-
-migration_kube::object_lock_impl!(CrdLedger);
+migration_kube::object_ledger_impl!(CrdLedger);
 
 impl ObjectLedger for CrdLedger {
     type Object = Value;
@@ -419,8 +347,44 @@ impl ObjectLedger for CrdLedger {
             .map(str::to_owned)
     }
 
+    async fn read_object(&self) -> Result<Option<LedgerSnapshot>, LedgerError> {
+        let Some(object) = self.fetch("read", &mut Attempts::new()).await? else {
+            return Ok(None);
+        };
+        let view = View::new(&object).map_err(|reason| self.unreadable(reason))?;
+        match view.lifecycle() {
+            Lifecycle::Seeding => Ok(None),
+            Lifecycle::Live => {
+                let mut snapshot = view.snapshot();
+                snapshot.usage = Some(migration_core::Usage {
+                    used_bytes: json_size(view.object),
+                    budget_bytes: self.budget,
+                    record_overhead_bytes: RECORD_OVERHEAD_BYTES,
+                });
+                Ok(Some(snapshot))
+            }
+        }
+    }
+
+    /// Creates the object, then writes its status (two requests; see the
+    /// crate documentation). An object left uninitialized by an interrupted
+    /// create is completed, not refused.
     async fn create_object(&self, entries: &[(Slug, LedgerEntry)]) -> Result<(), LedgerError> {
         self.seed(entries).await
+    }
+
+    async fn note_attempt_object(&self, note: AttemptNote<'_>) -> Result<u32, LedgerError> {
+        const OP: &str = "note attempt";
+        self.update_status(OP, |view| {
+            let mut write = StatusWrite::default();
+            let count = self.next_mark(OP, view, &mut write, note)?;
+            Ok(if write.attempts.is_empty() {
+                Step::Done(count)
+            } else {
+                Step::Write(write, count)
+            })
+        })
+        .await
     }
 
     async fn update_lock<T: Send>(
@@ -447,6 +411,11 @@ impl ObjectLedger for CrdLedger {
         .await
     }
 
+    /// One conditional status write for the whole step, the run lock in
+    /// `status.lock` included; the shared
+    /// [`write_step`](migration_kube::object_ledger::write_step)
+    /// keeps its output tails in the Secret before (CONTRACT.md §5.2) and
+    /// removes those it leaves unnamed after.
     async fn write_step_object(
         &self,
         step: &StepWrite<'_>,
@@ -461,7 +430,6 @@ impl ObjectLedger for CrdLedger {
         mode: WriteMode,
     ) -> Result<WriteReport, LedgerError> {
         const OP: &str = "write";
-        migration_core::ledger::refuse_repeated_slugs(&self.handle.writer.ledger, OP, entries)?;
         self.update_status(OP, |view| {
             let stored = view.entries();
             // Shared records are filed against exactly the object this

@@ -6,8 +6,10 @@
 //! step write that carries the records too; CONTRACT.md §5.5).
 //!
 //! A backend implements [`ObjectLedger`] (its object's shape and how it
-//! writes it); the functions here are the [`Ledger`](migration_core::Ledger)
-//! and [`Lock`](migration_core::Lock) methods written once over it.
+//! reads and writes it); the functions here are the
+//! [`Ledger`](migration_core::Ledger) and [`Lock`](migration_core::Lock)
+//! methods written once over it, and [`object_ledger_impl!`](crate::object_ledger_impl)
+//! implements both traits by them.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -16,8 +18,10 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use migration_core::fence::{LockWrite, ObjectLock, StoredLock, new_token};
 use migration_core::last_failure::LastFailure;
-use migration_core::step::{FailureNote, StepMode, StepReport, StepWrite};
-use migration_core::{Clock, Lease, LedgerEntry, LedgerError, Slug, WriteMode, WriteReport};
+use migration_core::step::{AttemptNote, FailureNote, StepMode, StepReport, StepWrite};
+use migration_core::{
+    Clock, Lease, LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport,
+};
 
 use crate::output_secret::{Kept, OutputSecret};
 use crate::{Attempts, Base, LeaseLock, RetryPolicy, Step, Writer};
@@ -136,13 +140,27 @@ pub trait ObjectLedger: Sync {
     /// last failure's).
     fn stored_message(object: &Self::Object, key: &str) -> Option<String>;
 
+    /// [`Ledger::read`](migration_core::Ledger::read): the object read
+    /// (always a request) as a snapshot, `None` while there is no ledger.
+    fn read_object(
+        &self,
+    ) -> impl Future<Output = Result<Option<LedgerSnapshot>, LedgerError>> + Send;
+
+    /// [`Ledger::note_attempt`](migration_core::Ledger::note_attempt): one
+    /// conditional write of `note`'s attempt mark, answering its count.
+    fn note_attempt_object(
+        &self,
+        note: AttemptNote<'_>,
+    ) -> impl Future<Output = Result<u32, LedgerError>> + Send;
+
     /// Creates the object holding `entries` (their tails already kept).
     fn create_object(
         &self,
         entries: &[(Slug, LedgerEntry)],
     ) -> impl Future<Output = Result<(), LedgerError>> + Send;
 
-    /// Writes `entries` into the object (their tails already kept).
+    /// Writes `entries` into the object (their tails already kept, their
+    /// slugs checked).
     fn write_object(
         &self,
         entries: &[(Slug, LedgerEntry)],
@@ -209,6 +227,11 @@ pub async fn write<L: ObjectLedger>(
     mode: WriteMode,
 ) -> Result<WriteReport, LedgerError> {
     let mut kept = keep(ledger, entries, None).await;
+    migration_core::ledger::refuse_repeated_slugs(
+        &ledger.handle().writer.ledger,
+        "write",
+        &kept.records,
+    )?;
     if mode == WriteMode::OnlyIfAbsent {
         // An entry already present stays, and so does the tail it names.
         kept.unnamed.clear();
@@ -346,13 +369,26 @@ pub async fn release<L: ObjectLedger>(ledger: &L, lease: &Lease) -> Result<(), L
     }
 }
 
-/// Implements [`migration_core::Lock`] for an [`ObjectLedger`] by this
-/// module's functions (the trait is core's and the type the backend's, so
-/// neither a blanket implementation here nor one in core can).
+/// Implements [`migration_core::Ledger`] and [`migration_core::Lock`] for
+/// an [`ObjectLedger`] by this module's functions (the traits are core's and
+/// the type the backend's, so neither a blanket implementation here nor one
+/// in core can).
 #[rustfmt::skip]
 #[macro_export]
-macro_rules! object_lock_impl {
+macro_rules! object_ledger_impl {
     ($ledger:ty) => {
+        #[async_trait::async_trait]
+        impl migration_core::Ledger for $ledger {
+            fn describe(&self) -> String { $crate::object_ledger::ObjectLedger::handle(self).writer.ledger.clone() }
+            async fn read(&self) -> Result<Option<migration_core::LedgerSnapshot>, migration_core::LedgerError> { $crate::object_ledger::ObjectLedger::read_object(self).await }
+            async fn create(&self, entries: &[(migration_core::Slug, migration_core::LedgerEntry)]) -> Result<(), migration_core::LedgerError> { $crate::object_ledger::create(self, entries).await }
+            async fn write(&self, entries: &[(migration_core::Slug, migration_core::LedgerEntry)], mode: migration_core::WriteMode) -> Result<migration_core::WriteReport, migration_core::LedgerError> { $crate::object_ledger::write(self, entries, mode).await }
+            async fn note_attempt(&self, slug: &migration_core::Slug, token: &str, floor: u32) -> Result<u32, migration_core::LedgerError> { $crate::object_ledger::ObjectLedger::note_attempt_object(self, migration_core::step::AttemptNote { slug, token, floor }).await }
+            async fn note_failure(&self, slug: &migration_core::Slug, failure: &migration_core::last_failure::LastFailure) -> Result<(), migration_core::LedgerError> { $crate::object_ledger::note_failure(self, slug, failure).await }
+            async fn kept_output(&self, message: &str) -> Result<Option<String>, migration_core::LedgerError> { $crate::object_ledger::ObjectLedger::handle(self).output.read(message).await }
+            async fn write_step(&self, step: &migration_core::step::StepWrite<'_>) -> Result<migration_core::step::StepReport, migration_core::LedgerError> { $crate::object_ledger::write_step(self, step).await }
+        }
+
         #[async_trait::async_trait]
         impl migration_core::Lock for $ledger {
             async fn acquire(&self, holder: &str, ttl: std::time::Duration) -> Result<migration_core::Lease, migration_core::LedgerError> { $crate::object_ledger::acquire(self, holder, ttl).await }
