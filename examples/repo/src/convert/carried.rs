@@ -33,7 +33,8 @@ use migrate_lint::shell::handled::words;
 use migrate_lint::shell::{ast, parse};
 
 use super::behaviour::FailureClass;
-use super::patterns::{Analysis, Change};
+use super::handled::only_pipeline;
+use super::patterns::Analysis;
 
 /// The kind of change this module reports.
 pub const KIND: &str = "carried-on";
@@ -239,15 +240,11 @@ impl Walk<'_> {
             .entry(line)
             .or_default()
             .push((column, format!("{TOLERATE} {flags} -- ")));
-        self.out.changes.push(Change {
-            kind: KIND,
-            line,
-            message: format!(
-                "{}: the original (no 'set -e') carried on when it failed, and the engine's errexit would end the script there; the answer it meant is accepted through '{TOLERATE} {flags}', every other failure (Forbidden, unreachable, a timeout) ends the script",
-                shown(argv)
-            ),
-            rewritable: true,
-        });
+        let message = format!(
+            "{}: the original (no 'set -e') carried on when it failed, and the engine's errexit would end the script there; the answer it meant is accepted through '{TOLERATE} {flags}', every other failure (Forbidden, unreachable, a timeout) ends the script",
+            shown(argv)
+        );
+        self.out.change(KIND, line, message, true);
     }
 
     /// `x=$(CALL | grep ...)` on line `line`: the grep finding nothing is
@@ -273,15 +270,11 @@ impl Walk<'_> {
                 "{indent}{name}=$({call_text}); {name}=$(printf '%s' \"${name}\" | {grep_text} || [ $? = 1 ])"
             ),
         );
-        self.out.changes.push(Change {
-            kind: KIND,
-            line,
-            message: format!(
-                "{}: the original (no 'set -e') carried on when grep found nothing, and the engine's errexit would end the script there; nothing found is now an empty answer, and the call runs on its own, its failure ending the script",
-                shown(call)
-            ),
-            rewritable: true,
-        });
+        let message = format!(
+            "{}: the original (no 'set -e') carried on when grep found nothing, and the engine's errexit would end the script there; nothing found is now an empty answer, and the call runs on its own, its failure ending the script",
+            shown(call)
+        );
+        self.out.change(KIND, line, message, true);
     }
 
     /// Where on lines `first..=last` the call's first two words are
@@ -338,12 +331,8 @@ impl Walk<'_> {
                 continue;
             }
             self.and_lines.push(line);
-            self.out.changes.push(Change {
-                kind: KIND,
-                line,
-                message: "'A && B' failed as a list when A failed, which the original carried past to its later commands: now 'if A; then B; fi', so it ends as the original did once the stamp after it is removed".into(),
-                rewritable: true,
-            });
+            let message = "'A && B' failed as a list when A failed, which the original carried past to its later commands: now 'if A; then B; fi', so it ends as the original did once the stamp after it is removed";
+            self.out.change(KIND, line, message.into(), true);
         }
     }
 
@@ -428,14 +417,7 @@ fn one_pipeline(text: &str) -> Option<Vec<Vec<String>>> {
     let [list] = program.complete_commands.as_slice() else {
         return None;
     };
-    let [item] = list.0.as_slice() else {
-        return None;
-    };
-    if !item.0.additional.is_empty() || item.0.first.bang {
-        return None;
-    }
-    item.0
-        .first
+    only_pipeline(list)?
         .seq
         .iter()
         .map(|c| match c {

@@ -35,7 +35,7 @@ use migrate_lint::cluster_commands::{DEFAULT_COMMANDS, TOLERATE};
 use migrate_lint::shell::handled::{self as shell_handled, var_of, words};
 use migrate_lint::shell::{ast, parse};
 
-use super::patterns::{Analysis, Change};
+use super::patterns::Analysis;
 use super::report::{HelperReport, Status};
 
 /// The kind of change this module reports.
@@ -96,11 +96,7 @@ fn classifier_functions(program: &ast::Program) -> BTreeMap<String, Grep> {
                 };
                 let lists = parse::compound_lists(&f.body.0);
                 let [body] = lists.as_slice() else { continue };
-                let [only] = body.0.as_slice() else { continue };
-                if !only.0.additional.is_empty() || only.0.first.bang {
-                    continue;
-                }
-                let [ast::Command::Simple(s)] = only.0.first.seq.as_slice() else {
+                let Some(s) = only_pipeline(body).and_then(only_simple) else {
                     continue;
                 };
                 if let Some(g) = grep(s).filter(|g| var_of(&g.file).as_deref() == Some("1")) {
@@ -223,6 +219,15 @@ fn only_simple(p: &ast::Pipeline) -> Option<&ast::SimpleCommand> {
     }
 }
 
+/// The pipeline `list` is, when it is one item without `&&`/`||` and not
+/// negated by `!`: a list whose exit status is that pipeline's, as written.
+pub(super) fn only_pipeline(list: &ast::CompoundList) -> Option<&ast::Pipeline> {
+    let [item] = list.0.as_slice() else {
+        return None;
+    };
+    (item.0.additional.is_empty() && !item.0.first.bang).then_some(&item.0.first)
+}
+
 /// A cluster command call whose failure a script may handle: directly
 /// (`kubectl ...`) or as the one command of an assignment's `$(...)`.
 struct Call {
@@ -276,13 +281,7 @@ fn call_of(src: &str, s: &ast::SimpleCommand) -> Option<Call> {
     let [list] = inner.complete_commands.as_slice() else {
         return None;
     };
-    let [item] = list.0.as_slice() else {
-        return None;
-    };
-    if !item.0.additional.is_empty() || item.0.first.bang {
-        return None;
-    }
-    let s = only_simple(&item.0.first)?;
+    let s = only_simple(only_pipeline(list)?)?;
     let ws = words(s);
     let cmd = parse::literal(&ws.first()?.value)?;
     if !DEFAULT_COMMANDS.contains(&cmd.as_str()) {
@@ -455,16 +454,11 @@ impl<'a> Finder<'a> {
             // it; say what would do instead.
             if let Some((_, text)) = early_success(h.branch) {
                 if let Some((edits, flags)) = self.probe_edits(&h) {
-                    self.out.edits.extend(edits);
-                    self.out.changes.push(Change {
-                        kind: KIND,
-                        line: h.call.line,
-                        message: format!(
-                            "{} took any failure as 'absent' ({text}): now {TOLERATE} {flags} -- {}, the absent branch runs when migrate-tolerate tolerated that answer, and every other failure (unreachable, Forbidden) fails",
-                            h.call.shown, h.call.shown
-                        ),
-                        rewritable: true,
-                    });
+                    let message = format!(
+                        "{} took any failure as 'absent' ({text}): now {TOLERATE} {flags} -- {}, the absent branch runs when migrate-tolerate tolerated that answer, and every other failure (unreachable, Forbidden) fails",
+                        h.call.shown, h.call.shown
+                    );
+                    self.rewrite(h.call.line, edits, message);
                     return;
                 }
                 let message = format!(
@@ -530,16 +524,11 @@ impl<'a> Finder<'a> {
         };
         match self.edits(&h, &test, &flags, &err) {
             Some(edits) => {
-                self.out.edits.extend(edits);
-                self.out.changes.push(Change {
-                    kind: KIND,
-                    line: h.call.line,
-                    message: format!(
-                        "{} accepted the failures its error text matched ({:?}): now {proposed}, and the branch for them runs when migrate-tolerate says it tolerated one{dropped}",
-                        h.call.shown, test.grep.pattern
-                    ),
-                    rewritable: true,
-                });
+                let message = format!(
+                    "{} accepted the failures its error text matched ({:?}): now {proposed}, and the branch for them runs when migrate-tolerate says it tolerated one{dropped}",
+                    h.call.shown, test.grep.pattern
+                );
+                self.rewrite(h.call.line, edits, message);
             }
             None => {
                 let message = format!(
@@ -590,13 +579,9 @@ impl<'a> Finder<'a> {
             ([ast::Command::Compound(ast::CompoundCommand::IfClause(c), None)], [])
                 if c.elses.is_none() =>
             {
-                let [cond] = c.condition.0.as_slice() else {
-                    return;
-                };
-                if !cond.0.additional.is_empty() || cond.0.first.bang {
-                    return;
-                }
-                let Some(call) = only_simple(&cond.0.first).and_then(|s| call_of(self.src, s))
+                let Some(call) = only_pipeline(&c.condition)
+                    .and_then(only_simple)
+                    .and_then(|s| call_of(self.src, s))
                 else {
                     return;
                 };
@@ -659,16 +644,11 @@ impl<'a> Finder<'a> {
         if call.in_substitution || edits.keys().any(|l| self.out.edits.contains_key(l)) {
             return;
         }
-        self.out.edits.extend(edits);
-        self.out.changes.push(Change {
-            kind: KIND,
-            line: call.line,
-            message: format!(
-                "{} took any failure as 'absent' and {taken}: now through {TOLERATE}, the same path runs when it tolerated that answer, and every other failure (unreachable, Forbidden) fails",
-                call.shown
-            ),
-            rewritable: true,
-        });
+        let message = format!(
+            "{} took any failure as 'absent' and {taken}: now through {TOLERATE}, the same path runs when it tolerated that answer, and every other failure (unreachable, Forbidden) fails",
+            call.shown
+        );
+        self.rewrite(call.line, edits, message);
     }
 
     /// The line of the `keyword` closing a construct whose last word is on
@@ -686,13 +666,15 @@ impl<'a> Finder<'a> {
         None
     }
 
+    /// Applies `edits` and notes the rewrite they make of the call on `line`.
+    fn rewrite(&mut self, line: usize, edits: BTreeMap<usize, Option<String>>, message: String) {
+        self.out.edits.extend(edits);
+        self.out.change(KIND, line, message, true);
+    }
+
+    /// Notes a finding on `line` left for review by hand.
     fn review(&mut self, line: usize, message: String) {
-        self.out.changes.push(Change {
-            kind: KIND,
-            line,
-            message,
-            rewritable: false,
-        });
+        self.out.change(KIND, line, message, false);
     }
 
     /// The test of the error file heading `branch`, when the test's
@@ -709,13 +691,7 @@ impl<'a> Finder<'a> {
             ([ast::Command::Compound(ast::CompoundCommand::IfClause(c), None)], [])
                 if !ao.first.bang && c.elses.is_none() =>
             {
-                let [cond] = c.condition.0.as_slice() else {
-                    return None;
-                };
-                if !cond.0.additional.is_empty() || cond.0.first.bang {
-                    return None;
-                }
-                let grep = self.test_grep(only_simple(&cond.0.first)?)?;
+                let grep = self.test_grep(only_simple(only_pipeline(&c.condition)?)?)?;
                 if !ends_in_success(&c.then) {
                     return None;
                 }

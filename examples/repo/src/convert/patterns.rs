@@ -343,6 +343,19 @@ pub struct Analysis {
     pub changes: Vec<Change>,
 }
 
+impl Analysis {
+    /// Notes a finding of `kind` on `line`: `rewritable` when an edit this
+    /// analysis makes answers it, otherwise it is left for review.
+    pub fn change(&mut self, kind: &'static str, line: usize, message: String, rewritable: bool) {
+        self.changes.push(Change {
+            kind,
+            line,
+            message,
+            rewritable,
+        });
+    }
+}
+
 /// Spellings of "the directory of this script" that point at `lib/` next
 /// to the numbered scripts; under the slug layout the script is one level
 /// down (`pre-apply/<slug>`), so they become `$MIGRATION_TREE/lib/`.
@@ -391,12 +404,12 @@ pub fn analyse(text: &str, config: &PatternConfig) -> Analysis {
             walk.stamped.pop();
         }
         Err(e) => {
-            walk.out.changes.push(Change {
-                kind: "shell-parse",
-                line: e.line.unwrap_or(1),
-                message: format!("does not parse ({}); nothing is rewritten", e.message),
-                rewritable: false,
-            });
+            walk.out.change(
+                "shell-parse",
+                e.line.unwrap_or(1),
+                format!("does not parse ({}); nothing is rewritten", e.message),
+                false,
+            );
             return walk.out;
         }
     }
@@ -536,14 +549,14 @@ impl<'a> Walk<'a> {
                         .collect();
                     self.out.edits.insert(first, Some(format!("{indent}:")));
                 }
-                self.change(
+                self.out.change(
                     "version-stamp",
                     first,
                     format!("{kind}: removed (the runner records the outcome itself)"),
                     true,
                 );
             } else {
-                self.change(
+                self.out.change(
                     "version-stamp",
                     first,
                     format!("{kind} inside a compound command list: remove it by hand"),
@@ -574,7 +587,7 @@ impl<'a> Walk<'a> {
                     self.out.edits.insert(line, None);
                 }
                 self.out.edits.insert(first, Some(commands.join("\n")));
-                self.change(
+                self.out.change(
                     "version-stamp",
                     first,
                     format!("{what}: the 'version' it sets is the stamp, removed (the runner records the outcome itself); the labels and annotations it sets besides are kept as 'kubectl label'/'annotate' of the ledger object under those keys, outside the engine's (ledger-annotate, in the lint-baseline)"),
@@ -582,7 +595,7 @@ impl<'a> Walk<'a> {
                 );
                 return;
             }
-            self.change(
+            self.out.change(
                 "ledger-write",
                 first,
                 format!("{what}: this is the version stamp, and the manifest may set more than 'version' (labels, annotations); remove it by hand and move what else it sets to the chart"),
@@ -592,14 +605,14 @@ impl<'a> Walk<'a> {
         }
         self.note_render_vars(&simples);
         if let Some(what) = self.ledger_note(&simples) {
-            self.change(
+            self.out.change(
                 "ledger-annotate",
                 first,
                 format!("{what}: a note on the ledger object under keys of the script's own, each spelled out, outside the engine's; it cannot touch the entries or the run lock, the runner's ledger guard lets it through, and lint's ledger-annotate for it is accepted in the lint-baseline: kept as it is"),
                 true,
             );
         } else if let Some(what) = self.ledger_write(&simples) {
-            self.change(
+            self.out.change(
                 "ledger-write",
                 first,
                 format!("{what}: the engine refuses scripts that write the ledger; move it to the chart or drop it"),
@@ -739,14 +752,14 @@ impl<'a> Walk<'a> {
                     {
                         self.out.edits.insert(line - 1, None);
                     }
-                    self.change(
+                    self.out.change(
                         "version-stamp",
                         line,
                         format!("sources the stamp helper lib/{h}: removed"),
                         true,
                     );
                 } else {
-                    self.change(
+                    self.out.change(
                         "version-stamp",
                         line,
                         format!(
@@ -765,7 +778,7 @@ impl<'a> Walk<'a> {
             let replaced = current.replace(spelling, "$MIGRATION_TREE/lib/");
             if replaced != current {
                 self.out.edits.insert(line, Some(replaced));
-                self.change(
+                self.out.change(
                     "lib-path",
                     line,
                     format!("{spelling} resolves to pre-apply/lib under the slug layout: now $MIGRATION_TREE/lib/"),
@@ -930,15 +943,6 @@ impl<'a> Walk<'a> {
             .is_some_and(|l| l.trim_start().starts_with(w.value.as_str()))
     }
 
-    fn change(&mut self, kind: &'static str, line: usize, message: String, rewritable: bool) {
-        self.out.changes.push(Change {
-            kind,
-            line,
-            message,
-            rewritable,
-        });
-    }
-
     /// Classifies the `exit 0`s once the whole script is seen, and the
     /// dry-run lines.
     fn finish(mut self) -> Analysis {
@@ -952,14 +956,14 @@ impl<'a> Walk<'a> {
                 if !in_function && text.matches("exit 0").count() == 1 {
                     let new = text.replace("exit 0", &format!("exit {NOT_YET_STATUS}"));
                     self.out.edits.insert(line, Some(new));
-                    self.change(
+                    self.out.change(
                         "retry-later-exit",
                         line,
                         format!("exit 0 before the version stamp meant 'run me again next upgrade': now exit {NOT_YET_STATUS} (the engine would record exit 0 as ok for ever)"),
                         true,
                     );
                 } else {
-                    self.change(
+                    self.out.change(
                         "retry-later-exit",
                         line,
                         "exit 0 before the version stamp (in a function or a compound line): decide by hand whether it means 'run me again'".into(),
@@ -975,7 +979,7 @@ impl<'a> Walk<'a> {
             } else {
                 "the script's own dry-run switch, which the environment can set past the runner (a variable read before it is assigned, or assigned from something other than MIGRATION_DRY_RUN): under the engine its exit 0 would record ok; use 'migrate plan' (or the engine's dry run) instead and drop the switch".into()
             };
-            self.change("dry-run-switch", line, message, proven);
+            self.out.change("dry-run-switch", line, message, proven);
         }
         self.out.changes.sort_by_key(|c| c.line);
         self.out
