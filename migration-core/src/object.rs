@@ -543,12 +543,17 @@ fn lock_put(lock: crate::fence::LockWrite) -> Option<(String, String)> {
     })
 }
 
-/// A change storing only `put` (a lock change) in `object`.
-fn lock_change(object: &Object, put: Option<(String, String)>) -> Option<Change> {
-    put.map(|put| Change::Put {
+/// A change storing only `lock` (a lock change; `None`: none) in `object`.
+fn lock_change(object: &Object, lock: crate::fence::LockWrite) -> Option<Change> {
+    lock_put(lock).map(|put| Change::Put {
         revision: object.revision + 1,
         puts: vec![put],
     })
+}
+
+/// Stores `lock` alone in `object`, answering the lease it grants.
+fn store_lock(object: &Object, lock: StoredLock) -> (Lease, Option<Change>) {
+    (lock.lease(), lock_change(object, Some(Some(lock))))
 }
 
 /// Plans [`crate::Lock::acquire`] on the lock kept in the object: free,
@@ -566,10 +571,7 @@ pub fn plan_lock_take(
 ) -> Result<(Lease, Option<Change>), LedgerError> {
     let object = current.ok_or_else(|| not_found(name, "acquire lock"))?;
     let taken = object_lock(name, object, None, now)?.take(holder, ttl, fresh_token)?;
-    Ok((
-        taken.lease(),
-        lock_change(object, Some((LOCK_KEY.to_owned(), taken.encode()))),
-    ))
+    Ok(store_lock(object, taken))
 }
 
 /// Plans [`crate::Lock::renew`]: the same tenure renewed for `ttl` from
@@ -589,10 +591,7 @@ pub fn plan_lock_renew(
     let renewed = object_lock(name, object, None, now)?
         .require(lease)?
         .renewed(now, ttl);
-    Ok((
-        renewed.lease(),
-        lock_change(object, Some((LOCK_KEY.to_owned(), renewed.encode()))),
-    ))
+    Ok(store_lock(object, renewed))
 }
 
 /// Plans [`crate::Lock::release`]: removes the lock if it is `lease`'s
@@ -607,10 +606,8 @@ pub fn plan_lock_release(
         return Ok(((), None));
     };
     let ours = stored_lock(name, object)?.is_some_and(|l| l.is(lease));
-    Ok((
-        (),
-        lock_change(object, ours.then(|| (LOCK_KEY.to_owned(), String::new()))),
-    ))
+    // Storing no lock removes it.
+    Ok(((), lock_change(object, ours.then_some(None))))
 }
 
 /// The records, the attempt mark, the last failure and `lock` (a put of
