@@ -2,8 +2,8 @@
 //! changed, and a stale copy never decides anything.
 
 use super::*;
-use migration_core::{Ledger, Lock};
 use migration_core::{EntryState, Timestamp};
+use migration_core::{Ledger, Lock};
 use migration_kube::RetryPolicy;
 use std::time::Duration;
 use test_apiserver::{TestApiServer, Verb};
