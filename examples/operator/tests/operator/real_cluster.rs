@@ -119,12 +119,7 @@ impl Env {
         };
         for _ in 0..400 {
             let cached = ctx.jobs.snapshot().iter().map(|j| (**j).clone()).collect();
-            let stored = self
-                .jobs_api()
-                .list(&ListParams::default())
-                .await
-                .unwrap()
-                .items;
+            let stored = self.stored_jobs().await;
             if versions(cached) == versions(stored) {
                 return;
             }
@@ -144,14 +139,20 @@ impl Env {
         Api::namespaced(self.cluster.client(), &self.ns)
     }
 
-    /// Jobs as (slug, attempt), sorted.
-    async fn jobs(&self) -> Vec<(String, String)> {
-        let mut jobs: Vec<_> = self
-            .jobs_api()
+    /// Every Job the server stores in the namespace.
+    async fn stored_jobs(&self) -> Vec<Job> {
+        self.jobs_api()
             .list(&ListParams::default())
             .await
             .unwrap()
             .items
+    }
+
+    /// Jobs as (slug, attempt), sorted.
+    async fn jobs(&self) -> Vec<(String, String)> {
+        let mut jobs: Vec<_> = self
+            .stored_jobs()
+            .await
             .into_iter()
             .map(|j| {
                 let labels = j.metadata.labels.unwrap_or_default();
@@ -295,6 +296,19 @@ fn retries(limit: u32, base: u64, cap: u64) -> Retries {
         limit,
         base: Duration::from_secs(base),
         cap: Duration::from_secs(cap),
+    }
+}
+
+/// Asserts that the condition's message in `status` contains `part`.
+fn message_contains(status: &serde_json::Value, part: &str) {
+    let message = status["message"].as_str().unwrap();
+    assert!(message.contains(part), "{part:?} not in {status:#}");
+}
+
+/// Asserts that the rendered `metrics` contain each of `lines`.
+fn metrics_contain(metrics: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(metrics.contains(line), "{line:?} not in {metrics}");
     }
 }
 
@@ -489,13 +503,7 @@ async fn a_verb_missing_from_a_role_fails_with_a_forbidden_error_naming_it() {
     migrate_operator::failed(&err, &ctx).await;
     let status = t.status().await;
     assert_eq!(status["reason"], "MissingRights", "{status:#}");
-    assert!(
-        status["message"]
-            .as_str()
-            .unwrap()
-            .contains("cannot create resource \"jobs\""),
-        "{status:#}"
-    );
+    message_contains(&status, "cannot create resource \"jobs\"");
     let text = err.to_string();
     assert!(
         text.contains(&format!(
@@ -554,12 +562,14 @@ impl Env {
         self.finish(job, false).await;
     }
 
-    async fn set_index_image(&self, image: &str) {
+    /// Merge-patches `data` into the `data` of ConfigMap `name` (the index or the ledger), as a
+    /// person or the chart changes it (`null` removes a key).
+    async fn patch_data(&self, name: &str, data: serde_json::Value) {
         let cms: Api<ConfigMap> = Api::namespaced(self.cluster.client(), &self.ns);
         cms.patch(
-            INDEX,
+            name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"image": image}})),
+            &Patch::Merge(json!({ "data": data })),
         )
         .await
         .unwrap();
@@ -624,17 +634,13 @@ async fn each_job_and_each_outcome_is_its_own_event_regarding_its_job() {
     assert_eq!(status["queue"]["failed"], 1, "{status:#}");
     assert_eq!(status["queue"]["pending"], 1, "{status:#}");
     let metrics = ctx.metrics.render();
-    assert!(
-        metrics.contains("migrate_operator_migrations_failed 1\n"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("migrate_operator_migrations_pending 1\n"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("migrate_operator_last_success_timestamp_seconds "),
-        "{metrics}"
+    metrics_contain(
+        &metrics,
+        &[
+            "migrate_operator_migrations_failed 1\n",
+            "migrate_operator_migrations_pending 1\n",
+            "migrate_operator_last_success_timestamp_seconds ",
+        ],
     );
 }
 
@@ -665,7 +671,8 @@ async fn a_give_up_records_the_image_and_output_of_the_last_job_and_deleted_jobs
     t.reconcile(&ctx).await.unwrap();
     assert_eq!(t.jobs().await, pairs(&[("bg", "2"), ("bg", "3")]));
     // A new release is rolled out while attempt 3 runs the old image.
-    t.set_index_image(common::NEXT_IMAGE).await;
+    t.patch_data(INDEX, json!({ "image": common::NEXT_IMAGE }))
+        .await;
     t.fail_with_output(
         "migrate-bg-3",
         "step 1 done\nkubectl: error: the server is gone\n",
@@ -702,19 +709,7 @@ async fn a_give_up_records_the_image_and_output_of_the_last_job_and_deleted_jobs
 #[ignore = "needs MIGRATE_TEST_KUBECONFIG (examples/kube-testenv)"]
 async fn a_repaired_configmap_ledger_entry_wakes_the_operator_without_touching_the_index() {
     let t = or_skip!(Env::new("operator: the ledger's watch", &["first"], &[]).await);
-    let cms: Api<ConfigMap> = Api::namespaced(t.cluster.client(), &t.ns);
-    let set_entry = |value: serde_json::Value| {
-        let cms = cms.clone();
-        async move {
-            cms.patch(
-                LEDGER,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"data": {"m.first": value}})),
-            )
-            .await
-            .unwrap();
-        }
-    };
+    let set_entry = |value: serde_json::Value| t.patch_data(LEDGER, json!({ "m.first": value }));
     set_entry(json!("{not json")).await;
     let ctx = t.context(t.cluster.client(), Retries::default());
     let controller = tokio::spawn(run_controller(ctx));
@@ -1078,13 +1073,12 @@ async fn the_chart_runs_the_operator_binary_with_bounded_jobs_metrics_plain_logs
             "{probe}: {answer}"
         );
     }
-    assert!(
-        metrics.contains("migrate_operator_migrations_running 1\n"),
-        "{metrics}"
-    );
-    assert!(
-        metrics.contains("# TYPE migrate_operator_migrations_pending gauge\n"),
-        "{metrics}"
+    metrics_contain(
+        &metrics,
+        &[
+            "migrate_operator_migrations_running 1\n",
+            "# TYPE migrate_operator_migrations_pending gauge\n",
+        ],
     );
     // A second replica follows; SIGTERM to the leader hands over at the follower's next
     // campaign (a third of the 15 s Lease), not when the Lease lapses.
@@ -1132,25 +1126,11 @@ async fn the_chart_runs_the_operator_binary_with_bounded_jobs_metrics_plain_logs
 // Issue 37: serial means serial, say what is wrong, decided once, what cluster admins expect.
 
 impl Env {
-    async fn patch_index(&self, data: serde_json::Value) {
-        let cms: Api<ConfigMap> = Api::namespaced(self.cluster.client(), &self.ns);
-        cms.patch(
-            INDEX,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "data": data })),
-        )
-        .await
-        .unwrap();
-    }
-
     /// Jobs without a Complete or Failed condition.
     async fn active_jobs(&self) -> Vec<String> {
         let mut active: Vec<String> = self
-            .jobs_api()
-            .list(&ListParams::default())
+            .stored_jobs()
             .await
-            .unwrap()
-            .items
             .into_iter()
             .filter(|j| {
                 !j.status
@@ -1211,11 +1191,11 @@ async fn changing_the_index_while_a_job_runs_never_starts_a_second_job() {
     t.reconcile(&ctx).await.unwrap();
     assert_eq!(t.active_jobs().await, ["migrate-first-1"]);
     // The running slug revoked: its Job is left to finish, nothing raced beside it.
-    t.patch_index(json!({"revoked": "first\n"})).await;
+    t.patch_data(INDEX, json!({"revoked": "first\n"})).await;
     t.reconcile(&ctx).await.unwrap();
     assert_eq!(t.active_jobs().await, ["migrate-first-1"], "revoked");
     // Reordered: still the one Job.
-    t.patch_index(json!({"slugs": "third\nsecond\nfirst\n"}))
+    t.patch_data(INDEX, json!({"slugs": "third\nsecond\nfirst\n"}))
         .await;
     t.reconcile(&ctx).await.unwrap();
     assert_eq!(t.active_jobs().await, ["migrate-first-1"], "reordered");
@@ -1270,13 +1250,7 @@ async fn a_deleted_ledger_is_ledger_missing_with_no_job_and_true_figures() {
     );
     let status = t.status().await;
     assert_eq!(status["reason"], "LedgerMissing", "{status:#}");
-    assert!(
-        status["message"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("configmap:{}/{LEDGER}", t.ns)),
-        "{status:#}"
-    );
+    message_contains(&status, &format!("configmap:{}/{LEDGER}", t.ns));
     assert_eq!(status["queue"]["running"], 0, "{status:#}");
     let metrics = ctx.metrics.render();
     assert!(
@@ -1297,16 +1271,13 @@ async fn an_index_image_migrate_index_refuses_is_index_invalid_in_its_words_each
     let ctx = t.context(t.cluster.client(), Retries::default());
     let bad = ["ghcr.io/x/m@sha256:zz", "ghcr.io/x/m@md5:00"];
     for image in bad {
-        t.set_index_image(image).await;
+        t.patch_data(INDEX, json!({ "image": image })).await;
         let err = t.reconcile(&ctx).await.unwrap_err().to_string();
         let why = migrate_shared::index::check_image(image, true).unwrap_err();
         assert!(err.contains(&why), "{err} lacks {why}");
         let status = t.status().await;
         assert_eq!(status["reason"], "IndexInvalid", "{status:#}");
-        assert!(
-            status["message"].as_str().unwrap().contains(&why),
-            "{status:#}"
-        );
+        message_contains(&status, &why);
     }
     assert!(t.jobs().await.is_empty(), "no Job from an unpinned image");
     let events = t
@@ -1330,7 +1301,8 @@ async fn a_job_recreated_under_its_name_gets_an_event_with_its_own_image() {
         .delete("migrate-first-1", &kube::api::DeleteParams::background())
         .await
         .unwrap();
-    t.set_index_image(common::NEXT_IMAGE).await;
+    t.patch_data(INDEX, json!({ "image": common::NEXT_IMAGE }))
+        .await;
     t.reconcile(&ctx).await.unwrap();
     assert_eq!(t.jobs().await, pairs(&[("first", "1")]));
     let events = t.events_until(|e| notes(e, "JobCreated").len() >= 2).await;
@@ -1356,23 +1328,14 @@ async fn backing_off_names_the_cause_of_the_failure() {
     t.ended(&ctx, "migrate-quiet-1", true).await;
     let status = t.status().await;
     assert_eq!(status["reason"], "BackingOff", "{status:#}");
-    assert!(
-        status["message"]
-            .as_str()
-            .unwrap()
-            .contains("succeeded but recorded nothing"),
-        "{status:#}"
-    );
+    message_contains(&status, "succeeded but recorded nothing");
     t.clock.advance(Duration::from_secs(31));
     t.reconcile(&ctx).await.unwrap();
     t.ended(&ctx, "migrate-quiet-2", false).await;
     let status = t.status().await;
-    assert!(
-        status["message"]
-            .as_str()
-            .unwrap()
-            .contains("BackoffLimitExceeded: Job has reached the specified backoff limit"),
-        "{status:#}"
+    message_contains(
+        &status,
+        "BackoffLimitExceeded: Job has reached the specified backoff limit",
     );
     let events = t.events_until(|e| notes(e, "BackingOff").len() >= 2).await;
     let said = notes(&events, "BackingOff");
@@ -1416,14 +1379,7 @@ async fn a_deleted_failed_entry_is_given_up_again_from_the_history_whether_or_no
                 .unwrap();
         }
         // Someone deletes the failed entry.
-        let cms: Api<ConfigMap> = Api::namespaced(t.cluster.client(), &t.ns);
-        cms.patch(
-            LEDGER,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"m.bg": null}})),
-        )
-        .await
-        .unwrap();
+        t.patch_data(LEDGER, json!({ "m.bg": null })).await;
         t.clock.advance(Duration::from_secs(60));
         t.reconcile(&ctx).await.unwrap();
         assert_eq!(
@@ -1703,7 +1659,7 @@ async fn a_job_just_created_counts_as_running_while_the_job_cache_lags() {
     let index = || async { Arc::new(cms.get(INDEX).await.unwrap()) };
     reconcile(index().await, ctx.clone()).await.unwrap();
     assert_eq!(t.active_jobs().await, ["migrate-first-1"]);
-    t.patch_index(json!({"revoked": "first\n"})).await;
+    t.patch_data(INDEX, json!({"revoked": "first\n"})).await;
     reconcile(index().await, ctx.clone()).await.unwrap();
     assert_eq!(
         t.active_jobs().await,
