@@ -321,8 +321,8 @@ impl ObjectLedger for CrdLedger {
 
     fn owner(&self, object: &Value) -> Option<OwnerReference> {
         Some(OwnerReference {
-            api_version: "migrations.cozystack.io/v1alpha1".into(),
-            kind: "MigrationLedger".into(),
+            api_version: MigrationLedger::api_version(&()).into_owned(),
+            kind: MigrationLedger::kind(&()).into_owned(),
             name: self.name.clone(),
             uid: object.pointer("/metadata/uid")?.as_str()?.to_owned(),
             ..OwnerReference::default()

@@ -113,10 +113,11 @@ pub fn needed(config: &OperatorConfig, lease: &str) -> Vec<Right> {
     }
     rights.push(right("create", "coordination.k8s.io", "leases", None, &ns));
     if let Some(LedgerObject::Crd { name }) = &config.ledger_object {
-        let group = "migrations.cozystack.io";
+        let group = ledger_crd::GROUP;
         for verb in ["get", "list", "watch"] {
-            rights.push(right(verb, group, "migrationledgers", Some(name), &None));
+            rights.push(right(verb, group, ledger_crd::PLURAL, Some(name), &None));
         }
+        // Its status subresource: `PLURAL/status`, spelled out as a `'static` name.
         for verb in ["get", "patch"] {
             rights.push(right(
                 verb,

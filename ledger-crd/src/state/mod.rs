@@ -22,8 +22,9 @@ pub(crate) use write::{PlannedWrite, StatusWrite, plan_status_write};
 /// progress (absent) from a ledger someone else declared (present).
 pub const CREATED_BY_ANNOTATION: &str = "migrations.cozystack.io/created-by";
 
-/// The value of [`CREATED_BY_ANNOTATION`].
-pub const CREATED_BY: &str = "cozystack-migrate";
+/// The value of [`CREATED_BY_ANNOTATION`]: the engine, named as its writes
+/// name it.
+pub const CREATED_BY: &str = migration_kube::defaults::FIELD_MANAGER;
 
 /// The condition type every status write maintains.
 pub const READY: &str = "Ready";

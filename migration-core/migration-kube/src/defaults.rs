@@ -30,7 +30,9 @@ pub const SERVICE_ACCOUNT: &str = "cozystack-migrations";
 pub const LOCK_SUFFIX: &str = "-lock";
 
 /// The field manager every write of ours carries, so that server-side field
-/// ownership names the engine (`managedFields[].manager`).
+/// ownership names the engine (`managedFields[].manager`); the engine names
+/// itself so on what it creates too (the output Secret's
+/// `app.kubernetes.io/managed-by`, the custom resource's creator mark).
 pub const FIELD_MANAGER: &str = "cozystack-migrate";
 
 /// The name of the run-lock Lease of the ledger called `ledger`:

@@ -229,7 +229,7 @@ impl OutputSecret {
                     namespace: Some(self.namespace.clone()),
                     labels: Some(BTreeMap::from([(
                         "app.kubernetes.io/managed-by".to_owned(),
-                        "cozystack-migrate".to_owned(),
+                        crate::defaults::FIELD_MANAGER.to_owned(),
                     )])),
                     owner_references: owner.clone().map(|o| vec![o]),
                     ..ObjectMeta::default()
