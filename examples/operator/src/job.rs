@@ -488,56 +488,6 @@ mod tests {
     }
 
     #[test]
-    fn the_pod_settings_given_reach_every_job_and_none_given_leave_the_api_defaults() {
-        let mut config = OperatorConfig::new("ns");
-        let plain = job_for(&config, &index(), &s("a"), 1);
-        let pod = plain.spec.unwrap().template.spec.unwrap();
-        assert_eq!(pod.image_pull_secrets, None);
-        assert_eq!(pod.node_selector, None);
-        assert_eq!(pod.tolerations, None);
-        assert_eq!(pod.security_context, None);
-        // /tmp is writable whatever the security context.
-        assert_eq!(pod.volumes.unwrap()[0].name, "tmp");
-        config.pod = parse_job_pod(
-            r#"{"imagePullSecrets":[{"name":"regcred"}],"imagePullPolicy":"Always",
-                "nodeSelector":{"pool":"system"},
-                "tolerations":[{"key":"dedicated","operator":"Exists","effect":"NoSchedule"}],
-                "securityContext":{"runAsNonRoot":true,"runAsUser":65532},
-                "containerSecurityContext":{"readOnlyRootFilesystem":true},
-                "annotations":{"example.com/team":"platform"}}"#,
-        )
-        .unwrap();
-        let job = job_for(&config, &index(), &s("a"), 1);
-        let template = job.spec.unwrap().template;
-        assert_eq!(
-            template.metadata.unwrap().annotations.unwrap()["example.com/team"],
-            "platform"
-        );
-        let pod = template.spec.unwrap();
-        assert_eq!(pod.image_pull_secrets.unwrap()[0].name, "regcred");
-        assert_eq!(pod.node_selector.unwrap()["pool"], "system");
-        assert_eq!(
-            pod.tolerations.unwrap()[0].key.as_deref(),
-            Some("dedicated")
-        );
-        assert_eq!(pod.security_context.unwrap().run_as_user, Some(65532));
-        let container = &pod.containers[0];
-        assert_eq!(container.image_pull_policy.as_deref(), Some("Always"));
-        assert_eq!(
-            container
-                .security_context
-                .as_ref()
-                .unwrap()
-                .read_only_root_filesystem,
-            Some(true)
-        );
-        assert_eq!(
-            container.volume_mounts.as_ref().unwrap()[0].mount_path,
-            "/tmp"
-        );
-    }
-
-    #[test]
     fn job_pod_settings_that_are_not_pod_settings_are_refused_naming_what_is_wrong() {
         for (text, says) in [
             ("[]", "not a JSON object"),

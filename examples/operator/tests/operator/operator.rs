@@ -458,3 +458,41 @@ async fn with_the_crd_ledger_readiness_is_a_condition_with_a_distinct_reason() {
         ("True".to_owned(), "AllMigrationsDone".to_owned())
     );
 }
+
+#[test]
+fn the_pod_settings_given_reach_every_job_and_none_given_leave_the_api_defaults() {
+    use migrate_operator::job::{job_for, parse_job_pod};
+    let index = Index {
+        image: "img@sha256:1".into(),
+        tree: "/m".into(),
+        slugs: vec![s("a")],
+        revoked: vec![],
+        batches: Default::default(),
+    };
+    let mut config = OperatorConfig::new("ns");
+    let plain = job_for(&config, &index, &s("a"), 1);
+    let pod = plain.spec.unwrap().template.spec.unwrap();
+    assert_eq!(pod.image_pull_secrets, None);
+    assert_eq!(pod.node_selector, None);
+    assert_eq!(pod.tolerations, None);
+    assert_eq!(pod.security_context, None);
+    // /tmp is writable whatever the security context.
+    assert_eq!(pod.volumes.unwrap()[0].name, "tmp");
+    config.pod = parse_job_pod(
+        r#"{"imagePullSecrets":[{"name":"regcred"}],"imagePullPolicy":"Always",
+            "nodeSelector":{"pool":"system"},
+            "tolerations":[{"key":"dedicated","operator":"Exists","effect":"NoSchedule"}],
+            "securityContext":{"runAsNonRoot":true,"runAsUser":65532},
+            "containerSecurityContext":{"readOnlyRootFilesystem":true},
+            "annotations":{"example.com/team":"platform"}}"#,
+    )
+    .unwrap();
+    let job = job_for(&config, &index, &s("a"), 1);
+    let template = job.spec.unwrap().template;
+    common::assert_platform_pod_settings(&template, "Always");
+    let container = &template.spec.unwrap().containers[0];
+    assert_eq!(
+        container.volume_mounts.as_ref().unwrap()[0].mount_path,
+        "/tmp"
+    );
+}

@@ -1033,30 +1033,11 @@ async fn the_chart_runs_the_operator_binary_with_bounded_jobs_metrics_plain_logs
     assert_eq!(spec.active_deadline_seconds, Some(1200));
     assert_eq!(spec.ttl_seconds_after_finished, Some(600));
     let template = spec.template;
-    assert_eq!(
-        template.metadata.unwrap().annotations.unwrap()["example.com/team"],
-        "platform"
-    );
+    common::assert_platform_pod_settings(&template, "IfNotPresent");
     let pod = template.spec.unwrap();
     let resources = pod.containers[0].resources.clone().unwrap();
     assert_eq!(resources.limits.unwrap()["memory"].0, "300Mi");
     assert_eq!(resources.requests.unwrap()["cpu"].0, "10m");
-    assert_eq!(pod.image_pull_secrets.unwrap()[0].name, "regcred");
-    assert_eq!(pod.node_selector.unwrap()["pool"], "system");
-    assert_eq!(
-        pod.tolerations.unwrap()[0].key.as_deref(),
-        Some("dedicated")
-    );
-    assert_eq!(pod.security_context.unwrap().run_as_user, Some(65532));
-    let container = &pod.containers[0];
-    assert_eq!(container.image_pull_policy.as_deref(), Some("IfNotPresent"));
-    assert_eq!(
-        container
-            .security_context
-            .as_ref()
-            .and_then(|c| c.read_only_root_filesystem),
-        Some(true)
-    );
     let mut metrics = String::new();
     for _ in 0..50 {
         metrics = scrape(port);

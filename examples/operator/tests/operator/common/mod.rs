@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use migrate_operator::Leadership;
 use migration_core::{EntryState, LedgerEntry};
 
@@ -77,5 +78,34 @@ pub fn assert_gave_up(entry: &LedgerEntry, detail: &str) {
             .unwrap_or_default()
             .contains(detail),
         "{entry:?}"
+    );
+}
+
+/// Asserts that a Job's pod `template` carries the platform's pod settings the tests give the
+/// operator (the `example.com/team` annotation, pull secret `regcred`, node pool `system`, the
+/// `dedicated` toleration, user 65532, a read-only root filesystem) and pull policy
+/// `pull_policy`: the Job the operator builds and the Job a real server stores alike.
+pub fn assert_platform_pod_settings(template: &PodTemplateSpec, pull_policy: &str) {
+    let annotations = template.metadata.as_ref().unwrap().annotations.as_ref();
+    assert_eq!(annotations.unwrap()["example.com/team"], "platform");
+    let pod = template.spec.as_ref().unwrap();
+    assert_eq!(pod.image_pull_secrets.as_ref().unwrap()[0].name, "regcred");
+    assert_eq!(pod.node_selector.as_ref().unwrap()["pool"], "system");
+    assert_eq!(
+        pod.tolerations.as_ref().unwrap()[0].key.as_deref(),
+        Some("dedicated")
+    );
+    assert_eq!(
+        pod.security_context.as_ref().unwrap().run_as_user,
+        Some(65532)
+    );
+    let container = &pod.containers[0];
+    assert_eq!(container.image_pull_policy.as_deref(), Some(pull_policy));
+    assert_eq!(
+        container
+            .security_context
+            .as_ref()
+            .and_then(|c| c.read_only_root_filesystem),
+        Some(true)
     );
 }
