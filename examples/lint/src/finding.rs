@@ -28,3 +28,32 @@ pub struct Finding {
     /// What is wrong and what to do.
     pub message: String,
 }
+
+/// A finding a reviewed exception accepted (a waiver comment, a baseline
+/// entry): reported, but not counted and not blocking.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Accepted {
+    /// The finding's file.
+    pub file: String,
+    /// The finding's line.
+    pub line: Option<usize>,
+    /// The rule.
+    pub rule: &'static str,
+    /// The finding's message.
+    pub message: String,
+    /// The exception's reason.
+    pub reason: String,
+}
+
+impl Accepted {
+    /// `finding`, accepted for `reason`.
+    pub fn new(finding: Finding, reason: String) -> Self {
+        Accepted {
+            file: finding.file,
+            line: finding.line,
+            rule: finding.rule,
+            message: finding.message,
+            reason,
+        }
+    }
+}

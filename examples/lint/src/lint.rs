@@ -497,7 +497,10 @@ pub fn baselined_pending<'a>(
             .baselined,
         );
     }
-    out.sort_by(|a, b| (&a.file, a.line, a.rule).cmp(&(&b.file, b.line, b.rule)));
+    out.sort_by(|a, b| {
+        let (a, b) = (&a.finding, &b.finding);
+        (&a.file, a.line, a.rule).cmp(&(&b.file, b.line, b.rule))
+    });
     out.dedup();
     out
 }

@@ -23,7 +23,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::finding::Finding;
+use crate::finding::{Accepted, Finding};
 
 /// The baseline file, at the tree root.
 pub const FILE: &str = "lint-baseline";
@@ -48,19 +48,12 @@ pub struct Entry {
     pub reason: String,
 }
 
-/// A finding the baseline accepted: listed, not counted, not blocking.
+/// A finding the baseline accepted, for the entry's reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Baselined {
-    /// The finding's file.
-    pub file: String,
-    /// The finding's line.
-    pub line: Option<usize>,
-    /// The rule.
-    pub rule: &'static str,
-    /// The finding's message.
-    pub message: String,
-    /// The entry's reason.
-    pub reason: String,
+    /// The finding and the entry's reason.
+    #[serde(flatten)]
+    pub finding: Accepted,
     /// The entry's line in `lint-baseline`.
     pub baseline_line: usize,
 }
@@ -208,11 +201,7 @@ pub fn apply(
             Some(i) => {
                 used[i] = true;
                 out.baselined.push(Baselined {
-                    file: f.file,
-                    line: f.line,
-                    rule: f.rule,
-                    message: f.message,
-                    reason: entries[i].reason.clone(),
+                    finding: Accepted::new(f, entries[i].reason.clone()),
                     baseline_line: entries[i].at,
                 });
             }

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
 
-use crate::finding::{Finding, Level};
+use crate::finding::{Accepted, Finding, Level};
 
 /// One waiver comment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,19 +23,12 @@ pub struct Waiver {
     pub reason: Option<String>,
 }
 
-/// A finding a waiver accepted: reported, but not counted and not blocking.
+/// A finding a waiver accepted, for the waiver's reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Waived {
-    /// The finding's file.
-    pub file: String,
-    /// The finding's line.
-    pub line: Option<usize>,
-    /// The rule.
-    pub rule: &'static str,
-    /// The finding's message.
-    pub message: String,
-    /// The waiver's reason.
-    pub reason: String,
+    /// The finding and the waiver's reason.
+    #[serde(flatten)]
+    pub finding: Accepted,
     /// The waiver's line.
     pub waiver_line: usize,
 }
@@ -135,12 +128,9 @@ pub fn apply(
         match matching {
             Some(w) => {
                 used.insert((f.file.clone(), w.line));
+                let reason = w.reason.clone().unwrap_or_default();
                 out.waived.push(Waived {
-                    file: f.file,
-                    line: f.line,
-                    rule: f.rule,
-                    message: f.message,
-                    reason: w.reason.clone().unwrap_or_default(),
+                    finding: Accepted::new(f, reason),
                     waiver_line: w.line,
                 });
             }

@@ -135,12 +135,12 @@ pub(crate) fn show(
     for b in migrate_lint::baselined_pending(tree.root(), pending_files, lint) {
         view.warnings.push(format!(
             "{}:{} [{}] accepted by {}:{}: {}",
-            b.file,
-            b.line.unwrap_or_default(),
-            b.rule,
+            b.finding.file,
+            b.finding.line.unwrap_or_default(),
+            b.finding.rule,
             migrate_lint::shell::baseline::FILE,
             b.baseline_line,
-            b.reason
+            b.finding.reason
         ));
     }
     view.warnings

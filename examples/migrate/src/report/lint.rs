@@ -50,15 +50,23 @@ impl LintView {
     /// then why shellcheck did not run, if it did not, and the totals.
     pub fn text(&self) -> String {
         let mut text = String::new();
-        for w in &self.waived {
+        for Waived {
+            finding: w,
+            waiver_line,
+        } in &self.waived
+        {
             let at = w.line.map(|l| format!(":{l}")).unwrap_or_default();
             let _ = writeln!(
                 text,
                 "{}{at}: waived[{}] {} (waiver at line {}: {})",
-                w.file, w.rule, w.message, w.waiver_line, w.reason
+                w.file, w.rule, w.message, waiver_line, w.reason
             );
         }
-        for b in &self.baselined {
+        for Baselined {
+            finding: b,
+            baseline_line,
+        } in &self.baselined
+        {
             let at = b.line.map(|l| format!(":{l}")).unwrap_or_default();
             let _ = writeln!(
                 text,
@@ -67,7 +75,7 @@ impl LintView {
                 b.rule,
                 b.message,
                 baseline::FILE,
-                b.baseline_line,
+                baseline_line,
                 b.reason
             );
         }
