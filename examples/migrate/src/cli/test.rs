@@ -584,40 +584,28 @@ impl RealCluster {
             let name = fixtures.file_name().unwrap_or_default().to_string_lossy();
             return result("skipped", format!("no fixtures ({name})"), Vec::new(), None);
         }
-        let fixtures_arg = fixtures.display().to_string();
-        if let Err(e) = self.kubectl(&["apply", "-f", &fixtures_arg]).await {
-            return result(
-                "fail",
-                format!("seeding the fixtures: {e}"),
-                Vec::new(),
-                None,
-            );
-        }
-        if let (Some(reason), output) = self.run(script).await {
-            return result(
-                "fail",
-                format!("the first run failed: {reason}"),
-                Vec::new(),
-                output,
-            );
-        }
-        let before = match self.settled().await {
-            Ok(s) => s,
-            Err(e) => return result("fail", format!("listing objects: {e}"), Vec::new(), None),
+        // Each step that fails ends the test there, failed, with the output of a run.
+        let fail = |reason, output| result("fail", reason, Vec::new(), output);
+        let listing = |e| fail(format!("listing objects: {e}"), None);
+        let run = async |nth| match self.run(script).await {
+            (Some(reason), output) => Err(fail(format!("the {nth} run failed: {reason}"), output)),
+            (None, _) => Ok(()),
         };
-        if let (Some(reason), output) = self.run(script).await {
-            return result(
-                "fail",
-                format!("the second run failed: {reason}"),
-                Vec::new(),
-                output,
-            );
-        }
-        let after = match self.snapshot().await {
-            Ok(s) => s,
-            Err(e) => return result("fail", format!("listing objects: {e}"), Vec::new(), None),
+        let steps = async {
+            let fixtures_arg = fixtures.display().to_string();
+            self.kubectl(&["apply", "-f", &fixtures_arg])
+                .await
+                .map_err(|e| fail(format!("seeding the fixtures: {e}"), None))?;
+            run("first").await?;
+            let before = self.settled().await.map_err(listing)?;
+            run("second").await?;
+            let after = self.snapshot().await.map_err(listing)?;
+            Ok(changes(&before, &after))
         };
-        let changed = changes(&before, &after);
+        let changed = match steps.await {
+            Ok(changed) => changed,
+            Err(failed) => return failed,
+        };
         if changed.is_empty() {
             return TwiceResult {
                 outcome: "pass",
