@@ -174,7 +174,7 @@ pub mod keys;
 pub mod last_failure;
 pub mod lease;
 pub mod ledger;
-pub(crate) mod line_file;
+pub mod line_file;
 pub mod lock;
 pub mod manifest;
 pub mod migrator;

@@ -23,6 +23,17 @@ pub fn records(bytes: &[u8]) -> impl Iterator<Item = (usize, Option<Vec<&str>>)>
         })
 }
 
+/// The integer a word spells as a decimal integer is written: ASCII digits
+/// only, no leading zero (but `0` itself), within `u64`. `None` for
+/// anything else (`+1`, `01`, ` 1`, a number past `u64`), so that one
+/// integer has one spelling wherever the engine reads one (slots, targets,
+/// version parts).
+pub fn decimal(word: &str) -> Option<u64> {
+    let canonical =
+        word.bytes().all(|b| b.is_ascii_digit()) && !(word.len() > 1 && word.starts_with('0'));
+    canonical.then(|| word.parse().ok()).flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -34,5 +45,24 @@ mod tests {
             got,
             [(3, Some(vec!["a", "b"])), (4, None), (5, Some(vec!["c"]))]
         );
+    }
+
+    #[test]
+    fn a_decimal_is_digits_without_a_leading_zero_that_fit_u64() {
+        assert_eq!(decimal("0"), Some(0));
+        assert_eq!(decimal("42"), Some(42));
+        assert_eq!(decimal("18446744073709551615"), Some(u64::MAX));
+        for word in [
+            "",
+            "01",
+            "00",
+            "+1",
+            "-1",
+            " 1",
+            "1a",
+            "18446744073709551616",
+        ] {
+            assert_eq!(decimal(word), None, "{word:?}");
+        }
     }
 }

@@ -34,14 +34,7 @@ impl Version {
         let mut parts = core.split('.');
         let mut nums = [0u64; 3];
         for n in &mut nums {
-            let part = parts.next()?;
-            if part.is_empty()
-                || !part.bytes().all(|b| b.is_ascii_digit())
-                || (part.len() > 1 && part.starts_with('0'))
-            {
-                return None;
-            }
-            *n = part.parse().ok()?;
+            *n = crate::line_file::decimal(parts.next()?)?;
         }
         if parts.next().is_some() {
             return None;

@@ -125,13 +125,13 @@ impl LegacyReleases {
             let mut ok = true;
             for word in words {
                 if let Some(n) = word.strip_prefix("target=") {
-                    match n.parse::<u64>() {
+                    match crate::line_file::decimal(n) {
                         _ if target.is_some() => {
                             bad("target= is given twice".to_owned());
                             ok = false;
                         }
-                        Ok(v) if v.to_string() == n => target = Some(v),
-                        _ => {
+                        Some(v) => target = Some(v),
+                        None => {
                             bad(format!("target={n:?} is not a decimal integer"));
                             ok = false;
                         }
@@ -139,10 +139,7 @@ impl LegacyReleases {
                     continue;
                 }
                 let parsed = word.split_once('=').and_then(|(n, s)| {
-                    let number = (n.bytes().all(|b| b.is_ascii_digit())
-                        && !(n.len() > 1 && n.starts_with('0')))
-                    .then(|| n.parse::<u64>().ok())
-                    .flatten()?;
+                    let number = crate::line_file::decimal(n)?;
                     Some((number, Slug::parse(s).ok()?))
                 });
                 match parsed {

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use migration_core::line_file::decimal;
 use migration_core::version::Version;
 
 use super::ConvertError;
@@ -126,10 +127,10 @@ fn split(
         if let Some(helper) = rel.strip_prefix("lib/") {
             snap.lib.insert(helper.to_owned(), bytes);
         } else if !rel.is_empty() && rel.bytes().all(|b| b.is_ascii_digit()) {
-            if rel.len() > 1 && rel.starts_with('0') {
+            // All digits but not an integer as written (`01`, past u64): refused.
+            let Some(n) = decimal(&rel) else {
                 return Err(rel);
-            }
-            let n: u64 = rel.parse().map_err(|_| rel.clone())?;
+            };
             snap.slots.insert(n, bytes);
         } else {
             snap.other.push(rel);

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use migration_core::line_file::decimal;
 use migration_core::{Sha256Digest, Slug};
 use serde::Serialize;
 
@@ -93,8 +94,8 @@ impl ReleaseTargets {
         for (line, raw, words) in numbered_words(text) {
             match words.as_slice() {
                 [] => {}
-                [tag, n] => match n.parse::<u64>() {
-                    Ok(target) if target.to_string() == *n => {
+                [tag, n] => match decimal(n) {
+                    Some(target) => {
                         if let Some((_, first)) = entries.get(*tag) {
                             problems.push(format!(
                                 "{file}:{line}: {tag} is given already on line {first}"
@@ -103,7 +104,7 @@ impl ReleaseTargets {
                             entries.insert((*tag).to_owned(), (target, line));
                         }
                     }
-                    _ => problems.push(format!(
+                    None => problems.push(format!(
                         "{file}:{line}: target {n:?} is not a decimal integer"
                     )),
                 },
@@ -222,12 +223,7 @@ impl SlugMap {
             }
             let mut bad = |why: String| problems.push(format!("{file}:{line}: {why}"));
             let number = match words.as_slice() {
-                [n, _]
-                    if n.bytes().all(|b| b.is_ascii_digit())
-                        && !(n.len() > 1 && n.starts_with('0')) =>
-                {
-                    n.parse::<u64>().ok()
-                }
+                [n, _] => decimal(n),
                 _ => None,
             };
             let Some(number) = number else {
