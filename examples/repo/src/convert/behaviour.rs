@@ -1514,7 +1514,7 @@ fn write_exec(path: &Path, text: &str) -> std::io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
@@ -1845,28 +1845,40 @@ mod tests {
             converted.contains("$(migrate-tolerate --not-found --not-served -- kubectl get"),
             "{converted}"
         );
-        for sh in ["/bin/sh", "bash", "busybox ash"] {
-            let mut settings = Settings::new("v", "ns", vec!["kubectl".into()]);
-            settings.bin_sh = Some(sh.into());
-            let result =
-                Harness::new(settings)
-                    .unwrap()
-                    .check_alone(original.as_bytes(), &converted, false);
-            assert!(
-                matches!(result, Behaviour::Passed { .. }),
-                "{sh}: {result:?}\n{converted}"
-            );
-        }
+        let settings = Settings::new("v", "ns", vec!["kubectl".into()]);
+        passes_in_every_shell(&settings, original, &converted, false);
     }
 
     /// Each shell the check runs scripts under, as `--behaviour-sh`
     /// names it; busybox only where it is installed.
-    fn shells() -> Vec<&'static str> {
+    pub(crate) fn shells() -> Vec<&'static str> {
         let busybox = Command::new("busybox").arg("true").status().is_ok();
         ["/bin/sh", "dash", "bash", "busybox ash"]
             .into_iter()
             .filter(|sh| busybox || !sh.starts_with("busybox"))
             .collect()
+    }
+
+    /// Asserts that `converted` behaves as `original` under each of
+    /// [`shells`], checked with `settings` (`stamps`: as [`Harness::check_alone`]).
+    pub(crate) fn passes_in_every_shell(
+        settings: &Settings,
+        original: &str,
+        converted: &str,
+        stamps: bool,
+    ) {
+        for sh in shells() {
+            let mut settings = settings.clone();
+            settings.bin_sh = Some(sh.into());
+            let result =
+                Harness::new(settings)
+                    .unwrap()
+                    .check_alone(original.as_bytes(), converted, stamps);
+            assert!(
+                matches!(result, Behaviour::Passed { .. }),
+                "{sh}: {result:?}\n{converted}"
+            );
+        }
     }
 
     #[test]

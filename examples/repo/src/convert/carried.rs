@@ -473,6 +473,7 @@ fn shown(argv: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::super::behaviour::tests::{passes_in_every_shell, shells};
     use super::super::behaviour::{self, Behaviour, Harness, Settings};
     use super::*;
 
@@ -480,42 +481,15 @@ mod tests {
         super::super::diff::apply(text, &analyse(text).edits)
     }
 
-    /// The shells a `#!/bin/sh` script meets: dash, busybox ash, bash.
-    fn shells() -> Vec<String> {
-        let mut out = vec!["/bin/sh".to_owned(), "bash".to_owned()];
-        if std::process::Command::new("busybox")
-            .arg("true")
-            .status()
-            .is_ok()
-        {
-            out.push("busybox ash".to_owned());
-        }
-        out
-    }
-
-    /// The behaviour check of `original` against its rewrite, under `sh`.
-    fn check(original: &str, sh: &str) -> Behaviour {
-        let mut settings = Settings::new(
+    /// Asserts that the rewrite of `original` behaves as it does under
+    /// every shell.
+    fn passes_everywhere(original: &str) {
+        let settings = Settings::new(
             "cozystack-version",
             "cozy-system",
             vec!["kubectl".into(), "helm".into()],
         );
-        settings.bin_sh = Some(sh.to_owned());
-        let converted = rewritten(original);
-        Harness::new(settings)
-            .unwrap()
-            .check_alone(original.as_bytes(), &converted, false)
-    }
-
-    fn passes_everywhere(original: &str) {
-        for sh in shells() {
-            let result = check(original, &sh);
-            assert!(
-                matches!(result, Behaviour::Passed { .. }),
-                "{sh}: {result:?}\n{}",
-                rewritten(original)
-            );
-        }
+        passes_in_every_shell(&settings, original, &rewritten(original), false);
     }
 
     #[test]
@@ -653,19 +627,8 @@ mod tests {
             converted,
             "#!/bin/sh\nif kubectl get hr -n a b; then migrate-tolerate --not-found -- kubectl delete hr -n a b --wait=0; fi\n\n"
         );
-        for sh in shells() {
-            let mut settings =
-                Settings::new("cozystack-version", "cozy-system", vec!["kubectl".into()]);
-            settings.bin_sh = Some(sh.clone());
-            let result =
-                Harness::new(settings)
-                    .unwrap()
-                    .check_alone(original.as_bytes(), &converted, true);
-            assert!(
-                matches!(result, Behaviour::Passed { .. }),
-                "{sh}: {result:?}\n{converted}"
-            );
-        }
+        let settings = Settings::new("cozystack-version", "cozy-system", vec!["kubectl".into()]);
+        passes_in_every_shell(&settings, original, &converted, true);
     }
 
     #[test]
