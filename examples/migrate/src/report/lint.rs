@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use migrate_lint::finding::Accepted;
 use migrate_lint::shell::baseline::{self, Baselined};
 use migrate_lint::shell::shellcheck;
 use migrate_lint::shell::waiver::Waived;
@@ -50,34 +51,25 @@ impl LintView {
     /// then why shellcheck did not run, if it did not, and the totals.
     pub fn text(&self) -> String {
         let mut text = String::new();
-        for Waived {
-            finding: w,
-            waiver_line,
-        } in &self.waived
-        {
-            let at = w.line.map(|l| format!(":{l}")).unwrap_or_default();
+        // An accepted finding: its line, then what accepted it and why.
+        let mut accepted = |kind: &str, a: &Accepted, by: String| {
+            let at = a.line.map(|l| format!(":{l}")).unwrap_or_default();
+            let (file, rule, message, reason) = (&a.file, a.rule, &a.message, &a.reason);
             let _ = writeln!(
                 text,
-                "{}{at}: waived[{}] {} (waiver at line {}: {})",
-                w.file, w.rule, w.message, waiver_line, w.reason
+                "{file}{at}: {kind}[{rule}] {message} ({by}: {reason})"
+            );
+        };
+        for w in &self.waived {
+            accepted(
+                "waived",
+                &w.finding,
+                format!("waiver at line {}", w.waiver_line),
             );
         }
-        for Baselined {
-            finding: b,
-            baseline_line,
-        } in &self.baselined
-        {
-            let at = b.line.map(|l| format!(":{l}")).unwrap_or_default();
-            let _ = writeln!(
-                text,
-                "{}{at}: baselined[{}] {} ({}:{}: {})",
-                b.file,
-                b.rule,
-                b.message,
-                baseline::FILE,
-                baseline_line,
-                b.reason
-            );
+        for b in &self.baselined {
+            let by = format!("{}:{}", baseline::FILE, b.baseline_line);
+            accepted("baselined", &b.finding, by);
         }
         for f in &self.findings {
             let at = f.line.map(|l| format!(":{l}")).unwrap_or_default();
