@@ -374,24 +374,11 @@ impl Tripwire {
     /// report directory ([`REAL_FILE`]), private, never in the script's
     /// environment.
     fn write_real(&self) -> std::io::Result<()> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let path = self.report_dir().join(REAL_FILE);
-        let _ = std::fs::remove_file(&path);
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)?;
-        file.write_all(self.real.as_bytes())?;
+        let dir = self.report_dir();
+        super::write_private(&dir.join(REAL_FILE), self.real.as_bytes())?;
         if let Some(ledger) = &self.ledger {
-            let path = self.report_dir().join(super::ledger_guard::LEDGER_FILE);
-            let _ = std::fs::remove_file(&path);
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&path)?
-                .write_all(ledger.as_bytes())?;
+            let path = dir.join(super::ledger_guard::LEDGER_FILE);
+            super::write_private(&path, ledger.as_bytes())?;
         }
         Ok(())
     }

@@ -90,16 +90,8 @@ pub fn in_run(report: &Path) -> Result<(), Lapsed> {
 /// Writes `deadline` into `dir` whole (a new file renamed over the old), so
 /// a shim never reads half of it.
 pub fn write(dir: &Path, deadline: u64) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt;
     let fresh = dir.join(format!("{LEASE_FILE}.new"));
-    let _ = std::fs::remove_file(&fresh);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&fresh)?;
-    file.write_all(deadline.to_string().as_bytes())?;
+    super::write_private(&fresh, deadline.to_string().as_bytes())?;
     std::fs::rename(&fresh, dir.join(LEASE_FILE))
 }
 

@@ -345,6 +345,21 @@ pub fn compose(message: &str, output_tail: &str, cap: usize) -> String {
     format!("{head}\n--- output ---\n{}", &output_tail[start..])
 }
 
+/// Writes `bytes` to a new file at `path` that only this user can read
+/// (mode 0600), in place of whatever was there. Created with `O_EXCL`: a
+/// link a script planted at `path` is removed, never written through.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?
+        .write_all(bytes)
+}
+
 fn truncate_end(s: &str, cap: usize) -> String {
     if s.len() <= cap {
         return s.to_owned();
