@@ -240,3 +240,72 @@ fn a_secrets_values_are_redacted_line_by_line_when_its_data_line_came_earlier() 
     // And text redacted once is recorded with its count when read again.
     assert_eq!(redact(&tail).count, 2, "{tail}");
 }
+
+#[test]
+fn a_secrets_yaml_data_values_are_redacted_and_its_other_fields_kept() {
+    redacts(
+        "apiVersion: v1\nkind: Secret\ndata:\n  password: c2VjcmV0\n  user: YWRtaW4=\nmetadata:\n  name: db\n",
+        &["c2VjcmV0", "YWRtaW4="],
+        &["  user: [redacted]", "  name: db"],
+    );
+}
+
+#[test]
+fn a_secrets_json_string_data_values_are_redacted() {
+    redacts(
+        "{\n  \"stringData\": {\n    \"token\": \"hunter2\",\n    \"x\": \"y\"\n  },\n  \"kind\": \"Secret\"\n}",
+        &["hunter2", "\"y\""],
+        &["\"kind\": \"Secret\""],
+    );
+}
+
+#[test]
+fn bearer_tokens_are_redacted() {
+    redacts(
+        "curl -H Authorization: Bearer abc.def-123 failed",
+        &["abc.def-123"],
+        &["failed"],
+    );
+}
+
+#[test]
+fn private_key_blocks_are_redacted_whole() {
+    let out = redact(
+        "before\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabcdef\n-----END RSA PRIVATE KEY-----\nafter",
+    )
+    .text;
+    assert_eq!(out, "before\n[redacted] (private key)\nafter");
+}
+
+#[test]
+fn password_style_assignments_are_redacted() {
+    redacts(
+        "connecting with password=s3cr3t DB_PASSWORD=x api_key: k1 user=bob",
+        &["s3cr3t", "=x ", "k1"],
+        &["user=bob"],
+    );
+}
+
+#[test]
+fn kubeconfig_credentials_are_redacted() {
+    redacts(
+        "users:\n- name: admin\n  user:\n    client-key-data: LS0tLS1CRUdJTg==\n    token: abcdef123456\n",
+        &["LS0tLS1CRUdJTg==", "abcdef123456"],
+        &["- name: admin"],
+    );
+}
+
+#[test]
+fn json_web_tokens_are_redacted_wherever_they_appear() {
+    let jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW0ifQ.c2lnbmF0dXJlc2ln";
+    let out = redact(&format!("got {jwt} back")).text;
+    assert_eq!(out, "got [redacted] back");
+}
+
+#[test]
+fn ordinary_failure_output_is_left_as_it_is() {
+    let text = "Error from server (NotFound): configmaps \"x\" not found\nexit status 1";
+    let r = redact(text);
+    assert_eq!(r.text, text);
+    assert_eq!(r.count, 0);
+}
