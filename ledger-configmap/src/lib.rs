@@ -62,10 +62,10 @@ use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
 use migration_core::step::{AttemptNote, StepReport, StepWrite};
 use migration_core::{LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport};
-use migration_kube::object_ledger::{ObjectHandle, ObjectLedger, step_lock};
+use migration_kube::object_ledger::{Conditional, ObjectHandle, ObjectLedger, step_lock};
 use migration_kube::{
-    Attempts, Backoff, Base, Class, ConditionalObject, Step, WriteTarget, Writer, classify,
-    conditional_update, defaults, ledger_error, patch_params, post_params,
+    Attempts, Backoff, Class, Step, classify, conditional_update, defaults, ledger_error,
+    patch_params, post_params,
 };
 
 pub mod lock;
@@ -205,9 +205,10 @@ impl ConfigMapLedger {
     }
 }
 
-/// What one conditional merge patch changes.
+/// What one conditional merge patch of the ConfigMap changes: the write
+/// [`ObjectLedger::Write`] of this backend (built only here).
 #[derive(Debug)]
-struct Change {
+pub struct Change {
     /// The `data` keys to set.
     data: BTreeMap<String, String>,
     /// The lock annotation: `None` leaves it, `Some(None)` removes it,
@@ -226,80 +227,6 @@ impl Change {
             data: BTreeMap::new(),
             lock: Some(value),
         }
-    }
-}
-
-/// The ConfigMap as the target of conditional merge patches: the base of a
-/// write is the copy last seen on its first try (no request), a fresh read
-/// on every later one.
-struct Conditional<'a>(&'a ConfigMapLedger);
-
-impl WriteTarget for Conditional<'_> {
-    fn writer(&self) -> &Writer {
-        &self.0.handle.writer
-    }
-
-    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
-        ledger_error(
-            &self.0.handle.writer.ledger,
-            operation,
-            &self.0.object(),
-            error,
-        )
-    }
-}
-
-impl ConditionalObject for Conditional<'_> {
-    type Object = Arc<ConfigMap>;
-    type Write = Change;
-
-    async fn base(
-        &self,
-        operation: &'static str,
-        attempts: &mut Attempts,
-        first: bool,
-    ) -> Result<Base<Arc<ConfigMap>>, LedgerError> {
-        let ledger = self.0;
-        let read = async |attempts: &mut Attempts| ledger.get(operation, attempts).await;
-        ledger.handle.base(operation, attempts, first, read).await
-    }
-
-    /// One merge patch of `change` carrying `current`'s resourceVersion; the
-    /// object as stored is remembered.
-    async fn send(&self, current: &Arc<ConfigMap>, change: &Change) -> Result<(), kube::Error> {
-        let mut metadata =
-            serde_json::json!({ "resourceVersion": current.metadata.resource_version });
-        if let Some(lock) = &change.lock {
-            metadata["annotations"] = serde_json::json!({ LOCK_ANNOTATION: lock });
-        }
-        let mut patch = serde_json::json!({ "metadata": metadata });
-        if !change.data.is_empty() {
-            // A cleared last failure is removed: `null` in a merge patch.
-            let data: serde_json::Map<String, serde_json::Value> = change
-                .data
-                .iter()
-                .map(|(k, v)| {
-                    let value = if keys::is_clearing(k, v) {
-                        serde_json::Value::Null
-                    } else {
-                        serde_json::Value::String(v.clone())
-                    };
-                    (k.clone(), value)
-                })
-                .collect();
-            patch["data"] = serde_json::Value::Object(data);
-        }
-        let stored = self
-            .0
-            .api
-            .patch(&self.0.name, &patch_params(), &Patch::Merge(&patch))
-            .await?;
-        self.0.handle.remember(Some(Arc::new(stored)));
-        Ok(())
-    }
-
-    fn forget(&self) {
-        self.0.handle.remember(None);
     }
 }
 
@@ -338,9 +265,55 @@ migration_kube::object_ledger_impl!(ConfigMapLedger);
 
 impl ObjectLedger for ConfigMapLedger {
     type Object = ConfigMap;
+    type Write = Change;
 
     fn handle(&self) -> &ObjectHandle<ConfigMap> {
         &self.handle
+    }
+
+    async fn read_fresh(
+        &self,
+        operation: &'static str,
+        attempts: &mut Attempts,
+    ) -> Result<Option<Arc<ConfigMap>>, LedgerError> {
+        self.get(operation, attempts).await
+    }
+
+    /// One merge patch of `change` carrying `current`'s resourceVersion.
+    async fn send_write(
+        &self,
+        current: &ConfigMap,
+        change: &Change,
+    ) -> Result<ConfigMap, kube::Error> {
+        let mut metadata =
+            serde_json::json!({ "resourceVersion": current.metadata.resource_version });
+        if let Some(lock) = &change.lock {
+            metadata["annotations"] = serde_json::json!({ LOCK_ANNOTATION: lock });
+        }
+        let mut patch = serde_json::json!({ "metadata": metadata });
+        if !change.data.is_empty() {
+            // A cleared last failure is removed: `null` in a merge patch.
+            let data: serde_json::Map<String, serde_json::Value> = change
+                .data
+                .iter()
+                .map(|(k, v)| {
+                    let value = if keys::is_clearing(k, v) {
+                        serde_json::Value::Null
+                    } else {
+                        serde_json::Value::String(v.clone())
+                    };
+                    (k.clone(), value)
+                })
+                .collect();
+            patch["data"] = serde_json::Value::Object(data);
+        }
+        self.api
+            .patch(&self.name, &patch_params(), &Patch::Merge(&patch))
+            .await
+    }
+
+    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
+        ledger_error(&self.handle.writer.ledger, operation, &self.object(), error)
     }
 
     fn owner(&self, cm: &ConfigMap) -> Option<OwnerReference> {

@@ -8,12 +8,12 @@ use migration_kube::{Attempts, Backoff, Class, WriteTarget, classify};
 use serde_json::{Value, json};
 
 use crate::CrdLedger;
-use crate::ledger::Conditional;
 use crate::ledger::seed_write;
 use crate::resource::{GROUP, KIND, VERSION};
 use crate::state::{
     CREATED_BY, CREATED_BY_ANNOTATION, Lifecycle, StatusWrite, View, plan_status_write,
 };
+use migration_kube::object_ledger::Conditional;
 
 /// What a create request cannot show us but the API server adds to the
 /// object (uid, timestamps, generation, resourceVersion, the creator's field

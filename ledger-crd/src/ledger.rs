@@ -15,10 +15,8 @@ use migration_core::last_failure::LastFailure;
 use migration_core::ledger::AttemptMark;
 use migration_core::step::{AttemptNote, StepReport, StepWrite};
 use migration_core::{LedgerEntry, LedgerError, LedgerSnapshot, Slug, WriteMode, WriteReport};
-use migration_kube::object_ledger::{ObjectHandle, ObjectLedger};
-use migration_kube::{
-    Attempts, Base, ConditionalObject, Step, WriteTarget, Writer, conditional_update, defaults,
-};
+use migration_kube::object_ledger::{Conditional, ObjectHandle, ObjectLedger};
+use migration_kube::{Attempts, Step, conditional_update, defaults};
 use serde_json::Value;
 
 use crate::resource::MigrationLedger;
@@ -221,50 +219,6 @@ impl CrdLedger {
     }
 }
 
-/// The ledger object as the target of conditional status writes: the base
-/// of a write is the copy last seen on its first try (no request), a fresh
-/// read on every later one.
-pub(crate) struct Conditional<'a>(pub(crate) &'a CrdLedger);
-
-impl WriteTarget for Conditional<'_> {
-    fn writer(&self) -> &Writer {
-        &self.0.handle.writer
-    }
-
-    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
-        self.0.error(operation, &self.0.status_object(), error)
-    }
-}
-
-impl ConditionalObject for Conditional<'_> {
-    type Object = Arc<Value>;
-    /// The JSON Patch operations of one status write.
-    type Write = Vec<Value>;
-
-    async fn base(
-        &self,
-        operation: &'static str,
-        attempts: &mut Attempts,
-        first: bool,
-    ) -> Result<Base<Arc<Value>>, LedgerError> {
-        let ledger = self.0;
-        let read = async |attempts: &mut Attempts| ledger.fetch(operation, attempts).await;
-        ledger.handle.base(operation, attempts, first, read).await
-    }
-
-    /// One JSON Patch of the status subresource; the object as stored is
-    /// remembered.
-    async fn send(&self, _base: &Arc<Value>, ops: &Vec<Value>) -> Result<(), kube::Error> {
-        let stored = self.0.patch_status(ops).await?;
-        self.0.handle.remember(Some(Arc::new(stored)));
-        Ok(())
-    }
-
-    fn forget(&self) {
-        self.0.handle.remember(None);
-    }
-}
-
 /// Adds `entry` to `write` as the JSON value to store under its slug, with
 /// the shared record it names when `index` (the object being changed) does
 /// not hold it yet.
@@ -314,9 +268,28 @@ migration_kube::object_ledger_impl!(CrdLedger);
 
 impl ObjectLedger for CrdLedger {
     type Object = Value;
+    /// The JSON Patch operations of one status write.
+    type Write = Vec<Value>;
 
     fn handle(&self) -> &ObjectHandle<Value> {
         &self.handle
+    }
+
+    async fn read_fresh(
+        &self,
+        operation: &'static str,
+        attempts: &mut Attempts,
+    ) -> Result<Option<Arc<Value>>, LedgerError> {
+        self.fetch(operation, attempts).await
+    }
+
+    /// One JSON Patch of the status subresource.
+    async fn send_write(&self, _base: &Value, ops: &Vec<Value>) -> Result<Value, kube::Error> {
+        self.patch_status(ops).await
+    }
+
+    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
+        self.error(operation, &self.status_object(), error)
     }
 
     fn owner(&self, object: &Value) -> Option<OwnerReference> {

@@ -24,7 +24,7 @@ use migration_core::{
 };
 
 use crate::output_secret::{Kept, OutputSecret};
-use crate::{Attempts, Base, LeaseLock, RetryPolicy, Step, Writer};
+use crate::{Attempts, Base, ConditionalObject, LeaseLock, RetryPolicy, Step, WriteTarget, Writer};
 
 /// What a handle on a ledger kept in one object holds beside the object's
 /// address, the same on both backends.
@@ -129,9 +129,30 @@ impl<T> ObjectHandle<T> {
 pub trait ObjectLedger: Sync {
     /// The object as read.
     type Object: Send + Sync;
+    /// What one conditional write of the object sends.
+    type Write: Send + Sync;
 
     /// What the handle holds beside the object's address.
     fn handle(&self) -> &ObjectHandle<Self::Object>;
+
+    /// Reads the object, retrying transient errors (`None`: absent), and
+    /// remembers it.
+    fn read_fresh(
+        &self,
+        operation: &'static str,
+        attempts: &mut Attempts,
+    ) -> impl Future<Output = Result<Option<Arc<Self::Object>>, LedgerError>> + Send;
+
+    /// Sends `write`, conditioned on `base`'s resourceVersion, and answers
+    /// the object as stored.
+    fn send_write(
+        &self,
+        base: &Self::Object,
+        write: &Self::Write,
+    ) -> impl Future<Output = Result<Self::Object, kube::Error>> + Send;
+
+    /// Maps an error that ends a conditional write, naming the object.
+    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError;
 
     /// The reference to `object` that owns the Secret, so it goes with it.
     fn owner(&self, object: &Self::Object) -> Option<OwnerReference>;
@@ -190,6 +211,48 @@ pub trait ObjectLedger: Sync {
         operation: &'static str,
         decide: impl FnMut(ObjectLock<'_>) -> Result<Step<Option<StoredLock>, T>, LedgerError> + Send,
     ) -> impl Future<Output = Result<T, LedgerError>> + Send;
+}
+
+/// An [`ObjectLedger`]'s object as the target of its conditional writes:
+/// the base of a write is the copy last seen on its first try (no
+/// request), a fresh read on every later one; the object a write stores is
+/// remembered, and after a failed one nothing is.
+pub struct Conditional<'a, L>(pub &'a L);
+
+impl<L: ObjectLedger> WriteTarget for Conditional<'_, L> {
+    fn writer(&self) -> &Writer {
+        &self.0.handle().writer
+    }
+
+    fn final_error(&self, operation: &'static str, error: &kube::Error) -> LedgerError {
+        self.0.final_error(operation, error)
+    }
+}
+
+impl<L: ObjectLedger> ConditionalObject for Conditional<'_, L> {
+    type Object = Arc<L::Object>;
+    type Write = L::Write;
+
+    async fn base(
+        &self,
+        operation: &'static str,
+        attempts: &mut Attempts,
+        first: bool,
+    ) -> Result<Base<Arc<L::Object>>, LedgerError> {
+        let ledger = self.0;
+        let read = async |attempts: &mut Attempts| ledger.read_fresh(operation, attempts).await;
+        ledger.handle().base(operation, attempts, first, read).await
+    }
+
+    async fn send(&self, base: &Arc<L::Object>, write: &L::Write) -> Result<(), kube::Error> {
+        let stored = self.0.send_write(base, write).await?;
+        self.0.handle().remember(Some(Arc::new(stored)));
+        Ok(())
+    }
+
+    fn forget(&self) {
+        self.0.handle().remember(None);
+    }
 }
 
 /// Moves the output tails of `records` and `failure` into the Secret, owned
