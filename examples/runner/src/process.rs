@@ -92,15 +92,24 @@ fn private_copy(dir: &Path, slug: &Slug, bytes: &[u8]) -> std::io::Result<PathBu
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt;
     let copy = dir.join(format!("script-{}", slug.as_str()));
-    match std::fs::remove_file(&copy) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o400)
-        .open(&copy)?;
+    let create = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o400)
+            .open(&copy)
+    };
+    // Created anew (O_EXCL), never opened as found. A file left there (a
+    // run's earlier attempt at the slug that could not remove its copy) is
+    // removed first only when there is one: one path walk fewer per script
+    // than removing before every creation.
+    let mut file = match create() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(&copy)?;
+            create()?
+        }
+        other => other?,
+    };
     file.write_all(bytes)?;
     Ok(copy)
 }

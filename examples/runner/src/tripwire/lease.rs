@@ -93,12 +93,23 @@ pub fn write(dir: &Path, deadline: u64) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt;
     let fresh = dir.join(format!("{LEASE_FILE}.new"));
-    let _ = std::fs::remove_file(&fresh);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&fresh)?;
+    let create = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&fresh)
+    };
+    // A `.new` left behind (a write that failed before its rename) is
+    // removed only when there is one: the rename consumes it otherwise, so
+    // removing it before every write was a path walk per script for nothing.
+    let mut file = match create() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(&fresh)?;
+            create()?
+        }
+        other => other?,
+    };
     file.write_all(deadline.to_string().as_bytes())?;
     std::fs::rename(&fresh, dir.join(LEASE_FILE))
 }
