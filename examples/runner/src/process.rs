@@ -89,19 +89,9 @@ enum ProcessExit {
 /// (benches/README.md). The name cannot be a report's (`report-*`), the
 /// real-commands, lease or ledger file's.
 fn private_copy(dir: &Path, slug: &Slug, bytes: &[u8]) -> std::io::Result<PathBuf> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt;
     let copy = dir.join(format!("script-{}", slug.as_str()));
-    match std::fs::remove_file(&copy) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o400)
-        .open(&copy)?;
-    file.write_all(bytes)?;
+    // Only ever read: created read-only (0400).
+    crate::tripwire::write_new(&copy, bytes, 0o400)?;
     Ok(copy)
 }
 

@@ -349,15 +349,32 @@ pub fn compose(message: &str, output_tail: &str, cap: usize) -> String {
 /// (mode 0600), in place of whatever was there. Created with `O_EXCL`: a
 /// link a script planted at `path` is removed, never written through.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_new(path, bytes, 0o600)
+}
+
+/// Writes `bytes` to a file created anew (`O_EXCL`, `mode`) at `path`,
+/// never opened as found.
+pub(crate) fn write_new(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt;
-    let _ = std::fs::remove_file(path);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?
-        .write_all(bytes)
+    let create = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(path)
+    };
+    // What is there (a write that failed before its rename, a file planted
+    // in its place) is removed only when there is something: removing before
+    // every write was a path walk per script for nothing.
+    let mut file = match create() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(path)?;
+            create()?
+        }
+        other => other?,
+    };
+    file.write_all(bytes)
 }
 
 fn truncate_end(s: &str, cap: usize) -> String {

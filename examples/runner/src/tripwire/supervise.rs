@@ -27,7 +27,8 @@
 //! runner killed in exactly that instant leaves that one script running.
 
 use std::collections::BTreeSet;
-use std::io::BufRead;
+use std::io::Read;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -133,6 +134,40 @@ pub fn line(text: &str) -> Option<Line> {
     }
 }
 
+/// Acts on one line of the runner's pipe (without its newline).
+fn heed(text: &str, groups: &mut BTreeSet<i32>, lease: &mut u64) {
+    match line(text) {
+        Some(Line::Watch(g)) => {
+            groups.insert(g);
+        }
+        Some(Line::Release(g)) => {
+            groups.remove(&g);
+        }
+        Some(Line::Lease(until)) => *lease = until,
+        None => eprintln!("{NAME}: ignoring {text:?} on the runner's pipe"),
+    }
+}
+
+/// Waits up to `within` for `pipe` to have something to read (or to reach
+/// its end); `false` when the time ran out first, or a signal interrupted
+/// the wait (the caller checks the deadline and waits again). An error
+/// means the pipe cannot be waited for: as at its end.
+fn readable(pipe: &std::fs::File, within: Duration) -> nix::Result<bool> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    // Rounded up to the next millisecond: waking before the deadline would
+    // only wait again.
+    let within = Duration::from_millis(
+        u64::try_from(within.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX),
+    );
+    let timeout = PollTimeout::try_from(within).unwrap_or(PollTimeout::MAX);
+    let mut fds = [PollFd::new(pipe.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, timeout) {
+        Ok(n) => Ok(n > 0),
+        Err(nix::errno::Errno::EINTR) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 fn alive(pgid: i32) -> bool {
     killpg(Pid::from_raw(pgid), None).is_ok()
 }
@@ -173,46 +208,62 @@ pub fn main(raw: Vec<String>) -> i32 {
         );
         return USAGE_ERROR;
     }
-    // The pipe is read on a thread of its own, so that the lease deadline
-    // is kept while no line comes (the runner frozen, or killed).
-    let (lines, pipe) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for text in std::io::stdin().lock().lines() {
-            let Ok(text) = text else { break };
-            if lines.send(text).is_err() {
-                break;
-            }
+    // One thread waits for the pipe and the lease deadline at once (`poll`
+    // with a timeout), so the deadline is kept while no line comes (the
+    // runner frozen, or killed). A reader thread handing lines over a
+    // channel cost two thread wake-ups per line, four per script (issue 34).
+    let mut pipe = match std::io::stdin().as_fd().try_clone_to_owned() {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(e) => {
+            // Before any group: the runner's first line then finds the pipe
+            // closed and runs no script unsupervised.
+            eprintln!("{NAME}: cannot read the runner's pipe: {e}");
+            return USAGE_ERROR;
         }
-    });
+    };
     let mut groups = BTreeSet::new();
     // No deadline until the runner gives one (it does before any group).
     let mut lease = u64::MAX;
-    loop {
+    // Bytes read and not yet a whole line.
+    let mut pending: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 4096];
+    'pipe: loop {
+        while let Some(at) = pending.iter().position(|b| *b == b'\n') {
+            let bytes: Vec<u8> = pending.drain(..=at).collect();
+            // Not text: the pipe is not the runner's; as at its end.
+            let Ok(text) = std::str::from_utf8(&bytes[..at]) else {
+                break 'pipe;
+            };
+            heed(text, &mut groups, &mut lease);
+        }
         let left = Duration::from_nanos(lease.saturating_sub(super::lease::now()));
-        let text = match pipe.recv_timeout(left.min(Duration::from_secs(3600))) {
-            Ok(text) => text,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                if super::lease::now() >= lease {
-                    // The lease can no longer be proved live: nothing the
-                    // run started may go on (CONTRACT.md §5.5).
-                    for g in std::mem::take(&mut groups) {
-                        let _ = killpg(Pid::from_raw(g), Signal::SIGKILL);
-                    }
-                    lease = u64::MAX;
-                }
-                continue;
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        let Ok(ready) = readable(&pipe, left.min(Duration::from_secs(3600))) else {
+            break;
         };
-        match line(&text) {
-            Some(Line::Watch(g)) => {
-                groups.insert(g);
+        if !ready {
+            if super::lease::now() >= lease {
+                // The lease can no longer be proved live: nothing the
+                // run started may go on (CONTRACT.md §5.5).
+                for g in std::mem::take(&mut groups) {
+                    let _ = killpg(Pid::from_raw(g), Signal::SIGKILL);
+                }
+                lease = u64::MAX;
             }
-            Some(Line::Release(g)) => {
-                groups.remove(&g);
+            continue;
+        }
+        match pipe.read(&mut chunk) {
+            Ok(0) => {
+                // A last line without its newline still counts.
+                if let Ok(text) = std::str::from_utf8(&pending)
+                    && !text.is_empty()
+                {
+                    heed(text, &mut groups, &mut lease);
+                }
+                break;
             }
-            Some(Line::Lease(until)) => lease = until,
-            None => eprintln!("{NAME}: ignoring {text:?} on the runner's pipe"),
+            Ok(n) => pending.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
         }
     }
     if !groups.is_empty() {

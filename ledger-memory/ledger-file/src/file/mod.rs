@@ -123,6 +123,10 @@ struct View {
     /// an older copy keeps the inode, and often the length) no longer holds them there, and is
     /// loaded again instead of being read on from `end` (#35).
     mark: Vec<u8>,
+    /// Which view this is ([`View::next_epoch`]): a view loaded or written anew gets a new one,
+    /// while one brought up to date by reading on from `end`, or by its own append, keeps it. The
+    /// witness compares it, with `end`, to know the state it last checked is unchanged.
+    epoch: u64,
 }
 
 /// How many bytes before the end of the records a view checks are still in place.
@@ -145,6 +149,12 @@ fn read_mark(file: &File, end: u64) -> io::Result<Vec<u8>> {
 }
 
 impl View {
+    /// A number no other view of this process had.
+    fn next_epoch() -> u64 {
+        static EPOCHS: AtomicU64 = AtomicU64::new(0);
+        EPOCHS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The view of `target` when there is no file there.
     fn absent(target: &std::path::Path) -> View {
         View {
@@ -156,6 +166,7 @@ impl View {
             torn: 0,
             len: 0,
             mark: Vec::new(),
+            epoch: View::next_epoch(),
         }
     }
 }

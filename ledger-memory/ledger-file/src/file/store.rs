@@ -234,6 +234,7 @@ impl FileLedger {
             torn: replayed.records.torn,
             len: replayed.len,
             mark,
+            epoch: View::next_epoch(),
         })
     }
 
@@ -543,6 +544,7 @@ impl FileLedger {
             torn: 0,
             len,
             mark,
+            epoch: View::next_epoch(),
         });
         Ok(())
     }

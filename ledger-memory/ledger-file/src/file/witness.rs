@@ -25,6 +25,17 @@ pub(super) struct Witness {
     /// Why the file is no longer the run's, once found: every later operation is refused the
     /// same way, so a retry cannot write on.
     replaced: Option<String>,
+    /// The view (its epoch and end, see [`View`]) in which every stored record was last found
+    /// held. A view with the same epoch and end has the same state (nothing was read on or
+    /// appended since, and it was not loaded anew), so the records need no looking up again:
+    /// looking up every record at every write made a run of N migrations cost N²/2 lookups
+    /// (issue 34). Any other view, or none, is checked record by record.
+    checked: Option<(u64, u64)>,
+}
+
+/// The epoch and end of `view`, when there is one.
+fn fingerprint(view: Option<&View>) -> Option<(u64, u64)> {
+    view.map(|v| (v.epoch, v.end))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,9 +73,36 @@ impl Witness {
         // attempt marks and last failures are rewritten by the next runner once this one lost
         // its lock (that runner's refusal is the lock's, not a replaced file's).
         let record = |k: &str| keys::is_entry_key(k) || k.starts_with(keys::CONTEXT_PREFIX);
-        for (k, v) in puts.into_iter().filter(|(k, _)| record(k)) {
+        let puts: Vec<(&String, &String)> = puts.into_iter().filter(|(k, _)| record(k)).collect();
+        // The records still known held: the check just before this store found every one held in
+        // this same view (its epoch unchanged: only this store appended to it), a put changes
+        // only its own keys, and those are looked up here. Anything else is checked in full at
+        // the next operation.
+        let data = state(view).map(Object::data);
+        let same_view = matches!(
+            (self.checked, view),
+            (Some((epoch, _)), Some(v)) if epoch == v.epoch
+        );
+        let puts_held = puts.iter().all(|(k, v)| held(data, k, v));
+        self.checked = if same_view && puts_held && matches!(change, Change::Put { .. }) {
+            fingerprint(view)
+        } else {
+            None
+        };
+        for (k, v) in puts {
             self.stored.insert(k.clone(), v.clone());
         }
+    }
+}
+
+/// Whether `data` holds what storing `value` under `key` left: the value, or no key at all for a
+/// clearing value.
+fn held(data: Option<&BTreeMap<String, String>>, key: &str, value: &str) -> bool {
+    let now = data.and_then(|d| d.get(key));
+    if keys::is_clearing(key, value) {
+        now.is_none()
+    } else {
+        now.is_some_and(|n| n == value)
     }
 }
 
@@ -104,19 +142,17 @@ impl FileLedger {
                     seen.revision, now.revision
                 ));
             }
-            let gone: Vec<&str> = w
-                .stored
-                .iter()
-                .filter(|(k, v)| {
-                    let held = data.and_then(|d| d.get(*k));
-                    if keys::is_clearing(k, v) {
-                        held.is_some()
-                    } else {
-                        held != Some(*v)
-                    }
-                })
-                .map(|(k, _)| k.as_str())
-                .collect();
+            // The same view as at the last check that found them all held: so are they now.
+            let unchanged = w.checked.is_some() && w.checked == fingerprint(view);
+            let gone: Vec<&str> = if unchanged {
+                Vec::new()
+            } else {
+                w.stored
+                    .iter()
+                    .filter(|(k, v)| !held(data, k, v))
+                    .map(|(k, _)| k.as_str())
+                    .collect()
+            };
             if !gone.is_empty() {
                 why.push(format!(
                     "records this run stored and had acknowledged are gone or changed: {}",
@@ -141,6 +177,7 @@ impl FileLedger {
             });
         }
         w.seen = Some(Seen::of(view));
+        w.checked = fingerprint(view);
         Ok(())
     }
 }

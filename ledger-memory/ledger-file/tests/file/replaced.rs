@@ -174,6 +174,23 @@ async fn an_older_copy_of_the_ledger_file_restored_under_a_run_stops_the_run() {
 }
 
 #[tokio::test]
+async fn a_record_of_the_run_changed_by_another_process_appending_to_the_same_file_stops_the_run() {
+    // The same file, read on from where the run left it (no replacement, no reload): the run's
+    // own record is still looked up again, because something was appended since it last was.
+    a_run_whose_file_is_replaced_between_two_migrations(|path| {
+        let before = std::fs::metadata(path).unwrap();
+        FileLedger::new(path).put_raw("m.s-2", "{}").unwrap();
+        let after = std::fs::metadata(path).unwrap();
+        assert_eq!(
+            std::os::unix::fs::MetadataExt::ino(&before),
+            std::os::unix::fs::MetadataExt::ino(&after),
+            "the other process replaced the file instead of appending: the case tests nothing"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_ledger_compacted_by_another_process_under_a_run_is_not_a_replacement() {
     // Another process's compaction renames a new file into place too, but every record the run
     // stored is in it and its revision has not gone back: the run goes on.
