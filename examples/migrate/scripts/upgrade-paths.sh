@@ -2,18 +2,21 @@
 # upgrade-paths.sh: run every upgrade path from each release tag of a converted tree through the
 # engine, against a fake cluster.
 #
-# Usage: upgrade-paths.sh --migrate BIN --tree TREE --fake DIR [--chart NAME] [--one-per-target]
-#                         [--allow-interpreter LINE]... [--timeout SECONDS] [--keep DIR] [TAG...]
+# Usage: upgrade-paths.sh --migrate BIN --tree TREE --fake DIR [--release-targets FILE]
+#                         [--chart NAME] [--one-per-target] [--allow-interpreter LINE]...
+#                         [--timeout SECONDS] [--keep DIR] [TAG...]
 #
 # TREE is a tree `migrate convert --release-targets` wrote, committed, with its order.d/ (`migrate
 # manifest`): its legacy-releases lists every release tag read, `TAG target=N ...` when the
-# numbered runner's target there is known. For each tag (or each TAG given; with --one-per-target
-# the first tag of each distinct target only), a cluster installed at that tag is simulated: a
-# private file ledger, adopted as that cluster would be (`migrate adopt --legacy-version N` with a
-# one-revision `--helm-history` naming the tag's release, from which adoption learns which content
-# of each diverged slot the cluster ran), then upgraded (`migrate run` of TREE on that ledger), with
-# DIR first on PATH: DIR holds the fake cluster's commands (kubectl, helm, ... and any binary of the
-# image the scripts call that this machine lacks).
+# numbered runner's target there is known. Convert writes that file only when a slot diverged;
+# without one, --release-targets names the same `TAG TARGET` file convert was given. For each tag
+# (or each TAG given; with --one-per-target the first tag of each distinct target only), a
+# cluster installed at that tag is simulated: a private file ledger, adopted as that cluster would
+# be (`migrate adopt --legacy-version N` with a one-revision `--helm-history` naming the tag's
+# release, from which adoption learns which content of each diverged slot the cluster ran), then
+# upgraded (`migrate run` of TREE on that ledger), with DIR first on PATH: DIR holds the fake
+# cluster's commands (kubectl, helm, ... and any binary of the image the scripts call that this
+# machine lacks).
 #
 # One line per path: the tag, its target, what adoption recorded (the ledger's status summary and
 # how many diverged slots the history answered), how many migrations the run executed, and the
@@ -32,21 +35,22 @@ set -eu
 quote() { printf '%s' "$1" | sed "s/'/'\\\\''/g; s/^/'/; s/\$/'/"; }
 
 usage() {
-	echo "usage: upgrade-paths.sh --migrate BIN --tree TREE --fake DIR [--chart NAME] [--one-per-target] [--allow-interpreter LINE]... [--timeout SECONDS] [--keep DIR] [TAG...]" >&2
+	echo "usage: upgrade-paths.sh --migrate BIN --tree TREE --fake DIR [--release-targets FILE] [--chart NAME] [--one-per-target] [--allow-interpreter LINE]... [--timeout SECONDS] [--keep DIR] [TAG...]" >&2
 	exit 2
 }
 
-migrate='' tree='' fake='' chart=platform per_target='' keep='' timeout=''
+migrate='' tree='' fake='' chart=platform per_target='' keep='' timeout='' targets_file=''
 # The interpreters, one per line, for adopt and run alike.
 interpreters=''
 while [ $# -gt 0 ]; do
 	case $1 in
-	--migrate | --tree | --fake | --chart | --allow-interpreter | --timeout | --keep)
+	--migrate | --tree | --fake | --release-targets | --chart | --allow-interpreter | --timeout | --keep)
 		[ $# -ge 2 ] || { echo "upgrade-paths.sh: $1 needs a value" >&2; usage; }
 		case $1 in
 		--migrate) migrate=$2 ;;
 		--tree) tree=$2 ;;
 		--fake) fake=$2 ;;
+		--release-targets) targets_file=$2 ;;
 		--chart) chart=$2 ;;
 		--allow-interpreter) interpreters="$interpreters$2
 " ;;
@@ -66,8 +70,22 @@ if [ -z "$migrate" ] || [ -z "$tree" ] || [ -z "$fake" ]; then
 fi
 [ -x "$migrate" ] || { echo "upgrade-paths.sh: --migrate $(quote "$migrate"): not an executable" >&2; exit 2; }
 [ -d "$tree/order.d" ] || { echo "upgrade-paths.sh: $tree has no order.d/ (run migrate manifest first)" >&2; exit 2; }
-# Without it nothing says which content of a diverged slot a release held, nor its target.
-[ -f "$tree/legacy-releases" ] || { echo "upgrade-paths.sh: $tree has no legacy-releases (convert with --release-targets)" >&2; exit 2; }
+# The releases, `TAG [target=N] ...` a line: the tree's own list (which also says which content
+# of a diverged slot each held), else, for a tree where no slot diverged, the targets file.
+if [ -f "$tree/legacy-releases" ]; then
+	releases_from=$tree/legacy-releases
+	releases=$(grep -v -E '^[[:space:]]*(#|$)' "$tree/legacy-releases" || true)
+elif [ -n "$targets_file" ]; then
+	[ -f "$targets_file" ] || { echo "upgrade-paths.sh: --release-targets $(quote "$targets_file"): not a file" >&2; exit 2; }
+	releases_from=$targets_file
+	releases=$(awk '!/^[[:space:]]*(#|$)/ { print $1, "target=" $2 }' "$targets_file")
+else
+	echo "upgrade-paths.sh: $tree has no legacy-releases (no slot diverged): give --release-targets, the file convert was given" >&2
+	exit 2
+fi
+# A list where no tag has a target would run nothing and pass.
+printf '%s\n' "$releases" | grep -q ' target=[0-9]' ||
+	{ echo "upgrade-paths.sh: no tag of $releases_from has a target (convert with --release-targets)" >&2; exit 2; }
 [ -d "$fake" ] || { echo "upgrade-paths.sh: --fake $(quote "$fake"): not a directory" >&2; exit 2; }
 case $timeout in
 *[!0-9]*) echo "upgrade-paths.sh: --timeout $(quote "$timeout"): not a number of seconds" >&2; exit 2 ;;
@@ -78,8 +96,8 @@ case $fake in /*) ;; *) fake=$(cd "$fake" && pwd) ;; esac
 # The tags asked for, one per line; each must be a release of the tree (a typo would run nothing).
 wanted=''
 for tag in "$@"; do
-	awk -v t="$tag" '$1 == t { found = 1 } END { exit !found }' "$tree/legacy-releases" ||
-		{ echo "upgrade-paths.sh: tag $(quote "$tag") is not in $tree/legacy-releases" >&2; exit 2; }
+	printf '%s\n' "$releases" | awk -v t="$tag" '$1 == t { found = 1 } END { exit !found }' ||
+		{ echo "upgrade-paths.sh: tag $(quote "$tag") is not in $releases_from" >&2; exit 2; }
 	wanted="$wanted$tag
 "
 done
@@ -117,8 +135,6 @@ first_problem() {
 
 tags=0 targets=' ' ran_paths=0 ok=0 failed=0 refused=0 untargeted=0 skipped=0
 failures=''
-# Only the release lines: `#` comments and blank lines are not tags.
-releases=$(grep -v -E '^[[:space:]]*(#|$)' "$tree/legacy-releases" || true)
 old_ifs=$IFS
 # The list splits at newlines; each line's words at the usual blanks.
 IFS='

@@ -240,3 +240,55 @@ fn one_path_per_target_and_the_tags_asked_for_narrow_the_run_and_an_unknown_tag_
     common::assert_contains_all(&m.stderr, &["v1.9.0", "legacy-releases"]);
     assert!(m.ran.is_empty() && m.stdout.is_empty());
 }
+
+#[test]
+fn a_tree_where_no_slot_diverged_takes_its_targets_from_the_file_convert_was_given() {
+    // No diverged slot: convert writes no legacy-releases.
+    let repo = Repo::new();
+    numbered::helpers(&repo);
+    numbered::write(&repo, "1", &numbered(1, "1", ""));
+    repo.release("v1.0.0");
+    numbered::write(&repo, "2", &numbered(2, "2", ""));
+    repo.release("v1.1.0");
+    let dir = tempfile::tempdir().unwrap();
+    let targets = dir.path().join("targets");
+    std::fs::write(&targets, "v1.0.0 2\nv1.1.0 3\n").unwrap();
+    let tree = dir.path().join("tree");
+    let flags = ["--rewrite", "--release-targets", targets.to_str().unwrap()];
+    numbered::convert_released(&repo, &tree, &flags);
+    assert!(!tree.join("legacy-releases").exists());
+    std::fs::create_dir_all(dir.path().join("fake")).unwrap();
+    let p = Platform { _repo: repo, dir };
+
+    let m = measure(&shells::dash(), &p, &[], "");
+    assert_eq!(m.code, 2, "{}", m.stderr);
+    common::assert_contains_all(&m.stderr, &["no legacy-releases", "--release-targets"]);
+    assert!(m.ran.is_empty());
+
+    let m = measure(
+        &shells::dash(),
+        &p,
+        &["--release-targets", targets.to_str().unwrap()],
+        "",
+    );
+    assert_eq!(m.code, 0, "{}\n{}", m.stdout, m.stderr);
+    assert!(
+        line_of(&m, "v1.0.0")
+            .starts_with("v1.0.0 target=2 adopted: 1 legacy (0 from the history); ran 1; ok"),
+        "{}",
+        m.stdout
+    );
+    assert!(line_of(&m, "v1.1.0").contains("ran 0; ok"), "{}", m.stdout);
+    assert_eq!(m.ran, ["2"]);
+
+    // A targets file naming no target would run nothing and pass: refused.
+    std::fs::write(&targets, "# no targets known\n").unwrap();
+    let m = measure(
+        &shells::dash(),
+        &p,
+        &["--release-targets", targets.to_str().unwrap()],
+        "",
+    );
+    assert_eq!(m.code, 2, "{}", m.stderr);
+    common::assert_contains_all(&m.stderr, &["no tag of", "has a target"]);
+}
