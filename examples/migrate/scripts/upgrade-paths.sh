@@ -3,8 +3,8 @@
 # engine, against a fake cluster.
 #
 # Usage: upgrade-paths.sh --migrate BIN --tree TREE --fake DIR [--release-targets FILE]
-#                         [--chart NAME] [--one-per-target] [--allow-interpreter LINE]...
-#                         [--timeout SECONDS] [--keep DIR] [TAG...]
+#                         [--chart NAME] [--one-per-target] [--count-prereleases]
+#                         [--allow-interpreter LINE]... [--timeout SECONDS] [--keep DIR] [TAG...]
 #
 # TREE is a tree `migrate convert --release-targets` wrote, committed, with its order.d/ (`migrate
 # manifest`): its legacy-releases lists every release tag read, `TAG target=N ...` when the
@@ -27,7 +27,8 @@
 #
 # --chart NAME names the release's chart in the history (`NAME-VERSION`, VERSION being the tag
 # without its leading `v`; default `platform`). --allow-interpreter is given to adopt and run, for
-# trees whose scripts name the image's shell. --keep DIR keeps each path's ledger and logs in
+# trees whose scripts name the image's shell. --count-prereleases is given to adopt: a cluster
+# installed at a pre-release then answers from its history too. --keep DIR keeps each path's ledger and logs in
 # DIR/TAG (default: a temporary directory, removed).
 set -eu
 
@@ -35,11 +36,11 @@ set -eu
 quote() { printf '%s' "$1" | sed "s/'/'\\\\''/g; s/^/'/; s/\$/'/"; }
 
 usage() {
-	echo "usage: upgrade-paths.sh --migrate BIN --tree TREE --fake DIR [--release-targets FILE] [--chart NAME] [--one-per-target] [--allow-interpreter LINE]... [--timeout SECONDS] [--keep DIR] [TAG...]" >&2
+	echo "usage: upgrade-paths.sh --migrate BIN --tree TREE --fake DIR [--release-targets FILE] [--chart NAME] [--one-per-target] [--count-prereleases] [--allow-interpreter LINE]... [--timeout SECONDS] [--keep DIR] [TAG...]" >&2
 	exit 2
 }
 
-migrate='' tree='' fake='' chart=platform per_target='' keep='' timeout='' targets_file=''
+migrate='' tree='' fake='' chart=platform per_target='' keep='' timeout='' targets_file='' prereleases=''
 # The interpreters, one per line, for adopt and run alike.
 interpreters=''
 while [ $# -gt 0 ]; do
@@ -60,6 +61,7 @@ while [ $# -gt 0 ]; do
 		shift 2
 		;;
 	--one-per-target) per_target=1; shift ;;
+	--count-prereleases) prereleases=1; shift ;;
 	--) shift; break ;;
 	-*) echo "upgrade-paths.sh: unknown option $1" >&2; usage ;;
 	*) break ;;
@@ -110,8 +112,9 @@ else
 	trap 'rm -rf "$work"' EXIT
 fi
 
-# "$migrate" SUBCOMMAND ... with every --allow-interpreter; `run` (the only one that runs scripts)
-# with the fake cluster first on PATH and the --timeout.
+# "$migrate" SUBCOMMAND ... (adopt or run) with every --allow-interpreter; `run` (the only one
+# that runs scripts) with the fake cluster first on PATH and the --timeout, `adopt` with
+# --count-prereleases.
 engine() {
 	engine_ifs=$IFS
 	IFS='
@@ -124,6 +127,7 @@ engine() {
 		[ -z "$timeout" ] || set -- "$@" --timeout "$timeout"
 		PATH="$fake:$PATH" "$migrate" "$@"
 	else
+		[ -z "$prereleases" ] || set -- "$@" --count-prereleases
 		"$migrate" "$@"
 	fi
 }

@@ -6,7 +6,8 @@
 //! The fixture is a numbered history of our own: v0.1.0 (slot 1, no known target: its runner
 //! predates the version ConfigMap), v1.0.0 (1, 2; target 3), v1.1.0 (3, which labels a
 //! namespace; target 4), the release branch's v1.1.1 (slot 4 as `4-backport`; target 5), main's
-//! v1.2.0 (slot 4 as `4-main`, and 5; target 6). Main's line is converted.
+//! v1.2.0-rc.1, v1.2.0 and v1.2.1 (slot 4 as `4-main`, and 5; target 6). Main's line is
+//! converted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -61,7 +62,8 @@ fn platform() -> Platform {
     repo.checkout("main");
     numbered::write(&repo, "4", &numbered(4, "4-main", ""));
     numbered::write(&repo, "5", &numbered(5, "5", ""));
-    repo.release("v1.2.0");
+    repo.release("v1.2.0-rc.1");
+    repo.tag("v1.2.0");
     // A patch release that added no migration: the same target.
     repo.tag("v1.2.1");
 
@@ -70,7 +72,7 @@ fn platform() -> Platform {
     let targets = dir.path().join("targets");
     std::fs::write(
         &targets,
-        "v1.0.0 3\nv1.1.0 4\nv1.1.1 5\nv1.2.0 6\nv1.2.1 6\n",
+        "v1.0.0 3\nv1.1.0 4\nv1.1.1 5\nv1.2.0-rc.1 6\nv1.2.0 6\nv1.2.1 6\n",
     )
     .unwrap();
     let tree = dir.path().join("tree");
@@ -174,6 +176,11 @@ fn every_path_from_each_release_tag_is_adopted_and_runs_the_rest_of_the_tree() {
                 "v1.1.1",
                 "v1.1.1 target=5 adopted: 4 legacy (1 from the history); ran 2; ok",
             ),
+            // A pre-release answers nothing unless clusters ran them: main's content runs again.
+            (
+                "v1.2.0-rc.1",
+                "v1.2.0-rc.1 target=6 adopted: 4 legacy, 1 not-yet (0 from the history); ran 1; ok",
+            ),
             (
                 "v1.2.0",
                 "v1.2.0 target=6 adopted: 5 legacy (1 from the history); ran 0; ok",
@@ -187,7 +194,7 @@ fn every_path_from_each_release_tag_is_adopted_and_runs_the_rest_of_the_tree() {
         }
         assert_eq!(
             m.ran,
-            ["3", "4-main", "5", "4-main", "5", "4-main", "5"],
+            ["3", "4-main", "5", "4-main", "5", "4-main", "5", "4-main"],
             "the scripts each path ran, in order: {context}"
         );
         assert_eq!(
@@ -197,9 +204,9 @@ fn every_path_from_each_release_tag_is_adopted_and_runs_the_rest_of_the_tree() {
         common::assert_contains_all(
             m.stdout.lines().last().unwrap(),
             &[
-                "paths: 6 tags, 4 distinct targets",
-                "ran 5 (0 skipped",
-                "ok 5, failed 0, refused 0, no target 1",
+                "paths: 7 tags, 4 distinct targets",
+                "ran 6 (0 skipped",
+                "ok 6, failed 0, refused 0, no target 1",
             ],
         );
     }
@@ -213,10 +220,10 @@ fn a_script_failing_on_the_fake_fails_the_whole_naming_the_tag_and_the_slug() {
     assert_eq!(m.code, 1, "{context}");
     common::assert_contains_all(line_of(&m, "v1.0.0"), &["ran 1; failed 3 (", "exit 4"]);
     // The paths that start past slot 3 still run.
-    for tag in ["v1.1.0", "v1.1.1", "v1.2.0", "v1.2.1"] {
+    for tag in ["v1.1.0", "v1.1.1", "v1.2.0-rc.1", "v1.2.0", "v1.2.1"] {
         common::assert_contains_all(line_of(&m, tag), &["; ok"]);
     }
-    common::assert_contains_all(&m.stdout, &["ok 4, failed 1, refused 0, no target 1"]);
+    common::assert_contains_all(&m.stdout, &["ok 5, failed 1, refused 0, no target 1"]);
     common::assert_contains_all(&m.stderr, &["not every path ran: v1.0.0"]);
 }
 
@@ -228,11 +235,16 @@ fn one_path_per_target_and_the_tags_asked_for_narrow_the_run_and_an_unknown_tag_
     assert_eq!(m.stdout.lines().count(), 3, "{}", m.stdout);
     assert_eq!(m.ran, ["4-main", "5"]);
 
-    // v1.2.1's target is v1.2.0's: the first tag of each target runs.
-    let m = measure(&shells::dash(), &p, &["--one-per-target"], "");
+    // v1.2.0 and v1.2.1 have v1.2.0-rc.1's target: the first tag of each target runs, and
+    // with --count-prereleases its history answers slot 4 (nothing runs again there).
+    let flags = ["--one-per-target", "--count-prereleases"];
+    let m = measure(&shells::dash(), &p, &flags, "");
     assert_eq!(m.code, 0, "{}\n{}", m.stdout, m.stderr);
+    assert!(!m.stdout.contains("v1.2.0 "), "{}", m.stdout);
     assert!(!m.stdout.contains("v1.2.1 "), "{}", m.stdout);
-    common::assert_contains_all(&m.stdout, &["6 tags, 4 distinct targets; ran 4 (1 skipped"]);
+    common::assert_contains_all(&m.stdout, &["7 tags, 4 distinct targets; ran 4 (2 skipped"]);
+    let rc = "v1.2.0-rc.1 target=6 adopted: 5 legacy (1 from the history); ran 0; ok";
+    assert!(line_of(&m, "v1.2.0-rc.1").starts_with(rc), "{}", m.stdout);
     assert_eq!(m.ran, ["3", "4-main", "5", "4-main", "5", "4-main", "5"]);
 
     let m = measure(&shells::dash(), &p, &["v1.9.0"], "");
