@@ -32,10 +32,17 @@ pub async fn adopt(args: AdoptArgs, out: &Out) -> Result<(), Failure> {
     let tree = MigrationsTree::load(&args.tree)?;
     super::manifest_of(&tree)?;
     let version = args.legacy_version;
+    // Adoption plans as the first run will: a tree whose scripts name the image's shell is
+    // adopted with the interpreters that run is given, not refused for the defaults.
+    let allowed_interpreters = if args.allow_interpreters.is_empty() {
+        PlanContext::default_interpreters()
+    } else {
+        args.allow_interpreters.clone()
+    };
     let context = PlanContext {
         now: SystemClock.now().truncated(),
         image: None,
-        allowed_interpreters: PlanContext::default_interpreters(),
+        allowed_interpreters,
     };
     // What the cluster can tell: its Helm release history, read with the
     // tree's map of which content each release tag held.

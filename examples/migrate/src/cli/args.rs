@@ -339,6 +339,10 @@ pub struct AdoptArgs {
     /// counts as run (without it, it answers nothing).
     #[arg(long)]
     pub count_prereleases: bool,
+    /// Allowed shebang of the scripts the adopted cluster will run
+    /// (repeatable; default /bin/sh and /bin/bash), as `run` is given it.
+    #[arg(long = "allow-interpreter", value_parser = interpreter)]
+    pub allow_interpreters: Vec<String>,
     /// The ledger to create (or to complete, when it holds only this version).
     #[arg(long, env = "MIGRATE_LEDGER")]
     pub ledger: LedgerSpec,

@@ -298,3 +298,63 @@ fn a_ran_the_tree_does_not_list_says_what_would_express_a_pre_release_content() 
     );
     assert!(!scratch.file("ledger.json").exists());
 }
+
+/// [`scratch_tree`] whose `three` and `fresh`, pending after an adoption at
+/// 3, name the image's shell (`#!/usr/bin/dash` or wherever dash lives), as
+/// a tree written for an alpine image names `#!/usr/bin/busybox ash`.
+fn image_shell_tree(shebang: &str) -> ScratchTree {
+    let mark = |name: &str| format!("echo {name} >> \"$MIGRATION_TREE/../ran\"");
+    let script = |name: &str| {
+        migration_core::testing::fixtures::script_text(
+            Tier::PreApply,
+            OnError::Abort,
+            &[],
+            &mark(name),
+        )
+        .replacen("#!/bin/sh", &format!("#!{shebang}"), 1)
+    };
+    TreeBuilder::new()
+        .script_with(Tier::PreApply, "one", OnError::Abort, &[], &mark("one"))
+        .script_with(Tier::PreApply, "two", OnError::Abort, &[], &mark("two"))
+        .raw_script(Tier::PreApply, "three", script("three").as_bytes())
+        .raw_script(Tier::PreApply, "fresh", script("fresh").as_bytes())
+        .legacy_map("1 one\n2 two\n3 three\n")
+        .manifest(&[
+            ("00000-legacy", "one\ntwo\nthree\n"),
+            ("00001-v2.0.0", "fresh\n"),
+        ])
+        .scratch()
+}
+
+#[test]
+fn adopting_a_tree_whose_scripts_name_the_images_shell_takes_the_interpreters_run_is_given() {
+    let dash = common::shells::dash().shebang;
+    let (scratch, spec) = with_file_ledger(image_shell_tree(&dash));
+
+    // Without it, adoption plans with the default shells and refuses, writing nothing.
+    let (code, doc, _) = adopt(&scratch.root(), "3", &spec, &[]);
+    assert_eq!(code, 3, "{doc}");
+    assert_first_problem(&doc, &format!("'#!{dash}' is not an allowed interpreter"));
+    assert!(!scratch.file("ledger.json").exists());
+
+    let allow = ["--allow-interpreter", dash.as_str()];
+    let (code, doc, err) = adopt(&scratch.root(), "3", &spec, &allow);
+    assert_eq!(code, 0, "{err}\n{doc}");
+    assert_eq!(strings(&doc["legacy"]), ["one", "two"]);
+    let (code, run, err) = on_ledger("run", &scratch.root(), &spec, &allow);
+    assert_eq!(code, 0, "{err}\n{run}");
+    assert_eq!(scratch.lines("ran"), ["three", "fresh"]);
+
+    // The value is checked as run checks it.
+    let root = scratch.root();
+    let args = ["adopt", root.to_str().unwrap(), "--legacy-version", "3"];
+    let (code, _, err) = common::text(
+        &[
+            &args[..],
+            &["--ledger", &spec, "--allow-interpreter", "dash"],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 2, "{err}");
+    common::assert_contains_all(&err, &["--allow-interpreter", "not an interpreter"]);
+}

@@ -71,3 +71,4 @@ mod tripwire_masking;
 #[cfg(feature = "failpoints")]
 mod tripwire_secrets;
 mod tripwire_supervision;
+mod upgrade_paths;

@@ -70,6 +70,13 @@ pub fn convert_released(repo: &Repo, tree: &Path, extra: &[&str]) -> serde_json:
     report
 }
 
+/// Writes the helpers every [`numbered`] script sources: `lib/record.sh`
+/// (`record_run ID` appends ID to `$FIXTURE_LOG`) and `lib/stamp.sh`.
+pub fn helpers(repo: &Repo) {
+    write(repo, "lib/record.sh", RECORD);
+    write(repo, "lib/stamp.sh", STAMP);
+}
+
 pub fn write(repo: &Repo, rel: &str, text: &str) {
     let path = repo.path().join(NUMBERED).join(rel);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -81,8 +88,7 @@ pub fn write(repo: &Repo, rel: &str, text: &str) {
 /// v1.1.0-rc.2 (= v1.1.0).
 pub fn history() -> Repo {
     let repo = Repo::new();
-    write(&repo, "lib/record.sh", RECORD);
-    write(&repo, "lib/stamp.sh", STAMP);
+    helpers(&repo);
     // The oldest shape: a stamp written out inline.
     write(
         &repo,
