@@ -34,11 +34,7 @@ pub async fn adopt(args: AdoptArgs, out: &Out) -> Result<(), Failure> {
     let version = args.legacy_version;
     // Adoption plans as the first run will: a tree whose scripts name the image's shell is
     // adopted with the interpreters that run is given, not refused for the defaults.
-    let allowed_interpreters = if args.allow_interpreters.is_empty() {
-        PlanContext::default_interpreters()
-    } else {
-        args.allow_interpreters.clone()
-    };
+    let allowed_interpreters = args.interpreters.clone().allowed();
     let context = PlanContext {
         now: SystemClock.now().truncated(),
         image: None,

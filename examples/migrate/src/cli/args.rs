@@ -78,6 +78,28 @@ fn interpreter(value: &str) -> Result<String, String> {
     Ok(value.to_owned())
 }
 
+/// The shebangs a tree's scripts may name, as `run`, `plan` and `adopt`
+/// are given them: the three must agree, or a tree `run` accepts would be
+/// refused by the others.
+#[derive(Debug, Clone, Args)]
+pub struct Interpreters {
+    /// Allowed shebang (repeatable; default /bin/sh and /bin/bash), e.g.
+    /// the image's shell, /usr/bin/busybox ash.
+    #[arg(long = "allow-interpreter", value_parser = interpreter)]
+    pub allow_interpreters: Vec<String>,
+}
+
+impl Interpreters {
+    /// The interpreters given, or core's defaults when none was.
+    pub fn allowed(self) -> Vec<String> {
+        if self.allow_interpreters.is_empty() {
+            migration_core::PlanContext::default_interpreters()
+        } else {
+            self.allow_interpreters
+        }
+    }
+}
+
 /// The whole command line.
 #[derive(Debug, Parser)]
 #[command(
@@ -339,10 +361,9 @@ pub struct AdoptArgs {
     /// counts as run (without it, it answers nothing).
     #[arg(long)]
     pub count_prereleases: bool,
-    /// Allowed shebang of the scripts the adopted cluster will run
-    /// (repeatable; default /bin/sh and /bin/bash), as `run` is given it.
-    #[arg(long = "allow-interpreter", value_parser = interpreter)]
-    pub allow_interpreters: Vec<String>,
+    /// The shebangs the scripts may name, as `run` is given them.
+    #[command(flatten)]
+    pub interpreters: Interpreters,
     /// The ledger to create (or to complete, when it holds only this version).
     #[arg(long, env = "MIGRATE_LEDGER")]
     pub ledger: LedgerSpec,
@@ -381,6 +402,9 @@ pub struct PlanArgs {
     /// `plan` does not warn that `run` needs this flag for one.
     #[arg(long, env = "MIGRATE_FRESH_INSTALL", value_parser = clap::builder::BoolishValueParser::new())]
     pub fresh_install: bool,
+    /// The shebangs the scripts may name, as `run` is given them.
+    #[command(flatten)]
+    pub interpreters: Interpreters,
 }
 
 /// The release tags' glob when none is given.
@@ -570,9 +594,9 @@ pub struct RunArgs {
     /// Lock holder identity (default: $POD_NAME or host name, plus the pid).
     #[arg(long)]
     pub holder: Option<String>,
-    /// Allowed shebang (repeatable; default /bin/sh and /bin/bash).
-    #[arg(long = "allow-interpreter", value_parser = interpreter)]
-    pub allow_interpreters: Vec<String>,
+    /// The shebangs the scripts may name.
+    #[command(flatten)]
+    pub interpreters: Interpreters,
     /// A cluster command to run through the tripwire's shim, besides
     /// kubectl, helm, flux, the tree's cluster-commands file and
     /// MIGRATE_CLUSTER_COMMANDS (repeatable).

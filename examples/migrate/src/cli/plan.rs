@@ -34,8 +34,11 @@ pub async fn plan(args: PlanArgs, out: &Out) -> Result<(), Failure> {
     super::suggest::check_only(&tree, args.only.as_ref())?;
     let (ledger, read) = opened?;
     let snapshot = read?;
+    // The interpreters `run` would be given: a tree of the image's shell
+    // is planned, not refused for the defaults.
     let migrator = Migrator::new(&tree, ledger.as_ref(), &SystemClock)
-        .with_require_existing_ledger(args.require_existing_ledger);
+        .with_require_existing_ledger(args.require_existing_ledger)
+        .with_allowed_interpreters(args.interpreters.allowed());
     let request = PlanRequest {
         tiers: args.tier.into(),
         only: args.only,

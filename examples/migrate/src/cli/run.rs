@@ -29,7 +29,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
         lock_wait,
         lock_ttl,
         holder,
-        allow_interpreters,
+        interpreters,
         cluster_commands,
         require_existing_ledger,
         fresh_install,
@@ -61,9 +61,7 @@ pub async fn run(args: RunArgs, out: &Out) -> Result<(), Failure> {
     // A missing ledger refuses unless this is said to be a new cluster
     // (CONTRACT.md §6.1): a mistyped spec looks exactly like one.
     config.require_existing_ledger = !fresh_install;
-    if !allow_interpreters.is_empty() {
-        config.allowed_interpreters = allow_interpreters;
-    }
+    config.allowed_interpreters = interpreters.allowed();
     let mut scripts = ScriptSettings {
         namespace,
         timeout: Duration::from_secs(timeout),

@@ -341,6 +341,18 @@ fn adopting_a_tree_whose_scripts_name_the_images_shell_takes_the_interpreters_ru
     let (code, doc, err) = adopt(&scratch.root(), "3", &spec, &allow);
     assert_eq!(code, 0, "{err}\n{doc}");
     assert_eq!(strings(&doc["legacy"]), ["one", "two"]);
+    // `plan` is given them as run is: refused for the defaults, planned with them.
+    let (code, plan, _) = on_ledger("plan", &scratch.root(), &spec, &[]);
+    assert_eq!(code, 3, "{plan}");
+    let (code, plan, err) = on_ledger("plan", &scratch.root(), &spec, &allow);
+    assert_eq!(code, 0, "{err}\n{plan}");
+    let pending: Vec<&str> = plan["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["slug"].as_str().unwrap())
+        .collect();
+    assert_eq!(pending, ["three", "fresh"]);
     let (code, run, err) = on_ledger("run", &scratch.root(), &spec, &allow);
     assert_eq!(code, 0, "{err}\n{run}");
     assert_eq!(scratch.lines("ran"), ["three", "fresh"]);
