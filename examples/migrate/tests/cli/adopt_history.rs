@@ -14,28 +14,11 @@
 use crate::common;
 use std::path::{Path, PathBuf};
 
-use common::numbered::history;
-use common::{Repo, by_slug, fields, file_spec, migrate, parse, strings};
+use common::numbered::{Released, history};
+use common::{by_slug, fields, file_spec, migrate, parse, strings};
 
 /// Main's line converted with `--rewrite`, committed, with its manifest.
-struct Converted {
-    _repo: Repo,
-    dir: tempfile::TempDir,
-}
-
-impl Converted {
-    fn tree(&self) -> PathBuf {
-        self.dir.path().join("tree")
-    }
-
-    fn ledger(&self) -> PathBuf {
-        self.dir.path().join("ledger.json")
-    }
-
-    fn log(&self) -> PathBuf {
-        self.dir.path().join("ran.log")
-    }
-}
+type Converted = Released;
 
 fn converted() -> Converted {
     converted_with(&[])
@@ -43,13 +26,9 @@ fn converted() -> Converted {
 
 /// Main's line converted with `--rewrite` and `extra`.
 fn converted_with(extra: &[&str]) -> Converted {
-    let repo = history();
-    let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("tree");
     let mut args = vec!["--rewrite"];
     args.extend_from_slice(extra);
-    common::numbered::convert_released(&repo, &tree, &args);
-    Converted { _repo: repo, dir }
+    Released::new(history(), tempfile::tempdir().unwrap(), &args)
 }
 
 /// `helm history -o json` of `(revision, status, chart version)`, the chart
@@ -98,7 +77,7 @@ fn adopt_with_file(
     version: &str,
     history: &str,
 ) -> (i32, serde_json::Value, String) {
-    let file = c.dir.path().join("history.json");
+    let file = c.file("history.json");
     std::fs::write(&file, history).unwrap();
     adopt(c, version, &["--helm-history", file.to_str().unwrap()], "")
 }
@@ -256,7 +235,7 @@ fn an_unreadable_helm_history_is_bad_input_naming_the_file_and_revision_and_writ
         "history.json: not the JSON array of `helm history -o json`",
     );
 
-    let missing = c.dir.path().join("nope.json");
+    let missing = c.file("nope.json");
     let (code, doc, _) = adopt(&c, "4", &["--helm-history", missing.to_str().unwrap()], "");
     assert_eq!(code, 2, "{doc}");
     common::assert_first_problem(&doc, "nope.json");
@@ -285,7 +264,7 @@ fn a_failed_revision_does_not_count_and_the_adoption_says_so() {
     );
     // The text says it too.
     std::fs::remove_file(c.ledger()).unwrap();
-    let file = c.dir.path().join("history.json");
+    let file = c.file("history.json");
     let out = migrate()
         .arg("adopt")
         .arg(c.tree())
@@ -329,7 +308,7 @@ fn a_pre_release_revision_counts_only_with_count_prereleases() {
         "{doc}"
     );
     let c = converted();
-    let file = c.dir.path().join("history.json");
+    let file = c.file("history.json");
     std::fs::write(&file, &history).unwrap();
     let (code, doc, err) = adopt(
         &c,
@@ -465,7 +444,7 @@ async fn a_real_helm_release_upgraded_through_two_versions_answers_the_adoption(
     let release = test_apiserver::real::unique_name("platform");
     // A chart of our own whose versions are the fixture's tags: installed
     // at v1.0.0, upgraded to v1.0.1 (the release branch's backport of 3).
-    let chart = c.dir.path().join("chart");
+    let chart = c.file("chart");
     common::write_files(
         &chart,
         &[(

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::numbered::{self, numbered};
+use crate::common::numbered::{self, Released, numbered};
 use crate::common::{self, Repo, shells};
 
 /// The script under test.
@@ -23,21 +23,8 @@ fn upgrade_paths() -> PathBuf {
 }
 
 /// Main's line converted with `--rewrite` and the release targets, committed, with its
-/// manifest; the fake cluster's directory; the directory holding both.
-struct Platform {
-    _repo: Repo,
-    dir: tempfile::TempDir,
-}
-
-impl Platform {
-    fn tree(&self) -> PathBuf {
-        self.dir.path().join("tree")
-    }
-
-    fn fake(&self) -> PathBuf {
-        self.dir.path().join("fake")
-    }
-}
+/// manifest, beside the fake cluster's directory, `fake`.
+type Platform = Released;
 
 fn platform() -> Platform {
     let repo = Repo::new();
@@ -75,12 +62,11 @@ fn platform() -> Platform {
         "v1.0.0 3\nv1.1.0 4\nv1.1.1 5\nv1.2.0-rc.1 6\nv1.2.0 6\nv1.2.1 6\n",
     )
     .unwrap();
-    let tree = dir.path().join("tree");
     let flags = ["--rewrite", "--release-targets", targets.to_str().unwrap()];
-    numbered::convert_released(&repo, &tree, &flags);
+    let platform = Released::new(repo, dir, &flags);
 
     // The fake cluster: logs each call; FAIL=forbidden answers with kubectl's Forbidden text.
-    let fake = dir.path().join("fake");
+    let fake = platform.file("fake");
     common::write_files(
         &fake,
         &[(
@@ -96,7 +82,7 @@ fn platform() -> Platform {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    Platform { _repo: repo, dir }
+    platform
 }
 
 /// What one run of the harness did.
@@ -112,7 +98,7 @@ struct Measured {
 
 /// `shell upgrade-paths.sh --migrate BIN --tree TREE --fake FAKE ARGS...` with `FAIL=fail`.
 fn measure(shell: &shells::Shell, p: &Platform, args: &[&str], fail: &str) -> Measured {
-    let (log, calls) = (p.dir.path().join("ran.log"), p.dir.path().join("calls"));
+    let (log, calls) = (p.log(), p.file("calls"));
     for f in [&log, &calls] {
         std::fs::write(f, "").unwrap();
     }
@@ -124,7 +110,7 @@ fn measure(shell: &shells::Shell, p: &Platform, args: &[&str], fail: &str) -> Me
         .arg("--tree")
         .arg(p.tree())
         .arg("--fake")
-        .arg(p.fake())
+        .arg(p.file("fake"))
         .args(args)
         .env("FIXTURE_LOG", &log)
         .env("CALLS", &calls)
@@ -265,12 +251,10 @@ fn a_tree_where_no_slot_diverged_takes_its_targets_from_the_file_convert_was_giv
     let dir = tempfile::tempdir().unwrap();
     let targets = dir.path().join("targets");
     std::fs::write(&targets, "v1.0.0 2\nv1.1.0 3\n").unwrap();
-    let tree = dir.path().join("tree");
     let flags = ["--rewrite", "--release-targets", targets.to_str().unwrap()];
-    numbered::convert_released(&repo, &tree, &flags);
-    assert!(!tree.join("legacy-releases").exists());
-    std::fs::create_dir_all(dir.path().join("fake")).unwrap();
-    let p = Platform { _repo: repo, dir };
+    let p = Released::new(repo, dir, &flags);
+    assert!(!p.tree().join("legacy-releases").exists());
+    std::fs::create_dir_all(p.file("fake")).unwrap();
 
     let m = measure(&shells::dash(), &p, &[], "");
     assert_eq!(m.code, 2, "{}", m.stderr);

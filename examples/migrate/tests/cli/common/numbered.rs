@@ -70,6 +70,44 @@ pub fn convert_released(repo: &Repo, tree: &Path, extra: &[&str]) -> serde_json:
     report
 }
 
+/// A line converted by [`convert_released`] into `tree/` of a directory of
+/// its own, kept with the repository it came from; files a test needs
+/// beside the tree (a ledger, the scripts' log, a fake cluster) go in the
+/// same directory.
+pub struct Released {
+    _repo: Repo,
+    /// The directory holding `tree/`.
+    pub dir: tempfile::TempDir,
+}
+
+impl Released {
+    /// `repo` converted with `extra` into `dir/tree` ([`convert_released`]).
+    pub fn new(repo: Repo, dir: tempfile::TempDir, extra: &[&str]) -> Released {
+        convert_released(&repo, &dir.path().join("tree"), extra);
+        Released { _repo: repo, dir }
+    }
+
+    /// The converted tree.
+    pub fn tree(&self) -> PathBuf {
+        self.file("tree")
+    }
+
+    /// `name` beside the tree.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A file ledger beside the tree.
+    pub fn ledger(&self) -> PathBuf {
+        self.file("ledger.json")
+    }
+
+    /// The log [`numbered`] scripts append their ids to (`FIXTURE_LOG`).
+    pub fn log(&self) -> PathBuf {
+        self.file("ran.log")
+    }
+}
+
 /// Writes the helpers every [`numbered`] script sources: `lib/record.sh`
 /// (`record_run ID` appends ID to `$FIXTURE_LOG`) and `lib/stamp.sh`.
 pub fn helpers(repo: &Repo) {
